@@ -1,0 +1,544 @@
+//! Protocol types shared by the Touchstone runtime, its pallets and the worker.
+//!
+//! Everything a client or a worker needs to encode a job, read a work unit or build a
+//! learning-proof commitment lives here, once. The layouts are part of the public
+//! interface: polkadot.js and subxt decode them from metadata, so a field changed after
+//! launch breaks every client. Add variants and fields only with a storage migration.
+//!
+//! Real numbers that the chain stores (learning rate, thresholds, loss) are
+//! [`FixedU64`]s: a `u64` holding the value times 10⁹. SCALE has no floats, and a fixed
+//! point value converts to the same `f32` on every machine.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
+use polkadot_sdk::sp_core::{ConstU32, H256};
+use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64, Perbill, RuntimeDebug};
+use scale_info::TypeInfo;
+
+mod runtime_api;
+pub use runtime_api::*;
+
+/// Identifies a job; assigned sequentially from zero.
+pub type JobId = u64;
+/// Position of a work unit inside its job, from zero.
+pub type UnitIndex = u32;
+/// A 256-bit content hash (BLAKE2b-256 unless a field says otherwise).
+pub type ContentHash = H256;
+
+/// Most layers a model configuration may list.
+pub const MAX_LAYERS: u32 = 16;
+/// Longest content location (a URI or path) in bytes.
+pub const MAX_LOCATION_LEN: u32 = 256;
+/// Longest device model string in bytes, such as `NVIDIA H100 80GB HBM3`.
+pub const MAX_DEVICE_MODEL_LEN: u32 = 64;
+/// Longest region tag in bytes, such as `eu-west`.
+pub const MAX_REGION_LEN: u32 = 32;
+
+/// A content location: a URI or a path the solver can fetch, UTF-8.
+pub type Location = BoundedVec<u8, ConstU32<MAX_LOCATION_LEN>>;
+/// A device model string, UTF-8.
+pub type DeviceModel = BoundedVec<u8, ConstU32<MAX_DEVICE_MODEL_LEN>>;
+/// A region tag, UTF-8.
+pub type Region = BoundedVec<u8, ConstU32<MAX_REGION_LEN>>;
+/// Layer widths of a model.
+pub type LayerWidths = BoundedVec<u32, ConstU32<MAX_LAYERS>>;
+
+/// The roles a compute node can register for. Each role is bonded separately.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	PartialOrd, Ord, RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum Role {
+	/// Claims work units, trains and commits learning proofs.
+	Solver,
+	/// Re-executes sampled segments of proofs and attests.
+	Verifier,
+	/// Re-checks proofs and attestations and opens disputes.
+	Challenger,
+}
+
+impl Role {
+	/// Every role, in declaration order.
+	pub const ALL: [Role; 3] = [Role::Solver, Role::Verifier, Role::Challenger];
+}
+
+/// The kind of device a node trains on.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum DeviceKind {
+	/// A CPU-only node.
+	Cpu,
+	/// A node with a GPU.
+	Gpu,
+}
+
+/// What a compute node declares about its hardware when it registers.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct HardwareProfile {
+	/// CPU or GPU.
+	pub device: DeviceKind,
+	/// The device's model string, UTF-8.
+	pub model: DeviceModel,
+	/// Device memory in MiB (GPU memory for a GPU, RAM for a CPU node).
+	pub memory_mib: u32,
+	/// Sustained training throughput estimate in GFLOP/s.
+	pub throughput_gflops: u32,
+	/// Network bandwidth in Mbit/s.
+	pub bandwidth_mbps: u32,
+	/// Region tag, UTF-8.
+	pub region: Region,
+}
+
+/// What a job requires of the hardware that trains it.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct HardwareRequirements {
+	/// The device kind required; `None` accepts either.
+	pub device: Option<DeviceKind>,
+	/// Minimum device memory in MiB.
+	pub min_memory_mib: u32,
+	/// Minimum throughput in GFLOP/s.
+	pub min_throughput_gflops: u32,
+	/// Minimum bandwidth in Mbit/s.
+	pub min_bandwidth_mbps: u32,
+	/// The region required; `None` accepts any.
+	pub region: Option<Region>,
+}
+
+impl HardwareRequirements {
+	/// Whether a node with `profile` can train a job with these requirements.
+	pub fn is_met_by(&self, profile: &HardwareProfile) -> bool {
+		self.device.map_or(true, |device| device == profile.device) &&
+			profile.memory_mib >= self.min_memory_mib &&
+			profile.throughput_gflops >= self.min_throughput_gflops &&
+			profile.bandwidth_mbps >= self.min_bandwidth_mbps &&
+			self.region.as_ref().map_or(true, |region| *region == profile.region)
+	}
+}
+
+/// A content-addressed object: its hash and where to fetch it.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct ContentRef {
+	/// BLAKE2b-256 of the object's bytes. A fetched object whose hash differs is rejected.
+	pub hash: ContentHash,
+	/// Where to fetch it, UTF-8.
+	pub location: Location,
+}
+
+/// The training dataset of a job.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct DatasetRef {
+	/// The dataset file.
+	pub content: ContentRef,
+	/// Number of training samples in it; data shards are cut from this count.
+	pub samples: u32,
+}
+
+/// The hidden-layer activation of a model.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum Activation {
+	/// max(0, x).
+	Relu,
+	/// tanh(x), computed as the kernels' contract prescribes.
+	Tanh,
+	/// GELU (tanh approximation), computed as the kernels' contract prescribes.
+	Gelu,
+}
+
+/// Model architecture and configuration.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum ModelArch {
+	/// A multi-layer perceptron: `inputs → hidden… → classes`.
+	Mlp {
+		/// Input features per sample.
+		inputs: u32,
+		/// Widths of the hidden layers, in order.
+		hidden: LayerWidths,
+		/// Output classes.
+		classes: u32,
+		/// Activation after each hidden layer.
+		activation: Activation,
+	},
+	/// A small convolutional network: valid 2-D convolutions with stride 1, each followed
+	/// by the activation, then dense layers.
+	Cnn {
+		/// Input channels.
+		channels: u32,
+		/// Input height in pixels.
+		height: u32,
+		/// Input width in pixels.
+		width: u32,
+		/// Output channels of each convolution, in order.
+		conv_channels: LayerWidths,
+		/// Square kernel size of every convolution.
+		kernel_size: u32,
+		/// Widths of the dense hidden layers after the convolutions.
+		hidden: LayerWidths,
+		/// Output classes.
+		classes: u32,
+		/// Activation after each convolution and hidden layer.
+		activation: Activation,
+	},
+}
+
+/// The optimizer and its settings.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum Optimizer {
+	/// Stochastic gradient descent with heavy-ball momentum.
+	Sgd {
+		/// Momentum factor.
+		momentum: FixedU64,
+	},
+	/// AdamW (decoupled weight decay).
+	AdamW {
+		/// First-moment decay.
+		beta1: FixedU64,
+		/// Second-moment decay.
+		beta2: FixedU64,
+		/// Denominator epsilon.
+		epsilon: FixedU64,
+		/// Decoupled weight decay.
+		weight_decay: FixedU64,
+	},
+}
+
+/// Training hyper-parameters.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct HyperParams {
+	/// Total optimizer steps of the job.
+	pub steps: u32,
+	/// Samples per step.
+	pub batch_size: u32,
+	/// Learning rate.
+	pub learning_rate: FixedU64,
+	/// Optimizer and its settings.
+	pub optimizer: Optimizer,
+	/// Clip the global gradient L2 norm to this value; `None` disables clipping.
+	pub grad_clip_norm: Option<FixedU64>,
+	/// Seed of the Philox streams for initialisation and batch order.
+	pub seed: u64,
+	/// A checkpoint is written, and may be committed, every this many steps.
+	pub checkpoint_interval: u32,
+}
+
+/// How a proof is checked.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum VerificationMode {
+	/// Re-executed segments must reproduce the committed state hashes bit for bit.
+	Exact,
+	/// Re-executed segments must land within these distances of the committed weights.
+	Tolerance {
+		/// Largest L2 distance accepted.
+		max_l2: FixedU64,
+		/// Largest L-infinity distance accepted.
+		max_linf: FixedU64,
+		/// Largest cosine distance (1 − cosine similarity) accepted.
+		max_cosine_distance: FixedU64,
+	},
+}
+
+/// How unit results combine into the job's result, for data-parallel jobs.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum Aggregation {
+	/// Average weighted by each shard's sample count.
+	WeightedBySamples,
+	/// Plain mean over shards.
+	Uniform,
+}
+
+/// How a job is cut into work units.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum Decomposition {
+	/// Consecutive step ranges of one training run. Unit `i + 1` starts from the model
+	/// unit `i` proved, so units run one after the other.
+	StepRanges {
+		/// Steps per unit; the last unit takes the remainder.
+		steps_per_unit: u32,
+	},
+	/// Data-parallel shards: every unit trains all `steps` on its own shard, in parallel.
+	DataShards {
+		/// Number of shards.
+		shards: u32,
+		/// How shard results combine.
+		aggregation: Aggregation,
+	},
+}
+
+/// Everything a submitter states about a training job.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct JobSpec<Balance> {
+	/// Model architecture and configuration.
+	pub model: ModelArch,
+	/// Initial weights; `None` initialises from `hyper.seed` with the Philox stream.
+	pub initial_weights: Option<ContentRef>,
+	/// The training data.
+	pub dataset: DatasetRef,
+	/// Hyper-parameters.
+	pub hyper: HyperParams,
+	/// How the job is cut into work units.
+	pub decomposition: Decomposition,
+	/// How proofs are checked.
+	pub verification: VerificationMode,
+	/// What the solver's hardware must offer.
+	pub requirements: HardwareRequirements,
+	/// Paid to the solver for each finalized unit.
+	pub price_per_unit: Balance,
+	/// The most the submitter will pay; held in escrow at submission. Must cover
+	/// `price_per_unit` times the number of units.
+	pub budget: Balance,
+	/// Blocks a solver may go without progress (acceptance, checkpoint or proof) before
+	/// its unit returns to the pool.
+	pub unit_timeout: u32,
+}
+
+/// Which part of the job a unit covers.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum UnitScope {
+	/// Steps `first_step .. first_step + steps` of the single training run.
+	Steps {
+		/// First step (global index).
+		first_step: u32,
+		/// Number of steps.
+		steps: u32,
+	},
+	/// A data shard trained for the job's full step count.
+	Shard {
+		/// First sample of the shard.
+		first_sample: u32,
+		/// Samples in the shard.
+		samples: u32,
+	},
+}
+
+/// The state machine of a work unit.
+///
+/// `Waiting → Pending → Assigned → Proven → (Verifying | Challenged) → Finalized | Failed`,
+/// with `Reassigned` when a solver times out and `Cancelled` when the submitter cancels
+/// before the unit started.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum UnitState {
+	/// Waits for the previous step range to be proven.
+	Waiting,
+	/// In the pool: the scheduler may assign it and eligible solvers may claim it.
+	Pending,
+	/// Assigned to a solver.
+	Assigned,
+	/// A learning proof is committed; the challenge window runs.
+	Proven,
+	/// Verifiers are re-executing samples of the proof.
+	Verifying,
+	/// A dispute over the proof is open.
+	Challenged,
+	/// Survived its windows and was paid. Final.
+	Finalized,
+	/// Failed for good; its price was refunded. Final.
+	Failed,
+	/// Timed out; back in the pool, resuming from its last committed checkpoint.
+	Reassigned,
+	/// Cancelled by the submitter before it started; its price was refunded. Final.
+	Cancelled,
+}
+
+impl UnitState {
+	/// Whether the unit has reached a state it never leaves.
+	pub fn is_final(self) -> bool {
+		matches!(self, UnitState::Finalized | UnitState::Failed | UnitState::Cancelled)
+	}
+
+	/// Whether the unit sits in the pool, ready for assignment or a claim.
+	pub fn is_claimable(self) -> bool {
+		matches!(self, UnitState::Pending | UnitState::Reassigned)
+	}
+}
+
+/// A checkpoint a solver committed on its way through a unit.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct Checkpoint {
+	/// Global step after which the checkpoint was taken.
+	pub step: u32,
+	/// Hash of the checkpoint file (safetensors), which also fixes the state hash.
+	pub hash: ContentHash,
+}
+
+/// Metrics a solver reports with its proof.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug, Default,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct TrainingMetrics {
+	/// Mean training loss over the unit's last checkpoint interval.
+	pub loss: FixedU64,
+	/// Accuracy of the final model on the unit's data.
+	pub accuracy: Perbill,
+}
+
+/// The learning-proof commitment for one unit.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct LearningProof {
+	/// Merkle root over the per-step state hashes of the unit, in step order.
+	pub trace_root: ContentHash,
+	/// Number of steps the trace covers; must equal the unit's step count.
+	pub steps: u32,
+	/// Hash of the final model (weights and optimizer state).
+	pub final_model_hash: ContentHash,
+	/// Metrics of the final model.
+	pub metrics: TrainingMetrics,
+}
+
+/// A work unit and where it stands.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct WorkUnit<AccountId, BlockNumber> {
+	/// What part of the job it covers.
+	pub scope: UnitScope,
+	/// Where it is in its state machine.
+	pub state: UnitState,
+	/// The solver it is assigned to, while `Assigned` and after.
+	pub solver: Option<AccountId>,
+	/// Whether the assigned solver accepted it.
+	pub accepted: bool,
+	/// The block by which the solver must make progress, while `Assigned`.
+	pub deadline: Option<BlockNumber>,
+	/// Hash of the model the unit starts from: the previous unit's final model for a
+	/// step range, `None` for seeded initialisation or the job's initial weights.
+	pub start_model_hash: Option<ContentHash>,
+	/// The latest checkpoint committed; a reassigned unit resumes from it.
+	pub last_checkpoint: Option<Checkpoint>,
+	/// The committed proof, once `Proven`.
+	pub proof: Option<LearningProof>,
+	/// The block the proof was committed in.
+	pub proven_at: Option<BlockNumber>,
+	/// How many times the unit has been assigned.
+	pub attempts: u32,
+}
+
+/// The state of a job.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum JobStatus {
+	/// Units are being trained.
+	Active,
+	/// The submitter cancelled; units already started run to the end.
+	Cancelled,
+	/// Every unit is final and the result is recorded.
+	Completed,
+}
+
+/// The aggregated result of a completed job.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct JobResult {
+	/// The final model: the last step range's model hash, or for data shards the
+	/// BLAKE2b-256 of the finalized shards' model hashes in unit order.
+	pub model_hash: ContentHash,
+	/// Metrics, aggregated by the job's rule.
+	pub metrics: TrainingMetrics,
+	/// Units that finalized.
+	pub units_finalized: u32,
+	/// Units that failed or were cancelled.
+	pub units_failed: u32,
+}
+
+/// A job and its bookkeeping.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
+	RuntimeDebug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct Job<AccountId, Balance, BlockNumber> {
+	/// Who submitted and pays.
+	pub owner: AccountId,
+	/// The submitted spec.
+	pub spec: JobSpec<Balance>,
+	/// Where the job stands.
+	pub status: JobStatus,
+	/// Number of work units.
+	pub units: u32,
+	/// Units in a final state.
+	pub units_final: u32,
+	/// Escrow still held for this job.
+	pub escrow: Balance,
+	/// Block of submission.
+	pub submitted_at: BlockNumber,
+	/// The result, once completed.
+	pub result: Option<JobResult>,
+}
