@@ -1,2 +1,8 @@
-//! Reproducible training kernels (placeholder, being written).
+//! Reproducible training kernels (being written).
 #![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub mod contract;
+pub mod error;
+pub mod math;

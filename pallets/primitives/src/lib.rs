@@ -18,6 +18,7 @@ use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64, Perbill, RuntimeDebug};
 use scale_info::TypeInfo;
 
 mod runtime_api;
+pub mod traits;
 pub use runtime_api::*;
 
 /// Identifies a job; assigned sequentially from zero.
@@ -27,14 +28,18 @@ pub type UnitIndex = u32;
 /// A 256-bit content hash (BLAKE2b-256 unless a field says otherwise).
 pub type ContentHash = H256;
 
-/// Most layers a model configuration may list.
-pub const MAX_LAYERS: u32 = 16;
-/// Longest content location (a URI or path) in bytes.
-pub const MAX_LOCATION_LEN: u32 = 256;
-/// Longest device model string in bytes, such as `NVIDIA H100 80GB HBM3`.
-pub const MAX_DEVICE_MODEL_LEN: u32 = 64;
-/// Longest region tag in bytes, such as `eu-west`.
-pub const MAX_REGION_LEN: u32 = 32;
+// Hard decoding bounds. A runtime enforces tighter limits of its own (its pallets'
+// `Max…` constants) and rejects a field over them with a named error; these bounds only
+// stop absurd inputs at decoding and size storage.
+
+/// Most layers a model configuration can encode.
+pub const MAX_LAYERS: u32 = 64;
+/// Longest content location (a URI or path) in bytes that can be encoded.
+pub const MAX_LOCATION_LEN: u32 = 1024;
+/// Longest device model string in bytes that can be encoded.
+pub const MAX_DEVICE_MODEL_LEN: u32 = 128;
+/// Longest region tag in bytes that can be encoded.
+pub const MAX_REGION_LEN: u32 = 64;
 
 /// A content location: a URI or a path the solver can fetch, UTF-8.
 pub type Location = BoundedVec<u8, ConstU32<MAX_LOCATION_LEN>>;

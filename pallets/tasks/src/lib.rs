@@ -1,1 +1,543 @@
+//! # Touchstone tasks
+//!
+//! Training jobs and their work units. A submitter posts a [`JobSpec`]; its full budget is
+//! held in escrow and the job is cut into work units (step ranges or data shards). Each
+//! unit runs its own state machine:
+//!
+//! `Waiting → Pending → Assigned → Proven → (Verifying | Challenged) → Finalized | Failed`,
+//! with `Reassigned` when its solver makes no progress by the deadline, and `Cancelled`
+//! when the submitter cancels before the unit started.
+//!
+//! Every block, a bounded number of timed-out units return to the pool and a bounded
+//! number of pool units are matched to the best-scoring eligible solver. Solvers may also
+//! claim pool units themselves. A solver accepts its unit, commits checkpoints as it
+//! trains, and commits a learning proof; once the challenge window has passed (and the
+//! verification pallets, through [`ProofLifecycle`], do not object) anyone may finalize
+//! the unit, which pays the solver from escrow. When every unit is final the job's result
+//! is aggregated, recorded and announced, and the unused budget is refunded.
+//!
+//! The pallet sees compute nodes only through [`ComputeNodes`], and the staking pallet
+//! sees this pallet only through [`ActiveWork`].
 #![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub use pallet::*;
+pub use weights::WeightInfo;
+
+mod functions;
+mod impls;
+pub mod weights;
+
+#[cfg(feature = "runtime-benchmarks")]
+mod benchmarking;
+#[cfg(test)]
+mod mock;
+#[cfg(test)]
+mod tests;
+
+use polkadot_sdk::{frame_support, frame_system, sp_runtime};
+
+/// The balance type of the pallet's currency.
+pub type BalanceOf<T> = <<T as Config>::Currency as frame_support::traits::fungible::Inspect<
+	<T as frame_system::Config>::AccountId,
+>>::Balance;
+
+/// A unit's key: its job and its index in the job.
+pub type UnitKey = (touchstone_primitives::JobId, touchstone_primitives::UnitIndex);
+
+/// A job as stored.
+pub type JobOf<T> = touchstone_primitives::Job<
+	<T as frame_system::Config>::AccountId,
+	BalanceOf<T>,
+	frame_system::pallet_prelude::BlockNumberFor<T>,
+>;
+
+/// A work unit as stored.
+pub type WorkUnitOf<T> = touchstone_primitives::WorkUnit<
+	<T as frame_system::Config>::AccountId,
+	frame_system::pallet_prelude::BlockNumberFor<T>,
+>;
+
+/// Sets up what the benchmarks need from other pallets.
+#[cfg(feature = "runtime-benchmarks")]
+pub trait BenchmarkHelper<AccountId> {
+	/// Registers `who` as an online, bonded solver with `profile`, funding it as needed.
+	fn register_solver(who: &AccountId, profile: touchstone_primitives::HardwareProfile);
+}
+
+#[frame_support::pallet]
+pub mod pallet {
+	use super::*;
+	use frame_support::{
+		pallet_prelude::*,
+		traits::fungible::{Inspect, Mutate, MutateHold},
+	};
+	use frame_system::pallet_prelude::*;
+	use touchstone_primitives::{
+		traits::{ComputeNodes, ProofLifecycle},
+		Checkpoint, JobId, JobResult, JobSpec, LearningProof, UnitIndex,
+	};
+
+	/// The in-code storage version.
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+
+	#[pallet::pallet]
+	#[pallet::storage_version(STORAGE_VERSION)]
+	pub struct Pallet<T>(_);
+
+	#[pallet::config]
+	pub trait Config: frame_system::Config {
+		/// The overarching event type.
+		type RuntimeEvent: From<Event<Self>> + IsType<<Self as frame_system::Config>::RuntimeEvent>;
+
+		/// The currency budgets are escrowed and paid in.
+		type Currency: Inspect<Self::AccountId>
+			+ Mutate<Self::AccountId>
+			+ MutateHold<Self::AccountId, Reason = Self::RuntimeHoldReason>;
+
+		/// The overarching hold reason.
+		type RuntimeHoldReason: From<HoldReason>;
+
+		/// The compute-node registry: eligibility, profiles, scores and reputation.
+		type Nodes: ComputeNodes<Self::AccountId>;
+
+		/// The verification and disputes pallets' view of proofs.
+		type ProofLifecycle: ProofLifecycle<Self::AccountId>;
+
+		/// Most work units one job may be cut into.
+		#[pallet::constant]
+		type MaxUnitsPerJob: Get<u32>;
+
+		/// Most units that may be open (not final) across all jobs. Bounds the pool.
+		#[pallet::constant]
+		type MaxOpenUnits: Get<u32>;
+
+		/// Most units one solver may hold at once.
+		#[pallet::constant]
+		type MaxUnitsPerSolver: Get<u32>;
+
+		/// Most pool units the scheduler considers per block.
+		#[pallet::constant]
+		type MaxAssignmentsPerBlock: Get<u32>;
+
+		/// Most deadline entries the timeout sweep handles per block.
+		#[pallet::constant]
+		type MaxTimeoutsPerBlock: Get<u32>;
+
+		/// Most solvers the scheduler ranks per block.
+		#[pallet::constant]
+		type MaxCandidates: Get<u32>;
+
+		/// Blocks an assigned solver has to accept its unit.
+		#[pallet::constant]
+		type AcceptanceTimeout: Get<BlockNumberFor<Self>>;
+
+		/// The shortest `unit_timeout` a job may ask for.
+		#[pallet::constant]
+		type MinUnitTimeout: Get<u32>;
+
+		/// Blocks after a proof during which it can be challenged.
+		#[pallet::constant]
+		type ChallengeWindow: Get<BlockNumberFor<Self>>;
+
+		/// Assignments a unit gets before it fails for good.
+		#[pallet::constant]
+		type MaxAttempts: Get<u32>;
+
+		/// Longest content location accepted, in bytes.
+		#[pallet::constant]
+		type MaxLocationLen: Get<u32>;
+
+		/// Most layers a model may list.
+		#[pallet::constant]
+		type MaxLayers: Get<u32>;
+
+		/// Longest region tag accepted in requirements, in bytes.
+		#[pallet::constant]
+		type MaxRegionLen: Get<u32>;
+
+		/// Weights of this pallet's calls and hooks, from its benchmarks.
+		type WeightInfo: WeightInfo;
+
+		/// Sets up other pallets for the benchmarks.
+		#[cfg(feature = "runtime-benchmarks")]
+		type BenchmarkHelper: BenchmarkHelper<Self::AccountId>;
+	}
+
+	/// Why this pallet holds funds.
+	#[pallet::composite_enum]
+	pub enum HoldReason {
+		/// A job's budget, held from submission until it is paid out or refunded.
+		JobEscrow,
+	}
+
+	/// The id the next job gets.
+	#[pallet::storage]
+	pub type NextJobId<T> = StorageValue<_, JobId, ValueQuery>;
+
+	/// Jobs by id.
+	#[pallet::storage]
+	pub type Jobs<T: Config> = StorageMap<_, Twox64Concat, JobId, JobOf<T>>;
+
+	/// Work units by job and index.
+	#[pallet::storage]
+	pub type Units<T: Config> =
+		StorageDoubleMap<_, Twox64Concat, JobId, Twox64Concat, UnitIndex, WorkUnitOf<T>>;
+
+	/// The pool: units ready for assignment or a claim, oldest first.
+	#[pallet::storage]
+	pub type Pool<T: Config> = StorageValue<_, BoundedVec<UnitKey, T::MaxOpenUnits>, ValueQuery>;
+
+	/// Units that are not final, across all jobs. A job is admitted only if its units fit
+	/// under `MaxOpenUnits`, so the pool can never overflow.
+	#[pallet::storage]
+	pub type OpenUnits<T> = StorageValue<_, u32, ValueQuery>;
+
+	/// The units each solver holds (assigned or proven, not yet final).
+	#[pallet::storage]
+	pub type SolverUnits<T: Config> = StorageMap<
+		_,
+		Blake2_128Concat,
+		T::AccountId,
+		BoundedVec<UnitKey, T::MaxUnitsPerSolver>,
+		ValueQuery,
+	>;
+
+	/// Progress deadlines of assigned units, by the last block progress is accepted in.
+	#[pallet::storage]
+	pub type Deadlines<T: Config> =
+		StorageDoubleMap<_, Twox64Concat, BlockNumberFor<T>, Twox64Concat, UnitKey, ()>;
+
+	/// The earliest deadline block the timeout sweep has not finished.
+	#[pallet::storage]
+	pub type DeadlineCursor<T: Config> = StorageValue<_, BlockNumberFor<T>, ValueQuery>;
+
+	#[pallet::event]
+	#[pallet::generate_deposit(pub(super) fn deposit_event)]
+	pub enum Event<T: Config> {
+		/// A job was submitted and its budget escrowed.
+		JobSubmitted {
+			/// The new job.
+			job: JobId,
+			/// Who submitted it.
+			owner: T::AccountId,
+			/// Number of work units it was cut into.
+			units: u32,
+			/// The budget now held in escrow.
+			escrow: BalanceOf<T>,
+		},
+		/// The scheduler assigned a unit to a solver, who must accept it.
+		UnitAssigned {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// The last block the solver may accept in.
+			deadline: BlockNumberFor<T>,
+		},
+		/// A solver claimed a unit from the pool.
+		UnitClaimed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// The last block of progress before the unit times out.
+			deadline: BlockNumberFor<T>,
+		},
+		/// A solver accepted its assigned unit.
+		UnitAccepted {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// The last block of progress before the unit times out.
+			deadline: BlockNumberFor<T>,
+		},
+		/// A solver committed a checkpoint.
+		CheckpointCommitted {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The checkpoint.
+			checkpoint: Checkpoint,
+		},
+		/// A solver committed the learning proof of a unit; its challenge window opens.
+		ProofSubmitted {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// The commitment.
+			proof: LearningProof,
+			/// The first block the unit can be finalized in.
+			window_ends: BlockNumberFor<T>,
+		},
+		/// A unit became ready once the step range before it was proven.
+		UnitReady {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+		},
+		/// A unit survived its windows and its solver was paid.
+		UnitFinalized {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver paid.
+			solver: T::AccountId,
+			/// What the solver was paid.
+			paid: BalanceOf<T>,
+		},
+		/// A solver made no progress by its deadline; the unit went back to the pool and
+		/// resumes from its last checkpoint.
+		UnitTimedOut {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver that timed out.
+			solver: T::AccountId,
+			/// Where the next solver resumes.
+			resume_from: Option<Checkpoint>,
+		},
+		/// A unit failed for good and its price was refunded.
+		UnitFailed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// What was refunded to the submitter.
+			refunded: BalanceOf<T>,
+		},
+		/// The submitter cancelled a job; units not yet started were refunded.
+		JobCancelled {
+			/// The job.
+			job: JobId,
+			/// Units cancelled.
+			units_cancelled: u32,
+			/// What was refunded to the submitter.
+			refunded: BalanceOf<T>,
+		},
+		/// Every unit of a job is final; its result is recorded.
+		JobCompleted {
+			/// The job.
+			job: JobId,
+			/// The aggregated result.
+			result: JobResult,
+			/// Unused budget refunded to the submitter.
+			refunded: BalanceOf<T>,
+		},
+	}
+
+	#[pallet::error]
+	pub enum Error<T> {
+		/// The job asks for zero training steps.
+		ZeroSteps,
+		/// The job asks for a batch size of zero.
+		ZeroBatchSize,
+		/// The checkpoint interval is zero.
+		ZeroCheckpointInterval,
+		/// The model configuration has a zero dimension, too few classes, or convolutions
+		/// that shrink the input to nothing.
+		InvalidModel,
+		/// The model lists more layers than `MaxLayers`.
+		TooManyLayers,
+		/// The dataset has no samples.
+		EmptyDataset,
+		/// A batch is larger than the data a unit trains on.
+		BatchLargerThanData,
+		/// Zero steps per unit, zero shards, or more shards than samples.
+		InvalidDecomposition,
+		/// The job would have more units than `MaxUnitsPerJob`.
+		TooManyUnits,
+		/// The chain has `MaxOpenUnits` open units already; try again later.
+		TooManyOpenUnits,
+		/// The price per unit is zero.
+		ZeroPrice,
+		/// The budget does not cover the price of every unit.
+		BudgetBelowCost,
+		/// Price times units overflows the balance type.
+		CostOverflow,
+		/// The unit timeout is shorter than `MinUnitTimeout`.
+		UnitTimeoutTooShort,
+		/// A content location is longer than `MaxLocationLen`.
+		LocationTooLong,
+		/// The region in the requirements is longer than `MaxRegionLen`.
+		RegionTooLong,
+		/// No registered solver's hardware meets the requirements.
+		UnsatisfiableRequirements,
+		/// The submitter cannot cover the budget.
+		InsufficientBalance,
+		/// No job has this id.
+		JobNotFound,
+		/// The job has no unit with this index.
+		UnitNotFound,
+		/// Only the job's submitter may do this.
+		NotJobOwner,
+		/// The job is cancelled or completed.
+		JobNotActive,
+		/// The unit is not in the pool.
+		UnitNotClaimable,
+		/// The caller is not a bonded, online solver whose hardware meets the job's needs.
+		NotEligible,
+		/// The solver holds `MaxUnitsPerSolver` units already.
+		SolverAtCapacity,
+		/// The unit is not assigned to the caller.
+		NotAssignedSolver,
+		/// The unit was accepted already.
+		AlreadyAccepted,
+		/// The solver has not accepted the unit yet.
+		NotAccepted,
+		/// The checkpoint's step lies outside the unit's steps.
+		CheckpointOutOfRange,
+		/// The checkpoint's step is not after the last committed one.
+		CheckpointNotAdvancing,
+		/// The checkpoint's step is not on the job's checkpoint interval.
+		CheckpointMisaligned,
+		/// The proof covers a different number of steps than the unit.
+		StepCountMismatch,
+		/// The unit has no proof awaiting finalization.
+		UnitNotProven,
+		/// The unit's challenge window is still open.
+		ChallengeWindowOpen,
+		/// Verification or a dispute holds the unit back.
+		FinalizationBlocked,
+	}
+
+	#[pallet::hooks]
+	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
+		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
+			let timeouts = Self::sweep_deadlines(now);
+			let (considered, candidates) = Self::schedule(now);
+			T::WeightInfo::sweep_deadlines(timeouts)
+				.saturating_add(T::WeightInfo::schedule(considered, candidates))
+		}
+
+		fn integrity_test() {
+			assert!(T::MaxUnitsPerJob::get() > 0, "MaxUnitsPerJob must be positive");
+			assert!(
+				T::MaxOpenUnits::get() >= T::MaxUnitsPerJob::get(),
+				"a job with MaxUnitsPerJob units must fit under MaxOpenUnits"
+			);
+			assert!(T::MaxAttempts::get() > 0, "MaxAttempts must be positive");
+			assert!(T::MaxTimeoutsPerBlock::get() > 1, "the timeout sweep must outpace the chain");
+			assert!(T::MinUnitTimeout::get() > 0, "MinUnitTimeout must be positive");
+		}
+
+		#[cfg(feature = "try-runtime")]
+		fn try_state(_n: BlockNumberFor<T>) -> Result<(), sp_runtime::TryRuntimeError> {
+			Self::do_try_state()
+		}
+	}
+
+	#[pallet::call]
+	impl<T: Config> Pallet<T> {
+		/// Submit a training job. The full budget is held in escrow and the job is cut into
+		/// work units. An invalid spec is rejected with a named error and changes nothing.
+		///
+		/// Emits `JobSubmitted`.
+		#[pallet::call_index(0)]
+		#[pallet::weight(T::WeightInfo::submit_job(T::MaxUnitsPerJob::get()))]
+		pub fn submit_job(
+			origin: OriginFor<T>,
+			spec: JobSpec<BalanceOf<T>>,
+		) -> DispatchResultWithPostInfo {
+			let owner = ensure_signed(origin)?;
+			let units = Self::do_submit_job(owner, spec)?;
+			Ok(Some(T::WeightInfo::submit_job(units)).into())
+		}
+
+		/// Cancel a job. Units not yet started (waiting, in the pool, or assigned but not
+		/// accepted) are cancelled and their price refunded; started units run on.
+		///
+		/// Emits `JobCancelled`, and `JobCompleted` if no unit remains open.
+		#[pallet::call_index(1)]
+		#[pallet::weight(T::WeightInfo::cancel_job(T::MaxUnitsPerJob::get()))]
+		pub fn cancel_job(origin: OriginFor<T>, job: JobId) -> DispatchResultWithPostInfo {
+			let who = ensure_signed(origin)?;
+			let units = Self::do_cancel_job(who, job)?;
+			Ok(Some(T::WeightInfo::cancel_job(units)).into())
+		}
+
+		/// Claim a unit from the open pool. The caller must be a bonded, online solver whose
+		/// hardware meets the job's requirements. A claim is also an acceptance.
+		///
+		/// Emits `UnitClaimed`.
+		#[pallet::call_index(2)]
+		#[pallet::weight(T::WeightInfo::claim_unit())]
+		pub fn claim_unit(origin: OriginFor<T>, job: JobId, unit: UnitIndex) -> DispatchResult {
+			let solver = ensure_signed(origin)?;
+			Self::do_claim_unit(solver, job, unit)
+		}
+
+		/// Accept a unit the scheduler assigned to the caller.
+		///
+		/// Emits `UnitAccepted`.
+		#[pallet::call_index(3)]
+		#[pallet::weight(T::WeightInfo::accept_unit())]
+		pub fn accept_unit(origin: OriginFor<T>, job: JobId, unit: UnitIndex) -> DispatchResult {
+			let solver = ensure_signed(origin)?;
+			Self::do_accept_unit(solver, job, unit)
+		}
+
+		/// Commit the hash of a checkpoint taken after `checkpoint.step`. Progress extends
+		/// the unit's deadline, and a unit reassigned later resumes from here.
+		///
+		/// Emits `CheckpointCommitted`.
+		#[pallet::call_index(4)]
+		#[pallet::weight(T::WeightInfo::commit_checkpoint())]
+		pub fn commit_checkpoint(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+			checkpoint: Checkpoint,
+		) -> DispatchResult {
+			let solver = ensure_signed(origin)?;
+			Self::do_commit_checkpoint(solver, job, unit, checkpoint)
+		}
+
+		/// Commit the learning proof of a unit: the Merkle root of its per-step state
+		/// hashes, its final model hash and metrics. The challenge window opens.
+		///
+		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range.
+		#[pallet::call_index(5)]
+		#[pallet::weight(T::WeightInfo::submit_proof())]
+		pub fn submit_proof(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+			proof: LearningProof,
+		) -> DispatchResult {
+			let solver = ensure_signed(origin)?;
+			Self::do_submit_proof(solver, job, unit, proof)
+		}
+
+		/// Finalize a proven unit whose challenge window has passed, paying its solver from
+		/// escrow. Anyone may call it.
+		///
+		/// Emits `UnitFinalized`, and `JobCompleted` when it was the job's last open unit.
+		#[pallet::call_index(6)]
+		#[pallet::weight(T::WeightInfo::finalize_unit(T::MaxUnitsPerJob::get()))]
+		pub fn finalize_unit(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+		) -> DispatchResultWithPostInfo {
+			ensure_signed(origin)?;
+			let aggregated = Self::do_finalize_unit(job, unit)?;
+			Ok(Some(T::WeightInfo::finalize_unit(aggregated)).into())
+		}
+	}
+}

@@ -1,0 +1,356 @@
+//! Division, square roots and transcendentals, pinned to exact operation sequences.
+//!
+//! Contract: every function here is a fixed sequence of correctly rounded `f32`
+//! additions and subtractions, contract multiplications ([`mul`]: rounded, then
+//! flushed), comparisons and integer operations on the bits. Nothing calls a
+//! hardware divide, `sqrt`, `exp` or `log`, nor libm: those differ between
+//! devices (Vulkan allows 2.5 ULP for division and more for the rest) and between
+//! compilers (RepOps' two known bugs were libm `sin`/`cos` and `powf`). A port
+//! reproduces a function bit for bit by performing the same operations in the
+//! same order with the same constants, which are given here as bit patterns.
+//!
+//! Accuracy (checked against `f64` in the tests, over each function's domain):
+//! `recip`, `rsqrt`, `sqrt`, `exp`, `log` and `tanh` are within a few units in
+//! the last place; they are not correctly rounded, and need not be: the
+//! contract asks for the same bits everywhere, not for the nearest bits.
+//!
+//! Domains: the functions are bit-exact everywhere (they are plain code), but
+//! accurate only where stated. Outside, they still return deterministic values,
+//! which the training code never asks for.
+
+use crate::contract::{flush, mul, EXPONENT_MASK, MANTISSA_BITS, SIGN_MASK};
+
+/// 24/17 and 8/17: `24/17 − 8/17·m` approximates 1/m on [1, 2) within 1/17.
+const RECIP_GUESS_INTERCEPT: f32 = f32::from_bits(0x3FB4_B4B5);
+/// See `RECIP_GUESS_INTERCEPT`.
+const RECIP_GUESS_SLOPE: f32 = f32::from_bits(0x3EF0_F0F1);
+/// Newton steps after the initial guess; each squares the relative error
+/// (1/17 → 2⁻⁸ → 2⁻¹⁶ → below 2⁻²⁴).
+const RECIP_STEPS: usize = 3;
+/// The exponent field of 1.0.
+const ONE_EXPONENT_FIELD: u32 = 127 << MANTISSA_BITS;
+/// Initial inverse-square-root guess constant (Lomont's).
+const RSQRT_MAGIC: u32 = 0x5F37_5A86;
+/// Newton steps after the initial guess.
+const RSQRT_STEPS: usize = 3;
+
+/// log₂(e).
+const LOG2_E: f32 = f32::from_bits(0x3FB8_AA3B);
+/// The high part of ln 2, with 15 significant bits so that `k · LN2_HI` is exact for |k| < 2⁸.
+const LN2_HI: f32 = f32::from_bits(0x3F31_7200);
+/// ln 2 − `LN2_HI`.
+const LN2_LO: f32 = f32::from_bits(0x35BF_BE8E);
+/// Below this, `exp` returns `+0` (the result would be flushed anyway).
+const EXP_MIN_ARGUMENT: f32 = -80.0;
+/// Above this, `exp` overflows to `+∞`.
+const EXP_MAX_ARGUMENT: f32 = 88.0;
+/// Taylor coefficients 1/n! for n = 7 down to 2, used by `exp` on |r| ≤ ln2/2.
+const EXP_COEFFICIENTS: [f32; 6] = [
+	f32::from_bits(0x3950_0D01), // 1/7!
+	f32::from_bits(0x3AB6_0B61), // 1/6!
+	f32::from_bits(0x3C08_8889), // 1/5!
+	f32::from_bits(0x3D2A_AAAB), // 1/4!
+	f32::from_bits(0x3E2A_AAAB), // 1/3!
+	f32::from_bits(0x3F00_0000), // 1/2!
+];
+
+/// √2: `log` reduces its argument's mantissa to [√2/2, √2].
+const SQRT_2: f32 = f32::from_bits(0x3FB5_04F3);
+/// Coefficients 1/9, 1/7, 1/5, 1/3 of the atanh series that `log` uses.
+const LOG_COEFFICIENTS: [f32; 4] = [
+	f32::from_bits(0x3DE3_8E39), // 1/9
+	f32::from_bits(0x3E12_4925), // 1/7
+	f32::from_bits(0x3E4C_CCCD), // 1/5
+	f32::from_bits(0x3EAA_AAAB), // 1/3
+];
+
+/// Below this magnitude `tanh` uses its Taylor series, above it `exp`.
+const TANH_SERIES_LIMIT: f32 = 0.5;
+/// From this magnitude on, `tanh` is ±1 in `f32`.
+const TANH_SATURATION: f32 = 9.0;
+/// Taylor coefficients of tanh(x)/x − 1 in powers of x², from x¹⁴ down to x².
+const TANH_COEFFICIENTS: [f32; 7] = [
+	f32::from_bits(0xBABE_D1B2), // −929569/638512875
+	f32::from_bits(0x3B6B_69E8), // 21844/6081075
+	f32::from_bits(0xBC11_371B), // −1382/155925
+	f32::from_bits(0x3CB3_27A4), // 62/2835
+	f32::from_bits(0xBD5D_0DD1), // −17/315
+	f32::from_bits(0x3E08_8889), // 2/15
+	f32::from_bits(0xBEAA_AAAB), // −1/3
+];
+
+/// `value` with its sign bit cleared.
+#[inline(always)]
+pub fn abs(value: f32) -> f32 {
+	f32::from_bits(value.to_bits() & !SIGN_MASK)
+}
+
+/// `magnitude` (assumed non-negative) with the sign of `sign_source`.
+#[inline(always)]
+fn with_sign_of(magnitude: f32, sign_source: f32) -> f32 {
+	f32::from_bits(magnitude.to_bits() | (sign_source.to_bits() & SIGN_MASK))
+}
+
+/// 1/x. Accurate for normal x with |x| < 2¹²⁶ (so that 1/x is normal).
+///
+/// |x| = m·2ᵉ with m in [1, 2) taken from the bits; r = 24/17 − (8/17)·m, then
+/// Newton steps `r ← r + r·(1 − m·r)`; then e is subtracted from r's exponent
+/// field and the sign of x applied. Working on m keeps every intermediate far
+/// from the flush threshold, whatever the magnitude of x.
+#[inline]
+pub fn recip(x: f32) -> f32 {
+	let bits = x.to_bits();
+	let exponent_field = bits & EXPONENT_MASK;
+	let mantissa = f32::from_bits((bits & !EXPONENT_MASK & !SIGN_MASK) | ONE_EXPONENT_FIELD);
+	let mut estimate = RECIP_GUESS_INTERCEPT - mul(RECIP_GUESS_SLOPE, mantissa);
+	for _ in 0..RECIP_STEPS {
+		let residual = 1.0 - mul(mantissa, estimate);
+		estimate = estimate + mul(estimate, residual);
+	}
+	// estimate lies in (1/2, 1]; its exponent field minus (e_x − 127) is 1/x's.
+	let scaled = (estimate.to_bits() + ONE_EXPONENT_FIELD).wrapping_sub(exponent_field);
+	flush(with_sign_of(f32::from_bits(scaled), x))
+}
+
+/// a/b, as `a · recip(b)`. Accurate where `recip(b)` is.
+#[inline]
+pub fn div(a: f32, b: f32) -> f32 {
+	mul(a, recip(b))
+}
+
+/// 1/√x. Accurate for 2⁻¹⁰⁰ ≤ x ≤ 2¹⁰⁰.
+///
+/// A bit-trick guess refined by Newton steps `y ← y + y·(½ − (½x·y)·y)`.
+#[inline]
+pub fn rsqrt(x: f32) -> f32 {
+	let half_x = mul(0.5, x);
+	let mut estimate = f32::from_bits(RSQRT_MAGIC.wrapping_sub(x.to_bits() >> 1));
+	for _ in 0..RSQRT_STEPS {
+		let residual = 0.5 - mul(mul(half_x, estimate), estimate);
+		estimate = estimate + mul(estimate, residual);
+	}
+	estimate
+}
+
+/// √x for x ≥ 0, as `x · rsqrt(x)`; zero (and, outside the contract, any
+/// negative input) gives `+0`. Accurate for x ≤ 2¹⁰⁰.
+#[inline]
+pub fn sqrt(x: f32) -> f32 {
+	if x > 0.0 { mul(x, rsqrt(x)) } else { 0.0 }
+}
+
+/// Rounds `value` to the nearest integer, halves away from zero, in `i32`.
+///
+/// `as i32` truncates toward zero (WGSL's `i32(f)` does the same); the ±½ is a
+/// contract addition, so the result is defined even where that addition rounds.
+#[inline(always)]
+fn round_to_i32(value: f32) -> i32 {
+	if value >= 0.0 { (value + 0.5) as i32 } else { (value - 0.5) as i32 }
+}
+
+/// eˣ. Accurate for −80 ≤ x ≤ 88; `+0` below (after the flush, the true value
+/// would be zero too), `+∞` above.
+///
+/// x = k·ln2 + r with k = round(x·log₂e) and r = (x − k·LN2_HI) − k·LN2_LO;
+/// eʳ by Horner's rule on its degree-7 Taylor polynomial; then 2ᵏ is added to
+/// the exponent field, and the result flushed.
+#[inline]
+pub fn exp(x: f32) -> f32 {
+	if !(x >= EXP_MIN_ARGUMENT) {
+		return 0.0;
+	}
+	if x > EXP_MAX_ARGUMENT {
+		return f32::INFINITY;
+	}
+	let k = round_to_i32(mul(x, LOG2_E));
+	let k_float = k as f32;
+	let r = (x - mul(k_float, LN2_HI)) - mul(k_float, LN2_LO);
+	let [highest, lower @ ..] = EXP_COEFFICIENTS;
+	let mut polynomial = highest;
+	for coefficient in lower {
+		polynomial = mul(polynomial, r) + coefficient;
+	}
+	polynomial = mul(polynomial, r) + 1.0;
+	polynomial = mul(polynomial, r) + 1.0;
+	// The polynomial lies in [0.7, 1.5] and k in [−116, 127]: the exponent stays normal.
+	let scaled = (polynomial.to_bits() as i32).wrapping_add(k << MANTISSA_BITS);
+	flush(f32::from_bits(scaled as u32))
+}
+
+/// ln x. Accurate for positive finite x ≥ 2⁻¹⁰³; zero and negative inputs give `−∞`.
+///
+/// x = m·2ᵉ with m in [√2/2, √2) taken from the bits; ln m = 2·atanh(z) with
+/// z = (m − 1)·recip(m + 1), by its series through z⁹; then
+/// e·LN2_HI + (e·LN2_LO + ln m).
+#[inline]
+pub fn log(x: f32) -> f32 {
+	if !(x > 0.0) {
+		return f32::NEG_INFINITY;
+	}
+	let bits = x.to_bits();
+	let mut exponent = ((bits & EXPONENT_MASK) >> MANTISSA_BITS) as i32 - 127;
+	let mut mantissa = f32::from_bits((bits & !EXPONENT_MASK & !SIGN_MASK) | ONE_EXPONENT_FIELD);
+	if mantissa > SQRT_2 {
+		// Halve exactly by decrementing the exponent field.
+		mantissa = f32::from_bits(mantissa.to_bits() - (1 << MANTISSA_BITS));
+		exponent += 1;
+	}
+	let z = mul(mantissa - 1.0, recip(mantissa + 1.0));
+	let z_squared = mul(z, z);
+	let [highest, lower @ ..] = LOG_COEFFICIENTS;
+	let mut series = highest;
+	for coefficient in lower {
+		series = mul(series, z_squared) + coefficient;
+	}
+	let two_z = z + z;
+	let log_mantissa = two_z + mul(two_z, mul(z_squared, series));
+	let exponent_float = exponent as f32;
+	mul(exponent_float, LN2_HI) + (mul(exponent_float, LN2_LO) + log_mantissa)
+}
+
+/// tanh x. Accurate everywhere.
+///
+/// |x| < ½: x + x·(x²·P(x²)) with P the Taylor series through x¹⁴;
+/// ½ ≤ |x| < 9: (1 − e)·recip(1 + e) with e = exp(−2|x|); beyond: 1.
+/// The sign of x is applied last.
+#[inline]
+pub fn tanh(x: f32) -> f32 {
+	let magnitude = abs(x);
+	let result = if magnitude < TANH_SERIES_LIMIT {
+		let square = mul(magnitude, magnitude);
+		let [highest, lower @ ..] = TANH_COEFFICIENTS;
+		let mut series = highest;
+		for coefficient in lower {
+			series = mul(series, square) + coefficient;
+		}
+		magnitude + mul(magnitude, mul(square, series))
+	} else if magnitude < TANH_SATURATION {
+		let decay = exp(-(magnitude + magnitude));
+		mul(1.0 - decay, recip(1.0 + decay))
+	} else {
+		1.0
+	};
+	with_sign_of(result, x)
+}
+
+/// baseⁿ by binary exponentiation: for each bit of n from the lowest, multiply
+/// the result by the running power when the bit is set, then square the power
+/// if higher bits remain. (RepOps' AdamW bug was `powf`; this replaces it.)
+#[inline]
+pub fn powi(base: f32, exponent: u32) -> f32 {
+	let mut result = 1.0f32;
+	let mut power = base;
+	let mut remaining = exponent;
+	while remaining > 0 {
+		if remaining & 1 == 1 {
+			result = mul(result, power);
+		}
+		remaining >>= 1;
+		if remaining > 0 {
+			power = mul(power, power);
+		}
+	}
+	result
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	/// Distance in units in the last place between `actual` and the f64 `expected`.
+	fn ulps(actual: f32, expected: f64) -> f64 {
+		let expected_f32 = expected as f32;
+		let ulp = f64::from(f32::from_bits(abs(expected_f32).to_bits() + 1) - abs(expected_f32));
+		(f64::from(actual) - expected).abs() / ulp
+	}
+
+	/// Log-spaced sample of positive values from 2^low to 2^high.
+	fn sweep(low: i32, high: i32) -> impl Iterator<Item = f32> {
+		let steps = 200_000u32;
+		(0..=steps).map(move |i| {
+			let exponent = f64::from(low) + f64::from(high - low) * f64::from(i) / f64::from(steps);
+			2f64.powf(exponent) as f32
+		})
+	}
+
+	fn max_ulps(values: impl Iterator<Item = f32>, f: impl Fn(f32) -> f32, reference: impl Fn(f64) -> f64) -> f64 {
+		values.map(|x| ulps(f(x), reference(f64::from(x)))).fold(0.0, f64::max)
+	}
+
+	#[test]
+	fn recip_is_within_two_ulps() {
+		let worst = max_ulps(sweep(-100, 100), recip, |x| 1.0 / x);
+		assert!(worst <= 2.0, "recip off by {worst} ulps");
+		assert_eq!(recip(-4.0), -0.25);
+		assert_eq!(recip(1.0), 1.0);
+	}
+
+	#[test]
+	fn rsqrt_and_sqrt_are_within_two_ulps() {
+		let worst = max_ulps(sweep(-100, 100), rsqrt, |x| 1.0 / x.sqrt());
+		assert!(worst <= 2.0, "rsqrt off by {worst} ulps");
+		let worst = max_ulps(sweep(-100, 100), sqrt, f64::sqrt);
+		assert!(worst <= 2.0, "sqrt off by {worst} ulps");
+		assert_eq!(sqrt(0.0), 0.0);
+		assert_eq!(sqrt(-0.0).to_bits(), 0);
+	}
+
+	#[test]
+	fn exp_is_within_two_ulps() {
+		let arguments = (0..=400_000).map(|i| -71.0 + 159.0 * (i as f32) / 400_000.0);
+		let worst = max_ulps(arguments, exp, f64::exp);
+		assert!(worst <= 2.0, "exp off by {worst} ulps");
+		assert_eq!(exp(0.0), 1.0);
+		assert_eq!(exp(-100.0).to_bits(), 0);
+		assert_eq!(exp(f32::NEG_INFINITY).to_bits(), 0);
+	}
+
+	#[test]
+	fn log_is_within_two_ulps() {
+		let worst = max_ulps(sweep(-103, 127), log, f64::ln);
+		assert!(worst <= 2.0, "log off by {worst} ulps");
+		assert_eq!(log(1.0), 0.0);
+		assert_eq!(log(0.0), f32::NEG_INFINITY);
+	}
+
+	#[test]
+	fn tanh_is_within_two_ulps() {
+		let arguments = (0..=400_000).map(|i| -12.0 + 24.0 * (i as f32) / 400_000.0);
+		let worst = max_ulps(arguments, tanh, f64::tanh);
+		assert!(worst <= 2.0, "tanh off by {worst} ulps");
+		assert_eq!(tanh(20.0), 1.0);
+		assert_eq!(tanh(-20.0), -1.0);
+	}
+
+	#[test]
+	fn powi_matches_repeated_products_closely() {
+		for exponent in [0u32, 1, 2, 3, 10, 100, 1000, 12345] {
+			let expected = 0.999f64.powi(exponent as i32);
+			let actual = powi(0.999, exponent);
+			// Each multiplication adds up to half an ulp of relative error, and
+			// squaring doubles what came before: the error grows like n·2⁻²⁴.
+			let tolerance = expected * f64::from(exponent.max(1)) * 2f64.powi(-22);
+			assert!((f64::from(actual) - expected).abs() <= tolerance, "0.999^{exponent}");
+		}
+		assert_eq!(powi(2.0, 10), 1024.0);
+		assert_eq!(powi(0.5, 0), 1.0);
+	}
+}
+#[cfg(test)]
+mod scratch {
+	use super::*;
+	#[test]
+	fn where_worst() {
+		let mut worst = (0.0, 0.0f32);
+		for i in 0..=400_000 { let x = -12.0 + 24.0 * (i as f32) / 400_000.0;
+			let e = f64::from(x).tanh(); let a = tanh(x);
+			let ef = e as f32; let ulp = f64::from(f32::from_bits(abs(ef).to_bits() + 1) - abs(ef));
+			let u = (f64::from(a) - e).abs() / ulp; if u > worst.0 { worst = (u, x); } }
+		let mut w2 = (0.0, 0.0f32);
+		for i in 0..=200_000u32 { let x = 2f64.powf(-103.0 + 230.0 * f64::from(i) / 200_000.0) as f32;
+			let e = f64::from(x).ln(); let a = log(x);
+			let ef = e as f32; let ulp = f64::from(f32::from_bits(abs(ef).to_bits() + 1) - abs(ef));
+			let u = (f64::from(a) - e).abs() / ulp; if u > w2.0 { w2 = (u, x); } }
+		panic!("tanh {:?} log {:?}", worst, w2);
+	}
+}

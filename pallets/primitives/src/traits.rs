@@ -1,0 +1,80 @@
+//! The traits that couple Touchstone's pallets. Pallets never read each other's storage;
+//! the runtime wires one pallet's implementation into another's `Config`.
+
+use crate::{HardwareProfile, HardwareRequirements, JobId, LearningProof, Role, UnitIndex};
+use alloc::vec::Vec;
+use polkadot_sdk::sp_runtime::{DispatchResult, Perbill};
+
+/// A solver the scheduler may assign work to.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct SolverCandidate<AccountId> {
+	/// The solver's account.
+	pub account: AccountId,
+	/// Its declared hardware.
+	pub profile: HardwareProfile,
+	/// Its scheduling score: higher is preferred. Combines stake, reputation and liveness.
+	pub score: u64,
+}
+
+/// The registry of compute nodes, as other pallets see it.
+pub trait ComputeNodes<AccountId> {
+	/// Whether `who` is registered for `role` with at least the minimum bond.
+	fn is_bonded_for(who: &AccountId, role: Role) -> bool;
+	/// Whether `who` is registered at all.
+	fn is_registered(who: &AccountId) -> bool;
+	/// Whether `who` sent a heartbeat recently enough to count as online.
+	fn is_online(who: &AccountId) -> bool;
+	/// The hardware profile `who` declared.
+	fn profile(who: &AccountId) -> Option<HardwareProfile>;
+	/// Whether any registered solver's profile meets `requirements`, online or not.
+	fn any_solver_meets(requirements: &HardwareRequirements) -> bool;
+	/// Online, bonded solvers, best score first; at most `limit` of them.
+	fn solver_candidates(limit: u32) -> Vec<SolverCandidate<AccountId>>;
+	/// Records a unit completed by `who`.
+	fn note_completed(who: &AccountId);
+	/// Records a technical failure (a timeout) by `who`: costs reputation, not bond.
+	fn note_failed(who: &AccountId);
+}
+
+/// Slashing of bonds, for proven dishonesty.
+pub trait Slash<AccountId, Balance> {
+	/// Slashes up to `amount` of the bond `who` holds for `role` (and then of its
+	/// unbonding funds). `reward` sends a share of what was slashed to an account, such as
+	/// the winner of a dispute; the rest goes to the runtime's slash destination.
+	/// Returns the amount actually slashed.
+	fn slash(
+		who: &AccountId,
+		role: Role,
+		amount: Balance,
+		reward: Option<(&AccountId, Perbill)>,
+	) -> Balance;
+}
+
+/// How much work a node has in hand; a node with work cannot leave.
+pub trait ActiveWork<AccountId> {
+	/// Units assigned to `who` that are not final yet.
+	fn active_units(who: &AccountId) -> u32;
+}
+
+/// Hooks the verification and disputes pallets implement to follow proofs and hold back
+/// their finalization. `()` lets every challenge window simply elapse.
+pub trait ProofLifecycle<AccountId> {
+	/// A learning proof was committed for a unit.
+	fn on_proof_submitted(
+		job: JobId,
+		unit: UnitIndex,
+		solver: &AccountId,
+		proof: &LearningProof,
+	) -> DispatchResult;
+	/// Whether the unit may be finalized now that its challenge window has elapsed.
+	fn can_finalize(job: JobId, unit: UnitIndex) -> bool;
+}
+
+impl<AccountId> ProofLifecycle<AccountId> for () {
+	fn on_proof_submitted(_: JobId, _: UnitIndex, _: &AccountId, _: &LearningProof) -> DispatchResult {
+		Ok(())
+	}
+	fn can_finalize(_: JobId, _: UnitIndex) -> bool {
+		true
+	}
+}

@@ -1,0 +1,265 @@
+//! Benchmarks of every call and hook of the tasks pallet, at their worst case.
+
+use super::*;
+use crate::Pallet as Tasks;
+use alloc::{vec, vec::Vec};
+use polkadot_sdk::{
+	frame_benchmarking::v2::*,
+	frame_support::traits::{fungible::Mutate, Get},
+	frame_system::{self, pallet_prelude::BlockNumberFor, RawOrigin},
+	sp_runtime::{
+		traits::{Bounded, Saturating},
+		BoundedVec, FixedU64, Perbill,
+	},
+};
+use touchstone_primitives::{
+	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind,
+	HardwareProfile, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof, ModelArch,
+	Optimizer, TrainingMetrics, UnitIndex, UnitState, VerificationMode,
+};
+
+const STEPS: u32 = 100;
+
+fn profile() -> HardwareProfile {
+	HardwareProfile {
+		device: DeviceKind::Gpu,
+		model: BoundedVec::truncate_from(b"bench-gpu".to_vec()),
+		memory_mib: 81_920,
+		throughput_gflops: 900_000,
+		bandwidth_mbps: 100_000,
+		region: BoundedVec::truncate_from(b"bench".to_vec()),
+	}
+}
+
+/// A spec with the largest fields the runtime accepts, cut as `decomposition` says.
+fn spec<T: Config>(decomposition: Decomposition, units: u32) -> JobSpec<BalanceOf<T>> {
+	let location = BoundedVec::truncate_from(vec![b'l'; T::MaxLocationLen::get() as usize]);
+	let hidden = BoundedVec::truncate_from(vec![64; T::MaxLayers::get() as usize]);
+	let price: BalanceOf<T> = 1_000u32.into();
+	JobSpec {
+		model: ModelArch::Mlp { inputs: 64, hidden, classes: 10, activation: Activation::Relu },
+		initial_weights: Some(ContentRef { hash: [1; 32].into(), location: location.clone() }),
+		dataset: DatasetRef { content: ContentRef { hash: [2; 32].into(), location }, samples: 100_000 },
+		hyper: HyperParams {
+			steps: STEPS,
+			batch_size: 1,
+			learning_rate: FixedU64::from_rational(1, 10),
+			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
+			grad_clip_norm: None,
+			seed: 7,
+			checkpoint_interval: 1,
+		},
+		decomposition,
+		verification: VerificationMode::Exact,
+		requirements: HardwareRequirements {
+			device: Some(DeviceKind::Gpu),
+			min_memory_mib: 1,
+			min_throughput_gflops: 1,
+			min_bandwidth_mbps: 0,
+			region: Some(BoundedVec::truncate_from(vec![b'r'; T::MaxRegionLen::get() as usize])),
+		},
+		price_per_unit: price,
+		budget: price.saturating_mul(units.into()),
+		unit_timeout: T::MinUnitTimeout::get().saturating_add(100),
+	}
+}
+
+fn shards<T: Config>(units: u32) -> JobSpec<BalanceOf<T>> {
+	let mut spec = spec::<T>(Decomposition::DataShards { shards: units, aggregation: Aggregation::WeightedBySamples }, units);
+	spec.requirements.region = None;
+	spec
+}
+
+fn funded<T: Config>(name: &'static str, index: u32) -> T::AccountId {
+	let who: T::AccountId = account(name, index, 0);
+	T::Currency::set_balance(&who, BalanceOf::<T>::max_value() / 4u32.into());
+	who
+}
+
+fn solver<T: Config>(index: u32) -> T::AccountId {
+	let who: T::AccountId = account("solver", index, 0);
+	T::BenchmarkHelper::register_solver(&who, profile());
+	who
+}
+
+/// Submits a job and returns its id.
+fn submitted<T: Config>(spec: JobSpec<BalanceOf<T>>) -> Result<JobId, BenchmarkError> {
+	let owner = funded::<T>("owner", 0);
+	let id = NextJobId::<T>::get();
+	Tasks::<T>::submit_job(RawOrigin::Signed(owner).into(), spec)
+		.map_err(|_| BenchmarkError::Stop("submit_job failed"))?;
+	Ok(id)
+}
+
+fn claim<T: Config>(who: &T::AccountId, job: JobId, unit: UnitIndex) -> Result<(), BenchmarkError> {
+	Tasks::<T>::claim_unit(RawOrigin::Signed(who.clone()).into(), job, unit)
+		.map_err(|_| BenchmarkError::Stop("claim_unit failed"))
+}
+
+fn proof(steps: u32) -> LearningProof {
+	LearningProof {
+		trace_root: [3; 32].into(),
+		steps,
+		final_model_hash: [4; 32].into(),
+		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 3), accuracy: Perbill::from_percent(97) },
+	}
+}
+
+/// Claims every unit of `job` (0..units), spreading them over as many solvers as their
+/// capacity needs. Returns who holds each unit.
+fn claim_all<T: Config>(job: JobId, units: u32) -> Result<Vec<T::AccountId>, BenchmarkError> {
+	let capacity = T::MaxUnitsPerSolver::get();
+	let mut holders = Vec::new();
+	let mut current = solver::<T>(0);
+	for unit in 0..units {
+		if unit > 0 && unit % capacity == 0 {
+			current = solver::<T>(unit / capacity);
+		}
+		claim::<T>(&current, job, unit)?;
+		holders.push(current.clone());
+	}
+	Ok(holders)
+}
+
+fn advance<T: Config>(blocks: BlockNumberFor<T>) {
+	let now = frame_system::Pallet::<T>::block_number();
+	frame_system::Pallet::<T>::set_block_number(now.saturating_add(blocks));
+}
+
+#[benchmarks]
+mod benchmarks {
+	use super::*;
+
+	#[benchmark]
+	fn submit_job(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
+		solver::<T>(0);
+		let owner = funded::<T>("owner", 0);
+		let spec = shards::<T>(u);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(owner), spec);
+		assert_eq!(OpenUnits::<T>::get(), u);
+		Ok(())
+	}
+
+	#[benchmark]
+	fn cancel_job(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
+		solver::<T>(0);
+		let owner = funded::<T>("owner", 0);
+		let job = NextJobId::<T>::get();
+		Tasks::<T>::submit_job(RawOrigin::Signed(owner.clone()).into(), shards::<T>(u))
+			.map_err(|_| BenchmarkError::Stop("submit_job failed"))?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(owner), job);
+		assert_eq!(OpenUnits::<T>::get(), 0);
+		Ok(())
+	}
+
+	#[benchmark]
+	fn claim_unit() -> Result<(), BenchmarkError> {
+		let who = solver::<T>(0);
+		// Worst case: the claimed unit sits at the back of a full pool.
+		let units = T::MaxUnitsPerJob::get();
+		let job = submitted::<T>(shards::<T>(units))?;
+		let last = units.saturating_sub(1);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(who), job, last);
+		assert_eq!(Units::<T>::get(job, last).map(|u| u.state), Some(UnitState::Assigned));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn accept_unit() -> Result<(), BenchmarkError> {
+		let who = solver::<T>(0);
+		let job = submitted::<T>(shards::<T>(1))?;
+		Tasks::<T>::schedule(frame_system::Pallet::<T>::block_number());
+		#[extrinsic_call]
+		_(RawOrigin::Signed(who), job, 0);
+		assert_eq!(Units::<T>::get(job, 0).map(|u| u.accepted), Some(true));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn commit_checkpoint() -> Result<(), BenchmarkError> {
+		let who = solver::<T>(0);
+		let job = submitted::<T>(shards::<T>(1))?;
+		claim::<T>(&who, job, 0)?;
+		let checkpoint = Checkpoint { step: STEPS, hash: [5; 32].into() };
+		#[extrinsic_call]
+		_(RawOrigin::Signed(who), job, 0, checkpoint);
+		assert_eq!(Units::<T>::get(job, 0).and_then(|u| u.last_checkpoint), Some(checkpoint));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn submit_proof() -> Result<(), BenchmarkError> {
+		let who = solver::<T>(0);
+		// Worst case: a step range whose successor becomes ready.
+		let mut two_ranges = spec::<T>(Decomposition::StepRanges { steps_per_unit: STEPS / 2 }, 2);
+		two_ranges.requirements.region = None;
+		let job = submitted::<T>(two_ranges)?;
+		claim::<T>(&who, job, 0)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(who), job, 0, proof(STEPS / 2));
+		assert_eq!(Units::<T>::get(job, 1).map(|u| u.state), Some(UnitState::Pending));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn finalize_unit(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
+		// Worst case: the last open unit, so the job completes and aggregates `u` units.
+		let job = submitted::<T>(shards::<T>(u))?;
+		let holders = claim_all::<T>(job, u)?;
+		for (unit, who) in holders.iter().enumerate() {
+			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, proof(STEPS))
+				.map_err(|_| BenchmarkError::Stop("submit_proof failed"))?;
+		}
+		advance::<T>(T::ChallengeWindow::get());
+		let caller = funded::<T>("caller", 0);
+		for unit in 1..u {
+			Tasks::<T>::finalize_unit(RawOrigin::Signed(caller.clone()).into(), job, unit)
+				.map_err(|_| BenchmarkError::Stop("finalize_unit failed"))?;
+		}
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller), job, 0);
+		assert!(Jobs::<T>::get(job).is_some_and(|j| j.result.is_some()));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn sweep_deadlines(t: Linear<1, { T::MaxTimeoutsPerBlock::get() }>) -> Result<(), BenchmarkError> {
+		let units = t.min(T::MaxUnitsPerJob::get());
+		let job = submitted::<T>(shards::<T>(units))?;
+		claim_all::<T>(job, units)?;
+		let now = frame_system::Pallet::<T>::block_number();
+		DeadlineCursor::<T>::put(now.saturating_add(T::MinUnitTimeout::get().saturating_add(100).into()));
+		advance::<T>(T::MinUnitTimeout::get().saturating_add(101).into());
+		let at = frame_system::Pallet::<T>::block_number();
+		#[block]
+		{
+			Tasks::<T>::sweep_deadlines(at);
+		}
+		assert_eq!(Units::<T>::get(job, 0).map(|u| u.state), Some(UnitState::Reassigned));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn schedule(
+		a: Linear<1, { T::MaxAssignmentsPerBlock::get() }>,
+		c: Linear<1, { T::MaxCandidates::get() }>,
+	) -> Result<(), BenchmarkError> {
+		for index in 0..c {
+			solver::<T>(index);
+		}
+		let units = a.min(T::MaxUnitsPerJob::get());
+		let job = submitted::<T>(shards::<T>(units))?;
+		let now = frame_system::Pallet::<T>::block_number();
+		#[block]
+		{
+			Tasks::<T>::schedule(now);
+		}
+		assert_eq!(Units::<T>::get(job, 0).map(|u| u.state), Some(UnitState::Assigned));
+		Ok(())
+	}
+
+	impl_benchmark_test_suite!(Tasks, crate::mock::ExtBuilder::default().build(), crate::mock::Test);
+}

@@ -1,0 +1,787 @@
+//! The tasks pallet's logic: validation, decomposition, the solver path, scheduling,
+//! timeouts, payment and aggregation.
+
+use crate::{pallet::*, BalanceOf, JobOf, UnitKey, WorkUnitOf};
+use alloc::vec::Vec;
+use polkadot_sdk::{
+	frame_support::{
+		ensure,
+		pallet_prelude::*,
+		traits::{
+			fungible::MutateHold,
+			tokens::{Fortitude, Precision, Restriction},
+		},
+	},
+	frame_system::{self, pallet_prelude::BlockNumberFor},
+	sp_io::hashing::blake2_256,
+	sp_runtime::{
+		traits::{Saturating, Zero},
+		DispatchError, DispatchResult, FixedU64, Perbill,
+	},
+};
+use touchstone_primitives::{
+	traits::{ComputeNodes, ProofLifecycle},
+	Aggregation, Checkpoint, Decomposition, Job, JobId, JobResult, JobSpec, JobStatus,
+	LearningProof, ModelArch, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
+};
+
+impl<T: Config> Pallet<T> {
+	// ---------------------------------------------------------------------------------
+	// Submission
+	// ---------------------------------------------------------------------------------
+
+	/// Validates `spec`, escrows its budget and creates its units. Returns the unit count.
+	pub(crate) fn do_submit_job(
+		owner: T::AccountId,
+		spec: JobSpec<BalanceOf<T>>,
+	) -> Result<u32, DispatchError> {
+		let scopes = Self::validate_spec(&spec)?;
+		let unit_count = scopes.len() as u32;
+		let open = OpenUnits::<T>::get();
+		ensure!(
+			open.saturating_add(unit_count) <= T::MaxOpenUnits::get(),
+			Error::<T>::TooManyOpenUnits
+		);
+		T::Currency::hold(&HoldReason::JobEscrow.into(), &owner, spec.budget)
+			.map_err(|_| Error::<T>::InsufficientBalance)?;
+
+		let job_id = NextJobId::<T>::get();
+		NextJobId::<T>::put(job_id.saturating_add(1));
+		let now = frame_system::Pallet::<T>::block_number();
+		let sequential = matches!(spec.decomposition, Decomposition::StepRanges { .. });
+		let initial_model = spec.initial_weights.as_ref().map(|weights| weights.hash);
+		let mut pool = Pool::<T>::get();
+		for (index, scope) in scopes.into_iter().enumerate() {
+			let index = index as UnitIndex;
+			// A step range can only start from the model of the range before it.
+			let ready = !sequential || index == 0;
+			Units::<T>::insert(
+				job_id,
+				index,
+				WorkUnit {
+					scope,
+					state: if ready { UnitState::Pending } else { UnitState::Waiting },
+					solver: None,
+					accepted: false,
+					deadline: None,
+					start_model_hash: if ready { initial_model } else { None },
+					last_checkpoint: None,
+					proof: None,
+					proven_at: None,
+					attempts: 0,
+				},
+			);
+			if ready {
+				// Cannot fail: `OpenUnits` was checked against the pool's bound above.
+				pool.try_push((job_id, index)).map_err(|_| Error::<T>::TooManyOpenUnits)?;
+			}
+		}
+		Pool::<T>::put(pool);
+		OpenUnits::<T>::put(open.saturating_add(unit_count));
+		let escrow = spec.budget;
+		Jobs::<T>::insert(
+			job_id,
+			Job {
+				owner: owner.clone(),
+				spec,
+				status: JobStatus::Active,
+				units: unit_count,
+				units_final: 0,
+				escrow,
+				submitted_at: now,
+				result: None,
+			},
+		);
+		Self::deposit_event(Event::JobSubmitted { job: job_id, owner, units: unit_count, escrow });
+		Ok(unit_count)
+	}
+
+	/// Checks every rule a spec must satisfy and returns the scopes of its units.
+	pub(crate) fn validate_spec(spec: &JobSpec<BalanceOf<T>>) -> Result<Vec<UnitScope>, DispatchError> {
+		let hyper = &spec.hyper;
+		ensure!(hyper.steps > 0, Error::<T>::ZeroSteps);
+		ensure!(hyper.batch_size > 0, Error::<T>::ZeroBatchSize);
+		ensure!(hyper.checkpoint_interval > 0, Error::<T>::ZeroCheckpointInterval);
+		Self::validate_model(&spec.model)?;
+		let max_location = T::MaxLocationLen::get() as usize;
+		ensure!(spec.dataset.content.location.len() <= max_location, Error::<T>::LocationTooLong);
+		if let Some(weights) = &spec.initial_weights {
+			ensure!(weights.location.len() <= max_location, Error::<T>::LocationTooLong);
+		}
+		if let Some(region) = &spec.requirements.region {
+			ensure!(region.len() <= T::MaxRegionLen::get() as usize, Error::<T>::RegionTooLong);
+		}
+		ensure!(spec.dataset.samples > 0, Error::<T>::EmptyDataset);
+		ensure!(spec.unit_timeout >= T::MinUnitTimeout::get(), Error::<T>::UnitTimeoutTooShort);
+		ensure!(!spec.price_per_unit.is_zero(), Error::<T>::ZeroPrice);
+
+		let scopes = Self::decompose(spec)?;
+		let smallest_data = scopes
+			.iter()
+			.map(|scope| match scope {
+				UnitScope::Shard { samples, .. } => *samples,
+				UnitScope::Steps { .. } => spec.dataset.samples,
+			})
+			.min()
+			.unwrap_or_default();
+		ensure!(hyper.batch_size <= smallest_data, Error::<T>::BatchLargerThanData);
+
+		let cost = spec
+			.price_per_unit
+			.checked_mul(&BalanceOf::<T>::from(scopes.len() as u32))
+			.ok_or(Error::<T>::CostOverflow)?;
+		ensure!(spec.budget >= cost, Error::<T>::BudgetBelowCost);
+		ensure!(
+			T::Nodes::any_solver_meets(&spec.requirements),
+			Error::<T>::UnsatisfiableRequirements
+		);
+		Ok(scopes)
+	}
+
+	fn validate_model(model: &ModelArch) -> DispatchResult {
+		let max_layers = T::MaxLayers::get() as usize;
+		match model {
+			ModelArch::Mlp { inputs, hidden, classes, .. } => {
+				ensure!(hidden.len() <= max_layers, Error::<T>::TooManyLayers);
+				ensure!(
+					*inputs > 0 && *classes > 1 && hidden.iter().all(|width| *width > 0),
+					Error::<T>::InvalidModel
+				);
+			},
+			ModelArch::Cnn {
+				channels, height, width, conv_channels, kernel_size, hidden, classes, ..
+			} => {
+				ensure!(
+					conv_channels.len().saturating_add(hidden.len()) <= max_layers,
+					Error::<T>::TooManyLayers
+				);
+				// Valid convolutions with stride 1 shrink each side by `kernel_size - 1`.
+				let shrink = kernel_size
+					.saturating_sub(1)
+					.saturating_mul(conv_channels.len() as u32);
+				ensure!(
+					*channels > 0 &&
+						*kernel_size > 0 && !conv_channels.is_empty() &&
+						conv_channels.iter().all(|c| *c > 0) &&
+						hidden.iter().all(|w| *w > 0) &&
+						*classes > 1 && *height > shrink &&
+						*width > shrink,
+					Error::<T>::InvalidModel
+				);
+			},
+		}
+		Ok(())
+	}
+
+	/// Cuts a job into unit scopes as its decomposition says.
+	fn decompose(spec: &JobSpec<BalanceOf<T>>) -> Result<Vec<UnitScope>, DispatchError> {
+		let steps = spec.hyper.steps;
+		let max_units = T::MaxUnitsPerJob::get();
+		match spec.decomposition {
+			Decomposition::StepRanges { steps_per_unit } => {
+				ensure!(steps_per_unit > 0, Error::<T>::InvalidDecomposition);
+				let units = steps.div_ceil(steps_per_unit);
+				ensure!(units <= max_units, Error::<T>::TooManyUnits);
+				Ok((0..units)
+					.map(|index| {
+						let first_step = index.saturating_mul(steps_per_unit);
+						UnitScope::Steps {
+							first_step,
+							steps: steps_per_unit.min(steps.saturating_sub(first_step)),
+						}
+					})
+					.collect())
+			},
+			Decomposition::DataShards { shards, .. } => {
+				let samples = spec.dataset.samples;
+				ensure!(shards > 0 && shards <= samples, Error::<T>::InvalidDecomposition);
+				ensure!(shards <= max_units, Error::<T>::TooManyUnits);
+				// Shard `i` covers samples `⌊i·n/s⌋ .. ⌊(i+1)·n/s⌋`: sizes differ by at most one.
+				let boundary = |i: u32| -> u32 {
+					(u64::from(i).saturating_mul(u64::from(samples)) / u64::from(shards)) as u32
+				};
+				Ok((0..shards)
+					.map(|i| {
+						let first_sample = boundary(i);
+						UnitScope::Shard {
+							first_sample,
+							samples: boundary(i.saturating_add(1)).saturating_sub(first_sample),
+						}
+					})
+					.collect())
+			},
+		}
+	}
+
+	// ---------------------------------------------------------------------------------
+	// Cancellation
+	// ---------------------------------------------------------------------------------
+
+	/// Cancels the unstarted units of `job`. Returns the job's unit count, for weight.
+	pub(crate) fn do_cancel_job(who: T::AccountId, job_id: JobId) -> Result<u32, DispatchError> {
+		let mut job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
+		ensure!(job.owner == who, Error::<T>::NotJobOwner);
+		ensure!(job.status == JobStatus::Active, Error::<T>::JobNotActive);
+		let price = job.spec.price_per_unit;
+		let unit_count = job.units;
+		let mut cancelled = 0u32;
+		let mut refunded = BalanceOf::<T>::zero();
+		let mut pool = Pool::<T>::get();
+		for index in 0..job.units {
+			let Some(mut unit) = Units::<T>::get(job_id, index) else { continue };
+			let unstarted = matches!(
+				unit.state,
+				UnitState::Waiting | UnitState::Pending | UnitState::Reassigned
+			) || (unit.state == UnitState::Assigned && !unit.accepted);
+			if !unstarted {
+				continue;
+			}
+			pool.retain(|key| *key != (job_id, index));
+			Self::release_solver(&mut unit, (job_id, index));
+			unit.state = UnitState::Cancelled;
+			Units::<T>::insert(job_id, index, unit);
+			refunded = refunded.saturating_add(Self::refund(&mut job, price)?);
+			cancelled = cancelled.saturating_add(1);
+		}
+		Pool::<T>::put(pool);
+		job.status = JobStatus::Cancelled;
+		Self::note_units_final(&mut job, cancelled);
+		Self::deposit_event(Event::JobCancelled { job: job_id, units_cancelled: cancelled, refunded });
+		Self::complete_if_done(job_id, job)?;
+		Ok(unit_count)
+	}
+
+	// ---------------------------------------------------------------------------------
+	// The solver path
+	// ---------------------------------------------------------------------------------
+
+	pub(crate) fn do_claim_unit(solver: T::AccountId, job_id: JobId, index: UnitIndex) -> DispatchResult {
+		let job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
+		ensure!(job.status == JobStatus::Active, Error::<T>::JobNotActive);
+		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		ensure!(unit.state.is_claimable(), Error::<T>::UnitNotClaimable);
+		ensure!(Self::is_eligible(&solver, &job), Error::<T>::NotEligible);
+		let now = frame_system::Pallet::<T>::block_number();
+		let deadline = now.saturating_add(job.spec.unit_timeout.into());
+		Self::assign(&mut unit, (job_id, index), &solver, deadline)?;
+		unit.accepted = true;
+		Pool::<T>::mutate(|pool| pool.retain(|key| *key != (job_id, index)));
+		Units::<T>::insert(job_id, index, unit);
+		Self::deposit_event(Event::UnitClaimed { job: job_id, unit: index, solver, deadline });
+		Ok(())
+	}
+
+	pub(crate) fn do_accept_unit(solver: T::AccountId, job_id: JobId, index: UnitIndex) -> DispatchResult {
+		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
+		ensure!(unit.state == UnitState::Assigned, Error::<T>::NotAssignedSolver);
+		ensure!(!unit.accepted, Error::<T>::AlreadyAccepted);
+		unit.accepted = true;
+		let deadline = Self::extend_deadline(&mut unit, (job_id, index), job.spec.unit_timeout);
+		Units::<T>::insert(job_id, index, unit);
+		Self::deposit_event(Event::UnitAccepted { job: job_id, unit: index, solver, deadline });
+		Ok(())
+	}
+
+	pub(crate) fn do_commit_checkpoint(
+		solver: T::AccountId,
+		job_id: JobId,
+		index: UnitIndex,
+		checkpoint: Checkpoint,
+	) -> DispatchResult {
+		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
+		ensure!(unit.state == UnitState::Assigned, Error::<T>::NotAssignedSolver);
+		ensure!(unit.accepted, Error::<T>::NotAccepted);
+		let (first, end) = Self::step_range(&job, &unit);
+		ensure!(checkpoint.step > first && checkpoint.step <= end, Error::<T>::CheckpointOutOfRange);
+		if let Some(last) = unit.last_checkpoint {
+			ensure!(checkpoint.step > last.step, Error::<T>::CheckpointNotAdvancing);
+		}
+		let interval = job.spec.hyper.checkpoint_interval;
+		let on_interval = checkpoint.step.saturating_sub(first) % interval == 0;
+		ensure!(on_interval || checkpoint.step == end, Error::<T>::CheckpointMisaligned);
+		unit.last_checkpoint = Some(checkpoint);
+		Self::extend_deadline(&mut unit, (job_id, index), job.spec.unit_timeout);
+		Units::<T>::insert(job_id, index, unit);
+		Self::deposit_event(Event::CheckpointCommitted { job: job_id, unit: index, checkpoint });
+		Ok(())
+	}
+
+	pub(crate) fn do_submit_proof(
+		solver: T::AccountId,
+		job_id: JobId,
+		index: UnitIndex,
+		proof: LearningProof,
+	) -> DispatchResult {
+		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
+		ensure!(unit.state == UnitState::Assigned, Error::<T>::NotAssignedSolver);
+		ensure!(unit.accepted, Error::<T>::NotAccepted);
+		let (first, end) = Self::step_range(&job, &unit);
+		ensure!(proof.steps == end.saturating_sub(first), Error::<T>::StepCountMismatch);
+		T::ProofLifecycle::on_proof_submitted(job_id, index, &solver, &proof)?;
+
+		let now = frame_system::Pallet::<T>::block_number();
+		Self::clear_deadline(&mut unit, (job_id, index));
+		unit.state = UnitState::Proven;
+		unit.proof = Some(proof);
+		unit.proven_at = Some(now);
+		Units::<T>::insert(job_id, index, unit);
+		let window_ends = now.saturating_add(T::ChallengeWindow::get());
+		Self::deposit_event(Event::ProofSubmitted {
+			job: job_id,
+			unit: index,
+			solver,
+			proof,
+			window_ends,
+		});
+
+		// The next step range starts from this unit's final model.
+		let next = index.saturating_add(1);
+		if let Some(mut successor) = Units::<T>::get(job_id, next) {
+			if successor.state == UnitState::Waiting {
+				successor.state = UnitState::Pending;
+				successor.start_model_hash = Some(proof.final_model_hash);
+				Units::<T>::insert(job_id, next, successor);
+				Self::enqueue((job_id, next))?;
+				Self::deposit_event(Event::UnitReady { job: job_id, unit: next });
+			}
+		}
+		Ok(())
+	}
+
+	/// Finalizes a proven unit. Returns the job's unit count when the job completed (the
+	/// aggregation reads every unit), else zero, for weight.
+	pub(crate) fn do_finalize_unit(job_id: JobId, index: UnitIndex) -> Result<u32, DispatchError> {
+		let mut job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
+		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		ensure!(unit.state == UnitState::Proven, Error::<T>::UnitNotProven);
+		let proven_at = unit.proven_at.ok_or(Error::<T>::UnitNotProven)?;
+		let now = frame_system::Pallet::<T>::block_number();
+		ensure!(
+			now >= proven_at.saturating_add(T::ChallengeWindow::get()),
+			Error::<T>::ChallengeWindowOpen
+		);
+		ensure!(T::ProofLifecycle::can_finalize(job_id, index), Error::<T>::FinalizationBlocked);
+		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
+
+		let price = job.spec.price_per_unit;
+		T::Currency::transfer_on_hold(
+			&HoldReason::JobEscrow.into(),
+			&job.owner,
+			&solver,
+			price,
+			Precision::Exact,
+			Restriction::Free,
+			Fortitude::Polite,
+		)?;
+		job.escrow = job.escrow.saturating_sub(price);
+		Self::release_solver(&mut unit, (job_id, index));
+		unit.solver = Some(solver.clone());
+		unit.state = UnitState::Finalized;
+		Units::<T>::insert(job_id, index, unit);
+		T::Nodes::note_completed(&solver);
+		Self::note_units_final(&mut job, 1);
+		Self::deposit_event(Event::UnitFinalized { job: job_id, unit: index, solver, paid: price });
+		let completed = job.units_final >= job.units;
+		let units = job.units;
+		Self::complete_if_done(job_id, job)?;
+		Ok(if completed { units } else { 0 })
+	}
+
+	// ---------------------------------------------------------------------------------
+	// Scheduling and timeouts (called from `on_initialize`)
+	// ---------------------------------------------------------------------------------
+
+	/// Matches up to `MaxAssignmentsPerBlock` pool units, oldest first, to the best-scoring
+	/// eligible solver with room. A unit no solver can take now moves to the back of the
+	/// pool. Returns the units considered and the candidates ranked, for weight.
+	pub(crate) fn schedule(now: BlockNumberFor<T>) -> (u32, u32) {
+		let mut pool = Pool::<T>::get();
+		if pool.is_empty() {
+			return (0, 0);
+		}
+		let candidates = T::Nodes::solver_candidates(T::MaxCandidates::get());
+		let candidate_count = candidates.len() as u32;
+		if candidates.is_empty() {
+			return (0, candidate_count);
+		}
+		let mut load: Vec<u32> =
+			candidates.iter().map(|c| SolverUnits::<T>::decode_len(&c.account).unwrap_or(0) as u32).collect();
+		let capacity = T::MaxUnitsPerSolver::get();
+		let considered = (pool.len() as u32).min(T::MaxAssignmentsPerBlock::get());
+		let mut deferred = Vec::new();
+		let mut taken = 0usize;
+		for key in pool.iter().take(considered as usize) {
+			taken = taken.saturating_add(1);
+			let (Some(job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1)) else {
+				continue; // Stale entry: drop it.
+			};
+			let choice = candidates.iter().zip(load.iter_mut()).find(|(candidate, load)| {
+				**load < capacity && job.spec.requirements.is_met_by(&candidate.profile)
+			});
+			match choice {
+				Some((candidate, load)) => {
+					let deadline = now.saturating_add(T::AcceptanceTimeout::get());
+					if Self::assign(&mut unit, *key, &candidate.account, deadline).is_ok() {
+						*load = load.saturating_add(1);
+						Units::<T>::insert(key.0, key.1, unit);
+						Self::deposit_event(Event::UnitAssigned {
+							job: key.0,
+							unit: key.1,
+							solver: candidate.account.clone(),
+							deadline,
+						});
+					} else {
+						deferred.push(*key);
+					}
+				},
+				None => deferred.push(*key),
+			}
+		}
+		let mut rest: Vec<UnitKey> = pool.iter().skip(taken).copied().collect();
+		rest.extend(deferred);
+		pool = BoundedVec::truncate_from(rest);
+		Pool::<T>::put(pool);
+		(considered, candidate_count)
+	}
+
+	/// Returns units whose deadline passed to the pool, at most `MaxTimeoutsPerBlock`
+	/// entries (or empty deadline blocks skipped) per block. Returns the steps taken.
+	pub(crate) fn sweep_deadlines(now: BlockNumberFor<T>) -> u32 {
+		let mut cursor = DeadlineCursor::<T>::get();
+		let mut budget = T::MaxTimeoutsPerBlock::get();
+		let mut steps = 0u32;
+		// A deadline is the last block progress is accepted in: it expires after it.
+		while cursor < now && budget > 0 {
+			budget = budget.saturating_sub(1);
+			steps = steps.saturating_add(1);
+			match Deadlines::<T>::iter_prefix(cursor).next() {
+				Some((key, ())) => {
+					Deadlines::<T>::remove(cursor, key);
+					Self::time_out(key);
+				},
+				None => cursor = cursor.saturating_add(1u32.into()),
+			}
+		}
+		DeadlineCursor::<T>::put(cursor);
+		steps
+	}
+
+	fn time_out(key: UnitKey) {
+		let (Some(mut job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1))
+		else {
+			return;
+		};
+		if unit.state != UnitState::Assigned {
+			return;
+		}
+		let Some(solver) = unit.solver.clone() else { return };
+		T::Nodes::note_failed(&solver);
+		Self::release_solver(&mut unit, key);
+		// A cancelled job takes no new solver; a unit out of attempts fails for good.
+		if unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
+			let _ = Self::fail_unit(&mut job, key, unit);
+			let _ = Self::complete_if_done(key.0, job);
+			return;
+		}
+		unit.state = UnitState::Reassigned;
+		let resume_from = unit.last_checkpoint;
+		Units::<T>::insert(key.0, key.1, unit);
+		if Self::enqueue(key).is_err() {
+			log::error!(target: "runtime::tasks", "pool full while requeueing {key:?}");
+		}
+		Self::deposit_event(Event::UnitTimedOut { job: key.0, unit: key.1, solver, resume_from });
+	}
+
+	/// Fails a unit for good, refunding its price; for a step range, every later range
+	/// (which could only start from it) fails with it.
+	fn fail_unit(job: &mut JobOf<T>, key: UnitKey, mut unit: WorkUnitOf<T>) -> DispatchResult {
+		let sequential = matches!(job.spec.decomposition, Decomposition::StepRanges { .. });
+		unit.state = UnitState::Failed;
+		Units::<T>::insert(key.0, key.1, unit);
+		let mut failed = alloc::vec![key.1];
+		if sequential {
+			for later in key.1.saturating_add(1)..job.units {
+				if let Some(mut waiting) = Units::<T>::get(key.0, later) {
+					if waiting.state == UnitState::Waiting {
+						waiting.state = UnitState::Failed;
+						Units::<T>::insert(key.0, later, waiting);
+						failed.push(later);
+					}
+				}
+			}
+		}
+		let price = job.spec.price_per_unit;
+		for index in &failed {
+			let refunded = Self::refund(job, price)?;
+			Self::deposit_event(Event::UnitFailed { job: key.0, unit: *index, refunded });
+		}
+		Self::note_units_final(job, failed.len() as u32);
+		Ok(())
+	}
+
+	// ---------------------------------------------------------------------------------
+	// Completion and aggregation
+	// ---------------------------------------------------------------------------------
+
+	/// Stores `job`; if every unit is final, aggregates its result, refunds what is left
+	/// in escrow and announces it.
+	fn complete_if_done(job_id: JobId, mut job: JobOf<T>) -> DispatchResult {
+		if job.units_final < job.units || job.status == JobStatus::Completed {
+			Jobs::<T>::insert(job_id, job);
+			return Ok(());
+		}
+		let result = Self::aggregate(job_id, &job);
+		let leftover = job.escrow;
+		let refunded = Self::refund(&mut job, leftover)?;
+		job.status = JobStatus::Completed;
+		job.result = Some(result);
+		Jobs::<T>::insert(job_id, job);
+		Self::deposit_event(Event::JobCompleted { job: job_id, result, refunded });
+		Ok(())
+	}
+
+	/// The job's result from its finalized units. A step-range job's model is its last
+	/// range's; a data-parallel job commits to its shard models in unit order and averages
+	/// the shard metrics by the job's rule.
+	pub(crate) fn aggregate(job_id: JobId, job: &JobOf<T>) -> JobResult {
+		let finalized: Vec<(UnitScope, LearningProof)> = Units::<T>::iter_prefix_values(job_id)
+			.filter(|unit| unit.state == UnitState::Finalized)
+			.filter_map(|unit| unit.proof.map(|proof| (unit.scope, proof)))
+			.collect();
+		let mut ordered: Vec<(u32, UnitScope, LearningProof)> = finalized
+			.into_iter()
+			.map(|(scope, proof)| {
+				let order = match scope {
+					UnitScope::Steps { first_step, .. } => first_step,
+					UnitScope::Shard { first_sample, .. } => first_sample,
+				};
+				(order, scope, proof)
+			})
+			.collect();
+		ordered.sort_by_key(|(order, _, _)| *order);
+		let units_finalized = ordered.len() as u32;
+		let units_failed = job.units.saturating_sub(units_finalized);
+
+		let (model_hash, metrics) = match job.spec.decomposition {
+			Decomposition::StepRanges { .. } => ordered
+				.last()
+				.map(|(_, _, proof)| (proof.final_model_hash, proof.metrics))
+				.unwrap_or_default(),
+			Decomposition::DataShards { aggregation, .. } => {
+				let hashes: Vec<u8> =
+					ordered.iter().flat_map(|(_, _, proof)| proof.final_model_hash.0).collect();
+				let weights: Vec<(u128, TrainingMetrics)> = ordered
+					.iter()
+					.map(|(_, scope, proof)| {
+						let weight = match (aggregation, scope) {
+							(Aggregation::WeightedBySamples, UnitScope::Shard { samples, .. }) =>
+								u128::from(*samples),
+							_ => 1,
+						};
+						(weight, proof.metrics)
+					})
+					.collect();
+				(blake2_256(&hashes).into(), weighted_mean(&weights))
+			},
+		};
+		JobResult { model_hash, metrics, units_finalized, units_failed }
+	}
+
+	// ---------------------------------------------------------------------------------
+	// Helpers
+	// ---------------------------------------------------------------------------------
+
+	/// The job and unit, if `solver` holds the unit.
+	fn solver_unit(
+		solver: &T::AccountId,
+		job_id: JobId,
+		index: UnitIndex,
+	) -> Result<(JobOf<T>, WorkUnitOf<T>), DispatchError> {
+		let job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
+		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		ensure!(unit.solver.as_ref() == Some(solver), Error::<T>::NotAssignedSolver);
+		Ok((job, unit))
+	}
+
+	/// Global steps `(first, end)` a unit trains: a slice of the run for a step range,
+	/// the whole run (on its own shard) for a data shard.
+	pub(crate) fn step_range(job: &JobOf<T>, unit: &WorkUnitOf<T>) -> (u32, u32) {
+		match unit.scope {
+			UnitScope::Steps { first_step, steps } => (first_step, first_step.saturating_add(steps)),
+			UnitScope::Shard { .. } => (0, job.spec.hyper.steps),
+		}
+	}
+
+	/// Whether `solver` may take a unit of `job`.
+	pub(crate) fn is_eligible(solver: &T::AccountId, job: &JobOf<T>) -> bool {
+		T::Nodes::is_bonded_for(solver, touchstone_primitives::Role::Solver) &&
+			T::Nodes::is_online(solver) &&
+			T::Nodes::profile(solver).is_some_and(|profile| job.spec.requirements.is_met_by(&profile))
+	}
+
+	/// Hands `unit` to `solver` with a progress deadline.
+	fn assign(
+		unit: &mut WorkUnitOf<T>,
+		key: UnitKey,
+		solver: &T::AccountId,
+		deadline: BlockNumberFor<T>,
+	) -> DispatchResult {
+		SolverUnits::<T>::try_mutate(solver, |units| units.try_push(key))
+			.map_err(|_| Error::<T>::SolverAtCapacity)?;
+		unit.state = UnitState::Assigned;
+		unit.solver = Some(solver.clone());
+		unit.accepted = false;
+		unit.attempts = unit.attempts.saturating_add(1);
+		unit.deadline = Some(deadline);
+		Deadlines::<T>::insert(deadline, key, ());
+		Ok(())
+	}
+
+	/// Moves a unit's deadline to `timeout` blocks from now; returns the new deadline.
+	fn extend_deadline(unit: &mut WorkUnitOf<T>, key: UnitKey, timeout: u32) -> BlockNumberFor<T> {
+		Self::clear_deadline(unit, key);
+		let deadline = frame_system::Pallet::<T>::block_number().saturating_add(timeout.into());
+		unit.deadline = Some(deadline);
+		Deadlines::<T>::insert(deadline, key, ());
+		deadline
+	}
+
+	fn clear_deadline(unit: &mut WorkUnitOf<T>, key: UnitKey) {
+		if let Some(deadline) = unit.deadline.take() {
+			Deadlines::<T>::remove(deadline, key);
+		}
+	}
+
+	/// Takes a unit away from its solver: out of the solver's list and the deadline index.
+	fn release_solver(unit: &mut WorkUnitOf<T>, key: UnitKey) {
+		Self::clear_deadline(unit, key);
+		unit.accepted = false;
+		if let Some(solver) = unit.solver.take() {
+			SolverUnits::<T>::mutate_exists(&solver, |units| {
+				if let Some(list) = units {
+					list.retain(|held| *held != key);
+					if list.is_empty() {
+						*units = None;
+					}
+				}
+			});
+		}
+	}
+
+	fn enqueue(key: UnitKey) -> DispatchResult {
+		Pool::<T>::try_mutate(|pool| pool.try_push(key)).map_err(|_| Error::<T>::TooManyOpenUnits.into())
+	}
+
+	/// Releases `amount` of the job's escrow back to its owner.
+	fn refund(job: &mut JobOf<T>, amount: BalanceOf<T>) -> Result<BalanceOf<T>, DispatchError> {
+		let amount = amount.min(job.escrow);
+		if amount.is_zero() {
+			return Ok(amount);
+		}
+		T::Currency::release(&HoldReason::JobEscrow.into(), &job.owner, amount, Precision::Exact)?;
+		job.escrow = job.escrow.saturating_sub(amount);
+		Ok(amount)
+	}
+
+	fn note_units_final(job: &mut JobOf<T>, count: u32) {
+		job.units_final = job.units_final.saturating_add(count);
+		OpenUnits::<T>::mutate(|open| *open = open.saturating_sub(count));
+	}
+
+	// ---------------------------------------------------------------------------------
+	// Invariants
+	// ---------------------------------------------------------------------------------
+
+	/// Checks the pallet's invariants:
+	/// - the escrow held from each account equals the escrow of its jobs;
+	/// - every unit holding a solver belongs to a registered node and is in its list;
+	/// - every listed unit is held by that solver; every pool entry is a claimable unit,
+	///   once; every assigned unit has its deadline indexed;
+	/// - `OpenUnits` counts the units that are not final, and each job's `units_final`
+	///   counts its final units.
+	#[cfg(any(feature = "try-runtime", test))]
+	pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+		use alloc::collections::btree_map::BTreeMap;
+		use polkadot_sdk::frame_support::traits::fungible::InspectHold;
+
+		let mut escrow_by_owner: BTreeMap<T::AccountId, BalanceOf<T>> = BTreeMap::new();
+		let mut open_units = 0u32;
+		for (job_id, job) in Jobs::<T>::iter() {
+			let entry = escrow_by_owner.entry(job.owner.clone()).or_default();
+			*entry = entry.saturating_add(job.escrow);
+			let mut final_units = 0u32;
+			for (index, unit) in Units::<T>::iter_prefix(job_id) {
+				if unit.state.is_final() {
+					final_units = final_units.saturating_add(1);
+				} else {
+					open_units = open_units.saturating_add(1);
+				}
+				let holds_solver = matches!(
+					unit.state,
+					UnitState::Assigned | UnitState::Proven | UnitState::Verifying | UnitState::Challenged
+				);
+				if holds_solver {
+					let solver = unit.solver.as_ref().ok_or("held unit without a solver")?;
+					ensure!(T::Nodes::is_registered(solver), "unit assigned to an unregistered solver");
+					ensure!(
+						SolverUnits::<T>::get(solver).contains(&(job_id, index)),
+						"held unit missing from its solver's list"
+					);
+				}
+				if unit.state == UnitState::Assigned {
+					let deadline = unit.deadline.ok_or("assigned unit without a deadline")?;
+					ensure!(
+						Deadlines::<T>::contains_key(deadline, (job_id, index)),
+						"assigned unit's deadline not indexed"
+					);
+				}
+			}
+			ensure!(final_units == job.units_final, "units_final out of sync");
+			if job.status == JobStatus::Completed {
+				ensure!(job.escrow.is_zero(), "completed job still holds escrow");
+			}
+		}
+		for (owner, escrow) in escrow_by_owner {
+			ensure!(
+				T::Currency::balance_on_hold(&HoldReason::JobEscrow.into(), &owner) == escrow,
+				"escrow held differs from the open budgets"
+			);
+		}
+		ensure!(OpenUnits::<T>::get() == open_units, "OpenUnits out of sync");
+		let pool = Pool::<T>::get();
+		for (position, key) in pool.iter().enumerate() {
+			let unit = Units::<T>::get(key.0, key.1).ok_or("pool entry without a unit")?;
+			ensure!(unit.state.is_claimable(), "pool entry not claimable");
+			ensure!(!pool.iter().skip(position.saturating_add(1)).any(|k| k == key), "duplicate pool entry");
+		}
+		for (solver, keys) in SolverUnits::<T>::iter() {
+			for key in keys {
+				let unit = Units::<T>::get(key.0, key.1).ok_or("listed unit missing")?;
+				ensure!(unit.solver.as_ref() == Some(&solver), "listed unit held by another solver");
+			}
+		}
+		Ok(())
+	}
+}
+
+/// Mean of metrics weighted by the `u128` weights, in exact integer arithmetic on the
+/// fixed-point representations so every node computes the same value.
+fn weighted_mean(items: &[(u128, TrainingMetrics)]) -> TrainingMetrics {
+	let total: u128 = items.iter().fold(0u128, |acc, (weight, _)| acc.saturating_add(*weight));
+	if total == 0 {
+		return TrainingMetrics::default();
+	}
+	let mean = |value: fn(&TrainingMetrics) -> u128| -> u128 {
+		items
+			.iter()
+			.fold(0u128, |acc, (weight, metrics)| acc.saturating_add(weight.saturating_mul(value(metrics))))
+			.checked_div(total)
+			.unwrap_or_default()
+	};
+	let loss = mean(|m| u128::from(m.loss.into_inner()));
+	let accuracy = mean(|m| u128::from(m.accuracy.deconstruct()));
+	TrainingMetrics {
+		loss: FixedU64::from_inner(u64::try_from(loss).unwrap_or(u64::MAX)),
+		accuracy: Perbill::from_parts(u32::try_from(accuracy).unwrap_or(u32::MAX)),
+	}
+}

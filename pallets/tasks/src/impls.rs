@@ -1,0 +1,63 @@
+//! What the tasks pallet offers others: the staking pallet's view of active work, and the
+//! queries behind the runtime API.
+
+use crate::{pallet::*, BalanceOf, JobOf};
+use alloc::vec::Vec;
+use polkadot_sdk::frame_system::pallet_prelude::BlockNumberFor;
+use touchstone_primitives::{traits::ActiveWork, JobId, JobState, JobStatus, SolverUnit};
+
+impl<T: Config> ActiveWork<T::AccountId> for Pallet<T> {
+	fn active_units(who: &T::AccountId) -> u32 {
+		SolverUnits::<T>::decode_len(who).unwrap_or(0) as u32
+	}
+}
+
+impl<T: Config> Pallet<T> {
+	/// The units `solver` holds that are not final, then pool units it may claim; at most
+	/// `max` in all. Backs the `TasksApi::units_for_solver` runtime API.
+	pub fn units_for_solver(
+		solver: &T::AccountId,
+		max: u32,
+	) -> Vec<SolverUnit<T::AccountId, BlockNumberFor<T>>> {
+		let max = max as usize;
+		let mut found: Vec<_> = SolverUnits::<T>::get(solver)
+			.into_iter()
+			.filter_map(|(job, unit)| {
+				Units::<T>::get(job, unit)
+					.map(|work_unit| SolverUnit { job, unit, work_unit, claimable: false })
+			})
+			.take(max)
+			.collect();
+		let mut eligibility: Vec<(JobId, bool)> = Vec::new();
+		for (job, unit) in Pool::<T>::get() {
+			if found.len() >= max {
+				break;
+			}
+			let eligible = match eligibility.iter().find(|(id, _)| *id == job) {
+				Some((_, eligible)) => *eligible,
+				None => {
+					let eligible = Jobs::<T>::get(job)
+						.is_some_and(|j: JobOf<T>| j.status == JobStatus::Active && Self::is_eligible(solver, &j));
+					eligibility.push((job, eligible));
+					eligible
+				},
+			};
+			if !eligible {
+				continue;
+			}
+			if let Some(work_unit) = Units::<T>::get(job, unit) {
+				if work_unit.state.is_claimable() {
+					found.push(SolverUnit { job, unit, work_unit, claimable: true });
+				}
+			}
+		}
+		found
+	}
+
+	/// A job and all its units. Backs the `TasksApi::job_state` runtime API.
+	pub fn job_state(job: JobId) -> Option<JobState<T::AccountId, BalanceOf<T>, BlockNumberFor<T>>> {
+		let info = Jobs::<T>::get(job)?;
+		let units = (0..info.units).filter_map(|index| Units::<T>::get(job, index)).collect();
+		Some(JobState { job: info, units })
+	}
+}

@@ -1,0 +1,271 @@
+//! A test runtime: System, Balances, the real staking pallet, and this pallet.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+
+use crate as pallet_touchstone_tasks;
+use polkadot_sdk::{
+	frame_support::{
+		self, derive_impl, parameter_types,
+		traits::{fungible::Inspect, tokens::imbalance::ResolveTo, ConstU32, ConstU64},
+	},
+	frame_system, pallet_balances, sp_io,
+	sp_runtime::{BoundedVec, BuildStorage, FixedU64},
+};
+use polkadot_sdk::sp_runtime::DispatchResult;
+use touchstone_primitives::{
+	traits::ProofLifecycle, JobId, LearningProof, UnitIndex,
+	Activation, ContentRef, DatasetRef, Decomposition, DeviceKind, HardwareProfile,
+	HardwareRequirements, HyperParams, JobSpec, ModelArch, Optimizer, Role, VerificationMode,
+};
+
+type Block = frame_system::mocking::MockBlock<Test>;
+
+frame_support::construct_runtime!(
+	pub enum Test {
+		System: frame_system,
+		Balances: pallet_balances,
+		Staking: pallet_touchstone_staking,
+		Tasks: pallet_touchstone_tasks,
+	}
+);
+
+#[derive_impl(frame_system::config_preludes::TestDefaultConfig)]
+impl frame_system::Config for Test {
+	type Block = Block;
+	type AccountData = pallet_balances::AccountData<u64>;
+}
+
+#[derive_impl(pallet_balances::config_preludes::TestDefaultConfig)]
+impl pallet_balances::Config for Test {
+	type AccountStore = System;
+	type RuntimeHoldReason = RuntimeHoldReason;
+}
+
+/// Where slashed funds go.
+pub const JACKPOT: u64 = 999;
+/// Minimum solver bond.
+pub const MIN_SOLVER_BOND: u64 = 100;
+/// Blocks an assigned solver has to accept.
+pub const ACCEPTANCE_TIMEOUT: u64 = 3;
+/// Blocks of the challenge window.
+pub const CHALLENGE_WINDOW: u64 = 5;
+/// Blocks without heartbeat before a node is offline.
+pub const HEARTBEAT_TIMEOUT: u64 = 100;
+/// Assignments a unit gets before it fails.
+pub const MAX_ATTEMPTS: u32 = 2;
+/// Units one job may have.
+pub const MAX_UNITS_PER_JOB: u32 = 8;
+/// Units open across all jobs.
+pub const MAX_OPEN_UNITS: u32 = 10;
+/// Units one solver may hold.
+pub const MAX_UNITS_PER_SOLVER: u32 = 2;
+
+parameter_types! {
+	pub const Jackpot: u64 = JACKPOT;
+	/// Whether the mock verification pallets hold finalization back.
+	pub static HoldFinalization: bool = false;
+	/// Proofs the mock verification pallets were told about.
+	pub static ProofsSeen: Vec<(JobId, UnitIndex)> = Vec::new();
+}
+
+/// Stands in for the verification and disputes pallets.
+pub struct MockLifecycle;
+impl ProofLifecycle<u64> for MockLifecycle {
+	fn on_proof_submitted(job: JobId, unit: UnitIndex, _: &u64, _: &LearningProof) -> DispatchResult {
+		ProofsSeen::mutate(|seen| seen.push((job, unit)));
+		Ok(())
+	}
+	fn can_finalize(_: JobId, _: UnitIndex) -> bool {
+		!HoldFinalization::get()
+	}
+}
+
+impl pallet_touchstone_staking::Config for Test {
+	type RuntimeEvent = RuntimeEvent;
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type SlashDestination = ResolveTo<Jackpot, Balances>;
+	type ActiveWork = Tasks;
+	type MinSolverBond = ConstU64<MIN_SOLVER_BOND>;
+	type MinVerifierBond = ConstU64<50>;
+	type MinChallengerBond = ConstU64<20>;
+	type UnbondingPeriod = ConstU64<10>;
+	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
+	type MaxNodes = ConstU32<8>;
+	type MaxUnbondingChunks = ConstU32<4>;
+	type MaxDeviceModelLen = ConstU32<32>;
+	type MaxRegionLen = ConstU32<16>;
+	type WeightInfo = ();
+}
+
+impl pallet_touchstone_tasks::Config for Test {
+	type RuntimeEvent = RuntimeEvent;
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type Nodes = Staking;
+	type ProofLifecycle = MockLifecycle;
+	type MaxUnitsPerJob = ConstU32<MAX_UNITS_PER_JOB>;
+	type MaxOpenUnits = ConstU32<MAX_OPEN_UNITS>;
+	type MaxUnitsPerSolver = ConstU32<MAX_UNITS_PER_SOLVER>;
+	type MaxAssignmentsPerBlock = ConstU32<4>;
+	type MaxTimeoutsPerBlock = ConstU32<8>;
+	type MaxCandidates = ConstU32<8>;
+	type AcceptanceTimeout = ConstU64<ACCEPTANCE_TIMEOUT>;
+	type MinUnitTimeout = ConstU32<2>;
+	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
+	type MaxAttempts = ConstU32<MAX_ATTEMPTS>;
+	type MaxLocationLen = ConstU32<64>;
+	type MaxLayers = ConstU32<4>;
+	type MaxRegionLen = ConstU32<16>;
+	type WeightInfo = ();
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = StakingHelper;
+}
+
+/// Registers solvers through the real staking pallet for the benchmarks.
+#[cfg(feature = "runtime-benchmarks")]
+pub struct StakingHelper;
+#[cfg(feature = "runtime-benchmarks")]
+impl crate::BenchmarkHelper<u64> for StakingHelper {
+	fn register_solver(who: &u64, profile: HardwareProfile) {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(who, 1_000_000);
+		let bonds = BoundedVec::truncate_from(vec![(Role::Solver, MIN_SOLVER_BOND)]);
+		Staking::register(RuntimeOrigin::signed(*who), profile, bonds).expect("solver registers");
+	}
+}
+
+/// A GPU solver's profile: 24 GiB.
+pub fn gpu_profile() -> HardwareProfile {
+	HardwareProfile {
+		device: DeviceKind::Gpu,
+		model: BoundedVec::truncate_from(b"RTX 4090".to_vec()),
+		memory_mib: 24_576,
+		throughput_gflops: 80_000,
+		bandwidth_mbps: 1_000,
+		region: BoundedVec::truncate_from(b"eu".to_vec()),
+	}
+}
+
+/// A CPU solver's profile: 64 GiB.
+pub fn cpu_profile() -> HardwareProfile {
+	HardwareProfile {
+		device: DeviceKind::Cpu,
+		model: BoundedVec::truncate_from(b"EPYC".to_vec()),
+		memory_mib: 65_536,
+		throughput_gflops: 2_000,
+		bandwidth_mbps: 1_000,
+		region: BoundedVec::truncate_from(b"us".to_vec()),
+	}
+}
+
+/// Registers `who` as a solver with `profile` and the minimum bond.
+pub fn register_solver(who: u64, profile: HardwareProfile) {
+	let bonds = BoundedVec::truncate_from(vec![(Role::Solver, MIN_SOLVER_BOND)]);
+	Staking::register(RuntimeOrigin::signed(who), profile, bonds).expect("solver registers");
+}
+
+/// A valid job: a small MLP on 1,000 samples, 100 steps in four step ranges of 25,
+/// 10 per unit, any GPU.
+pub fn job_spec() -> JobSpec<u64> {
+	JobSpec {
+		model: ModelArch::Mlp {
+			inputs: 64,
+			hidden: BoundedVec::truncate_from(vec![32]),
+			classes: 10,
+			activation: Activation::Relu,
+		},
+		initial_weights: None,
+		dataset: DatasetRef {
+			content: ContentRef {
+				hash: [7u8; 32].into(),
+				location: BoundedVec::truncate_from(b"file:///data/digits.csv".to_vec()),
+			},
+			samples: 1_000,
+		},
+		hyper: HyperParams {
+			steps: 100,
+			batch_size: 32,
+			learning_rate: FixedU64::from_rational(1, 10),
+			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
+			grad_clip_norm: None,
+			seed: 42,
+			checkpoint_interval: 5,
+		},
+		decomposition: Decomposition::StepRanges { steps_per_unit: 25 },
+		verification: VerificationMode::Exact,
+		requirements: HardwareRequirements {
+			device: Some(DeviceKind::Gpu),
+			min_memory_mib: 8_192,
+			min_throughput_gflops: 1,
+			min_bandwidth_mbps: 0,
+			region: None,
+		},
+		price_per_unit: 10,
+		budget: 50,
+		unit_timeout: 10,
+	}
+}
+
+/// Builds test externalities with funded accounts.
+#[derive(Default)]
+pub struct ExtBuilder {
+	solvers: Vec<(u64, HardwareProfile)>,
+}
+
+impl ExtBuilder {
+	/// Registers a solver at genesis (block 1).
+	pub fn solver(mut self, who: u64, profile: HardwareProfile) -> Self {
+		self.solvers.push((who, profile));
+		self
+	}
+
+	/// Builds the externalities at block 1.
+	pub fn build(self) -> sp_io::TestExternalities {
+		let mut storage = frame_system::GenesisConfig::<Test>::default()
+			.build_storage()
+			.expect("system genesis builds");
+		let balances = (1..=9).map(|who| (who, 10_000)).chain([(JACKPOT, 1)]).collect();
+		pallet_balances::GenesisConfig::<Test> { balances, ..Default::default() }
+			.assimilate_storage(&mut storage)
+			.expect("balances genesis builds");
+		let mut ext = sp_io::TestExternalities::new(storage);
+		ext.execute_with(|| {
+			System::set_block_number(1);
+			for (who, profile) in self.solvers {
+				register_solver(who, profile);
+			}
+			System::reset_events();
+		});
+		ext
+	}
+
+	/// Runs `test`, then checks both pallets' invariants and that the test neither
+	/// created nor destroyed funds.
+	pub fn build_and_execute(self, test: impl FnOnce()) {
+		self.build().execute_with(|| {
+			let issuance = Balances::total_issuance();
+			test();
+			Tasks::do_try_state().unwrap_or_else(|e| panic!("tasks try_state failed: {e:?}"));
+			Staking::do_try_state().unwrap_or_else(|e| panic!("staking try_state failed: {e:?}"));
+			assert_eq!(Balances::total_issuance(), issuance, "total issuance changed");
+		});
+	}
+}
+
+/// The pallet's events since the last call.
+pub fn tasks_events() -> Vec<crate::Event<Test>> {
+	let events = System::events()
+		.into_iter()
+		.filter_map(|record| match record.event {
+			RuntimeEvent::Tasks(event) => Some(event),
+			_ => None,
+		})
+		.collect();
+	System::reset_events();
+	events
+}
+
+/// Advances to block `n`, running every pallet's hooks.
+pub fn run_to_block(n: u64) {
+	System::run_to_block::<AllPalletsWithSystem>(n);
+}

@@ -1,0 +1,653 @@
+//! Tests of every call and hook of the tasks pallet: each success path with its event,
+//! each error path with `assert_noop!`. Every test ends by checking both pallets'
+//! invariants and that total issuance did not change.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
+use crate::{mock::*, Deadlines, Error, Event, HoldReason, Jobs, OpenUnits, Pool, SolverUnits, Units};
+use polkadot_sdk::{
+	frame_support::{
+		assert_noop, assert_ok,
+		traits::fungible::{Inspect, InspectHold},
+	},
+	sp_runtime::{BoundedVec, FixedU64, Perbill},
+};
+use touchstone_primitives::{
+	Aggregation, Checkpoint, ContentRef, Decomposition, DeviceKind, JobResult, JobStatus,
+	LearningProof, ModelArch, TrainingMetrics, UnitScope, UnitState,
+};
+
+const ALICE: u64 = 1;
+const BOB: u64 = 2;
+const CHARLIE: u64 = 3;
+const DAVE: u64 = 4;
+
+fn escrowed(who: u64) -> u64 {
+	Balances::balance_on_hold(&RuntimeHoldReason::Tasks(HoldReason::JobEscrow), &who)
+}
+
+fn submit(spec: touchstone_primitives::JobSpec<u64>) -> u64 {
+	let id = crate::NextJobId::<Test>::get();
+	assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec));
+	id
+}
+
+fn proof(steps: u32, model: u8) -> LearningProof {
+	LearningProof {
+		trace_root: [model; 32].into(),
+		steps,
+		final_model_hash: [model.wrapping_add(100); 32].into(),
+		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
+	}
+}
+
+fn state(job: u64, unit: u32) -> UnitState {
+	Units::<Test>::get(job, unit).unwrap().state
+}
+
+/// Claims, proves and finalizes one unit as `solver`.
+fn complete_unit(solver: u64, job: u64, unit: u32, model: u8) {
+	let current = Units::<Test>::get(job, unit).unwrap();
+	if current.state.is_claimable() {
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, unit));
+	} else if current.state == UnitState::Assigned && !current.accepted {
+		assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(solver), job, unit));
+	}
+	let steps = match Units::<Test>::get(job, unit).unwrap().scope {
+		UnitScope::Steps { steps, .. } => steps,
+		UnitScope::Shard { .. } => Jobs::<Test>::get(job).unwrap().spec.hyper.steps,
+	};
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof(steps, model)));
+	run_to_block(System::block_number() + CHALLENGE_WINDOW);
+	assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, unit));
+}
+
+mod submit_job {
+	use super::*;
+
+	#[test]
+	fn escrows_the_budget_and_decomposes_into_step_ranges() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let free_before = Balances::balance(&ALICE);
+			let job = submit(job_spec());
+			assert_eq!(
+				tasks_events(),
+				vec![Event::JobSubmitted { job, owner: ALICE, units: 4, escrow: 50 }]
+			);
+			assert_eq!(escrowed(ALICE), 50);
+			assert_eq!(Balances::balance(&ALICE), free_before - 50);
+			let stored = Jobs::<Test>::get(job).unwrap();
+			assert_eq!((stored.units, stored.escrow, stored.status), (4, 50, JobStatus::Active));
+			let scopes: Vec<_> = (0..4).map(|i| Units::<Test>::get(job, i).unwrap().scope).collect();
+			assert_eq!(
+				scopes,
+				(0..4).map(|i| UnitScope::Steps { first_step: i * 25, steps: 25 }).collect::<Vec<_>>()
+			);
+			// Only the first range is ready; the others wait for the range before them.
+			assert_eq!(state(job, 0), UnitState::Pending);
+			assert!((1..4).all(|i| state(job, i) == UnitState::Waiting));
+			assert_eq!(Pool::<Test>::get().into_inner(), vec![(job, 0)]);
+			assert_eq!(OpenUnits::<Test>::get(), 4);
+		});
+	}
+
+	#[test]
+	fn cuts_data_shards_evenly() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.dataset.samples = 10;
+			spec.hyper.batch_size = 3;
+			spec.decomposition =
+				Decomposition::DataShards { shards: 3, aggregation: Aggregation::WeightedBySamples };
+			let job = submit(spec);
+			let shards: Vec<_> = (0..3).map(|i| Units::<Test>::get(job, i).unwrap().scope).collect();
+			assert_eq!(
+				shards,
+				vec![
+					UnitScope::Shard { first_sample: 0, samples: 3 },
+					UnitScope::Shard { first_sample: 3, samples: 3 },
+					UnitScope::Shard { first_sample: 6, samples: 4 },
+				]
+			);
+			assert!((0..3).all(|i| state(job, i) == UnitState::Pending));
+		});
+	}
+
+	fn rejects(change: impl FnOnce(&mut touchstone_primitives::JobSpec<u64>), error: Error<Test>) {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			change(&mut spec);
+			assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec), error);
+		});
+	}
+
+	#[test]
+	fn rejects_invalid_hyper_parameters() {
+		rejects(|s| s.hyper.steps = 0, Error::ZeroSteps);
+		rejects(|s| s.hyper.batch_size = 0, Error::ZeroBatchSize);
+		rejects(|s| s.hyper.checkpoint_interval = 0, Error::ZeroCheckpointInterval);
+		rejects(|s| s.hyper.batch_size = 1_001, Error::BatchLargerThanData);
+	}
+
+	#[test]
+	fn rejects_invalid_models() {
+		rejects(
+			|s| {
+				if let ModelArch::Mlp { inputs, .. } = &mut s.model {
+					*inputs = 0;
+				}
+			},
+			Error::InvalidModel,
+		);
+		rejects(
+			|s| {
+				if let ModelArch::Mlp { hidden, .. } = &mut s.model {
+					*hidden = BoundedVec::truncate_from(vec![8; 5]);
+				}
+			},
+			Error::TooManyLayers,
+		);
+		rejects(
+			|s| {
+				s.model = ModelArch::Cnn {
+					channels: 1,
+					height: 8,
+					width: 8,
+					conv_channels: BoundedVec::truncate_from(vec![4, 4]),
+					kernel_size: 5,
+					hidden: BoundedVec::new(),
+					classes: 10,
+					activation: touchstone_primitives::Activation::Relu,
+				}
+			},
+			Error::InvalidModel,
+		);
+	}
+
+	#[test]
+	fn rejects_invalid_decompositions() {
+		rejects(|s| s.decomposition = Decomposition::StepRanges { steps_per_unit: 0 }, Error::InvalidDecomposition);
+		rejects(|s| s.decomposition = Decomposition::StepRanges { steps_per_unit: 10 }, Error::TooManyUnits);
+		rejects(
+			|s| {
+				s.dataset.samples = 2;
+				s.hyper.batch_size = 1;
+				s.decomposition = Decomposition::DataShards { shards: 3, aggregation: Aggregation::Uniform };
+			},
+			Error::InvalidDecomposition,
+		);
+		rejects(|s| s.dataset.samples = 0, Error::EmptyDataset);
+	}
+
+	#[test]
+	fn rejects_budgets_that_do_not_cover_the_cost() {
+		rejects(|s| s.price_per_unit = 0, Error::ZeroPrice);
+		rejects(|s| s.budget = 39, Error::BudgetBelowCost);
+		rejects(|s| s.price_per_unit = u64::MAX / 2, Error::CostOverflow);
+		rejects(|s| s.budget = 20_000, Error::InsufficientBalance);
+	}
+
+	#[test]
+	fn rejects_oversized_fields() {
+		rejects(
+			|s| s.dataset.content.location = BoundedVec::truncate_from(vec![b'x'; 65]),
+			Error::LocationTooLong,
+		);
+		rejects(
+			|s| {
+				s.initial_weights = Some(ContentRef {
+					hash: [1; 32].into(),
+					location: BoundedVec::truncate_from(vec![b'x'; 65]),
+				})
+			},
+			Error::LocationTooLong,
+		);
+		rejects(
+			|s| s.requirements.region = Some(BoundedVec::truncate_from(vec![b'r'; 17])),
+			Error::RegionTooLong,
+		);
+	}
+
+	#[test]
+	fn rejects_requirements_no_registered_profile_meets() {
+		rejects(|s| s.requirements.min_memory_mib = 1_000_000, Error::UnsatisfiableRequirements);
+		rejects(|s| s.requirements.device = Some(DeviceKind::Cpu), Error::UnsatisfiableRequirements);
+		rejects(|s| s.unit_timeout = 1, Error::UnitTimeoutTooShort);
+	}
+
+	#[test]
+	fn rejects_jobs_beyond_the_open_unit_bound() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			submit(job_spec());
+			submit(job_spec());
+			assert_noop!(
+				Tasks::submit_job(RuntimeOrigin::signed(ALICE), job_spec()),
+				Error::<Test>::TooManyOpenUnits
+			);
+		});
+	}
+}
+
+mod scheduling {
+	use super::*;
+
+	#[test]
+	fn assigns_pool_units_to_the_best_eligible_solver() {
+		ExtBuilder::default()
+			.solver(BOB, gpu_profile())
+			.solver(CHARLIE, gpu_profile())
+			.solver(DAVE, cpu_profile())
+			.build_and_execute(|| {
+				// Charlie stakes more, so ranks first; Dave has no GPU.
+				assert_ok!(Staking::bond_more(RuntimeOrigin::signed(CHARLIE), touchstone_primitives::Role::Solver, 500));
+				let job = submit(job_spec());
+				tasks_events();
+				run_to_block(2);
+				assert_eq!(
+					tasks_events(),
+					vec![Event::UnitAssigned { job, unit: 0, solver: CHARLIE, deadline: 2 + ACCEPTANCE_TIMEOUT }]
+				);
+				let unit = Units::<Test>::get(job, 0).unwrap();
+				assert_eq!((unit.state, unit.solver, unit.accepted, unit.attempts), (UnitState::Assigned, Some(CHARLIE), false, 1));
+				assert!(Pool::<Test>::get().is_empty());
+				assert_eq!(SolverUnits::<Test>::get(CHARLIE).into_inner(), vec![(job, 0)]);
+			});
+	}
+
+	#[test]
+	fn spreads_work_by_capacity_and_skips_offline_solvers() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.decomposition = Decomposition::DataShards { shards: 5, aggregation: Aggregation::Uniform };
+			// Both go offline; only Bob comes back.
+			run_to_block(2 + HEARTBEAT_TIMEOUT);
+			assert_ok!(Staking::heartbeat(RuntimeOrigin::signed(BOB)));
+			let job = submit(spec);
+			run_to_block(3 + HEARTBEAT_TIMEOUT);
+			let held: Vec<_> = (0..5).filter_map(|i| Units::<Test>::get(job, i).unwrap().solver).collect();
+			assert_eq!(held, vec![BOB; MAX_UNITS_PER_SOLVER as usize]);
+			// Units Bob has no room for stay in the pool.
+			assert_eq!(Pool::<Test>::get().len(), 3);
+		});
+	}
+
+	#[test]
+	fn units_no_online_solver_can_take_stay_in_the_pool() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(DAVE, cpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.requirements.device = Some(DeviceKind::Cpu);
+			let cpu_job = submit(spec);
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(DAVE), touchstone_primitives::Role::Solver, MIN_SOLVER_BOND));
+			run_to_block(2);
+			assert_eq!(state(cpu_job, 0), UnitState::Pending);
+			assert_eq!(Pool::<Test>::get().into_inner(), vec![(cpu_job, 0)]);
+		});
+	}
+}
+
+mod solver_path {
+	use super::*;
+
+	#[test]
+	fn claim_accept_checkpoint_prove_and_finalize() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			tasks_events();
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_eq!(
+				tasks_events(),
+				vec![Event::UnitClaimed { job, unit: 0, solver: BOB, deadline: 1 + 10 }]
+			);
+			assert!(Units::<Test>::get(job, 0).unwrap().accepted);
+			assert!(Deadlines::<Test>::contains_key(11, (job, 0)));
+
+			run_to_block(3);
+			let checkpoint = Checkpoint { step: 10, hash: [9; 32].into() };
+			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint));
+			System::assert_last_event(Event::CheckpointCommitted { job, unit: 0, checkpoint }.into());
+			// Progress moves the deadline.
+			assert!(!Deadlines::<Test>::contains_key(11, (job, 0)));
+			assert!(Deadlines::<Test>::contains_key(13, (job, 0)));
+
+			let commitment = proof(25, 1);
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, commitment));
+			assert_eq!(
+				tasks_events(),
+				vec![
+					Event::CheckpointCommitted { job, unit: 0, checkpoint },
+					Event::ProofSubmitted { job, unit: 0, solver: BOB, proof: commitment, window_ends: 3 + CHALLENGE_WINDOW },
+					Event::UnitReady { job, unit: 1 },
+				]
+			);
+			assert_eq!(ProofsSeen::get(), vec![(job, 0)]);
+			assert_eq!(state(job, 0), UnitState::Proven);
+			// The next range starts from this range's final model.
+			let next = Units::<Test>::get(job, 1).unwrap();
+			assert_eq!((next.state, next.start_model_hash), (UnitState::Pending, Some(commitment.final_model_hash)));
+
+			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::ChallengeWindowOpen);
+			run_to_block(3 + CHALLENGE_WINDOW);
+			let bob_before = Balances::balance(&BOB);
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
+			System::assert_last_event(Event::UnitFinalized { job, unit: 0, solver: BOB, paid: 10 }.into());
+			assert_eq!(Balances::balance(&BOB), bob_before + 10);
+			assert_eq!(escrowed(ALICE), 40);
+			assert_eq!(state(job, 0), UnitState::Finalized);
+			assert_eq!(pallet_touchstone_staking::Nodes::<Test>::get(BOB).unwrap().reputation.completed, 1);
+		});
+	}
+
+	#[test]
+	fn assigned_units_must_be_accepted_first() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			run_to_block(2);
+			let checkpoint = Checkpoint { step: 5, hash: [1; 32].into() };
+			assert_noop!(
+				Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint),
+				Error::<Test>::NotAccepted
+			);
+			assert_noop!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)), Error::<Test>::NotAccepted);
+			assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 0));
+			System::assert_last_event(Event::UnitAccepted { job, unit: 0, solver: BOB, deadline: 12 }.into());
+			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 0), Error::<Test>::AlreadyAccepted);
+		});
+	}
+
+	#[test]
+	fn claim_rejects_what_cannot_be_claimed() {
+		ExtBuilder::default()
+			.solver(BOB, gpu_profile())
+			.solver(DAVE, cpu_profile())
+			.build_and_execute(|| {
+				assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), 7, 0), Error::<Test>::JobNotFound);
+				let job = submit(job_spec());
+				assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 9), Error::<Test>::UnitNotFound);
+				assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1), Error::<Test>::UnitNotClaimable);
+				// Dave's CPU does not meet the GPU requirement; Charlie is not a solver.
+				assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(DAVE), job, 0), Error::<Test>::NotEligible);
+				assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::NotEligible);
+				assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
+				assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0), Error::<Test>::JobNotActive);
+			});
+	}
+
+	#[test]
+	fn claim_respects_solver_capacity() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.decomposition = Decomposition::DataShards { shards: 3, aggregation: Aggregation::Uniform };
+			let job = submit(spec);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 2), Error::<Test>::SolverAtCapacity);
+		});
+	}
+
+	#[test]
+	fn only_the_assigned_solver_may_act() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			let checkpoint = Checkpoint { step: 5, hash: [1; 32].into() };
+			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::NotAssignedSolver);
+			assert_noop!(
+				Tasks::commit_checkpoint(RuntimeOrigin::signed(CHARLIE), job, 0, checkpoint),
+				Error::<Test>::NotAssignedSolver
+			);
+			assert_noop!(
+				Tasks::submit_proof(RuntimeOrigin::signed(CHARLIE), job, 0, proof(25, 1)),
+				Error::<Test>::NotAssignedSolver
+			);
+			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 0), Error::<Test>::AlreadyAccepted);
+			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), 9, 0), Error::<Test>::JobNotFound);
+			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 9), Error::<Test>::UnitNotFound);
+		});
+	}
+
+	#[test]
+	fn checkpoints_must_advance_within_the_unit_on_the_interval() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			let at = |step| Checkpoint { step, hash: [step as u8; 32].into() };
+			let commit = |step| Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, at(step));
+			assert_noop!(commit(0), Error::<Test>::CheckpointOutOfRange);
+			assert_noop!(commit(26), Error::<Test>::CheckpointOutOfRange);
+			assert_noop!(commit(7), Error::<Test>::CheckpointMisaligned);
+			assert_ok!(commit(10));
+			assert_noop!(commit(10), Error::<Test>::CheckpointNotAdvancing);
+			assert_noop!(commit(5), Error::<Test>::CheckpointNotAdvancing);
+			// The unit's last step is always a valid checkpoint.
+			assert_ok!(commit(25));
+		});
+	}
+
+	#[test]
+	fn proofs_must_cover_the_unit() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_noop!(
+				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(24, 1)),
+				Error::<Test>::StepCountMismatch
+			);
+		});
+	}
+
+	#[test]
+	fn finalize_rejects_what_cannot_be_finalized() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), 3, 0), Error::<Test>::JobNotFound);
+			let job = submit(job_spec());
+			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 8), Error::<Test>::UnitNotFound);
+			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::UnitNotProven);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)));
+			run_to_block(1 + CHALLENGE_WINDOW);
+			HoldFinalization::set(true);
+			assert_noop!(
+				Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0),
+				Error::<Test>::FinalizationBlocked
+			);
+			HoldFinalization::set(false);
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
+		});
+	}
+}
+
+mod timeouts {
+	use super::*;
+
+	#[test]
+	fn an_unaccepted_assignment_returns_to_the_pool_and_costs_reputation() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			run_to_block(2);
+			assert_eq!(state(job, 0), UnitState::Assigned);
+			tasks_events();
+			// Deadline 2 + 3 = 5: still fine at block 5, timed out at block 6 (and, with Bob
+			// the only solver, assigned to him again in the same block).
+			run_to_block(5);
+			assert_eq!(state(job, 0), UnitState::Assigned);
+			run_to_block(6);
+			let events = tasks_events();
+			assert_eq!(events[0], Event::UnitTimedOut { job, unit: 0, solver: BOB, resume_from: None });
+			assert_eq!(events[1], Event::UnitAssigned { job, unit: 0, solver: BOB, deadline: 9 });
+			let reputation = pallet_touchstone_staking::Nodes::<Test>::get(BOB).unwrap().reputation;
+			assert_eq!(reputation.failed, 1);
+			// The bond is untouched: a timeout is a technical failure.
+			assert_eq!(Staking::bonded(&BOB, touchstone_primitives::Role::Solver), MIN_SOLVER_BOND);
+		});
+	}
+
+	#[test]
+	fn a_stalled_unit_resumes_from_its_last_checkpoint() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			let checkpoint = Checkpoint { step: 15, hash: [4; 32].into() };
+			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint));
+			tasks_events();
+			// Deadline 1 + 10 = 11; at block 12 the unit times out and, Bob being the only
+			// solver, is assigned to him again, carrying its checkpoint along.
+			run_to_block(12);
+			assert_eq!(
+				tasks_events(),
+				vec![
+					Event::UnitTimedOut { job, unit: 0, solver: BOB, resume_from: Some(checkpoint) },
+					Event::UnitAssigned { job, unit: 0, solver: BOB, deadline: 12 + ACCEPTANCE_TIMEOUT },
+				]
+			);
+			let unit = Units::<Test>::get(job, 0).unwrap();
+			assert_eq!((unit.attempts, unit.accepted, unit.last_checkpoint), (2, false, Some(checkpoint)));
+		});
+	}
+
+	#[test]
+	fn a_unit_out_of_attempts_fails_and_takes_later_ranges_with_it() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			// Two assignments, neither accepted: 2 → 5, then 6 → 9.
+			run_to_block(10);
+			assert!((0..4).all(|i| state(job, i) == UnitState::Failed));
+			let stored = Jobs::<Test>::get(job).unwrap();
+			assert_eq!(stored.status, JobStatus::Completed);
+			assert_eq!(escrowed(ALICE), 0);
+			assert_eq!(OpenUnits::<Test>::get(), 0);
+			assert_eq!(
+				stored.result,
+				Some(JobResult {
+					model_hash: Default::default(),
+					metrics: Default::default(),
+					units_finalized: 0,
+					units_failed: 4
+				})
+			);
+		});
+	}
+}
+
+mod cancellation {
+	use super::*;
+
+	#[test]
+	fn refunds_unstarted_units_and_lets_started_ones_finish() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.decomposition = Decomposition::DataShards { shards: 3, aggregation: Aggregation::Uniform };
+			let job = submit(spec);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			tasks_events();
+			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
+			assert_eq!(tasks_events(), vec![Event::JobCancelled { job, units_cancelled: 2, refunded: 20 }]);
+			assert_eq!(escrowed(ALICE), 30);
+			assert_eq!((state(job, 1), state(job, 2)), (UnitState::Cancelled, UnitState::Cancelled));
+			assert!(Pool::<Test>::get().is_empty());
+			assert_eq!(Jobs::<Test>::get(job).unwrap().status, JobStatus::Cancelled);
+
+			// The started unit runs to the end; then the job completes and refunds the rest.
+			complete_unit(BOB, job, 0, 1);
+			let stored = Jobs::<Test>::get(job).unwrap();
+			assert_eq!(stored.status, JobStatus::Completed);
+			assert_eq!(stored.result.unwrap().units_finalized, 1);
+			assert_eq!(escrowed(ALICE), 0);
+		});
+	}
+
+	#[test]
+	fn cancelling_an_unstarted_job_completes_it() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			run_to_block(2); // Assigned, not accepted: still unstarted.
+			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
+			assert_eq!(Jobs::<Test>::get(job).unwrap().status, JobStatus::Completed);
+			assert_eq!(escrowed(ALICE), 0);
+			assert!(SolverUnits::<Test>::get(BOB).is_empty());
+		});
+	}
+
+	#[test]
+	fn rejects_strangers_and_repeats() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			assert_noop!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), 5), Error::<Test>::JobNotFound);
+			let job = submit(job_spec());
+			assert_noop!(Tasks::cancel_job(RuntimeOrigin::signed(BOB), job), Error::<Test>::NotJobOwner);
+			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
+			assert_noop!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job), Error::<Test>::JobNotActive);
+		});
+	}
+}
+
+mod aggregation {
+	use super::*;
+
+	#[test]
+	fn a_step_range_job_takes_its_last_range_and_refunds_the_rest() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			for unit in 0..4 {
+				complete_unit(BOB, job, unit, unit as u8 + 1);
+			}
+			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
+			assert_eq!(result.model_hash, proof(25, 4).final_model_hash);
+			assert_eq!((result.units_finalized, result.units_failed), (4, 0));
+			System::assert_last_event(Event::JobCompleted { job, result, refunded: 10 }.into());
+			assert_eq!(escrowed(ALICE), 0);
+		});
+	}
+
+	#[test]
+	fn a_data_parallel_job_averages_its_shards_by_samples() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.decomposition = Decomposition::DataShards { shards: 2, aggregation: Aggregation::WeightedBySamples };
+			spec.dataset.samples = 3; // shards of 1 and 2 samples
+			let job = submit(spec);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			let mut first = proof(100, 1);
+			first.metrics = TrainingMetrics { loss: FixedU64::from_u32(1), accuracy: Perbill::from_percent(60) };
+			let mut second = proof(100, 2);
+			second.metrics = TrainingMetrics { loss: FixedU64::from_u32(4), accuracy: Perbill::from_percent(90) };
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, first));
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 1, second));
+			run_to_block(1 + CHALLENGE_WINDOW);
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 1));
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
+			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
+			// (1·1 + 2·4) / 3 = 3; (1·60% + 2·90%) / 3 = 80%.
+			assert_eq!(result.metrics.loss, FixedU64::from_u32(3));
+			assert_eq!(result.metrics.accuracy, Perbill::from_percent(80));
+			let mut hashes = first.final_model_hash.0.to_vec();
+			hashes.extend(second.final_model_hash.0);
+			assert_eq!(result.model_hash, polkadot_sdk::sp_io::hashing::blake2_256(&hashes).into());
+		});
+	}
+}
+
+mod runtime_api {
+	use super::*;
+
+	#[test]
+	fn lists_held_units_then_claimable_ones() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(DAVE, cpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.decomposition = Decomposition::DataShards { shards: 3, aggregation: Aggregation::Uniform };
+			let job = submit(spec);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			let listed: Vec<_> = Tasks::units_for_solver(&BOB, 10).into_iter().map(|u| (u.unit, u.claimable)).collect();
+			assert_eq!(listed, vec![(1, false), (0, true), (2, true)]);
+			assert_eq!(Tasks::units_for_solver(&BOB, 2).len(), 2);
+			// Dave's CPU is not eligible for any of them.
+			assert!(Tasks::units_for_solver(&DAVE, 10).is_empty());
+			let state = Tasks::job_state(job).unwrap();
+			assert_eq!((state.job.units, state.units.len()), (3, 3));
+			assert!(Tasks::job_state(job + 1).is_none());
+		});
+	}
+}
