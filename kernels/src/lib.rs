@@ -6,3 +6,4 @@ extern crate alloc;
 pub mod contract;
 pub mod error;
 pub mod math;
+pub mod hash;
