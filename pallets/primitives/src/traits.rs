@@ -26,10 +26,16 @@ pub trait ComputeNodes<AccountId> {
 	fn is_online(who: &AccountId) -> bool;
 	/// The hardware profile `who` declared.
 	fn profile(who: &AccountId) -> Option<HardwareProfile>;
-	/// Whether any registered solver's profile meets `requirements`, online or not.
+	/// Whether any registered solver's profile meets `requirements`, online or not. Scans
+	/// every registered node.
 	fn any_solver_meets(requirements: &HardwareRequirements) -> bool;
-	/// Online, bonded solvers, best score first; at most `limit` of them.
+	/// Online, bonded solvers, best score first; at most `limit` of them. Scans every
+	/// registered node.
 	fn solver_candidates(limit: u32) -> Vec<SolverCandidate<AccountId>>;
+	/// Registered nodes: the size of a scan of the registry, for weights.
+	fn node_count() -> u32;
+	/// The most nodes the registry admits: the worst-case size of a scan.
+	fn max_nodes() -> u32;
 	/// Records a unit completed by `who`.
 	fn note_completed(who: &AccountId);
 	/// Records a technical failure (a timeout) by `who`: costs reputation, not bond.

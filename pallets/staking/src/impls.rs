@@ -4,6 +4,7 @@ use crate::{pallet::*, role_hold, BalanceOf, NodeInfo};
 use alloc::vec::Vec;
 use polkadot_sdk::{
 	frame_support::traits::{
+		Get,
 		fungible::{Balanced, BalancedHold},
 		tokens::imbalance::{Imbalance, OnUnbalanced},
 	},
@@ -134,6 +135,14 @@ impl<T: Config> ComputeNodes<T::AccountId> for Pallet<T> {
 		candidates.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.account.cmp(&b.account)));
 		candidates.truncate(limit as usize);
 		candidates
+	}
+
+	fn node_count() -> u32 {
+		Nodes::<T>::count()
+	}
+
+	fn max_nodes() -> u32 {
+		T::MaxNodes::get()
 	}
 
 	fn note_completed(who: &T::AccountId) {

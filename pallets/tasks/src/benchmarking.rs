@@ -13,6 +13,7 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
+	traits::ComputeNodes,
 	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind,
 	HardwareProfile, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof, ModelArch,
 	Optimizer, TrainingMetrics, UnitIndex, UnitState, VerificationMode,
@@ -131,8 +132,14 @@ mod benchmarks {
 	use super::*;
 
 	#[benchmark]
-	fn submit_job(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
-		solver::<T>(0);
+	fn submit_job(
+		u: Linear<1, { T::MaxUnitsPerJob::get() }>,
+		n: Linear<1, { T::Nodes::max_nodes() }>,
+	) -> Result<(), BenchmarkError> {
+		// The requirements check scans the registry: fill it with `n` solvers.
+		for index in 0..n {
+			solver::<T>(index);
+		}
 		let owner = funded::<T>("owner", 0);
 		let spec = shards::<T>(u);
 		#[extrinsic_call]
@@ -245,9 +252,9 @@ mod benchmarks {
 	#[benchmark]
 	fn schedule(
 		a: Linear<1, { T::MaxAssignmentsPerBlock::get() }>,
-		c: Linear<1, { T::MaxCandidates::get() }>,
+		n: Linear<1, { T::Nodes::max_nodes() }>,
 	) -> Result<(), BenchmarkError> {
-		for index in 0..c {
+		for index in 0..n {
 			solver::<T>(index);
 		}
 		let units = a.min(T::MaxUnitsPerJob::get());

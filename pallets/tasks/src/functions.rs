@@ -393,16 +393,16 @@ impl<T: Config> Pallet<T> {
 
 	/// Matches up to `MaxAssignmentsPerBlock` pool units, oldest first, to the best-scoring
 	/// eligible solver with room. A unit no solver can take now moves to the back of the
-	/// pool. Returns the units considered and the candidates ranked, for weight.
+	/// pool. Returns the units considered and the registry nodes scanned, for weight.
 	pub(crate) fn schedule(now: BlockNumberFor<T>) -> (u32, u32) {
 		let mut pool = Pool::<T>::get();
 		if pool.is_empty() {
 			return (0, 0);
 		}
-		let candidates = T::Nodes::solver_candidates(T::MaxCandidates::get());
-		let candidate_count = candidates.len() as u32;
+		let scanned = T::Nodes::node_count();
+		let candidates = T::Nodes::solver_candidates(T::Nodes::max_nodes());
 		if candidates.is_empty() {
-			return (0, candidate_count);
+			return (0, scanned);
 		}
 		let mut load: Vec<u32> =
 			candidates.iter().map(|c| SolverUnits::<T>::decode_len(&c.account).unwrap_or(0) as u32).collect();
@@ -441,7 +441,7 @@ impl<T: Config> Pallet<T> {
 		rest.extend(deferred);
 		pool = BoundedVec::truncate_from(rest);
 		Pool::<T>::put(pool);
-		(considered, candidate_count)
+		(considered, scanned)
 	}
 
 	/// Returns units whose deadline passed to the pool, at most `MaxTimeoutsPerBlock`

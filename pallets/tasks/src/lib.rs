@@ -125,10 +125,6 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxTimeoutsPerBlock: Get<u32>;
 
-		/// Most solvers the scheduler ranks per block.
-		#[pallet::constant]
-		type MaxCandidates: Get<u32>;
-
 		/// Blocks an assigned solver has to accept its unit.
 		#[pallet::constant]
 		type AcceptanceTimeout: Get<BlockNumberFor<Self>>;
@@ -420,9 +416,9 @@ pub mod pallet {
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
 			let timeouts = Self::sweep_deadlines(now);
-			let (considered, candidates) = Self::schedule(now);
+			let (considered, scanned) = Self::schedule(now);
 			T::WeightInfo::sweep_deadlines(timeouts)
-				.saturating_add(T::WeightInfo::schedule(considered, candidates))
+				.saturating_add(T::WeightInfo::schedule(considered, scanned))
 		}
 
 		fn integrity_test() {
@@ -449,14 +445,14 @@ pub mod pallet {
 		///
 		/// Emits `JobSubmitted`.
 		#[pallet::call_index(0)]
-		#[pallet::weight(T::WeightInfo::submit_job(T::MaxUnitsPerJob::get()))]
+		#[pallet::weight(T::WeightInfo::submit_job(T::MaxUnitsPerJob::get(), T::Nodes::max_nodes()))]
 		pub fn submit_job(
 			origin: OriginFor<T>,
 			spec: JobSpec<BalanceOf<T>>,
 		) -> DispatchResultWithPostInfo {
 			let owner = ensure_signed(origin)?;
 			let units = Self::do_submit_job(owner, spec)?;
-			Ok(Some(T::WeightInfo::submit_job(units)).into())
+			Ok(Some(T::WeightInfo::submit_job(units, T::Nodes::node_count())).into())
 		}
 
 		/// Cancel a job. Units not yet started (waiting, in the pool, or assigned but not

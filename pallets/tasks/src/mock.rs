@@ -108,7 +108,6 @@ impl pallet_touchstone_tasks::Config for Test {
 	type MaxUnitsPerSolver = ConstU32<MAX_UNITS_PER_SOLVER>;
 	type MaxAssignmentsPerBlock = ConstU32<4>;
 	type MaxTimeoutsPerBlock = ConstU32<8>;
-	type MaxCandidates = ConstU32<8>;
 	type AcceptanceTimeout = ConstU64<ACCEPTANCE_TIMEOUT>;
 	type MinUnitTimeout = ConstU32<2>;
 	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;

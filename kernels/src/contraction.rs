@@ -1,0 +1,446 @@
+//! Chunked contractions: the one engine behind matmul and convolution, forward and backward.
+//!
+//! # Contract
+//!
+//! A contraction views its operator as a matrix product `out[i][j] = Σₖ a(i,k)·b(k,j)`
+//! over `rows × cols` outputs and `depth` reduction steps, where `a` and `b`
+//! read the operator's two input tensors through fixed index maps (see
+//! [`Contraction`]); an index that falls outside a tensor (the border of a
+//! convolution's input gradient) reads zero.
+//!
+//! - Every operand is rounded by [`quantize_operand`] to 12 significant bits and
+//!   flushed below 2⁻⁵², so every product is exact in `f32` and a multiple of
+//!   2⁻¹²⁶: fusing a product into the following addition (FMA contraction, which
+//!   NVIDIA drivers may do and lavapipe never does) cannot change any bit, and
+//!   no sum ever becomes subnormal.
+//! - Along k, the reduction runs in chunks of [`CHUNK`] = 32: chunk `c` covers
+//!   `k ∈ [32c, 32c + 32)` and its partial sum is accumulated sequentially in
+//!   increasing k from `+0`, with `f32` accumulation. The partial sums are then
+//!   folded sequentially in increasing `c`, again from `+0`. No split-K, no
+//!   atomics, no other tree: a device may tile the outputs and parallelise
+//!   across them freely, but each output element follows exactly this order.
+//! - Outputs are not flushed: sums of grid values stay on the grid.
+//!
+//! # Chunks
+//!
+//! For disputes, the outputs are cut into [`TILE`]×[`TILE`] tiles (in the view's
+//! `rows × cols` coordinates) and the depth into K-chunks. [`Contraction::chunk`]
+//! recomputes the partial sums of one tile and one K-chunk from the inputs
+//! alone; [`chunk_partial_sums`] does the same from the gathered operand blocks,
+//! which is all the referee holds; [`fold_chunk_partials`] turns a tile's
+//! partial sums into its outputs. Folding every chunk reproduces
+//! [`Contraction::compute`] bit for bit, which the tests check.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use crate::contract::{chunk_count, quantize_operand, CHUNK, TILE};
+use crate::conv2d::Conv2dShape;
+use crate::error::{check_len, check_nonzero, element_count, KernelError};
+use crate::matmul::{MatmulLayout, MatmulShape};
+
+/// Output columns accumulated together by the dense kernel: a cache block, not
+/// an arithmetic rule.
+const COLUMN_BLOCK: usize = 256;
+
+/// An operator whose every output is a chunked dot product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contraction {
+	/// `out = op(lhs) · op(rhs)`: rows `m`, columns `n`, depth `k`;
+	/// `a(i,k) = lhs[i·k + k]` (or `lhs[k·m + i]` transposed),
+	/// `b(k,j) = rhs[k·n + j]` (or `rhs[j·k + k]` transposed), `out[i·n + j]`.
+	Matmul {
+		/// The product's dimensions.
+		shape: MatmulShape,
+		/// Which operands are stored transposed.
+		layout: MatmulLayout,
+	},
+	/// Convolution forward: lhs is the input `x[N,Ci,H,W]`, rhs the weight
+	/// `w[Co,Ci,KH,KW]`, the output `y[N,Co,OH,OW]`. Rows are output positions
+	/// `(n, oy, ox)`, columns output channels `co`, depth `(ci, ky, kx)`, each
+	/// flattened in that order.
+	Conv2d(Conv2dShape),
+	/// Convolution input gradient: lhs is `dy[N,Co,OH,OW]`, rhs the weight, the
+	/// output `dx[N,Ci,H,W]`. Rows are input positions `(n, iy, ix)`, columns
+	/// input channels `ci`, depth `(co, ky, kx)`; `a` reads
+	/// `dy[n, co, iy − ky, ix − kx]`, or zero where that lies outside `dy`.
+	Conv2dInputGrad(Conv2dShape),
+	/// Convolution weight gradient: lhs is `dy`, rhs the input `x`, the output
+	/// `dw[Co,Ci,KH,KW]`. Rows are `co`, columns `(ci, ky, kx)`, depth the
+	/// output positions `(n, oy, ox)`.
+	Conv2dWeightGrad(Conv2dShape),
+}
+
+/// The matrix-product view of a contraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContractionDims {
+	/// Output rows.
+	pub rows: usize,
+	/// Output columns.
+	pub cols: usize,
+	/// Reduction length.
+	pub depth: usize,
+}
+
+/// One piece of a contraction: an output tile and a K-chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkId {
+	/// Tile index along the rows.
+	pub tile_row: usize,
+	/// Tile index along the columns.
+	pub tile_col: usize,
+	/// K-chunk index.
+	pub chunk: usize,
+}
+
+/// How many tiles and K-chunks a contraction has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkGrid {
+	/// Tiles along the rows.
+	pub tile_rows: usize,
+	/// Tiles along the columns.
+	pub tile_cols: usize,
+	/// K-chunks along the depth.
+	pub chunks: usize,
+}
+
+/// Where one [`ChunkId`] lies in the matrix-product view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkExtent {
+	/// Output rows of the tile.
+	pub rows: Range<usize>,
+	/// Output columns of the tile.
+	pub cols: Range<usize>,
+	/// Depth indices of the K-chunk.
+	pub depth: Range<usize>,
+}
+
+impl ChunkGrid {
+	/// Number of `(tile, chunk)` pieces.
+	pub fn len(&self) -> usize {
+		self.tile_rows.saturating_mul(self.tile_cols).saturating_mul(self.chunks)
+	}
+
+	/// Whether the grid has no pieces (never, for a validated contraction).
+	pub fn is_empty(&self) -> bool {
+		self.len() == 0
+	}
+
+	/// `ChunkOutOfRange` unless `id` lies inside the grid.
+	pub fn check(&self, id: ChunkId) -> Result<(), KernelError> {
+		let coordinates = [
+			("tile_row", id.tile_row, self.tile_rows),
+			("tile_col", id.tile_col, self.tile_cols),
+			("chunk", id.chunk, self.chunks),
+		];
+		for (coordinate, index, count) in coordinates {
+			if index >= count {
+				return Err(KernelError::ChunkOutOfRange { coordinate, index, count });
+			}
+		}
+		Ok(())
+	}
+}
+
+/// The `TILE`- or `CHUNK`-wide range number `index` of `0..len`.
+fn block_range(index: usize, width: usize, len: usize) -> Range<usize> {
+	let start = index.saturating_mul(width).min(len);
+	start..start.saturating_add(width).min(len)
+}
+
+impl Contraction {
+	/// Validates the shape and returns the matrix-product view.
+	pub fn dims(&self) -> Result<ContractionDims, KernelError> {
+		let dims = match self {
+			Self::Matmul { shape, .. } => {
+				check_nonzero("m", shape.m)?;
+				check_nonzero("k", shape.k)?;
+				check_nonzero("n", shape.n)?;
+				ContractionDims { rows: shape.m, cols: shape.n, depth: shape.k }
+			},
+			Self::Conv2d(shape) => {
+				let geometry = shape.geometry()?;
+				ContractionDims { rows: geometry.positions, cols: shape.out_channels, depth: geometry.taps }
+			},
+			Self::Conv2dInputGrad(shape) => {
+				let geometry = shape.geometry()?;
+				ContractionDims {
+					rows: geometry.input_positions,
+					cols: shape.in_channels,
+					depth: geometry.transposed_taps,
+				}
+			},
+			Self::Conv2dWeightGrad(shape) => {
+				let geometry = shape.geometry()?;
+				ContractionDims { rows: shape.out_channels, cols: geometry.taps, depth: geometry.positions }
+			},
+		};
+		element_count(&[dims.rows, dims.depth])?;
+		element_count(&[dims.depth, dims.cols])?;
+		element_count(&[dims.rows, dims.cols])?;
+		Ok(dims)
+	}
+
+	/// Elements of the left input tensor.
+	pub fn lhs_len(&self) -> Result<usize, KernelError> {
+		match self {
+			Self::Matmul { shape, .. } => element_count(&[shape.m, shape.k]),
+			Self::Conv2d(shape) => shape.input_len(),
+			Self::Conv2dInputGrad(shape) | Self::Conv2dWeightGrad(shape) => shape.output_len(),
+		}
+	}
+
+	/// Elements of the right input tensor.
+	pub fn rhs_len(&self) -> Result<usize, KernelError> {
+		match self {
+			Self::Matmul { shape, .. } => element_count(&[shape.k, shape.n]),
+			Self::Conv2d(shape) | Self::Conv2dInputGrad(shape) => shape.weight_len(),
+			Self::Conv2dWeightGrad(shape) => shape.input_len(),
+		}
+	}
+
+	/// Elements of the output tensor.
+	pub fn output_len(&self) -> Result<usize, KernelError> {
+		let dims = self.dims()?;
+		element_count(&[dims.rows, dims.cols])
+	}
+
+	/// The tiles and K-chunks of this contraction.
+	pub fn grid(&self) -> Result<ChunkGrid, KernelError> {
+		let dims = self.dims()?;
+		Ok(ChunkGrid {
+			tile_rows: dims.rows.div_ceil(TILE),
+			tile_cols: dims.cols.div_ceil(TILE),
+			chunks: chunk_count(dims.depth),
+		})
+	}
+
+	/// The rows, columns and depth that `id` covers, after checking it is in range.
+	pub fn extent(&self, id: ChunkId) -> Result<ChunkExtent, KernelError> {
+		let dims = self.dims()?;
+		self.grid()?.check(id)?;
+		Ok(ChunkExtent {
+			rows: block_range(id.tile_row, TILE, dims.rows),
+			cols: block_range(id.tile_col, TILE, dims.cols),
+			depth: block_range(id.chunk, CHUNK, dims.depth),
+		})
+	}
+
+	/// Index into the left input of `a(row, k)`, or `None` where `a` reads zero.
+	///
+	/// Meaningful for `row < rows` and `k < depth` of a validated contraction.
+	pub fn lhs_index(&self, row: usize, k: usize) -> Option<usize> {
+		match self {
+			Self::Matmul { shape, layout } => {
+				Some(if layout.lhs_transposed { k * shape.m + row } else { row * shape.k + k })
+			},
+			Self::Conv2d(shape) => Some(shape.input_index_at(row, k)),
+			Self::Conv2dInputGrad(shape) => shape.output_grad_index_for_input(row, k),
+			Self::Conv2dWeightGrad(shape) => Some(shape.output_index(k, row)),
+		}
+	}
+
+	/// Index into the right input of `b(k, col)`.
+	///
+	/// Meaningful for `k < depth` and `col < cols` of a validated contraction.
+	pub fn rhs_index(&self, k: usize, col: usize) -> Option<usize> {
+		match self {
+			Self::Matmul { shape, layout } => {
+				Some(if layout.rhs_transposed { col * shape.k + k } else { k * shape.n + col })
+			},
+			Self::Conv2d(shape) => Some(shape.weight_index(col, k)),
+			Self::Conv2dInputGrad(shape) => Some(shape.weight_index_for_input_grad(k, col)),
+			Self::Conv2dWeightGrad(shape) => Some(shape.input_index_at(k, col)),
+		}
+	}
+
+	/// Index into the output of `out[row][col]`.
+	///
+	/// Meaningful for `row < rows` and `col < cols` of a validated contraction.
+	pub fn output_index(&self, row: usize, col: usize) -> usize {
+		match self {
+			Self::Matmul { shape, .. } => row * shape.n + col,
+			Self::Conv2d(shape) => shape.output_index(row, col),
+			Self::Conv2dInputGrad(shape) => shape.input_index(row, col),
+			Self::Conv2dWeightGrad(shape) => row * shape.taps_unchecked() + col,
+		}
+	}
+
+	/// Checks the three slice lengths against the shape; returns the view.
+	fn validate(&self, lhs: &[f32], rhs: &[f32], out_len: Option<usize>) -> Result<ContractionDims, KernelError> {
+		let dims = self.dims()?;
+		check_len("lhs", lhs.len(), self.lhs_len()?)?;
+		check_len("rhs", rhs.len(), self.rhs_len()?)?;
+		if let Some(out_len) = out_len {
+			check_len("out", out_len, self.output_len()?)?;
+		}
+		Ok(dims)
+	}
+
+	/// Computes the whole operator into `out`.
+	pub fn compute(&self, lhs: &[f32], rhs: &[f32], out: &mut [f32]) -> Result<(), KernelError> {
+		let dims = self.validate(lhs, rhs, Some(out.len()))?;
+		let a = gather(lhs, 0..dims.rows, 0..dims.depth, |row, k| self.lhs_index(row, k), quantize_operand);
+		let b = gather(rhs, 0..dims.depth, 0..dims.cols, |k, col| self.rhs_index(k, col), quantize_operand);
+		if matches!(self, Self::Matmul { .. }) {
+			// The output index map is the identity: accumulate in place.
+			contract_quantized(&a, &b, dims, out);
+			return Ok(());
+		}
+		let mut staged = vec![0.0f32; out.len()];
+		contract_quantized(&a, &b, dims, &mut staged);
+		for row in 0..dims.rows {
+			for col in 0..dims.cols {
+				let value = staged.get(row * dims.cols + col).copied().unwrap_or_default();
+				if let Some(slot) = out.get_mut(self.output_index(row, col)) {
+					*slot = value;
+				}
+			}
+		}
+		Ok(())
+	}
+
+	/// The raw (unquantized) left operand block of `id`: tile rows × chunk depth,
+	/// row-major, zero where `a` reads zero. These are the values a referee needs
+	/// proven against the input commitment.
+	pub fn lhs_block(&self, lhs: &[f32], id: ChunkId) -> Result<Vec<f32>, KernelError> {
+		check_len("lhs", lhs.len(), self.lhs_len()?)?;
+		let extent = self.extent(id)?;
+		Ok(gather(lhs, extent.rows, extent.depth, |row, k| self.lhs_index(row, k), core::convert::identity))
+	}
+
+	/// The raw right operand block of `id`: chunk depth × tile columns, row-major.
+	pub fn rhs_block(&self, rhs: &[f32], id: ChunkId) -> Result<Vec<f32>, KernelError> {
+		check_len("rhs", rhs.len(), self.rhs_len()?)?;
+		let extent = self.extent(id)?;
+		Ok(gather(rhs, extent.depth, extent.cols, |k, col| self.rhs_index(k, col), core::convert::identity))
+	}
+
+	/// The partial sums of tile `id` over its K-chunk, row-major over the tile,
+	/// recomputed from the full inputs.
+	pub fn chunk(&self, lhs: &[f32], rhs: &[f32], id: ChunkId) -> Result<Vec<f32>, KernelError> {
+		self.validate(lhs, rhs, None)?;
+		let extent = self.extent(id)?;
+		let lhs_block = self.lhs_block(lhs, id)?;
+		let rhs_block = self.rhs_block(rhs, id)?;
+		chunk_partial_sums(&lhs_block, &rhs_block, extent.rows.len(), extent.cols.len(), extent.depth.len())
+	}
+}
+
+/// Reads `source` through `index` over `rows × cols`, applying `convert`; row-major.
+///
+/// Indices are in range once the caller has validated the lengths; a missing
+/// one reads zero rather than panicking.
+fn gather(
+	source: &[f32],
+	rows: Range<usize>,
+	cols: Range<usize>,
+	index: impl Fn(usize, usize) -> Option<usize>,
+	convert: impl Fn(f32) -> f32,
+) -> Vec<f32> {
+	let mut block = Vec::with_capacity(rows.len().saturating_mul(cols.len()));
+	for row in rows {
+		for col in cols.clone() {
+			let value = index(row, col).and_then(|at| source.get(at)).copied().unwrap_or_default();
+			block.push(convert(value));
+		}
+	}
+	block
+}
+
+/// The partial sums of one tile over one K-chunk: `out[i][j] = Σₖ q(a[i][k])·q(b[k][j])`,
+/// summed in increasing k from `+0`, with `q` = [`quantize_operand`].
+///
+/// `lhs_block` is `rows × depth` and `rhs_block` `depth × cols`, both row-major
+/// and unquantized; `depth` must not exceed [`CHUNK`]. This is the function the
+/// referee runs.
+pub fn chunk_partial_sums(
+	lhs_block: &[f32],
+	rhs_block: &[f32],
+	rows: usize,
+	cols: usize,
+	depth: usize,
+) -> Result<Vec<f32>, KernelError> {
+	if depth > CHUNK {
+		return Err(KernelError::ChunkOutOfRange { coordinate: "depth", index: depth, count: CHUNK + 1 });
+	}
+	check_nonzero("rows", rows)?;
+	check_nonzero("cols", cols)?;
+	check_nonzero("depth", depth)?;
+	check_len("lhs_block", lhs_block.len(), element_count(&[rows, depth])?)?;
+	check_len("rhs_block", rhs_block.len(), element_count(&[depth, cols])?)?;
+	let a: Vec<f32> = lhs_block.iter().map(|&value| quantize_operand(value)).collect();
+	let b: Vec<f32> = rhs_block.iter().map(|&value| quantize_operand(value)).collect();
+	let mut out = vec![0.0f32; element_count(&[rows, cols])?];
+	contract_quantized(&a, &b, ContractionDims { rows, cols, depth }, &mut out);
+	Ok(out)
+}
+
+/// Folds a tile's per-chunk partial sums, given in chunk order, into its
+/// outputs: `out[e] = ((+0 + p₀[e]) + p₁[e]) + …`.
+pub fn fold_chunk_partials<'a>(
+	partials: impl IntoIterator<Item = &'a [f32]>,
+	len: usize,
+) -> Result<Vec<f32>, KernelError> {
+	let mut out = vec![0.0f32; len];
+	for partial in partials {
+		check_len("partial", partial.len(), len)?;
+		for (acc, &value) in out.iter_mut().zip(partial) {
+			*acc += value;
+		}
+	}
+	Ok(out)
+}
+
+/// The dense kernel: `out[i·cols + j]` = chunk-folded `Σₖ a[i·depth + k]·b[k·cols + j]`
+/// over already-quantized operands.
+///
+/// Rows are processed four at a time and columns in blocks to reuse `b` from
+/// cache; neither changes the order in which any one output is accumulated.
+/// The products need no flush: quantized operands multiply exactly onto the grid.
+fn contract_quantized(a: &[f32], b: &[f32], dims: ContractionDims, out: &mut [f32]) {
+	const ROWS_AT_ONCE: usize = 4;
+	let ContractionDims { rows, cols, depth } = dims;
+	let mut partial = [[0.0f32; COLUMN_BLOCK]; ROWS_AT_ONCE];
+	let mut row_start = 0;
+	while row_start < rows {
+		let row_count = ROWS_AT_ONCE.min(rows - row_start);
+		let mut col_start = 0;
+		while col_start < cols {
+			let width = COLUMN_BLOCK.min(cols - col_start);
+			for row in row_start..row_start + row_count {
+				if let Some(acc) = out.get_mut(row * cols + col_start..row * cols + col_start + width) {
+					acc.fill(0.0);
+				}
+			}
+			let mut chunk_start = 0;
+			while chunk_start < depth {
+				let chunk_end = (chunk_start + CHUNK).min(depth);
+				for lane in partial.iter_mut().take(row_count) {
+					lane[..width].fill(0.0);
+				}
+				for k in chunk_start..chunk_end {
+					let Some(b_row) = b.get(k * cols + col_start..k * cols + col_start + width) else { continue };
+					for (offset, lane) in partial.iter_mut().take(row_count).enumerate() {
+						let a_value = a.get((row_start + offset) * depth + k).copied().unwrap_or_default();
+						for (sum, &b_value) in lane[..width].iter_mut().zip(b_row) {
+							*sum += a_value * b_value;
+						}
+					}
+				}
+				for (offset, lane) in partial.iter().take(row_count).enumerate() {
+					let row = row_start + offset;
+					if let Some(acc) = out.get_mut(row * cols + col_start..row * cols + col_start + width) {
+						for (total, &sum) in acc.iter_mut().zip(&lane[..width]) {
+							*total += sum;
+						}
+					}
+				}
+				chunk_start = chunk_end;
+			}
+			col_start += width;
+		}
+		row_start += row_count;
+	}
+}

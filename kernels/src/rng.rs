@@ -1,0 +1,116 @@
+//! Counter-based randomness: Philox 4×32-10, uniform floats and permutations.
+//!
+//! # Contract
+//!
+//! [`philox4x32_10`] is Salmon et al.'s Philox4x32 with 10 rounds, exactly as
+//! Random123 defines it (checked against its known-answer vectors). Being
+//! counter-based, word `i` of a stream is a pure function of `(key, counter)`,
+//! so any device can produce any slice of it in parallel.
+//!
+//! A [`RandomStream`] is a 64-bit seed (the key, low word first) and a 64-bit
+//! stream id. Its word `i` is lane `i mod 4` of the block at counter
+//! `[lo(i/4), hi(i/4), lo(stream), hi(stream)]`.
+//!
+//! - Uniform `u_i` in `[0, 1)`: `(word_i >> 8) · 2⁻²⁴`, exact.
+//! - Uniform in `[low, high)`: `low + (high − low) ⊗ u_i`, `⊗` the contract
+//!   multiplication (the result may equal `high` after rounding).
+//! - Permutation of `0..n` (Fisher–Yates, from the top): for `i = n−1` down to
+//!   1, draw number `d = n−1−i` picks `j = (word_d · (i + 1)) >> 32` (a 64-bit
+//!   product), and positions `i` and `j` swap. The multiply-shift map has a
+//!   bias below `n / 2³²`, which is negligible and, above all, deterministic.
+
+use alloc::vec::Vec;
+
+use crate::contract::mul;
+
+/// Philox4x32 round multipliers.
+const PHILOX_MULTIPLIERS: [u32; 2] = [0xD251_1F53, 0xCD9E_8D57];
+/// Philox4x32 key schedule increments (the golden ratio and √3 − 1).
+const PHILOX_WEYL: [u32; 2] = [0x9E37_79B9, 0xBB67_AE85];
+/// Rounds of Philox4x32-10.
+const PHILOX_ROUNDS: usize = 10;
+/// 2⁻²⁴, the spacing of uniform floats.
+const UNIFORM_SPACING: f32 = f32::from_bits(0x3380_0000);
+
+/// The 64-bit product of `a` and `b` as `(high, low)` words.
+#[inline(always)]
+fn multiply_high_low(a: u32, b: u32) -> (u32, u32) {
+	let product = u64::from(a) * u64::from(b);
+	((product >> 32) as u32, product as u32)
+}
+
+/// Philox4x32-10: the random block at `counter` under `key`.
+pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+	let [mut x0, mut x1, mut x2, mut x3] = counter;
+	let [mut k0, mut k1] = key;
+	for round in 0..PHILOX_ROUNDS {
+		if round > 0 {
+			k0 = k0.wrapping_add(PHILOX_WEYL[0]);
+			k1 = k1.wrapping_add(PHILOX_WEYL[1]);
+		}
+		let (high0, low0) = multiply_high_low(PHILOX_MULTIPLIERS[0], x0);
+		let (high1, low1) = multiply_high_low(PHILOX_MULTIPLIERS[1], x2);
+		(x0, x1, x2, x3) = (high1 ^ x1 ^ k0, low1, high0 ^ x3 ^ k1, low0);
+	}
+	[x0, x1, x2, x3]
+}
+
+/// A reproducible stream of random words: a seed and a stream id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RandomStream {
+	/// The Philox key: the seed's low and high words.
+	key: [u32; 2],
+	/// The stream id, in the counter's upper two words.
+	stream: u64,
+}
+
+impl RandomStream {
+	/// Stream `stream` of seed `seed`.
+	pub fn new(seed: u64, stream: u64) -> Self {
+		Self { key: [seed as u32, (seed >> 32) as u32], stream }
+	}
+
+	/// Block `block` of the stream: words `4·block` to `4·block + 3`.
+	pub fn block(&self, block: u64) -> [u32; 4] {
+		philox4x32_10([block as u32, (block >> 32) as u32, self.stream as u32, (self.stream >> 32) as u32], self.key)
+	}
+
+	/// Word `index` of the stream.
+	pub fn word(&self, index: u64) -> u32 {
+		let block = self.block(index / 4);
+		block[(index % 4) as usize]
+	}
+
+	/// Uniform float `index` in `[0, 1)`.
+	pub fn uniform(&self, index: u64) -> f32 {
+		uniform_from_word(self.word(index))
+	}
+
+	/// Fills `out` with uniform floats `0..out.len()` mapped to `[low, high)`.
+	pub fn fill_uniform(&self, low: f32, high: f32, out: &mut [f32]) {
+		let width = high - low;
+		for (block_index, values) in out.chunks_mut(4).enumerate() {
+			let words = self.block(block_index as u64);
+			for (value, &word) in values.iter_mut().zip(&words) {
+				*value = low + mul(width, uniform_from_word(word));
+			}
+		}
+	}
+
+	/// A uniformly shuffled permutation of `0..n`.
+	pub fn permutation(&self, n: u32) -> Vec<u32> {
+		let mut order: Vec<u32> = (0..n).collect();
+		for (draw, position) in (1..n).rev().enumerate() {
+			let span = u64::from(position) + 1;
+			let pick = ((u64::from(self.word(draw as u64)) * span) >> 32) as usize;
+			order.swap(position as usize, pick);
+		}
+		order
+	}
+}
+
+/// The uniform float in `[0, 1)` that a random word maps to: its top 24 bits times 2⁻²⁴.
+#[inline(always)]
+pub fn uniform_from_word(word: u32) -> f32 {
+	((word >> 8) as f32) * UNIFORM_SPACING
+}

@@ -1,0 +1,45 @@
+//! The runtime's benchmark registry: what `touchstone-node benchmark pallet` measures.
+
+use crate::{AllPalletsWithSystem, Runtime, Staking, Tasks};
+use alloc::{string::String, vec::Vec};
+use polkadot_sdk::{
+	frame_benchmarking::{BenchmarkBatch, BenchmarkConfig, BenchmarkList},
+	frame_support::traits::{StorageInfo, StorageInfoTrait, WhitelistedStorageKeys},
+	frame_system::RawOrigin,
+	sp_runtime::BoundedVec,
+};
+use touchstone_primitives::{HardwareProfile, Role};
+
+polkadot_sdk::frame_benchmarking::define_benchmarks!(
+	[pallet_touchstone_staking, Staking]
+	[pallet_touchstone_tasks, Tasks]
+);
+
+/// Lists the benchmarks and the storage they touch.
+pub fn metadata(extra: bool) -> (Vec<BenchmarkList>, Vec<StorageInfo>) {
+	let mut list = Vec::<BenchmarkList>::new();
+	list_benchmarks!(list, extra);
+	(list, AllPalletsWithSystem::storage_info())
+}
+
+/// Runs the benchmarks `config` selects.
+pub fn dispatch(config: BenchmarkConfig) -> Result<Vec<BenchmarkBatch>, String> {
+	let whitelist = AllPalletsWithSystem::whitelisted_storage_keys();
+	let mut batches = Vec::<BenchmarkBatch>::new();
+	let params = (&config, &whitelist);
+	add_benchmarks!(params, batches);
+	Ok(batches)
+}
+
+/// Registers solvers through the real staking pallet for the tasks benchmarks.
+pub struct StakingHelper;
+
+impl pallet_touchstone_tasks::BenchmarkHelper<crate::AccountId> for StakingHelper {
+	fn register_solver(who: &crate::AccountId, profile: HardwareProfile) {
+		use polkadot_sdk::frame_support::traits::{fungible::Mutate, Get};
+		let bond = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();
+		let _ = crate::Balances::set_balance(who, bond.saturating_mul(1_000));
+		let bonds = BoundedVec::truncate_from(alloc::vec![(Role::Solver, bond)]);
+		let _ = Staking::register(RawOrigin::Signed(who.clone()).into(), profile, bonds);
+	}
+}

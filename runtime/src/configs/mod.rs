@@ -1,0 +1,186 @@
+//! The configuration of every pallet in the runtime.
+
+use crate::{
+	AccountId, Babe, Balance, Balances, Block, Hash, Nonce, Runtime, RuntimeCall, RuntimeEvent,
+	RuntimeFreezeReason, RuntimeHoldReason, Staking, System, Tasks, EPOCH_DURATION_IN_BLOCKS,
+	EXISTENTIAL_DEPOSIT, MINUTES, SLOT_DURATION, UNIT, VERSION,
+};
+use polkadot_sdk::{
+	frame_support::{
+		derive_impl, parameter_types,
+		traits::{tokens::imbalance::ResolveTo, ConstU128, ConstU32, ConstU64, ConstU8, VariantCountOf},
+		weights::{
+			constants::{ParityDbWeight, WEIGHT_REF_TIME_PER_SECOND},
+			IdentityFee, Weight,
+		},
+		PalletId,
+	},
+	frame_system::{self, limits::{BlockLength, BlockWeights}},
+	pallet_babe, pallet_balances, pallet_grandpa, pallet_sudo, pallet_timestamp,
+	pallet_transaction_payment::{self, ConstFeeMultiplier, FungibleAdapter, Multiplier},
+	sp_core::Void,
+	sp_runtime::{traits::{AccountIdConversion, One}, Perbill},
+	sp_version::RuntimeVersion,
+};
+
+/// Share of a block's weight that normal transactions may fill; the rest is kept for
+/// operational ones and the hooks.
+const NORMAL_DISPATCH_RATIO: Perbill = Perbill::from_percent(75);
+
+parameter_types! {
+	/// The runtime version, reported by `System`.
+	pub const Version: RuntimeVersion = VERSION;
+	/// Two seconds of compute per block, with a 5 MiB proof budget.
+	pub RuntimeBlockWeights: BlockWeights = BlockWeights::with_sensible_defaults(
+		Weight::from_parts(2u64 * WEIGHT_REF_TIME_PER_SECOND, u64::MAX),
+		NORMAL_DISPATCH_RATIO,
+	);
+	/// Blocks of at most 5 MiB.
+	pub RuntimeBlockLength: BlockLength = BlockLength::max_with_normal_ratio(5 * 1024 * 1024, NORMAL_DISPATCH_RATIO);
+	/// Substrate's generic SS58 prefix.
+	pub const SS58Prefix: u8 = 42;
+}
+
+#[derive_impl(frame_system::config_preludes::SolochainDefaultConfig)]
+impl frame_system::Config for Runtime {
+	type Block = Block;
+	type BlockWeights = RuntimeBlockWeights;
+	type BlockLength = RuntimeBlockLength;
+	type AccountId = AccountId;
+	type Nonce = Nonce;
+	type Hash = Hash;
+	type BlockHashCount = ConstU32<2400>;
+	// The node stores state in ParityDb.
+	type DbWeight = ParityDbWeight;
+	type Version = Version;
+	type AccountData = pallet_balances::AccountData<Balance>;
+	type SS58Prefix = SS58Prefix;
+	type MaxConsumers = ConstU32<16>;
+}
+
+parameter_types! {
+	/// Blocks per BABE epoch.
+	pub const EpochDuration: u64 = EPOCH_DURATION_IN_BLOCKS as u64;
+	/// Expected milliseconds between blocks.
+	pub const ExpectedBlockTime: u64 = SLOT_DURATION;
+}
+
+impl pallet_babe::Config for Runtime {
+	type EpochDuration = EpochDuration;
+	type ExpectedBlockTime = ExpectedBlockTime;
+	// The authority set is fixed at genesis; it changes by runtime upgrade.
+	type EpochChangeTrigger = pallet_babe::SameAuthoritiesForever;
+	type DisabledValidators = ();
+	type WeightInfo = ();
+	type MaxAuthorities = ConstU32<32>;
+	type MaxNominators = ConstU32<0>;
+	// No session pallet: equivocations are not reported on chain.
+	type KeyOwnerProof = Void;
+	type EquivocationReportSystem = ();
+}
+
+impl pallet_grandpa::Config for Runtime {
+	type RuntimeEvent = RuntimeEvent;
+	type WeightInfo = ();
+	type MaxAuthorities = ConstU32<32>;
+	type MaxNominators = ConstU32<0>;
+	type MaxSetIdSessionEntries = ConstU64<0>;
+	type KeyOwnerProof = Void;
+	type EquivocationReportSystem = ();
+}
+
+impl pallet_timestamp::Config for Runtime {
+	type Moment = u64;
+	type OnTimestampSet = Babe;
+	type MinimumPeriod = ConstU64<{ SLOT_DURATION / 2 }>;
+	type WeightInfo = ();
+}
+
+impl pallet_balances::Config for Runtime {
+	type MaxLocks = ConstU32<50>;
+	type MaxReserves = ();
+	type ReserveIdentifier = [u8; 8];
+	type Balance = Balance;
+	type RuntimeEvent = RuntimeEvent;
+	type DustRemoval = ();
+	type ExistentialDeposit = ConstU128<EXISTENTIAL_DEPOSIT>;
+	type AccountStore = System;
+	type WeightInfo = pallet_balances::weights::SubstrateWeight<Runtime>;
+	type FreezeIdentifier = RuntimeFreezeReason;
+	type MaxFreezes = VariantCountOf<RuntimeFreezeReason>;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type RuntimeFreezeReason = RuntimeFreezeReason;
+	type DoneSlashHandler = ();
+}
+
+parameter_types! {
+	/// Fees do not rise with congestion on this chain.
+	pub FeeMultiplier: Multiplier = Multiplier::one();
+}
+
+impl pallet_transaction_payment::Config for Runtime {
+	type RuntimeEvent = RuntimeEvent;
+	type OnChargeTransaction = FungibleAdapter<Balances, ()>;
+	type OperationalFeeMultiplier = ConstU8<5>;
+	type WeightToFee = IdentityFee<Balance>;
+	type LengthToFee = IdentityFee<Balance>;
+	type FeeMultiplierUpdate = ConstFeeMultiplier<FeeMultiplier>;
+	type WeightInfo = pallet_transaction_payment::weights::SubstrateWeight<Runtime>;
+}
+
+impl pallet_sudo::Config for Runtime {
+	type RuntimeEvent = RuntimeEvent;
+	type RuntimeCall = RuntimeCall;
+	type WeightInfo = pallet_sudo::weights::SubstrateWeight<Runtime>;
+}
+
+parameter_types! {
+	/// The protocol's jackpot: slashed funds go here, and later forced-error rewards
+	/// come out of it.
+	pub const JackpotPalletId: PalletId = PalletId(*b"ts/jackp");
+	/// The jackpot's account.
+	pub JackpotAccount: AccountId = JackpotPalletId::get().into_account_truncating();
+}
+
+impl pallet_touchstone_staking::Config for Runtime {
+	type RuntimeEvent = RuntimeEvent;
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type SlashDestination = ResolveTo<JackpotAccount, Balances>;
+	type ActiveWork = Tasks;
+	type MinSolverBond = ConstU128<{ 100 * UNIT }>;
+	type MinVerifierBond = ConstU128<{ 50 * UNIT }>;
+	type MinChallengerBond = ConstU128<{ 20 * UNIT }>;
+	type UnbondingPeriod = ConstU32<{ 10 * MINUTES }>;
+	type HeartbeatTimeout = ConstU32<{ 5 * MINUTES }>;
+	type MaxNodes = ConstU32<256>;
+	type MaxUnbondingChunks = ConstU32<8>;
+	type MaxDeviceModelLen = ConstU32<64>;
+	type MaxRegionLen = ConstU32<32>;
+	type WeightInfo = pallet_touchstone_staking::weights::SubstrateWeight<Runtime>;
+}
+
+impl pallet_touchstone_tasks::Config for Runtime {
+	type RuntimeEvent = RuntimeEvent;
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type Nodes = Staking;
+	// The verification and disputes pallets hook in here; until then windows elapse.
+	type ProofLifecycle = ();
+	type MaxUnitsPerJob = ConstU32<64>;
+	type MaxOpenUnits = ConstU32<1024>;
+	type MaxUnitsPerSolver = ConstU32<16>;
+	type MaxAssignmentsPerBlock = ConstU32<16>;
+	type MaxTimeoutsPerBlock = ConstU32<32>;
+	type AcceptanceTimeout = ConstU32<{ MINUTES }>;
+	type MinUnitTimeout = ConstU32<10>;
+	type ChallengeWindow = ConstU32<10>;
+	type MaxAttempts = ConstU32<3>;
+	type MaxLocationLen = ConstU32<256>;
+	type MaxLayers = ConstU32<16>;
+	type MaxRegionLen = ConstU32<32>;
+	type WeightInfo = pallet_touchstone_tasks::weights::SubstrateWeight<Runtime>;
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = crate::benchmarks::StakingHelper;
+}
+
