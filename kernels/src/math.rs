@@ -156,7 +156,7 @@ fn round_to_i32(value: f32) -> i32 {
 /// the exponent field, and the result flushed.
 #[inline]
 pub fn exp(x: f32) -> f32 {
-	if !(x >= EXP_MIN_ARGUMENT) {
+	if x.is_nan() || x < EXP_MIN_ARGUMENT {
 		return 0.0;
 	}
 	if x > EXP_MAX_ARGUMENT {
@@ -184,7 +184,7 @@ pub fn exp(x: f32) -> f32 {
 /// e·LN2_HI + (e·LN2_LO + ln m).
 #[inline]
 pub fn log(x: f32) -> f32 {
-	if !(x > 0.0) {
+	if x.is_nan() || x <= 0.0 {
 		return f32::NEG_INFINITY;
 	}
 	let bits = x.to_bits();

@@ -151,7 +151,7 @@ pub fn sgd_momentum_step(
 		let g = grad + mul(hyper.weight_decay, *p);
 		*v = mul(hyper.momentum, *v) + g;
 		let update = if hyper.nesterov { g + mul(hyper.momentum, *v) } else { *v };
-		*p = *p - mul(hyper.learning_rate, update);
+		*p -= mul(hyper.learning_rate, update);
 	}
 	Ok(())
 }
@@ -173,7 +173,7 @@ pub fn adamw_step(
 		*m = mul(s.beta1, *m) + mul(s.one_minus_beta1, g);
 		*v = mul(s.beta2, *v) + mul(s.one_minus_beta2, mul(g, g));
 		let denominator = mul(sqrt(*v), s.second_moment_scale) + s.epsilon;
-		*p = *p - mul(s.step_size, mul(*m, recip(denominator)));
+		*p -= mul(s.step_size, mul(*m, recip(denominator)));
 	}
 	Ok(())
 }

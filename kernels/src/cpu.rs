@@ -1,0 +1,141 @@
+//! The CPU reference backend: [`Backend`] over host vectors, delegating to the
+//! reference functions, which are the specification.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::activation::{activation_backward, activation_forward, Activation};
+use crate::backend::Backend;
+use crate::bias::{self, BiasLayout};
+use crate::contraction::Contraction;
+use crate::error::{check_len, element_count, KernelError};
+use crate::loss::{self, ClassifierShape};
+use crate::optim::{self, AdamWScalars, SgdMomentum};
+
+/// The reference backend; its tensors are plain `Vec`s in host memory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+/// Writes `value` into a one-element tensor.
+fn write_scalar(operand: &'static str, tensor: &mut [f32], value: f32) -> Result<(), KernelError> {
+	check_len(operand, tensor.len(), 1)?;
+	tensor.fill(value);
+	Ok(())
+}
+
+impl Backend for CpuBackend {
+	type Tensor = Vec<f32>;
+	type Indices = Vec<u32>;
+	type Error = KernelError;
+
+	fn name(&self) -> &str {
+		"cpu-reference"
+	}
+
+	fn is_bit_exact(&self) -> bool {
+		true
+	}
+
+	fn upload(&mut self, values: &[f32]) -> Result<Vec<f32>, KernelError> {
+		Ok(values.to_vec())
+	}
+
+	fn upload_indices(&mut self, values: &[u32]) -> Result<Vec<u32>, KernelError> {
+		Ok(values.to_vec())
+	}
+
+	fn zeros(&mut self, len: usize) -> Result<Vec<f32>, KernelError> {
+		Ok(vec![0.0; element_count(&[len])?])
+	}
+
+	fn download(&mut self, tensor: &Vec<f32>) -> Result<Vec<f32>, KernelError> {
+		Ok(tensor.clone())
+	}
+
+	fn tensor_len(&self, tensor: &Vec<f32>) -> usize {
+		tensor.len()
+	}
+
+	fn contract(
+		&mut self,
+		contraction: Contraction,
+		lhs: &Vec<f32>,
+		rhs: &Vec<f32>,
+		out: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		contraction.compute(lhs, rhs, out)
+	}
+
+	fn bias_add(&mut self, layout: BiasLayout, values: &mut Vec<f32>, bias: &Vec<f32>) -> Result<(), KernelError> {
+		bias::bias_add(layout, values, bias)
+	}
+
+	fn bias_grad(&mut self, layout: BiasLayout, out_grad: &Vec<f32>, bias_grad: &mut Vec<f32>) -> Result<(), KernelError> {
+		bias::bias_grad(layout, out_grad, bias_grad)
+	}
+
+	fn activation(&mut self, kind: Activation, input: &Vec<f32>, output: &mut Vec<f32>) -> Result<(), KernelError> {
+		activation_forward(kind, input, output)
+	}
+
+	fn activation_grad(
+		&mut self,
+		kind: Activation,
+		input: &Vec<f32>,
+		output_grad: &Vec<f32>,
+		input_grad: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		activation_backward(kind, input, output_grad, input_grad)
+	}
+
+	fn softmax_cross_entropy(
+		&mut self,
+		shape: ClassifierShape,
+		logits: &Vec<f32>,
+		labels: &Vec<u32>,
+		loss: &mut Vec<f32>,
+		logits_grad: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		check_len("loss", loss.len(), 1)?;
+		let value = loss::softmax_cross_entropy(shape, logits, labels, logits_grad)?;
+		write_scalar("loss", loss, value)
+	}
+
+	fn gather_rows(
+		&mut self,
+		source: &Vec<f32>,
+		row_len: usize,
+		indices: &Vec<u32>,
+		destination: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		crate::gather_rows(source, row_len, indices, destination)
+	}
+
+	fn sgd_momentum(
+		&mut self,
+		hyper: &SgdMomentum,
+		param: &mut Vec<f32>,
+		grad: &Vec<f32>,
+		velocity: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		optim::sgd_momentum_step(hyper, param, grad, velocity)
+	}
+
+	fn adamw(
+		&mut self,
+		scalars: &AdamWScalars,
+		param: &mut Vec<f32>,
+		grad: &Vec<f32>,
+		first_moment: &mut Vec<f32>,
+		second_moment: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		optim::adamw_step(scalars, param, grad, first_moment, second_moment)
+	}
+
+	fn clip_grad_norm(&mut self, max_norm: f32, grads: &mut [&mut Vec<f32>], norm: &mut Vec<f32>) -> Result<(), KernelError> {
+		check_len("norm", norm.len(), 1)?;
+		let mut slices: Vec<&mut [f32]> = grads.iter_mut().map(|tensor| tensor.as_mut_slice()).collect();
+		let value = optim::clip_grad_norm(&mut slices, max_norm)?;
+		write_scalar("norm", norm, value)
+	}
+}
