@@ -1,0 +1,72 @@
+//! Philox 4×32-10 against Random123's published known-answer vectors, and the stream conventions.
+
+use touchstone_kernels::rng::uniform_from_word;
+use touchstone_kernels::{philox4x32_10, RandomStream};
+
+#[test]
+fn philox_matches_random123_known_answers() {
+	// From Random123's kat_vectors: counter (4 words), key (2 words), expected output.
+	let vectors: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
+		([0, 0, 0, 0], [0, 0], [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]),
+		(
+			[0xffff_ffff; 4],
+			[0xffff_ffff; 2],
+			[0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd],
+		),
+		(
+			[0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+			[0xa409_3822, 0x299f_31d0],
+			[0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1],
+		),
+	];
+	for (counter, key, expected) in vectors {
+		assert_eq!(philox4x32_10(counter, key), expected, "counter {counter:08x?} key {key:08x?}");
+	}
+}
+
+#[test]
+fn stream_words_follow_the_counter_layout() {
+	let seed = 0x0123_4567_89ab_cdef_u64;
+	let stream = RandomStream::new(seed, 0x0000_0005_0000_0009);
+	let block = philox4x32_10([3, 0, 9, 5], [0x89ab_cdef, 0x0123_4567]);
+	assert_eq!(stream.block(3), block);
+	for lane in 0..4 {
+		assert_eq!(stream.word(12 + lane), block[lane as usize]);
+	}
+	assert_ne!(RandomStream::new(seed, 1).block(0), RandomStream::new(seed, 2).block(0));
+	assert_ne!(RandomStream::new(1, 0).block(0), RandomStream::new(2, 0).block(0));
+}
+
+#[test]
+fn uniform_floats_are_exact_and_in_range() {
+	assert_eq!(uniform_from_word(0), 0.0);
+	assert_eq!(uniform_from_word(u32::MAX), 1.0 - 2f32.powi(-24));
+	assert_eq!(uniform_from_word(1 << 8), 2f32.powi(-24));
+	let stream = RandomStream::new(42, 7);
+	let mut values = vec![0.0; 1001];
+	stream.fill_uniform(-0.25, 0.25, &mut values);
+	for (index, &value) in values.iter().enumerate() {
+		assert!((-0.25..=0.25).contains(&value));
+		let expected = -0.25 + touchstone_kernels::contract::mul(0.5, stream.uniform(index as u64));
+		assert_eq!(value.to_bits(), expected.to_bits());
+	}
+	let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64;
+	assert!(mean.abs() < 0.02, "mean {mean}");
+}
+
+#[test]
+fn permutations_are_permutations_and_depend_on_the_stream() {
+	let first = RandomStream::new(42, 0).permutation(1000);
+	let mut sorted = first.clone();
+	sorted.sort_unstable();
+	assert_eq!(sorted, (0..1000).collect::<Vec<u32>>());
+	assert_eq!(first, RandomStream::new(42, 0).permutation(1000));
+	assert_ne!(first, RandomStream::new(42, 1).permutation(1000));
+	assert!(RandomStream::new(42, 0).permutation(0).is_empty());
+	assert_eq!(RandomStream::new(42, 0).permutation(1), vec![0]);
+	// The documented Fisher–Yates draw: position n−1 swaps with (word₀ · n) >> 32.
+	let stream = RandomStream::new(9, 3);
+	let order = stream.permutation(2);
+	let pick = (u64::from(stream.word(0)) * 2) >> 32;
+	assert_eq!(order, if pick == 1 { vec![0, 1] } else { vec![1, 0] });
+}

@@ -1,0 +1,119 @@
+// Starts and stops real touchstone-node processes for the end-to-end tests.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/** The node binary: $TOUCHSTONE_NODE, else the debug build in the shared target dir. */
+export function nodeBinary() {
+  const explicit = process.env.TOUCHSTONE_NODE;
+  const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'touchstone', 'target');
+  const binary = explicit ?? join(targetDir, 'debug', 'touchstone-node');
+  if (!existsSync(binary)) {
+    throw new Error(`touchstone-node not found at ${binary}: build it first (scripts/build.sh) or set TOUCHSTONE_NODE`);
+  }
+  return binary;
+}
+
+/** A TCP port nothing listens on right now. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function rpc(port, method, params = []) {
+  const response = await fetch(`http://127.0.0.1:${port}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = await response.json();
+  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+  return body.result;
+}
+
+/**
+ * Starts `touchstone-node` with `args` plus fresh RPC, P2P and Prometheus ports, and
+ * resolves once its RPC answers. The returned handle's `stop()` ends it.
+ */
+export async function startNode(args, { name = 'node', timeoutMs = 180_000 } = {}) {
+  const rpcPort = await freePort();
+  const p2pPort = await freePort();
+  const prometheusPort = await freePort();
+  const fullArgs = [
+    ...args,
+    '--rpc-port', String(rpcPort),
+    '--port', String(p2pPort),
+    '--prometheus-port', String(prometheusPort),
+    '--no-telemetry',
+    '--no-mdns',
+  ];
+  const child = spawn(nodeBinary(), fullArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = [];
+  const keep = (chunk) => {
+    log.push(chunk.toString());
+    if (log.length > 400) log.splice(0, log.length - 400);
+    if (process.env.TOUCHSTONE_E2E_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  let exited = null;
+  child.on('exit', (code, signal) => { exited = { code, signal }; });
+
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (exited) throw new Error(`${name} exited early (${JSON.stringify(exited)}):\n${log.join('')}`);
+    try {
+      await rpc(rpcPort, 'system_health');
+      break;
+    } catch {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`${name} did not answer RPC within ${timeoutMs} ms:\n${log.join('')}`);
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+
+  return {
+    name,
+    rpcPort,
+    p2pPort,
+    prometheusPort,
+    wsUrl: `ws://127.0.0.1:${rpcPort}`,
+    log: () => log.join(''),
+    rpc: (method, params) => rpc(rpcPort, method, params),
+    async stop() {
+      if (exited) return;
+      const done = new Promise((r) => child.once('exit', r));
+      child.kill('SIGINT');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await done;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Polls `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
+export async function waitFor(what, check, { timeoutMs = 120_000, intervalMs = 1000 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await check();
+      if (last) return last;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${last})`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

@@ -1,0 +1,18 @@
+# Shared by the scripts: paths and the build every command uses.
+# shellcheck shell=bash
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# One persistent build folder outside the clone, so every clone and every CI run reuses it.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/touchstone/target}"
+export PATH="$HOME/.cargo/bin:$PATH"
+# The node binary the run and test commands use.
+export TOUCHSTONE_NODE="$CARGO_TARGET_DIR/debug/touchstone-node"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Builds every crate of the workspace once, in the one profile tests use too.
+build_workspace() {
+	log "Building the workspace into $CARGO_TARGET_DIR"
+	(cd "$ROOT" && cargo build --workspace --locked)
+}

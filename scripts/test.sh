@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sets up the machine, builds, and runs every test: unit and integration tests of every
+# crate, the pallets' benchmarks as tests, and the end-to-end tests against real nodes
+# (polkadot.js submitting jobs to a dev chain; a three-validator local network).
+source "$(dirname "$0")/lib.sh"
+"$ROOT/scripts/setup.sh"
+started=$(date +%s)
+build_workspace
+
+log "Unit and integration tests"
+(cd "$ROOT" && cargo test --workspace --locked)
+
+log "Benchmarks, run as tests"
+(cd "$ROOT" && cargo test --locked -p pallet-touchstone-staking -p pallet-touchstone-tasks --features runtime-benchmarks)
+
+log "End-to-end tests against real nodes"
+(cd "$ROOT/scripts/e2e" && npm test)
+
+log "All tests passed in $(( $(date +%s) - started )) s"
