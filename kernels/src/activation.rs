@@ -43,13 +43,21 @@ pub enum Activation {
 /// ReLU of one element.
 #[inline]
 pub fn relu(x: f32) -> f32 {
-	if x > 0.0 { x } else { 0.0 }
+	if x > 0.0 {
+		x
+	} else {
+		0.0
+	}
 }
 
 /// ReLU's backward for one element.
 #[inline]
 pub fn relu_grad(x: f32, dy: f32) -> f32 {
-	if x > 0.0 { dy } else { 0.0 }
+	if x > 0.0 {
+		dy
+	} else {
+		0.0
+	}
 }
 
 /// tanh's backward for one element.

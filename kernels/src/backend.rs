@@ -72,7 +72,12 @@ pub trait Backend {
 	) -> Result<(), Self::Error>;
 
 	/// `values[o,c,i] += bias[c]`.
-	fn bias_add(&mut self, layout: BiasLayout, values: &mut Self::Tensor, bias: &Self::Tensor) -> Result<(), Self::Error>;
+	fn bias_add(
+		&mut self,
+		layout: BiasLayout,
+		values: &mut Self::Tensor,
+		bias: &Self::Tensor,
+	) -> Result<(), Self::Error>;
 
 	/// `bias_grad[c]` = chunked sum of `out_grad[o,c,i]` over `(o, i)`.
 	fn bias_grad(
@@ -83,7 +88,12 @@ pub trait Backend {
 	) -> Result<(), Self::Error>;
 
 	/// `output = f(input)` element-wise.
-	fn activation(&mut self, kind: Activation, input: &Self::Tensor, output: &mut Self::Tensor) -> Result<(), Self::Error>;
+	fn activation(
+		&mut self,
+		kind: Activation,
+		input: &Self::Tensor,
+		output: &mut Self::Tensor,
+	) -> Result<(), Self::Error>;
 
 	/// `input_grad = output_grad · f′(input)` element-wise.
 	fn activation_grad(

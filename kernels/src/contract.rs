@@ -112,7 +112,11 @@ pub fn quantize_operand(value: f32) -> f32 {
 /// The bits a hash sees for `value`: `-0` is encoded as `+0`.
 #[inline(always)]
 pub fn canonical_bits(value: f32) -> u32 {
-	if value == 0.0 { 0 } else { value.to_bits() }
+	if value == 0.0 {
+		0
+	} else {
+		value.to_bits()
+	}
 }
 
 /// Brings external values (a dataset, hyper-parameters, loaded weights) onto

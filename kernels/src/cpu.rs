@@ -70,7 +70,12 @@ impl Backend for CpuBackend {
 		bias::bias_add(layout, values, bias)
 	}
 
-	fn bias_grad(&mut self, layout: BiasLayout, out_grad: &Vec<f32>, bias_grad: &mut Vec<f32>) -> Result<(), KernelError> {
+	fn bias_grad(
+		&mut self,
+		layout: BiasLayout,
+		out_grad: &Vec<f32>,
+		bias_grad: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
 		bias::bias_grad(layout, out_grad, bias_grad)
 	}
 
@@ -132,7 +137,12 @@ impl Backend for CpuBackend {
 		optim::adamw_step(scalars, param, grad, first_moment, second_moment)
 	}
 
-	fn clip_grad_norm(&mut self, max_norm: f32, grads: &mut [&mut Vec<f32>], norm: &mut Vec<f32>) -> Result<(), KernelError> {
+	fn clip_grad_norm(
+		&mut self,
+		max_norm: f32,
+		grads: &mut [&mut Vec<f32>],
+		norm: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
 		check_len("norm", norm.len(), 1)?;
 		let mut slices: Vec<&mut [f32]> = grads.iter_mut().map(|tensor| tensor.as_mut_slice()).collect();
 		let value = optim::clip_grad_norm(&mut slices, max_norm)?;

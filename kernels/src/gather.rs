@@ -9,7 +9,12 @@ use crate::error::{check_len, check_nonzero, element_count, KernelError};
 
 /// Copies rows `indices[0], indices[1], …` of `source` (rows of `row_len`
 /// elements) into consecutive rows of `destination`.
-pub fn gather_rows(source: &[f32], row_len: usize, indices: &[u32], destination: &mut [f32]) -> Result<(), KernelError> {
+pub fn gather_rows(
+	source: &[f32],
+	row_len: usize,
+	indices: &[u32],
+	destination: &mut [f32],
+) -> Result<(), KernelError> {
 	check_nonzero("row_len", row_len)?;
 	check_len("destination", destination.len(), element_count(&[indices.len(), row_len])?)?;
 	let source_rows = source.len() / row_len;

@@ -27,8 +27,6 @@ const RECIP_GUESS_SLOPE: f32 = f32::from_bits(0x3EF0_F0F1);
 /// Newton steps after the initial guess; each squares the relative error
 /// (1/17 → 2⁻⁸ → 2⁻¹⁶ → below 2⁻²⁴).
 const RECIP_STEPS: usize = 3;
-/// The exponent field of 1.0.
-const ONE_EXPONENT_FIELD: u32 = 127 << MANTISSA_BITS;
 /// Initial inverse-square-root guess constant (Lomont's).
 const RSQRT_MAGIC: u32 = 0x5F37_5A86;
 /// Newton steps after the initial guess.
@@ -91,25 +89,41 @@ fn with_sign_of(magnitude: f32, sign_source: f32) -> f32 {
 	f32::from_bits(magnitude.to_bits() | (sign_source.to_bits() & SIGN_MASK))
 }
 
-/// 1/x. Accurate for normal x with |x| < 2¹²⁶ (so that 1/x is normal).
+/// The unbiased exponent of a normal `value`: e with |value| = m·2ᵉ, m in [1, 2).
+#[inline(always)]
+fn unbiased_exponent(value: f32) -> i32 {
+	((value.to_bits() & EXPONENT_MASK) >> MANTISSA_BITS) as i32 - 127
+}
+
+/// |value|'s mantissa m in [1, 2), times 2^`power` (exact; `power` in −126..=127).
+#[inline(always)]
+fn mantissa_times_power_of_two(value: f32, power: i32) -> f32 {
+	let field = ((127 + power) as u32) << MANTISSA_BITS;
+	f32::from_bits((value.to_bits() & !EXPONENT_MASK & !SIGN_MASK) | field)
+}
+
+/// `value · 2ᵏ` by adding k to the exponent field: exact while the result is normal.
+#[inline(always)]
+fn scale_by_power_of_two(value: f32, k: i32) -> f32 {
+	f32::from_bits((value.to_bits() as i32).wrapping_add(k << MANTISSA_BITS) as u32)
+}
+
+/// 1/x. Accurate for 2⁻¹²⁶ ≤ |x| ≤ 2¹⁰³; `+0` (the flushed true value) for
+/// 2¹⁰³ < |x| < 2¹²⁶; outside the contract beyond.
 ///
 /// |x| = m·2ᵉ with m in [1, 2) taken from the bits; r = 24/17 − (8/17)·m, then
-/// Newton steps `r ← r + r·(1 − m·r)`; then e is subtracted from r's exponent
-/// field and the sign of x applied. Working on m keeps every intermediate far
-/// from the flush threshold, whatever the magnitude of x.
+/// Newton steps `r ← r + r·(1 − m·r)`; then r·2⁻ᵉ through the exponent field,
+/// flushed, with the sign of x. Working on m keeps every intermediate far from
+/// the flush threshold, whatever the magnitude of x.
 #[inline]
 pub fn recip(x: f32) -> f32 {
-	let bits = x.to_bits();
-	let exponent_field = bits & EXPONENT_MASK;
-	let mantissa = f32::from_bits((bits & !EXPONENT_MASK & !SIGN_MASK) | ONE_EXPONENT_FIELD);
+	let mantissa = mantissa_times_power_of_two(x, 0);
 	let mut estimate = RECIP_GUESS_INTERCEPT - mul(RECIP_GUESS_SLOPE, mantissa);
 	for _ in 0..RECIP_STEPS {
 		let residual = 1.0 - mul(mantissa, estimate);
 		estimate = estimate + mul(estimate, residual);
 	}
-	// estimate lies in (1/2, 1]; its exponent field minus (e_x − 127) is 1/x's.
-	let scaled = (estimate.to_bits() + ONE_EXPONENT_FIELD).wrapping_sub(exponent_field);
-	flush(with_sign_of(f32::from_bits(scaled), x))
+	flush(with_sign_of(scale_by_power_of_two(estimate, -unbiased_exponent(x)), x))
 }
 
 /// a/b, as `a · recip(b)`. Accurate where `recip(b)` is.
@@ -118,25 +132,46 @@ pub fn div(a: f32, b: f32) -> f32 {
 	mul(a, recip(b))
 }
 
-/// 1/√x. Accurate for 2⁻¹⁰⁰ ≤ x ≤ 2¹⁰⁰.
-///
-/// A bit-trick guess refined by Newton steps `y ← y + y·(½ − (½x·y)·y)`.
-#[inline]
-pub fn rsqrt(x: f32) -> f32 {
-	let half_x = mul(0.5, x);
-	let mut estimate = f32::from_bits(RSQRT_MAGIC.wrapping_sub(x.to_bits() >> 1));
+/// Splits a positive normal x into m in [1, 4) and h with x = m·4ʰ.
+#[inline(always)]
+fn split_for_root(x: f32) -> (f32, i32) {
+	let exponent = unbiased_exponent(x);
+	let odd = exponent & 1;
+	// exponent − odd is even, so the shift halves it exactly.
+	(mantissa_times_power_of_two(x, odd), (exponent - odd) >> 1)
+}
+
+/// 1/√m for m in [1, 4): Lomont's bit-trick guess refined by Newton steps
+/// `y ← y + y·(½ − (½m·y)·y)`.
+#[inline(always)]
+fn rsqrt_reduced(mantissa: f32) -> f32 {
+	let half_mantissa = mul(0.5, mantissa);
+	let mut estimate = f32::from_bits(RSQRT_MAGIC.wrapping_sub(mantissa.to_bits() >> 1));
 	for _ in 0..RSQRT_STEPS {
-		let residual = 0.5 - mul(mul(half_x, estimate), estimate);
+		let residual = 0.5 - mul(mul(half_mantissa, estimate), estimate);
 		estimate = estimate + mul(estimate, residual);
 	}
 	estimate
 }
 
-/// √x for x ≥ 0, as `x · rsqrt(x)`; zero (and, outside the contract, any
-/// negative input) gives `+0`. Accurate for x ≤ 2¹⁰⁰.
+/// 1/√x for positive normal x: x = m·4ʰ, then `rsqrt_reduced(m)·2⁻ʰ`.
+/// Accurate for every positive normal x.
+#[inline]
+pub fn rsqrt(x: f32) -> f32 {
+	let (mantissa, half_exponent) = split_for_root(x);
+	scale_by_power_of_two(rsqrt_reduced(mantissa), -half_exponent)
+}
+
+/// √x: x = m·4ʰ, then `(m ⊗ rsqrt_reduced(m))·2ʰ`; `+0` for x ≤ 0 (negative
+/// inputs are outside the contract).
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
-	if x > 0.0 { mul(x, rsqrt(x)) } else { 0.0 }
+	if x > 0.0 {
+		let (mantissa, half_exponent) = split_for_root(x);
+		scale_by_power_of_two(mul(mantissa, rsqrt_reduced(mantissa)), half_exponent)
+	} else {
+		0.0
+	}
 }
 
 /// Rounds `value` to the nearest integer, halves away from zero, in `i32`.
@@ -145,7 +180,11 @@ pub fn sqrt(x: f32) -> f32 {
 /// contract addition, so the result is defined even where that addition rounds.
 #[inline(always)]
 fn round_to_i32(value: f32) -> i32 {
-	if value >= 0.0 { (value + 0.5) as i32 } else { (value - 0.5) as i32 }
+	if value >= 0.0 {
+		(value + 0.5) as i32
+	} else {
+		(value - 0.5) as i32
+	}
 }
 
 /// eˣ. Accurate for −80 ≤ x ≤ 88; `+0` below (after the flush, the true value
@@ -173,8 +212,7 @@ pub fn exp(x: f32) -> f32 {
 	polynomial = mul(polynomial, r) + 1.0;
 	polynomial = mul(polynomial, r) + 1.0;
 	// The polynomial lies in [0.7, 1.5] and k in [−116, 127]: the exponent stays normal.
-	let scaled = (polynomial.to_bits() as i32).wrapping_add(k << MANTISSA_BITS);
-	flush(f32::from_bits(scaled as u32))
+	flush(scale_by_power_of_two(polynomial, k))
 }
 
 /// ln x. Accurate for positive finite x ≥ 2⁻¹⁰³; zero and negative inputs give `−∞`.
@@ -187,12 +225,10 @@ pub fn log(x: f32) -> f32 {
 	if x.is_nan() || x <= 0.0 {
 		return f32::NEG_INFINITY;
 	}
-	let bits = x.to_bits();
-	let mut exponent = ((bits & EXPONENT_MASK) >> MANTISSA_BITS) as i32 - 127;
-	let mut mantissa = f32::from_bits((bits & !EXPONENT_MASK & !SIGN_MASK) | ONE_EXPONENT_FIELD);
+	let mut exponent = unbiased_exponent(x);
+	let mut mantissa = mantissa_times_power_of_two(x, 0);
 	if mantissa > SQRT_2 {
-		// Halve exactly by decrementing the exponent field.
-		mantissa = f32::from_bits(mantissa.to_bits() - (1 << MANTISSA_BITS));
+		mantissa = mantissa_times_power_of_two(x, -1);
 		exponent += 1;
 	}
 	let z = mul(mantissa - 1.0, recip(mantissa + 1.0));
@@ -279,17 +315,18 @@ mod tests {
 
 	#[test]
 	fn recip_is_within_two_ulps() {
-		let worst = max_ulps(sweep(-100, 100), recip, |x| 1.0 / x);
+		let worst = max_ulps(sweep(-126, 103), recip, |x| 1.0 / x);
 		assert!(worst <= 2.0, "recip off by {worst} ulps");
 		assert_eq!(recip(-4.0), -0.25);
 		assert_eq!(recip(1.0), 1.0);
+		assert_eq!(recip(2f32.powi(110)).to_bits(), 0);
 	}
 
 	#[test]
 	fn rsqrt_and_sqrt_are_within_two_ulps() {
-		let worst = max_ulps(sweep(-100, 100), rsqrt, |x| 1.0 / x.sqrt());
+		let worst = max_ulps(sweep(-103, 127), rsqrt, |x| 1.0 / x.sqrt());
 		assert!(worst <= 2.0, "rsqrt off by {worst} ulps");
-		let worst = max_ulps(sweep(-100, 100), sqrt, f64::sqrt);
+		let worst = max_ulps(sweep(-103, 127), sqrt, f64::sqrt);
 		assert!(worst <= 2.0, "sqrt off by {worst} ulps");
 		assert_eq!(sqrt(0.0), 0.0);
 		assert_eq!(sqrt(-0.0).to_bits(), 0);

@@ -50,8 +50,8 @@ fn assert_chunks_reproduce(contraction: Contraction, lhs: &[f32], rhs: &[f32]) -
 				partials.push(partial);
 			}
 			let extent = extent.unwrap();
-			let tile = fold_chunk_partials(partials.iter().map(Vec::as_slice), extent.rows.len() * extent.cols.len())
-				.unwrap();
+			let tile =
+				fold_chunk_partials(partials.iter().map(Vec::as_slice), extent.rows.len() * extent.cols.len()).unwrap();
 			for (offset, &value) in tile.iter().enumerate() {
 				let row = extent.rows.start + offset / extent.cols.len();
 				let col = extent.cols.start + offset % extent.cols.len();
@@ -72,14 +72,15 @@ fn matmul_case() -> impl Strategy<Value = (MatmulShape, MatmulLayout, u64)> {
 }
 
 fn conv_case() -> impl Strategy<Value = (Conv2dShape, u64)> {
-	(1usize..=3, 1usize..=4, 1usize..=5, 1usize..=10, 1usize..=10, any::<u64>())
-		.prop_flat_map(|(batch, in_channels, out_channels, height, width, seed)| {
+	(1usize..=3, 1usize..=4, 1usize..=5, 1usize..=10, 1usize..=10, any::<u64>()).prop_flat_map(
+		|(batch, in_channels, out_channels, height, width, seed)| {
 			(1..=height, 1..=width).prop_map(move |(kernel_height, kernel_width)| {
 				let shape =
 					Conv2dShape { batch, in_channels, out_channels, height, width, kernel_height, kernel_width };
 				(shape, seed)
 			})
-		})
+		},
+	)
 }
 
 proptest! {

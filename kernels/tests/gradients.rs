@@ -36,8 +36,15 @@ fn matmul_gradients_match_finite_differences() {
 
 #[test]
 fn conv2d_gradients_match_finite_differences() {
-	let shape =
-		Conv2dShape { batch: 2, in_channels: 3, out_channels: 4, height: 6, width: 5, kernel_height: 3, kernel_width: 3 };
+	let shape = Conv2dShape {
+		batch: 2,
+		in_channels: 3,
+		out_channels: 4,
+		height: 6,
+		width: 5,
+		kernel_height: 3,
+		kernel_width: 3,
+	};
 	let x = widen(&random_values(33, shape.input_len().unwrap(), -1.0, 1.0));
 	let w = widen(&random_values(34, shape.weight_len().unwrap(), -1.0, 1.0));
 	let g = widen(&random_values(35, shape.output_len().unwrap(), -1.0, 1.0));
@@ -67,21 +74,21 @@ fn bias_gradient_matches_finite_differences() {
 	assert_close("dbias", &grad, &numeric, 1e-5, 1e-5);
 }
 
+/// A scalar function of f64, exact math to differentiate.
+type ScalarFn = fn(f64) -> f64;
+
 #[test]
 fn activation_gradients_match_finite_differences() {
 	// Keep ReLU's inputs away from its kink at zero.
 	let x: Vec<f64> =
 		widen(&random_values(39, 500, -4.0, 4.0)).into_iter().map(|v| if v.abs() < 1e-3 { 0.5 } else { v }).collect();
 	let g = widen(&random_values(40, 500, -1.0, 1.0));
-	let cases: [(Activation, fn(f64) -> f64); 3] =
+	let cases: [(Activation, ScalarFn); 3] =
 		[(Activation::Relu, |x| x.max(0.0)), (Activation::Tanh, f64::tanh), (Activation::GeluTanh, gelu_f64)];
 	for (kind, forward) in cases {
 		// Element-wise: the gradient of Σ g·f(x) at x_i is g_i·f′(x_i).
-		let numeric: Vec<f64> = x
-			.iter()
-			.zip(&g)
-			.map(|(&xi, &gi)| gi * (forward(xi + STEP) - forward(xi - STEP)) / (2.0 * STEP))
-			.collect();
+		let numeric: Vec<f64> =
+			x.iter().zip(&g).map(|(&xi, &gi)| gi * (forward(xi + STEP) - forward(xi - STEP)) / (2.0 * STEP)).collect();
 		let mut dx = vec![0.0; x.len()];
 		activation_backward(kind, &narrow(&x), &narrow(&g), &mut dx).unwrap();
 		assert_close(&format!("{kind:?}"), &dx, &numeric, 1e-5, 1e-6);

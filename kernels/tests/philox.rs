@@ -8,11 +8,7 @@ fn philox_matches_random123_known_answers() {
 	// From Random123's kat_vectors: counter (4 words), key (2 words), expected output.
 	let vectors: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
 		([0, 0, 0, 0], [0, 0], [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]),
-		(
-			[0xffff_ffff; 4],
-			[0xffff_ffff; 2],
-			[0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd],
-		),
+		([0xffff_ffff; 4], [0xffff_ffff; 2], [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]),
 		(
 			[0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
 			[0xa409_3822, 0x299f_31d0],

@@ -78,7 +78,8 @@ pub fn conv2d_f64(shape: &Conv2dShape, x: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f
 					for ci in 0..shape.in_channels {
 						for ky in 0..kh {
 							for kx in 0..kw {
-								let xv = x[((n * shape.in_channels + ci) * shape.height + oy + ky) * shape.width + ox + kx];
+								let xv =
+									x[((n * shape.in_channels + ci) * shape.height + oy + ky) * shape.width + ox + kx];
 								let wv = w[((co * shape.in_channels + ci) * kh + ky) * kw + kx];
 								out[at] += xv * wv;
 								scale[at] += (xv * wv).abs();
