@@ -363,7 +363,7 @@ pub fn chunk_partial_sums(
 	depth: usize,
 ) -> Result<Vec<f32>, KernelError> {
 	if depth > CHUNK {
-		return Err(KernelError::ChunkOutOfRange { coordinate: "depth", index: depth, count: CHUNK + 1 });
+		return Err(KernelError::ChunkTooDeep { depth });
 	}
 	check_nonzero("rows", rows)?;
 	check_nonzero("cols", cols)?;

@@ -59,12 +59,10 @@ pub enum KernelError {
 		/// Which hyper-parameter, by its field name.
 		name: &'static str,
 	},
-	/// Parallel lists of tensors (parameters and their gradients, say) differ in length.
-	OperandCountMismatch {
-		/// Entries expected.
-		expected: usize,
-		/// Entries given.
-		actual: usize,
+	/// An operand block for one chunk is deeper than a K-chunk.
+	ChunkTooDeep {
+		/// The depth given.
+		depth: usize,
 	},
 }
 
@@ -87,9 +85,7 @@ impl fmt::Display for KernelError {
 				write!(f, "row index {index} is not below {rows} rows")
 			},
 			Self::InvalidHyperparameter { name } => write!(f, "hyper-parameter `{name}` out of range"),
-			Self::OperandCountMismatch { expected, actual } => {
-				write!(f, "expected {expected} tensors, got {actual}")
-			},
+			Self::ChunkTooDeep { depth } => write!(f, "chunk depth {depth} exceeds the 32-wide K-chunk"),
 		}
 	}
 }

@@ -20,7 +20,7 @@
 //! - [`contract`]: the arithmetic rules (flush, operand quantisation, chunked sums).
 //! - [`math`]: pinned division, square root and transcendentals.
 //! - [`contraction`]: the chunked matrix-product engine, with per-chunk
-//!   recomputation for disputes; [`matmul`] and [`conv2d`] are its operators.
+//!   recomputation for disputes; [`mod@matmul`] and [`mod@conv2d`] are its operators.
 //! - [`bias`], [`activation`], [`loss`], [`optim`], [`gather`]: the rest of a
 //!   training step.
 //! - [`rng`]: Philox 4×32-10 streams for initialisation and batch order.

@@ -166,6 +166,9 @@ fn out_of_range_chunks_are_named_errors() {
 	// The last chunk is one element deep, the last tiles 8 rows and 1 column.
 	let last = contraction.chunk(&lhs, &rhs, ChunkId { tile_row: 1, tile_col: 1, chunk: 2 }).unwrap();
 	assert_eq!(last, vec![1.0; 8]);
-	assert!(chunk_partial_sums(&[0.0; CHUNK + 1], &[0.0; CHUNK + 1], 1, 1, CHUNK + 1).is_err());
+	assert_eq!(
+		chunk_partial_sums(&[0.0; CHUNK + 1], &[0.0; CHUNK + 1], 1, 1, CHUNK + 1),
+		Err(KernelError::ChunkTooDeep { depth: CHUNK + 1 })
+	);
 	assert!(chunk_partial_sums(&[0.0; 3], &[0.0; 4], 1, 1, 4).is_err());
 }
