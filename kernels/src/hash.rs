@@ -34,17 +34,29 @@ pub fn digest_bytes(bytes: &[u8]) -> Digest {
 
 /// BLAKE2b-256 of `values`' canonical little-endian bits.
 pub fn digest_f32(values: &[f32]) -> Digest {
-	digest_words(values.iter().map(|&value| canonical_bits(value)))
+	digest_words(&[], values.iter().map(|&value| canonical_bits(value)))
 }
 
 /// BLAKE2b-256 of `values` as little-endian `u32`s (labels, permutations).
 pub fn digest_u32(values: &[u32]) -> Digest {
-	digest_words(values.iter().copied())
+	digest_words(&[], values.iter().copied())
 }
 
-/// BLAKE2b-256 of a stream of `u32`s, little-endian, staged through a stack buffer.
-fn digest_words(words: impl Iterator<Item = u32>) -> Digest {
+/// BLAKE2b-256 of the concatenation of `parts`: domain-separated composite
+/// hashes (Merkle nodes, state hashes) without an intermediate buffer.
+pub fn digest_parts(parts: &[&[u8]]) -> Digest {
 	let mut state = hasher();
+	for part in parts {
+		state.update(part);
+	}
+	finish(&state)
+}
+
+/// BLAKE2b-256 of `prefix` followed by a stream of `u32`s, little-endian,
+/// staged through a stack buffer so that hashing never allocates.
+pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
+	let mut state = hasher();
+	state.update(prefix);
 	let mut staging = [0u8; STAGING_BYTES];
 	let mut filled = 0;
 	for word in words {

@@ -26,6 +26,12 @@
 //! - [`rng`]: Philox 4×32-10 streams for initialisation and batch order.
 //! - [`hash`]: BLAKE2b-256 digests over canonical bits.
 //! - [`backend`]: the [`Backend`] trait; [`cpu`]: its reference implementation.
+//! - Learning proofs: [`model`] (configurations mirroring the chain's, seeded
+//!   initialisation), [`data`] (the digits set, synthetic data, splits),
+//!   [`trace`] (the training loop over any backend and the state-hash chain),
+//!   `checkpoint` (safetensors, `std` only), [`merkle`], [`graph`] (the
+//!   operator graph of a step and its pieces), [`bisection`] and [`referee`]
+//!   (the on-chain judge of one piece).
 //!
 //! # Panics
 //!
@@ -50,6 +56,17 @@ pub mod math;
 pub mod matmul;
 pub mod optim;
 pub mod rng;
+
+// Training traces and learning proofs.
+pub mod bisection;
+#[cfg(feature = "std")]
+pub mod checkpoint;
+pub mod data;
+pub mod graph;
+pub mod merkle;
+pub mod model;
+pub mod referee;
+pub mod trace;
 
 pub use activation::{activation_backward, activation_forward, Activation};
 pub use backend::Backend;

@@ -1,0 +1,236 @@
+//! Checkpoints: the training state in safetensors, addressed by the
+//! BLAKE2b-256 of the file's bytes. Never pickles.
+//!
+//! # Format
+//!
+//! One `F32` tensor per state tensor, named `state.0000`, `state.0001`, … in
+//! state order (parameters, then first moments, then second moments), each of
+//! shape `[len]`, little-endian. The header's `__metadata__` holds exactly one
+//! entry, `touchstone`, with the value
+//! `v1 next_step=<n> state_hash=<64 hex digits>`: the step the checkpoint
+//! resumes at and the state hash after the step before it (the run's anchor
+//! for a checkpoint at step 0). One entry, because the `safetensors` crate
+//! writes metadata from a hash map, whose order is not fixed: with one entry
+//! (and zero-padded tensor names, which it sorts) the same state always gives
+//! the same bytes, so the same hash.
+//!
+//! Loading reads the file, checks its BLAKE2b-256 against the hash the
+//! caller expects (the one committed on chain) **before** parsing anything,
+//! then parses and brings the values onto the contract's grid.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use crate::backend::Backend;
+use crate::data::hex;
+use crate::hash::{digest_bytes, Digest};
+use crate::trace::{StepRecord, Trainer};
+
+/// The metadata key of a checkpoint.
+const METADATA_KEY: &str = "touchstone";
+/// The format tag at the start of the metadata value.
+const FORMAT: &str = "v1";
+
+/// A resumable training state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+	/// The step the run resumes at.
+	pub next_step: u32,
+	/// The state hash after step `next_step − 1` (or the anchor).
+	pub state_hash: Digest,
+	/// Parameters, then moments.
+	pub state: Vec<Vec<f32>>,
+}
+
+/// Why a checkpoint could not be written or loaded.
+#[derive(Debug)]
+pub enum CheckpointError {
+	/// Reading or writing the file failed.
+	Io(std::io::Error),
+	/// The file's BLAKE2b-256 is not the expected one; nothing was parsed.
+	WrongHash {
+		/// Expected, hex.
+		expected: String,
+		/// Found, hex.
+		actual: String,
+	},
+	/// The bytes are not a checkpoint of this format.
+	Format(String),
+}
+
+impl fmt::Display for CheckpointError {
+	fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+		match self {
+			Self::Io(error) => write!(f, "checkpoint I/O: {error}"),
+			Self::WrongHash { expected, actual } => {
+				write!(f, "checkpoint hash is {actual}, expected {expected}: refusing to load it")
+			},
+			Self::Format(reason) => write!(f, "not a Touchstone checkpoint: {reason}"),
+		}
+	}
+}
+
+impl std::error::Error for CheckpointError {}
+
+impl From<std::io::Error> for CheckpointError {
+	fn from(error: std::io::Error) -> Self {
+		Self::Io(error)
+	}
+}
+
+/// A state tensor as a safetensors view.
+struct Tensor {
+	shape: [usize; 1],
+	bytes: Vec<u8>,
+}
+
+impl safetensors::tensor::View for &Tensor {
+	fn dtype(&self) -> Dtype {
+		Dtype::F32
+	}
+	fn shape(&self) -> &[usize] {
+		&self.shape
+	}
+	fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+		std::borrow::Cow::Borrowed(&self.bytes)
+	}
+	fn data_len(&self) -> usize {
+		self.bytes.len()
+	}
+}
+
+impl Checkpoint {
+	/// The checkpoint's file bytes; the same state always gives the same bytes.
+	pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
+		let tensors: Vec<(String, Tensor)> = self
+			.state
+			.iter()
+			.enumerate()
+			.map(|(index, values)| {
+				let bytes = values.iter().flat_map(|v| crate::contract::canonical_bits(*v).to_le_bytes()).collect();
+				(format!("state.{index:04}"), Tensor { shape: [values.len()], bytes })
+			})
+			.collect();
+		let value = format!("{FORMAT} next_step={} state_hash={}", self.next_step, hex(&self.state_hash));
+		let metadata = HashMap::from([(METADATA_KEY.to_string(), value)]);
+		safetensors::serialize(tensors.iter().map(|(name, tensor)| (name.as_str(), tensor)), Some(metadata))
+			.map_err(|error| CheckpointError::Format(error.to_string()))
+	}
+
+	/// BLAKE2b-256 of [`Checkpoint::to_bytes`]: the checkpoint's content address.
+	pub fn hash(&self) -> Result<Digest, CheckpointError> {
+		Ok(digest_bytes(&self.to_bytes()?))
+	}
+
+	/// Writes the checkpoint to `path`; returns its hash.
+	pub fn write(&self, path: &Path) -> Result<Digest, CheckpointError> {
+		let bytes = self.to_bytes()?;
+		std::fs::write(path, &bytes)?;
+		Ok(digest_bytes(&bytes))
+	}
+
+	/// Parses checkpoint bytes whose hash is `expected`, checking the hash first.
+	pub fn from_bytes(bytes: &[u8], expected: &Digest) -> Result<Self, CheckpointError> {
+		let actual = digest_bytes(bytes);
+		if actual != *expected {
+			return Err(CheckpointError::WrongHash { expected: hex(expected), actual: hex(&actual) });
+		}
+		let format = |reason: &str| CheckpointError::Format(reason.to_string());
+		let (_, metadata) =
+			SafeTensors::read_metadata(bytes).map_err(|error| CheckpointError::Format(error.to_string()))?;
+		let value = metadata
+			.metadata()
+			.as_ref()
+			.and_then(|map| map.get(METADATA_KEY))
+			.ok_or_else(|| format("no touchstone metadata"))?;
+		let mut fields = value.split(' ');
+		if fields.next() != Some(FORMAT) {
+			return Err(format("unknown format version"));
+		}
+		let next_step = fields
+			.next()
+			.and_then(|field| field.strip_prefix("next_step="))
+			.and_then(|n| n.parse().ok())
+			.ok_or_else(|| format("bad next_step"))?;
+		let state_hash = fields
+			.next()
+			.and_then(|field| field.strip_prefix("state_hash="))
+			.and_then(parse_hex)
+			.ok_or_else(|| format("bad state_hash"))?;
+		let tensors = SafeTensors::deserialize(bytes).map_err(|error| CheckpointError::Format(error.to_string()))?;
+		let mut state = Vec::with_capacity(tensors.len());
+		for index in 0..tensors.len() {
+			let view: TensorView<'_> =
+				tensors.tensor(&format!("state.{index:04}")).map_err(|_| format("missing state tensor"))?;
+			if view.dtype() != Dtype::F32 || view.shape().len() != 1 {
+				return Err(format("state tensors are one-dimensional f32"));
+			}
+			let mut values: Vec<f32> = view
+				.data()
+				.chunks_exact(4)
+				.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+				.collect();
+			crate::contract::canonicalize(&mut values);
+			state.push(values);
+		}
+		Ok(Self { next_step, state_hash, state })
+	}
+
+	/// Reads and verifies the checkpoint at `path` whose hash is `expected`.
+	pub fn read(path: &Path, expected: &Digest) -> Result<Self, CheckpointError> {
+		Self::from_bytes(&std::fs::read(path)?, expected)
+	}
+
+	/// The checkpoint of `trainer`'s current state.
+	pub fn of<B: Backend>(trainer: &mut Trainer<B>) -> Result<Self, B::Error> {
+		Ok(Self { next_step: trainer.next_step(), state_hash: trainer.last_hash(), state: trainer.state()? })
+	}
+}
+
+/// Parses 64 hex digits.
+fn parse_hex(text: &str) -> Option<Digest> {
+	if text.len() != 64 {
+		return None;
+	}
+	let mut digest = [0u8; 32];
+	for (slot, pair) in digest.iter_mut().zip(text.as_bytes().chunks(2)) {
+		*slot = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+	}
+	Some(digest)
+}
+
+/// A checkpoint written during a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenCheckpoint {
+	/// The step it resumes at.
+	pub next_step: u32,
+	/// Its file's hash.
+	pub hash: Digest,
+	/// Where it was written.
+	pub path: std::path::PathBuf,
+}
+
+/// Runs `steps` steps, writing a checkpoint into `dir` after every step whose
+/// number plus one is a multiple of `interval` (so at `next_step = k, 2k, …`).
+pub fn run_with_checkpoints<B: Backend>(
+	trainer: &mut Trainer<B>,
+	steps: u32,
+	interval: u32,
+	dir: &Path,
+) -> Result<(Vec<StepRecord>, Vec<WrittenCheckpoint>), String> {
+	let mut records = Vec::with_capacity(steps as usize);
+	let mut written = Vec::new();
+	for _ in 0..steps {
+		records.push(trainer.step().map_err(|error| format!("{error:?}"))?);
+		if interval > 0 && trainer.next_step() % interval == 0 {
+			let checkpoint = Checkpoint::of(trainer).map_err(|error| format!("{error:?}"))?;
+			let path = dir.join(format!("step-{:08}.safetensors", checkpoint.next_step));
+			let hash = checkpoint.write(&path).map_err(|error| error.to_string())?;
+			written.push(WrittenCheckpoint { next_step: checkpoint.next_step, hash, path });
+		}
+	}
+	Ok((records, written))
+}

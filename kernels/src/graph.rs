@@ -1,0 +1,501 @@
+//! The operator graph of one training step: an enumerable, fixed list of
+//! operators whose outputs the learning proof commits to, and the pieces each
+//! operator is cut into for disputes.
+//!
+//! # The graph
+//!
+//! [`Graph::build`] derives the list from the model and the hyper-parameters
+//! alone, so the solver, every verifier and the on-chain referee enumerate the
+//! same operators with the same ids. Values are single-assignment
+//! ([`ValueId`]); a few operators update a buffer in place (bias add, clipping,
+//! the optimizer), and their outputs are new values sharing the input's buffer
+//! (nothing reads the overwritten value afterwards). In order:
+//!
+//! 0. `Batch`: the step's samples (features, labels, sample indices).
+//! 1. Forward, layer by layer: `Contract` (convolution or matmul), `BiasAdd`,
+//!    and `Activation` after every layer but the last.
+//! 2. `SoftmaxCrossEntropy`: the loss and the logits' gradient.
+//! 3. Backward, last layer first: the weight gradient (`Contract`), the bias
+//!    gradient (`BiasGrad`), and except for the first layer the input gradient
+//!    (`Contract`) followed by `ActivationGrad`.
+//! 4. `ClipGradNorm` over all gradients in parameter order, if clipping is on.
+//! 5. One optimizer update (`Sgd` or `AdamW`) per parameter, in order.
+//! 6. `Commit`: the new state (parameters, then the first moments, then the
+//!    second moments), which the step's state hash covers.
+//!
+//! # Pieces
+//!
+//! An operator's third-level tree has one leaf per *piece*, in this order:
+//!
+//! - for a contraction, first its accumulators: for every output tile
+//!   (row-major over the tile grid) and every K-chunk `c` in order, the tile's
+//!   running sum after chunk `c`, `acc_c = acc_{c−1} + partial_c` with
+//!   `acc_{−1} = +0` (the fold of `contraction`), as a row-major tile. The last
+//!   accumulator of a tile is its output. Recomputing one costs one 32×32×32
+//!   chunk;
+//! - then the segments ([`SEGMENT`] elements in storage order) of each output
+//!   value in order (for `Commit`, of each state tensor).
+//!
+//! A dispute's third round descends this tree to the first piece the parties
+//! disagree on; the referee recomputes that piece alone ([`crate::referee`]).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::activation::Activation;
+use crate::bias::BiasLayout;
+use crate::contraction::{ChunkGrid, ChunkId, Contraction};
+use crate::error::KernelError;
+use crate::loss::ClassifierShape;
+use crate::matmul::{MatmulLayout, MatmulShape};
+use crate::merkle::segment_count;
+use crate::model::{Layer, ModelConfig, Optimizer, TrainConfig};
+use crate::optim::{AdamW, SgdMomentum};
+
+/// Index of a value in [`Graph::values`].
+pub type ValueId = usize;
+
+/// The element type of a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+	/// `f32`s on the contract's grid.
+	F32,
+	/// `u32`s: labels and sample indices.
+	U32,
+}
+
+/// Where a value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+	/// State tensor `i` before the step (parameters, then moments).
+	State(usize),
+	/// Output `output` of node `node`.
+	Node {
+		/// The producing node.
+		node: usize,
+		/// Which of its outputs.
+		output: usize,
+	},
+}
+
+/// A single-assignment value of the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Value {
+	/// Elements.
+	pub len: usize,
+	/// Element type.
+	pub kind: ValueKind,
+	/// The device buffer holding it (shared by in-place updates).
+	pub buffer: usize,
+	/// Its producer.
+	pub origin: Origin,
+}
+
+/// What a node computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OpKind {
+	/// Assemble the step's batch: outputs features, labels, sample indices.
+	Batch,
+	/// A matmul or convolution pass: inputs `lhs, rhs`.
+	Contract(Contraction),
+	/// In place: inputs `values, bias`.
+	BiasAdd(BiasLayout),
+	/// Input `x`, output `f(x)`.
+	Activation(Activation),
+	/// Inputs `x, dy`, output `dy·f′(x)`.
+	ActivationGrad(Activation),
+	/// Inputs `logits, labels`; outputs the loss (one element) and the logits' gradient.
+	SoftmaxCrossEntropy(ClassifierShape),
+	/// Input the output gradient, output the bias gradient.
+	BiasGrad(BiasLayout),
+	/// In place: inputs every gradient; outputs the clipped gradients, then the norm.
+	ClipGradNorm(f32),
+	/// In place: inputs `param, grad, velocity`; outputs `param, velocity`.
+	Sgd(SgdMomentum),
+	/// In place: inputs `param, grad, m, v`; outputs `param, m, v`.
+	AdamW(AdamW),
+	/// Inputs the new state tensors; no outputs: its pieces are their segments.
+	Commit,
+}
+
+impl OpKind {
+	/// A stable one-byte code, hashed into the operator's leaf.
+	pub fn code(&self) -> u8 {
+		match self {
+			Self::Batch => 0,
+			Self::Contract(Contraction::Matmul { .. }) => 1,
+			Self::Contract(Contraction::Conv2d(_)) => 2,
+			Self::Contract(Contraction::Conv2dInputGrad(_)) => 3,
+			Self::Contract(Contraction::Conv2dWeightGrad(_)) => 4,
+			Self::BiasAdd(_) => 5,
+			Self::Activation(_) => 6,
+			Self::ActivationGrad(_) => 7,
+			Self::SoftmaxCrossEntropy(_) => 8,
+			Self::BiasGrad(_) => 9,
+			Self::ClipGradNorm(_) => 10,
+			Self::Sgd(_) => 11,
+			Self::AdamW(_) => 12,
+			Self::Commit => 13,
+		}
+	}
+}
+
+/// One operator of the step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+	/// What it computes.
+	pub kind: OpKind,
+	/// The values it reads, in the order its kind documents.
+	pub inputs: Vec<ValueId>,
+	/// The values it produces.
+	pub outputs: Vec<ValueId>,
+}
+
+/// One piece of an operator: the unit the third dispute round narrows to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece {
+	/// A contraction's running sum of one tile after one K-chunk.
+	Accumulator(ChunkId),
+	/// Segment `segment` of the node's piece value number `value` (see [`Graph::piece_values`]).
+	Segment {
+		/// Position in [`Graph::piece_values`].
+		value: usize,
+		/// Segment index within that value.
+		segment: usize,
+	},
+}
+
+/// The operator graph of a training step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Graph {
+	/// Every value, by id.
+	pub values: Vec<Value>,
+	/// The operators, in execution order; the index is the operator id.
+	pub nodes: Vec<Node>,
+	/// Length and type of every buffer.
+	pub buffers: Vec<(usize, ValueKind)>,
+	/// The state before the step: parameters, then first moments, then second moments.
+	pub state: Vec<ValueId>,
+	/// The state after the step, in the same order.
+	pub final_state: Vec<ValueId>,
+	/// Number of parameter tensors.
+	pub params: usize,
+	/// The optimizer.
+	pub optimizer: Optimizer,
+	/// Samples per step.
+	pub batch: usize,
+	/// Features per sample.
+	pub input_len: usize,
+	/// The batch features, labels and indices (outputs of node 0).
+	pub batch_values: [ValueId; 3],
+	/// The mean loss (one element).
+	pub loss: ValueId,
+}
+
+/// Builds a graph value by value.
+struct Builder {
+	values: Vec<Value>,
+	nodes: Vec<Node>,
+	buffers: Vec<(usize, ValueKind)>,
+}
+
+impl Builder {
+	/// A value in a new buffer.
+	fn fresh(&mut self, len: usize, kind: ValueKind, origin: Origin) -> ValueId {
+		self.buffers.push((len, kind));
+		self.values.push(Value { len, kind, buffer: self.buffers.len() - 1, origin });
+		self.values.len() - 1
+	}
+
+	/// Adds a node whose outputs are new buffers of `lens` (`F32`) or, where
+	/// `in_place` names an input position, that input's buffer.
+	fn node(&mut self, kind: OpKind, inputs: Vec<ValueId>, outputs: &[(usize, Option<usize>)]) -> Vec<ValueId> {
+		let node = self.nodes.len();
+		let mut ids = Vec::with_capacity(outputs.len());
+		for (output, &(len, in_place)) in outputs.iter().enumerate() {
+			let origin = Origin::Node { node, output };
+			let shared = in_place.and_then(|position| inputs.get(position)).and_then(|&id| self.values.get(id));
+			let id = match shared {
+				Some(value) => {
+					self.values.push(Value { len, kind: ValueKind::F32, buffer: value.buffer, origin });
+					self.values.len() - 1
+				},
+				None => self.fresh(len, ValueKind::F32, origin),
+			};
+			ids.push(id);
+		}
+		self.nodes.push(Node { kind, inputs, outputs: ids.clone() });
+		ids
+	}
+
+	/// Length of value `id`.
+	fn len(&self, id: ValueId) -> usize {
+		self.values.get(id).map_or(0, |value| value.len)
+	}
+}
+
+/// First element of a node's outputs (every node built here has one).
+fn first(ids: Vec<ValueId>) -> ValueId {
+	ids.first().copied().unwrap_or_default()
+}
+
+impl Graph {
+	/// The graph of one step of `model` trained with `train`.
+	pub fn build(model: &ModelConfig, train: &TrainConfig) -> Result<Self, KernelError> {
+		let layers = model.layers()?;
+		let specs = model.params()?;
+		let batch = train.batch()?;
+		let optimizer = train.optimizer()?;
+		let activation = model.activation();
+		let input_len = model.input_len()?;
+		let classes = model.classes() as usize;
+		crate::error::element_count(&[batch, input_len])?;
+		for layer in &layers {
+			crate::error::element_count(&[batch, layer.outputs_per_sample().max(layer.inputs_per_sample())])?;
+		}
+		let mut b = Builder { values: Vec::new(), nodes: Vec::new(), buffers: Vec::new() };
+
+		let mut state = Vec::new();
+		for _ in 0..=optimizer.moments() {
+			for spec in &specs {
+				state.push(b.fresh(spec.len, ValueKind::F32, Origin::State(state.len())));
+			}
+		}
+		let param = |index: usize| state.get(index).copied().unwrap_or_default();
+
+		// Batch: features, labels, indices.
+		let node = b.nodes.len();
+		let features = b.fresh(batch * input_len, ValueKind::F32, Origin::Node { node, output: 0 });
+		let labels = b.fresh(batch, ValueKind::U32, Origin::Node { node, output: 1 });
+		let indices = b.fresh(batch, ValueKind::U32, Origin::Node { node, output: 2 });
+		b.nodes.push(Node { kind: OpKind::Batch, inputs: Vec::new(), outputs: vec![features, labels, indices] });
+
+		// Forward: remember each layer's input and biased pre-activation.
+		let mut x = features;
+		let mut layer_io = Vec::with_capacity(layers.len());
+		let last = layers.len().saturating_sub(1);
+		for (index, layer) in layers.iter().enumerate() {
+			let (weight, bias) = (param(2 * index), param(2 * index + 1));
+			let out_len = batch * layer.outputs_per_sample();
+			let (contraction, layout) = contraction_of(layer, batch);
+			let y = first(b.node(OpKind::Contract(contraction), vec![x, weight], &[(out_len, None)]));
+			let z = first(b.node(OpKind::BiasAdd(layout), vec![y, bias], &[(out_len, Some(0))]));
+			layer_io.push((x, z));
+			if index < last {
+				x = first(b.node(OpKind::Activation(activation), vec![z], &[(out_len, None)]));
+			} else {
+				x = z;
+			}
+		}
+		let logits = x;
+		let classifier = ClassifierShape { rows: batch, classes };
+		let loss_outputs =
+			b.node(OpKind::SoftmaxCrossEntropy(classifier), vec![logits, labels], &[(1, None), (batch * classes, None)]);
+		let loss = loss_outputs.first().copied().unwrap_or_default();
+		let mut dz = loss_outputs.get(1).copied().unwrap_or_default();
+
+		// Backward.
+		let mut grads = vec![0; specs.len()];
+		for (index, layer) in layers.iter().enumerate().rev() {
+			let (input, _) = layer_io.get(index).copied().unwrap_or_default();
+			let (weight_len, bias_len) = layer.param_lens();
+			let (weight_grad_op, input_grad_op) = match layer {
+				Layer::Conv(shape) => {
+					let shape = crate::conv2d::Conv2dShape { batch, ..*shape };
+					(Contraction::Conv2dWeightGrad(shape), Contraction::Conv2dInputGrad(shape))
+				},
+				Layer::Dense { inputs, outputs } => {
+					let shape = MatmulShape { m: batch, k: *inputs, n: *outputs };
+					(shape.rhs_grad_contraction(), shape.lhs_grad_contraction())
+				},
+			};
+			let (_, layout) = contraction_of(layer, batch);
+			let (weight_grad_inputs, input_grad_inputs) = match layer {
+				Layer::Conv(_) => (vec![dz, input], vec![dz, param(2 * index)]),
+				Layer::Dense { .. } => (vec![input, dz], vec![dz, param(2 * index)]),
+			};
+			let weight_grad = first(b.node(OpKind::Contract(weight_grad_op), weight_grad_inputs, &[(weight_len, None)]));
+			let bias_grad = first(b.node(OpKind::BiasGrad(layout), vec![dz], &[(bias_len, None)]));
+			if let Some(slot) = grads.get_mut(2 * index) {
+				*slot = weight_grad;
+			}
+			if let Some(slot) = grads.get_mut(2 * index + 1) {
+				*slot = bias_grad;
+			}
+			if index > 0 {
+				let previous = layer_io.get(index - 1).map(|&(_, z)| z).unwrap_or_default();
+				let len = b.len(previous);
+				let input_grad = first(b.node(OpKind::Contract(input_grad_op), input_grad_inputs, &[(len, None)]));
+				dz = first(b.node(OpKind::ActivationGrad(activation), vec![previous, input_grad], &[(len, None)]));
+			}
+		}
+
+		if let Some(max_norm) = train.clip_norm() {
+			let mut outputs: Vec<(usize, Option<usize>)> =
+				grads.iter().enumerate().map(|(position, &g)| (b.len(g), Some(position))).collect();
+			outputs.push((1, None));
+			let clipped = b.node(OpKind::ClipGradNorm(max_norm), grads.clone(), &outputs);
+			grads = clipped.get(..grads.len()).map(<[_]>::to_vec).unwrap_or_default();
+		}
+
+		let moments = optimizer.moments();
+		let mut final_state = vec![0; state.len()];
+		for (index, spec) in specs.iter().enumerate() {
+			let grad = grads.get(index).copied().unwrap_or_default();
+			let slots: Vec<usize> = (0..=moments).map(|m| m * specs.len() + index).collect();
+			let mut inputs = vec![param(index), grad];
+			inputs.extend(slots.iter().skip(1).map(|&slot| param(slot)));
+			let (kind, outputs): (OpKind, Vec<(usize, Option<usize>)>) = match optimizer {
+				Optimizer::Sgd(hyper) => (OpKind::Sgd(hyper), vec![(spec.len, Some(0)), (spec.len, Some(2))]),
+				Optimizer::AdamW(hyper) => {
+					(OpKind::AdamW(hyper), vec![(spec.len, Some(0)), (spec.len, Some(2)), (spec.len, Some(3))])
+				},
+			};
+			let produced = b.node(kind, inputs, &outputs);
+			for (&slot, &value) in slots.iter().zip(&produced) {
+				if let Some(entry) = final_state.get_mut(slot) {
+					*entry = value;
+				}
+			}
+		}
+		b.nodes.push(Node { kind: OpKind::Commit, inputs: final_state.clone(), outputs: Vec::new() });
+
+		Ok(Self {
+			values: b.values,
+			nodes: b.nodes,
+			buffers: b.buffers,
+			state,
+			final_state,
+			params: specs.len(),
+			optimizer,
+			batch,
+			input_len,
+			batch_values: [features, labels, indices],
+			loss,
+		})
+	}
+
+	/// Node `id`, or `OperatorOutOfRange`.
+	pub fn node(&self, id: usize) -> Result<&Node, GraphError> {
+		self.nodes.get(id).ok_or(GraphError::OperatorOutOfRange { operator: id, count: self.nodes.len() })
+	}
+
+	/// Value `id` (ids come from the graph itself).
+	pub fn value(&self, id: ValueId) -> Option<&Value> {
+		self.values.get(id)
+	}
+
+	/// The values whose segments are node `id`'s segment pieces: its outputs,
+	/// or for `Commit` the new state.
+	pub fn piece_values(&self, id: usize) -> Result<&[ValueId], GraphError> {
+		let node = self.node(id)?;
+		Ok(if node.kind == OpKind::Commit { &node.inputs } else { &node.outputs })
+	}
+
+	/// The contraction and its chunk grid, for a contraction node.
+	pub fn accumulator_grid(&self, id: usize) -> Result<Option<(Contraction, ChunkGrid)>, GraphError> {
+		match self.node(id)?.kind {
+			OpKind::Contract(contraction) => Ok(Some((contraction, contraction.grid()?))),
+			_ => Ok(None),
+		}
+	}
+
+	/// Number of accumulator pieces of node `id` (zero unless a contraction).
+	pub fn accumulator_count(&self, id: usize) -> Result<usize, GraphError> {
+		Ok(self.accumulator_grid(id)?.map_or(0, |(_, grid)| grid.len()))
+	}
+
+	/// Number of pieces of node `id`: the leaves of its third-level tree.
+	pub fn piece_count(&self, id: usize) -> Result<usize, GraphError> {
+		let segments: usize = self.segment_counts(self.piece_values(id)?).sum();
+		Ok(self.accumulator_count(id)? + segments)
+	}
+
+	/// Segment counts of `values`, in order.
+	fn segment_counts<'a>(&'a self, values: &'a [ValueId]) -> impl Iterator<Item = usize> + 'a {
+		values.iter().map(|&id| segment_count(self.value(id).map_or(0, |value| value.len)))
+	}
+
+	/// Leaf index of segment `segment` of value number `value` in a tree whose
+	/// leaves are the segments of `values`, after `skip` other leaves.
+	pub fn segment_leaf_index(&self, values: &[ValueId], value: usize, segment: usize, skip: usize) -> Option<usize> {
+		let count = self.segment_counts(values).nth(value)?;
+		if segment >= count {
+			return None;
+		}
+		Some(skip + self.segment_counts(values).take(value).sum::<usize>() + segment)
+	}
+
+	/// Decodes piece `index` of node `id`.
+	pub fn piece(&self, id: usize, index: usize) -> Result<Piece, GraphError> {
+		let count = self.piece_count(id)?;
+		if index >= count {
+			return Err(GraphError::PieceOutOfRange { piece: index, count });
+		}
+		if let Some((_, grid)) = self.accumulator_grid(id)? {
+			if index < grid.len() {
+				let per_tile_row = grid.tile_cols * grid.chunks;
+				return Ok(Piece::Accumulator(ChunkId {
+					tile_row: index / per_tile_row,
+					tile_col: (index % per_tile_row) / grid.chunks,
+					chunk: index % grid.chunks,
+				}));
+			}
+		}
+		let mut rest = index - self.accumulator_count(id)?;
+		for (value, segments) in self.segment_counts(self.piece_values(id)?).enumerate() {
+			if rest < segments {
+				return Ok(Piece::Segment { value, segment: rest });
+			}
+			rest -= segments;
+		}
+		Err(GraphError::PieceOutOfRange { piece: index, count })
+	}
+
+	/// The index of accumulator `chunk` of node `id`'s grid.
+	pub fn accumulator_index(grid: &ChunkGrid, chunk: ChunkId) -> usize {
+		(chunk.tile_row * grid.tile_cols + chunk.tile_col) * grid.chunks + chunk.chunk
+	}
+}
+
+/// The forward contraction and bias layout of `layer` for a batch of `batch`.
+fn contraction_of(layer: &Layer, batch: usize) -> (Contraction, BiasLayout) {
+	match layer {
+		Layer::Conv(shape) => {
+			let shape = crate::conv2d::Conv2dShape { batch, ..*shape };
+			let spatial = shape.out_height() * shape.out_width();
+			(Contraction::Conv2d(shape), BiasLayout::channels_first(batch, shape.out_channels, spatial))
+		},
+		Layer::Dense { inputs, outputs } => (
+			MatmulShape { m: batch, k: *inputs, n: *outputs }.contraction(MatmulLayout::default()),
+			BiasLayout::dense(batch, *outputs),
+		),
+	}
+}
+
+/// Why a graph lookup failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphError {
+	/// No operator with this id in the step.
+	OperatorOutOfRange {
+		/// The id asked for.
+		operator: usize,
+		/// Operators in the step.
+		count: usize,
+	},
+	/// No piece with this index in the operator.
+	PieceOutOfRange {
+		/// The index asked for.
+		piece: usize,
+		/// Pieces of the operator.
+		count: usize,
+	},
+	/// A shape in the graph is invalid.
+	Kernel(KernelError),
+}
+
+impl From<KernelError> for GraphError {
+	fn from(error: KernelError) -> Self {
+		Self::Kernel(error)
+	}
+}

@@ -1,0 +1,849 @@
+//! The referee: recomputes one disputed piece of one operator of one step from
+//! inputs proven against the committed roots, and says whether the claimed
+//! output is right.
+//!
+//! This is the function the chain runs (`no_std`, no panics on any input).
+//! After the three bisection rounds ([`crate::bisection`]) the two parties
+//! agree on the state hash before step `t`, on every operator leaf before
+//! operator `j`, and on every piece before piece `p` of operator `j`; they
+//! disagree on piece `p`. The referee then gets:
+//!
+//! - the job's model and hyper-parameters (from which it rebuilds the step's
+//!   [`Graph`], so operator ids and piece ids mean the same to everyone);
+//! - [`Commitments`]: the trace root, its step range and anchor, and the
+//!   claimant's operator root for step `t` and piece root for operator `j`;
+//! - an opening of the state before step `t` (the previous state hash's
+//!   preimage with its proof in the step-level tree, or the anchor's preimage);
+//! - openings of the operator leaves that produced the inputs it reads;
+//! - the input segments it reads, each with a proof in its producer's tree;
+//! - the pieces of operator `j` before `p` that it reads (the previous
+//!   accumulator of a K-chunk, or the final accumulators behind an output segment);
+//! - the claimed leaf hash of piece `p`.
+//!
+//! Every opening must lie in the agreed prefix: operators before `j`, pieces
+//! before `p`. [`referee`] checks every proof, recomputes piece `p` with the
+//! reference operators, and returns [`Verdict`] if the claim is right and
+//! [`RefereeError::WrongClaimedOutput`] (with the recomputed hash) if not.
+//!
+//! Cost: an accumulator piece is one 32×32×32 chunk; an output segment of a
+//! contraction, an element-wise operator's segment or a `Commit` segment is at
+//! most 32 elements plus the proofs. Bias add reads the whole bias, and the
+//! reductions (softmax cross-entropy, bias gradient, clipping) recompute their
+//! whole operator from all of their inputs; for the models the chain accepts
+//! these are a few thousand elements. The `Batch` operator is not refereed
+//! yet ([`RefereeError::Unsupported`]).
+
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::activation::{activation_backward, activation_forward};
+use crate::bias::{bias_add, bias_grad};
+use crate::contract::canonical_bits;
+use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
+use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueId};
+use crate::hash::Digest;
+use crate::loss::softmax_cross_entropy;
+use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, SEGMENT};
+use crate::model::{ModelConfig, TrainConfig};
+use crate::optim::{adamw_step, clip_grad_norm, sgd_momentum_step};
+use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
+
+#[cfg(feature = "codec")]
+macro_rules! codec_types {
+	($($item:item)*) => {
+		$(
+			#[derive(codec::Encode, codec::Decode, codec::DecodeWithMemTracking, scale_info::TypeInfo)]
+			$item
+		)*
+	};
+}
+#[cfg(not(feature = "codec"))]
+macro_rules! codec_types {
+	($($item:item)*) => { $($item)* };
+}
+
+codec_types! {
+	/// The roots a dispute is judged against, taken from the chain's records.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub struct Commitments {
+		/// Root of the step-level tree (the learning proof's trace root).
+		pub trace_root: Digest,
+		/// Global number of the trace's first step.
+		pub first_step: u32,
+		/// Steps in the trace: the step-level tree's leaf count.
+		pub steps: u32,
+		/// Hash of the state the first step starts from.
+		pub anchor: Digest,
+		/// The claimant's operator-level root of the disputed step.
+		pub operator_root: Digest,
+		/// The claimant's piece root of the disputed operator.
+		pub piece_root: Digest,
+	}
+
+	/// How the state before the disputed step is proven.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub enum StateOpening {
+		/// The disputed step is the trace's first: the state root behind the anchor.
+		Anchor {
+			/// The initial state root.
+			state_root: Digest,
+		},
+		/// The state hash after the step before, opened and proven in the step-level tree.
+		Step {
+			/// The state hash before that one.
+			previous: Digest,
+			/// The state root after the step before.
+			state_root: Digest,
+			/// The batch root of the step before.
+			batch_root: Digest,
+			/// Inclusion of that state hash in the step-level tree.
+			proof: MerkleProof,
+		},
+	}
+
+	/// An operator leaf of the disputed step, opened and proven.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct OperatorOpening {
+		/// Operator id (before the disputed one).
+		pub operator: u32,
+		/// Its piece root.
+		pub piece_root: Digest,
+		/// Inclusion of its leaf in the operator-level tree.
+		pub proof: MerkleProof,
+	}
+
+	/// One segment of a value, proven in the tree that commits it.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct SegmentOpening {
+		/// Segment index within the value.
+		pub segment: u32,
+		/// Its canonical words (`f32` bits or `u32`s), at most 32.
+		pub words: Vec<u32>,
+		/// Inclusion in the producer's tree (state tree or piece tree).
+		pub proof: MerkleProof,
+	}
+
+	/// Segments of one input of the disputed operator.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct InputOpening {
+		/// Position in the operator's input list.
+		pub input: u32,
+		/// The segments.
+		pub segments: Vec<SegmentOpening>,
+	}
+
+	/// A piece of the disputed operator before the disputed one, proven in its piece tree.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct PieceOpening {
+		/// Piece index.
+		pub piece: u32,
+		/// Its canonical words.
+		pub words: Vec<u32>,
+		/// Inclusion in the disputed operator's piece tree.
+		pub proof: MerkleProof,
+	}
+
+	/// Everything the referee needs to judge one piece.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct RefereeCase {
+		/// The roots the case is judged against.
+		pub commitments: Commitments,
+		/// The disputed global step.
+		pub step: u32,
+		/// The disputed operator.
+		pub operator: u32,
+		/// The disputed piece of that operator (an accumulator or an output segment).
+		pub chunk: u32,
+		/// The state before the step.
+		pub previous_state: StateOpening,
+		/// Leaves of the operators whose outputs are read.
+		pub operators: Vec<OperatorOpening>,
+		/// The input segments read.
+		pub inputs: Vec<InputOpening>,
+		/// Earlier pieces of the disputed operator that are read.
+		pub pieces: Vec<PieceOpening>,
+		/// The claimed leaf hash of the disputed piece.
+		pub claimed_output: Digest,
+	}
+
+	/// The claim is right: the recomputed piece has the claimed leaf hash.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub struct Verdict {
+		/// The leaf hash of the recomputed piece (equal to the claim).
+		pub output: Digest,
+	}
+
+	/// Why the referee rejected a case. Every error but `WrongClaimedOutput`
+	/// means the openings are bad, not that the claim is.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub enum RefereeError {
+		/// The claimed output is wrong; the recomputed leaf hash is given.
+		WrongClaimedOutput {
+			/// The claim.
+			claimed: Digest,
+			/// What the reference computes.
+			recomputed: Digest,
+		},
+		/// An input segment's proof does not lead to its producer's root, or its length is wrong.
+		InvalidInputProof {
+			/// Input position.
+			input: u32,
+			/// Segment index.
+			segment: u32,
+		},
+		/// The previous state's opening does not match the trace root or the anchor.
+		InvalidStateProof,
+		/// An operator leaf's proof does not lead to the operator root.
+		InvalidOperatorProof {
+			/// The operator.
+			operator: u32,
+		},
+		/// A piece's proof does not lead to the piece root.
+		InvalidPieceProof {
+			/// The piece.
+			piece: u32,
+		},
+		/// The disputed piece is not in the operator's piece range.
+		ChunkOutOfRange {
+			/// The piece asked for.
+			chunk: u32,
+			/// Pieces of the operator.
+			count: u32,
+		},
+		/// The disputed operator is not in the step's graph.
+		OperatorOutOfRange {
+			/// The operator asked for.
+			operator: u32,
+			/// Operators in the step.
+			count: u32,
+		},
+		/// The step is outside the trace.
+		StepOutOfRange {
+			/// The step asked for.
+			step: u32,
+		},
+		/// An opening lies outside the agreed prefix (an operator or piece not before the disputed one).
+		NotAgreed,
+		/// An input position that the operator does not have.
+		NoSuchInput {
+			/// The position.
+			input: u32,
+		},
+		/// A segment the recomputation reads was not opened.
+		MissingInput {
+			/// Input position.
+			input: u32,
+			/// Segment index.
+			segment: u32,
+		},
+		/// The producer of an input was not opened.
+		MissingOperator {
+			/// The producer.
+			operator: u32,
+		},
+		/// A piece the recomputation reads was not opened.
+		MissingPiece {
+			/// The piece.
+			piece: u32,
+		},
+		/// The model or hyper-parameters do not describe a valid step.
+		InvalidJob,
+		/// A reference operator refused the proven inputs (for example a label out of range).
+		KernelRejected,
+		/// This operator is not refereed yet.
+		Unsupported {
+			/// The operator.
+			operator: u32,
+		},
+	}
+}
+
+impl From<crate::error::KernelError> for RefereeError {
+	fn from(_: crate::error::KernelError) -> Self {
+		Self::KernelRejected
+	}
+}
+
+/// Proven segments of one input, keyed by segment index.
+type Segments = BTreeMap<usize, Vec<u32>>;
+
+/// Elements in segment `segment` of a value of `len` elements.
+fn segment_len(len: usize, segment: usize) -> usize {
+	len.saturating_sub(segment * SEGMENT).min(SEGMENT)
+}
+
+/// Judges `case` for a job with `model` and `train`: `Ok` if the claimed output is right.
+///
+/// This is the entry point the runtime exposes. It never panics.
+pub fn referee(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -> Result<Verdict, RefereeError> {
+	let output = recompute(model, train, case)?;
+	if output == case.claimed_output {
+		Ok(Verdict { output })
+	} else {
+		Err(RefereeError::WrongClaimedOutput { claimed: case.claimed_output, recomputed: output })
+	}
+}
+
+/// Checks every opening of `case` and recomputes the disputed piece; returns its leaf hash.
+pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -> Result<Digest, RefereeError> {
+	let graph = Graph::build(model, train).map_err(|_| RefereeError::InvalidJob)?;
+	let operator = case.operator as usize;
+	let node_count = graph.nodes.len();
+	let node = graph
+		.node(operator)
+		.map_err(|_| RefereeError::OperatorOutOfRange { operator: case.operator, count: node_count as u32 })?
+		.clone();
+	let piece_count = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)?;
+	let chunk = case.chunk as usize;
+	let piece = graph.piece(operator, chunk).map_err(|error| match error {
+		GraphError::PieceOutOfRange { .. } => RefereeError::ChunkOutOfRange { chunk: case.chunk, count: piece_count as u32 },
+		_ => RefereeError::InvalidJob,
+	})?;
+	let state_root = verify_previous_state(&case.commitments, case.step, &case.previous_state)?;
+
+	// Producer operators' piece roots.
+	let mut producer_roots: BTreeMap<usize, Digest> = BTreeMap::new();
+	for opening in &case.operators {
+		let producer = opening.operator as usize;
+		if producer >= operator {
+			return Err(RefereeError::NotAgreed);
+		}
+		let producer_node = graph.node(producer).map_err(|_| RefereeError::InvalidOperatorProof { operator: opening.operator })?;
+		let count = graph.piece_count(producer).map_err(|_| RefereeError::InvalidJob)?;
+		let leaf = operator_leaf(opening.operator, producer_node.kind.code(), count as u32, &opening.piece_root);
+		let proof = &opening.proof;
+		if proof.index != opening.operator || proof.leaf_count as usize != node_count || !proof.verify(&case.commitments.operator_root, &leaf) {
+			return Err(RefereeError::InvalidOperatorProof { operator: opening.operator });
+		}
+		producer_roots.insert(producer, opening.piece_root);
+	}
+
+	// Earlier pieces of the disputed operator.
+	let mut pieces: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+	for opening in &case.pieces {
+		let index = opening.piece as usize;
+		if index >= chunk {
+			return Err(RefereeError::NotAgreed);
+		}
+		let proof = &opening.proof;
+		let leaf = index_segment_leaf(&opening.words);
+		if proof.index != opening.piece || proof.leaf_count as usize != piece_count || !proof.verify(&case.commitments.piece_root, &leaf) {
+			return Err(RefereeError::InvalidPieceProof { piece: opening.piece });
+		}
+		pieces.insert(index, opening.words.clone());
+	}
+
+	// Input segments, each proven in the tree of the value's producer.
+	let mut inputs: Vec<Segments> = vec![Segments::new(); node.inputs.len()];
+	for opening in &case.inputs {
+		let position = opening.input as usize;
+		let value_id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
+		let value = graph.value(value_id).copied().ok_or(RefereeError::InvalidJob)?;
+		let (root, leaf_count, values, value_position, skip) = match value.origin {
+			Origin::State(index) => {
+				let total: usize = graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |v| v.len))).sum();
+				(state_root, total, graph.state.as_slice(), index, 0)
+			},
+			Origin::Node { node: producer, output } => {
+				let root = *producer_roots.get(&producer).ok_or(RefereeError::MissingOperator { operator: producer as u32 })?;
+				let count = graph.piece_count(producer).map_err(|_| RefereeError::InvalidJob)?;
+				let skip = graph.accumulator_count(producer).map_err(|_| RefereeError::InvalidJob)?;
+				let values = graph.piece_values(producer).map_err(|_| RefereeError::InvalidJob)?;
+				(root, count, values, output, skip)
+			},
+		};
+		let slot = inputs.get_mut(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
+		for segment in &opening.segments {
+			let bad = RefereeError::InvalidInputProof { input: opening.input, segment: segment.segment };
+			let index = graph.segment_leaf_index(values, value_position, segment.segment as usize, skip).ok_or(bad)?;
+			let expected_len = segment_len(value.len, segment.segment as usize);
+			let proof = &segment.proof;
+			if segment.words.len() != expected_len
+				|| proof.index as usize != index
+				|| proof.leaf_count as usize != leaf_count
+				|| !proof.verify(&root, &index_segment_leaf(&segment.words))
+			{
+				return Err(bad);
+			}
+			slot.insert(segment.segment as usize, segment.words.clone());
+		}
+	}
+
+	let reader = Inputs { graph: &graph, node_inputs: &node.inputs, segments: &inputs };
+	let words = match (node.kind, piece) {
+		(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
+			let grid = contraction.grid()?;
+			let previous = if id.chunk == 0 {
+				None
+			} else {
+				let index = Graph::accumulator_index(&grid, ChunkId { chunk: id.chunk - 1, ..id });
+				Some(pieces.get(&index).ok_or(RefereeError::MissingPiece { piece: index as u32 })?)
+			};
+			accumulator_piece(contraction, id, &reader, previous)?
+		},
+		(OpKind::Contract(contraction), Piece::Segment { value, segment }) => {
+			let len = reader.piece_value_len(operator, value)?;
+			contraction_output_segment(contraction, len, segment, &pieces)?
+		},
+		(OpKind::Batch, _) => return Err(RefereeError::Unsupported { operator: case.operator }),
+		(kind, Piece::Segment { value, segment }) => {
+			operator_segment(kind, case.step, operator, value, segment, &reader)?
+		},
+		(_, Piece::Accumulator(_)) => return Err(RefereeError::InvalidJob),
+	};
+	Ok(index_segment_leaf(&words))
+}
+
+/// Checks the opening of the state before `step`; returns its state root.
+fn verify_previous_state(commitments: &Commitments, step: u32, opening: &StateOpening) -> Result<Digest, RefereeError> {
+	let position = step.checked_sub(commitments.first_step).filter(|&p| p < commitments.steps);
+	let position = position.ok_or(RefereeError::StepOutOfRange { step })?;
+	match opening {
+		StateOpening::Anchor { state_root } if position == 0 => {
+			if anchor_hash(state_root) == commitments.anchor {
+				Ok(*state_root)
+			} else {
+				Err(RefereeError::InvalidStateProof)
+			}
+		},
+		StateOpening::Step { previous, state_root, batch_root, proof } if position > 0 => {
+			let hash = state_hash(previous, step - 1, state_root, batch_root);
+			if proof.index == position - 1 && proof.leaf_count == commitments.steps && proof.verify(&commitments.trace_root, &trace_leaf(&hash)) {
+				Ok(*state_root)
+			} else {
+				Err(RefereeError::InvalidStateProof)
+			}
+		},
+		_ => Err(RefereeError::InvalidStateProof),
+	}
+}
+
+/// Read access to the proven input segments of the disputed operator.
+struct Inputs<'a> {
+	graph: &'a Graph,
+	node_inputs: &'a [ValueId],
+	segments: &'a [Segments],
+}
+
+impl Inputs<'_> {
+	/// Elements of input `position`.
+	fn len(&self, position: usize) -> Result<usize, RefereeError> {
+		let id = self.node_inputs.get(position).ok_or(RefereeError::InvalidJob)?;
+		Ok(self.graph.value(*id).map_or(0, |value| value.len))
+	}
+
+	/// Elements of piece value `value` of operator `operator`.
+	fn piece_value_len(&self, operator: usize, value: usize) -> Result<usize, RefereeError> {
+		let values = self.graph.piece_values(operator).map_err(|_| RefereeError::InvalidJob)?;
+		let id = values.get(value).ok_or(RefereeError::InvalidJob)?;
+		Ok(self.graph.value(*id).map_or(0, |v| v.len))
+	}
+
+	/// The words of segment `segment` of input `position`.
+	fn segment(&self, position: usize, segment: usize) -> Result<&[u32], RefereeError> {
+		self.segments
+			.get(position)
+			.and_then(|map| map.get(&segment))
+			.map(Vec::as_slice)
+			.ok_or(RefereeError::MissingInput { input: position as u32, segment: segment as u32 })
+	}
+
+	/// Element `index` of input `position` as an `f32`.
+	fn element(&self, position: usize, index: usize) -> Result<f32, RefereeError> {
+		let words = self.segment(position, index / SEGMENT)?;
+		let word = words.get(index % SEGMENT).ok_or(RefereeError::MissingInput {
+			input: position as u32,
+			segment: (index / SEGMENT) as u32,
+		})?;
+		Ok(f32::from_bits(*word))
+	}
+
+	/// Segment `segment` of input `position` as `f32`s.
+	fn segment_f32(&self, position: usize, segment: usize) -> Result<Vec<f32>, RefereeError> {
+		Ok(self.segment(position, segment)?.iter().map(|&w| f32::from_bits(w)).collect())
+	}
+
+	/// All of input `position`, as words; every segment must be proven.
+	fn full_words(&self, position: usize) -> Result<Vec<u32>, RefereeError> {
+		let len = self.len(position)?;
+		let mut out = Vec::with_capacity(len);
+		for segment in 0..len.div_ceil(SEGMENT) {
+			out.extend_from_slice(self.segment(position, segment)?);
+		}
+		Ok(out)
+	}
+
+	/// All of input `position`, as `f32`s.
+	fn full_f32(&self, position: usize) -> Result<Vec<f32>, RefereeError> {
+		Ok(self.full_words(position)?.into_iter().map(f32::from_bits).collect())
+	}
+}
+
+/// Canonical words of `values`.
+fn words_of(values: &[f32]) -> Vec<u32> {
+	values.iter().map(|&v| canonical_bits(v)).collect()
+}
+
+/// Recomputes accumulator `id`: the chunk's partial sums from the proven
+/// operand blocks, added to the previous accumulator (or to `+0`).
+fn accumulator_piece(
+	contraction: Contraction,
+	id: ChunkId,
+	reader: &Inputs<'_>,
+	previous: Option<&Vec<u32>>,
+) -> Result<Vec<u32>, RefereeError> {
+	let extent = contraction.extent(id)?;
+	let (rows, cols, depth) = (extent.rows.len(), extent.cols.len(), extent.depth.len());
+	let mut lhs = Vec::with_capacity(rows * depth);
+	for row in extent.rows.clone() {
+		for k in extent.depth.clone() {
+			lhs.push(match contraction.lhs_index(row, k) {
+				Some(index) => reader.element(0, index)?,
+				None => 0.0,
+			});
+		}
+	}
+	let mut rhs = Vec::with_capacity(depth * cols);
+	for k in extent.depth.clone() {
+		for col in extent.cols.clone() {
+			rhs.push(match contraction.rhs_index(k, col) {
+				Some(index) => reader.element(1, index)?,
+				None => 0.0,
+			});
+		}
+	}
+	let partial = chunk_partial_sums(&lhs, &rhs, rows, cols, depth)?;
+	let folded = match previous {
+		None => fold_chunk_partials([partial.as_slice()], partial.len())?,
+		Some(words) => {
+			let previous: Vec<f32> = words.iter().map(|&w| f32::from_bits(w)).collect();
+			fold_chunk_partials([previous.as_slice(), partial.as_slice()], partial.len())?
+		},
+	};
+	Ok(words_of(&folded))
+}
+
+/// The `(row, col)` of output element `index` in a contraction's matrix view.
+pub fn output_coordinates(contraction: Contraction, index: usize) -> Option<(usize, usize)> {
+	let (row, col) = match contraction {
+		Contraction::Matmul { shape, .. } => (index / shape.n.max(1), index % shape.n.max(1)),
+		Contraction::Conv2d(shape) => {
+			let plane = shape.out_height() * shape.out_width();
+			let (image, rest) = (index / (shape.out_channels * plane).max(1), index % (shape.out_channels * plane).max(1));
+			(image * plane + rest % plane.max(1), rest / plane.max(1))
+		},
+		Contraction::Conv2dInputGrad(shape) => {
+			let plane = shape.height * shape.width;
+			let (image, rest) = (index / (shape.in_channels * plane).max(1), index % (shape.in_channels * plane).max(1));
+			(image * plane + rest % plane.max(1), rest / plane.max(1))
+		},
+		Contraction::Conv2dWeightGrad(shape) => {
+			let taps = shape.in_channels * shape.kernel_height * shape.kernel_width;
+			(index / taps.max(1), index % taps.max(1))
+		},
+	};
+	// The inverse must agree with the forward map; anything else is out of range.
+	(contraction.output_index(row, col) == index).then_some((row, col))
+}
+
+/// An output segment of a contraction, read from the final accumulators of the tiles it touches.
+fn contraction_output_segment(
+	contraction: Contraction,
+	len: usize,
+	segment: usize,
+	pieces: &BTreeMap<usize, Vec<u32>>,
+) -> Result<Vec<u32>, RefereeError> {
+	let grid = contraction.grid()?;
+	let dims = contraction.dims()?;
+	let start = segment * SEGMENT;
+	let mut out = Vec::with_capacity(segment_len(len, segment));
+	for index in start..start + segment_len(len, segment) {
+		let (row, col) = output_coordinates(contraction, index).ok_or(RefereeError::InvalidJob)?;
+		if row >= dims.rows || col >= dims.cols {
+			return Err(RefereeError::InvalidJob);
+		}
+		let last = ChunkId { tile_row: row / crate::contract::TILE, tile_col: col / crate::contract::TILE, chunk: grid.chunks - 1 };
+		let piece = Graph::accumulator_index(&grid, last);
+		let tile = pieces.get(&piece).ok_or(RefereeError::MissingPiece { piece: piece as u32 })?;
+		let extent = contraction.extent(last)?;
+		let at = (row - extent.rows.start) * extent.cols.len() + (col - extent.cols.start);
+		out.push(*tile.get(at).ok_or(RefereeError::InvalidPieceProof { piece: piece as u32 })?);
+	}
+	Ok(out)
+}
+
+/// Recomputes segment `segment` of piece value `value` of a non-contraction operator.
+fn operator_segment(
+	kind: OpKind,
+	step: u32,
+	operator: usize,
+	value: usize,
+	segment: usize,
+	reader: &Inputs<'_>,
+) -> Result<Vec<u32>, RefereeError> {
+	let take = |values: &[f32]| -> Vec<u32> {
+		let start = (segment * SEGMENT).min(values.len());
+		let end = (start + SEGMENT).min(values.len());
+		words_of(values.get(start..end).unwrap_or_default())
+	};
+	match kind {
+		OpKind::Activation(activation) => {
+			let x = reader.segment_f32(0, segment)?;
+			let mut y = vec![0.0f32; x.len()];
+			activation_forward(activation, &x, &mut y)?;
+			Ok(words_of(&y))
+		},
+		OpKind::ActivationGrad(activation) => {
+			let (x, dy) = (reader.segment_f32(0, segment)?, reader.segment_f32(1, segment)?);
+			let mut dx = vec![0.0f32; x.len()];
+			activation_backward(activation, &x, &dy, &mut dx)?;
+			Ok(words_of(&dx))
+		},
+		OpKind::BiasAdd(layout) => {
+			// Only this segment of the values is proven; the rest is zeros and discarded.
+			let mut values = vec![0.0f32; reader.len(0)?];
+			let proven = reader.segment_f32(0, segment)?;
+			if let Some(slot) = values.get_mut(segment * SEGMENT..segment * SEGMENT + proven.len()) {
+				slot.copy_from_slice(&proven);
+			}
+			bias_add(layout, &mut values, &reader.full_f32(1)?)?;
+			Ok(take(&values))
+		},
+		OpKind::Sgd(hyper) => {
+			let (mut p, g, mut v) =
+				(reader.segment_f32(0, segment)?, reader.segment_f32(1, segment)?, reader.segment_f32(2, segment)?);
+			sgd_momentum_step(&hyper, &mut p, &g, &mut v)?;
+			Ok(words_of(if value == 0 { &p } else { &v }))
+		},
+		OpKind::AdamW(hyper) => {
+			let scalars = hyper.scalars(step.saturating_add(1))?;
+			let mut p = reader.segment_f32(0, segment)?;
+			let g = reader.segment_f32(1, segment)?;
+			let (mut m, mut v) = (reader.segment_f32(2, segment)?, reader.segment_f32(3, segment)?);
+			adamw_step(&scalars, &mut p, &g, &mut m, &mut v)?;
+			Ok(words_of(match value {
+				0 => &p,
+				1 => &m,
+				_ => &v,
+			}))
+		},
+		OpKind::SoftmaxCrossEntropy(shape) => {
+			let logits = reader.full_f32(0)?;
+			let labels = reader.full_words(1)?;
+			let mut grad = vec![0.0f32; logits.len()];
+			let loss = softmax_cross_entropy(shape, &logits, &labels, &mut grad)?;
+			Ok(if value == 0 { words_of(&[loss]) } else { take(&grad) })
+		},
+		OpKind::BiasGrad(layout) => {
+			let out_grad = reader.full_f32(0)?;
+			let mut grad = vec![0.0f32; layout.channels];
+			bias_grad(layout, &out_grad, &mut grad)?;
+			Ok(take(&grad))
+		},
+		OpKind::ClipGradNorm(max_norm) => {
+			let mut grads = Vec::with_capacity(reader.node_inputs.len());
+			for position in 0..reader.node_inputs.len() {
+				grads.push(reader.full_f32(position)?);
+			}
+			let mut slices: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
+			let norm = clip_grad_norm(&mut slices, max_norm)?;
+			Ok(match grads.get(value) {
+				Some(grad) => take(grad),
+				None => words_of(&[norm]),
+			})
+		},
+		OpKind::Commit => Ok(reader.segment(value, segment)?.to_vec()),
+		OpKind::Batch | OpKind::Contract(_) => Err(RefereeError::Unsupported { operator: operator as u32 }),
+	}
+}
+
+/// The input segments and earlier pieces that judging piece `piece` of
+/// `operator` reads: `(input position, segments)` pairs and piece indices.
+///
+/// The prover uses it to build a [`RefereeCase`]; the referee itself reads
+/// lazily and reports whatever is missing.
+pub fn requirements(
+	graph: &Graph,
+	operator: usize,
+	piece: usize,
+) -> Result<(Vec<(usize, Vec<usize>)>, Vec<usize>), GraphError> {
+	let node = graph.node(operator)?;
+	let decoded = graph.piece(operator, piece)?;
+	let all_segments = |position: usize| -> Vec<usize> {
+		let len = node.inputs.get(position).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
+		(0..len.div_ceil(SEGMENT)).collect()
+	};
+	let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
+	let mut pieces = Vec::new();
+	match (node.kind, decoded) {
+		(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
+			let extent = contraction.extent(id)?;
+			let mut lhs: Vec<usize> = Vec::new();
+			let mut rhs: Vec<usize> = Vec::new();
+			for k in extent.depth.clone() {
+				for row in extent.rows.clone() {
+					lhs.extend(contraction.lhs_index(row, k).map(|i| i / SEGMENT));
+				}
+				for col in extent.cols.clone() {
+					rhs.extend(contraction.rhs_index(k, col).map(|i| i / SEGMENT));
+				}
+			}
+			for list in [&mut lhs, &mut rhs] {
+				list.sort_unstable();
+				list.dedup();
+			}
+			inputs.push((0, lhs));
+			inputs.push((1, rhs));
+			if id.chunk > 0 {
+				pieces.push(piece - 1);
+			}
+		},
+		(OpKind::Contract(contraction), Piece::Segment { value, segment }) => {
+			let grid = contraction.grid()?;
+			let len = graph.piece_values(operator)?.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
+			for index in segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len) {
+				if let Some((row, col)) = output_coordinates(contraction, index) {
+					let tile = ChunkId { tile_row: row / crate::contract::TILE, tile_col: col / crate::contract::TILE, chunk: grid.chunks - 1 };
+					pieces.push(Graph::accumulator_index(&grid, tile));
+				}
+			}
+			pieces.sort_unstable();
+			pieces.dedup();
+		},
+		(OpKind::Activation(_), Piece::Segment { segment, .. }) => inputs.push((0, vec![segment])),
+		(OpKind::ActivationGrad(_), Piece::Segment { segment, .. }) => {
+			inputs.extend((0..2).map(|p| (p, vec![segment])));
+		},
+		(OpKind::BiasAdd(_), Piece::Segment { segment, .. }) => {
+			inputs.push((0, vec![segment]));
+			inputs.push((1, all_segments(1)));
+		},
+		(OpKind::Sgd(_) | OpKind::AdamW(_), Piece::Segment { segment, .. }) => {
+			inputs.extend((0..node.inputs.len()).map(|p| (p, vec![segment])));
+		},
+		(OpKind::Commit, Piece::Segment { value, segment }) => inputs.push((value, vec![segment])),
+		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_), _) => {
+			inputs.extend((0..node.inputs.len()).map(|p| (p, all_segments(p))));
+		},
+		_ => {},
+	}
+	Ok((inputs, pieces))
+}
+
+/// What the prover holds about its whole run, to open a case.
+pub struct RunOpening<'a> {
+	/// The step-level tree (leaves `trace_leaf(h_t)`).
+	pub trace: &'a MerkleTree,
+	/// Global number of its first step.
+	pub first_step: u32,
+	/// The anchor.
+	pub anchor: Digest,
+}
+
+/// Builds the [`RefereeCase`] for piece `piece` of `operator` of a traced step,
+/// with every opening the referee needs, and this trace's leaf as the claim.
+pub fn open_case(
+	graph: &Graph,
+	step: &crate::trace::StepTrace,
+	run: &RunOpening<'_>,
+	operator: usize,
+	piece: usize,
+) -> Result<RefereeCase, RefereeError> {
+	let invalid = |_| RefereeError::InvalidJob;
+	let number = step.record.step;
+	let position = number.checked_sub(run.first_step).ok_or(RefereeError::StepOutOfRange { step: number })?;
+	let pieces_tree = step.pieces.get(operator).ok_or(RefereeError::OperatorOutOfRange {
+		operator: operator as u32,
+		count: step.pieces.len() as u32,
+	})?;
+	let previous_state = if position == 0 {
+		StateOpening::Anchor { state_root: step.previous_state_root }
+	} else {
+		StateOpening::Step {
+			previous: step.previous_previous_hash,
+			state_root: step.previous_state_root,
+			batch_root: step.previous_batch_root,
+			proof: run.trace.proof(position as usize - 1).map_err(|_| RefereeError::InvalidStateProof)?,
+		}
+	};
+	let node = graph.node(operator).map_err(invalid)?;
+	let (needed_inputs, needed_pieces) = requirements(graph, operator, piece).map_err(|error| match error {
+		GraphError::PieceOutOfRange { count, .. } => RefereeError::ChunkOutOfRange { chunk: piece as u32, count: count as u32 },
+		_ => RefereeError::InvalidJob,
+	})?;
+	let mut operators = Vec::new();
+	let mut inputs = Vec::new();
+	for (position, segments) in needed_inputs {
+		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
+		let value = graph.value(id).ok_or(RefereeError::InvalidJob)?;
+		let host = step.values.get(id).ok_or(RefereeError::InvalidJob)?;
+		let (tree, values, value_position, skip) = match value.origin {
+			Origin::State(index) => (&step.previous_state, graph.state.as_slice(), index, 0),
+			Origin::Node { node: producer, output } => {
+				if !operators.iter().any(|o: &OperatorOpening| o.operator as usize == producer) {
+					let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
+					operators.push(OperatorOpening {
+						operator: producer as u32,
+						piece_root: tree.root(),
+						proof: step.operators.proof(producer).map_err(|_| RefereeError::InvalidJob)?,
+					});
+				}
+				let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
+				let skip = graph.accumulator_count(producer).map_err(invalid)?;
+				(tree, graph.piece_values(producer).map_err(invalid)?, output, skip)
+			},
+		};
+		let mut openings = Vec::with_capacity(segments.len());
+		for segment in segments {
+			let leaf = graph.segment_leaf_index(values, value_position, segment, skip).ok_or(RefereeError::InvalidJob)?;
+			openings.push(SegmentOpening {
+				segment: segment as u32,
+				words: host.segment_words(segment),
+				proof: tree.proof(leaf).map_err(|_| RefereeError::InvalidJob)?,
+			});
+		}
+		inputs.push(InputOpening { input: position as u32, segments: openings });
+	}
+	let accumulators = match node.kind {
+		OpKind::Contract(contraction) => {
+			let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+			let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+			crate::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
+		},
+		_ => Vec::new(),
+	};
+	let mut piece_openings = Vec::new();
+	for index in needed_pieces {
+		let words = accumulators.get(index).map(|acc| words_of(acc)).ok_or(RefereeError::InvalidJob)?;
+		piece_openings.push(PieceOpening {
+			piece: index as u32,
+			words,
+			proof: pieces_tree.proof(index).map_err(|_| RefereeError::InvalidJob)?,
+		});
+	}
+	Ok(RefereeCase {
+		commitments: Commitments {
+			trace_root: run.trace.root(),
+			first_step: run.first_step,
+			steps: run.trace.len() as u32,
+			anchor: run.anchor,
+			operator_root: step.operators.root(),
+			piece_root: pieces_tree.root(),
+		},
+		step: number,
+		operator: operator as u32,
+		chunk: piece as u32,
+		previous_state,
+		operators,
+		inputs,
+		pieces: piece_openings,
+		claimed_output: *pieces_tree.leaves().get(piece).ok_or(RefereeError::ChunkOutOfRange {
+			chunk: piece as u32,
+			count: pieces_tree.len() as u32,
+		})?,
+	})
+}

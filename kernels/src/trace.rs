@@ -1,0 +1,670 @@
+//! Training traces: the loop over the [`Backend`] trait, the per-step state
+//! hash chain, and the per-operator commitments of one step.
+//!
+//! # State hash
+//!
+//! With `H` = BLAKE2b-256 and integers little-endian:
+//!
+//! - the **state root** of a state (parameters, then first moments, then
+//!   second moments, in [`crate::model`]'s parameter order) is the Merkle root
+//!   ([`crate::merkle`]) over the segment leaves of every state tensor in that
+//!   order, each tensor starting a new segment;
+//! - the **batch root** of step `t` is the Merkle root over the segments of the
+//!   batch features (`B × inputs`, canonical bits), then of the labels, then of
+//!   the sample indices (both `u32`);
+//! - the **anchor** of a run is `H(0x03 ‖ initial state root)`;
+//! - the **state hash** after step `t` (a global step number) is
+//!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ batch root of t)`,
+//!   with `h_{first−1}` = the anchor.
+//!
+//! The step-level tree of a learning proof has leaves `H(0x00 ‖ h_t)` for its steps in order.
+//!
+//! # Operator commitments
+//!
+//! For a disputed step, the trace re-executes it and commits every operator of
+//! the [`Graph`]: operator `j`'s leaf is `H(0x00 ‖ j as u32 ‖ kind code ‖ piece
+//! count as u32 ‖ piece root)`, where the piece root is the Merkle root over
+//! the operator's pieces ([`crate::graph`]). The `Batch` operator's piece root
+//! is the batch root, and `Commit`'s is the state root after the step.
+//!
+//! # Batch order
+//!
+//! Epoch `e` visits the training set in the order of the permutation from
+//! Philox stream [`BATCH_STREAM`]` + e` of the seed; step `t` takes positions
+//! `[(t mod s)·B, (t mod s)·B + B)` of epoch `⌊t/s⌋`, with `s = ⌊samples/B⌋`
+//! steps per epoch (the incomplete last batch is dropped, as PyTorch's
+//! `drop_last=True`).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::backend::Backend;
+use crate::contraction::{fold_chunk_partials, ChunkId, Contraction};
+use crate::data::Dataset;
+use crate::error::KernelError;
+use crate::graph::{Graph, OpKind, ValueKind};
+use crate::hash::{digest_parts, Digest};
+use crate::merkle::{index_segment_leaf, leaf_hash, segment_leaf, MerkleError, MerkleTree, SEGMENT};
+use crate::model::{ModelConfig, TrainConfig, BATCH_STREAM};
+use crate::rng::RandomStream;
+
+/// Prefix of a state hash.
+pub const STATE_PREFIX: u8 = 0x02;
+/// Prefix of a run's anchor.
+pub const ANCHOR_PREFIX: u8 = 0x03;
+
+/// `h_t = H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ batch_root)`.
+pub fn state_hash(previous: &Digest, step: u32, state_root: &Digest, batch_root: &Digest) -> Digest {
+	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, batch_root])
+}
+
+/// `H(0x03 ‖ initial state root)`: the hash the first step chains from.
+pub fn anchor_hash(state_root: &Digest) -> Digest {
+	digest_parts(&[&[ANCHOR_PREFIX], state_root])
+}
+
+/// The leaf of state hash `h` in the step-level tree.
+pub fn trace_leaf(state_hash: &Digest) -> Digest {
+	leaf_hash(state_hash)
+}
+
+/// The leaf of operator `operator` in a step's operator-level tree.
+pub fn operator_leaf(operator: u32, kind_code: u8, piece_count: u32, piece_root: &Digest) -> Digest {
+	let mut payload = [0u8; 41];
+	payload[..4].copy_from_slice(&operator.to_le_bytes());
+	payload[4] = kind_code;
+	payload[5..9].copy_from_slice(&piece_count.to_le_bytes());
+	payload[9..].copy_from_slice(piece_root);
+	leaf_hash(&payload)
+}
+
+/// The Merkle tree over the segments of `tensors`, each starting a new segment.
+pub fn segment_tree<'a>(tensors: impl IntoIterator<Item = &'a HostTensor>) -> Result<MerkleTree, MerkleError> {
+	MerkleTree::new(tensors.into_iter().flat_map(HostTensor::segment_leaves).collect())
+}
+
+/// The state root of `tensors` (parameters, then moments).
+pub fn state_root(tensors: &[Vec<f32>]) -> Result<Digest, MerkleError> {
+	let leaves = tensors.iter().flat_map(|tensor| f32_segment_leaves(tensor)).collect();
+	Ok(MerkleTree::new(leaves)?.root())
+}
+
+/// Segment leaves of an `f32` tensor; an empty tensor has one empty segment.
+fn f32_segment_leaves(values: &[f32]) -> Vec<Digest> {
+	if values.is_empty() {
+		return vec![segment_leaf(&[])];
+	}
+	values.chunks(SEGMENT).map(segment_leaf).collect()
+}
+
+/// A host copy of a value of the step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostTensor {
+	/// `f32`s.
+	F32(Vec<f32>),
+	/// `u32`s.
+	U32(Vec<u32>),
+}
+
+impl HostTensor {
+	/// Elements.
+	pub fn len(&self) -> usize {
+		match self {
+			Self::F32(values) => values.len(),
+			Self::U32(values) => values.len(),
+		}
+	}
+
+	/// Whether it holds no elements.
+	pub fn is_empty(&self) -> bool {
+		self.len() == 0
+	}
+
+	/// The segment leaves, in order.
+	pub fn segment_leaves(&self) -> Vec<Digest> {
+		match self {
+			Self::F32(values) => f32_segment_leaves(values),
+			Self::U32(values) if values.is_empty() => vec![index_segment_leaf(&[])],
+			Self::U32(values) => values.chunks(SEGMENT).map(index_segment_leaf).collect(),
+		}
+	}
+
+	/// The canonical words of segment `index` (empty past the end).
+	pub fn segment_words(&self, index: usize) -> Vec<u32> {
+		let range = |len: usize| (index * SEGMENT).min(len)..((index + 1) * SEGMENT).min(len);
+		match self {
+			Self::F32(values) => values
+				.get(range(values.len()))
+				.unwrap_or_default()
+				.iter()
+				.map(|&v| crate::contract::canonical_bits(v))
+				.collect(),
+			Self::U32(values) => values.get(range(values.len())).unwrap_or_default().to_vec(),
+		}
+	}
+
+	/// The `f32` values (empty for `u32`s).
+	pub fn as_f32(&self) -> &[f32] {
+		match self {
+			Self::F32(values) => values,
+			Self::U32(_) => &[],
+		}
+	}
+}
+
+/// The sample indices of global step `step`: see the module docs.
+pub fn batch_indices(samples: usize, batch: usize, seed: u64, step: u32) -> Result<Vec<u32>, KernelError> {
+	let steps_per_epoch = samples.checked_div(batch).filter(|&s| s > 0).ok_or(KernelError::InvalidHyperparameter {
+		name: "batch_size",
+	})?;
+	let samples = u32::try_from(samples).map_err(|_| KernelError::ShapeOverflow)?;
+	let epoch = step as usize / steps_per_epoch;
+	let start = (step as usize % steps_per_epoch) * batch;
+	let order = RandomStream::new(seed, BATCH_STREAM + epoch as u64).permutation(samples);
+	Ok(order.get(start..start + batch).map(<[u32]>::to_vec).unwrap_or_default())
+}
+
+/// A deliberate error, for the dispute tests: a dishonest trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+	/// Flip bit `bit` of element `element` of output `output` of operator `operator` at `step`.
+	Output {
+		/// Global step.
+		step: u32,
+		/// Operator id.
+		operator: usize,
+		/// Which output.
+		output: usize,
+		/// Element of that output.
+		element: usize,
+		/// Bit of the `f32` to flip.
+		bit: u32,
+	},
+	/// Flip bit `bit` of element `element` (row-major in the tile) of the
+	/// partial sum of `chunk` of contraction `operator` at `step`; the fold and
+	/// the output follow from it, as a wrong chunk would.
+	Accumulator {
+		/// Global step.
+		step: u32,
+		/// Operator id.
+		operator: usize,
+		/// The tile and K-chunk.
+		chunk: ChunkId,
+		/// Element within the tile.
+		element: usize,
+		/// Bit of the `f32` to flip.
+		bit: u32,
+	},
+}
+
+/// What one step produced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepRecord {
+	/// Global step number.
+	pub step: u32,
+	/// Mean training loss of the batch.
+	pub loss: f32,
+	/// Root of the batch's segments.
+	pub batch_root: Digest,
+	/// Root of the state after the step.
+	pub state_root: Digest,
+	/// The chained state hash after the step.
+	pub state_hash: Digest,
+}
+
+/// A step re-executed with every operator committed: the prover's side of a dispute.
+#[derive(Clone, Debug)]
+pub struct StepTrace {
+	/// The step's record (identical to the one the plain run produced).
+	pub record: StepRecord,
+	/// The state hash before the step (the anchor for the first step).
+	pub previous_hash: Digest,
+	/// The state root before the step.
+	pub previous_state_root: Digest,
+	/// The batch root of the step before (all zeros for the first step; only
+	/// used to open the previous state hash).
+	pub previous_batch_root: Digest,
+	/// The state hash before the previous one (to open the previous state hash).
+	pub previous_previous_hash: Digest,
+	/// A host copy of every value of the step, by value id.
+	pub values: Vec<HostTensor>,
+	/// Each operator's piece tree.
+	pub pieces: Vec<MerkleTree>,
+	/// The operator-level tree.
+	pub operators: MerkleTree,
+	/// The state tree before the step.
+	pub previous_state: MerkleTree,
+}
+
+/// Trains a model through any [`Backend`], one step at a time, chaining state hashes.
+pub struct Trainer<B: Backend> {
+	backend: B,
+	graph: Graph,
+	train: TrainConfig,
+	data: Dataset,
+	data_tensor: B::Tensor,
+	tensors: Vec<Option<B::Tensor>>,
+	labels: Option<B::Indices>,
+	host_batch: [HostTensor; 3],
+	epoch_order: Option<(usize, Vec<u32>)>,
+	next_step: u32,
+	last_hash: Digest,
+	last_batch_root: Digest,
+	previous_hash: Digest,
+	fault: Option<Fault>,
+	recording: Option<Vec<Option<HostTensor>>>,
+}
+
+impl<B: Backend> Trainer<B> {
+	/// A trainer at step 0 with the model's seeded initial parameters and zero moments.
+	pub fn new(backend: B, model: &ModelConfig, train: &TrainConfig, data: Dataset) -> Result<Self, B::Error> {
+		let params = model.init_params(train.seed)?;
+		let optimizer = train.optimizer()?;
+		let mut state = params.clone();
+		for _ in 0..optimizer.moments() {
+			state.extend(params.iter().map(|p| vec![0.0f32; p.len()]));
+		}
+		let root = state_root(&state).map_err(|_| KernelError::ShapeOverflow)?;
+		Self::resume(backend, model, train, data, state, 0, anchor_hash(&root))
+	}
+
+	/// A trainer about to run `next_step`, from `state` (parameters then moments)
+	/// whose state hash is `last_hash` (the anchor when `next_step` is the first).
+	pub fn resume(
+		mut backend: B,
+		model: &ModelConfig,
+		train: &TrainConfig,
+		data: Dataset,
+		state: Vec<Vec<f32>>,
+		next_step: u32,
+		last_hash: Digest,
+	) -> Result<Self, B::Error> {
+		let graph = Graph::build(model, train).map_err(|_| KernelError::InvalidHyperparameter { name: "model" })?;
+		if data.feature_len != graph.input_len || data.classes != model.classes() || data.len() < graph.batch {
+			return Err(KernelError::InvalidHyperparameter { name: "dataset" }.into());
+		}
+		if state.len() != graph.state.len() {
+			return Err(KernelError::LengthMismatch { operand: "state", expected: graph.state.len(), actual: state.len() }.into());
+		}
+		let mut tensors: Vec<Option<B::Tensor>> = Vec::with_capacity(graph.buffers.len());
+		for &(len, kind) in &graph.buffers {
+			tensors.push(if kind == ValueKind::F32 { Some(backend.zeros(len)?) } else { None });
+		}
+		for (&id, values) in graph.state.iter().zip(&state) {
+			let value = graph.values.get(id).copied().ok_or(KernelError::ShapeOverflow)?;
+			crate::error::check_len("state", values.len(), value.len)?;
+			if let Some(slot) = tensors.get_mut(value.buffer) {
+				*slot = Some(backend.upload(values)?);
+			}
+		}
+		let data_tensor = backend.upload(&data.features)?;
+		Ok(Self {
+			backend,
+			graph,
+			train: *train,
+			data,
+			data_tensor,
+			tensors,
+			labels: None,
+			host_batch: [HostTensor::F32(Vec::new()), HostTensor::U32(Vec::new()), HostTensor::U32(Vec::new())],
+			epoch_order: None,
+			next_step,
+			last_hash,
+			last_batch_root: [0; 32],
+			previous_hash: [0; 32],
+			fault: None,
+			recording: None,
+		})
+	}
+
+	/// Makes this trainer dishonest: `fault` is applied when its step runs.
+	pub fn inject(&mut self, fault: Fault) {
+		self.fault = Some(fault);
+	}
+
+	/// The step graph.
+	pub fn graph(&self) -> &Graph {
+		&self.graph
+	}
+
+	/// The next global step to run.
+	pub fn next_step(&self) -> u32 {
+		self.next_step
+	}
+
+	/// The state hash after the last step run (the anchor before any).
+	pub fn last_hash(&self) -> Digest {
+		self.last_hash
+	}
+
+	/// The backend.
+	pub fn backend_mut(&mut self) -> &mut B {
+		&mut self.backend
+	}
+
+	/// Downloads the current state: parameters, then moments.
+	pub fn state(&mut self) -> Result<Vec<Vec<f32>>, B::Error> {
+		let ids = self.graph.state.clone();
+		self.download_values(&ids)
+	}
+
+	/// Downloads the current parameters.
+	pub fn params(&mut self) -> Result<Vec<Vec<f32>>, B::Error> {
+		let ids: Vec<_> = self.graph.state.iter().take(self.graph.params).copied().collect();
+		self.download_values(&ids)
+	}
+
+	/// Downloads the buffers of `ids`.
+	fn download_values(&mut self, ids: &[usize]) -> Result<Vec<Vec<f32>>, B::Error> {
+		let mut out = Vec::with_capacity(ids.len());
+		for &id in ids {
+			let buffer = self.graph.values.get(id).map_or(usize::MAX, |value| value.buffer);
+			let tensor = self.tensors.get(buffer).and_then(Option::as_ref).ok_or(KernelError::ShapeOverflow)?;
+			out.push(self.backend.download(tensor)?);
+		}
+		Ok(out)
+	}
+
+	/// Runs one step; returns its record.
+	pub fn step(&mut self) -> Result<StepRecord, B::Error> {
+		let step = self.next_step;
+		self.load_batch(step)?;
+		let node_count = self.graph.nodes.len();
+		for id in 1..node_count {
+			self.run_node(id, step)?;
+		}
+		// The new state lives in the same buffers as the old: in-place updates.
+		let state = self.state()?;
+		let state_root = state_root(&state).map_err(|_| KernelError::ShapeOverflow)?;
+		let batch_root = segment_tree(self.host_batch.iter()).map_err(|_| KernelError::ShapeOverflow)?.root();
+		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
+		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::ShapeOverflow)?;
+		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
+		let state_hash = state_hash(&self.last_hash, step, &state_root, &batch_root);
+		self.previous_hash = self.last_hash;
+		self.last_hash = state_hash;
+		self.last_batch_root = batch_root;
+		self.next_step = step.saturating_add(1);
+		Ok(StepRecord { step, loss, batch_root, state_root, state_hash })
+	}
+
+	/// Runs one step with every value copied to the host and every operator
+	/// committed. The record equals the one [`Trainer::step`] gives.
+	pub fn trace_step(&mut self) -> Result<StepTrace, B::Error> {
+		let previous_previous_hash = self.previous_hash;
+		let previous_hash = self.last_hash;
+		let previous_batch_root = self.last_batch_root;
+		let mut recording: Vec<Option<HostTensor>> = vec![None; self.graph.values.len()];
+		let before = self.state()?;
+		for (&id, values) in self.graph.state.iter().zip(before) {
+			if let Some(slot) = recording.get_mut(id) {
+				*slot = Some(HostTensor::F32(values));
+			}
+		}
+		self.recording = Some(recording);
+		let result = self.step();
+		let recording = self.recording.take().unwrap_or_default();
+		let record = result?;
+		let values: Vec<HostTensor> =
+			recording.into_iter().map(|value| value.unwrap_or(HostTensor::F32(Vec::new()))).collect();
+		let trace = build_step_trace(&self.graph, record, values, self.fault)
+			.map_err(|_| KernelError::ShapeOverflow)?;
+		Ok(StepTrace { previous_hash, previous_batch_root, previous_previous_hash, ..trace })
+	}
+
+	/// Computes the batch of `step` and runs operator 0.
+	fn load_batch(&mut self, step: u32) -> Result<(), B::Error> {
+		let steps_per_epoch = (self.data.len() / self.graph.batch).max(1);
+		let epoch = step as usize / steps_per_epoch;
+		if self.epoch_order.as_ref().map(|(e, _)| *e) != Some(epoch) {
+			let order = RandomStream::new(self.train.seed, BATCH_STREAM + epoch as u64).permutation(self.data.len() as u32);
+			self.epoch_order = Some((epoch, order));
+		}
+		let start = (step as usize % steps_per_epoch) * self.graph.batch;
+		let indices: Vec<u32> = self
+			.epoch_order
+			.as_ref()
+			.and_then(|(_, order)| order.get(start..start + self.graph.batch))
+			.map(<[u32]>::to_vec)
+			.ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
+		let labels: Vec<u32> = indices.iter().map(|&i| self.data.labels.get(i as usize).copied().unwrap_or(0)).collect();
+		let [features_id, _, _] = self.graph.batch_values;
+		let buffer = self.graph.values.get(features_id).map_or(usize::MAX, |v| v.buffer);
+		let device_indices = self.backend.upload_indices(&indices)?;
+		let mut features = self.tensors.get_mut(buffer).and_then(Option::take).ok_or(KernelError::ShapeOverflow)?;
+		let gathered = self.backend.gather_rows(&self.data_tensor, self.graph.input_len, &device_indices, &mut features);
+		let host_features = gathered.and_then(|()| self.backend.download(&features));
+		if let Some(slot) = self.tensors.get_mut(buffer) {
+			*slot = Some(features);
+		}
+		self.labels = Some(self.backend.upload_indices(&labels)?);
+		self.host_batch = [HostTensor::F32(host_features?), HostTensor::U32(labels), HostTensor::U32(indices)];
+		if let Some(recording) = self.recording.as_mut() {
+			for (&id, tensor) in self.graph.batch_values.iter().zip(&self.host_batch) {
+				if let Some(slot) = recording.get_mut(id) {
+					*slot = Some(tensor.clone());
+				}
+			}
+		}
+		Ok(())
+	}
+
+	/// Runs operator `id` of `step` on the backend (applying the fault, recording).
+	fn run_node(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
+		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::ShapeOverflow)?;
+		let buffer = |value: usize| self.graph.values.get(value).map_or(usize::MAX, |v| v.buffer);
+		let in_buffers: Vec<usize> = node.inputs.iter().map(|&v| buffer(v)).collect();
+		let out_buffers: Vec<usize> = node.outputs.iter().map(|&v| buffer(v)).collect();
+		let lost = || KernelError::ShapeOverflow;
+		let Self { backend, tensors, labels, .. } = self;
+		// Outputs are taken out of the table while the operator runs; an in-place
+		// output is its input's buffer, read through the taken tensor.
+		let mut outs: Vec<B::Tensor> = Vec::with_capacity(out_buffers.len());
+		for &b in &out_buffers {
+			outs.push(tensors.get_mut(b).and_then(Option::take).ok_or_else(lost)?);
+		}
+		let input = |position: usize| -> Result<&B::Tensor, KernelError> {
+			let b = in_buffers.get(position).copied().ok_or_else(lost)?;
+			tensors.get(b).and_then(Option::as_ref).ok_or_else(lost)
+		};
+		let result: Result<(), B::Error> = (|| {
+			match node.kind {
+				OpKind::Batch | OpKind::Commit => Ok(()),
+				OpKind::Contract(contraction) => {
+					let out = outs.first_mut().ok_or_else(lost)?;
+					backend.contract(contraction, input(0)?, input(1)?, out)
+				},
+				OpKind::BiasAdd(layout) => {
+					let out = outs.first_mut().ok_or_else(lost)?;
+					backend.bias_add(layout, out, input(1)?)
+				},
+				OpKind::Activation(kind) => {
+					let out = outs.first_mut().ok_or_else(lost)?;
+					backend.activation(kind, input(0)?, out)
+				},
+				OpKind::ActivationGrad(kind) => {
+					let out = outs.first_mut().ok_or_else(lost)?;
+					backend.activation_grad(kind, input(0)?, input(1)?, out)
+				},
+				OpKind::SoftmaxCrossEntropy(shape) => {
+					let labels = labels.as_ref().ok_or_else(lost)?;
+					let [loss, grad] = outs.as_mut_slice() else { return Err(lost().into()) };
+					backend.softmax_cross_entropy(shape, input(0)?, labels, loss, grad)
+				},
+				OpKind::BiasGrad(layout) => {
+					let out = outs.first_mut().ok_or_else(lost)?;
+					backend.bias_grad(layout, input(0)?, out)
+				},
+				OpKind::ClipGradNorm(max_norm) => {
+					let (norm, grads) = outs.split_last_mut().ok_or_else(lost)?;
+					let mut grads: Vec<&mut B::Tensor> = grads.iter_mut().collect();
+					backend.clip_grad_norm(max_norm, &mut grads, norm)
+				},
+				OpKind::Sgd(hyper) => {
+					let [param, velocity] = outs.as_mut_slice() else { return Err(lost().into()) };
+					backend.sgd_momentum(&hyper, param, input(1)?, velocity)
+				},
+				OpKind::AdamW(hyper) => {
+					let scalars = hyper.scalars(step.saturating_add(1))?;
+					let [param, m, v] = outs.as_mut_slice() else { return Err(lost().into()) };
+					backend.adamw(&scalars, param, input(1)?, m, v)
+				},
+			}
+		})();
+		for (&b, tensor) in out_buffers.iter().zip(outs) {
+			if let Some(slot) = tensors.get_mut(b) {
+				*slot = Some(tensor);
+			}
+		}
+		result?;
+		self.apply_fault(id, step)?;
+		if self.recording.is_some() {
+			let outputs = self.download_values(&node.outputs)?;
+			if let Some(recording) = self.recording.as_mut() {
+				for (&value, host) in node.outputs.iter().zip(outputs) {
+					if let Some(slot) = recording.get_mut(value) {
+						*slot = Some(HostTensor::F32(host));
+					}
+				}
+			}
+		}
+		Ok(())
+	}
+
+	/// Applies the injected fault if it targets operator `id` of `step`.
+	fn apply_fault(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
+		let Some(fault) = self.fault else { return Ok(()) };
+		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::ShapeOverflow)?;
+		let (output, values) = match fault {
+			Fault::Output { step: s, operator, output, element, bit } if s == step && operator == id => {
+				let value = node.outputs.get(output).copied().ok_or(KernelError::ShapeOverflow)?;
+				let mut values = self.download_values(&[value])?.pop().unwrap_or_default();
+				let slot = values.get_mut(element).ok_or(KernelError::ShapeOverflow)?;
+				*slot = f32::from_bits(slot.to_bits() ^ (1 << bit));
+				(value, values)
+			},
+			Fault::Accumulator { step: s, operator, .. } if s == step && operator == id => {
+				let OpKind::Contract(contraction) = node.kind else { return Ok(()) };
+				let inputs = self.download_values(&node.inputs)?;
+				let (lhs, rhs) = (inputs.first().cloned().unwrap_or_default(), inputs.get(1).cloned().unwrap_or_default());
+				let accumulators = accumulators(contraction, &lhs, &rhs, Some(fault))?;
+				let value = node.outputs.first().copied().ok_or(KernelError::ShapeOverflow)?;
+				let mut out = vec![0.0f32; contraction.output_len()?];
+				write_final_accumulators(contraction, &accumulators, &mut out)?;
+				(value, out)
+			},
+			_ => return Ok(()),
+		};
+		let buffer = self.graph.values.get(output).map_or(usize::MAX, |v| v.buffer);
+		let tensor = self.backend.upload(&values)?;
+		if let Some(slot) = self.tensors.get_mut(buffer) {
+			*slot = Some(tensor);
+		}
+		Ok(())
+	}
+}
+
+/// Every accumulator of a contraction, in piece order (tile-major, chunk-minor):
+/// `acc_c = acc_{c−1} + partial_c` from `+0`, as [`fold_chunk_partials`] folds.
+///
+/// `fault` (an [`Fault::Accumulator`] for this contraction) flips one bit of one partial sum.
+pub fn accumulators(
+	contraction: Contraction,
+	lhs: &[f32],
+	rhs: &[f32],
+	fault: Option<Fault>,
+) -> Result<Vec<Vec<f32>>, KernelError> {
+	let grid = contraction.grid()?;
+	let mut out = Vec::with_capacity(grid.len());
+	for tile_row in 0..grid.tile_rows {
+		for tile_col in 0..grid.tile_cols {
+			let mut running: Option<Vec<f32>> = None;
+			for chunk in 0..grid.chunks {
+				let id = ChunkId { tile_row, tile_col, chunk };
+				let mut partial = contraction.chunk(lhs, rhs, id)?;
+				if let Some(Fault::Accumulator { chunk: target, element, bit, .. }) = fault {
+					if target == id {
+						if let Some(slot) = partial.get_mut(element) {
+							*slot = f32::from_bits(slot.to_bits() ^ (1 << bit));
+						}
+					}
+				}
+				let next = match &running {
+					None => fold_chunk_partials([partial.as_slice()], partial.len())?,
+					Some(previous) => fold_chunk_partials([previous.as_slice(), partial.as_slice()], partial.len())?,
+				};
+				out.push(next.clone());
+				running = Some(next);
+			}
+		}
+	}
+	Ok(out)
+}
+
+/// Scatters each tile's last accumulator into the contraction's output layout.
+pub fn write_final_accumulators(
+	contraction: Contraction,
+	accumulators: &[Vec<f32>],
+	out: &mut [f32],
+) -> Result<(), KernelError> {
+	let grid = contraction.grid()?;
+	for tile_row in 0..grid.tile_rows {
+		for tile_col in 0..grid.tile_cols {
+			let last = ChunkId { tile_row, tile_col, chunk: grid.chunks - 1 };
+			let extent = contraction.extent(last)?;
+			let tile = accumulators.get(Graph::accumulator_index(&grid, last)).ok_or(KernelError::ShapeOverflow)?;
+			let width = extent.cols.len();
+			for (r, row) in extent.rows.clone().enumerate() {
+				for (c, col) in extent.cols.clone().enumerate() {
+					let value = tile.get(r * width + c).copied().unwrap_or_default();
+					if let Some(slot) = out.get_mut(contraction.output_index(row, col)) {
+						*slot = value;
+					}
+				}
+			}
+		}
+	}
+	Ok(())
+}
+
+/// Commits every operator of a recorded step.
+fn build_step_trace(
+	graph: &Graph,
+	record: StepRecord,
+	values: Vec<HostTensor>,
+	fault: Option<Fault>,
+) -> Result<StepTrace, MerkleError> {
+	let value = |id: usize| values.get(id).cloned().unwrap_or(HostTensor::F32(Vec::new()));
+	let mut pieces = Vec::with_capacity(graph.nodes.len());
+	let mut operator_leaves = Vec::with_capacity(graph.nodes.len());
+	for (id, node) in graph.nodes.iter().enumerate() {
+		let mut leaves = Vec::new();
+		if let OpKind::Contract(contraction) = node.kind {
+			let lhs = value(node.inputs.first().copied().unwrap_or_default());
+			let rhs = value(node.inputs.get(1).copied().unwrap_or_default());
+			let fault = fault.filter(|f| matches!(f, Fault::Accumulator { operator, step, .. } if *operator == id && *step == record.step));
+			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault).map_err(|_| MerkleError::Empty)?;
+			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
+		}
+		let piece_values = if node.kind == OpKind::Commit { &node.inputs } else { &node.outputs };
+		for &id in piece_values {
+			leaves.extend(value(id).segment_leaves());
+		}
+		let count = leaves.len() as u32;
+		let tree = MerkleTree::new(leaves)?;
+		operator_leaves.push(operator_leaf(id as u32, node.kind.code(), count, &tree.root()));
+		pieces.push(tree);
+	}
+	let previous_state = segment_tree(graph.state.iter().map(|&id| values.get(id)).flatten())?;
+	Ok(StepTrace {
+		record,
+		previous_hash: [0; 32],
+		previous_state_root: previous_state.root(),
+		previous_batch_root: [0; 32],
+		previous_previous_hash: [0; 32],
+		values,
+		pieces,
+		operators: MerkleTree::new(operator_leaves)?,
+		previous_state,
+	})
+}
