@@ -288,6 +288,54 @@ impl ModelConfig {
 	}
 }
 
+impl ModelConfig {
+	/// The model's predicted class for each of `samples` rows of `features`,
+	/// computed with the reference operators (the same forward pass as training).
+	pub fn predict(&self, params: &[Vec<f32>], features: &[f32], samples: usize) -> Result<Vec<u32>, KernelError> {
+		let layers = self.layers()?;
+		crate::error::check_len("params", params.len(), 2 * layers.len())?;
+		let activation = self.activation();
+		let mut x = features.to_vec();
+		let last = layers.len().saturating_sub(1);
+		for (index, layer) in layers.iter().enumerate() {
+			let weight = params.get(2 * index).map(Vec::as_slice).unwrap_or_default();
+			let bias = params.get(2 * index + 1).map(Vec::as_slice).unwrap_or_default();
+			let out_len = element_count(&[samples, layer.outputs_per_sample()])?;
+			let mut y = vec![0.0f32; out_len];
+			let layout = match layer {
+				Layer::Conv(shape) => {
+					let shape = Conv2dShape { batch: samples, ..*shape };
+					crate::conv2d::conv2d(shape, &x, weight, &mut y)?;
+					crate::bias::BiasLayout::channels_first(samples, shape.out_channels, shape.out_height() * shape.out_width())
+				},
+				Layer::Dense { inputs, outputs } => {
+					let shape = crate::matmul::MatmulShape { m: samples, k: *inputs, n: *outputs };
+					crate::matmul::matmul(shape, crate::matmul::MatmulLayout::default(), &x, weight, &mut y)?;
+					crate::bias::BiasLayout::dense(samples, *outputs)
+				},
+			};
+			crate::bias::bias_add(layout, &mut y, bias)?;
+			if index < last {
+				let mut activated = vec![0.0f32; y.len()];
+				crate::activation::activation_forward(activation, &y, &mut activated)?;
+				y = activated;
+			}
+			x = y;
+		}
+		let shape = crate::loss::ClassifierShape { rows: samples, classes: self.classes() as usize };
+		let mut predictions = vec![0u32; samples];
+		crate::loss::argmax_rows(shape, &x, &mut predictions)?;
+		Ok(predictions)
+	}
+
+	/// The fraction of `labels` that [`ModelConfig::predict`] gets right.
+	pub fn accuracy(&self, params: &[Vec<f32>], features: &[f32], labels: &[u32]) -> Result<f64, KernelError> {
+		let predictions = self.predict(params, features, labels.len())?;
+		let correct = predictions.iter().zip(labels).filter(|(p, l)| p == l).count();
+		Ok(correct as f64 / labels.len().max(1) as f64)
+	}
+}
+
 /// Prefix of a model's content hash.
 const MODEL_PREFIX: &[u8] = b"touchstone/model/v1";
 

@@ -1,0 +1,86 @@
+//! Training on the real digits set: the loader, a pinned 200-step state hash,
+//! and the accuracy the reference reaches against PyTorch's on the same job
+//! (figures and method in docs/kernels.md, script kernels/scripts/pytorch_digits.py).
+//!
+//! These tests need `digits.csv.gz`: they fail, never skip, telling to run
+//! kernels/scripts/fetch-datasets.sh when it is missing.
+
+mod support;
+
+use support::*;
+use touchstone_kernels::data::{load_digits, load_digits_file, DataError, DIGITS_FILE_DIGEST};
+use touchstone_kernels::hash::digest_bytes;
+use touchstone_kernels::model::weights_digest;
+use touchstone_kernels::trace::Trainer;
+use touchstone_kernels::CpuBackend;
+
+/// The final state hash of the 200-step digits run on the CPU reference.
+const DIGITS_200_STEP_STATE_HASH: &str = "a20cdcc1bd6e206d195b7900a388ddf344d41625bb1271c7e0b1be86394969ba";
+/// BLAKE2b-256 content hash of the seeded initial weights; pytorch_digits.py prints the same.
+const DIGITS_INIT_WEIGHTS: &str = "635535b9bea289e149e7e492032b5f0616d39fd0e17d486d622e2efb784178a0";
+/// PyTorch 2.13.0 (CPU, fp32, eager) on the same 1000-step job: 353/360.
+const PYTORCH_ACCURACY: f64 = 353.0 / 360.0;
+/// The reference's test accuracy after 1000 steps: 353/360 (pinned exactly; deterministic).
+const REFERENCE_CORRECT: usize = 353;
+
+/// Trains the digits job for `steps`; returns the trainer and the last record.
+fn train(steps: u32) -> (Trainer<CpuBackend>, touchstone_kernels::trace::StepRecord) {
+	let (train, _) = digits_split();
+	let mut trainer = Trainer::new(CpuBackend, &digits_model(), &digits_train(steps), train).unwrap();
+	let mut last = None;
+	for _ in 0..steps {
+		last = Some(trainer.step().unwrap());
+	}
+	(trainer, last.unwrap())
+}
+
+#[test]
+fn the_digits_file_is_verified_and_parsed() {
+	let (data, file_digest) = load_digits().unwrap_or_else(|error| panic!("{error}"));
+	assert_eq!(hex(&file_digest), DIGITS_FILE_DIGEST);
+	assert_eq!((data.len(), data.feature_len, data.classes), (1797, 64, 10));
+	for class in 0..10 {
+		assert!(data.labels.iter().filter(|&&l| l == class).count() > 170);
+	}
+	assert!(data.features.iter().all(|&v| (0.0..=1.0).contains(&v) && (v * 16.0).fract() == 0.0));
+	let (train, test) = digits_split();
+	assert_eq!((train.len(), test.len()), (1437, 360));
+}
+
+#[test]
+fn a_missing_or_altered_file_is_a_clear_error() {
+	let dir = std::env::temp_dir().join(format!("touchstone-digits-{}", std::process::id()));
+	std::fs::create_dir_all(&dir).unwrap();
+	let missing = load_digits_file(&dir.join("absent.csv.gz")).unwrap_err();
+	assert!(matches!(missing, DataError::Missing { .. }));
+	assert!(missing.to_string().contains("kernels/scripts/fetch-datasets.sh"), "{missing}");
+	let altered = dir.join("digits.csv.gz");
+	std::fs::write(&altered, b"not the digits").unwrap();
+	let error = load_digits_file(&altered).unwrap_err();
+	assert_eq!(
+		error,
+		DataError::WrongDigest { actual: hex(&digest_bytes(b"not the digits")), expected: DIGITS_FILE_DIGEST }
+	);
+	std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_200_step_mlp_run_reaches_the_pinned_state_hash() {
+	assert_eq!(hex(&weights_digest(&digits_model().init_params(42).unwrap())), DIGITS_INIT_WEIGHTS);
+	let (_, last) = train(200);
+	assert_eq!(last.step, 199);
+	assert!(last.loss < 0.2, "loss {}", last.loss);
+	assert_eq!(hex(&last.state_hash), DIGITS_200_STEP_STATE_HASH);
+}
+
+#[test]
+fn the_reference_matches_pytorch_accuracy_within_one_point() {
+	let (_, test) = digits_split();
+	let (mut trainer, _) = train(1000);
+	let params = trainer.params().unwrap();
+	let predictions = digits_model().predict(&params, &test.features, test.len()).unwrap();
+	let correct = predictions.iter().zip(&test.labels).filter(|(p, l)| p == l).count();
+	let accuracy = correct as f64 / test.len() as f64;
+	assert!((accuracy - PYTORCH_ACCURACY).abs() <= 0.01, "reference {accuracy} vs PyTorch {PYTORCH_ACCURACY}");
+	assert_eq!(correct, REFERENCE_CORRECT, "the reference is deterministic: its figure is pinned");
+}
