@@ -32,6 +32,9 @@
 //!   `checkpoint` (safetensors, `std` only), [`merkle`], [`graph`] (the
 //!   operator graph of a step and its pieces), [`bisection`] and [`referee`]
 //!   (the on-chain judge of one piece).
+//! - Other backends: `wgpu` (feature `wgpu`: WGSL kernels, bit-identical to
+//!   the reference, with an adapter conformance self-test) and `tch` (feature
+//!   `tch`: libtorch, fast, verified in tolerance mode).
 //!
 //! # Panics
 //!
@@ -67,6 +70,10 @@ pub mod merkle;
 pub mod model;
 pub mod referee;
 pub mod trace;
+
+// Backends beyond the reference (std only, each behind its cargo feature).
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use activation::{activation_backward, activation_forward, Activation};
 pub use backend::Backend;

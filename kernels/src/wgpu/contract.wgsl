@@ -1,0 +1,181 @@
+// Contractions: matmul (any operand layout) and the three convolution passes,
+// as `out[row][col] = sum_k a(row, k) * b(k, col)` (see `contraction.rs`).
+//
+// Reduction order (the contract's rule 5): every operand is rounded by
+// `quantize_operand` when it is loaded into workgroup memory, so every product
+// is exact and a fused or unfused multiply-add gives the same bits. Along k,
+// chunk c covers k in [32c, 32c + 32); each output's chunk partial is
+// accumulated by one invocation, sequentially in increasing k, from +0; the
+// partials are folded into the output sequentially in increasing c, from +0.
+// No split-K, no atomics, no subgroup operations: a workgroup owns a 32x32
+// output tile and walks the whole depth itself. The tile is a work layout
+// only; an element's value depends on the K-chunking alone.
+//
+// KIND selects the index maps (one pipeline per kind):
+//   0 matmul, 1 conv2d forward, 2 conv2d input gradient, 3 conv2d weight gradient.
+
+override KIND: u32 = 0u;
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    depth: u32,
+    // Matmul: operand layouts (0 or 1).
+    lhs_transposed: u32,
+    rhs_transposed: u32,
+    // Convolution geometry.
+    in_channels: u32,
+    out_channels: u32,
+    height: u32,
+    width: u32,
+    kernel_height: u32,
+    kernel_width: u32,
+    out_height: u32,
+    out_width: u32,
+    // First tile row of this dispatch (the host splits very tall outputs).
+    tile_row_offset: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> lhs: array<f32>;
+@group(0) @binding(2) var<storage, read> rhs: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+const TILE: u32 = 32u;
+const CHUNK: u32 = 32u;
+// Invocations per workgroup edge; each computes 2x2 outputs of the 32x32 tile.
+const THREADS: u32 = 16u;
+
+var<workgroup> lhs_tile: array<f32, 1024>; // [row][k], 32 x 32
+var<workgroup> rhs_tile: array<f32, 1024>; // [k][col], 32 x 32
+
+// Conv2dShape::input_index_at: x index read by output position (n, oy, ox) at tap (ci, ky, kx).
+fn input_index_at(position: u32, tap: u32) -> u32 {
+    let n = position / (params.out_height * params.out_width);
+    let oy = (position / params.out_width) % params.out_height;
+    let ox = position % params.out_width;
+    let ci = tap / (params.kernel_height * params.kernel_width);
+    let ky = (tap / params.kernel_width) % params.kernel_height;
+    let kx = tap % params.kernel_width;
+    return ((n * params.in_channels + ci) * params.height + oy + ky) * params.width + ox + kx;
+}
+
+// Conv2dShape::output_index: y index of output position (n, oy, ox) and channel co.
+fn output_index(position: u32, out_channel: u32) -> u32 {
+    let n = position / (params.out_height * params.out_width);
+    let oy = (position / params.out_width) % params.out_height;
+    let ox = position % params.out_width;
+    return ((n * params.out_channels + out_channel) * params.out_height + oy) * params.out_width + ox;
+}
+
+// a(row, k), quantized; +0 outside the operand.
+fn load_lhs(row: u32, k: u32) -> f32 {
+    if row >= params.rows || k >= params.depth {
+        return 0.0f;
+    }
+    var index = 0u;
+    if KIND == 0u {
+        index = select(row * params.depth + k, k * params.rows + row, params.lhs_transposed != 0u);
+    } else if KIND == 1u {
+        index = input_index_at(row, k);
+    } else if KIND == 2u {
+        // dy[n, co, iy - ky, ix - kx], or +0 where that lies outside dy.
+        let n = row / (params.height * params.width);
+        let iy = (row / params.width) % params.height;
+        let ix = row % params.width;
+        let co = k / (params.kernel_height * params.kernel_width);
+        let ky = (k / params.kernel_width) % params.kernel_height;
+        let kx = k % params.kernel_width;
+        if iy < ky || ix < kx || iy - ky >= params.out_height || ix - kx >= params.out_width {
+            return 0.0f;
+        }
+        index = ((n * params.out_channels + co) * params.out_height + iy - ky) * params.out_width + ix - kx;
+    } else {
+        index = output_index(k, row);
+    }
+    return quantize_operand(lhs[index]);
+}
+
+// b(k, col), quantized; +0 outside the operand.
+fn load_rhs(k: u32, col: u32) -> f32 {
+    if k >= params.depth || col >= params.cols {
+        return 0.0f;
+    }
+    var index = 0u;
+    if KIND == 0u {
+        index = select(k * params.cols + col, col * params.depth + k, params.rhs_transposed != 0u);
+    } else if KIND == 1u {
+        index = col * params.depth + k;
+    } else if KIND == 2u {
+        let co = k / (params.kernel_height * params.kernel_width);
+        let ky = (k / params.kernel_width) % params.kernel_height;
+        let kx = k % params.kernel_width;
+        index = ((co * params.in_channels + col) * params.kernel_height + ky) * params.kernel_width + kx;
+    } else {
+        index = input_index_at(k, col);
+    }
+    return quantize_operand(rhs[index]);
+}
+
+// Where out[row][col] lives in the output tensor.
+fn store_index(row: u32, col: u32) -> u32 {
+    if KIND == 0u {
+        return row * params.cols + col;
+    }
+    if KIND == 1u {
+        return output_index(row, col);
+    }
+    if KIND == 2u {
+        let n = row / (params.height * params.width);
+        let iy = (row / params.width) % params.height;
+        let ix = row % params.width;
+        return ((n * params.in_channels + col) * params.height + iy) * params.width + ix;
+    }
+    return row * params.cols + col;
+}
+
+@compute @workgroup_size(16, 16, 1)
+fn contract(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+    let row0 = (group.y + params.tile_row_offset) * TILE;
+    let col0 = group.x * TILE;
+    let flat = local.y * THREADS + local.x;
+    // This invocation's outputs: rows ty, ty + 16 and columns tx, tx + 16 of the tile.
+    let ty = local.y;
+    let tx = local.x;
+    var total = array<f32, 4>(0.0f, 0.0f, 0.0f, 0.0f);
+    for (var k0 = 0u; k0 < params.depth; k0 += CHUNK) {
+        // Each of the 256 invocations loads 4 elements of each 32x32 operand block.
+        for (var i = 0u; i < 4u; i += 1u) {
+            let element = flat + i * 256u;
+            let r = element / TILE;
+            let c = element % TILE;
+            lhs_tile[element] = load_lhs(row0 + r, k0 + c);
+            rhs_tile[element] = load_rhs(k0 + r, col0 + c);
+        }
+        workgroupBarrier();
+        let chunk_len = min(CHUNK, params.depth - k0);
+        var partial = array<f32, 4>(0.0f, 0.0f, 0.0f, 0.0f);
+        for (var kk = 0u; kk < chunk_len; kk += 1u) {
+            let a0 = lhs_tile[ty * TILE + kk];
+            let a1 = lhs_tile[(ty + THREADS) * TILE + kk];
+            let b0 = rhs_tile[kk * TILE + tx];
+            let b1 = rhs_tile[kk * TILE + tx + THREADS];
+            // Exact products of 12-bit operands: contraction cannot change these sums.
+            partial[0] = partial[0] + a0 * b0;
+            partial[1] = partial[1] + a0 * b1;
+            partial[2] = partial[2] + a1 * b0;
+            partial[3] = partial[3] + a1 * b1;
+        }
+        for (var i = 0u; i < 4u; i += 1u) {
+            total[i] = total[i] + partial[i];
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i += 1u) {
+        let row = row0 + ty + (i / 2u) * THREADS;
+        let col = col0 + tx + (i % 2u) * THREADS;
+        if row < params.rows && col < params.cols {
+            out[store_index(row, col)] = total[i];
+        }
+    }
+}
