@@ -1,0 +1,81 @@
+//! Checkpoints: safetensors files addressed by their hash, verified before
+//! use, and resuming from one reproduces the later state hashes bit for bit.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::*;
+use touchstone_kernels::checkpoint::{run_with_checkpoints, Checkpoint, CheckpointError};
+use touchstone_kernels::trace::Trainer;
+use touchstone_kernels::CpuBackend;
+
+/// A fresh directory under the system temp dir.
+fn temp_dir(name: &str) -> PathBuf {
+	let dir = std::env::temp_dir().join(format!("touchstone-{name}-{}", std::process::id()));
+	let _ = std::fs::remove_dir_all(&dir);
+	std::fs::create_dir_all(&dir).unwrap();
+	dir
+}
+
+#[test]
+fn resuming_from_a_checkpoint_reproduces_the_later_state_hashes() {
+	let dir = temp_dir("resume");
+	let (model, train, data) = (blob_model(), blob_train(12), blobs(200));
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	let (records, written) = run_with_checkpoints(&mut trainer, 12, train.checkpoint_interval, &dir).unwrap();
+	assert_eq!(written.iter().map(|w| w.next_step).collect::<Vec<_>>(), [4, 8, 12]);
+	for checkpoint in &written {
+		let loaded = Checkpoint::read(&checkpoint.path, &checkpoint.hash).unwrap();
+		assert_eq!(loaded.next_step, checkpoint.next_step);
+		assert_eq!(loaded.state_hash, records[checkpoint.next_step as usize - 1].state_hash);
+		let mut resumed =
+			Trainer::resume(CpuBackend, &model, &train, data.clone(), loaded.state, loaded.next_step, loaded.state_hash)
+				.unwrap();
+		for record in &records[checkpoint.next_step as usize..] {
+			assert_eq!(resumed.step().unwrap(), *record);
+		}
+	}
+	std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_same_state_always_gives_the_same_file_and_hash() {
+	let (model, train, data) = (blob_model(), blob_train(3), blobs(200));
+	let mut a = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	let mut b = Trainer::new(CpuBackend, &model, &train, data).unwrap();
+	for _ in 0..3 {
+		a.step().unwrap();
+		b.step().unwrap();
+	}
+	let (first, second) = (Checkpoint::of(&mut a).unwrap(), Checkpoint::of(&mut b).unwrap());
+	assert_eq!(first.to_bytes().unwrap(), second.to_bytes().unwrap());
+	assert_eq!(first.hash().unwrap(), second.hash().unwrap());
+	// The file is plain safetensors: other tools read it.
+	let bytes = first.to_bytes().unwrap();
+	let parsed = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+	assert_eq!(parsed.len(), first.state.len());
+	assert_eq!(parsed.tensor("state.0000").unwrap().shape(), [first.state[0].len()]);
+}
+
+#[test]
+fn a_checkpoint_whose_hash_does_not_match_is_refused_before_parsing() {
+	let dir = temp_dir("refuse");
+	let (model, train, data) = (blob_model(), blob_train(2), blobs(200));
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data).unwrap();
+	trainer.step().unwrap();
+	let checkpoint = Checkpoint::of(&mut trainer).unwrap();
+	let path = dir.join("c.safetensors");
+	let hash = checkpoint.write(&path).unwrap();
+	// One weight bit changed on disk.
+	let mut bytes = std::fs::read(&path).unwrap();
+	let last = bytes.len() - 1;
+	bytes[last] ^= 1;
+	std::fs::write(&path, &bytes).unwrap();
+	assert!(matches!(Checkpoint::read(&path, &hash), Err(CheckpointError::WrongHash { .. })));
+	// Garbage with a matching hash still fails cleanly, as a format error.
+	let garbage = b"not a safetensors file".to_vec();
+	let garbage_hash = touchstone_kernels::hash::digest_bytes(&garbage);
+	assert!(matches!(Checkpoint::from_bytes(&garbage, &garbage_hash), Err(CheckpointError::Format(_))));
+	std::fs::remove_dir_all(&dir).unwrap();
+}
