@@ -14,7 +14,7 @@ extern crate alloc;
 
 use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 use polkadot_sdk::sp_core::{ConstU32, H256};
-use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64, Perbill, RuntimeDebug};
+use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64, Perbill};
 use scale_info::TypeInfo;
 
 mod runtime_api;
@@ -53,7 +53,7 @@ pub type LayerWidths = BoundedVec<u32, ConstU32<MAX_LAYERS>>;
 /// The roles a compute node can register for. Each role is bonded separately.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	PartialOrd, Ord, RuntimeDebug,
+	PartialOrd, Ord, Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum Role {
@@ -73,7 +73,7 @@ impl Role {
 /// The kind of device a node trains on.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum DeviceKind {
@@ -86,7 +86,7 @@ pub enum DeviceKind {
 /// What a compute node declares about its hardware when it registers.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct HardwareProfile {
@@ -107,7 +107,7 @@ pub struct HardwareProfile {
 /// What a job requires of the hardware that trains it.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct HardwareRequirements {
@@ -137,7 +137,7 @@ impl HardwareRequirements {
 /// A content-addressed object: its hash and where to fetch it.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct ContentRef {
@@ -150,7 +150,7 @@ pub struct ContentRef {
 /// The training dataset of a job.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct DatasetRef {
@@ -163,7 +163,7 @@ pub struct DatasetRef {
 /// The hidden-layer activation of a model.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum Activation {
@@ -178,7 +178,7 @@ pub enum Activation {
 /// Model architecture and configuration.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum ModelArch {
@@ -218,7 +218,7 @@ pub enum ModelArch {
 /// The optimizer and its settings.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum Optimizer {
@@ -243,7 +243,7 @@ pub enum Optimizer {
 /// Training hyper-parameters.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct HyperParams {
@@ -266,7 +266,7 @@ pub struct HyperParams {
 /// How a proof is checked.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum VerificationMode {
@@ -286,7 +286,7 @@ pub enum VerificationMode {
 /// How unit results combine into the job's result, for data-parallel jobs.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum Aggregation {
@@ -299,7 +299,7 @@ pub enum Aggregation {
 /// How a job is cut into work units.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum Decomposition {
@@ -321,7 +321,7 @@ pub enum Decomposition {
 /// Everything a submitter states about a training job.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct JobSpec<Balance> {
@@ -352,7 +352,7 @@ pub struct JobSpec<Balance> {
 /// Which part of the job a unit covers.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum UnitScope {
@@ -379,7 +379,7 @@ pub enum UnitScope {
 /// before the unit started.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum UnitState {
@@ -420,7 +420,7 @@ impl UnitState {
 /// A checkpoint a solver committed on its way through a unit.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Checkpoint {
@@ -433,7 +433,7 @@ pub struct Checkpoint {
 /// Metrics a solver reports with its proof.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug, Default,
+	Debug, Default,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct TrainingMetrics {
@@ -446,7 +446,7 @@ pub struct TrainingMetrics {
 /// The learning-proof commitment for one unit.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct LearningProof {
@@ -463,7 +463,7 @@ pub struct LearningProof {
 /// A work unit and where it stands.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct WorkUnit<AccountId, BlockNumber> {
@@ -493,7 +493,7 @@ pub struct WorkUnit<AccountId, BlockNumber> {
 /// The state of a job.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum JobStatus {
@@ -508,7 +508,7 @@ pub enum JobStatus {
 /// The aggregated result of a completed job.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct JobResult {
@@ -526,7 +526,7 @@ pub struct JobResult {
 /// A job and its bookkeeping.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Job<AccountId, Balance, BlockNumber> {

@@ -3,11 +3,10 @@
 use crate::{Job, JobId, UnitIndex, WorkUnit};
 use alloc::vec::Vec;
 use codec::{Codec, Decode, Encode};
-use polkadot_sdk::sp_runtime::RuntimeDebug;
 use scale_info::TypeInfo;
 
 /// A unit a solver can work on, as the runtime API reports it.
-#[derive(Encode, Decode, TypeInfo, Clone, PartialEq, Eq, RuntimeDebug)]
+#[derive(Encode, Decode, TypeInfo, Clone, PartialEq, Eq, Debug)]
 pub struct SolverUnit<AccountId, BlockNumber> {
 	/// The job.
 	pub job: JobId,
@@ -20,7 +19,7 @@ pub struct SolverUnit<AccountId, BlockNumber> {
 }
 
 /// A job with all of its units, as the runtime API reports it.
-#[derive(Encode, Decode, TypeInfo, Clone, PartialEq, Eq, RuntimeDebug)]
+#[derive(Encode, Decode, TypeInfo, Clone, PartialEq, Eq, Debug)]
 pub struct JobState<AccountId, Balance, BlockNumber> {
 	/// The job.
 	pub job: Job<AccountId, Balance, BlockNumber>,

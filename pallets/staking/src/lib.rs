@@ -63,10 +63,7 @@ pub mod pallet {
 	pub struct Pallet<T>(_);
 
 	#[pallet::config]
-	pub trait Config: frame_system::Config {
-		/// The overarching event type.
-		type RuntimeEvent: From<Event<Self>> + IsType<<Self as frame_system::Config>::RuntimeEvent>;
-
+	pub trait Config: polkadot_sdk::frame_system::Config {
 		/// The currency bonds are held in.
 		type Currency: Inspect<Self::AccountId>
 			+ Mutate<Self::AccountId>

@@ -61,7 +61,6 @@ impl ActiveWork<u64> for MockActiveWork {
 }
 
 impl pallet_touchstone_staking::Config for Test {
-	type RuntimeEvent = RuntimeEvent;
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type SlashDestination = ResolveTo<Jackpot, Balances>;

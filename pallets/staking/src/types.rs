@@ -5,7 +5,7 @@ use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 use polkadot_sdk::{
 	frame_support::traits::fungible::{Credit, Inspect},
 	sp_core::ConstU32,
-	sp_runtime::{BoundedVec, RuntimeDebug},
+	sp_runtime::{BoundedVec},
 };
 use scale_info::TypeInfo;
 use touchstone_primitives::{HardwareProfile, Role};
@@ -22,7 +22,7 @@ pub type CreditOf<T> =
 /// The roles a node holds, each at most once, in declaration order.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug, Default,
+	Debug, Default,
 )]
 pub struct RoleSet {
 	/// Holds the solver role.
@@ -75,7 +75,7 @@ impl RoleSet {
 /// A node's track record.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug, Default,
+	Debug, Default,
 )]
 pub struct Reputation {
 	/// Units it completed and was paid for.
@@ -89,7 +89,7 @@ pub struct Reputation {
 /// A registered compute node.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 pub struct NodeInfo<BlockNumber> {
 	/// The roles it is registered for.
@@ -107,7 +107,7 @@ pub struct NodeInfo<BlockNumber> {
 /// Funds unbonded from a role, waiting out the unbonding period.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
-	RuntimeDebug,
+	Debug,
 )]
 pub struct UnbondingChunk<Balance, BlockNumber> {
 	/// The role the funds left.

@@ -87,10 +87,7 @@ pub mod pallet {
 	pub struct Pallet<T>(_);
 
 	#[pallet::config]
-	pub trait Config: frame_system::Config {
-		/// The overarching event type.
-		type RuntimeEvent: From<Event<Self>> + IsType<<Self as frame_system::Config>::RuntimeEvent>;
-
+	pub trait Config: polkadot_sdk::frame_system::Config {
 		/// The currency budgets are escrowed and paid in.
 		type Currency: Inspect<Self::AccountId>
 			+ Mutate<Self::AccountId>

@@ -80,7 +80,6 @@ impl ProofLifecycle<u64> for MockLifecycle {
 }
 
 impl pallet_touchstone_staking::Config for Test {
-	type RuntimeEvent = RuntimeEvent;
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type SlashDestination = ResolveTo<Jackpot, Balances>;
@@ -98,7 +97,6 @@ impl pallet_touchstone_staking::Config for Test {
 }
 
 impl pallet_touchstone_tasks::Config for Test {
-	type RuntimeEvent = RuntimeEvent;
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;
