@@ -515,7 +515,7 @@ pub mod pallet {
 		///   none for a role it does not list;
 		/// - the unbonding hold of an account never exceeds its unbonding chunks;
 		/// - the counted map's counter matches its contents.
-		#[cfg(any(feature = "try-runtime", test))]
+		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), sp_runtime::TryRuntimeError> {
 			let mut nodes = 0u32;
 			for (who, node) in Nodes::<T>::iter() {

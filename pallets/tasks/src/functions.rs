@@ -699,7 +699,7 @@ impl<T: Config> Pallet<T> {
 	///   once; every assigned unit has its deadline indexed;
 	/// - `OpenUnits` counts the units that are not final, and each job's `units_final`
 	///   counts its final units.
-	#[cfg(any(feature = "try-runtime", test))]
+	#[cfg(any(feature = "try-runtime", feature = "std"))]
 	pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 		use alloc::collections::btree_map::BTreeMap;
 		use polkadot_sdk::frame_support::traits::fungible::InspectHold;

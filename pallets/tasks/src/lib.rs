@@ -36,7 +36,7 @@ mod mock;
 #[cfg(test)]
 mod tests;
 
-use polkadot_sdk::{frame_support, frame_system, sp_runtime};
+use polkadot_sdk::{frame_support, frame_system};
 
 /// The balance type of the pallet's currency.
 pub type BalanceOf<T> = <<T as Config>::Currency as frame_support::traits::fungible::Inspect<
@@ -430,7 +430,7 @@ pub mod pallet {
 		}
 
 		#[cfg(feature = "try-runtime")]
-		fn try_state(_n: BlockNumberFor<T>) -> Result<(), sp_runtime::TryRuntimeError> {
+		fn try_state(_n: BlockNumberFor<T>) -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			Self::do_try_state()
 		}
 	}

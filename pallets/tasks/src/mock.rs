@@ -5,7 +5,7 @@ use crate as pallet_touchstone_tasks;
 use polkadot_sdk::{
 	frame_support::{
 		self, derive_impl, parameter_types,
-		traits::{fungible::Inspect, tokens::imbalance::ResolveTo, ConstU32, ConstU64},
+		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
 	},
 	frame_system, pallet_balances, sp_io,
 	sp_runtime::{BoundedVec, BuildStorage, FixedU64},
