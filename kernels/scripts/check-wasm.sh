@@ -7,3 +7,5 @@ cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/touchstone/target-kernels}"
 cargo build --locked -p touchstone-kernels --no-default-features --target wasm32v1-none "$@"
 cargo build --locked -p touchstone-kernels --no-default-features --target wasm32v1-none --release "$@"
+# The referee's SCALE types, as the runtime links them (feature `codec`).
+cargo build --locked -p touchstone-kernels --no-default-features --features codec --target wasm32v1-none --release "$@"

@@ -387,3 +387,20 @@ fn the_first_step_is_judged_against_the_anchor() {
 	wrong_anchor.commitments.anchor[0] ^= 1;
 	assert_eq!(recompute(&job.0, &job.1, &wrong_anchor), Err(RefereeError::InvalidStateProof));
 }
+
+#[cfg(feature = "codec")]
+#[test]
+fn a_case_survives_scale_encoding_and_is_judged_the_same() {
+	use codec::{Decode, Encode};
+	use touchstone_kernels::referee::{RefereeCase, Verdict};
+	let job = mlp();
+	let (_, case) = honest_case(&job);
+	let bytes = case.encode();
+	let decoded = RefereeCase::decode(&mut bytes.as_slice()).unwrap();
+	assert_eq!(decoded, case);
+	let verdict: Result<Verdict, RefereeError> = referee(&job.0, &job.1, &decoded);
+	let round_trip = <Result<Verdict, RefereeError>>::decode(&mut verdict.encode().as_slice()).unwrap();
+	assert_eq!(round_trip, verdict);
+	assert!(verdict.is_ok());
+	let _ = scale_info::meta_type::<RefereeCase>();
+}
