@@ -225,7 +225,7 @@ pub fn run_with_checkpoints<B: Backend>(
 	let mut written = Vec::new();
 	for _ in 0..steps {
 		records.push(trainer.step().map_err(|error| format!("{error:?}"))?);
-		if interval > 0 && trainer.next_step() % interval == 0 {
+		if interval > 0 && trainer.next_step().is_multiple_of(interval) {
 			let checkpoint = Checkpoint::of(trainer).map_err(|error| format!("{error:?}"))?;
 			let path = dir.join(format!("step-{:08}.safetensors", checkpoint.next_step));
 			let hash = checkpoint.write(&path).map_err(|error| error.to_string())?;

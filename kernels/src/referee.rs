@@ -661,16 +661,16 @@ fn operator_segment(
 	}
 }
 
+/// What judging one piece reads: `(input position, segment indices)` pairs,
+/// and indices of earlier pieces of the same operator.
+pub type Requirements = (Vec<(usize, Vec<usize>)>, Vec<usize>);
+
 /// The input segments and earlier pieces that judging piece `piece` of
 /// `operator` reads: `(input position, segments)` pairs and piece indices.
 ///
 /// The prover uses it to build a [`RefereeCase`]; the referee itself reads
 /// lazily and reports whatever is missing.
-pub fn requirements(
-	graph: &Graph,
-	operator: usize,
-	piece: usize,
-) -> Result<(Vec<(usize, Vec<usize>)>, Vec<usize>), GraphError> {
+pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requirements, GraphError> {
 	let node = graph.node(operator)?;
 	let decoded = graph.piece(operator, piece)?;
 	let all_segments = |position: usize| -> Vec<usize> {

@@ -655,7 +655,7 @@ fn build_step_trace(
 		operator_leaves.push(operator_leaf(id as u32, node.kind.code(), count, &tree.root()));
 		pieces.push(tree);
 	}
-	let previous_state = segment_tree(graph.state.iter().map(|&id| values.get(id)).flatten())?;
+	let previous_state = segment_tree(graph.state.iter().filter_map(|&id| values.get(id)))?;
 	Ok(StepTrace {
 		record,
 		previous_hash: [0; 32],
