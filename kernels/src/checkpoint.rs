@@ -7,9 +7,11 @@
 //! state order (parameters, then first moments, then second moments), each of
 //! shape `[len]`, little-endian. The header's `__metadata__` holds exactly one
 //! entry, `touchstone`, with the value
-//! `v1 next_step=<n> state_hash=<64 hex digits>`: the step the checkpoint
-//! resumes at and the state hash after the step before it (the run's anchor
-//! for a checkpoint at step 0). One entry, because the `safetensors` crate
+//! `v1 next_step=<n> state_hash=<hex> previous_hash=<hex> batch_root=<hex>`
+//! (hex: 64 digits): the step the checkpoint resumes at, the state hash after
+//! the step before it (the run's anchor for a checkpoint at step 0), the state
+//! hash before that one and the batch root of that step, so that a run resumed
+//! from it can also open its first state hash to the referee ([`ChainPoint`]). One entry, because the `safetensors` crate
 //! writes metadata from a hash map, whose order is not fixed: with one entry
 //! (and zero-padded tensor names, which it sorts) the same state always gives
 //! the same bytes, so the same hash.
@@ -27,7 +29,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use crate::backend::Backend;
 use crate::data::hex;
 use crate::hash::{digest_bytes, Digest};
-use crate::trace::{StepRecord, Trainer};
+use crate::trace::{ChainPoint, StepRecord, Trainer};
 
 /// The metadata key of a checkpoint.
 const METADATA_KEY: &str = "touchstone";
@@ -37,10 +39,8 @@ const FORMAT: &str = "v1";
 /// A resumable training state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checkpoint {
-	/// The step the run resumes at.
-	pub next_step: u32,
-	/// The state hash after step `next_step − 1` (or the anchor).
-	pub state_hash: Digest,
+	/// Where the run stands in its hash chain.
+	pub point: ChainPoint,
 	/// Parameters, then moments.
 	pub state: Vec<Vec<f32>>,
 }
@@ -114,7 +114,14 @@ impl Checkpoint {
 				(format!("state.{index:04}"), Tensor { shape: [values.len()], bytes })
 			})
 			.collect();
-		let value = format!("{FORMAT} next_step={} state_hash={}", self.next_step, hex(&self.state_hash));
+		let point = &self.point;
+		let value = format!(
+			"{FORMAT} next_step={} state_hash={} previous_hash={} batch_root={}",
+			point.next_step,
+			hex(&point.last_hash),
+			hex(&point.previous_hash),
+			hex(&point.last_batch_root)
+		);
 		let metadata = HashMap::from([(METADATA_KEY.to_string(), value)]);
 		safetensors::serialize(tensors.iter().map(|(name, tensor)| (name.as_str(), tensor)), Some(metadata))
 			.map_err(|error| CheckpointError::Format(error.to_string()))
@@ -155,11 +162,17 @@ impl Checkpoint {
 			.and_then(|field| field.strip_prefix("next_step="))
 			.and_then(|n| n.parse().ok())
 			.ok_or_else(|| format("bad next_step"))?;
-		let state_hash = fields
-			.next()
-			.and_then(|field| field.strip_prefix("state_hash="))
-			.and_then(parse_hex)
-			.ok_or_else(|| format("bad state_hash"))?;
+		let mut digest = |name: &str| {
+			fields
+				.next()
+				.and_then(|field| field.strip_prefix(name))
+				.and_then(|field| field.strip_prefix('='))
+				.and_then(parse_hex)
+				.ok_or_else(|| CheckpointError::Format(format!("bad {name}")))
+		};
+		let last_hash = digest("state_hash")?;
+		let previous_hash = digest("previous_hash")?;
+		let last_batch_root = digest("batch_root")?;
 		let tensors = SafeTensors::deserialize(bytes).map_err(|error| CheckpointError::Format(error.to_string()))?;
 		let mut state = Vec::with_capacity(tensors.len());
 		for index in 0..tensors.len() {
@@ -176,7 +189,7 @@ impl Checkpoint {
 			crate::contract::canonicalize(&mut values);
 			state.push(values);
 		}
-		Ok(Self { next_step, state_hash, state })
+		Ok(Self { point: ChainPoint { next_step, last_hash, previous_hash, last_batch_root }, state })
 	}
 
 	/// Reads and verifies the checkpoint at `path` whose hash is `expected`.
@@ -186,7 +199,7 @@ impl Checkpoint {
 
 	/// The checkpoint of `trainer`'s current state.
 	pub fn of<B: Backend>(trainer: &mut Trainer<B>) -> Result<Self, B::Error> {
-		Ok(Self { next_step: trainer.next_step(), state_hash: trainer.last_hash(), state: trainer.state()? })
+		Ok(Self { point: trainer.chain_point(), state: trainer.state()? })
 	}
 }
 
@@ -227,9 +240,10 @@ pub fn run_with_checkpoints<B: Backend>(
 		records.push(trainer.step().map_err(|error| format!("{error:?}"))?);
 		if interval > 0 && trainer.next_step().is_multiple_of(interval) {
 			let checkpoint = Checkpoint::of(trainer).map_err(|error| format!("{error:?}"))?;
-			let path = dir.join(format!("step-{:08}.safetensors", checkpoint.next_step));
+			let next_step = checkpoint.point.next_step;
+			let path = dir.join(format!("step-{next_step:08}.safetensors"));
 			let hash = checkpoint.write(&path).map_err(|error| error.to_string())?;
-			written.push(WrittenCheckpoint { next_step: checkpoint.next_step, hash, path });
+			written.push(WrittenCheckpoint { next_step, hash, path });
 		}
 	}
 	Ok((records, written))

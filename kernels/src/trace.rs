@@ -164,6 +164,27 @@ pub fn batch_indices(samples: usize, batch: usize, seed: u64, step: u32) -> Resu
 	Ok(order.get(start..start + batch).map(<[u32]>::to_vec).unwrap_or_default())
 }
 
+/// Where a run stands in its hash chain: what resuming it needs, and what
+/// opening its last state hash to the referee needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainPoint {
+	/// The next global step to run.
+	pub next_step: u32,
+	/// The state hash after step `next_step − 1` (the anchor before the first step).
+	pub last_hash: Digest,
+	/// The state hash before that one (zeros before the first step).
+	pub previous_hash: Digest,
+	/// The batch root of step `next_step − 1` (zeros before the first step).
+	pub last_batch_root: Digest,
+}
+
+impl ChainPoint {
+	/// The start of a run: step `first_step` next, chained from `anchor`.
+	pub fn start(first_step: u32, anchor: Digest) -> Self {
+		Self { next_step: first_step, last_hash: anchor, previous_hash: [0; 32], last_batch_root: [0; 32] }
+	}
+}
+
 /// A deliberate error, for the dispute tests: a dishonest trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -247,10 +268,7 @@ pub struct Trainer<B: Backend> {
 	labels: Option<B::Indices>,
 	host_batch: [HostTensor; 3],
 	epoch_order: Option<(usize, Vec<u32>)>,
-	next_step: u32,
-	last_hash: Digest,
-	last_batch_root: Digest,
-	previous_hash: Digest,
+	point: ChainPoint,
 	fault: Option<Fault>,
 	recording: Option<Vec<Option<HostTensor>>>,
 }
@@ -265,21 +283,20 @@ impl<B: Backend> Trainer<B> {
 			state.extend(params.iter().map(|p| vec![0.0f32; p.len()]));
 		}
 		let root = state_root(&state).map_err(|_| KernelError::ShapeOverflow)?;
-		Self::resume(backend, model, train, data, state, 0, anchor_hash(&root))
+		Self::resume(backend, model, train, data, state, ChainPoint::start(0, anchor_hash(&root)))
 	}
 
-	/// A trainer about to run `next_step`, from `state` (parameters then moments)
-	/// whose state hash is `last_hash` (the anchor when `next_step` is the first).
+	/// A trainer at `point`, from `state` (parameters then moments): a
+	/// checkpoint's contents, or a unit's starting model.
 	pub fn resume(
 		mut backend: B,
 		model: &ModelConfig,
 		train: &TrainConfig,
 		data: Dataset,
 		state: Vec<Vec<f32>>,
-		next_step: u32,
-		last_hash: Digest,
+		point: ChainPoint,
 	) -> Result<Self, B::Error> {
-		let graph = Graph::build(model, train).map_err(|_| KernelError::InvalidHyperparameter { name: "model" })?;
+		let graph = Graph::build(model, train)?;
 		if data.feature_len != graph.input_len || data.classes != model.classes() || data.len() < graph.batch {
 			return Err(KernelError::InvalidHyperparameter { name: "dataset" }.into());
 		}
@@ -308,10 +325,7 @@ impl<B: Backend> Trainer<B> {
 			labels: None,
 			host_batch: [HostTensor::F32(Vec::new()), HostTensor::U32(Vec::new()), HostTensor::U32(Vec::new())],
 			epoch_order: None,
-			next_step,
-			last_hash,
-			last_batch_root: [0; 32],
-			previous_hash: [0; 32],
+			point,
 			fault: None,
 			recording: None,
 		})
@@ -329,12 +343,17 @@ impl<B: Backend> Trainer<B> {
 
 	/// The next global step to run.
 	pub fn next_step(&self) -> u32 {
-		self.next_step
+		self.point.next_step
 	}
 
 	/// The state hash after the last step run (the anchor before any).
 	pub fn last_hash(&self) -> Digest {
-		self.last_hash
+		self.point.last_hash
+	}
+
+	/// Where the run stands in its hash chain.
+	pub fn chain_point(&self) -> ChainPoint {
+		self.point
 	}
 
 	/// The backend.
@@ -367,7 +386,7 @@ impl<B: Backend> Trainer<B> {
 
 	/// Runs one step; returns its record.
 	pub fn step(&mut self) -> Result<StepRecord, B::Error> {
-		let step = self.next_step;
+		let step = self.point.next_step;
 		self.load_batch(step)?;
 		let node_count = self.graph.nodes.len();
 		for id in 1..node_count {
@@ -380,20 +399,21 @@ impl<B: Backend> Trainer<B> {
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::ShapeOverflow)?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
-		let state_hash = state_hash(&self.last_hash, step, &state_root, &batch_root);
-		self.previous_hash = self.last_hash;
-		self.last_hash = state_hash;
-		self.last_batch_root = batch_root;
-		self.next_step = step.saturating_add(1);
+		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root);
+		self.point = ChainPoint {
+			next_step: step.saturating_add(1),
+			last_hash: state_hash,
+			previous_hash: self.point.last_hash,
+			last_batch_root: batch_root,
+		};
 		Ok(StepRecord { step, loss, batch_root, state_root, state_hash })
 	}
 
 	/// Runs one step with every value copied to the host and every operator
 	/// committed. The record equals the one [`Trainer::step`] gives.
 	pub fn trace_step(&mut self) -> Result<StepTrace, B::Error> {
-		let previous_previous_hash = self.previous_hash;
-		let previous_hash = self.last_hash;
-		let previous_batch_root = self.last_batch_root;
+		let ChainPoint { previous_hash: previous_previous_hash, last_hash: previous_hash, last_batch_root: previous_batch_root, .. } =
+			self.point;
 		let mut recording: Vec<Option<HostTensor>> = vec![None; self.graph.values.len()];
 		let before = self.state()?;
 		for (&id, values) in self.graph.state.iter().zip(before) {

@@ -27,11 +27,12 @@ fn resuming_from_a_checkpoint_reproduces_the_later_state_hashes() {
 	assert_eq!(written.iter().map(|w| w.next_step).collect::<Vec<_>>(), [4, 8, 12]);
 	for checkpoint in &written {
 		let loaded = Checkpoint::read(&checkpoint.path, &checkpoint.hash).unwrap();
-		assert_eq!(loaded.next_step, checkpoint.next_step);
-		assert_eq!(loaded.state_hash, records[checkpoint.next_step as usize - 1].state_hash);
-		let mut resumed =
-			Trainer::resume(CpuBackend, &model, &train, data.clone(), loaded.state, loaded.next_step, loaded.state_hash)
-				.unwrap();
+		let at = checkpoint.next_step as usize;
+		assert_eq!(loaded.point.next_step, checkpoint.next_step);
+		assert_eq!(loaded.point.last_hash, records[at - 1].state_hash);
+		assert_eq!(loaded.point.previous_hash, records[at - 2].state_hash);
+		assert_eq!(loaded.point.last_batch_root, records[at - 1].batch_root);
+		let mut resumed = Trainer::resume(CpuBackend, &model, &train, data.clone(), loaded.state, loaded.point).unwrap();
 		for record in &records[checkpoint.next_step as usize..] {
 			assert_eq!(resumed.step().unwrap(), *record);
 		}
@@ -78,4 +79,34 @@ fn a_checkpoint_whose_hash_does_not_match_is_refused_before_parsing() {
 	let garbage_hash = touchstone_kernels::hash::digest_bytes(&garbage);
 	assert!(matches!(Checkpoint::from_bytes(&garbage, &garbage_hash), Err(CheckpointError::Format(_))));
 	std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone() {
+	use touchstone_kernels::graph::Graph;
+	use touchstone_kernels::merkle::MerkleTree;
+	use touchstone_kernels::referee::{open_case, referee, RunOpening, StateOpening};
+	use touchstone_kernels::trace::trace_leaf;
+	let (model, train, data) = (blob_model(), blob_train(6), blobs(200));
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	let anchor = trainer.last_hash();
+	let mut records = Vec::new();
+	for _ in 0..4 {
+		records.push(trainer.step().unwrap());
+	}
+	let bytes = Checkpoint::of(&mut trainer).unwrap().to_bytes().unwrap();
+	let hash = touchstone_kernels::hash::digest_bytes(&bytes);
+	records.extend((0..2).map(|_| trainer.step().unwrap()));
+	// A verifier holding only the checkpoint re-executes step 4 with every operator committed.
+	let loaded = Checkpoint::from_bytes(&bytes, &hash).unwrap();
+	let mut resumed = Trainer::resume(CpuBackend, &model, &train, data, loaded.state, loaded.point).unwrap();
+	let traced = resumed.trace_step().unwrap();
+	assert_eq!(traced.record, records[4]);
+	let tree = MerkleTree::new(records.iter().map(|r| trace_leaf(&r.state_hash)).collect()).unwrap();
+	let graph = Graph::build(&model, &train).unwrap();
+	let run = RunOpening { trace: &tree, first_step: 0, anchor };
+	// The first matmul reads the parameters: the state before step 4 is opened.
+	let case = open_case(&graph, &traced, &run, 1, 0).unwrap();
+	assert!(matches!(case.previous_state, StateOpening::Step { .. }));
+	referee(&model, &train, &case).unwrap();
 }
