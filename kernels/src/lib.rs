@@ -72,6 +72,8 @@ pub mod referee;
 pub mod trace;
 
 // Backends beyond the reference (std only, each behind its cargo feature).
+#[cfg(feature = "tch")]
+pub mod tch;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 

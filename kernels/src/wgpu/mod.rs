@@ -163,24 +163,32 @@ pub struct WgpuIndices {
 	host: Vec<u32>,
 }
 
-/// The compute pipelines, one per kernel entry point.
+/// One kernel entry point: its pipeline and the layout of its bind group.
+#[derive(Clone)]
+struct Kernel {
+	pipeline: gpu::ComputePipeline,
+	/// Fetched once: `get_bind_group_layout` is not free, and every dispatch needs it.
+	layout: gpu::BindGroupLayout,
+}
+
+/// The compute kernels, one per entry point.
 struct Pipelines {
 	/// `contract.wgsl`, one per index-map kind: matmul, conv forward, input grad, weight grad.
-	contract: [gpu::ComputePipeline; 4],
-	bias_add: gpu::ComputePipeline,
-	activation_forward: gpu::ComputePipeline,
-	activation_backward: gpu::ComputePipeline,
-	sgd_momentum: gpu::ComputePipeline,
-	adamw: gpu::ComputePipeline,
-	scale_below_one: gpu::ComputePipeline,
-	gather_rows: gpu::ComputePipeline,
-	chunk_sums: gpu::ComputePipeline,
-	fold_chunks: gpu::ComputePipeline,
-	square_chunk_sums: gpu::ComputePipeline,
-	finish_norm: gpu::ComputePipeline,
-	softmax_rows: gpu::ComputePipeline,
-	softmax_loss: gpu::ComputePipeline,
-	probe: gpu::ComputePipeline,
+	contract: [Kernel; 4],
+	bias_add: Kernel,
+	activation_forward: Kernel,
+	activation_backward: Kernel,
+	sgd_momentum: Kernel,
+	adamw: Kernel,
+	scale_below_one: Kernel,
+	gather_rows: Kernel,
+	chunk_sums: Kernel,
+	fold_chunks: Kernel,
+	square_chunk_sums: Kernel,
+	finish_norm: Kernel,
+	softmax_rows: Kernel,
+	softmax_loss: Kernel,
+	probe: Kernel,
 }
 
 /// The wgpu backend: one device, its pipelines and the recording state.
@@ -192,7 +200,10 @@ pub struct WgpuBackend {
 	pipelines: Pipelines,
 	/// Storage binding limit of the device, in bytes.
 	max_binding: u64,
-	/// The encoder of the batch being recorded.
+	/// The compute pass being recorded. Declared before `encoder` so that it
+	/// is dropped (ended) first.
+	pass: Option<gpu::ComputePass<'static>>,
+	/// The encoder of the current batch.
 	encoder: Option<gpu::CommandEncoder>,
 	pending: usize,
 	/// Per-dispatch parameters, reset after each submission.
@@ -332,6 +343,7 @@ impl WgpuBackend {
 			name,
 			pipelines,
 			max_binding: limits.max_storage_buffer_binding_size.min(limits.max_buffer_size),
+			pass: None,
 			encoder: None,
 			pending: 0,
 			arena,
@@ -363,6 +375,7 @@ impl WgpuBackend {
 
 	/// Submits the batch being recorded, if any, and resets the arena.
 	fn flush(&mut self) {
+		self.pass = None;
 		if let Some(encoder) = self.encoder.take() {
 			self.queue.submit([encoder.finish()]);
 		}
@@ -391,8 +404,10 @@ impl WgpuBackend {
 		WgpuError::Device { adapter: self.info.name.clone(), message }
 	}
 
-	/// The encoder of the current batch.
+	/// The encoder of the current batch, for commands outside a compute pass
+	/// (the open pass, if any, is ended first).
 	fn encoder(&mut self) -> &mut gpu::CommandEncoder {
+		self.pass = None;
 		self.encoder.get_or_insert_with(|| {
 			self.device.create_command_encoder(&gpu::CommandEncoderDescriptor { label: Some("touchstone batch") })
 		})
@@ -448,29 +463,33 @@ impl WgpuBackend {
 		gpu::BindingResource::Buffer(gpu::BufferBinding { buffer, offset, size: core::num::NonZeroU64::new(size) })
 	}
 
-	/// Records one dispatch of `pipeline` with `params` at binding 0 and
+	/// Records one dispatch of `kernel` with `params` at binding 0 and
 	/// `buffers` at their bindings.
-	fn dispatch(
-		&mut self,
-		pipeline: &gpu::ComputePipeline,
-		params: &[u32],
-		buffers: &[(u32, &gpu::Buffer)],
-		groups: [u32; 3],
-	) {
+	fn dispatch(&mut self, kernel: &Kernel, params: &[u32], buffers: &[(u32, &gpu::Buffer)], groups: [u32; 3]) {
 		let (params_buffer, regions) = self.arena_regions(&[params]);
 		let mut entries =
 			vec![gpu::BindGroupEntry { binding: 0, resource: Self::region_binding(&params_buffer, regions[0]) }];
 		for &(binding, buffer) in buffers {
 			entries.push(gpu::BindGroupEntry { binding, resource: buffer.as_entire_binding() });
 		}
-		let bind_group = self.device.create_bind_group(&gpu::BindGroupDescriptor {
-			label: None,
-			layout: &pipeline.get_bind_group_layout(0),
-			entries: &entries,
-		});
-		{
-			let mut pass = self.encoder().begin_compute_pass(&gpu::ComputePassDescriptor::default());
-			pass.set_pipeline(pipeline);
+		self.record(kernel, &entries, groups);
+	}
+
+	/// Records one dispatch of `kernel` with the bind group `entries`.
+	///
+	/// All dispatches of a batch share one compute pass: each dispatch is its
+	/// own usage scope, and wgpu orders a dispatch that reads a buffer after
+	/// the one that wrote it, so sharing changes nothing but the overhead.
+	fn record(&mut self, kernel: &Kernel, entries: &[gpu::BindGroupEntry<'_>], groups: [u32; 3]) {
+		let bind_group =
+			self.device.create_bind_group(&gpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries });
+		if self.pass.is_none() {
+			let encoder = self.encoder();
+			let pass = encoder.begin_compute_pass(&gpu::ComputePassDescriptor::default()).forget_lifetime();
+			self.pass = Some(pass);
+		}
+		if let Some(pass) = self.pass.as_mut() {
+			pass.set_pipeline(&kernel.pipeline);
 			pass.set_bind_group(0, &bind_group, &[]);
 			pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
 		}
@@ -559,9 +578,9 @@ impl WgpuBackend {
 		let inputs = [self.upload(x)?, self.upload(y)?, self.upload(z)?];
 		let out = self.zeros(x.len())?;
 		if !x.is_empty() {
-			let pipeline = self.pipelines.probe.clone();
+			let kernel = self.pipelines.probe.clone();
 			self.dispatch(
-				&pipeline,
+				&kernel,
 				&[x.len() as u32, function, 0, 0],
 				&[(1, &inputs[0].buffer), (2, &inputs[1].buffer), (3, &inputs[2].buffer), (4, &out.buffer)],
 				linear_groups(x.len(), LINEAR_WIDTH),
@@ -570,10 +589,10 @@ impl WgpuBackend {
 		self.download(&out)
 	}
 
-	/// Records one element-wise dispatch of `pipeline` over `len` elements.
+	/// Records one element-wise dispatch of `kernel` over `len` elements.
 	fn elementwise(
 		&mut self,
-		pipeline: &gpu::ComputePipeline,
+		kernel: &Kernel,
 		len: usize,
 		mode: u32,
 		layout: (u32, u32),
@@ -591,7 +610,7 @@ impl WgpuBackend {
 		for (slot, scalar) in params[4..].iter_mut().zip(scalars) {
 			*slot = scalar.to_bits();
 		}
-		self.dispatch(pipeline, &params, buffers, linear_groups(len, LINEAR_WIDTH));
+		self.dispatch(kernel, &params, buffers, linear_groups(len, LINEAR_WIDTH));
 	}
 }
 
@@ -605,7 +624,7 @@ impl Pipelines {
 			})
 		};
 		let pipeline = |module: &gpu::ShaderModule, entry: &str, constants: &[(&str, f64)]| {
-			device.create_compute_pipeline(&gpu::ComputePipelineDescriptor {
+			let pipeline = device.create_compute_pipeline(&gpu::ComputePipelineDescriptor {
 				label: Some(entry),
 				layout: None,
 				module,
@@ -616,7 +635,8 @@ impl Pipelines {
 					zero_initialize_workgroup_memory: false,
 				},
 				cache: None,
-			})
+			});
+			Kernel { layout: pipeline.get_bind_group_layout(0), pipeline }
 		};
 		let contract = module("contract.wgsl", CONTRACT_WGSL);
 		let elementwise = module("elementwise.wgsl", ELEMENTWISE_WGSL);
@@ -723,7 +743,7 @@ impl Backend for WgpuBackend {
 		});
 		let tile_rows = (dims.rows as u32).div_ceil(CONTRACT_TILE);
 		let tile_cols = (dims.cols as u32).div_ceil(CONTRACT_TILE);
-		let pipeline = self.pipelines.contract[kind].clone();
+		let kernel = self.pipelines.contract[kind].clone();
 		// Very tall or wide outputs are split into several dispatches of whole tiles.
 		for row_offset in (0..tile_rows).step_by(MAX_GROUPS as usize) {
 			for col_offset in (0..tile_cols).step_by(MAX_GROUPS as usize) {
@@ -732,7 +752,7 @@ impl Backend for WgpuBackend {
 				params.extend_from_slice(&geometry);
 				params.extend_from_slice(&[row_offset, col_offset]);
 				let groups = [(tile_cols - col_offset).min(MAX_GROUPS), (tile_rows - row_offset).min(MAX_GROUPS), 1];
-				self.dispatch(&pipeline, &params, &[(1, &lhs.buffer), (2, &rhs.buffer), (3, &out.buffer)], groups);
+				self.dispatch(&kernel, &params, &[(1, &lhs.buffer), (2, &rhs.buffer), (3, &out.buffer)], groups);
 			}
 		}
 		Ok(())
@@ -741,9 +761,9 @@ impl Backend for WgpuBackend {
 	fn bias_add(&mut self, layout: BiasLayout, values: &mut WgpuTensor, bias: &WgpuTensor) -> Result<(), WgpuError> {
 		check_len("values", values.len, layout.values_len()?)?;
 		check_len("bias", bias.len, layout.channels)?;
-		let pipeline = self.pipelines.bias_add.clone();
+		let kernel = self.pipelines.bias_add.clone();
 		let shape = (layout.channels as u32, layout.inner as u32);
-		self.elementwise(&pipeline, values.len, 0, shape, &[], &[(1, &values.buffer), (2, &bias.buffer)]);
+		self.elementwise(&kernel, values.len, 0, shape, &[], &[(1, &values.buffer), (2, &bias.buffer)]);
 		Ok(())
 	}
 
@@ -759,18 +779,18 @@ impl Backend for WgpuBackend {
 		let slots = sequence.div_ceil(CHUNK) * layout.channels;
 		let scratch = self.scratch(slots)?;
 		let params = [sequence as u32, layout.channels as u32, layout.inner as u32, 0, 0, 0, 0, 0];
-		let pipeline = self.pipelines.chunk_sums.clone();
-		self.dispatch(&pipeline, &params, &[(1, &out_grad.buffer), (2, &scratch)], linear_groups(slots, 256));
-		let pipeline = self.pipelines.fold_chunks.clone();
-		self.dispatch(&pipeline, &params, &[(2, &scratch), (3, &bias_grad.buffer)], linear_groups(layout.channels, 64));
+		let kernel = self.pipelines.chunk_sums.clone();
+		self.dispatch(&kernel, &params, &[(1, &out_grad.buffer), (2, &scratch)], linear_groups(slots, 256));
+		let kernel = self.pipelines.fold_chunks.clone();
+		self.dispatch(&kernel, &params, &[(2, &scratch), (3, &bias_grad.buffer)], linear_groups(layout.channels, 64));
 		Ok(())
 	}
 
 	fn activation(&mut self, kind: Activation, input: &WgpuTensor, output: &mut WgpuTensor) -> Result<(), WgpuError> {
 		check_len("output", output.len, input.len)?;
-		let pipeline = self.pipelines.activation_forward.clone();
+		let kernel = self.pipelines.activation_forward.clone();
 		let buffers = [(1, &output.buffer), (2, &input.buffer)];
-		self.elementwise(&pipeline, input.len, activation_mode(kind), (0, 0), &[], &buffers);
+		self.elementwise(&kernel, input.len, activation_mode(kind), (0, 0), &[], &buffers);
 		Ok(())
 	}
 
@@ -783,9 +803,9 @@ impl Backend for WgpuBackend {
 	) -> Result<(), WgpuError> {
 		check_len("output_grad", output_grad.len, input.len)?;
 		check_len("input_grad", input_grad.len, input.len)?;
-		let pipeline = self.pipelines.activation_backward.clone();
+		let kernel = self.pipelines.activation_backward.clone();
 		let buffers = [(1, &input_grad.buffer), (2, &input.buffer), (3, &output_grad.buffer)];
-		self.elementwise(&pipeline, input.len, activation_mode(kind), (0, 0), &[], &buffers);
+		self.elementwise(&kernel, input.len, activation_mode(kind), (0, 0), &[], &buffers);
 		Ok(())
 	}
 
@@ -809,11 +829,11 @@ impl Backend for WgpuBackend {
 		check_len("logits_grad", logits_grad.len, logits.len)?;
 		let row_losses = self.scratch(shape.rows)?;
 		let params = [shape.rows as u32, shape.classes as u32, math::recip(shape.rows as f32).to_bits(), 0];
-		let pipeline = self.pipelines.softmax_rows.clone();
+		let kernel = self.pipelines.softmax_rows.clone();
 		let buffers = [(1, &logits.buffer), (2, &labels.buffer), (3, &logits_grad.buffer), (4, &row_losses)];
-		self.dispatch(&pipeline, &params, &buffers, linear_groups(shape.rows, 64));
-		let pipeline = self.pipelines.softmax_loss.clone();
-		self.dispatch(&pipeline, &params, &[(4, &row_losses), (5, &loss.buffer)], [1, 1, 1]);
+		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.rows, 64));
+		let kernel = self.pipelines.softmax_loss.clone();
+		self.dispatch(&kernel, &params, &[(4, &row_losses), (5, &loss.buffer)], [1, 1, 1]);
 		Ok(())
 	}
 
@@ -832,10 +852,10 @@ impl Backend for WgpuBackend {
 		if let Some(&index) = indices.host.iter().find(|&&index| index as usize >= source_rows) {
 			return Err(KernelError::IndexOutOfRange { index, rows: source_rows }.into());
 		}
-		let pipeline = self.pipelines.gather_rows.clone();
+		let kernel = self.pipelines.gather_rows.clone();
 		if destination.len > 0 {
 			self.dispatch(
-				&pipeline,
+				&kernel,
 				&[destination.len as u32, row_len as u32, 0, 0],
 				&[(1, &source.buffer), (2, &indices.buffer), (3, &destination.buffer)],
 				linear_groups(destination.len, LINEAR_WIDTH),
@@ -855,9 +875,9 @@ impl Backend for WgpuBackend {
 		check_len("grads", grad.len, param.len)?;
 		check_len("velocity", velocity.len, param.len)?;
 		let scalars = [hyper.learning_rate, hyper.momentum, hyper.weight_decay];
-		let pipeline = self.pipelines.sgd_momentum.clone();
+		let kernel = self.pipelines.sgd_momentum.clone();
 		let buffers = [(1, &param.buffer), (2, &grad.buffer), (4, &velocity.buffer)];
-		self.elementwise(&pipeline, param.len, u32::from(hyper.nesterov), (0, 0), &scalars, &buffers);
+		self.elementwise(&kernel, param.len, u32::from(hyper.nesterov), (0, 0), &scalars, &buffers);
 		Ok(())
 	}
 
@@ -883,9 +903,9 @@ impl Backend for WgpuBackend {
 			s.second_moment_scale,
 			s.epsilon,
 		];
-		let pipeline = self.pipelines.adamw.clone();
+		let kernel = self.pipelines.adamw.clone();
 		let buffers = [(1, &param.buffer), (2, &grad.buffer), (4, &first_moment.buffer), (5, &second_moment.buffer)];
-		self.elementwise(&pipeline, param.len, 0, (0, 0), &values, &buffers);
+		self.elementwise(&kernel, param.len, 0, (0, 0), &values, &buffers);
 		Ok(())
 	}
 
@@ -902,13 +922,13 @@ impl Backend for WgpuBackend {
 		let counts: Vec<u32> = grads.iter().map(|grad| grad.len.div_ceil(CHUNK) as u32).collect();
 		let total_chunks: usize = counts.iter().map(|&count| count as usize).sum();
 		let scratch = self.scratch(total_chunks)?;
-		let pipeline = self.pipelines.square_chunk_sums.clone();
+		let kernel = self.pipelines.square_chunk_sums.clone();
 		let mut offset = 0u32;
 		for (grad, &count) in grads.iter().zip(&counts) {
 			if count > 0 {
 				let params = [grad.len as u32, 0, 0, offset, 0, 0, 0, 0];
 				let groups = linear_groups(count as usize, 256);
-				self.dispatch(&pipeline, &params, &[(1, &grad.buffer), (2, &scratch)], groups);
+				self.dispatch(&kernel, &params, &[(1, &grad.buffer), (2, &scratch)], groups);
 			}
 			offset += count;
 		}
@@ -916,32 +936,20 @@ impl Backend for WgpuBackend {
 		// parameters and the counts share one arena reservation.
 		let params = [0, grads.len() as u32, 0, 0, max_norm.to_bits(), 0, 0, 0];
 		let (arena, regions) = self.arena_regions(&[&params, &counts]);
-		let pipeline = self.pipelines.finish_norm.clone();
+		let kernel = self.pipelines.finish_norm.clone();
+		let clip_state = self.clip_state.clone();
 		let entries = [
 			gpu::BindGroupEntry { binding: 0, resource: Self::region_binding(&arena, regions[0]) },
 			gpu::BindGroupEntry { binding: 2, resource: scratch.as_entire_binding() },
-			gpu::BindGroupEntry { binding: 3, resource: self.clip_state.as_entire_binding() },
+			gpu::BindGroupEntry { binding: 3, resource: clip_state.as_entire_binding() },
 			gpu::BindGroupEntry { binding: 4, resource: Self::region_binding(&arena, regions[1]) },
 		];
-		let bind_group = self.device.create_bind_group(&gpu::BindGroupDescriptor {
-			label: Some("finish_norm"),
-			layout: &pipeline.get_bind_group_layout(0),
-			entries: &entries,
-		});
-		let clip_state = self.clip_state.clone();
-		let encoder = self.encoder();
-		{
-			let mut pass = encoder.begin_compute_pass(&gpu::ComputePassDescriptor::default());
-			pass.set_pipeline(&pipeline);
-			pass.set_bind_group(0, &bind_group, &[]);
-			pass.dispatch_workgroups(1, 1, 1);
-		}
-		encoder.copy_buffer_to_buffer(&clip_state, 0, &norm.buffer, 0, 4);
-		self.pending += 1;
-		let pipeline = self.pipelines.scale_below_one.clone();
+		self.record(&kernel, &entries, [1, 1, 1]);
+		self.encoder().copy_buffer_to_buffer(&clip_state, 0, &norm.buffer, 0, 4);
+		let kernel = self.pipelines.scale_below_one.clone();
 		for grad in grads.iter_mut() {
 			let len = grad.len;
-			self.elementwise(&pipeline, len, 0, (0, 0), &[], &[(1, &grad.buffer), (2, &clip_state)]);
+			self.elementwise(&kernel, len, 0, (0, 0), &[], &[(1, &grad.buffer), (2, &clip_state)]);
 		}
 		Ok(())
 	}

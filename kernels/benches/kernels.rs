@@ -1,0 +1,547 @@
+//! Benchmarks for docs/performance.md: per-operator throughput, MLP training
+//! steps against PyTorch eager, and the cost of state hashing.
+//!
+//! Run through `kernels/scripts/bench.sh`, which builds with the `wgpu` and
+//! `tch` features and sets up libtorch; a backend whose feature is off is left
+//! out of the tables. Prints Markdown tables; asserts nothing.
+//!
+//! Method: every figure is the median over several timing rounds, each long
+//! enough (≥ 0.1 s, or at least one call) to dwarf the clock, after a warm-up
+//! call. Device backends are synchronised at the end of each round, so queued
+//! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
+//! smoke test), `--only ops|steps|hashing` for one section.
+
+use std::time::{Duration, Instant};
+
+use touchstone_kernels::data::synthetic;
+use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
+use touchstone_kernels::trace::{state_root, Trainer};
+use touchstone_kernels::*;
+
+/// Timing rounds per figure; the median is reported.
+const ROUNDS: usize = 5;
+/// Minimum duration of one timing round.
+const ROUND_TIME: Duration = Duration::from_millis(100);
+
+/// A backend the benchmark can drive: the [`Backend`] trait plus a barrier.
+trait Bench: Backend {
+	/// Waits until all queued work is done.
+	fn sync(&mut self);
+	/// Threads the backend computes with, for the tables.
+	fn threads(&self) -> String;
+}
+
+impl Bench for CpuBackend {
+	fn sync(&mut self) {}
+	fn threads(&self) -> String {
+		"1".into()
+	}
+}
+
+#[cfg(feature = "wgpu")]
+impl Bench for touchstone_kernels::wgpu::WgpuBackend {
+	fn sync(&mut self) {
+		self.synchronize().expect("wgpu device failed");
+	}
+	fn threads(&self) -> String {
+		// llvmpipe runs workgroups on LP_NUM_THREADS threads, by default one per core.
+		std::env::var("LP_NUM_THREADS").unwrap_or_else(|_| format!("{} (llvmpipe)", available_cores()))
+	}
+}
+
+#[cfg(feature = "tch")]
+impl Bench for touchstone_kernels::tch::TchBackend {
+	fn sync(&mut self) {}
+	fn threads(&self) -> String {
+		::tch::get_num_threads().to_string()
+	}
+}
+
+fn available_cores() -> usize {
+	std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Median seconds per call of `run` on `target`, after one warm-up call;
+/// `sync` waits for queued work at the end of each round.
+fn measure<T>(target: &mut T, mut run: impl FnMut(&mut T), mut sync: impl FnMut(&mut T)) -> f64 {
+	run(target);
+	sync(target);
+	let mut rounds = Vec::with_capacity(ROUNDS);
+	for _ in 0..ROUNDS {
+		let start = Instant::now();
+		let mut calls = 0u32;
+		while calls == 0 || start.elapsed() < ROUND_TIME {
+			run(target);
+			calls += 1;
+		}
+		sync(target);
+		rounds.push(start.elapsed().as_secs_f64() / f64::from(calls));
+	}
+	median(rounds)
+}
+
+/// Median seconds per call of `run` on a backend, synchronised per round.
+fn time<B: Bench>(backend: &mut B, run: impl FnMut(&mut B)) -> f64 {
+	measure(backend, run, |backend| backend.sync())
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+	values.sort_by(f64::total_cmp);
+	values[values.len() / 2]
+}
+
+/// Canonical uniform values from Philox stream `stream`.
+fn values(stream: u64, len: usize, low: f32, high: f32) -> Vec<f32> {
+	let mut out = vec![0.0; len];
+	RandomStream::new(99, stream).fill_uniform(low, high, &mut out);
+	contract::canonicalize(&mut out);
+	out
+}
+
+/// One operator workload: its name, its size label, and its work per call.
+struct Workload {
+	operator: &'static str,
+	size: String,
+	/// Floating-point operations per call (multiply-adds count two).
+	flops: f64,
+	/// Elements produced per call, for element-wise operators.
+	elements: f64,
+}
+
+/// Runs every operator workload on `backend`; returns seconds per call, in workload order.
+fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec<f64>) {
+	let mut workloads = Vec::new();
+	let mut seconds = Vec::new();
+	let matmul_sizes: &[usize] = if quick { &[8, 64] } else { &[8, 32, 128, 256, 512, 1024] };
+	for &n in matmul_sizes {
+		let shape = MatmulShape { m: n, k: n, n };
+		let a = backend.upload(&values(1, n * n, -1.0, 1.0)).unwrap();
+		let b = backend.upload(&values(2, n * n, -1.0, 1.0)).unwrap();
+		let mut c = backend.zeros(n * n).unwrap();
+		let t = time(backend, |be| be.matmul(shape, MatmulLayout::default(), &a, &b, &mut c).unwrap());
+		let flops = 2.0 * (n * n * n) as f64;
+		workloads
+			.push(Workload { operator: "matmul", size: format!("{n}×{n}×{n}"), flops, elements: (n * n) as f64 });
+		seconds.push(t);
+	}
+	let convs: &[(usize, usize, usize, usize, usize)] =
+		if quick { &[(1, 1, 4, 8, 3)] } else { &[(1, 1, 4, 8, 3), (8, 16, 32, 32, 3), (32, 32, 64, 32, 3)] };
+	for &(batch, ci, co, hw, k) in convs {
+		let shape = Conv2dShape {
+			batch,
+			in_channels: ci,
+			out_channels: co,
+			height: hw,
+			width: hw,
+			kernel_height: k,
+			kernel_width: k,
+		};
+		let x = backend.upload(&values(3, shape.input_len().unwrap(), -1.0, 1.0)).unwrap();
+		let w = backend.upload(&values(4, shape.weight_len().unwrap(), -1.0, 1.0)).unwrap();
+		let mut y = backend.zeros(shape.output_len().unwrap()).unwrap();
+		let t = time(backend, |be| be.conv2d(shape, &x, &w, &mut y).unwrap());
+		let outputs = shape.output_len().unwrap() as f64;
+		workloads.push(Workload {
+			operator: "conv2d",
+			size: format!("{batch}×{ci}×{hw}×{hw} → {co}, {k}×{k}"),
+			flops: 2.0 * outputs * (ci * k * k) as f64,
+			elements: outputs,
+		});
+		seconds.push(t);
+	}
+	let element_sizes: &[usize] = if quick { &[32] } else { &[32, 256, 1024] };
+	for &side in element_sizes {
+		let len = side * side;
+		let size = format!("{side}×{side}");
+		let x = backend.upload(&values(5, len, -4.0, 4.0)).unwrap();
+		let mut y = backend.zeros(len).unwrap();
+		for (operator, kind) in [("relu", Activation::Relu), ("gelu (tanh)", Activation::GeluTanh)] {
+			let t = time(backend, |be| be.activation(kind, &x, &mut y).unwrap());
+			workloads.push(Workload { operator, size: size.clone(), flops: 0.0, elements: len as f64 });
+			seconds.push(t);
+		}
+		let bias = backend.upload(&values(6, side, -1.0, 1.0)).unwrap();
+		let t = time(backend, |be| be.bias_add(BiasLayout::dense(side, side), &mut y, &bias).unwrap());
+		workloads.push(Workload { operator: "bias add", size: size.clone(), flops: len as f64, elements: len as f64 });
+		seconds.push(t);
+		let rows = len / 10;
+		let classifier = ClassifierShape { rows, classes: 10 };
+		let logits = backend.upload(&values(7, rows * 10, -4.0, 4.0)).unwrap();
+		let labels = backend.upload_indices(&(0..rows as u32).map(|r| r % 10).collect::<Vec<_>>()).unwrap();
+		let (mut loss, mut dlogits) = (backend.zeros(1).unwrap(), backend.zeros(rows * 10).unwrap());
+		let t = time(backend, |be| {
+			be.softmax_cross_entropy(classifier, &logits, &labels, &mut loss, &mut dlogits).unwrap()
+		});
+		workloads.push(Workload {
+			operator: "softmax cross-entropy",
+			size: format!("{rows}×10"),
+			flops: 0.0,
+			elements: (rows * 10) as f64,
+		});
+		seconds.push(t);
+		let grad = backend.upload(&values(8, len, -0.1, 0.1)).unwrap();
+		let (mut param, mut m, mut v) = (
+			backend.upload(&values(9, len, -1.0, 1.0)).unwrap(),
+			backend.zeros(len).unwrap(),
+			backend.zeros(len).unwrap(),
+		);
+		let adamw = AdamW { learning_rate: 1e-3, beta1: 0.9, beta2: 0.999, epsilon: 1e-8, weight_decay: 0.01 };
+		let scalars = adamw.scalars(10).unwrap();
+		let t = time(backend, |be| be.adamw(&scalars, &mut param, &grad, &mut m, &mut v).unwrap());
+		workloads.push(Workload { operator: "AdamW update", size: size.clone(), flops: 0.0, elements: len as f64 });
+		seconds.push(t);
+		let mut grad_copy = backend.upload(&values(8, len, -0.1, 0.1)).unwrap();
+		let mut norm = backend.zeros(1).unwrap();
+		let t = time(backend, |be| be.clip_grad_norm(1.0, &mut [&mut grad_copy], &mut norm).unwrap());
+		workloads.push(Workload { operator: "grad-norm clip", size, flops: 0.0, elements: len as f64 });
+		seconds.push(t);
+	}
+	(workloads, seconds)
+}
+
+/// An MLP training step written against [`Backend`]: the workload of the
+/// step-time table, identical for every backend and matched by
+/// `kernels/scripts/bench_torch.py` in PyTorch.
+struct MlpStep<B: Backend> {
+	widths: Vec<usize>,
+	batch: usize,
+	samples: usize,
+	dataset: B::Tensor,
+	labels: Vec<u32>,
+	params: Vec<B::Tensor>,
+	grads: Vec<B::Tensor>,
+	velocity: Vec<B::Tensor>,
+	/// Pre-activations and activations per layer (the input batch is `activations[0]`).
+	pre: Vec<B::Tensor>,
+	activations: Vec<B::Tensor>,
+	/// Gradients with respect to pre-activations and activations per layer.
+	dpre: Vec<B::Tensor>,
+	dactivations: Vec<B::Tensor>,
+	loss: B::Tensor,
+	step: u64,
+}
+
+impl<B: Backend> MlpStep<B> {
+	fn new(backend: &mut B, widths: &[usize], batch: usize, samples: usize) -> Self {
+		let layers = widths.len() - 1;
+		let mut params = Vec::new();
+		let (mut grads, mut velocity) = (Vec::new(), Vec::new());
+		for (layer, pair) in widths.windows(2).enumerate() {
+			let bound = math::rsqrt(pair[0] as f32);
+			for (index, len) in [pair[0] * pair[1], pair[1]].into_iter().enumerate() {
+				params
+					.push(backend.upload(&values(100 + 2 * layer as u64 + index as u64, len, -bound, bound)).unwrap());
+				grads.push(backend.zeros(len).unwrap());
+				velocity.push(backend.zeros(len).unwrap());
+			}
+		}
+		let mut pre = Vec::new();
+		let mut activations = vec![backend.zeros(batch * widths[0]).unwrap()];
+		let (mut dpre, mut dactivations) = (Vec::new(), vec![backend.zeros(batch * widths[0]).unwrap()]);
+		for &width in &widths[1..] {
+			pre.push(backend.zeros(batch * width).unwrap());
+			activations.push(backend.zeros(batch * width).unwrap());
+			dpre.push(backend.zeros(batch * width).unwrap());
+			dactivations.push(backend.zeros(batch * width).unwrap());
+		}
+		let dataset = backend.upload(&values(10, samples * widths[0], 0.0, 1.0)).unwrap();
+		let classes = widths[layers] as u32;
+		let labels = (0..samples as u32).map(|i| i % classes).collect();
+		let loss = backend.zeros(1).unwrap();
+		Self {
+			widths: widths.to_vec(),
+			batch,
+			samples,
+			dataset,
+			labels,
+			params,
+			grads,
+			velocity,
+			pre,
+			activations,
+			dpre,
+			dactivations,
+			loss,
+			step: 0,
+		}
+	}
+
+	/// One step: gather a batch, forward, softmax cross-entropy, backward,
+	/// SGD with momentum; reads the loss back, as a training loop does.
+	fn run(&mut self, backend: &mut B) -> f32 {
+		let layers = self.widths.len() - 1;
+		let order = RandomStream::new(3, self.step).permutation(self.samples as u32);
+		self.step += 1;
+		let indices: Vec<u32> = order[..self.batch].to_vec();
+		let labels: Vec<u32> = indices.iter().map(|&i| self.labels[i as usize]).collect();
+		let indices = backend.upload_indices(&indices).unwrap();
+		let labels = backend.upload_indices(&labels).unwrap();
+		backend.gather_rows(&self.dataset, self.widths[0], &indices, &mut self.activations[0]).unwrap();
+		for layer in 0..layers {
+			let shape = MatmulShape { m: self.batch, k: self.widths[layer], n: self.widths[layer + 1] };
+			let (inputs, rest) = self.activations.split_at_mut(layer + 1);
+			let z = &mut self.pre[layer];
+			backend.matmul(shape, MatmulLayout::default(), &inputs[layer], &self.params[2 * layer], z).unwrap();
+			backend.bias_add(BiasLayout::dense(self.batch, shape.n), z, &self.params[2 * layer + 1]).unwrap();
+			if layer + 1 < layers {
+				backend.activation(Activation::Relu, z, &mut rest[0]).unwrap();
+			}
+		}
+		let classifier = ClassifierShape { rows: self.batch, classes: self.widths[layers] };
+		backend
+			.softmax_cross_entropy(
+				classifier,
+				&self.pre[layers - 1],
+				&labels,
+				&mut self.loss,
+				&mut self.dpre[layers - 1],
+			)
+			.unwrap();
+		for layer in (0..layers).rev() {
+			let shape = MatmulShape { m: self.batch, k: self.widths[layer], n: self.widths[layer + 1] };
+			let (weight_grad, rest) = self.grads[2 * layer..].split_at_mut(1);
+			backend
+				.contract(
+					shape.rhs_grad_contraction(),
+					&self.activations[layer],
+					&self.dpre[layer],
+					&mut weight_grad[0],
+				)
+				.unwrap();
+			backend.bias_grad(BiasLayout::dense(self.batch, shape.n), &self.dpre[layer], &mut rest[0]).unwrap();
+			if layer > 0 {
+				let (lower, upper) = self.dpre.split_at_mut(layer);
+				let da = &mut self.dactivations[layer];
+				backend.contract(shape.lhs_grad_contraction(), &upper[0], &self.params[2 * layer], da).unwrap();
+				backend.activation_grad(Activation::Relu, &self.pre[layer - 1], da, &mut lower[layer - 1]).unwrap();
+			}
+		}
+		let sgd = SgdMomentum { learning_rate: 0.1, momentum: 0.9, weight_decay: 0.0, nesterov: false };
+		for ((param, grad), velocity) in self.params.iter_mut().zip(&self.grads).zip(self.velocity.iter_mut()) {
+			backend.sgd_momentum(&sgd, param, grad, velocity).unwrap();
+		}
+		backend.download(&self.loss).unwrap()[0]
+	}
+
+	/// The state a step's hash covers: parameters then momentum, downloaded.
+	fn state(&self, backend: &mut B) -> Vec<Vec<f32>> {
+		self.params.iter().chain(&self.velocity).map(|tensor| backend.download(tensor).unwrap()).collect()
+	}
+}
+
+/// One MLP workload of the step table.
+struct MlpJob {
+	name: &'static str,
+	widths: &'static [usize],
+	batch: usize,
+}
+
+const JOBS: &[MlpJob] = &[
+	MlpJob { name: "digits MLP 64→64→10, batch 32", widths: &[64, 64, 10], batch: 32 },
+	MlpJob { name: "MLP 784→1024→1024→10, batch 128", widths: &[784, 1024, 1024, 10], batch: 128 },
+];
+
+/// Step, download and hash timings of one backend on one job, in seconds.
+struct StepTimes {
+	step: f64,
+	download: f64,
+	hash: f64,
+}
+
+fn step_times<B: Bench>(backend: &mut B, job: &MlpJob) -> StepTimes {
+	let mut mlp = MlpStep::new(backend, job.widths, job.batch, 2048);
+	let step = time(backend, |be| {
+		mlp.run(be);
+	});
+	let download = time(backend, |be| {
+		mlp.state(be);
+	});
+	let state = mlp.state(backend);
+	let hash = measure(
+		&mut (),
+		|_| {
+			std::hint::black_box(state_root(&state).unwrap());
+		},
+		|_| {},
+	);
+	StepTimes { step, download, hash }
+}
+
+/// PyTorch eager's milliseconds per step on `job` with `threads` threads, by
+/// running kernels/scripts/bench_torch.py; `None` (with the reason on stderr)
+/// when Python or torch is unavailable.
+fn pytorch_eager(job: &MlpJob, threads: usize) -> Option<(f64, String)> {
+	let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench_torch.py");
+	let widths: Vec<String> = job.widths.iter().map(ToString::to_string).collect();
+	let output = std::process::Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
+		.arg(script)
+		.arg("--widths")
+		.args(&widths)
+		.args(["--batch", &job.batch.to_string(), "--threads", &threads.to_string()])
+		.output();
+	match output {
+		Ok(output) if output.status.success() => {
+			let text = String::from_utf8_lossy(&output.stdout);
+			let field = |name: &str| -> Option<String> {
+				let start = text.find(&format!("\"{name}\": "))? + name.len() + 4;
+				let rest = &text[start..];
+				let end = rest.find([',', '}'])?;
+				Some(rest[..end].trim().trim_matches('"').to_string())
+			};
+			Some((field("ms_per_step")?.parse().ok()?, field("torch")?))
+		},
+		Ok(output) => {
+			eprintln!("bench_torch.py failed: {}", String::from_utf8_lossy(&output.stderr));
+			None
+		},
+		Err(error) => {
+			eprintln!("could not run python3 for the PyTorch eager baseline: {error}");
+			None
+		},
+	}
+}
+
+/// The backends of this build, each run through `f`; returns (name, threads, result).
+macro_rules! each_backend {
+	($f:expr) => {{
+		let mut rows = Vec::new();
+		{
+			let mut cpu = CpuBackend;
+			rows.push(("reference (CPU)".to_string(), cpu.threads(), $f(&mut cpu)));
+		}
+		#[cfg(feature = "wgpu")]
+		{
+			let mut gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
+			let name = format!("wgpu ({})", gpu.adapter_info().name);
+			rows.push((name, gpu.threads(), $f(&mut gpu)));
+		}
+		#[cfg(feature = "tch")]
+		{
+			for threads in [1, available_cores()] {
+				::tch::set_num_threads(threads as i32);
+				let mut torch = touchstone_kernels::tch::TchBackend::cpu();
+				rows.push(("tch (libtorch CPU)".to_string(), torch.threads(), $f(&mut torch)));
+			}
+		}
+		rows
+	}};
+}
+
+fn print_operators(quick: bool) {
+	let rows = each_backend!(|backend: &mut _| operator_times(backend, quick));
+	let workloads = &rows[0].2 .0;
+	println!("\n### Per-operator throughput\n");
+	println!("GFLOP/s for contractions and bias add; million elements per second (Melem/s) for the rest.\n");
+	let mut header = String::from("| operator | size |");
+	let mut rule = String::from("|---|---|");
+	for (name, threads, _) in &rows {
+		header.push_str(&format!(" {name}, {threads} thr. |"));
+		rule.push_str("---:|");
+	}
+	println!("{header}\n{rule}");
+	for (index, workload) in workloads.iter().enumerate() {
+		let mut line = format!("| {} | {} |", workload.operator, workload.size);
+		for (_, _, (_, seconds)) in &rows {
+			let t = seconds[index];
+			if workload.flops > 0.0 {
+				line.push_str(&format!(" {:.2} |", workload.flops / t / 1e9));
+			} else {
+				line.push_str(&format!(" {:.0} Melem/s |", workload.elements / t / 1e6));
+			}
+		}
+		println!("{line}");
+	}
+}
+
+fn print_steps(quick: bool) {
+	let jobs = if quick { &JOBS[..1] } else { JOBS };
+	println!("\n### MLP training step (SGD with momentum; ms per step, median)\n");
+	println!("| job | backend | threads | step | state download | state hash (BLAKE2b Merkle root) | hashing share |");
+	println!("|---|---|---:|---:|---:|---:|---:|");
+	for job in jobs {
+		let rows = each_backend!(|backend: &mut _| step_times(backend, job));
+		for (name, threads, times) in &rows {
+			let hashing = times.download + times.hash;
+			println!(
+				"| {} | {name} | {threads} | {:.3} | {:.3} | {:.3} | {:.1} % |",
+				job.name,
+				times.step * 1e3,
+				times.download * 1e3,
+				times.hash * 1e3,
+				100.0 * hashing / (times.step + hashing)
+			);
+		}
+		for threads in [1, available_cores()] {
+			match pytorch_eager(job, threads) {
+				Some((ms, version)) => {
+					println!("| {} | PyTorch {version} eager (Python) | {threads} | {ms:.3} | – | – | – |", job.name)
+				},
+				None => println!("| {} | PyTorch eager (Python) | {threads} | unavailable | – | – | – |", job.name),
+			}
+		}
+	}
+}
+
+/// Milliseconds per `trace::Trainer::step` of the digits-shaped job on `backend`.
+fn protocol_step<B: Bench>(backend: B) -> f64 {
+	let model = ModelConfig::Mlp { inputs: 64, hidden: vec![64], classes: 10, activation: Activation::Relu };
+	let train = TrainConfig {
+		steps: u32::MAX,
+		batch_size: 32,
+		learning_rate: 100_000_000,
+		optimizer: OptimizerConfig::Sgd { momentum: 900_000_000 },
+		grad_clip_norm: None,
+		seed: 42,
+		checkpoint_interval: 50,
+	};
+	let mut trainer = Trainer::new(backend, &model, &train, synthetic(1, 1437, 64, 10)).unwrap();
+	let seconds = measure(
+		&mut trainer,
+		|trainer| {
+			trainer.step().unwrap();
+		},
+		|trainer| trainer.backend_mut().sync(),
+	);
+	seconds * 1e3
+}
+
+fn print_protocol_step() {
+	// The real protocol loop (trace::Trainer): the job's Philox batch order,
+	// the step, the state download, the state root and the chained state hash.
+	println!("\n### Protocol step: `trace::Trainer::step` on a digits-shaped job (ms per step, median)\n");
+	println!("| backend | threads | trainer step (compute + state hash chain) |");
+	println!("|---|---:|---:|");
+	println!("| reference (CPU) | 1 | {:.3} |", protocol_step(CpuBackend));
+	#[cfg(feature = "wgpu")]
+	{
+		let gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
+		let (name, threads) = (gpu.adapter_info().name.clone(), gpu.threads());
+		println!("| wgpu ({name}) | {threads} | {:.3} |", protocol_step(gpu));
+	}
+	#[cfg(feature = "tch")]
+	for threads in [1, available_cores()] {
+		::tch::set_num_threads(threads as i32);
+		println!(
+			"| tch (libtorch CPU) | {threads} | {:.3} |",
+			protocol_step(touchstone_kernels::tch::TchBackend::cpu())
+		);
+	}
+}
+
+fn main() {
+	let args: Vec<String> = std::env::args().collect();
+	let quick = args.iter().any(|a| a == "--quick");
+	let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+	let run = |section: &str| only.as_deref().is_none_or(|o| o == section);
+	println!("## touchstone-kernels benchmark\n");
+	println!("{} CPU cores available; {}", available_cores(), if quick { "quick sizes" } else { "full sizes" });
+	if run("ops") {
+		print_operators(quick);
+	}
+	if run("steps") {
+		print_steps(quick);
+	}
+	if run("protocol") {
+		print_protocol_step();
+	}
+}
