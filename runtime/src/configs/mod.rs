@@ -143,7 +143,6 @@ parameter_types! {
 }
 
 impl pallet_touchstone_staking::Config for Runtime {
-	type RuntimeEvent = RuntimeEvent;
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type SlashDestination = ResolveTo<JackpotAccount, Balances>;
@@ -161,7 +160,6 @@ impl pallet_touchstone_staking::Config for Runtime {
 }
 
 impl pallet_touchstone_tasks::Config for Runtime {
-	type RuntimeEvent = RuntimeEvent;
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;
