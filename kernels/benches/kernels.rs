@@ -9,7 +9,9 @@
 //! enough (≥ 0.1 s, or at least one call) to dwarf the clock, after a warm-up
 //! call. Device backends are synchronised at the end of each round, so queued
 //! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
-//! smoke test), `--only ops|steps|hashing` for one section.
+//! smoke test), `--only ops|steps|protocol` for one section, `--max-size N`
+//! to cap matrix sizes, `--threads N` (default 1) for libtorch's intra-op
+//! threads, lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,34 @@ use touchstone_kernels::*;
 const ROUNDS: usize = 5;
 /// Minimum duration of one timing round.
 const ROUND_TIME: Duration = Duration::from_millis(100);
+
+/// What to run, from the command line.
+struct Options {
+	quick: bool,
+	max_size: usize,
+	threads: usize,
+	only: Option<String>,
+}
+
+impl Options {
+	fn parse() -> Self {
+		let args: Vec<String> = std::env::args().collect();
+		let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+		let number = |flag: &str, default: usize| {
+			value(flag).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{flag} takes a number, not {v:?}")))
+		};
+		Self {
+			quick: args.iter().any(|a| a == "--quick"),
+			max_size: number("--max-size", usize::MAX),
+			threads: number("--threads", 1).max(1),
+			only: value("--only"),
+		}
+	}
+
+	fn runs(&self, section: &str) -> bool {
+		self.only.as_deref().is_none_or(|only| only == section)
+	}
+}
 
 /// A backend the benchmark can drive: the [`Backend`] trait plus a barrier.
 trait Bench: Backend {
@@ -61,18 +91,25 @@ fn available_cores() -> usize {
 	std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Median seconds per call of `run` on `target`, after one warm-up call;
-/// `sync` waits for queued work at the end of each round.
+/// Median seconds per call of `run` on `target`; `sync` waits for queued work.
+///
+/// A warm-up call, synchronised, sets how many calls a round makes (enough
+/// for [`ROUND_TIME`]); each round records that many calls and synchronises
+/// once. Counting calls by elapsed time instead would be wrong for a device
+/// backend, whose calls only queue work: the round would queue far more than
+/// it measured. Calls slower than half a second get three rounds, not five.
 fn measure<T>(target: &mut T, mut run: impl FnMut(&mut T), mut sync: impl FnMut(&mut T)) -> f64 {
+	let warm_up = Instant::now();
 	run(target);
 	sync(target);
-	let mut rounds = Vec::with_capacity(ROUNDS);
-	for _ in 0..ROUNDS {
+	let once = warm_up.elapsed();
+	let calls = (ROUND_TIME.as_secs_f64() / once.as_secs_f64().max(1e-9)).ceil().clamp(1.0, 1e6) as u32;
+	let rounds_wanted = if once > Duration::from_millis(500) { 3 } else { ROUNDS };
+	let mut rounds = Vec::with_capacity(rounds_wanted);
+	for _ in 0..rounds_wanted {
 		let start = Instant::now();
-		let mut calls = 0u32;
-		while calls == 0 || start.elapsed() < ROUND_TIME {
+		for _ in 0..calls {
 			run(target);
-			calls += 1;
 		}
 		sync(target);
 		rounds.push(start.elapsed().as_secs_f64() / f64::from(calls));
@@ -109,11 +146,12 @@ struct Workload {
 }
 
 /// Runs every operator workload on `backend`; returns seconds per call, in workload order.
-fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec<f64>) {
+fn operator_times<B: Bench>(backend: &mut B, options: &Options) -> (Vec<Workload>, Vec<f64>) {
+	let quick = options.quick;
 	let mut workloads = Vec::new();
 	let mut seconds = Vec::new();
 	let matmul_sizes: &[usize] = if quick { &[8, 64] } else { &[8, 32, 128, 256, 512, 1024] };
-	for &n in matmul_sizes {
+	for &n in matmul_sizes.iter().filter(|&&n| n <= options.max_size) {
 		let shape = MatmulShape { m: n, k: n, n };
 		let a = backend.upload(&values(1, n * n, -1.0, 1.0)).unwrap();
 		let b = backend.upload(&values(2, n * n, -1.0, 1.0)).unwrap();
@@ -122,6 +160,7 @@ fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec
 		let flops = 2.0 * (n * n * n) as f64;
 		workloads
 			.push(Workload { operator: "matmul", size: format!("{n}×{n}×{n}"), flops, elements: (n * n) as f64 });
+		progress(backend.name(), workloads.last().expect("just pushed"), t);
 		seconds.push(t);
 	}
 	let convs: &[(usize, usize, usize, usize, usize)] =
@@ -147,10 +186,11 @@ fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec
 			flops: 2.0 * outputs * (ci * k * k) as f64,
 			elements: outputs,
 		});
+		progress(backend.name(), workloads.last().expect("just pushed"), t);
 		seconds.push(t);
 	}
 	let element_sizes: &[usize] = if quick { &[32] } else { &[32, 256, 1024] };
-	for &side in element_sizes {
+	for &side in element_sizes.iter().filter(|&&side| side <= options.max_size) {
 		let len = side * side;
 		let size = format!("{side}×{side}");
 		let x = backend.upload(&values(5, len, -4.0, 4.0)).unwrap();
@@ -158,11 +198,13 @@ fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec
 		for (operator, kind) in [("relu", Activation::Relu), ("gelu (tanh)", Activation::GeluTanh)] {
 			let t = time(backend, |be| be.activation(kind, &x, &mut y).unwrap());
 			workloads.push(Workload { operator, size: size.clone(), flops: 0.0, elements: len as f64 });
+			progress(backend.name(), workloads.last().expect("just pushed"), t);
 			seconds.push(t);
 		}
 		let bias = backend.upload(&values(6, side, -1.0, 1.0)).unwrap();
 		let t = time(backend, |be| be.bias_add(BiasLayout::dense(side, side), &mut y, &bias).unwrap());
 		workloads.push(Workload { operator: "bias add", size: size.clone(), flops: len as f64, elements: len as f64 });
+		progress(backend.name(), workloads.last().expect("just pushed"), t);
 		seconds.push(t);
 		let rows = len / 10;
 		let classifier = ClassifierShape { rows, classes: 10 };
@@ -178,6 +220,7 @@ fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec
 			flops: 0.0,
 			elements: (rows * 10) as f64,
 		});
+		progress(backend.name(), workloads.last().expect("just pushed"), t);
 		seconds.push(t);
 		let grad = backend.upload(&values(8, len, -0.1, 0.1)).unwrap();
 		let (mut param, mut m, mut v) = (
@@ -189,14 +232,21 @@ fn operator_times<B: Bench>(backend: &mut B, quick: bool) -> (Vec<Workload>, Vec
 		let scalars = adamw.scalars(10).unwrap();
 		let t = time(backend, |be| be.adamw(&scalars, &mut param, &grad, &mut m, &mut v).unwrap());
 		workloads.push(Workload { operator: "AdamW update", size: size.clone(), flops: 0.0, elements: len as f64 });
+		progress(backend.name(), workloads.last().expect("just pushed"), t);
 		seconds.push(t);
 		let mut grad_copy = backend.upload(&values(8, len, -0.1, 0.1)).unwrap();
 		let mut norm = backend.zeros(1).unwrap();
 		let t = time(backend, |be| be.clip_grad_norm(1.0, &mut [&mut grad_copy], &mut norm).unwrap());
 		workloads.push(Workload { operator: "grad-norm clip", size, flops: 0.0, elements: len as f64 });
+		progress(backend.name(), workloads.last().expect("just pushed"), t);
 		seconds.push(t);
 	}
 	(workloads, seconds)
+}
+
+/// Logs one finished workload to stderr, so that a long run shows progress.
+fn progress(backend: &str, workload: &Workload, seconds: f64) {
+	eprintln!("{backend}: {} {}: {:.3} ms", workload.operator, workload.size, seconds * 1e3);
 }
 
 /// An MLP training step written against [`Backend`]: the workload of the
@@ -417,18 +467,15 @@ macro_rules! each_backend {
 		}
 		#[cfg(feature = "tch")]
 		{
-			for threads in [1, available_cores()] {
-				::tch::set_num_threads(threads as i32);
-				let mut torch = touchstone_kernels::tch::TchBackend::cpu();
-				rows.push(("tch (libtorch CPU)".to_string(), torch.threads(), $f(&mut torch)));
-			}
+			let mut torch = touchstone_kernels::tch::TchBackend::cpu();
+			rows.push(("tch (libtorch CPU)".to_string(), torch.threads(), $f(&mut torch)));
 		}
 		rows
 	}};
 }
 
-fn print_operators(quick: bool) {
-	let rows = each_backend!(|backend: &mut _| operator_times(backend, quick));
+fn print_operators(options: &Options) {
+	let rows = each_backend!(|backend: &mut _| operator_times(backend, options));
 	let workloads = &rows[0].2 .0;
 	println!("\n### Per-operator throughput\n");
 	println!("GFLOP/s for contractions and bias add; million elements per second (Melem/s) for the rest.\n");
@@ -453,8 +500,8 @@ fn print_operators(quick: bool) {
 	}
 }
 
-fn print_steps(quick: bool) {
-	let jobs = if quick { &JOBS[..1] } else { JOBS };
+fn print_steps(options: &Options) {
+	let jobs = if options.quick { &JOBS[..1] } else { JOBS };
 	println!("\n### MLP training step (SGD with momentum; ms per step, median)\n");
 	println!("| job | backend | threads | step | state download | state hash (BLAKE2b Merkle root) | hashing share |");
 	println!("|---|---|---:|---:|---:|---:|---:|");
@@ -471,7 +518,8 @@ fn print_steps(quick: bool) {
 				100.0 * hashing / (times.step + hashing)
 			);
 		}
-		for threads in [1, available_cores()] {
+		{
+			let threads = options.threads;
 			match pytorch_eager(job, threads) {
 				Some((ms, version)) => {
 					println!("| {} | PyTorch {version} eager (Python) | {threads} | {ms:.3} | – | – | – |", job.name)
@@ -519,29 +567,39 @@ fn print_protocol_step() {
 		println!("| wgpu ({name}) | {threads} | {:.3} |", protocol_step(gpu));
 	}
 	#[cfg(feature = "tch")]
-	for threads in [1, available_cores()] {
-		::tch::set_num_threads(threads as i32);
-		println!(
-			"| tch (libtorch CPU) | {threads} | {:.3} |",
-			protocol_step(touchstone_kernels::tch::TchBackend::cpu())
-		);
+	{
+		let torch = touchstone_kernels::tch::TchBackend::cpu();
+		let threads = torch.threads();
+		println!("| tch (libtorch CPU) | {threads} | {:.3} |", protocol_step(torch));
 	}
 }
 
 fn main() {
-	let args: Vec<String> = std::env::args().collect();
-	let quick = args.iter().any(|a| a == "--quick");
-	let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
-	let run = |section: &str| only.as_deref().is_none_or(|o| o == section);
+	let options = Options::parse();
+	// Before any Vulkan instance exists: llvmpipe reads it when a device is created.
+	if std::env::var_os("LP_NUM_THREADS").is_none() {
+		std::env::set_var("LP_NUM_THREADS", options.threads.to_string());
+	}
+	#[cfg(feature = "tch")]
+	::tch::set_num_threads(options.threads as i32);
+	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("## touchstone-kernels benchmark\n");
-	println!("{} CPU cores available; {}", available_cores(), if quick { "quick sizes" } else { "full sizes" });
-	if run("ops") {
-		print_operators(quick);
+	println!(
+		"{} CPU cores; {} thread(s) per backend; {} sizes; load average at start: {}",
+		available_cores(),
+		options.threads,
+		if options.quick { "quick" } else { "full" },
+		load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+	);
+	if options.runs("ops") {
+		print_operators(&options);
 	}
-	if run("steps") {
-		print_steps(quick);
+	if options.runs("steps") {
+		print_steps(&options);
 	}
-	if run("protocol") {
+	if options.runs("protocol") {
 		print_protocol_step();
 	}
+	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+	println!("\nLoad average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
 }

@@ -11,6 +11,12 @@
 // output tile and walks the whole depth itself. The tile is a work layout
 // only; an element's value depends on the K-chunking alone.
 //
+// Work layout: 8x8 invocations, each owning a 4x4 block of the tile and
+// holding four adjacent columns in a vec4. Vector arithmetic is per
+// component, so every output is still its own sequential sum. (Against one
+// output per invocation this cuts workgroup-memory loads per product by four,
+// which makes lavapipe 2.7x faster; a GPU only gains from it.)
+//
 // KIND selects the index maps (one pipeline per kind):
 //   0 matmul, 1 conv2d forward, 2 conv2d input gradient, 3 conv2d weight gradient.
 
@@ -32,8 +38,10 @@ struct Params {
     kernel_width: u32,
     out_height: u32,
     out_width: u32,
-    // First tile row of this dispatch (the host splits very tall outputs).
+    // First tile row and column of this dispatch (the host splits outputs
+    // with more tiles than a dispatch dimension allows).
     tile_row_offset: u32,
+    tile_col_offset: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -43,11 +51,11 @@ struct Params {
 
 const TILE: u32 = 32u;
 const CHUNK: u32 = 32u;
-// Invocations per workgroup edge; each computes 2x2 outputs of the 32x32 tile.
-const THREADS: u32 = 16u;
+// Invocations per workgroup edge; each computes a 4x4 block of the 32x32 tile.
+const THREADS: u32 = 8u;
 
-var<workgroup> lhs_tile: array<f32, 1024>; // [row][k], 32 x 32
-var<workgroup> rhs_tile: array<f32, 1024>; // [k][col], 32 x 32
+var<workgroup> lhs_tile: array<f32, 1024>;       // [row][k], 32 x 32
+var<workgroup> rhs_tile: array<vec4<f32>, 256>;  // [k][column / 4], 32 x 8 vectors of 4 columns
 
 // Conv2dShape::input_index_at: x index read by output position (n, oy, ox) at tap (ci, ky, kx).
 fn input_index_at(position: u32, tap: u32) -> u32 {
@@ -134,37 +142,43 @@ fn store_index(row: u32, col: u32) -> u32 {
     return row * params.cols + col;
 }
 
-@compute @workgroup_size(16, 16, 1)
+@compute @workgroup_size(8, 8, 1)
 fn contract(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
     let row0 = (group.y + params.tile_row_offset) * TILE;
-    let col0 = group.x * TILE;
+    let col0 = (group.x + params.tile_col_offset) * TILE;
     let flat = local.y * THREADS + local.x;
-    // This invocation's outputs: rows ty, ty + 16 and columns tx, tx + 16 of the tile.
+    // This invocation's outputs: rows 4 ty .. 4 ty + 3, columns 4 tx .. 4 tx + 3 of the tile.
     let ty = local.y;
     let tx = local.x;
-    var total = array<f32, 4>(0.0f, 0.0f, 0.0f, 0.0f);
+    var total = array<vec4<f32>, 4>(vec4<f32>(0.0f), vec4<f32>(0.0f), vec4<f32>(0.0f), vec4<f32>(0.0f));
     for (var k0 = 0u; k0 < params.depth; k0 += CHUNK) {
-        // Each of the 256 invocations loads 4 elements of each 32x32 operand block.
+        // Each of the 64 invocations loads 16 elements of each 32x32 operand block.
+        for (var i = 0u; i < 16u; i += 1u) {
+            let element = flat + i * 64u;
+            lhs_tile[element] = load_lhs(row0 + element / TILE, k0 + element % TILE);
+        }
         for (var i = 0u; i < 4u; i += 1u) {
-            let element = flat + i * 256u;
-            let r = element / TILE;
-            let c = element % TILE;
-            lhs_tile[element] = load_lhs(row0 + r, k0 + c);
-            rhs_tile[element] = load_rhs(k0 + r, col0 + c);
+            let vector = flat + i * 64u;
+            let k = k0 + vector / 8u;
+            let column = col0 + (vector % 8u) * 4u;
+            rhs_tile[vector] = vec4<f32>(
+                load_rhs(k, column),
+                load_rhs(k, column + 1u),
+                load_rhs(k, column + 2u),
+                load_rhs(k, column + 3u),
+            );
         }
         workgroupBarrier();
         let chunk_len = min(CHUNK, params.depth - k0);
-        var partial = array<f32, 4>(0.0f, 0.0f, 0.0f, 0.0f);
+        var partial = array<vec4<f32>, 4>(vec4<f32>(0.0f), vec4<f32>(0.0f), vec4<f32>(0.0f), vec4<f32>(0.0f));
         for (var kk = 0u; kk < chunk_len; kk += 1u) {
-            let a0 = lhs_tile[ty * TILE + kk];
-            let a1 = lhs_tile[(ty + THREADS) * TILE + kk];
-            let b0 = rhs_tile[kk * TILE + tx];
-            let b1 = rhs_tile[kk * TILE + tx + THREADS];
-            // Exact products of 12-bit operands: contraction cannot change these sums.
-            partial[0] = partial[0] + a0 * b0;
-            partial[1] = partial[1] + a0 * b1;
-            partial[2] = partial[2] + a1 * b0;
-            partial[3] = partial[3] + a1 * b1;
+            let b = rhs_tile[kk * 8u + tx];
+            // Exact products of 12-bit operands: contraction cannot change these
+            // sums, and each component is its own output's sequential sum.
+            partial[0] = partial[0] + lhs_tile[(ty * 4u) * TILE + kk] * b;
+            partial[1] = partial[1] + lhs_tile[(ty * 4u + 1u) * TILE + kk] * b;
+            partial[2] = partial[2] + lhs_tile[(ty * 4u + 2u) * TILE + kk] * b;
+            partial[3] = partial[3] + lhs_tile[(ty * 4u + 3u) * TILE + kk] * b;
         }
         for (var i = 0u; i < 4u; i += 1u) {
             total[i] = total[i] + partial[i];
@@ -172,10 +186,12 @@ fn contract(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_i
         workgroupBarrier();
     }
     for (var i = 0u; i < 4u; i += 1u) {
-        let row = row0 + ty + (i / 2u) * THREADS;
-        let col = col0 + tx + (i % 2u) * THREADS;
-        if row < params.rows && col < params.cols {
-            out[store_index(row, col)] = total[i];
+        let row = row0 + ty * 4u + i;
+        for (var j = 0u; j < 4u; j += 1u) {
+            let col = col0 + tx * 4u + j;
+            if row < params.rows && col < params.cols {
+                out[store_index(row, col)] = total[i][j];
+            }
         }
     }
 }
