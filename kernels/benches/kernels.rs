@@ -395,7 +395,10 @@ const JOBS: &[MlpJob] = &[
 struct StepTimes {
 	step: f64,
 	download: f64,
+	/// The protocol's state root: a BLAKE2b Merkle tree over 32-element segments.
 	hash: f64,
+	/// For scale: one flat BLAKE2b-256 digest per state tensor (phase 1's `digest_f32`).
+	flat: f64,
 }
 
 fn step_times<B: Bench>(backend: &mut B, job: &MlpJob) -> StepTimes {
@@ -414,7 +417,16 @@ fn step_times<B: Bench>(backend: &mut B, job: &MlpJob) -> StepTimes {
 		},
 		|_| {},
 	);
-	StepTimes { step, download, hash }
+	let flat = measure(
+		&mut (),
+		|_| {
+			for tensor in &state {
+				std::hint::black_box(digest_f32(tensor));
+			}
+		},
+		|_| {},
+	);
+	StepTimes { step, download, hash, flat }
 }
 
 /// PyTorch eager's milliseconds per step on `job` with `threads` threads, by
@@ -503,28 +515,34 @@ fn print_operators(options: &Options) {
 fn print_steps(options: &Options) {
 	let jobs = if options.quick { &JOBS[..1] } else { JOBS };
 	println!("\n### MLP training step (SGD with momentum; ms per step, median)\n");
-	println!("| job | backend | threads | step | state download | state hash (BLAKE2b Merkle root) | hashing share |");
-	println!("|---|---|---:|---:|---:|---:|---:|");
+	println!(
+		"| job | backend | threads | step | state download | state root (Merkle, 32-element leaves) | hashing share | flat digest of the state |"
+	);
+	println!("|---|---|---:|---:|---:|---:|---:|---:|");
 	for job in jobs {
 		let rows = each_backend!(|backend: &mut _| step_times(backend, job));
 		for (name, threads, times) in &rows {
 			let hashing = times.download + times.hash;
 			println!(
-				"| {} | {name} | {threads} | {:.3} | {:.3} | {:.3} | {:.1} % |",
+				"| {} | {name} | {threads} | {:.3} | {:.3} | {:.3} | {:.1} % | {:.3} |",
 				job.name,
 				times.step * 1e3,
 				times.download * 1e3,
 				times.hash * 1e3,
-				100.0 * hashing / (times.step + hashing)
+				100.0 * hashing / (times.step + hashing),
+				times.flat * 1e3
 			);
 		}
 		{
 			let threads = options.threads;
 			match pytorch_eager(job, threads) {
 				Some((ms, version)) => {
-					println!("| {} | PyTorch {version} eager (Python) | {threads} | {ms:.3} | – | – | – |", job.name)
+					println!(
+						"| {} | PyTorch {version} eager (Python) | {threads} | {ms:.3} | – | – | – | – |",
+						job.name
+					)
 				},
-				None => println!("| {} | PyTorch eager (Python) | {threads} | unavailable | – | – | – |", job.name),
+				None => println!("| {} | PyTorch eager (Python) | {threads} | unavailable | – | – | – | – |", job.name),
 			}
 		}
 	}
