@@ -9,9 +9,11 @@
 //! trained here are verified in tolerance mode, by a [`Distance`] between
 //! states against a threshold.
 //!
-//! How far it drifts from the reference after `k` steps is measured by
-//! [`Distance::between`] over the whole state and bounded in
-//! `tests/tch_backend.rs` (figures in `docs/performance.md`).
+//! How far it drifts from the reference after `k` steps is what
+//! [`distance_to_reference`] reports: it re-executes a segment of a job from a
+//! committed state on both backends and returns the [`Distance`] between the
+//! resulting parameters. `tests/tch_backend.rs` bounds it for the digits job
+//! (figures in `docs/performance.md`).
 //!
 //! Input validation mirrors the reference: the same checks, in the same
 //! order, with the same [`KernelError`]s, before libtorch sees anything.
@@ -32,9 +34,13 @@ use crate::activation::Activation;
 use crate::backend::Backend;
 use crate::bias::BiasLayout;
 use crate::contraction::Contraction;
+use crate::cpu::CpuBackend;
+use crate::data::Dataset;
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
 use crate::loss::ClassifierShape;
+use crate::model::{ModelConfig, TrainConfig};
 use crate::optim::{self, AdamWScalars, SgdMomentum};
+use crate::trace::{ChainPoint, Trainer};
 
 /// The ε PyTorch's `clip_grad_norm_` adds to the norm.
 const CLIP_EPSILON: f64 = 1e-6;
@@ -455,4 +461,30 @@ impl fmt::Display for Distance {
 	fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 		write!(f, "L2 {:.3e}, L∞ {:.3e}, cosine {:.3e}", self.l2, self.linf, self.cosine)
 	}
+}
+
+/// Re-executes `steps` steps of a job on libtorch and on the CPU reference,
+/// both starting from `state` (parameters then optimizer moments, as
+/// [`Trainer::state`] returns them) at global step `first_step`, with the
+/// job's own batches; returns the distance between the parameters they end
+/// with. This is the figure tolerance mode compares against a job's threshold
+/// for a segment of `steps` steps.
+pub fn distance_to_reference(
+	model: &ModelConfig,
+	train: &TrainConfig,
+	data: &Dataset,
+	state: &[Vec<f32>],
+	first_step: u32,
+	steps: u32,
+) -> Result<Distance, TorchError> {
+	// The state-hash chain is not compared here, so both runs start from a
+	// placeholder anchor.
+	let point = ChainPoint::start(first_step, [0u8; 32]);
+	let mut reference = Trainer::resume(CpuBackend, model, train, data.clone(), state.to_vec(), point)?;
+	let mut torch = Trainer::resume(TchBackend::cpu(), model, train, data.clone(), state.to_vec(), point)?;
+	for _ in 0..steps {
+		reference.step()?;
+		torch.step()?;
+	}
+	Ok(Distance::between(&torch.params()?, &reference.params()?)?)
 }

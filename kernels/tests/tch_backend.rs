@@ -11,7 +11,7 @@ mod common;
 mod support;
 
 use common::random_values;
-use touchstone_kernels::tch::{Distance, TchBackend, TorchError};
+use touchstone_kernels::tch::{distance_to_reference, Distance, TchBackend, TorchError};
 use touchstone_kernels::trace::Trainer;
 use touchstone_kernels::*;
 
@@ -250,4 +250,22 @@ fn a_200_step_digits_run_stays_within_the_documented_distance_of_the_reference()
 	// Not bit-exact: tolerance mode, not hash comparison, is what verifies it.
 	assert!(last.linf > 0.0, "tch reproduced the reference bit for bit, which it does not claim");
 	assert!(!torch.backend_mut().is_bit_exact());
+}
+
+#[test]
+fn a_100_step_segment_from_a_later_checkpoint_stays_within_the_100_step_bound() {
+	// Tolerance mode re-executes a segment from a committed state, not from the
+	// start: take the reference's state after 100 steps and re-run steps 100..200.
+	let (train_set, _) = support::digits_split();
+	let (model, train) = (support::digits_model(), support::digits_train(200));
+	let mut reference = Trainer::new(CpuBackend, &model, &train, train_set.clone()).unwrap();
+	for _ in 0..100 {
+		reference.step().unwrap();
+	}
+	let checkpoint = reference.state().unwrap();
+	let distance = distance_to_reference(&model, &train, &train_set, &checkpoint, 100, 100).unwrap();
+	eprintln!("steps 100..200 from the reference's checkpoint: {distance}");
+	let (_, bound) = DIGITS_BOUNDS[0];
+	assert!(distance.within(&bound), "{distance}; documented 100-step bound {bound}");
+	assert!(distance.linf > 0.0);
 }
