@@ -9,10 +9,21 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # The node binary the run and test commands use.
 export TOUCHSTONE_NODE="$CARGO_TARGET_DIR/debug/touchstone-node"
 
+# Every build and test enables the kernels' GPU (wgpu) and libtorch (tch) backends, so
+# the crate graph is the same for all of them and compiles once.
+CARGO_FEATURES=(--features touchstone-kernels/wgpu,touchstone-kernels/tch)
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Points the build and the tests at the libtorch that setup installed.
+use_torch() {
+	# shellcheck source=../kernels/scripts/torch-env.sh
+	source "$ROOT/kernels/scripts/torch-env.sh"
+}
 
 # Builds every crate of the workspace once, in the one profile tests use too.
 build_workspace() {
+	use_torch
 	log "Building the workspace into $CARGO_TARGET_DIR"
-	(cd "$ROOT" && cargo build --workspace --locked)
+	(cd "$ROOT" && cargo build --workspace --locked "${CARGO_FEATURES[@]}")
 }

@@ -9,9 +9,10 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # System packages: protoc and clang for the node's build, Vulkan's CPU driver (lavapipe)
 # for the wgpu kernels, Node.js for the polkadot.js tests.
 packages=(build-essential pkg-config protobuf-compiler clang libclang-dev curl ca-certificates git
-	mesa-vulkan-drivers libvulkan1)
-# A machine may have Node.js from elsewhere; only install Debian's when there is none.
+	mesa-vulkan-drivers libvulkan1 unzip)
+# A machine may have Node.js or Python from elsewhere; only install Debian's when missing.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+if ! python3 -m pip --version >/dev/null 2>&1; then packages+=(python3 python3-pip python3-venv); fi
 missing=()
 for package in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -40,5 +41,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
 	(cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error)
 	echo "$lock_sum" >"$stamp"
 fi
+
+# libtorch (the CPU use of PyTorch's wheel) for the kernels' tch backend, and the
+# digits dataset from scikit-learn's wheel: both from PyPI, both checked by hash.
+"$ROOT/kernels/scripts/setup-torch.sh"
+"$ROOT/kernels/scripts/fetch-datasets.sh"
 
 log "Setup complete"

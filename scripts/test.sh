@@ -7,8 +7,11 @@ source "$(dirname "$0")/lib.sh"
 started=$(date +%s)
 build_workspace
 
-log "Unit and integration tests"
-(cd "$ROOT" && cargo test --workspace --locked)
+log "Unit and integration tests (the kernels on the CPU reference, wgpu and libtorch)"
+(cd "$ROOT" && cargo test --workspace --locked "${CARGO_FEATURES[@]}")
+
+log "The kernels build no_std for the runtime's wasm target"
+"$ROOT/kernels/scripts/check-wasm.sh"
 
 log "Benchmarks, run as tests"
 (cd "$ROOT" && cargo test --locked -p pallet-touchstone-staking -p pallet-touchstone-tasks --features runtime-benchmarks)

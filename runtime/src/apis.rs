@@ -2,7 +2,7 @@
 //! workers.
 
 use crate::{
-	configs::{EpochDuration, RuntimeBlockWeights},
+	configs::EpochDuration,
 	opaque, AccountId, Babe, Balance, Block, BlockNumber, Executive, Grandpa, InherentDataExt,
 	Nonce, Runtime, RuntimeCall, RuntimeGenesisConfig, System, Tasks, TransactionPayment,
 	BABE_GENESIS_EPOCH_CONFIG, VERSION,
@@ -13,7 +13,7 @@ use polkadot_sdk::{
 		genesis_builder_helper::{build_state, get_preset},
 		weights::Weight,
 	},
-	frame_system_rpc_runtime_api, pallet_transaction_payment_rpc_runtime_api,
+	frame_system_rpc_runtime_api, pallet_transaction_payment, pallet_transaction_payment_rpc_runtime_api,
 	sp_api::{self, impl_runtime_apis},
 	sp_block_builder, sp_consensus_babe,
 	sp_consensus_grandpa::{self, AuthorityId as GrandpaId},
@@ -256,6 +256,16 @@ impl_runtime_apis! {
 		}
 	}
 
+	impl touchstone_primitives::referee::RefereeApi<Block> for Runtime {
+		fn judge(
+			model: touchstone_primitives::ModelArch,
+			hyper: touchstone_primitives::HyperParams,
+			case: touchstone_primitives::referee::RefereeCase,
+		) -> Result<touchstone_primitives::referee::Verdict, touchstone_primitives::referee::RefereeError> {
+			touchstone_primitives::referee::judge(&model, &hyper, &case)
+		}
+	}
+
 	#[cfg(feature = "runtime-benchmarks")]
 	impl polkadot_sdk::frame_benchmarking::Benchmark<Block> for Runtime {
 		fn benchmark_metadata(extra: bool) -> (
@@ -278,7 +288,7 @@ impl_runtime_apis! {
 		fn on_runtime_upgrade(checks: polkadot_sdk::frame_try_runtime::UpgradeCheckSelect) -> (Weight, Weight) {
 			// try-runtime runs off chain: a failed check must abort it loudly.
 			let weight = Executive::try_runtime_upgrade(checks).expect("runtime upgrade checks pass");
-			(weight, RuntimeBlockWeights::get().max_block)
+			(weight, crate::configs::RuntimeBlockWeights::get().max_block)
 		}
 
 		#[allow(clippy::expect_used)]

@@ -18,7 +18,7 @@ mod benchmarks;
 pub mod configs;
 pub mod genesis_config_presets;
 
-use alloc::borrow::Cow;
+use alloc::{borrow::Cow, vec::Vec};
 use polkadot_sdk::{
 	frame_support, frame_system, pallet_babe, pallet_balances, pallet_grandpa, pallet_sudo,
 	pallet_timestamp, pallet_transaction_payment,
@@ -29,9 +29,6 @@ use polkadot_sdk::{
 	},
 	sp_version::RuntimeVersion,
 };
-
-#[cfg(feature = "std")]
-use polkadot_sdk::sp_version::NativeVersion;
 
 pub use touchstone_primitives as primitives;
 
@@ -72,12 +69,6 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	transaction_version: 1,
 	system_version: 1,
 };
-
-/// The native version, for the node's version checks.
-#[cfg(feature = "std")]
-pub fn native_version() -> NativeVersion {
-	NativeVersion { runtime_version: VERSION, can_author_with: Default::default() }
-}
 
 /// Milliseconds between blocks. Short blocks keep workers' round trips short.
 pub const MILLI_SECS_PER_BLOCK: u64 = 3000;

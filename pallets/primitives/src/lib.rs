@@ -17,6 +17,7 @@ use polkadot_sdk::sp_core::{ConstU32, H256};
 use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64, Perbill};
 use scale_info::TypeInfo;
 
+pub mod referee;
 mod runtime_api;
 pub mod traits;
 pub use runtime_api::*;

@@ -1,14 +1,17 @@
 //! The configuration of every pallet in the runtime.
 
+// `derive_impl` fills in `RuntimeOrigin`, `RuntimeTask`, `PalletInfo` and the like by name.
 use crate::{
-	AccountId, Babe, Balance, Balances, Block, Hash, Nonce, Runtime, RuntimeCall, RuntimeEvent,
-	RuntimeFreezeReason, RuntimeHoldReason, Staking, System, Tasks, EPOCH_DURATION_IN_BLOCKS,
-	EXISTENTIAL_DEPOSIT, MINUTES, SLOT_DURATION, UNIT, VERSION,
+	AccountId, Babe, Balance, Balances, Block, Hash, Nonce, PalletInfo, Runtime, RuntimeCall,
+	RuntimeEvent, RuntimeFreezeReason, RuntimeHoldReason, RuntimeOrigin, RuntimeTask, Staking,
+	System, Tasks, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MINUTES, SLOT_DURATION, UNIT,
+	VERSION,
 };
 use polkadot_sdk::{
 	frame_support::{
 		derive_impl, parameter_types,
 		traits::{tokens::imbalance::ResolveTo, ConstU128, ConstU32, ConstU64, ConstU8, VariantCountOf},
+		dispatch::DispatchClass,
 		weights::{
 			constants::{ParityDbWeight, WEIGHT_REF_TIME_PER_SECOND},
 			IdentityFee, Weight,
@@ -36,7 +39,10 @@ parameter_types! {
 		NORMAL_DISPATCH_RATIO,
 	);
 	/// Blocks of at most 5 MiB.
-	pub RuntimeBlockLength: BlockLength = BlockLength::max_with_normal_ratio(5 * 1024 * 1024, NORMAL_DISPATCH_RATIO);
+	pub RuntimeBlockLength: BlockLength = BlockLength::builder()
+		.max_length(5 * 1024 * 1024)
+		.modify_max_length_for_class(DispatchClass::Normal, |max| *max = NORMAL_DISPATCH_RATIO * *max)
+		.build();
 	/// Substrate's generic SS58 prefix.
 	pub const SS58Prefix: u8 = 42;
 }

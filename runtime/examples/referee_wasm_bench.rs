@@ -1,0 +1,65 @@
+//! Times the referee inside the runtime's wasm blob, one operator of a digits-sized
+//! training step at a time, and prints the worst case. Run with
+//! `scripts/bench-referee.sh` (or `cargo run -p touchstone-runtime --example referee_wasm_bench`).
+//!
+//! Every runtime call creates a fresh wasm instance, as the node does for each call;
+//! `Core_version` is timed the same way so that instantiation can be told apart from
+//! the referee's own work.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use codec::Encode;
+use common::{digits_sized_job, honest_cases, WasmRuntime};
+use std::time::{Duration, Instant};
+use touchstone_primitives::referee::judge;
+
+const REPEATS: usize = 20;
+
+/// The median of `REPEATS` timings of `run`.
+fn median(mut run: impl FnMut()) -> Duration {
+	run(); // warm-up: the first call compiles the module
+	let mut times: Vec<Duration> = (0..REPEATS)
+		.map(|_| {
+			let start = Instant::now();
+			run();
+			start.elapsed()
+		})
+		.collect();
+	times.sort();
+	times[REPEATS / 2]
+}
+
+fn main() {
+	let (model, hyper) = digits_sized_job();
+	let cases = honest_cases(&model, &hyper, 2);
+	let mut runtime = WasmRuntime::new();
+	let baseline = median(|| {
+		runtime.call("Core_version", &[]);
+	});
+	println!("wasm instantiation and call overhead (Core_version): {:>9.1} µs", baseline.as_secs_f64() * 1e6);
+	println!("{:<28} {:>10} {:>12} {:>12} {:>12}", "operator (last piece)", "case bytes", "native µs", "wasm µs", "wasm - base");
+	let mut worst = (String::new(), Duration::ZERO);
+	for (label, case) in &cases {
+		let native = median(|| {
+			judge(&model, &hyper, case).expect("honest");
+		});
+		let wasm = median(|| {
+			runtime.judge(&model, &hyper, case).expect("honest");
+		});
+		let work = wasm.saturating_sub(baseline);
+		println!(
+			"{:<28} {:>10} {:>12.1} {:>12.1} {:>12.1}",
+			label,
+			case.encoded_size(),
+			native.as_secs_f64() * 1e6,
+			wasm.as_secs_f64() * 1e6,
+			work.as_secs_f64() * 1e6
+		);
+		if work > worst.1 {
+			worst = (label.clone(), work);
+		}
+	}
+	println!("worst case: {} at {:.1} µs of wasm beyond instantiation", worst.0, worst.1.as_secs_f64() * 1e6);
+}

@@ -1,0 +1,49 @@
+//! The referee runs inside the runtime's wasm build, not only natively: every verdict
+//! the chain would reach matches the native reference, and bad cases get named errors.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{digits_sized_job, honest_cases, WasmRuntime};
+use touchstone_primitives::referee::{judge, RefereeError};
+
+#[test]
+fn wasm_verdicts_match_the_native_reference_on_every_operator() {
+	let (model, hyper) = digits_sized_job();
+	let cases = honest_cases(&model, &hyper, 2);
+	assert!(cases.len() >= 10, "a step has many operators, found {}", cases.len());
+	let mut runtime = WasmRuntime::new();
+	for (label, case) in &cases {
+		let native = judge(&model, &hyper, case);
+		assert!(native.is_ok(), "{label}: the honest claim stands natively: {native:?}");
+		assert_eq!(runtime.judge(&model, &hyper, case), native, "{label}: wasm agrees with native");
+	}
+}
+
+#[test]
+fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
+	let (model, hyper) = digits_sized_job();
+	let cases = honest_cases(&model, &hyper, 1);
+	let (_, case) = cases.iter().find(|(label, _)| label.contains("Contract")).expect("a contraction");
+	let mut runtime = WasmRuntime::new();
+	let right = runtime.judge(&model, &hyper, case).expect("the honest claim stands");
+
+	let mut wrong_claim = case.clone();
+	wrong_claim.claimed_output[0] ^= 1;
+	assert_eq!(
+		runtime.judge(&model, &hyper, &wrong_claim),
+		Err(RefereeError::WrongClaimedOutput { claimed: wrong_claim.claimed_output, recomputed: right.output })
+	);
+
+	let mut wrong_proof = case.clone();
+	let input = wrong_proof.inputs.first_mut().expect("a contraction has inputs");
+	input.segments[0].words[0] ^= 1;
+	assert!(matches!(
+		runtime.judge(&model, &hyper, &wrong_proof),
+		Err(RefereeError::InvalidInputProof { .. })
+	));
+
+	let mut out_of_range = case.clone();
+	out_of_range.chunk = u32::MAX;
+	assert!(matches!(runtime.judge(&model, &hyper, &out_of_range), Err(RefereeError::ChunkOutOfRange { .. })));
+}
