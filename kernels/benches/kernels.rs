@@ -10,8 +10,9 @@
 //! call. Device backends are synchronised at the end of each round, so queued
 //! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
 //! smoke test), `--only ops|steps|protocol` for one section, `--max-size N`
-//! to cap matrix sizes, `--threads N` (default 1) for libtorch's intra-op
-//! threads, lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike.
+//! to cap matrix sizes, `--threads N` (default 1) for the reference's
+//! contraction threads (`gemm::set_threads`), libtorch's intra-op threads,
+//! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike.
 
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,8 @@ trait Bench: Backend {
 impl Bench for CpuBackend {
 	fn sync(&mut self) {}
 	fn threads(&self) -> String {
-		"1".into()
+		// Contractions use this many; the other operators run on one thread.
+		format!("{} ({})", gemm::threads(), gemm::kernel().name())
 	}
 }
 
@@ -577,7 +579,7 @@ fn print_protocol_step() {
 	println!("\n### Protocol step: `trace::Trainer::step` on a digits-shaped job (ms per step, median)\n");
 	println!("| backend | threads | trainer step (compute + state hash chain) |");
 	println!("|---|---:|---:|");
-	println!("| reference (CPU) | 1 | {:.3} |", protocol_step(CpuBackend));
+	println!("| reference (CPU) | {} | {:.3} |", CpuBackend.threads(), protocol_step(CpuBackend));
 	#[cfg(feature = "wgpu")]
 	{
 		let gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
@@ -600,6 +602,7 @@ fn main() {
 	}
 	#[cfg(feature = "tch")]
 	::tch::set_num_threads(options.threads as i32);
+	gemm::set_threads(options.threads);
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("## touchstone-kernels benchmark\n");
 	println!(

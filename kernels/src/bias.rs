@@ -53,9 +53,14 @@ impl BiasLayout {
 pub fn bias_add(layout: BiasLayout, values: &mut [f32], bias: &[f32]) -> Result<(), KernelError> {
 	check_len("values", values.len(), layout.values_len()?)?;
 	check_len("bias", bias.len(), layout.channels)?;
-	for (position, value) in values.iter_mut().enumerate() {
-		let channel = (position / layout.inner) % layout.channels;
-		*value += bias.get(channel).copied().unwrap_or_default();
+	// Walk [outer, channels, inner] as nested runs rather than dividing each
+	// position: the same one addition per element.
+	for block in values.chunks_exact_mut(layout.channels * layout.inner) {
+		for (run, &value) in block.chunks_exact_mut(layout.inner).zip(bias) {
+			for element in run {
+				*element += value;
+			}
+		}
 	}
 	Ok(())
 }

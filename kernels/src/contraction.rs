@@ -35,14 +35,11 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
-use crate::contract::{chunk_count, quantize_operand, CHUNK, TILE};
+use crate::contract::{chunk_count, CHUNK, TILE};
 use crate::conv2d::Conv2dShape;
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
+use crate::gemm::{self, Operand};
 use crate::matmul::{MatmulLayout, MatmulShape};
-
-/// Output columns accumulated together by the dense kernel: a cache block, not
-/// an arithmetic rule.
-const COLUMN_BLOCK: usize = 256;
 
 /// An operator whose every output is a chunked dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,17 +276,20 @@ impl Contraction {
 	}
 
 	/// Computes the whole operator into `out`.
+	///
+	/// The work runs in [`crate::gemm`]'s packed, register-blocked kernels (and,
+	/// with `std`, on several threads), which keep every output's order of
+	/// additions exactly as the module docs state.
 	pub fn compute(&self, lhs: &[f32], rhs: &[f32], out: &mut [f32]) -> Result<(), KernelError> {
 		let dims = self.validate(lhs, rhs, Some(out.len()))?;
-		let a = gather(lhs, 0..dims.rows, 0..dims.depth, |row, k| self.lhs_index(row, k), quantize_operand);
-		let b = gather(rhs, 0..dims.depth, 0..dims.cols, |k, col| self.rhs_index(k, col), quantize_operand);
+		let (a, b) = (self.lhs_operand(lhs, dims), self.rhs_operand(rhs, dims));
 		if matches!(self, Self::Matmul { .. }) {
 			// The output index map is the identity: accumulate in place.
-			contract_quantized(&a, &b, dims, out);
+			gemm::contract(&a, &b, dims.rows, dims.cols, dims.depth, out);
 			return Ok(());
 		}
 		let mut staged = vec![0.0f32; out.len()];
-		contract_quantized(&a, &b, dims, &mut staged);
+		gemm::contract(&a, &b, dims.rows, dims.cols, dims.depth, &mut staged);
 		for row in 0..dims.rows {
 			for col in 0..dims.cols {
 				let value = staged.get(row * dims.cols + col).copied().unwrap_or_default();
@@ -301,20 +301,97 @@ impl Contraction {
 		Ok(())
 	}
 
+	/// How the engine reads `a(row, k)` from the left input: the same values
+	/// as [`Contraction::lhs_index`], with the index arithmetic hoisted out of
+	/// the per-element loop.
+	fn lhs_operand<'a>(&self, lhs: &'a [f32], dims: ContractionDims) -> Operand<'a> {
+		match self {
+			Self::Matmul { shape, layout } if layout.lhs_transposed => {
+				Operand::Strided { values: lhs, line_stride: 1, depth_stride: shape.m }
+			},
+			Self::Matmul { shape, .. } => Operand::Strided { values: lhs, line_stride: shape.k, depth_stride: 1 },
+			// x[n, ci, oy + ky, ox + kx] sits at index(position, 0) + index(0, tap).
+			Self::Conv2d(shape) => Operand::Separable {
+				values: lhs,
+				lines: (0..dims.rows).map(|position| shape.input_index_at(position, 0)).collect(),
+				depths: (0..dims.depth).map(|tap| shape.input_index_at(0, tap)).collect(),
+			},
+			Self::Conv2dInputGrad(shape) => {
+				let (out_height, out_width) = (shape.out_height(), shape.out_width());
+				let plane = out_height * out_width;
+				let (kernel_height, kernel_width) = (shape.kernel_height, shape.kernel_width);
+				Operand::Shifted {
+					values: lhs,
+					height: out_height,
+					width: out_width,
+					lines: (0..dims.rows)
+						.map(|position| {
+							let (n, iy, ix) = (
+								position / (shape.height * shape.width),
+								position / shape.width % shape.height,
+								position % shape.width,
+							);
+							(n * shape.out_channels * plane + iy * out_width + ix, iy, ix)
+						})
+						.collect(),
+					depths: (0..dims.depth)
+						.map(|tap| {
+							let (co, ky, kx) = (
+								tap / (kernel_height * kernel_width),
+								tap / kernel_width % kernel_height,
+								tap % kernel_width,
+							);
+							(co * plane, ky, kx)
+						})
+						.collect(),
+				}
+			},
+			// dy[n, co, oy, ox] sits at index(position, 0) + index(0, co).
+			Self::Conv2dWeightGrad(shape) => Operand::Separable {
+				values: lhs,
+				lines: (0..dims.rows).map(|channel| shape.output_index(0, channel)).collect(),
+				depths: (0..dims.depth).map(|position| shape.output_index(position, 0)).collect(),
+			},
+		}
+	}
+
+	/// How the engine reads `b(k, col)` from the right input: the values of
+	/// [`Contraction::rhs_index`].
+	fn rhs_operand<'a>(&self, rhs: &'a [f32], dims: ContractionDims) -> Operand<'a> {
+		match self {
+			Self::Matmul { shape, layout } if layout.rhs_transposed => {
+				Operand::Strided { values: rhs, line_stride: shape.k, depth_stride: 1 }
+			},
+			Self::Matmul { shape, .. } => Operand::Strided { values: rhs, line_stride: 1, depth_stride: shape.n },
+			Self::Conv2d(_) => Operand::Strided { values: rhs, line_stride: dims.depth, depth_stride: 1 },
+			// w[co, ci, ky, kx] sits at index(tap, 0) + index(0, ci).
+			Self::Conv2dInputGrad(shape) => Operand::Separable {
+				values: rhs,
+				lines: (0..dims.cols).map(|channel| shape.weight_index_for_input_grad(0, channel)).collect(),
+				depths: (0..dims.depth).map(|tap| shape.weight_index_for_input_grad(tap, 0)).collect(),
+			},
+			Self::Conv2dWeightGrad(shape) => Operand::Separable {
+				values: rhs,
+				lines: (0..dims.cols).map(|tap| shape.input_index_at(0, tap)).collect(),
+				depths: (0..dims.depth).map(|position| shape.input_index_at(position, 0)).collect(),
+			},
+		}
+	}
+
 	/// The raw (unquantized) left operand block of `id`: tile rows × chunk depth,
 	/// row-major, zero where `a` reads zero. These are the values a referee needs
 	/// proven against the input commitment.
 	pub fn lhs_block(&self, lhs: &[f32], id: ChunkId) -> Result<Vec<f32>, KernelError> {
 		check_len("lhs", lhs.len(), self.lhs_len()?)?;
 		let extent = self.extent(id)?;
-		Ok(gather(lhs, extent.rows, extent.depth, |row, k| self.lhs_index(row, k), core::convert::identity))
+		Ok(gather(lhs, extent.rows, extent.depth, |row, k| self.lhs_index(row, k)))
 	}
 
 	/// The raw right operand block of `id`: chunk depth × tile columns, row-major.
 	pub fn rhs_block(&self, rhs: &[f32], id: ChunkId) -> Result<Vec<f32>, KernelError> {
 		check_len("rhs", rhs.len(), self.rhs_len()?)?;
 		let extent = self.extent(id)?;
-		Ok(gather(rhs, extent.depth, extent.cols, |k, col| self.rhs_index(k, col), core::convert::identity))
+		Ok(gather(rhs, extent.depth, extent.cols, |k, col| self.rhs_index(k, col)))
 	}
 
 	/// The partial sums of tile `id` over its K-chunk, row-major over the tile,
@@ -328,7 +405,7 @@ impl Contraction {
 	}
 }
 
-/// Reads `source` through `index` over `rows × cols`, applying `convert`; row-major.
+/// Reads `source` through `index` over `rows × cols`, row-major.
 ///
 /// Indices are in range once the caller has validated the lengths; a missing
 /// one reads zero rather than panicking.
@@ -337,13 +414,11 @@ fn gather(
 	rows: Range<usize>,
 	cols: Range<usize>,
 	index: impl Fn(usize, usize) -> Option<usize>,
-	convert: impl Fn(f32) -> f32,
 ) -> Vec<f32> {
 	let mut block = Vec::with_capacity(rows.len().saturating_mul(cols.len()));
 	for row in rows {
 		for col in cols.clone() {
-			let value = index(row, col).and_then(|at| source.get(at)).copied().unwrap_or_default();
-			block.push(convert(value));
+			block.push(index(row, col).and_then(|at| source.get(at)).copied().unwrap_or_default());
 		}
 	}
 	block
@@ -370,10 +445,10 @@ pub fn chunk_partial_sums(
 	check_nonzero("depth", depth)?;
 	check_len("lhs_block", lhs_block.len(), element_count(&[rows, depth])?)?;
 	check_len("rhs_block", rhs_block.len(), element_count(&[depth, cols])?)?;
-	let a: Vec<f32> = lhs_block.iter().map(|&value| quantize_operand(value)).collect();
-	let b: Vec<f32> = rhs_block.iter().map(|&value| quantize_operand(value)).collect();
 	let mut out = vec![0.0f32; element_count(&[rows, cols])?];
-	contract_quantized(&a, &b, ContractionDims { rows, cols, depth }, &mut out);
+	let a = Operand::Strided { values: lhs_block, line_stride: depth, depth_stride: 1 };
+	let b = Operand::Strided { values: rhs_block, line_stride: 1, depth_stride: cols };
+	gemm::contract(&a, &b, rows, cols, depth, &mut out);
 	Ok(out)
 }
 
@@ -391,56 +466,4 @@ pub fn fold_chunk_partials<'a>(
 		}
 	}
 	Ok(out)
-}
-
-/// The dense kernel: `out[i·cols + j]` = chunk-folded `Σₖ a[i·depth + k]·b[k·cols + j]`
-/// over already-quantized operands.
-///
-/// Rows are processed four at a time and columns in blocks to reuse `b` from
-/// cache; neither changes the order in which any one output is accumulated.
-/// The products need no flush: quantized operands multiply exactly onto the grid.
-fn contract_quantized(a: &[f32], b: &[f32], dims: ContractionDims, out: &mut [f32]) {
-	const ROWS_AT_ONCE: usize = 4;
-	let ContractionDims { rows, cols, depth } = dims;
-	let mut partial = [[0.0f32; COLUMN_BLOCK]; ROWS_AT_ONCE];
-	let mut row_start = 0;
-	while row_start < rows {
-		let row_count = ROWS_AT_ONCE.min(rows - row_start);
-		let mut col_start = 0;
-		while col_start < cols {
-			let width = COLUMN_BLOCK.min(cols - col_start);
-			for row in row_start..row_start + row_count {
-				if let Some(acc) = out.get_mut(row * cols + col_start..row * cols + col_start + width) {
-					acc.fill(0.0);
-				}
-			}
-			let mut chunk_start = 0;
-			while chunk_start < depth {
-				let chunk_end = (chunk_start + CHUNK).min(depth);
-				for lane in partial.iter_mut().take(row_count) {
-					lane[..width].fill(0.0);
-				}
-				for k in chunk_start..chunk_end {
-					let Some(b_row) = b.get(k * cols + col_start..k * cols + col_start + width) else { continue };
-					for (offset, lane) in partial.iter_mut().take(row_count).enumerate() {
-						let a_value = a.get((row_start + offset) * depth + k).copied().unwrap_or_default();
-						for (sum, &b_value) in lane[..width].iter_mut().zip(b_row) {
-							*sum += a_value * b_value;
-						}
-					}
-				}
-				for (offset, lane) in partial.iter().take(row_count).enumerate() {
-					let row = row_start + offset;
-					if let Some(acc) = out.get_mut(row * cols + col_start..row * cols + col_start + width) {
-						for (total, &sum) in acc.iter_mut().zip(&lane[..width]) {
-							*total += sum;
-						}
-					}
-				}
-				chunk_start = chunk_end;
-			}
-			col_start += width;
-		}
-		row_start += row_count;
-	}
 }

@@ -19,8 +19,10 @@
 //!
 //! - [`contract`]: the arithmetic rules (flush, operand quantisation, chunked sums).
 //! - [`math`]: pinned division, square root and transcendentals.
-//! - [`contraction`]: the chunked matrix-product engine, with per-chunk
-//!   recomputation for disputes; [`mod@matmul`] and [`mod@conv2d`] are its operators.
+//! - [`contraction`]: the chunked matrix-product view, with per-chunk
+//!   recomputation for disputes; [`mod@matmul`] and [`mod@conv2d`] are its
+//!   operators, and [`gemm`] the packed, register-blocked (SIMD and, with
+//!   `std`, multi-threaded) engine that computes it without changing a bit.
 //! - [`bias`], [`activation`], [`loss`], [`optim`], [`gather`]: the rest of a
 //!   training step.
 //! - [`rng`]: Philox 4×32-10 streams for initialisation and batch order.
@@ -53,6 +55,7 @@ pub mod conv2d;
 pub mod cpu;
 pub mod error;
 pub mod gather;
+pub mod gemm;
 pub mod hash;
 pub mod loss;
 pub mod math;
