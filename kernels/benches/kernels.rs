@@ -11,7 +11,7 @@
 //! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
 //! smoke test), `--only ops|steps|protocol` for one section, `--max-size N`
 //! to cap matrix sizes, `--threads N` (default 1) for the reference's
-//! contraction threads (`gemm::set_threads`), libtorch's intra-op threads,
+//! contraction and hashing threads (`parallel::set_threads`), libtorch's intra-op threads,
 //! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike.
 
 use std::time::{Duration, Instant};
@@ -66,7 +66,7 @@ impl Bench for CpuBackend {
 	fn sync(&mut self) {}
 	fn threads(&self) -> String {
 		// Contractions use this many; the other operators run on one thread.
-		format!("{} ({})", gemm::threads(), gemm::kernel().name())
+		format!("{} ({})", parallel::threads(), gemm::kernel().name())
 	}
 }
 
@@ -602,7 +602,7 @@ fn main() {
 	}
 	#[cfg(feature = "tch")]
 	::tch::set_num_threads(options.threads as i32);
-	gemm::set_threads(options.threads);
+	parallel::set_threads(options.threads);
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("## touchstone-kernels benchmark\n");
 	println!(

@@ -20,8 +20,8 @@
 //! - the depth is walked in blocks of [`DEPTH_BLOCK`] (a multiple of the
 //!   32-wide chunk, so a block boundary is always a chunk boundary) in
 //!   increasing order, the totals waiting in the output between blocks;
-//! - with `std`, row ranges of the output go to different threads, which share
-//!   nothing they write.
+//! - with `std`, row ranges of the output go to different threads
+//!   ([`crate::parallel::threads`]), which share nothing they write.
 //!
 //! The SIMD kernels use fused multiply-add. The operands have 12 significant
 //! bits, so every product is exact in `f32`, and `round(a·b + s)` (fused) equals
@@ -265,29 +265,15 @@ impl CpuKernel {
 	}
 }
 
-/// The process-wide CPU settings of the reference: which kernel and how many threads.
+/// The process-wide kernel choice.
 #[cfg(feature = "std")]
-mod settings {
+mod setting {
 	use super::CpuKernel;
 	use std::sync::atomic::{AtomicUsize, Ordering};
 	use std::sync::OnceLock;
 
-	/// 0: not set, use the environment or the default.
-	static THREADS: AtomicUsize = AtomicUsize::new(0);
 	/// 0: not set; otherwise 1 + the index in [`CpuKernel::ALL`].
 	static KERNEL: AtomicUsize = AtomicUsize::new(0);
-
-	/// `TOUCHSTONE_CPU_THREADS`, else the available cores, read once.
-	fn default_threads() -> usize {
-		static DEFAULT: OnceLock<usize> = OnceLock::new();
-		*DEFAULT.get_or_init(|| {
-			std::env::var("TOUCHSTONE_CPU_THREADS")
-				.ok()
-				.and_then(|value| value.trim().parse::<usize>().ok())
-				.filter(|&threads| threads > 0)
-				.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-		})
-	}
 
 	/// `TOUCHSTONE_CPU_KERNEL` if this processor has it, else the fastest, read once.
 	fn default_kernel() -> CpuKernel {
@@ -301,18 +287,7 @@ mod settings {
 		})
 	}
 
-	pub fn set_threads(threads: usize) {
-		THREADS.store(threads, Ordering::Relaxed);
-	}
-
-	pub fn threads() -> usize {
-		match THREADS.load(Ordering::Relaxed) {
-			0 => default_threads(),
-			threads => threads,
-		}
-	}
-
-	pub fn set_kernel(kernel: Option<CpuKernel>) -> bool {
+	pub fn set(kernel: Option<CpuKernel>) -> bool {
 		match kernel {
 			None => KERNEL.store(0, Ordering::Relaxed),
 			Some(kernel) if kernel.is_available() => {
@@ -324,7 +299,7 @@ mod settings {
 		true
 	}
 
-	pub fn kernel() -> CpuKernel {
+	pub fn get() -> CpuKernel {
 		match KERNEL.load(Ordering::Relaxed) {
 			0 => default_kernel(),
 			index => CpuKernel::ALL.get(index - 1).copied().unwrap_or_else(default_kernel),
@@ -332,38 +307,21 @@ mod settings {
 	}
 }
 
-/// Sets how many threads the reference's contractions may use (`0`: back to
-/// the default, `TOUCHSTONE_CPU_THREADS` or else every available core).
-///
-/// Process-wide. The result does not depend on it: threads take disjoint
-/// output rows, and each output is computed in the contract's order.
-/// Contractions under about 4 M multiply-adds per thread use fewer threads.
-#[cfg(feature = "std")]
-pub fn set_threads(threads: usize) {
-	settings::set_threads(threads);
-}
-
-/// How many threads the reference's contractions may use.
-#[cfg(feature = "std")]
-pub fn threads() -> usize {
-	settings::threads()
-}
-
 /// Selects the CPU micro-kernel (`None`: back to the default,
 /// `TOUCHSTONE_CPU_KERNEL` if available, else the fastest). Returns `false`,
 /// changing nothing, if this processor lacks `kernel`.
 ///
 /// Process-wide; for conformance runs of one kernel and benchmarks. Every
-/// kernel gives the same bits.
+/// kernel gives the same bits. The thread count is [`crate::parallel`]'s.
 #[cfg(feature = "std")]
 pub fn set_kernel(kernel: Option<CpuKernel>) -> bool {
-	settings::set_kernel(kernel)
+	setting::set(kernel)
 }
 
 /// The CPU micro-kernel contractions use.
 pub fn kernel() -> CpuKernel {
 	#[cfg(feature = "std")]
-	return settings::kernel();
+	return setting::get();
 	#[cfg(not(feature = "std"))]
 	return CpuKernel::detect();
 }
@@ -375,11 +333,7 @@ pub fn kernel() -> CpuKernel {
 /// `out` must hold `rows · cols` values; a shorter one is left as is where it
 /// ends (the callers validate every length first).
 pub(crate) fn contract(lhs: &Operand, rhs: &Operand, rows: usize, cols: usize, depth: usize, out: &mut [f32]) {
-	#[cfg(feature = "std")]
-	let threads = threads();
-	#[cfg(not(feature = "std"))]
-	let threads = 1;
-	contract_with(kernel(), threads, MIN_WORK_PER_THREAD, lhs, rhs, Dims { rows, cols, depth }, out);
+	contract_with(kernel(), crate::parallel::threads(), MIN_WORK_PER_THREAD, lhs, rhs, Dims { rows, cols, depth }, out);
 }
 
 /// The extents of one contraction.

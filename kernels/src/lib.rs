@@ -61,6 +61,7 @@ pub mod loss;
 pub mod math;
 pub mod matmul;
 pub mod optim;
+pub mod parallel;
 pub mod rng;
 
 // Training traces and learning proofs.

@@ -25,7 +25,7 @@
 use alloc::vec::Vec;
 
 use crate::contract::canonical_bits;
-use crate::hash::{digest_parts, digest_words, Digest};
+use crate::hash::{digest_each, digest_parts, digest_words, Digest};
 
 /// Elements of a tensor per segment leaf: the unit in which inputs are proven to the referee.
 pub const SEGMENT: usize = 32;
@@ -70,9 +70,144 @@ pub fn index_segment_leaf(values: &[u32]) -> Digest {
 	digest_words(&[LEAF_PREFIX], values.iter().copied())
 }
 
-/// Segment leaves of a whole `f32` tensor, in order.
-pub fn segment_leaves(values: &[f32]) -> impl Iterator<Item = Digest> + '_ {
-	values.chunks(SEGMENT).map(segment_leaf)
+/// Segment leaves of a whole `f32` tensor, in order (none for an empty one):
+/// [`segment_leaf`] of each run, hashed in batches.
+pub fn segment_leaves(values: &[f32]) -> Vec<Digest> {
+	let mut leaves = Vec::with_capacity(values.len().div_ceil(SEGMENT));
+	extend_leaves(values.chunks(SEGMENT), canonical_bits, &mut leaves);
+	leaves
+}
+
+/// Segment leaves of a whole `u32` tensor, in order (none for an empty one):
+/// [`index_segment_leaf`] of each run, hashed in batches.
+pub fn index_segment_leaves(values: &[u32]) -> Vec<Digest> {
+	let mut leaves = Vec::with_capacity(values.len().div_ceil(SEGMENT));
+	extend_leaves(values.chunks(SEGMENT), core::convert::identity, &mut leaves);
+	leaves
+}
+
+/// Leaves hashed per batch.
+const LEAF_BATCH: usize = 64;
+
+/// Appends `H(0x00 ‖ LE words)` of each run in `runs` to `out`, `word` giving
+/// an element's `u32`. The payloads of a batch of runs are laid out side by
+/// side so that [`digest_each`] hashes them together.
+fn extend_leaves<'a, T: Copy + 'a>(
+	runs: impl IntoIterator<Item = &'a [T]>,
+	word: impl Fn(T) -> u32,
+	out: &mut Vec<Digest>,
+) {
+	let mut runs = runs.into_iter().peekable();
+	let mut staging: Vec<u8> = Vec::with_capacity(LEAF_BATCH * (1 + 4 * SEGMENT));
+	let mut ends: Vec<usize> = Vec::with_capacity(LEAF_BATCH);
+	while runs.peek().is_some() {
+		staging.clear();
+		ends.clear();
+		for run in runs.by_ref().take(LEAF_BATCH) {
+			staging.push(LEAF_PREFIX);
+			let start = staging.len();
+			staging.resize(start + 4 * run.len(), 0);
+			for (bytes, &value) in staging.get_mut(start..).unwrap_or_default().chunks_exact_mut(4).zip(run) {
+				bytes.copy_from_slice(&word(value).to_le_bytes());
+			}
+			ends.push(staging.len());
+		}
+		let mut start = 0;
+		let payloads = ends.iter().map(|&end| {
+			let payload = staging.get(start..end).unwrap_or_default();
+			start = end;
+			payload
+		});
+		digest_each(payloads, out);
+	}
+}
+
+/// Node pairs hashed per batch.
+const NODE_BATCH: usize = 64;
+
+/// The level above `level`: each pair `(2i, 2i+1)` hashed into a node, an odd
+/// last hash promoted unchanged. Nodes are hashed in batches ([`digest_each`]).
+fn parent_level(level: &[Digest]) -> Vec<Digest> {
+	let mut parents = Vec::with_capacity(level.len().div_ceil(2));
+	let mut staging = [0u8; NODE_BATCH * 65];
+	let mut pairs = level.chunks_exact(2 * NODE_BATCH);
+	let mut hash_pairs = |pairs: &[Digest], parents: &mut Vec<Digest>| {
+		for (payload, pair) in staging.chunks_exact_mut(65).zip(pairs.chunks_exact(2)) {
+			payload[0] = NODE_PREFIX;
+			payload[1..33].copy_from_slice(&pair[0]);
+			payload[33..].copy_from_slice(&pair[1]);
+		}
+		digest_each(staging.chunks_exact(65).take(pairs.len() / 2), parents);
+	};
+	for batch in pairs.by_ref() {
+		hash_pairs(batch, &mut parents);
+	}
+	let rest = pairs.remainder();
+	hash_pairs(rest, &mut parents);
+	if rest.len() % 2 == 1 {
+		// The odd last node is promoted unchanged.
+		parents.extend(rest.last());
+	}
+	parents
+}
+
+/// The root of the tree over `leaves`, without keeping its levels: the same
+/// as `MerkleTree::new(leaves)?.root()`.
+pub fn root(leaves: Vec<Digest>) -> Result<Digest, MerkleError> {
+	check_leaf_count(leaves.len())?;
+	let mut level = leaves;
+	while level.len() > 1 {
+		level = parent_level(&level);
+	}
+	level.first().copied().ok_or(MerkleError::Empty)
+}
+
+/// Leaves below which hashing stays on one thread: a few hundred
+/// microseconds of work, against tens to start a thread.
+const MIN_PARALLEL_LEAVES: usize = 1024;
+
+/// The root of the tree whose leaves are the [`segment_leaf`]s of `segments`,
+/// in order, on up to [`crate::parallel::threads`] threads.
+///
+/// Equal to [`root`] of those leaves. Threads take parts of a power-of-two
+/// number of leaves, each aligned to its size: such a part is a subtree of the
+/// whole tree, so its root is one of the tree's nodes (the last, possibly
+/// partial, part included, because the odd-node promotion happens at the end
+/// of every level, which is the end of the last part). The parts' roots then
+/// form the tree's upper levels.
+pub fn root_of_segments(segments: &[&[f32]]) -> Result<Digest, MerkleError> {
+	root_of_segments_on(segments, crate::parallel::threads(), MIN_PARALLEL_LEAVES)
+}
+
+/// [`root_of_segments`] on up to `threads` threads, with parts of at least `min_part` leaves.
+fn root_of_segments_on(segments: &[&[f32]], threads: usize, min_part: usize) -> Result<Digest, MerkleError> {
+	check_leaf_count(segments.len())?;
+	// A few parts per thread, so that a thread on a busy core delays little.
+	let part = segments.len().div_ceil(threads.max(1) * 4).max(min_part).next_power_of_two();
+	let subtree = |part: &[&[f32]]| {
+		let mut leaves = Vec::with_capacity(part.len());
+		extend_leaves(part.iter().copied(), canonical_bits, &mut leaves);
+		root(leaves)
+	};
+	if threads <= 1 || segments.len() <= part {
+		return subtree(segments);
+	}
+	let parts: Vec<&[&[f32]]> = segments.chunks(part).collect();
+	let roots = crate::parallel::map_indices(parts.len(), threads, |index| {
+		parts.get(index).map_or(Err(MerkleError::Empty), |part| subtree(part))
+	});
+	root(roots.into_iter().collect::<Result<Vec<_>, _>>()?)
+}
+
+/// `Empty` for no leaves, `IndexOutOfRange` for more than a `u32` can index.
+fn check_leaf_count(count: usize) -> Result<(), MerkleError> {
+	if count == 0 {
+		return Err(MerkleError::Empty);
+	}
+	if u32::try_from(count).is_err() {
+		return Err(MerkleError::IndexOutOfRange);
+	}
+	Ok(())
 }
 
 /// Number of segments of a tensor of `len` elements (at least one, so that an
@@ -148,23 +283,10 @@ pub struct MerkleTree {
 impl MerkleTree {
 	/// Builds the tree over `leaves`.
 	pub fn new(leaves: Vec<Digest>) -> Result<Self, MerkleError> {
-		if leaves.is_empty() {
-			return Err(MerkleError::Empty);
-		}
-		if u32::try_from(leaves.len()).is_err() {
-			return Err(MerkleError::IndexOutOfRange);
-		}
+		check_leaf_count(leaves.len())?;
 		let mut levels = alloc::vec![leaves];
 		while let Some(level) = levels.last().filter(|level| level.len() > 1) {
-			let next = level
-				.chunks(2)
-				.map(|pair| match (pair.first(), pair.get(1)) {
-					(Some(left), Some(right)) => node_hash(left, right),
-					// The odd last node is promoted unchanged.
-					(Some(single), None) => *single,
-					_ => Digest::default(),
-				})
-				.collect();
+			let next = parent_level(level);
 			levels.push(next);
 		}
 		Ok(Self { levels })
@@ -254,6 +376,27 @@ mod tests {
 		assert_eq!(depth(2), 1);
 		assert_eq!(depth(5), 3);
 		assert_eq!(depth(1024), 10);
+	}
+
+	#[test]
+	fn batched_and_parallel_roots_equal_the_tree_root() {
+		let values: Vec<f32> = (0..40_000).map(|i| (i as f32 * 0.37).sin()).collect();
+		for len in [1, 31, 32, 33, 64 * 32 + 5, 40_000] {
+			let tensor = &values[..len];
+			let one_by_one: Vec<Digest> = tensor.chunks(SEGMENT).map(segment_leaf).collect();
+			assert_eq!(segment_leaves(tensor), one_by_one);
+			let expected = MerkleTree::new(one_by_one.clone()).unwrap().root();
+			assert_eq!(root(one_by_one).unwrap(), expected);
+			let segments: Vec<&[f32]> = tensor.chunks(SEGMENT).collect();
+			for (threads, min_part) in [(1, 1), (2, 1), (3, 4), (4, 16)] {
+				assert_eq!(root_of_segments_on(&segments, threads, min_part).unwrap(), expected, "{len} {threads}");
+			}
+		}
+		let words: Vec<u32> = (0..100).collect();
+		let one_by_one: Vec<Digest> = words.chunks(SEGMENT).map(index_segment_leaf).collect();
+		assert_eq!(index_segment_leaves(&words), one_by_one);
+		assert_eq!(root(Vec::new()), Err(MerkleError::Empty));
+		assert_eq!(root_of_segments(&[]), Err(MerkleError::Empty));
 	}
 
 	#[test]

@@ -44,7 +44,9 @@ use crate::data::Dataset;
 use crate::error::KernelError;
 use crate::graph::{Graph, OpKind, ValueKind};
 use crate::hash::{digest_parts, Digest};
-use crate::merkle::{index_segment_leaf, leaf_hash, segment_leaf, MerkleError, MerkleTree, SEGMENT};
+use crate::merkle::{
+	self, index_segment_leaf, leaf_hash, segment_count, segment_leaf, MerkleError, MerkleTree, SEGMENT,
+};
 use crate::model::{ModelConfig, TrainConfig, BATCH_STREAM};
 use crate::rng::RandomStream;
 
@@ -84,9 +86,19 @@ pub fn segment_tree<'a>(tensors: impl IntoIterator<Item = &'a HostTensor>) -> Re
 }
 
 /// The state root of `tensors` (parameters, then moments).
+///
+/// Hashed straight from the tensors, in batches and (with `std`) on several
+/// threads: see [`merkle::root_of_segments`].
 pub fn state_root(tensors: &[Vec<f32>]) -> Result<Digest, MerkleError> {
-	let leaves = tensors.iter().flat_map(|tensor| f32_segment_leaves(tensor)).collect();
-	Ok(MerkleTree::new(leaves)?.root())
+	let mut segments: Vec<&[f32]> = Vec::with_capacity(tensors.iter().map(|t| segment_count(t.len())).sum());
+	for tensor in tensors {
+		if tensor.is_empty() {
+			// An empty tensor still has one (empty) segment.
+			segments.push(&[]);
+		}
+		segments.extend(tensor.chunks(SEGMENT));
+	}
+	merkle::root_of_segments(&segments)
 }
 
 /// Segment leaves of an `f32` tensor; an empty tensor has one empty segment.
@@ -94,7 +106,7 @@ fn f32_segment_leaves(values: &[f32]) -> Vec<Digest> {
 	if values.is_empty() {
 		return vec![segment_leaf(&[])];
 	}
-	values.chunks(SEGMENT).map(segment_leaf).collect()
+	merkle::segment_leaves(values)
 }
 
 /// A host copy of a value of the step.
@@ -125,7 +137,7 @@ impl HostTensor {
 		match self {
 			Self::F32(values) => f32_segment_leaves(values),
 			Self::U32(values) if values.is_empty() => vec![index_segment_leaf(&[])],
-			Self::U32(values) => values.chunks(SEGMENT).map(index_segment_leaf).collect(),
+			Self::U32(values) => merkle::index_segment_leaves(values),
 		}
 	}
 
