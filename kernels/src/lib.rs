@@ -33,7 +33,8 @@
 //!   [`trace`] (the training loop over any backend and the state-hash chain),
 //!   `checkpoint` (safetensors, `std` only), [`merkle`], [`graph`] (the
 //!   operator graph of a step and its pieces), [`bisection`] and [`referee`]
-//!   (the on-chain judge of one piece).
+//!   (the on-chain judge of one piece); `distance` (`std`): tolerance mode's
+//!   L2 / L∞ / cosine distance and the verifier's re-execution on the reference.
 //! - Other backends: `wgpu` (feature `wgpu`: WGSL kernels, bit-identical to
 //!   the reference, with an adapter conformance self-test) and `tch` (feature
 //!   `tch`: libtorch, fast, verified in tolerance mode).
@@ -69,6 +70,8 @@ pub mod bisection;
 #[cfg(feature = "std")]
 pub mod checkpoint;
 pub mod data;
+#[cfg(feature = "std")]
+pub mod distance;
 pub mod graph;
 pub mod merkle;
 pub mod model;

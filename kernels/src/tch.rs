@@ -7,7 +7,8 @@
 //! with its `clamp(max = 1)` multiply, mean cross-entropy. None of the
 //! contract's rules are followed, so [`Backend::is_bit_exact`] is `false`: jobs
 //! trained here are verified in tolerance mode, by a [`Distance`] between
-//! states against a threshold.
+//! states against a threshold ([`crate::distance`], which needs only the
+//! reference).
 //!
 //! How far it drifts from the reference after `k` steps is what
 //! [`distance_to_reference`] reports: it re-executes a segment of a job from a
@@ -34,8 +35,11 @@ use crate::activation::Activation;
 use crate::backend::Backend;
 use crate::bias::BiasLayout;
 use crate::contraction::Contraction;
-use crate::cpu::CpuBackend;
 use crate::data::Dataset;
+use crate::distance;
+/// Tolerance mode's distance, defined with the reference in [`crate::distance`];
+/// re-exported here because this backend is what tolerance mode is for.
+pub use crate::distance::Distance;
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
 use crate::loss::ClassifierShape;
 use crate::model::{ModelConfig, TrainConfig};
@@ -411,64 +415,12 @@ fn conv_output_shape(shape: &crate::conv2d::Conv2dShape) -> [i64; 4] {
 	[dim(shape.batch), dim(shape.out_channels), dim(shape.out_height()), dim(shape.out_width())]
 }
 
-/// How far one state is from another: the figures tolerance mode compares
-/// against a job's thresholds (Proof-of-Learning's L2, L∞ and cosine).
-///
-/// Computed in `f64` over the concatenation of the tensors, in order.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Distance {
-	/// ‖a − b‖₂.
-	pub l2: f64,
-	/// max |aᵢ − bᵢ|.
-	pub linf: f64,
-	/// 1 − a·b / (‖a‖₂ ‖b‖₂); 0 when both are zero, 1 when only one is.
-	pub cosine: f64,
-}
-
-impl Distance {
-	/// The distance between `actual` and `reference`, tensor by tensor in order.
-	///
-	/// Fails with `LengthMismatch` when the two states are not shaped alike.
-	pub fn between(actual: &[Vec<f32>], reference: &[Vec<f32>]) -> Result<Self, KernelError> {
-		check_len("tensors", actual.len(), reference.len())?;
-		let (mut squared, mut linf, mut dot, mut norm_a, mut norm_b) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
-		for (a, b) in actual.iter().zip(reference) {
-			check_len("tensor", a.len(), b.len())?;
-			for (&x, &y) in a.iter().zip(b) {
-				let (x, y) = (f64::from(x), f64::from(y));
-				squared += (x - y) * (x - y);
-				linf = linf.max((x - y).abs());
-				dot += x * y;
-				norm_a += x * x;
-				norm_b += y * y;
-			}
-		}
-		let cosine = match (norm_a > 0.0, norm_b > 0.0) {
-			(true, true) => 1.0 - dot / (norm_a.sqrt() * norm_b.sqrt()),
-			(false, false) => 0.0,
-			_ => 1.0,
-		};
-		Ok(Self { l2: squared.sqrt(), linf, cosine })
-	}
-
-	/// Whether every component is at most `bound`'s.
-	pub fn within(&self, bound: &Distance) -> bool {
-		self.l2 <= bound.l2 && self.linf <= bound.linf && self.cosine <= bound.cosine
-	}
-}
-
-impl fmt::Display for Distance {
-	fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-		write!(f, "L2 {:.3e}, L∞ {:.3e}, cosine {:.3e}", self.l2, self.linf, self.cosine)
-	}
-}
-
-/// Re-executes `steps` steps of a job on libtorch and on the CPU reference,
-/// both starting from `state` (parameters then optimizer moments, as
-/// [`Trainer::state`] returns them) at global step `first_step`, with the
-/// job's own batches; returns the distance between the parameters they end
-/// with. This is the figure tolerance mode compares against a job's threshold
-/// for a segment of `steps` steps.
+/// Re-executes `steps` steps of a job on libtorch from `state` (parameters
+/// then optimizer moments, as [`Trainer::state`] returns them) at global step
+/// `first_step`, with the job's own batches, and returns the [`Distance`] of
+/// the parameters it ends with from the reference's after the same segment
+/// ([`distance::reference_distance`]). This is the figure tolerance mode
+/// compares against a job's threshold for a segment of `steps` steps.
 pub fn distance_to_reference(
 	model: &ModelConfig,
 	train: &TrainConfig,
@@ -477,14 +429,12 @@ pub fn distance_to_reference(
 	first_step: u32,
 	steps: u32,
 ) -> Result<Distance, TorchError> {
-	// The state-hash chain is not compared here, so both runs start from a
+	// The state-hash chain is not compared here, so the run starts from a
 	// placeholder anchor.
 	let point = ChainPoint::start(first_step, [0u8; 32]);
-	let mut reference = Trainer::resume(CpuBackend, model, train, data.clone(), state.to_vec(), point)?;
 	let mut torch = Trainer::resume(TchBackend::cpu(), model, train, data.clone(), state.to_vec(), point)?;
 	for _ in 0..steps {
-		reference.step()?;
 		torch.step()?;
 	}
-	Ok(Distance::between(&torch.params()?, &reference.params()?)?)
+	Ok(distance::reference_distance(model, train, data, state, first_step, steps, &torch.params()?)?)
 }
