@@ -56,6 +56,13 @@ pub fn bias_add(layout: BiasLayout, values: &mut [f32], bias: &[f32]) -> Result<
 	// Walk [outer, channels, inner] as nested runs rather than dividing each
 	// position: the same one addition per element.
 	for block in values.chunks_exact_mut(layout.channels * layout.inner) {
+		if layout.inner == 1 {
+			// A dense layer's row: one vectorisable pass.
+			for (element, &value) in block.iter_mut().zip(bias) {
+				*element += value;
+			}
+			continue;
+		}
 		for (run, &value) in block.chunks_exact_mut(layout.inner).zip(bias) {
 			for element in run {
 				*element += value;

@@ -290,10 +290,13 @@ impl Contraction {
 		}
 		let mut staged = vec![0.0f32; out.len()];
 		gemm::contract(&a, &b, dims.rows, dims.cols, dims.depth, &mut staged);
-		for row in 0..dims.rows {
-			for col in 0..dims.cols {
-				let value = staged.get(row * dims.cols + col).copied().unwrap_or_default();
-				if let Some(slot) = out.get_mut(self.output_index(row, col)) {
+		// Every convolution's output index is `output_index(row, 0) +
+		// output_index(0, col)`: scatter with the two parts precomputed.
+		let col_offsets: Vec<usize> = (0..dims.cols).map(|col| self.output_index(0, col)).collect();
+		for (row, values) in staged.chunks_exact(dims.cols).enumerate() {
+			let base = self.output_index(row, 0);
+			for (&value, &offset) in values.iter().zip(&col_offsets) {
+				if let Some(slot) = out.get_mut(base + offset) {
 					*slot = value;
 				}
 			}

@@ -121,10 +121,7 @@ impl Operand<'_> {
 				})
 			},
 		};
-		let values = match self {
-			Self::Strided { values, .. } | Self::Separable { values, .. } | Self::Shifted { values, .. } => values,
-		};
-		index.and_then(|at| values.get(at)).copied().unwrap_or_default()
+		index.and_then(|at| self.values().get(at)).copied().unwrap_or_default()
 	}
 
 	/// Packs consecutive panels of `W` lines, starting with panel
@@ -167,7 +164,6 @@ impl Operand<'_> {
 			// Depth adjacent in memory (a row-major left operand): quantise
 			// a short run of each line at a time, then interleave the runs.
 			Self::Strided { values, line_stride, depth_stride: 1 } => {
-				const RUN: usize = 16;
 				for (index, panel) in out.chunks_exact_mut(panel_len).enumerate() {
 					let first = first_line + index * W;
 					let rows: [&[f32]; W] = core::array::from_fn(|lane| {
@@ -178,23 +174,95 @@ impl Operand<'_> {
 							&[]
 						}
 					});
-					for (block, steps) in panel.chunks_mut(RUN * W).enumerate() {
-						let k0 = block * RUN;
+					// A block of depth steps of every lane at a time, so that
+					// the writes stay in the L1 cache.
+					for (block, steps) in panel.chunks_mut(BLOCK * W).enumerate() {
+						let k0 = block * BLOCK;
 						for (lane, row) in rows.iter().enumerate() {
-							let mut run = [0.0f32; RUN];
-							for (slot, &value) in run.iter_mut().zip(row.get(k0..).unwrap_or_default()) {
-								*slot = quantize_operand(value);
-							}
-							for (step, &value) in steps.chunks_exact_mut(W).zip(&run) {
-								if let Some(slot) = step.get_mut(lane) {
-									*slot = value;
-								}
-							}
+							scatter_block::<W>(row.get(k0..).unwrap_or_default(), depth - k0, lane, steps);
 						}
 					}
 				}
 			},
-			_ => {
+			Self::Separable { values, lines: offsets, depths } => {
+				let runs = runs_of(depths);
+				// Runs of a few taps (a kernel row) are not worth the bookkeeping.
+				let long_runs = runs.len() * 8 <= depths.len();
+				for (index, panel) in out.chunks_exact_mut(panel_len).enumerate() {
+					let first = first_line + index * W;
+					let lanes = offsets.get(first..).unwrap_or_default();
+					let lanes = lanes.get(..W).unwrap_or(lanes);
+					// Consecutive lines (positions along a convolution row) sit
+					// next to each other: copy one run per depth step.
+					if let (true, Some(&start)) = (lanes.len() == W && is_run(lanes), lanes.first()) {
+						for (step, &offset) in panel.chunks_exact_mut(W).zip(depths) {
+							copy_quantized(values, start.checked_add(offset), step);
+						}
+						continue;
+					}
+					if long_runs {
+						// Read each line along runs of consecutive depth offsets
+						// (a convolution row's positions), as the depth-adjacent
+						// strided case does.
+						for &(k0, len) in &runs {
+							let steps = panel.get_mut(k0 * W..(k0 + len) * W).unwrap_or_default();
+							for (block, steps) in steps.chunks_mut(BLOCK * W).enumerate() {
+								let k = k0 + block * BLOCK;
+								for lane in 0..W {
+									let at = lanes
+										.get(lane)
+										.zip(depths.get(k))
+										.and_then(|(base, offset)| base.checked_add(*offset));
+									let run = at.and_then(|at| values.get(at..at + (k0 + len - k).min(BLOCK)));
+									scatter_block::<W>(run.unwrap_or_default(), k0 + len - k, lane, steps);
+								}
+							}
+						}
+						continue;
+					}
+					for (k, step) in panel.chunks_exact_mut(W).enumerate() {
+						for (lane, slot) in step.iter_mut().enumerate() {
+							*slot = lanes.get(lane).map_or(0.0, |_| quantize_operand(self.value(first + lane, k)));
+						}
+					}
+				}
+			},
+			Self::Shifted { height, width, lines: positions, depths, .. } => {
+				for (index, panel) in out.chunks_exact_mut(panel_len).enumerate() {
+					let first = first_line + index * W;
+					let lanes = positions.get(first..).unwrap_or_default();
+					let lanes = lanes.get(..W).unwrap_or(lanes);
+					// W consecutive input positions along one row read, at each
+					// depth step, one run of `dy` clipped at the row's ends.
+					let along_a_row = lanes.len() == W
+						&& lanes.windows(2).all(|pair| pair[1] == (pair[0].0 + 1, pair[0].1, pair[0].2 + 1));
+					if let (true, Some(&(base, y, x))) = (along_a_row, lanes.first()) {
+						for (step, &(offset, ky, kx)) in panel.chunks_exact_mut(W).zip(depths) {
+							if y < ky || y - ky >= *height {
+								step.fill(0.0);
+								continue;
+							}
+							// Lanes `lo..hi` have 0 ≤ x + lane − kx < width.
+							let lo = kx.saturating_sub(x).min(W);
+							let hi = (width + kx).saturating_sub(x).clamp(lo, W);
+							let start = (base + lo + offset).checked_sub(ky * width + kx);
+							let (before, rest) = step.split_at_mut(lo);
+							let (inside, after) = rest.split_at_mut(hi - lo);
+							before.fill(0.0);
+							copy_quantized(self.values(), start, inside);
+							after.fill(0.0);
+						}
+						continue;
+					}
+					for (k, step) in panel.chunks_exact_mut(W).enumerate() {
+						for (lane, slot) in step.iter_mut().enumerate() {
+							let line = first + lane;
+							*slot = if line < lines { quantize_operand(self.value(line, k)) } else { 0.0 };
+						}
+					}
+				}
+			},
+			Self::Strided { .. } => {
 				for (index, panel) in out.chunks_exact_mut(panel_len).enumerate() {
 					let first = first_line + index * W;
 					for (k, step) in panel.chunks_exact_mut(W).enumerate() {
@@ -207,6 +275,69 @@ impl Operand<'_> {
 			},
 		}
 	}
+
+	/// The tensor the operand reads.
+	#[inline(always)]
+	fn values(&self) -> &[f32] {
+		match self {
+			Self::Strided { values, .. } | Self::Separable { values, .. } | Self::Shifted { values, .. } => values,
+		}
+	}
+}
+
+/// Writes `q(values[start + i])` into `out[i]` for every `i`, with `q` =
+/// [`quantize_operand`]; `+0` where that lies outside `values` (never, for a
+/// validated contraction).
+#[inline(always)]
+fn copy_quantized(values: &[f32], start: Option<usize>, out: &mut [f32]) {
+	let run = start.and_then(|start| values.get(start..start + out.len())).unwrap_or_default();
+	let (head, tail) = out.split_at_mut(run.len());
+	for (slot, &value) in head.iter_mut().zip(run) {
+		*slot = quantize_operand(value);
+	}
+	tail.fill(0.0);
+}
+
+/// Depth steps quantised at a time before being interleaved into a panel.
+const BLOCK: usize = 16;
+
+/// Writes `q(run[j])` (`+0` past the end of `run`) into lane `lane` of the
+/// first `count ≤ BLOCK` depth steps of `steps` (`W` values per step), with
+/// `q` = [`quantize_operand`]: quantised together, which vectorises, then
+/// interleaved.
+#[inline(always)]
+fn scatter_block<const W: usize>(run: &[f32], count: usize, lane: usize, steps: &mut [f32]) {
+	let mut quantized = [0.0f32; BLOCK];
+	for (slot, &value) in quantized.iter_mut().zip(run) {
+		*slot = quantize_operand(value);
+	}
+	for (step, &value) in steps.chunks_exact_mut(W).take(count).zip(&quantized) {
+		if let Some(slot) = step.get_mut(lane) {
+			*slot = value;
+		}
+	}
+}
+
+/// The maximal runs `(first index, length)` of consecutive values in `offsets`.
+fn runs_of(offsets: &[usize]) -> Vec<(usize, usize)> {
+	let mut runs: Vec<(usize, usize)> = Vec::new();
+	for (index, pair) in offsets.windows(2).enumerate() {
+		if pair[0].checked_add(1) != Some(pair[1]) {
+			let start = runs.last().map_or(0, |&(k0, len)| k0 + len);
+			runs.push((start, index + 1 - start));
+		}
+	}
+	let start = runs.last().map_or(0, |&(k0, len)| k0 + len);
+	if start < offsets.len() {
+		runs.push((start, offsets.len() - start));
+	}
+	runs
+}
+
+/// Whether `offsets` are consecutive integers.
+#[inline(always)]
+fn is_run(offsets: &[usize]) -> bool {
+	offsets.windows(2).all(|pair| pair[0].checked_add(1) == Some(pair[1]))
 }
 
 /// A CPU micro-kernel: which instructions compute the contraction. All give
