@@ -2,7 +2,7 @@
 //! runtime's genesis presets.
 
 use polkadot_sdk::{
-	sc_chain_spec::{ChainSpecExtension, ChainSpecGroup},
+	sc_chain_spec::ChainSpecExtension,
 	sc_service::{self, ChainType, Properties},
 	sc_sync_state_rpc::LightSyncStateExtension,
 	sp_genesis_builder::{DEV_RUNTIME_PRESET, LOCAL_TESTNET_RUNTIME_PRESET},
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// Chain-spec extensions. `lightSyncState` lets `sync_state_genSyncSpec` hand light
 /// clients (smoldot) a recent finalized checkpoint to start from.
-#[derive(Default, Clone, Serialize, Deserialize, ChainSpecExtension, ChainSpecGroup)]
+#[derive(Default, Clone, Serialize, Deserialize, ChainSpecExtension)]
 #[serde(rename_all = "camelCase")]
 pub struct Extensions {
 	/// A finalized checkpoint for light clients, filled in by `sync_state_genSyncSpec`.

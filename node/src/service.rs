@@ -12,7 +12,7 @@ use polkadot_sdk::{
 	sp_runtime::traits::Block as BlockT,
 };
 use std::sync::Arc;
-use touchstone_runtime::{self, opaque::Block, RuntimeApi};
+use touchstone_runtime::{self, apis::RuntimeApi, opaque::Block};
 
 /// Host functions the runtime may call.
 #[cfg(not(feature = "runtime-benchmarks"))]

@@ -48,10 +48,12 @@ export async function startNode(args, { name = 'node', timeoutMs = 180_000 } = {
   const rpcPort = await freePort();
   const p2pPort = await freePort();
   const prometheusPort = await freePort();
+  // An explicit --listen-addr sets the P2P port itself.
+  const p2pArgs = args.includes('--listen-addr') ? [] : ['--port', String(p2pPort)];
   const fullArgs = [
     ...args,
+    ...p2pArgs,
     '--rpc-port', String(rpcPort),
-    '--port', String(p2pPort),
     '--prometheus-port', String(prometheusPort),
     '--no-telemetry',
     '--no-mdns',
