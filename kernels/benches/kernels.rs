@@ -105,7 +105,7 @@ fn measure<T>(target: &mut T, mut run: impl FnMut(&mut T), mut sync: impl FnMut(
 	run(target);
 	sync(target);
 	let once = warm_up.elapsed();
-	let calls = (ROUND_TIME.as_secs_f64() / once.as_secs_f64().max(1e-9)).ceil().clamp(1.0, 1e6) as u32;
+	let calls = calls_per_round(once);
 	let rounds_wanted = if once > Duration::from_millis(500) { 3 } else { ROUNDS };
 	let mut rounds = Vec::with_capacity(rounds_wanted);
 	for _ in 0..rounds_wanted {
@@ -117,6 +117,11 @@ fn measure<T>(target: &mut T, mut run: impl FnMut(&mut T), mut sync: impl FnMut(
 		rounds.push(start.elapsed().as_secs_f64() / f64::from(calls));
 	}
 	median(rounds)
+}
+
+/// Calls per timing round for a call that took `once`: enough for [`ROUND_TIME`].
+fn calls_per_round(once: Duration) -> u32 {
+	(ROUND_TIME.as_secs_f64() / once.as_secs_f64().max(1e-9)).ceil().clamp(1.0, 1e6) as u32
 }
 
 /// Median seconds per call of `run` on a backend, synchronised per round.
@@ -403,15 +408,27 @@ struct StepTimes {
 	flat: f64,
 }
 
-fn step_times<B: Bench>(backend: &mut B, job: &MlpJob) -> StepTimes {
-	let mut mlp = MlpStep::new(backend, job.widths, job.batch, 2048);
-	let step = time(backend, |be| {
-		mlp.run(be);
-	});
-	let download = time(backend, |be| {
+/// One backend's MLP step, set up and warmed up, to be timed in rounds
+/// interleaved with the other backends' rounds.
+struct StepRunner {
+	name: String,
+	threads: String,
+	/// Runs one timing round (a fixed number of steps, then a synchronisation);
+	/// returns seconds per step.
+	round: Box<dyn FnMut() -> f64>,
+	/// Download and hashing times; `step` is filled in from the rounds.
+	times: StepTimes,
+}
+
+/// Sets up `job` on `backend`, measures its state download and hashing, and
+/// warms the step up.
+fn step_runner<B: Bench + 'static>(name: String, mut backend: B, job: &MlpJob) -> StepRunner {
+	let threads = backend.threads();
+	let mut mlp = MlpStep::new(&mut backend, job.widths, job.batch, 2048);
+	let download = time(&mut backend, |be| {
 		mlp.state(be);
 	});
-	let state = mlp.state(backend);
+	let state = mlp.state(&mut backend);
 	let hash = measure(
 		&mut (),
 		|_| {
@@ -428,7 +445,33 @@ fn step_times<B: Bench>(backend: &mut B, job: &MlpJob) -> StepTimes {
 		},
 		|_| {},
 	);
-	StepTimes { step, download, hash, flat }
+	let warm_up = Instant::now();
+	mlp.run(&mut backend);
+	backend.sync();
+	let calls = calls_per_round(warm_up.elapsed());
+	let round = Box::new(move || {
+		let start = Instant::now();
+		for _ in 0..calls {
+			mlp.run(&mut backend);
+		}
+		backend.sync();
+		start.elapsed().as_secs_f64() / f64::from(calls)
+	});
+	StepRunner { name, threads, round, times: StepTimes { step: f64::NAN, download, hash, flat } }
+}
+
+/// A [`StepRunner`] for every backend of this build, the reference first.
+fn step_runners(job: &MlpJob) -> Vec<StepRunner> {
+	let mut runners = vec![step_runner("reference (CPU)".to_string(), CpuBackend, job)];
+	#[cfg(feature = "wgpu")]
+	{
+		let gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
+		let name = format!("wgpu ({})", gpu.adapter_info().name);
+		runners.push(step_runner(name, gpu, job));
+	}
+	#[cfg(feature = "tch")]
+	runners.push(step_runner("tch (libtorch CPU)".to_string(), touchstone_kernels::tch::TchBackend::cpu(), job));
+	runners
 }
 
 /// PyTorch eager's milliseconds per step on `job` with `threads` threads, by
@@ -516,14 +559,33 @@ fn print_operators(options: &Options) {
 
 fn print_steps(options: &Options) {
 	let jobs = if options.quick { &JOBS[..1] } else { JOBS };
-	println!("\n### MLP training step (SGD with momentum; ms per step, median)\n");
+	println!("\n### MLP training step (SGD with momentum; ms per step, median of {ROUNDS} interleaved rounds)\n");
 	println!(
 		"| job | backend | threads | step | state download | state root (Merkle, 32-element leaves) | hashing share | flat digest of the state |"
 	);
 	println!("|---|---|---:|---:|---:|---:|---:|---:|");
+	let mut pairs = Vec::new();
 	for job in jobs {
-		let rows = each_backend!(|backend: &mut _| step_times(backend, job));
-		for (name, threads, times) in &rows {
+		let mut runners = step_runners(job);
+		// Rounds interleaved across the backends: the machine is shared, and a
+		// change in its load then hits every backend alike. Each round also
+		// pairs the reference with every other backend.
+		let mut rounds = vec![Vec::with_capacity(ROUNDS); runners.len()];
+		for _ in 0..ROUNDS {
+			for (runner, times) in runners.iter_mut().zip(&mut rounds) {
+				times.push((runner.round)());
+			}
+		}
+		for (runner, times) in runners.iter_mut().zip(&rounds) {
+			runner.times.step = median(times.clone());
+		}
+		if let Some((reference, others)) = rounds.split_first() {
+			for (other, runner) in others.iter().zip(&runners[1..]) {
+				let ratios: Vec<f64> = reference.iter().zip(other).map(|(r, o)| r / o).collect();
+				pairs.push((job.name, runner.name.clone(), ratios));
+			}
+		}
+		for StepRunner { name, threads, times, .. } in &runners {
 			let hashing = times.download + times.hash;
 			println!(
 				"| {} | {name} | {threads} | {:.3} | {:.3} | {:.3} | {:.1} % | {:.3} |",
@@ -547,6 +609,17 @@ fn print_steps(options: &Options) {
 				None => println!("| {} | PyTorch eager (Python) | {threads} | unavailable | – | – | – | – |", job.name),
 			}
 		}
+	}
+	if pairs.is_empty() {
+		return;
+	}
+	println!("\n### Paired rounds: reference step ÷ the other backend's step, round by round\n");
+	println!("The rounds above ran interleaved: each ratio compares two rounds run back to back.\n");
+	println!("| job | reference ÷ | median | min – max |");
+	println!("|---|---|---:|---:|");
+	for (job, name, ratios) in pairs {
+		let (low, high) = ratios.iter().fold((f64::MAX, f64::MIN), |(low, high), &r| (low.min(r), high.max(r)));
+		println!("| {job} | {name} | {:.2} | {low:.2} – {high:.2} |", median(ratios.clone()));
 	}
 }
 

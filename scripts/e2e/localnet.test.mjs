@@ -23,7 +23,7 @@ async function heads(node) {
   return { best: parseInt(best.number, 16), finalized: parseInt(finalized.number, 16) };
 }
 
-test('three validators finalise; with one stopped, blocks go on and finality resumes on its return', async () => {
+test('three validators finalise; with one stopped, blocks go on and finality resumes on its return', async (t) => {
   const binary = nodeBinary();
   // Alice's fixed node key makes her peer id, and so the boot node address, known ahead.
   const aliceKey = join(workDir, 'alice.key');
@@ -59,11 +59,15 @@ test('three validators finalise; with one stopped, blocks go on and finality res
   const bob = await startValidator('bob', ephemeralKey);
   let charlie = await startValidator('charlie', ephemeralKey);
 
+  const started = Date.now();
   await waitFor('three peers and finality', async () => {
     const health = await alice.rpc('system_health');
     const { finalized } = await heads(bob);
     return health.peers >= 2 && finalized >= 3;
   }, { timeoutMs: 240_000 });
+
+  const healthy = await heads(alice);
+  t.diagnostic(`all three up: best #${healthy.best}, finalized #${healthy.finalized}, ${((Date.now() - started) / 1000).toFixed(0)} s after start`);
 
   // Stop Charlie. BABE's remaining validators keep producing blocks. GRANDPA needs more
   // than two thirds of the voters, which for three equal voters means all three: no
@@ -71,11 +75,15 @@ test('three validators finalise; with one stopped, blocks go on and finality res
   await charlie.stop();
   running.delete('charlie');
   const stopped = await heads(alice);
+  const stoppedAt = Date.now();
   const during = await waitFor('three more blocks without Charlie', async () => {
     const now = await heads(alice);
     return now.best >= stopped.best + 3 ? now : null;
   }, { timeoutMs: 120_000 });
   assert.ok(during.best - during.finalized >= 3, `blocks kept coming past the finalized head: ${JSON.stringify(during)}`);
+  const outage = (Date.now() - stoppedAt) / 1000;
+  t.diagnostic(`Charlie down: ${during.best - stopped.best} blocks in ${outage.toFixed(0)} s (${(outage / (during.best - stopped.best)).toFixed(1)} s a block), finalized stuck at #${during.finalized}`);
+  const restartedAt = Date.now();
 
   // Charlie comes back (fresh database): finality catches up past everything produced meanwhile.
   charlie = await startValidator('charlie', ephemeralKey);
@@ -84,4 +92,5 @@ test('three validators finalise; with one stopped, blocks go on and finality res
     return now.finalized >= during.best ? now : null;
   }, { timeoutMs: 240_000 });
   assert.ok(resumed.finalized >= during.best);
+  t.diagnostic(`Charlie back: finalized #${resumed.finalized} (best #${resumed.best}) ${((Date.now() - restartedAt) / 1000).toFixed(0)} s after his restart`);
 });
