@@ -9,10 +9,6 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # The node binary the run and test commands use.
 export TOUCHSTONE_NODE="$CARGO_TARGET_DIR/debug/touchstone-node"
 
-# Every build and test enables the kernels' GPU (wgpu) and libtorch (tch) backends, so
-# the crate graph is the same for all of them and compiles once.
-CARGO_FEATURES=(--features touchstone-kernels/wgpu,touchstone-kernels/tch)
-
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # Points the build and the tests at the libtorch that setup installed.
@@ -21,9 +17,12 @@ use_torch() {
 	source "$ROOT/kernels/scripts/torch-env.sh"
 }
 
-# Builds every crate of the workspace once, in the one profile tests use too.
+# Builds every crate of the workspace once, in the one profile tests use too. Builds and
+# tests always select the whole workspace with default features, so the crate graph
+# compiles once. The kernels' wgpu and libtorch backends are crates of their own
+# (kernels/wgpu, kernels/tch): the node never links a GPU stack or libtorch.
 build_workspace() {
 	use_torch
 	log "Building the workspace into $CARGO_TARGET_DIR"
-	(cd "$ROOT" && cargo build --workspace --locked "${CARGO_FEATURES[@]}")
+	(cd "$ROOT" && cargo build --workspace --locked)
 }

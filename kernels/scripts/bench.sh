@@ -17,6 +17,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/touchstone/target-kern
 out="${TOUCHSTONE_BENCH_OUT:-$HOME/.cache/touchstone/bench-$(date -u +%Y%m%dT%H%M%SZ).md}"
 {
 	echo "<!-- $(date -u +%FT%TZ), $(uname -m), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') -->"
-	cargo bench -p touchstone-kernels --features wgpu,tch --bench kernels -- "$@"
+	cargo bench --locked -p touchstone-kernels-bench --bench kernels -- "$@"
 } | tee "$out"
 echo "bench: written to $out" >&2

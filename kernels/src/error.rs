@@ -94,7 +94,7 @@ impl fmt::Display for KernelError {
 impl std::error::Error for KernelError {}
 
 /// Checks that `slice_len` equals `expected`, naming `operand` otherwise.
-pub(crate) fn check_len(operand: &'static str, slice_len: usize, expected: usize) -> Result<(), KernelError> {
+pub fn check_len(operand: &'static str, slice_len: usize, expected: usize) -> Result<(), KernelError> {
 	if slice_len == expected {
 		Ok(())
 	} else {
@@ -106,7 +106,7 @@ pub(crate) fn check_len(operand: &'static str, slice_len: usize, expected: usize
 ///
 /// The bound is `u32` rather than `usize` so that a shape valid on a 64-bit
 /// solver is also valid in the 32-bit wasm referee and indexable by a GPU.
-pub(crate) fn element_count(dims: &[usize]) -> Result<usize, KernelError> {
+pub fn element_count(dims: &[usize]) -> Result<usize, KernelError> {
 	let mut count: usize = 1;
 	for &dim in dims {
 		count = count.checked_mul(dim).ok_or(KernelError::ShapeOverflow)?;
@@ -118,7 +118,7 @@ pub(crate) fn element_count(dims: &[usize]) -> Result<usize, KernelError> {
 }
 
 /// `EmptyDimension` unless `extent` is positive.
-pub(crate) fn check_nonzero(dimension: &'static str, extent: usize) -> Result<(), KernelError> {
+pub fn check_nonzero(dimension: &'static str, extent: usize) -> Result<(), KernelError> {
 	if extent == 0 {
 		Err(KernelError::EmptyDimension { dimension })
 	} else {

@@ -78,11 +78,9 @@ pub mod model;
 pub mod referee;
 pub mod trace;
 
-// Backends beyond the reference (std only, each behind its cargo feature).
-#[cfg(feature = "tch")]
-pub mod tch;
-#[cfg(feature = "wgpu")]
-pub mod wgpu;
+// The wgpu and libtorch backends are the crates `touchstone-kernels-wgpu` and
+// `touchstone-kernels-tch`: crates of their own, so that nothing which links this
+// one (the runtime, the node) links a GPU driver stack or libtorch.
 
 pub use activation::{activation_backward, activation_forward, Activation};
 pub use backend::Backend;

@@ -3,7 +3,7 @@
 //! The contract is designed so that FMA contraction, subnormal flushing and
 //! reduction order cannot change a bit, but each of those guarantees leans on
 //! the driver compiling integer masks and plain `f32` operations faithfully.
-//! [`WgpuBackend::new`](super::WgpuBackend::new) therefore runs this test on
+//! [`WgpuBackend::new`](crate::WgpuBackend::new) therefore runs this test on
 //! every adapter before trusting it, and refuses any that differs anywhere.
 //!
 //! Two parts, both compared bit for bit with the reference:
@@ -25,20 +25,20 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{WgpuBackend, WgpuError};
-use crate::activation::Activation;
-use crate::backend::Backend;
-use crate::bias::BiasLayout;
-use crate::contract::{canonicalize, mul, quantize_operand};
-use crate::contraction::Contraction;
-use crate::conv2d::Conv2dShape;
-use crate::cpu::CpuBackend;
-use crate::hash::digest_f32;
-use crate::loss::ClassifierShape;
-use crate::math;
-use crate::matmul::{MatmulLayout, MatmulShape};
-use crate::optim::{AdamW, SgdMomentum};
-use crate::rng::RandomStream;
+use crate::{WgpuBackend, WgpuError};
+use touchstone_kernels::activation::Activation;
+use touchstone_kernels::backend::Backend;
+use touchstone_kernels::bias::BiasLayout;
+use touchstone_kernels::contract::{canonicalize, mul, quantize_operand};
+use touchstone_kernels::contraction::Contraction;
+use touchstone_kernels::conv2d::Conv2dShape;
+use touchstone_kernels::cpu::CpuBackend;
+use touchstone_kernels::hash::digest_f32;
+use touchstone_kernels::loss::ClassifierShape;
+use touchstone_kernels::math;
+use touchstone_kernels::matmul::{MatmulLayout, MatmulShape};
+use touchstone_kernels::optim::{AdamW, SgdMomentum};
+use touchstone_kernels::rng::RandomStream;
 
 /// One refused adapter and what it got wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]

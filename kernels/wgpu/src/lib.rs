@@ -29,6 +29,8 @@
 //! dispatch. Index buffers keep a host copy, so that bad labels and row
 //! indices are refused with the reference's own errors before any dispatch.
 
+extern crate alloc;
+
 pub mod conformance;
 
 use alloc::string::{String, ToString};
@@ -41,15 +43,15 @@ use std::sync::{mpsc, Mutex};
 use ::wgpu as gpu;
 use gpu::util::DeviceExt;
 
-use crate::activation::Activation;
-use crate::backend::Backend;
-use crate::bias::BiasLayout;
-use crate::contract::CHUNK;
-use crate::contraction::Contraction;
-use crate::error::{check_len, check_nonzero, element_count, KernelError};
-use crate::loss::ClassifierShape;
-use crate::math;
-use crate::optim::{self, AdamWScalars, SgdMomentum};
+use touchstone_kernels::activation::Activation;
+use touchstone_kernels::backend::Backend;
+use touchstone_kernels::bias::BiasLayout;
+use touchstone_kernels::contract::CHUNK;
+use touchstone_kernels::contraction::Contraction;
+use touchstone_kernels::error::{check_len, check_nonzero, element_count, KernelError};
+use touchstone_kernels::loss::ClassifierShape;
+use touchstone_kernels::math;
+use touchstone_kernels::optim::{self, AdamWScalars, SgdMomentum};
 
 /// Environment variable that restricts adapter selection to adapters whose
 /// name contains its value (case-insensitive), e.g. `llvmpipe`.

@@ -2,9 +2,7 @@
 //! and having none to try is an error that says what to install.
 //!
 //! A file of its own, because it changes the process environment.
-#![cfg(feature = "wgpu")]
-
-use touchstone_kernels::wgpu::{WgpuBackend, WgpuError, ADAPTER_ENV};
+use touchstone_kernels_wgpu::{WgpuBackend, WgpuError, ADAPTER_ENV};
 
 #[test]
 fn no_matching_adapter_is_an_error_that_says_what_to_do() {

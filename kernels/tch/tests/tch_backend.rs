@@ -5,13 +5,13 @@
 //! Needs libtorch (kernels/scripts/setup-torch.sh, then `source
 //! kernels/scripts/torch-env.sh`) and, for the training test, `digits.csv.gz`
 //! (kernels/scripts/fetch-datasets.sh).
-#![cfg(feature = "tch")]
-
+#[path = "../../tests/common/mod.rs"]
 mod common;
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use common::random_values;
-use touchstone_kernels::tch::{distance_to_reference, Distance, TchBackend, TorchError};
+use touchstone_kernels_tch::{distance_to_reference, Distance, TchBackend, TorchError};
 use touchstone_kernels::trace::Trainer;
 use touchstone_kernels::*;
 

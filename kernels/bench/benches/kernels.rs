@@ -1,9 +1,9 @@
 //! Benchmarks for docs/performance.md: per-operator throughput, MLP training
 //! steps against PyTorch eager, and the cost of state hashing.
 //!
-//! Run through `kernels/scripts/bench.sh`, which builds with the `wgpu` and
-//! `tch` features and sets up libtorch; a backend whose feature is off is left
-//! out of the tables. Prints Markdown tables; asserts nothing.
+//! Run through `kernels/scripts/bench.sh`, which sets up libtorch and runs the
+//! reference, wgpu (`touchstone-kernels-wgpu`) and libtorch
+//! (`touchstone-kernels-tch`). Prints Markdown tables; asserts nothing.
 //!
 //! Method: every figure is the median over several timing rounds, each long
 //! enough (≥ 0.1 s, or at least one call) to dwarf the clock, after a warm-up
@@ -70,8 +70,7 @@ impl Bench for CpuBackend {
 	}
 }
 
-#[cfg(feature = "wgpu")]
-impl Bench for touchstone_kernels::wgpu::WgpuBackend {
+impl Bench for touchstone_kernels_wgpu::WgpuBackend {
 	fn sync(&mut self) {
 		self.synchronize().expect("wgpu device failed");
 	}
@@ -81,8 +80,7 @@ impl Bench for touchstone_kernels::wgpu::WgpuBackend {
 	}
 }
 
-#[cfg(feature = "tch")]
-impl Bench for touchstone_kernels::tch::TchBackend {
+impl Bench for touchstone_kernels_tch::TchBackend {
 	fn sync(&mut self) {}
 	fn threads(&self) -> String {
 		::tch::get_num_threads().to_string()
@@ -460,17 +458,15 @@ fn step_runner<B: Bench + 'static>(name: String, mut backend: B, job: &MlpJob) -
 	StepRunner { name, threads, round, times: StepTimes { step: f64::NAN, download, hash, flat } }
 }
 
-/// A [`StepRunner`] for every backend of this build, the reference first.
+/// A [`StepRunner`] for every backend, the reference first.
 fn step_runners(job: &MlpJob) -> Vec<StepRunner> {
 	let mut runners = vec![step_runner("reference (CPU)".to_string(), CpuBackend, job)];
-	#[cfg(feature = "wgpu")]
 	{
-		let gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
+		let gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
 		let name = format!("wgpu ({})", gpu.adapter_info().name);
 		runners.push(step_runner(name, gpu, job));
 	}
-	#[cfg(feature = "tch")]
-	runners.push(step_runner("tch (libtorch CPU)".to_string(), touchstone_kernels::tch::TchBackend::cpu(), job));
+	runners.push(step_runner("tch (libtorch CPU)".to_string(), touchstone_kernels_tch::TchBackend::cpu(), job));
 	runners
 }
 
@@ -516,15 +512,13 @@ macro_rules! each_backend {
 			let mut cpu = CpuBackend;
 			rows.push(("reference (CPU)".to_string(), cpu.threads(), $f(&mut cpu)));
 		}
-		#[cfg(feature = "wgpu")]
 		{
-			let mut gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
+			let mut gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
 			let name = format!("wgpu ({})", gpu.adapter_info().name);
 			rows.push((name, gpu.threads(), $f(&mut gpu)));
 		}
-		#[cfg(feature = "tch")]
 		{
-			let mut torch = touchstone_kernels::tch::TchBackend::cpu();
+			let mut torch = touchstone_kernels_tch::TchBackend::cpu();
 			rows.push(("tch (libtorch CPU)".to_string(), torch.threads(), $f(&mut torch)));
 		}
 		rows
@@ -653,15 +647,13 @@ fn print_protocol_step() {
 	println!("| backend | threads | trainer step (compute + state hash chain) |");
 	println!("|---|---:|---:|");
 	println!("| reference (CPU) | {} | {:.3} |", CpuBackend.threads(), protocol_step(CpuBackend));
-	#[cfg(feature = "wgpu")]
 	{
-		let gpu = touchstone_kernels::wgpu::WgpuBackend::new().expect("wgpu backend");
+		let gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
 		let (name, threads) = (gpu.adapter_info().name.clone(), gpu.threads());
 		println!("| wgpu ({name}) | {threads} | {:.3} |", protocol_step(gpu));
 	}
-	#[cfg(feature = "tch")]
 	{
-		let torch = touchstone_kernels::tch::TchBackend::cpu();
+		let torch = touchstone_kernels_tch::TchBackend::cpu();
 		let threads = torch.threads();
 		println!("| tch (libtorch CPU) | {threads} | {:.3} |", protocol_step(torch));
 	}
@@ -673,7 +665,6 @@ fn main() {
 	if std::env::var_os("LP_NUM_THREADS").is_none() {
 		std::env::set_var("LP_NUM_THREADS", options.threads.to_string());
 	}
-	#[cfg(feature = "tch")]
 	::tch::set_num_threads(options.threads as i32);
 	parallel::set_threads(options.threads);
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

@@ -3,8 +3,7 @@
 //!
 //! Needs an adapter (lavapipe here) and `digits.csv.gz`; both tests fail, never
 //! skip, saying what to install or fetch when either is missing.
-#![cfg(feature = "wgpu")]
-
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use support::*;
@@ -12,7 +11,7 @@ use touchstone_kernels::backend::Backend;
 use touchstone_kernels::data::Dataset;
 use touchstone_kernels::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::trace::{StepRecord, Trainer};
-use touchstone_kernels::wgpu::WgpuBackend;
+use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_kernels::CpuBackend;
 
 /// Opens the wgpu backend or fails the test with what to install.

@@ -3,16 +3,15 @@
 //! Runs on whatever adapter `WgpuBackend::new` picks (here: Mesa's lavapipe).
 //! There is no skipping: without an adapter every test fails and says which
 //! package to install.
-#![cfg(feature = "wgpu")]
-
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::random_values;
 use touchstone_kernels::hash::digest_f32;
-use touchstone_kernels::wgpu::conformance;
-use touchstone_kernels::wgpu::{WgpuBackend, WgpuError};
+use touchstone_kernels_wgpu::conformance;
+use touchstone_kernels_wgpu::{WgpuBackend, WgpuError};
 use touchstone_kernels::*;
 
 /// One backend for the whole file: opening it compiles every kernel and runs

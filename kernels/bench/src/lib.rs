@@ -1,0 +1,1 @@
+//! The kernels benchmark lives in `benches/kernels.rs`; run it with `kernels/scripts/bench.sh`.
