@@ -39,7 +39,7 @@ fn main() {
 		runtime.call("Core_version", &[]);
 	});
 	println!("wasm instantiation and call overhead (Core_version): {:>9.1} µs", baseline.as_secs_f64() * 1e6);
-	println!("{:<28} {:>10} {:>12} {:>12} {:>12}", "operator (last piece)", "case bytes", "native µs", "wasm µs", "wasm - base");
+	println!("{:<28} {:>10} {:>12} {:>12} {:>12}", "operator#piece", "case bytes", "native µs", "wasm µs", "wasm - base");
 	let mut worst = (String::new(), Duration::ZERO);
 	for (label, case) in &cases {
 		let native = median(|| {

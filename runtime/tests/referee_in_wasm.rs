@@ -24,7 +24,11 @@ fn wasm_verdicts_match_the_native_reference_on_every_operator() {
 fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
 	let (model, hyper) = digits_sized_job();
 	let cases = honest_cases(&model, &hyper, 1);
-	let (_, case) = cases.iter().find(|(label, _)| label.contains("Contract")).expect("a contraction");
+	// A contraction that reads another operator's output, so there is an input opening to corrupt.
+	let (_, case) = cases
+		.iter()
+		.find(|(label, case)| label.contains("Contract") && !case.inputs.is_empty())
+		.expect("a contraction reading an operator output");
 	let mut runtime = WasmRuntime::new();
 	let right = runtime.judge(&model, &hyper, case).expect("the honest claim stands");
 
@@ -36,7 +40,7 @@ fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
 	);
 
 	let mut wrong_proof = case.clone();
-	let input = wrong_proof.inputs.first_mut().expect("a contraction has inputs");
+	let input = wrong_proof.inputs.first_mut().expect("the case has inputs");
 	input.segments[0].words[0] ^= 1;
 	assert!(matches!(
 		runtime.judge(&model, &hyper, &wrong_proof),

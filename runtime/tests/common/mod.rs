@@ -48,8 +48,9 @@ pub fn digits_sized_job() -> (ModelArch, HyperParams) {
 	(model, hyper)
 }
 
-/// One honest case per operator of step `traced` (the operator's last piece: for a
-/// contraction, its last K-chunk, which folds every earlier chunk), labelled by operator.
+/// Honest cases for the first and the last piece of every operator of step `traced`,
+/// labelled `operator:kind#piece`. For a contraction the first piece reads its input
+/// segments; the last also folds in every earlier chunk's piece.
 pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<(String, RefereeCase)> {
 	let (model, train) = (kernel_model(model), kernel_train(hyper));
 	let data = synthetic(7, 256, 64, 10);
@@ -76,10 +77,16 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<
 		.enumerate()
 		// The batch operator needs a dataset commitment the chain does not hold yet.
 		.filter(|(_, node)| !matches!(node.kind, OpKind::Batch))
-		.map(|(operator, node)| {
+		.flat_map(|(operator, node)| {
 			let last = graph.piece_count(operator).expect("pieces") - 1;
-			let case = open_case(&graph, &trace, &run, operator, last).expect("case opens");
-			(format!("{operator}:{:?}", node.kind), case)
+			let pieces = if last == 0 { vec![0] } else { vec![0, last] };
+			pieces.into_iter().map(move |piece| (operator, node, piece))
+		})
+		.map(|(operator, node, piece)| {
+			let case = open_case(&graph, &trace, &run, operator, piece).expect("case opens");
+			let kind = format!("{:?}", node.kind);
+			let kind = kind.split(['(', ' ']).next().unwrap_or_default().to_string();
+			(format!("{operator}:{kind}#{piece}"), case)
 		})
 		.collect()
 }
