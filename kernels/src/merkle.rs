@@ -273,6 +273,80 @@ impl MerkleProof {
 	}
 }
 
+/// Verifies many proofs against one root, hashing each node of their union once.
+///
+/// A referee case opens dozens of segments of the same tree, and their paths
+/// share most of their upper nodes. Every node a verified proof computed or
+/// supplied as a sibling is, by that proof, the node at its position under the
+/// root, so it is remembered. A later proof hashes upwards only until it reaches
+/// a remembered position; from there its node must equal the remembered one and
+/// its remaining siblings must equal the remembered siblings, which takes no
+/// hashing. A proof is accepted exactly when [`MerkleProof::verify`] would
+/// accept it on its own.
+#[derive(Clone, Debug)]
+pub struct ProofVerifier {
+	root: Digest,
+	leaf_count: u32,
+	/// Nodes known to lie under `root`, by (level, index); level 0 are the leaves.
+	known: alloc::collections::BTreeMap<(u32, u32), Digest>,
+}
+
+impl ProofVerifier {
+	/// A verifier for proofs into the tree of `leaf_count` leaves with `root`.
+	pub fn new(root: Digest, leaf_count: u32) -> Self {
+		Self { root, leaf_count, known: alloc::collections::BTreeMap::new() }
+	}
+
+	/// Whether `leaf` sits at `proof`'s position under this verifier's root, in
+	/// a tree of this verifier's size.
+	pub fn verify(&mut self, proof: &MerkleProof, leaf: &Digest) -> bool {
+		let (mut index, mut width) = (proof.index, proof.leaf_count);
+		if width != self.leaf_count || width == 0 || index >= width {
+			return false;
+		}
+		let mut hash = *leaf;
+		let mut level: u32 = 0;
+		// Set once the path meets a known node: everything above it is known.
+		let mut joined = false;
+		let mut learned: Vec<((u32, u32), Digest)> = Vec::new();
+		let mut siblings = proof.siblings.iter();
+		while width > 1 {
+			if !joined {
+				if let Some(known) = self.known.get(&(level, index)) {
+					if *known != hash {
+						return false;
+					}
+					joined = true;
+				}
+			}
+			let is_right = index % 2 == 1;
+			if is_right || index.saturating_add(1) < width {
+				let Some(sibling) = siblings.next() else { return false };
+				let sibling_index = index ^ 1;
+				if joined {
+					if self.known.get(&(level, sibling_index)) != Some(sibling) {
+						return false;
+					}
+				} else {
+					learned.push(((level, index), hash));
+					learned.push(((level, sibling_index), *sibling));
+					hash = if is_right { node_hash(sibling, &hash) } else { node_hash(&hash, sibling) };
+				}
+			} else if !joined {
+				learned.push(((level, index), hash));
+			}
+			index /= 2;
+			width = width.div_ceil(2);
+			level = level.saturating_add(1);
+		}
+		if siblings.next().is_some() || (!joined && hash != self.root) {
+			return false;
+		}
+		self.known.extend(learned);
+		true
+	}
+}
+
 /// A Merkle tree with all its levels kept, for the prover's side.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MerkleTree {
@@ -397,6 +471,56 @@ mod tests {
 		assert_eq!(index_segment_leaves(&words), one_by_one);
 		assert_eq!(root(Vec::new()), Err(MerkleError::Empty));
 		assert_eq!(root_of_segments(&[]), Err(MerkleError::Empty));
+	}
+
+	/// The proof of leaf `i` and every way of spoiling it, with the leaf each is checked on.
+	fn proof_and_spoilt(tree: &MerkleTree, i: usize) -> Vec<(MerkleProof, Digest)> {
+		let (proof, leaf) = (tree.proof(i).unwrap(), tree.leaves()[i]);
+		let mut cases = vec![(proof.clone(), leaf)];
+		for s in 0..proof.siblings.len() {
+			let mut flipped = proof.clone();
+			flipped.siblings[s][s % 32] ^= 1;
+			cases.push((flipped, leaf));
+		}
+		let mut longer = proof.clone();
+		longer.siblings.push(leaf);
+		cases.push((longer, leaf));
+		let mut shorter = proof.clone();
+		if shorter.siblings.pop().is_some() {
+			cases.push((shorter, leaf));
+		}
+		let mut wrong_leaf = leaf;
+		wrong_leaf[0] ^= 1;
+		cases.push((proof.clone(), wrong_leaf));
+		cases.push((MerkleProof { index: proof.index ^ 1, ..proof.clone() }, leaf));
+		cases
+	}
+
+	#[test]
+	fn the_proof_verifier_accepts_exactly_what_a_lone_proof_does() {
+		for n in 1..=33usize {
+			let tree = MerkleTree::new(leaves(n)).unwrap();
+			let orders: [Vec<usize>; 3] =
+				[(0..n).collect(), (0..n).rev().collect(), (0..n).map(|i| (i * 7 + 3) % n).collect()];
+			for order in orders {
+				let mut verifier = ProofVerifier::new(tree.root(), n as u32);
+				for &i in &order {
+					// Spoilt proofs first (the cache must not vouch for them), then the
+					// honest one, then the spoilt ones again against a warmer cache.
+					for _ in 0..2 {
+						for (proof, leaf) in proof_and_spoilt(&tree, i) {
+							assert_eq!(verifier.verify(&proof, &leaf), proof.verify(&tree.root(), &leaf), "n={n} i={i} {proof:?}");
+						}
+					}
+				}
+				// Each position of each level is remembered at most once.
+				assert!(verifier.known.len() <= 2 * n + depth(n) as usize);
+				// A lone proof does not bind the tree size where promotion makes two sizes
+				// share a path (leaf 0 of 3 and of 4); the verifier is for one size only.
+				let resized = MerkleProof { leaf_count: n as u32 + 1, ..tree.proof(0).unwrap() };
+				assert!(!verifier.verify(&resized, &tree.leaves()[0]));
+			}
+		}
 	}
 
 	#[test]

@@ -44,7 +44,7 @@ use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contr
 use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueId};
 use crate::hash::Digest;
 use crate::loss::softmax_cross_entropy;
-use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, SEGMENT};
+use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, ProofVerifier, SEGMENT};
 use crate::model::{ModelConfig, TrainConfig};
 use crate::optim::{adamw_step, clip_grad_norm, sgd_momentum_step};
 use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
@@ -337,8 +337,10 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		pieces.insert(index, opening.words.clone());
 	}
 
-	// Input segments, each proven in the tree of the value's producer.
+	// Input segments, each proven in the tree of the value's producer. The openings of
+	// one tree share most of their paths, so each tree's nodes are hashed once.
 	let mut inputs: Vec<Segments> = vec![Segments::new(); node.inputs.len()];
+	let mut verifiers: BTreeMap<(Digest, usize), ProofVerifier> = BTreeMap::new();
 	for opening in &case.inputs {
 		let position = opening.input as usize;
 		let value_id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
@@ -357,6 +359,8 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			},
 		};
 		let slot = inputs.get_mut(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
+		let tree_size = u32::try_from(leaf_count).map_err(|_| RefereeError::InvalidJob)?;
+		let verifier = verifiers.entry((root, leaf_count)).or_insert_with(|| ProofVerifier::new(root, tree_size));
 		for segment in &opening.segments {
 			let bad = RefereeError::InvalidInputProof { input: opening.input, segment: segment.segment };
 			let index = graph.segment_leaf_index(values, value_position, segment.segment as usize, skip).ok_or(bad)?;
@@ -365,7 +369,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			if segment.words.len() != expected_len
 				|| proof.index as usize != index
 				|| proof.leaf_count as usize != leaf_count
-				|| !proof.verify(&root, &index_segment_leaf(&segment.words))
+				|| !verifier.verify(proof, &index_segment_leaf(&segment.words))
 			{
 				return Err(bad);
 			}
