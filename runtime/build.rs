@@ -1,5 +1,18 @@
 //! Builds the runtime's wasm blob, which the node embeds as its genesis runtime.
 fn main() {
 	#[cfg(feature = "std")]
-	substrate_wasm_builder::WasmBuilder::build_using_defaults();
+	{
+		// The build folder lives outside the clone (see scripts/lib.sh), so
+		// substrate-wasm-builder cannot find this workspace's Cargo.lock by walking up
+		// from OUT_DIR: tell it where the workspace is. Set here rather than globally,
+		// because other crates' wasm builds (the test runtime inside
+		// frame-benchmarking-cli) are not members of this workspace and must not be
+		// looked up in it.
+		const HINT: &str = "WASM_BUILD_WORKSPACE_HINT";
+		if std::env::var_os(HINT).is_none() {
+			let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+			std::env::set_var(HINT, workspace);
+		}
+		substrate_wasm_builder::WasmBuilder::build_using_defaults();
+	}
 }

@@ -1,4 +1,4 @@
-//! Chain specifications: `dev` (one validator) and `local` (three), built from the
+//! Chain specifications: `dev` (one validator), `local` (three) and `local4` (four),
 //! runtime's genesis presets.
 
 use polkadot_sdk::{
@@ -42,6 +42,18 @@ pub fn development_config() -> Result<ChainSpec, String> {
 		.with_id("touchstone_dev")
 		.with_chain_type(ChainType::Development)
 		.with_genesis_config_preset_name(DEV_RUNTIME_PRESET)
+		.with_properties(token_properties())
+		.build())
+}
+
+/// Four validators (Alice, Bob, Charlie, Dave) on one machine: the smallest network
+/// whose finality survives any one validator being down.
+pub fn local_four_config() -> Result<ChainSpec, String> {
+	Ok(ChainSpec::builder(wasm()?, Extensions::default())
+		.with_name("Touchstone Local Testnet (four validators)")
+		.with_id("touchstone_local4")
+		.with_chain_type(ChainType::Local)
+		.with_genesis_config_preset_name(touchstone_runtime::genesis_config_presets::LOCAL_TESTNET_FOUR_PRESET)
 		.with_properties(token_properties())
 		.build())
 }

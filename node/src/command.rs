@@ -39,8 +39,9 @@ impl SubstrateCli for Cli {
 		Ok(match id {
 			"dev" => Box::new(chain_spec::development_config()?),
 			"" | "local" => Box::new(chain_spec::local_config()?),
+			"local4" => Box::new(chain_spec::local_four_config()?),
 			path => Box::new(chain_spec::ChainSpec::from_json_file(std::path::PathBuf::from(path)).map_err(
-				|error| format!("`{path}` is neither `dev`, `local` nor a readable chain spec file: {error}"),
+				|error| format!("`{path}` is neither `dev`, `local`, `local4` nor a readable chain spec file: {error}"),
 			)?),
 		})
 	}

@@ -1,5 +1,6 @@
-//! Genesis presets: `development` (one validator, Alice) and `local_testnet` (Alice, Bob
-//! and Charlie). Both fund the well-known development accounts and make Alice sudo.
+//! Genesis presets: `development` (one validator, Alice), `local_testnet` (Alice, Bob
+//! and Charlie) and `local_testnet_four` (Alice, Bob, Charlie and Dave). All fund the
+//! well-known development accounts and make Alice sudo.
 
 use crate::{
 	configs::JackpotAccount, AccountId, BalancesConfig, BabeConfig, GrandpaConfig,
@@ -67,11 +68,31 @@ pub fn local_testnet_genesis() -> Value {
 	)
 }
 
+/// The id of the four-validator preset.
+pub const LOCAL_TESTNET_FOUR_PRESET: &str = "local_testnet_four";
+
+/// Four validators: Alice, Bob, Charlie and Dave. GRANDPA finalises with more than two
+/// thirds of the voters, so this is the smallest set that keeps finalising with any one
+/// of them stopped; three validators need all three.
+pub fn local_testnet_four_genesis() -> Value {
+	testnet_genesis(
+		vec![
+			authority(Sr25519Keyring::Alice, Ed25519Keyring::Alice),
+			authority(Sr25519Keyring::Bob, Ed25519Keyring::Bob),
+			authority(Sr25519Keyring::Charlie, Ed25519Keyring::Charlie),
+			authority(Sr25519Keyring::Dave, Ed25519Keyring::Dave),
+		],
+		dev_accounts(),
+		Sr25519Keyring::Alice.to_account_id(),
+	)
+}
+
 /// The preset with the given id, as JSON bytes.
 pub fn get_preset(id: &PresetId) -> Option<Vec<u8>> {
 	let patch = match id.as_ref() {
 		sp_genesis_builder::DEV_RUNTIME_PRESET => development_genesis(),
 		sp_genesis_builder::LOCAL_TESTNET_RUNTIME_PRESET => local_testnet_genesis(),
+		LOCAL_TESTNET_FOUR_PRESET => local_testnet_four_genesis(),
 		_ => return None,
 	};
 	serde_json::to_string(&patch).ok().map(|json| json.into_bytes())
@@ -82,5 +103,6 @@ pub fn preset_names() -> Vec<PresetId> {
 	vec![
 		PresetId::from(sp_genesis_builder::DEV_RUNTIME_PRESET),
 		PresetId::from(sp_genesis_builder::LOCAL_TESTNET_RUNTIME_PRESET),
+		PresetId::from(LOCAL_TESTNET_FOUR_PRESET),
 	]
 }

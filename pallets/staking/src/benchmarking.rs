@@ -5,7 +5,10 @@ use crate::Pallet as Staking;
 use alloc::vec;
 use polkadot_sdk::{
 	frame_benchmarking::v2::*,
-	frame_support::traits::fungible::{Inspect, Mutate},
+	frame_support::traits::{
+		fungible::{Inspect, Mutate},
+		Get,
+	},
 	frame_system::RawOrigin,
 	sp_runtime::{traits::{Bounded, Saturating}, BoundedVec},
 };
