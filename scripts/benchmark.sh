@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Regenerates the pallets' weights from their benchmarks, run in the real wasm runtime by
 # `touchstone-node benchmark pallet`. Needs the node built with runtime-benchmarks, which
-# this script does (a second build of the node, about half an hour cold).
-#   scripts/benchmark.sh [steps] [repeat]
+# this script does (a second build of the node, in its own folder, about 35 minutes cold).
+#   scripts/benchmark.sh [steps] [repeat] [pallet...]   (pallets: staking, tasks; default both)
 source "$(dirname "$0")/lib.sh"
+# A build folder of its own: the runtime-benchmarks runtime must never share the wasm
+# builder's output with the node the tests and the dev chain use.
+export CARGO_TARGET_DIR="${TOUCHSTONE_BENCH_TARGET_DIR:-$HOME/.cache/touchstone/target-benchmarks}"
+TOUCHSTONE_NODE="$CARGO_TARGET_DIR/debug/touchstone-node"
 steps="${1:-20}"
 repeat="${2:-5}"
 "$ROOT/scripts/setup.sh"
 log "Building touchstone-node with runtime-benchmarks"
 (cd "$ROOT" && cargo build --locked -p touchstone-node --features runtime-benchmarks)
-for pallet in staking tasks; do
+# The runtime blob the build embeds, with the benchmarking API; genesis from its preset.
+runtime="$CARGO_TARGET_DIR/debug/wbuild/touchstone-runtime/touchstone_runtime.wasm"
+pallets=("${@:3}")
+[ ${#pallets[@]} -gt 0 ] || pallets=(staking tasks)
+for pallet in "${pallets[@]}"; do
 	log "Benchmarking pallet_touchstone_$pallet (steps $steps, repeat $repeat)"
 	"$TOUCHSTONE_NODE" benchmark pallet \
-		--chain dev \
+		--runtime "$runtime" \
+		--genesis-builder runtime \
+		--genesis-builder-preset development \
 		--pallet "pallet_touchstone_$pallet" \
 		--extrinsic '*' \
 		--wasm-execution compiled \

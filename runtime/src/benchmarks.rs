@@ -37,7 +37,7 @@ pub struct StakingHelper;
 impl pallet_touchstone_tasks::BenchmarkHelper<crate::AccountId> for StakingHelper {
 	fn register_solver(who: &crate::AccountId, profile: HardwareProfile) {
 		use polkadot_sdk::frame_support::traits::{fungible::Mutate, Get};
-		let bond = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();
+		let bond: crate::Balance = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();
 		let _ = crate::Balances::set_balance(who, bond.saturating_mul(1_000));
 		let bonds = BoundedVec::truncate_from(alloc::vec![(Role::Solver, bond)]);
 		let _ = Staking::register(RawOrigin::Signed(who.clone()).into(), profile, bonds);

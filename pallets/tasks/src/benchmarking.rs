@@ -214,6 +214,7 @@ mod benchmarks {
 	#[benchmark]
 	fn finalize_unit(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
 		// Worst case: the last open unit, so the job completes and aggregates `u` units.
+		solver::<T>(0);
 		let job = submitted::<T>(shards::<T>(u))?;
 		let holders = claim_all::<T>(job, u)?;
 		for (unit, who) in holders.iter().enumerate() {
@@ -235,6 +236,7 @@ mod benchmarks {
 	#[benchmark]
 	fn sweep_deadlines(t: Linear<1, { T::MaxTimeoutsPerBlock::get() }>) -> Result<(), BenchmarkError> {
 		let units = t.min(T::MaxUnitsPerJob::get());
+		solver::<T>(0);
 		let job = submitted::<T>(shards::<T>(units))?;
 		claim_all::<T>(job, units)?;
 		let now = frame_system::Pallet::<T>::block_number();
