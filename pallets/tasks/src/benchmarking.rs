@@ -106,12 +106,13 @@ fn proof(steps: u32) -> LearningProof {
 	}
 }
 
-/// Claims every unit of `job` (0..units), spreading them over as many solvers as their
-/// capacity needs. Returns who holds each unit.
-fn claim_all<T: Config>(job: JobId, units: u32) -> Result<Vec<T::AccountId>, BenchmarkError> {
+/// Claims every unit of `job` (0..units), starting with `first` (registered already, so
+/// that the job could be submitted) and registering as many more solvers as their capacity
+/// needs. Returns who holds each unit.
+fn claim_all<T: Config>(job: JobId, units: u32, first: T::AccountId) -> Result<Vec<T::AccountId>, BenchmarkError> {
 	let capacity = T::MaxUnitsPerSolver::get();
 	let mut holders = Vec::new();
-	let mut current = solver::<T>(0);
+	let mut current = first;
 	for unit in 0..units {
 		if unit > 0 && unit % capacity == 0 {
 			current = solver::<T>(unit / capacity);
@@ -214,9 +215,9 @@ mod benchmarks {
 	#[benchmark]
 	fn finalize_unit(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
 		// Worst case: the last open unit, so the job completes and aggregates `u` units.
-		solver::<T>(0);
+		let first = solver::<T>(0);
 		let job = submitted::<T>(shards::<T>(u))?;
-		let holders = claim_all::<T>(job, u)?;
+		let holders = claim_all::<T>(job, u, first)?;
 		for (unit, who) in holders.iter().enumerate() {
 			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, proof(STEPS))
 				.map_err(|_| BenchmarkError::Stop("submit_proof failed"))?;
@@ -236,9 +237,9 @@ mod benchmarks {
 	#[benchmark]
 	fn sweep_deadlines(t: Linear<1, { T::MaxTimeoutsPerBlock::get() }>) -> Result<(), BenchmarkError> {
 		let units = t.min(T::MaxUnitsPerJob::get());
-		solver::<T>(0);
+		let first = solver::<T>(0);
 		let job = submitted::<T>(shards::<T>(units))?;
-		claim_all::<T>(job, units)?;
+		claim_all::<T>(job, units, first)?;
 		let now = frame_system::Pallet::<T>::block_number();
 		DeadlineCursor::<T>::put(now.saturating_add(T::MinUnitTimeout::get().saturating_add(100).into()));
 		advance::<T>(T::MinUnitTimeout::get().saturating_add(101).into());
