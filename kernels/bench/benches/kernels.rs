@@ -474,7 +474,7 @@ fn step_runners(job: &MlpJob) -> Vec<StepRunner> {
 /// running kernels/scripts/bench_torch.py; `None` (with the reason on stderr)
 /// when Python or torch is unavailable.
 fn pytorch_eager(job: &MlpJob, threads: usize) -> Option<(f64, String)> {
-	let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench_torch.py");
+	let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench_torch.py");
 	let widths: Vec<String> = job.widths.iter().map(ToString::to_string).collect();
 	let output = std::process::Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
 		.arg(script)
