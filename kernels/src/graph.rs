@@ -27,6 +27,10 @@
 //!
 //! An operator's third-level tree has one leaf per *piece*, in this order:
 //!
+//! - for a reduction (bias gradient, softmax cross-entropy, clipping), first
+//!   its partials: running sums after each span of its rule-4 chunks, lane by
+//!   lane ([`crate::reduction`]). Recomputing one reads about a thousand
+//!   input elements;
 //! - for a contraction, first its accumulators: for every output tile
 //!   (row-major over the tile grid) and every K-chunk `c` in order, the tile's
 //!   running sum after chunk `c`, `acc_c = acc_{c−1} + partial_c` with
@@ -51,6 +55,7 @@ use crate::matmul::{MatmulLayout, MatmulShape};
 use crate::merkle::segment_count;
 use crate::model::{Layer, ModelConfig, Optimizer, TrainConfig};
 use crate::optim::{AdamW, SgdMomentum};
+use crate::reduction::Reduction;
 
 /// Index of a value in [`Graph::values`].
 pub type ValueId = usize;
@@ -156,6 +161,13 @@ pub struct Node {
 pub enum Piece {
 	/// A contraction's running sum of one tile after one K-chunk.
 	Accumulator(ChunkId),
+	/// A reduction's running sum of lane `lane` after span `span` ([`crate::reduction`]).
+	Partial {
+		/// The lane (a channel tile, a gradient tensor, or clipping's totals).
+		lane: usize,
+		/// The span within the lane.
+		span: usize,
+	},
 	/// Segment `segment` of the node's piece value number `value` (see [`Graph::piece_values`]).
 	Segment {
 		/// Position in [`Graph::piece_values`].
@@ -400,8 +412,27 @@ impl Graph {
 		}
 	}
 
-	/// Number of accumulator pieces of node `id` (zero unless a contraction).
+	/// The reduction behind node `id`, for a bias gradient, a loss or clipping.
+	pub fn reduction(&self, id: usize) -> Result<Option<Reduction>, GraphError> {
+		let node = self.node(id)?;
+		Ok(match node.kind {
+			OpKind::BiasGrad(layout) => Some(Reduction::BiasGrad(layout)),
+			OpKind::SoftmaxCrossEntropy(shape) => Some(Reduction::SoftmaxCrossEntropy(shape)),
+			OpKind::ClipGradNorm(max_norm) => Some(Reduction::ClipGradNorm {
+				max_norm,
+				lens: node.inputs.iter().map(|&input| self.value(input).map_or(0, |value| value.len)).collect(),
+			}),
+			_ => None,
+		})
+	}
+
+	/// Number of running-sum pieces of node `id`, which come before its
+	/// segments: a contraction's accumulators or a reduction's partials (zero
+	/// for any other operator).
 	pub fn accumulator_count(&self, id: usize) -> Result<usize, GraphError> {
+		if let Some(reduction) = self.reduction(id)? {
+			return Ok(reduction.len());
+		}
 		Ok(self.accumulator_grid(id)?.map_or(0, |(_, grid)| grid.len()))
 	}
 
@@ -440,6 +471,11 @@ impl Graph {
 					tile_col: (index % per_tile_row) / grid.chunks,
 					chunk: index % grid.chunks,
 				}));
+			}
+		}
+		if let Some(reduction) = self.reduction(id)? {
+			if let Some((lane, span)) = reduction.locate(index) {
+				return Ok(Piece::Partial { lane, span });
 			}
 		}
 		let mut rest = index - self.accumulator_count(id)?;

@@ -75,6 +75,7 @@ pub mod distance;
 pub mod graph;
 pub mod merkle;
 pub mod model;
+pub mod reduction;
 pub mod referee;
 pub mod trace;
 

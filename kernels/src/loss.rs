@@ -64,22 +64,29 @@ pub fn softmax_cross_entropy(
 	for ((row_logits, row_grad), &label) in
 		logits.chunks_exact(shape.classes).zip(logits_grad.chunks_exact_mut(shape.classes)).zip(labels)
 	{
-		let label = label as usize;
-		let max = row_logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-		// Stage e_j in the gradient row; it becomes dz_j below.
-		for (e, &z) in row_grad.iter_mut().zip(row_logits) {
-			*e = exp(z - max);
-		}
-		let sum = chunked_sum(row_grad.iter().copied());
-		let inverse_sum = recip(sum);
-		let label_shifted = row_logits.get(label).copied().unwrap_or_default() - max;
-		row_losses.push(log(sum) - label_shifted);
-		for (class, dz) in row_grad.iter_mut().enumerate() {
-			let target = if class == label { 1.0 } else { 0.0 };
-			*dz = mul(mul(*dz, inverse_sum) - target, batch_scale);
-		}
+		row_losses.push(softmax_row(row_logits, label as usize, batch_scale, row_grad));
 	}
 	Ok(mul(chunked_sum(row_losses), batch_scale))
+}
+
+/// Steps 1–5 for one row whose label is valid: writes `dz` into `row_grad`
+/// and returns the row loss `ℓ`. `batch_scale` is `recip(rows)`.
+///
+/// The referee recomputes rows one at a time through this same function.
+pub fn softmax_row(row_logits: &[f32], label: usize, batch_scale: f32, row_grad: &mut [f32]) -> f32 {
+	let max = row_logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+	// Stage e_j in the gradient row; it becomes dz_j below.
+	for (e, &z) in row_grad.iter_mut().zip(row_logits) {
+		*e = exp(z - max);
+	}
+	let sum = chunked_sum(row_grad.iter().copied());
+	let inverse_sum = recip(sum);
+	let label_shifted = row_logits.get(label).copied().unwrap_or_default() - max;
+	for (class, dz) in row_grad.iter_mut().enumerate() {
+		let target = if class == label { 1.0 } else { 0.0 };
+		*dz = mul(mul(*dz, inverse_sum) - target, batch_scale);
+	}
+	log(sum) - label_shifted
 }
 
 /// Index of each row's largest logit (the first one on ties), for accuracy.

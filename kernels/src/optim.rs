@@ -192,8 +192,7 @@ pub fn global_grad_norm<'a>(grads: impl IntoIterator<Item = &'a [f32]>) -> f32 {
 pub fn clip_grad_norm(grads: &mut [&mut [f32]], max_norm: f32) -> Result<f32, KernelError> {
 	check_range("max_norm", max_norm, FLUSH_THRESHOLD, f32::MAX, true)?;
 	let norm = global_grad_norm(grads.iter().map(|tensor| &**tensor));
-	let coefficient = mul(max_norm, recip(norm + CLIP_EPSILON));
-	if coefficient < 1.0 {
+	if let Some(coefficient) = clip_coefficient(norm, max_norm) {
 		for tensor in grads.iter_mut() {
 			for g in tensor.iter_mut() {
 				*g = mul(*g, coefficient);
@@ -201,4 +200,11 @@ pub fn clip_grad_norm(grads: &mut [&mut [f32]], max_norm: f32) -> Result<f32, Ke
 		}
 	}
 	Ok(norm)
+}
+
+/// The factor clipping multiplies every gradient element by, `max_norm ⊗
+/// recip(norm + 10⁻⁶)`, or `None` when it is not below 1 (nothing changes).
+pub fn clip_coefficient(norm: f32, max_norm: f32) -> Option<f32> {
+	let coefficient = mul(max_norm, recip(norm + CLIP_EPSILON));
+	(coefficient < 1.0).then_some(coefficient)
 }

@@ -25,28 +25,29 @@
 //! reference operators, and returns [`Verdict`] if the claim is right and
 //! [`RefereeError::WrongClaimedOutput`] (with the recomputed hash) if not.
 //!
-//! Cost: an accumulator piece is one 32×32×32 chunk; an output segment of a
-//! contraction, an element-wise operator's segment or a `Commit` segment is at
-//! most 32 elements plus the proofs. Bias add reads the whole bias, and the
-//! reductions (softmax cross-entropy, bias gradient, clipping) recompute their
-//! whole operator from all of their inputs; for the models the chain accepts
-//! these are a few thousand elements. The `Batch` operator is not refereed
-//! yet ([`RefereeError::Unsupported`]).
+//! Cost: an accumulator piece is one 32×32×32 chunk. A reduction's partial
+//! reads at most 1,024 input elements (or 32 rows of logits) and one earlier
+//! partial ([`crate::reduction`]). An output segment of a contraction or a
+//! reduction, an element-wise operator's segment or a `Commit` segment is at
+//! most 32 elements plus the proofs and the partials it reads; bias add also
+//! reads the whole bias. So no piece's cost grows with the batch or the
+//! model, except a loss piece's with the class count. The `Batch` operator is
+//! not refereed yet ([`RefereeError::Unsupported`]).
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::activation::{activation_backward, activation_forward};
-use crate::bias::{bias_add, bias_grad};
+use crate::bias::bias_add;
 use crate::contract::canonical_bits;
 use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
 use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueId};
 use crate::hash::Digest;
-use crate::loss::softmax_cross_entropy;
 use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, ProofVerifier, SEGMENT};
 use crate::model::{ModelConfig, TrainConfig};
-use crate::optim::{adamw_step, clip_grad_norm, sgd_momentum_step};
+use crate::optim::{adamw_step, sgd_momentum_step};
+use crate::reduction::{Reads, Source};
 use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
 
 #[cfg(feature = "codec")]
@@ -394,6 +395,14 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			contraction_output_segment(contraction, len, segment, &pieces)?
 		},
 		(OpKind::Batch, _) => return Err(RefereeError::Unsupported { operator: case.operator }),
+		(_, Piece::Partial { lane, span }) => {
+			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
+			words_of(&reduction.partial(lane, span, &Proven { reader: &reader, pieces: &pieces })?)
+		},
+		(OpKind::BiasGrad(_) | OpKind::SoftmaxCrossEntropy(_) | OpKind::ClipGradNorm(_), Piece::Segment { value, segment }) => {
+			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
+			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
+		},
 		(kind, Piece::Segment { value, segment }) => {
 			operator_segment(kind, case.step, operator, value, segment, &reader)?
 		},
@@ -484,6 +493,29 @@ impl Inputs<'_> {
 	/// All of input `position`, as `f32`s.
 	fn full_f32(&self, position: usize) -> Result<Vec<f32>, RefereeError> {
 		Ok(self.full_words(position)?.into_iter().map(f32::from_bits).collect())
+	}
+}
+
+/// A reduction's view of the proven openings: input words and earlier pieces.
+struct Proven<'a> {
+	reader: &'a Inputs<'a>,
+	pieces: &'a BTreeMap<usize, Vec<u32>>,
+}
+
+impl Source for Proven<'_> {
+	type Error = RefereeError;
+
+	fn word(&self, position: usize, index: usize) -> Result<u32, RefereeError> {
+		let missing = RefereeError::MissingInput { input: position as u32, segment: (index / SEGMENT) as u32 };
+		self.reader.segment(position, index / SEGMENT)?.get(index % SEGMENT).copied().ok_or(missing)
+	}
+
+	fn piece(&self, index: usize, len: usize) -> Result<Vec<f32>, RefereeError> {
+		let words = self.pieces.get(&index).ok_or(RefereeError::MissingPiece { piece: index as u32 })?;
+		if words.len() != len {
+			return Err(RefereeError::InvalidPieceProof { piece: index as u32 });
+		}
+		Ok(words.iter().map(|&w| f32::from_bits(w)).collect())
 	}
 }
 
@@ -635,33 +667,12 @@ fn operator_segment(
 				_ => &v,
 			}))
 		},
-		OpKind::SoftmaxCrossEntropy(shape) => {
-			let logits = reader.full_f32(0)?;
-			let labels = reader.full_words(1)?;
-			let mut grad = vec![0.0f32; logits.len()];
-			let loss = softmax_cross_entropy(shape, &logits, &labels, &mut grad)?;
-			Ok(if value == 0 { words_of(&[loss]) } else { take(&grad) })
-		},
-		OpKind::BiasGrad(layout) => {
-			let out_grad = reader.full_f32(0)?;
-			let mut grad = vec![0.0f32; layout.channels];
-			bias_grad(layout, &out_grad, &mut grad)?;
-			Ok(take(&grad))
-		},
-		OpKind::ClipGradNorm(max_norm) => {
-			let mut grads = Vec::with_capacity(reader.node_inputs.len());
-			for position in 0..reader.node_inputs.len() {
-				grads.push(reader.full_f32(position)?);
-			}
-			let mut slices: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
-			let norm = clip_grad_norm(&mut slices, max_norm)?;
-			Ok(match grads.get(value) {
-				Some(grad) => take(grad),
-				None => words_of(&[norm]),
-			})
-		},
 		OpKind::Commit => Ok(reader.segment(value, segment)?.to_vec()),
-		OpKind::Batch | OpKind::Contract(_) => Err(RefereeError::Unsupported { operator: operator as u32 }),
+		OpKind::Batch
+		| OpKind::Contract(_)
+		| OpKind::BiasGrad(_)
+		| OpKind::SoftmaxCrossEntropy(_)
+		| OpKind::ClipGradNorm(_) => Err(RefereeError::Unsupported { operator: operator as u32 }),
 	}
 }
 
@@ -731,7 +742,19 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 		},
 		(OpKind::Commit, Piece::Segment { value, segment }) => inputs.push((value, vec![segment])),
 		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_), _) => {
-			inputs.extend((0..node.inputs.len()).map(|p| (p, all_segments(p))));
+			let reduction = graph.reduction(operator)?.ok_or(GraphError::PieceOutOfRange { piece, count: 0 })?;
+			let reads = match decoded {
+				Piece::Partial { lane, span } => reduction.partial_reads(lane, span)?,
+				Piece::Segment { value, segment } => reduction.output_reads(value, segment)?,
+				Piece::Accumulator(_) => Reads::default(),
+			};
+			for position in 0..node.inputs.len() {
+				let segments = reads.segments(position);
+				if !segments.is_empty() {
+					inputs.push((position, segments));
+				}
+			}
+			pieces = reads.pieces;
 		},
 		_ => {},
 	}
@@ -812,11 +835,19 @@ pub fn open_case(
 		}
 		inputs.push(InputOpening { input: position as u32, segments: openings });
 	}
-	let accumulators = match node.kind {
-		OpKind::Contract(contraction) => {
+	// The running sums before the disputed piece, recomputed from this trace's inputs.
+	let accumulators = match (node.kind, graph.reduction(operator).map_err(invalid)?) {
+		(OpKind::Contract(contraction), _) => {
 			let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
 			let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
 			crate::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
+		},
+		(_, Some(reduction)) if !needed_pieces.is_empty() => {
+			let word = |position: usize, index: usize| -> Result<u32, RefereeError> {
+				let value = node.inputs.get(position).and_then(|&id| step.values.get(id));
+				value.and_then(|tensor| tensor.word(index)).ok_or(RefereeError::InvalidJob)
+			};
+			reduction.partials(word, None)?
 		},
 		_ => Vec::new(),
 	};

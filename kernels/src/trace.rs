@@ -141,6 +141,14 @@ impl HostTensor {
 		}
 	}
 
+	/// The canonical word of element `index`: an `f32`'s canonical bits, or the `u32`.
+	pub fn word(&self, index: usize) -> Option<u32> {
+		match self {
+			Self::F32(values) => values.get(index).map(|&v| crate::contract::canonical_bits(v)),
+			Self::U32(values) => values.get(index).copied(),
+		}
+	}
+
 	/// The canonical words of segment `index` (empty past the end).
 	pub fn segment_words(&self, index: usize) -> Vec<u32> {
 		let range = |len: usize| (index * SEGMENT).min(len)..((index + 1) * SEGMENT).min(len);
@@ -224,6 +232,22 @@ pub enum Fault {
 		/// The tile and K-chunk.
 		chunk: ChunkId,
 		/// Element within the tile.
+		element: usize,
+		/// Bit of the `f32` to flip.
+		bit: u32,
+	},
+	/// Flip bit `bit` of element `element` of partial `piece` (a piece index)
+	/// of reduction `operator` at `step`. The later partials of its lane carry
+	/// the error; the operator's outputs do not (see
+	/// [`Reduction::partials`](crate::reduction::Reduction::partials)).
+	Partial {
+		/// Global step.
+		step: u32,
+		/// Operator id.
+		operator: usize,
+		/// The partial's piece index.
+		piece: usize,
+		/// Element within the partial.
 		element: usize,
 		/// Bit of the `f32` to flip.
 		bit: u32,
@@ -677,6 +701,20 @@ fn build_step_trace(
 			let fault = fault.filter(|f| matches!(f, Fault::Accumulator { operator, step, .. } if *operator == id && *step == record.step));
 			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault).map_err(|_| MerkleError::Empty)?;
 			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
+		}
+		if let Some(reduction) = graph.reduction(id).map_err(|_| MerkleError::Empty)? {
+			let word = |position: usize, index: usize| -> Result<u32, KernelError> {
+				let input = node.inputs.get(position).and_then(|&input| values.get(input));
+				input.and_then(|tensor| tensor.word(index)).ok_or(KernelError::ShapeOverflow)
+			};
+			let fault = match fault {
+				Some(Fault::Partial { step, operator, piece, element, bit }) if operator == id && step == record.step => {
+					Some((piece, element, bit))
+				},
+				_ => None,
+			};
+			let partials = reduction.partials(word, fault).map_err(|_| MerkleError::Empty)?;
+			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
 		}
 		let piece_values = if node.kind == OpKind::Commit { &node.inputs } else { &node.outputs };
 		for &id in piece_values {

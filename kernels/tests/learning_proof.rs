@@ -10,6 +10,7 @@ use touchstone_kernels::data::{synthetic, Dataset};
 use touchstone_kernels::graph::{Graph, OpKind, Piece};
 use touchstone_kernels::merkle::{depth, MerkleTree, SEGMENT};
 use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
+use touchstone_kernels::reduction::Reduction;
 use touchstone_kernels::referee::{open_case, recompute, referee, RefereeError, RunOpening, StateOpening};
 use touchstone_kernels::trace::{trace_leaf, Fault, StepTrace, Trainer};
 use touchstone_kernels::{Activation, ChunkId, CpuBackend, Digest};
@@ -136,6 +137,7 @@ fn expected_piece(graph: &Graph, operator: usize, fault: &Fault) -> usize {
 			let (_, grid) = graph.accumulator_grid(operator).unwrap().unwrap();
 			Graph::accumulator_index(&grid, chunk)
 		},
+		Fault::Partial { piece, .. } => piece,
 	}
 }
 
@@ -149,11 +151,16 @@ fn dispute(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, step: u32, ope
 	if honest.hashes == dishonest.hashes {
 		return false;
 	}
-	let graph = Graph::build(&job.0, &job.1).unwrap();
-
 	// Level 1: steps.
 	let level1 = bisect(&honest.tree(), &dishonest.tree()).unwrap();
 	assert_eq!((level1.leaf, level1.rounds), (step as usize, depth(steps as usize)));
+	dispute_within_step(job, &honest, &dishonest, operator, fault);
+	true
+}
+
+/// Levels 2 and 3 and the referee, for two traces of the same step.
+fn dispute_within_step(job: &(ModelConfig, TrainConfig, Dataset), honest: &Run, dishonest: &Run, operator: usize, fault: Fault) {
+	let graph = Graph::build(&job.0, &job.1).unwrap();
 	// Level 2: operators of that step.
 	let level2 = bisect(&honest.trace.operators, &dishonest.trace.operators).unwrap();
 	assert_eq!((level2.leaf, level2.rounds), (operator, depth(graph.nodes.len())), "{fault:?}");
@@ -179,7 +186,6 @@ fn dispute(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, step: u32, ope
 			recomputed: pieces.0.leaves()[level3.leaf]
 		})
 	);
-	true
 }
 
 /// Flips a bit of one element of every output of every operator (but the
@@ -264,6 +270,58 @@ fn a_wrong_chunk_inside_a_contraction_is_located_down_to_the_k_chunk() {
 			contractions += 1;
 		}
 		assert!(contractions >= 5);
+	}
+}
+
+#[test]
+fn a_wrong_partial_inside_a_reduction_is_located_down_to_the_span() {
+	// A partial alone changes no output and so no state hash: the step-level
+	// round is the one any wrong output plays (above). The dishonest trace
+	// here commits one wrong running sum, which the later sums of its lane carry.
+	for job in [mlp(), cnn()] {
+		let graph = Graph::build(&job.0, &job.1).unwrap();
+		let honest = run(&job, 4, 2, None);
+		let mut reductions = 0;
+		for operator in 0..graph.nodes.len() {
+			let Some(reduction) = graph.reduction(operator).unwrap() else { continue };
+			let mut pieces = vec![0, reduction.len() - 1, reduction.len() / 2];
+			pieces.dedup();
+			for piece in pieces {
+				let fault = Fault::Partial { step: 2, operator, piece, element: 0, bit: 22 };
+				let dishonest = run(&job, 4, 2, Some(fault));
+				assert_eq!(honest.hashes, dishonest.hashes);
+				dispute_within_step(&job, &honest, &dishonest, operator, fault);
+			}
+			reductions += 1;
+		}
+		assert!(reductions >= 3);
+	}
+}
+
+#[test]
+fn the_referee_upholds_every_honest_piece_of_every_reduction_from_bounded_openings() {
+	for job in [mlp(), cnn()] {
+		let graph = Graph::build(&job.0, &job.1).unwrap();
+		let honest = run(&job, 3, 2, None);
+		let tree = honest.tree();
+		let opening = RunOpening { trace: &tree, first_step: 0, anchor: honest.anchor };
+		for operator in 0..graph.nodes.len() {
+			let Some(reduction) = graph.reduction(operator).unwrap() else { continue };
+			let pieces = &honest.trace.pieces[operator];
+			for piece in 0..pieces.len() {
+				let case = open_case(&graph, &honest.trace, &opening, operator, piece).unwrap();
+				assert_eq!(referee(&job.0, &job.1, &case).unwrap().output, pieces.leaves()[piece], "{operator}#{piece}");
+				// Every piece reads a bounded slice, whatever the batch or the model:
+				// at most 1,024 elements (two segments more when unaligned) or 32 rows.
+				let words: usize = case.inputs.iter().flat_map(|i| &i.segments).map(|s| s.words.len()).sum();
+				let bound = match reduction {
+					Reduction::SoftmaxCrossEntropy(shape) => 32 * (shape.classes + 1) + 2 * SEGMENT,
+					_ => 1024 + 2 * SEGMENT * 32,
+				};
+				assert!(words <= bound, "{operator}#{piece} reads {words} words");
+				assert!(case.pieces.len() <= 2, "{operator}#{piece}");
+			}
+		}
 	}
 }
 

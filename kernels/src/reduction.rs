@@ -1,0 +1,537 @@
+//! The running sums of the reductions: the pieces that let the referee judge
+//! a bias gradient, the loss and the clipping norm a chunk at a time.
+//!
+//! # Why
+//!
+//! A reduction's output depends on every element of its input, so judging it
+//! whole would cost the referee time in proportion to the model. Rule 4 folds
+//! 32-term chunk sums in sequence, so the running total after any chunk is a
+//! natural checkpoint, as a contraction's accumulator after a K-chunk is. A
+//! reduction's piece tree therefore starts with these running totals, its
+//! *partials*, arranged in lanes of spans:
+//!
+//! | operator | lanes | one span | words | a piece reads |
+//! |---|---|---|---|---|
+//! | bias gradient | one per 32-channel tile | one 32-position chunk of `(outer, inner)` | the tile's running sums | ≤ 32×32 output-gradient elements |
+//! | softmax cross-entropy | one | one 32-row chunk of row losses | 1 | ≤ 32 rows of logits and their labels |
+//! | clipping | one per gradient tensor | 32 chunks (1,024 elements) of `g ⊗ g` | 1 | ≤ 1,024 gradient elements |
+//! | clipping, last lane (totals) | | one tensor | 1 | two earlier partials |
+//!
+//! A partial is `previous + Σ(span)`, where `previous` is the lane's partial
+//! before it (`+0` for the first) and `Σ` folds the span's chunk sums exactly
+//! as [`chunked_sum`](crate::contract::chunked_sum) does. So a lane's last
+//! partial equals the operator's sum bit for bit. The totals lane of clipping
+//! is `T_i = T_{i−1} + (tensor i's last partial)` from `T_{−1} = +0`, the fold
+//! of [`global_grad_norm`](crate::optim::global_grad_norm).
+//!
+//! The output segments, which follow the partials in the piece tree, read
+//! partials instead of whole inputs:
+//!
+//! - a bias-gradient segment is its tile's last partial;
+//! - the loss is the last partial `⊗ recip(rows)`;
+//! - a logits-gradient segment recomputes the rows it touches ([`softmax_row`]);
+//! - a clipped gradient segment scales its input segment by the coefficient of
+//!   `sqrt(last total)` ([`clip_coefficient`]); the norm is that square root.
+//!
+//! The same functions compute the partials on the prover's host
+//! ([`Reduction::partials`]) and single pieces in the referee, through a
+//! [`Source`] of input words and earlier pieces.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use crate::bias::BiasLayout;
+use crate::contract::{mul, CHUNK, TILE};
+use crate::error::KernelError;
+use crate::loss::{softmax_row, ClassifierShape};
+use crate::math::{recip, sqrt};
+use crate::merkle::SEGMENT;
+use crate::optim::clip_coefficient;
+
+/// Chunks per span of a clipping lane.
+pub const NORM_SPAN_CHUNKS: usize = 32;
+/// Gradient elements per span of a clipping lane.
+pub const NORM_SPAN: usize = NORM_SPAN_CHUNKS * CHUNK;
+
+/// A reduction operator, with what its pieces' layout depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reduction {
+	/// The bias gradient: input the output gradient, output the bias gradient.
+	BiasGrad(BiasLayout),
+	/// Softmax cross-entropy: inputs logits and labels; outputs the loss and the logits' gradient.
+	SoftmaxCrossEntropy(ClassifierShape),
+	/// Global-norm clipping: inputs every gradient; outputs the clipped gradients, then the norm.
+	ClipGradNorm {
+		/// The largest norm left unscaled.
+		max_norm: f32,
+		/// Elements of each gradient, in input order.
+		lens: Vec<usize>,
+	},
+}
+
+/// What recomputing one piece reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reads {
+	/// `(input position, element range)` pairs.
+	pub inputs: Vec<(usize, Range<usize>)>,
+	/// Earlier pieces of the same operator, by piece index.
+	pub pieces: Vec<usize>,
+}
+
+impl Reads {
+	/// The segments of input `position` that the ranges touch, sorted and distinct.
+	pub fn segments(&self, position: usize) -> Vec<usize> {
+		let mut segments: Vec<usize> = self
+			.inputs
+			.iter()
+			.filter(|(input, range)| *input == position && !range.is_empty())
+			.flat_map(|(_, range)| range.start / SEGMENT..=(range.end - 1) / SEGMENT)
+			.collect();
+		segments.sort_unstable();
+		segments.dedup();
+		segments
+	}
+}
+
+/// Where a piece's inputs come from: the prover's full tensors, or the
+/// referee's proven openings.
+pub trait Source {
+	/// What a missing or malformed input is reported as.
+	type Error: From<KernelError>;
+	/// Word `index` of input `position`: an `f32`'s canonical bits or a `u32`.
+	fn word(&self, position: usize, index: usize) -> Result<u32, Self::Error>;
+	/// Piece `index` of this operator, which must hold `len` elements.
+	fn piece(&self, index: usize, len: usize) -> Result<Vec<f32>, Self::Error>;
+}
+
+impl Reduction {
+	/// Lanes of partials.
+	pub fn lanes(&self) -> usize {
+		match self {
+			Self::BiasGrad(layout) => layout.channels.div_ceil(TILE),
+			Self::SoftmaxCrossEntropy(_) => 1,
+			Self::ClipGradNorm { lens, .. } => lens.len() + 1,
+		}
+	}
+
+	/// Spans (partials) of lane `lane`; zero past the last lane.
+	pub fn spans(&self, lane: usize) -> usize {
+		if lane >= self.lanes() {
+			return 0;
+		}
+		match self {
+			Self::BiasGrad(layout) => layout.outer.saturating_mul(layout.inner).div_ceil(CHUNK),
+			Self::SoftmaxCrossEntropy(shape) => shape.rows.div_ceil(CHUNK),
+			Self::ClipGradNorm { lens, .. } => lens.get(lane).map_or(lens.len(), |len| len.div_ceil(NORM_SPAN)),
+		}
+	}
+
+	/// Partials in all: the first pieces of the operator's tree.
+	pub fn len(&self) -> usize {
+		(0..self.lanes()).map(|lane| self.spans(lane)).sum()
+	}
+
+	/// Whether there are no partials (never, for a valid operator).
+	pub fn is_empty(&self) -> bool {
+		self.len() == 0
+	}
+
+	/// Piece index of partial `(lane, span)`.
+	pub fn index(&self, lane: usize, span: usize) -> Option<usize> {
+		(span < self.spans(lane)).then(|| (0..lane).map(|l| self.spans(l)).sum::<usize>() + span)
+	}
+
+	/// The `(lane, span)` of partial `index`.
+	pub fn locate(&self, index: usize) -> Option<(usize, usize)> {
+		let mut rest = index;
+		for lane in 0..self.lanes() {
+			let spans = self.spans(lane);
+			if rest < spans {
+				return Some((lane, rest));
+			}
+			rest -= spans;
+		}
+		None
+	}
+
+	/// Words in a partial of lane `lane`.
+	pub fn width(&self, lane: usize) -> usize {
+		match self {
+			Self::BiasGrad(layout) => layout.channels.saturating_sub(lane * TILE).min(TILE),
+			_ => 1,
+		}
+	}
+
+	/// The last partial of lane `lane`.
+	fn last(&self, lane: usize) -> Result<usize, KernelError> {
+		self.index(lane, self.spans(lane).saturating_sub(1)).ok_or(KernelError::ShapeOverflow)
+	}
+
+	/// The last total of clipping: the sum of squares of every gradient.
+	fn total_piece(&self) -> Result<usize, KernelError> {
+		self.last(self.lanes().saturating_sub(1))
+	}
+
+	/// The partial before `(lane, span)` in its lane, if any.
+	fn previous(&self, lane: usize, span: usize) -> Option<usize> {
+		span.checked_sub(1).and_then(|span| self.index(lane, span))
+	}
+
+	/// What recomputing partial `(lane, span)` reads.
+	pub fn partial_reads(&self, lane: usize, span: usize) -> Result<Reads, KernelError> {
+		if span >= self.spans(lane) {
+			return Err(KernelError::ShapeOverflow);
+		}
+		let mut reads = Reads { inputs: Vec::new(), pieces: self.previous(lane, span).into_iter().collect() };
+		match self {
+			Self::BiasGrad(layout) => {
+				for channel in lane * TILE..lane * TILE + self.width(lane) {
+					for_each_run(*layout, channel, span, |run| reads.inputs.push((0, run)));
+				}
+			},
+			Self::SoftmaxCrossEntropy(shape) => {
+				let rows = chunk_range(span, shape.rows);
+				reads.inputs.push((0, rows.start * shape.classes..rows.end * shape.classes));
+				reads.inputs.push((1, rows));
+			},
+			Self::ClipGradNorm { lens, .. } => match lens.get(lane) {
+				Some(&len) => reads.inputs.push((lane, span_range(span, len))),
+				// The totals lane: the total before, and tensor `span`'s sum of squares.
+				None => reads.pieces.push(self.last(span)?),
+			},
+		}
+		Ok(reads)
+	}
+
+	/// Recomputes partial `(lane, span)` from `source`.
+	pub fn partial<S: Source>(&self, lane: usize, span: usize, source: &S) -> Result<Vec<f32>, S::Error> {
+		if span >= self.spans(lane) {
+			return Err(KernelError::ShapeOverflow.into());
+		}
+		let width = self.width(lane);
+		let mut running = match self.previous(lane, span) {
+			Some(index) => source.piece(index, width)?,
+			None => vec![0.0; width],
+		};
+		match self {
+			Self::BiasGrad(layout) => {
+				for (slot, channel) in running.iter_mut().zip(lane * TILE..) {
+					// One chunk sum per channel, sequential from +0 over the span's positions.
+					let mut sum = 0.0f32;
+					let mut runs = Vec::new();
+					for_each_run(*layout, channel, span, |run| runs.push(run));
+					for index in runs.into_iter().flatten() {
+						sum += f32::from_bits(source.word(0, index)?);
+					}
+					*slot += sum;
+				}
+			},
+			Self::SoftmaxCrossEntropy(shape) => {
+				let mut grad = vec![0.0f32; shape.classes];
+				let mut sum = 0.0f32;
+				for row in chunk_range(span, shape.rows) {
+					sum += row_loss(*shape, row, source, &mut grad)?;
+				}
+				add_to_first(&mut running, sum);
+			},
+			Self::ClipGradNorm { lens, .. } => match lens.get(lane) {
+				Some(&len) => {
+					let range = span_range(span, len);
+					let mut start = range.start;
+					while start < range.end {
+						let mut sum = 0.0f32;
+						for index in start..(start + CHUNK).min(range.end) {
+							let g = f32::from_bits(source.word(lane, index)?);
+							sum += mul(g, g);
+						}
+						add_to_first(&mut running, sum);
+						start += CHUNK;
+					}
+				},
+				None => {
+					let tensor_sum = source.piece(self.last(span)?, 1)?;
+					add_to_first(&mut running, tensor_sum.first().copied().unwrap_or_default());
+				},
+			},
+		}
+		Ok(running)
+	}
+
+	/// What recomputing segment `segment` of output `value` reads.
+	pub fn output_reads(&self, value: usize, segment: usize) -> Result<Reads, KernelError> {
+		let mut reads = Reads::default();
+		match self {
+			Self::BiasGrad(_) => reads.pieces.push(self.last(segment)?),
+			Self::SoftmaxCrossEntropy(shape) => {
+				if value == 0 {
+					reads.pieces.push(self.last(0)?);
+				} else {
+					let rows = self.gradient_rows(*shape, segment)?;
+					reads.inputs.push((0, rows.start * shape.classes..rows.end * shape.classes));
+					reads.inputs.push((1, rows));
+				}
+			},
+			Self::ClipGradNorm { lens, .. } => {
+				reads.pieces.push(self.total_piece()?);
+				if let Some(&len) = lens.get(value) {
+					reads.inputs.push((value, segment_range(segment, len)?));
+				}
+			},
+		}
+		Ok(reads)
+	}
+
+	/// Recomputes segment `segment` of output `value` from `source`.
+	pub fn output_segment<S: Source>(&self, value: usize, segment: usize, source: &S) -> Result<Vec<f32>, S::Error> {
+		match self {
+			Self::BiasGrad(_) => source.piece(self.last(segment)?, self.width(segment)),
+			Self::SoftmaxCrossEntropy(shape) => {
+				if value == 0 {
+					let sum = source.piece(self.last(0)?, 1)?;
+					let mean = mul(sum.first().copied().unwrap_or_default(), recip(shape.rows as f32));
+					return Ok(vec![mean]);
+				}
+				let len = shape.logits_len()?;
+				let elements = segment_range(segment, len)?;
+				let rows = self.gradient_rows(*shape, segment)?;
+				let mut grads = Vec::with_capacity(rows.len() * shape.classes);
+				let mut grad = vec![0.0f32; shape.classes];
+				for row in rows.clone() {
+					row_loss(*shape, row, source, &mut grad)?;
+					grads.extend_from_slice(&grad);
+				}
+				let offset = rows.start * shape.classes;
+				Ok(grads.get(elements.start - offset..elements.end - offset).map(<[f32]>::to_vec).unwrap_or_default())
+			},
+			Self::ClipGradNorm { max_norm, lens } => {
+				let total = source.piece(self.total_piece()?, 1)?;
+				let norm = sqrt(total.first().copied().unwrap_or_default());
+				let Some(&len) = lens.get(value) else { return Ok(vec![norm]) };
+				let coefficient = clip_coefficient(norm, *max_norm);
+				segment_range(segment, len)?
+					.map(|index| {
+						let g = f32::from_bits(source.word(value, index)?);
+						Ok(coefficient.map_or(g, |c| mul(g, c)))
+					})
+					.collect()
+			},
+		}
+	}
+
+	/// Every partial in piece order, computed from the inputs that `word`
+	/// reads: what the prover commits. `fault` = `(piece, element, bit)` flips
+	/// one bit of one partial, which the later partials of its lane then
+	/// carry, as a wrong partial sum would (for the dispute tests).
+	pub fn partials<E, F>(&self, word: F, fault: Option<(usize, usize, u32)>) -> Result<Vec<Vec<f32>>, E>
+	where
+		E: From<KernelError>,
+		F: Fn(usize, usize) -> Result<u32, E>,
+	{
+		/// The inputs, and the partials computed so far.
+		struct Building<'a, E, F> {
+			word: &'a F,
+			done: &'a [Vec<f32>],
+			error: core::marker::PhantomData<E>,
+		}
+		impl<E: From<KernelError>, F: Fn(usize, usize) -> Result<u32, E>> Source for Building<'_, E, F> {
+			type Error = E;
+			fn word(&self, position: usize, index: usize) -> Result<u32, E> {
+				(self.word)(position, index)
+			}
+			fn piece(&self, index: usize, _len: usize) -> Result<Vec<f32>, E> {
+				self.done.get(index).cloned().ok_or_else(|| KernelError::ShapeOverflow.into())
+			}
+		}
+		let mut done: Vec<Vec<f32>> = Vec::with_capacity(self.len());
+		for lane in 0..self.lanes() {
+			for span in 0..self.spans(lane) {
+				let source = Building { word: &word, done: &done, error: core::marker::PhantomData };
+				let mut piece = self.partial(lane, span, &source)?;
+				if let Some((target, element, bit)) = fault {
+					if target == done.len() {
+						if let Some(slot) = piece.get_mut(element) {
+							*slot = f32::from_bits(slot.to_bits() ^ (1 << (bit % 32)));
+						}
+					}
+				}
+				done.push(piece);
+			}
+		}
+		Ok(done)
+	}
+
+	/// The rows a segment of the logits' gradient touches.
+	fn gradient_rows(&self, shape: ClassifierShape, segment: usize) -> Result<Range<usize>, KernelError> {
+		let elements = segment_range(segment, shape.logits_len()?)?;
+		let classes = shape.classes.max(1);
+		Ok(elements.start / classes..(elements.end - 1) / classes + 1)
+	}
+}
+
+/// Row `row`'s loss, its gradient written into `grad`, from the logits and
+/// label that `source` holds.
+fn row_loss<S: Source>(shape: ClassifierShape, row: usize, source: &S, grad: &mut [f32]) -> Result<f32, S::Error> {
+	let label = source.word(1, row)?;
+	let class = usize::try_from(label).ok().filter(|&class| class < shape.classes);
+	let class = class.ok_or(KernelError::LabelOutOfRange { row, label, classes: shape.classes })?;
+	let mut logits = Vec::with_capacity(shape.classes);
+	for index in row * shape.classes..(row + 1) * shape.classes {
+		logits.push(f32::from_bits(source.word(0, index)?));
+	}
+	Ok(softmax_row(&logits, class, recip(shape.rows as f32), grad))
+}
+
+/// `values[0] += addend` (partials of one word).
+fn add_to_first(values: &mut [f32], addend: f32) {
+	if let Some(first) = values.first_mut() {
+		*first += addend;
+	}
+}
+
+/// The rule-4 chunk `chunk` of a sequence of `len` terms.
+fn chunk_range(chunk: usize, len: usize) -> Range<usize> {
+	(chunk * CHUNK).min(len)..((chunk + 1) * CHUNK).min(len)
+}
+
+/// Span `span` of a clipping lane over a gradient of `len` elements.
+fn span_range(span: usize, len: usize) -> Range<usize> {
+	(span * NORM_SPAN).min(len)..((span + 1) * NORM_SPAN).min(len)
+}
+
+/// Segment `segment` of a value of `len` elements, or an error past its end.
+fn segment_range(segment: usize, len: usize) -> Result<Range<usize>, KernelError> {
+	let start = segment.checked_mul(SEGMENT).filter(|&start| start < len).ok_or(KernelError::ShapeOverflow)?;
+	Ok(start..(start + SEGMENT).min(len))
+}
+
+/// Calls `visit` with the storage ranges that channel `channel`'s positions
+/// of chunk `chunk` occupy, in position order (the order the chunk sums them).
+fn for_each_run(layout: BiasLayout, channel: usize, chunk: usize, mut visit: impl FnMut(Range<usize>)) {
+	let inner = layout.inner.max(1);
+	let positions = chunk_range(chunk, layout.outer.saturating_mul(inner));
+	let mut position = positions.start;
+	while position < positions.end {
+		let (outer, offset) = (position / inner, position % inner);
+		let run = (inner - offset).min(positions.end - position);
+		let start = (outer * layout.channels + channel) * inner + offset;
+		visit(start..start + run);
+		position += run;
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use crate::bias::bias_grad;
+	use crate::contract::canonical_bits;
+	use crate::loss::softmax_cross_entropy;
+	use crate::optim::clip_grad_norm;
+	use crate::rng::RandomStream;
+
+	/// Full tensors as a source, with the partials computed from them.
+	struct Full<'a> {
+		inputs: &'a [Vec<u32>],
+		partials: &'a [Vec<f32>],
+	}
+
+	impl Source for Full<'_> {
+		type Error = KernelError;
+		fn word(&self, position: usize, index: usize) -> Result<u32, KernelError> {
+			self.inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::ShapeOverflow)
+		}
+		fn piece(&self, index: usize, len: usize) -> Result<Vec<f32>, KernelError> {
+			self.partials.get(index).filter(|piece| piece.len() == len).cloned().ok_or(KernelError::ShapeOverflow)
+		}
+	}
+
+	fn values(seed: u64, len: usize, scale: f32) -> Vec<f32> {
+		let mut out = vec![0.0; len];
+		RandomStream::new(seed, 0).fill_uniform(-scale, scale, &mut out);
+		out
+	}
+
+	fn words(values: &[f32]) -> Vec<u32> {
+		values.iter().map(|&v| canonical_bits(v)).collect()
+	}
+
+	/// Every output segment, recomputed from the partials, in storage order.
+	fn outputs(reduction: &Reduction, inputs: &[Vec<u32>], value: usize, len: usize) -> Vec<u32> {
+		let word = |position: usize, index: usize| -> Result<u32, KernelError> {
+			inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::ShapeOverflow)
+		};
+		let partials = reduction.partials(word, None).unwrap();
+		assert_eq!(partials.len(), reduction.len());
+		let source = Full { inputs, partials: &partials };
+		(0..len.div_ceil(SEGMENT)).flat_map(|s| words(&reduction.output_segment(value, s, &source).unwrap())).collect()
+	}
+
+	#[test]
+	fn partials_fold_to_the_bias_gradient_bit_for_bit() {
+		for (seed, layout) in [(1, BiasLayout::dense(37, 70)), (2, BiasLayout::channels_first(5, 33, 29)), (3, BiasLayout::dense(64, 32))] {
+			let out_grad = values(seed, layout.values_len().unwrap(), 3.0);
+			let mut expected = vec![0.0; layout.channels];
+			bias_grad(layout, &out_grad, &mut expected).unwrap();
+			let reduction = Reduction::BiasGrad(layout);
+			assert_eq!(outputs(&reduction, &[words(&out_grad)], 0, layout.channels), words(&expected), "{layout:?}");
+		}
+	}
+
+	#[test]
+	fn partials_give_the_loss_and_its_gradient_bit_for_bit() {
+		for (seed, shape) in [(4, ClassifierShape { rows: 70, classes: 13 }), (5, ClassifierShape { rows: 32, classes: 40 })] {
+			let logits = values(seed, shape.logits_len().unwrap(), 8.0);
+			let labels: Vec<u32> = (0..shape.rows).map(|r| ((r * 7) % shape.classes) as u32).collect();
+			let mut grad = vec![0.0; logits.len()];
+			let loss = softmax_cross_entropy(shape, &logits, &labels, &mut grad).unwrap();
+			let reduction = Reduction::SoftmaxCrossEntropy(shape);
+			let inputs = [words(&logits), labels.clone()];
+			assert_eq!(outputs(&reduction, &inputs, 0, 1), words(&[loss]));
+			assert_eq!(outputs(&reduction, &inputs, 1, logits.len()), words(&grad));
+		}
+		// A label out of range is the kernel's named error.
+		let shape = ClassifierShape { rows: 2, classes: 3 };
+		let source = Full { inputs: &[vec![0; 6], vec![0, 3]], partials: &[] };
+		let error = Reduction::SoftmaxCrossEntropy(shape).partial(0, 0, &source);
+		assert_eq!(error, Err(KernelError::LabelOutOfRange { row: 1, label: 3, classes: 3 }));
+	}
+
+	#[test]
+	fn partials_give_the_norm_and_the_clipped_gradients_bit_for_bit() {
+		let lens = [3000usize, 70, 1025, 1024];
+		for (seed, max_norm) in [(6u64, 0.5f32), (7, 1.0e6)] {
+			let grads: Vec<Vec<f32>> = lens.iter().zip(seed * 10..).map(|(&len, s)| values(s, len, 1.0)).collect();
+			let mut clipped = grads.clone();
+			let mut slices: Vec<&mut [f32]> = clipped.iter_mut().map(Vec::as_mut_slice).collect();
+			let norm = clip_grad_norm(&mut slices, max_norm).unwrap();
+			let reduction = Reduction::ClipGradNorm { max_norm, lens: lens.to_vec() };
+			assert_eq!(reduction.lanes(), lens.len() + 1);
+			assert_eq!(reduction.len(), 3 + 1 + 2 + 1 + lens.len());
+			let inputs: Vec<Vec<u32>> = grads.iter().map(|g| words(g)).collect();
+			for (value, expected) in clipped.iter().enumerate() {
+				assert_eq!(outputs(&reduction, &inputs, value, expected.len()), words(expected), "tensor {value}");
+			}
+			assert_eq!(outputs(&reduction, &inputs, lens.len(), 1), words(&[norm]));
+		}
+	}
+
+	#[test]
+	fn pieces_are_numbered_lane_by_lane_and_reads_stay_in_their_span() {
+		let reduction = Reduction::ClipGradNorm { max_norm: 1.0, lens: vec![2048, 10] };
+		assert_eq!((0..reduction.len()).map(|i| reduction.locate(i).unwrap()).collect::<Vec<_>>(), [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)]);
+		assert_eq!(reduction.locate(5), None);
+		assert_eq!(reduction.index(2, 1), Some(4));
+		assert_eq!(reduction.index(1, 1), None);
+		let reads = reduction.partial_reads(0, 1).unwrap();
+		assert_eq!(reads.inputs, [(0, 1024..2048)]);
+		assert_eq!(reads.pieces, [0]);
+		assert_eq!(reads.segments(0), (32..64).collect::<Vec<_>>());
+		assert_eq!(reduction.partial_reads(2, 1).unwrap().pieces, [3, 2]);
+		assert!(reduction.partial_reads(1, 1).is_err());
+		// A convolution's bias gradient: runs along the spatial positions of each channel.
+		let conv = Reduction::BiasGrad(BiasLayout::channels_first(3, 2, 20));
+		let reads = conv.partial_reads(0, 1).unwrap();
+		// Positions 32..60 are (o = 1, i = 12..20) and (o = 2, i = 0..20); channel c of image o starts at (2o + c)·20.
+		assert_eq!(reads.inputs, [(0, 52..60), (0, 80..100), (0, 72..80), (0, 100..120)]);
+	}
+}
