@@ -124,6 +124,26 @@ pub enum OpKind {
 }
 
 impl OpKind {
+	/// A short name for reports and labels: `matmul`, `bias_grad`, `clip`, ….
+	pub fn name(&self) -> &'static str {
+		match self {
+			Self::Batch => "batch",
+			Self::Contract(Contraction::Matmul { .. }) => "matmul",
+			Self::Contract(Contraction::Conv2d(_)) => "conv2d",
+			Self::Contract(Contraction::Conv2dInputGrad(_)) => "conv2d_input_grad",
+			Self::Contract(Contraction::Conv2dWeightGrad(_)) => "conv2d_weight_grad",
+			Self::BiasAdd(_) => "bias_add",
+			Self::Activation(_) => "activation",
+			Self::ActivationGrad(_) => "activation_grad",
+			Self::SoftmaxCrossEntropy(_) => "softmax_cross_entropy",
+			Self::BiasGrad(_) => "bias_grad",
+			Self::ClipGradNorm(_) => "clip_grad_norm",
+			Self::Sgd(_) => "sgd",
+			Self::AdamW(_) => "adamw",
+			Self::Commit => "commit",
+		}
+	}
+
 	/// A stable one-byte code, hashed into the operator's leaf.
 	pub fn code(&self) -> u8 {
 		match self {

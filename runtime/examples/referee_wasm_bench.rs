@@ -1,5 +1,6 @@
-//! Times the referee inside the runtime's wasm blob, one operator of a digits-sized
-//! training step at a time, and prints the worst case. Run with
+//! Times the referee inside the runtime's wasm blob, piece by piece, for every operator
+//! of a digits-sized and of an MNIST-sized training step, and prints the worst case of
+//! each. Run with
 //! `scripts/bench-referee.sh` (or `cargo run -p touchstone-runtime --example referee_wasm_bench`).
 //!
 //! Every runtime call creates a fresh wasm instance, as the node does for each call;
@@ -11,7 +12,7 @@
 mod common;
 
 use codec::Encode;
-use common::{digits_sized_job, honest_cases, WasmRuntime};
+use common::{digits_sized_job, honest_cases, mnist_sized_job, WasmRuntime};
 use std::time::{Duration, Instant};
 use touchstone_primitives::referee::judge;
 
@@ -32,34 +33,36 @@ fn median(mut run: impl FnMut()) -> Duration {
 }
 
 fn main() {
-	let (model, hyper) = digits_sized_job();
-	let cases = honest_cases(&model, &hyper, 2);
 	let mut runtime = WasmRuntime::new();
 	let baseline = median(|| {
 		runtime.call("Core_version", &[]);
 	});
 	println!("wasm instantiation and call overhead (Core_version): {:>9.1} µs", baseline.as_secs_f64() * 1e6);
-	println!("{:<28} {:>10} {:>12} {:>12} {:>12}", "operator#piece", "case bytes", "native µs", "wasm µs", "wasm - base");
-	let mut worst = (String::new(), Duration::ZERO);
-	for (label, case) in &cases {
-		let native = median(|| {
-			judge(&model, &hyper, case).expect("honest");
-		});
-		let wasm = median(|| {
-			runtime.judge(&model, &hyper, case).expect("honest");
-		});
-		let work = wasm.saturating_sub(baseline);
-		println!(
-			"{:<28} {:>10} {:>12.1} {:>12.1} {:>12.1}",
-			label,
-			case.encoded_size(),
-			native.as_secs_f64() * 1e6,
-			wasm.as_secs_f64() * 1e6,
-			work.as_secs_f64() * 1e6
-		);
-		if work > worst.1 {
-			worst = (label.clone(), work);
+	for (job, (model, hyper)) in [("digits-sized", digits_sized_job()), ("MNIST-sized", mnist_sized_job())] {
+		let cases = honest_cases(&model, &hyper, 2);
+		println!("\n{job} step (AdamW with clipping)");
+		println!("{:<32} {:>10} {:>12} {:>12} {:>12}", "operator:kind#piece", "case bytes", "native µs", "wasm µs", "wasm - base");
+		let mut worst = (String::new(), Duration::ZERO);
+		for (label, case) in &cases {
+			let native = median(|| {
+				judge(&model, &hyper, case).expect("honest");
+			});
+			let wasm = median(|| {
+				runtime.judge(&model, &hyper, case).expect("honest");
+			});
+			let work = wasm.saturating_sub(baseline);
+			println!(
+				"{:<32} {:>10} {:>12.1} {:>12.1} {:>12.1}",
+				label,
+				case.encoded_size(),
+				native.as_secs_f64() * 1e6,
+				wasm.as_secs_f64() * 1e6,
+				work.as_secs_f64() * 1e6
+			);
+			if work > worst.1 {
+				worst = (label.clone(), work);
+			}
 		}
+		println!("{job} worst case: {} at {:.1} µs of wasm beyond instantiation", worst.0, worst.1.as_secs_f64() * 1e6);
 	}
-	println!("worst case: {} at {:.1} µs of wasm beyond instantiation", worst.0, worst.1.as_secs_f64() * 1e6);
 }

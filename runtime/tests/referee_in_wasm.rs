@@ -27,7 +27,7 @@ fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
 	// A contraction that reads another operator's output, so there is an input opening to corrupt.
 	let (_, case) = cases
 		.iter()
-		.find(|(label, case)| label.contains("Contract") && !case.inputs.is_empty())
+		.find(|(label, case)| label.contains("matmul") && !case.inputs.is_empty())
 		.expect("a contraction reading an operator output");
 	let mut runtime = WasmRuntime::new();
 	let right = runtime.judge(&model, &hyper, case).expect("the honest claim stands");

@@ -48,12 +48,29 @@ pub fn digits_sized_job() -> (ModelArch, HyperParams) {
 	(model, hyper)
 }
 
-/// Honest cases for the first and the last piece of every operator of step `traced`,
-/// labelled `operator:kind#piece`. For a contraction the first piece reads its input
-/// segments; the last also folds in every earlier chunk's piece.
+/// A larger job than the digits one, MNIST-shaped: 784 inputs, two hidden layers of
+/// 512, batch 128, AdamW with clipping. Its reductions cover hundreds of thousands of
+/// elements, so it shows that no piece's cost grows with the model.
+pub fn mnist_sized_job() -> (ModelArch, HyperParams) {
+	let (_, hyper) = digits_sized_job();
+	let model = ModelArch::Mlp {
+		inputs: 784,
+		hidden: BoundedVec::truncate_from(vec![512, 512]),
+		classes: 10,
+		activation: Activation::Relu,
+	};
+	(model, HyperParams { batch_size: 128, ..hyper })
+}
+
+/// Honest cases for step `traced` of a job on synthetic data, labelled
+/// `operator:kind#piece`. For every operator but the batch they cover its first
+/// piece, its last running sum (a contraction's accumulator or a reduction's
+/// partial, which also reads the one before), its first output segment and its last
+/// piece: the ends of each kind of piece.
 pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<(String, RefereeCase)> {
 	let (model, train) = (kernel_model(model), kernel_train(hyper));
-	let data = synthetic(7, 256, 64, 10);
+	let graph = Graph::build(&model, &train).expect("graph");
+	let data = synthetic(7, 4 * graph.batch, graph.input_len, 10);
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data).expect("trainer starts");
 	let anchor = trainer.last_hash();
 	let mut hashes = Vec::new();
@@ -69,26 +86,24 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<
 	}
 	let trace = trace.expect("traced step");
 	let tree = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).expect("tree");
-	let graph = Graph::build(&model, &train).expect("graph");
 	let run = RunOpening { trace: &tree, first_step: 0, anchor };
-	graph
-		.nodes
-		.iter()
-		.enumerate()
+	let mut cases = Vec::new();
+	for (operator, node) in graph.nodes.iter().enumerate() {
 		// The batch operator needs a dataset commitment the chain does not hold yet.
-		.filter(|(_, node)| !matches!(node.kind, OpKind::Batch))
-		.flat_map(|(operator, node)| {
-			let last = graph.piece_count(operator).expect("pieces") - 1;
-			let pieces = if last == 0 { vec![0] } else { vec![0, last] };
-			pieces.into_iter().map(move |piece| (operator, node, piece))
-		})
-		.map(|(operator, node, piece)| {
+		if matches!(node.kind, OpKind::Batch) {
+			continue;
+		}
+		let count = graph.piece_count(operator).expect("pieces");
+		let running = graph.accumulator_count(operator).expect("running sums");
+		let mut pieces = vec![0, running.saturating_sub(1), running, count - 1];
+		pieces.sort_unstable();
+		pieces.dedup();
+		for piece in pieces.into_iter().filter(|&piece| piece < count) {
 			let case = open_case(&graph, &trace, &run, operator, piece).expect("case opens");
-			let kind = format!("{:?}", node.kind);
-			let kind = kind.split(['(', ' ']).next().unwrap_or_default().to_string();
-			(format!("{operator}:{kind}#{piece}"), case)
-		})
-		.collect()
+			cases.push((format!("{operator}:{}#{piece}", node.kind.name()), case));
+		}
+	}
+	cases
 }
 
 /// The runtime's wasm blob with the executor the node uses, ready to call its APIs.
