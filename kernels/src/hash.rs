@@ -27,11 +27,31 @@ fn finish(state: &blake2b_simd::State) -> Digest {
 	digest
 }
 
+/// BLAKE2b-256 as the host's native function, inside the runtime's wasm.
+///
+/// The referee is mostly Merkle hashing. Compiled to wasm, BLAKE2b's 64-bit
+/// rounds run several times slower than the node's native code, so the
+/// runtime (feature `host-hashing`) hashes through `sp_io::hashing::blake2_256`
+/// instead: the same function, computed by the node. Native builds keep the
+/// SIMD code below whatever the feature says.
+#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
+mod host {
+	use super::Digest;
+	use alloc::vec::Vec;
+
+	/// BLAKE2b-256 of the concatenation of `parts`.
+	pub fn digest_parts(parts: &[&[u8]]) -> Digest {
+		let mut bytes = Vec::with_capacity(parts.iter().map(|part| part.len()).sum());
+		for part in parts {
+			bytes.extend_from_slice(part);
+		}
+		polkadot_sdk::sp_io::hashing::blake2_256(&bytes)
+	}
+}
+
 /// BLAKE2b-256 of `bytes`.
 pub fn digest_bytes(bytes: &[u8]) -> Digest {
-	let mut state = hasher();
-	state.update(bytes);
-	finish(&state)
+	digest_parts(&[bytes])
 }
 
 /// BLAKE2b-256 of `values`' canonical little-endian bits.
@@ -47,6 +67,9 @@ pub fn digest_u32(values: &[u32]) -> Digest {
 /// BLAKE2b-256 of the concatenation of `parts`: domain-separated composite
 /// hashes (Merkle nodes, state hashes) without an intermediate buffer.
 pub fn digest_parts(parts: &[&[u8]]) -> Digest {
+	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
+	return host::digest_parts(parts);
+	#[allow(unreachable_code)]
 	let mut state = hasher();
 	for part in parts {
 		state.update(part);
@@ -63,6 +86,12 @@ const BATCH: usize = 64;
 /// with AVX2) because short independent inputs (Merkle leaves and nodes) would
 /// otherwise leave most of the SIMD lanes idle.
 pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<Digest>) {
+	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
+	{
+		out.extend(inputs.into_iter().map(|input| host::digest_parts(&[input])));
+		return;
+	}
+	#[allow(unreachable_code)]
 	let mut params = blake2b_simd::Params::new();
 	params.hash_length(32);
 	let mut inputs = inputs.into_iter().peekable();
@@ -82,6 +111,12 @@ pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec
 /// BLAKE2b-256 of `prefix` followed by a stream of `u32`s, little-endian,
 /// staged through a stack buffer so that hashing never allocates.
 pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
+	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
+	{
+		let bytes: Vec<u8> = words.flat_map(u32::to_le_bytes).collect();
+		return host::digest_parts(&[prefix, &bytes]);
+	}
+	#[allow(unreachable_code)]
 	let mut state = hasher();
 	state.update(prefix);
 	let mut staging = [0u8; STAGING_BYTES];

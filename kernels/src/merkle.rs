@@ -273,77 +273,121 @@ impl MerkleProof {
 	}
 }
 
-/// Verifies many proofs against one root, hashing each node of their union once.
+/// Inclusion of several leaves of one tree at once, with each node that the
+/// leaves do not determine given once.
 ///
 /// A referee case opens dozens of segments of the same tree, and their paths
-/// share most of their upper nodes. Every node a verified proof computed or
-/// supplied as a sibling is, by that proof, the node at its position under the
-/// root, so it is remembered. A later proof hashes upwards only until it reaches
-/// a remembered position; from there its node must equal the remembered one and
-/// its remaining siblings must equal the remembered siblings, which takes no
-/// hashing. A proof is accepted exactly when [`MerkleProof::verify`] would
-/// accept it on its own.
-#[derive(Clone, Debug)]
-pub struct ProofVerifier {
-	root: Digest,
-	leaf_count: u32,
-	/// Nodes known to lie under `root`, by (level, index); level 0 are the leaves.
-	known: alloc::collections::BTreeMap<(u32, u32), Digest>,
+/// share most of their upper nodes. Lone proofs would repeat those nodes and
+/// make the verifier hash them again; a multiproof lists only the nodes that
+/// no opened leaf determines, and the verifier computes each node of the union
+/// of the paths exactly once, with no lookups.
+///
+/// The verifier walks the levels bottom up. At each level it holds the
+/// computed nodes in index order; a node at an even index pairs with the next
+/// computed node if that is its right sibling, and otherwise takes the next
+/// hash of [`MultiProof::hashes`]; a node at an odd index takes its left
+/// sibling from `hashes` (a computed left sibling would have paired with it
+/// already); a last node without a sibling is promoted. The prover emits
+/// `hashes` in exactly that order ([`MerkleTree::multiproof`]). Like a lone
+/// proof, it binds the positions, which drive the walk. It does not always bind
+/// the tree size (leaf 0 of 3 leaves and of 4 has the same path), so a caller
+/// checks [`MultiProof::leaf_count`] against the size it expects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(
+	feature = "codec",
+	derive(codec::Encode, codec::Decode, codec::DecodeWithMemTracking, scale_info::TypeInfo)
+)]
+pub struct MultiProof {
+	/// Leaves in the tree.
+	pub leaf_count: u32,
+	/// The opened leaves' indices, strictly increasing.
+	pub indices: Vec<u32>,
+	/// The sibling nodes the walk needs and cannot compute, in the order it takes them.
+	pub hashes: Vec<Digest>,
 }
 
-impl ProofVerifier {
-	/// A verifier for proofs into the tree of `leaf_count` leaves with `root`.
-	pub fn new(root: Digest, leaf_count: u32) -> Self {
-		Self { root, leaf_count, known: alloc::collections::BTreeMap::new() }
+/// Where the multiproof walk takes a sibling from.
+trait SiblingSource {
+	/// The sibling at `index` of `level`.
+	fn sibling(&mut self, level: usize, index: usize) -> Option<Digest>;
+}
+
+/// The verifier's side: the proof's hashes, in order.
+impl<'a, I: Iterator<Item = &'a Digest>> SiblingSource for I {
+	fn sibling(&mut self, _level: usize, _index: usize) -> Option<Digest> {
+		self.next().copied()
+	}
+}
+
+/// Walks the multiproof levels from `nodes` (index order, strictly increasing,
+/// below `width`) to the root, taking siblings from `siblings`.
+fn multiproof_walk(
+	mut nodes: Vec<(usize, Digest)>,
+	mut width: usize,
+	siblings: &mut impl SiblingSource,
+) -> Result<Digest, MerkleError> {
+	let mut level = 0;
+	while width > 1 {
+		let mut parents = Vec::with_capacity(nodes.len());
+		let mut position = 0;
+		while let Some(&(index, hash)) = nodes.get(position) {
+			position += 1;
+			let parent = if index % 2 == 1 {
+				let left = siblings.sibling(level, index - 1).ok_or(MerkleError::WrongProofLength)?;
+				node_hash(&left, &hash)
+			} else if index + 1 < width {
+				let right = match nodes.get(position) {
+					Some(&(next, right)) if next == index + 1 => {
+						position += 1;
+						right
+					},
+					_ => siblings.sibling(level, index + 1).ok_or(MerkleError::WrongProofLength)?,
+				};
+				node_hash(&hash, &right)
+			} else {
+				hash
+			};
+			parents.push((index / 2, parent));
+		}
+		nodes = parents;
+		width = width.div_ceil(2);
+		level += 1;
+	}
+	nodes.first().map(|&(_, root)| root).ok_or(MerkleError::Empty)
+}
+
+/// Checks a multiproof's shape: a non-empty tree, one leaf per index,
+/// indices strictly increasing and in range.
+fn check_openings(indices: &[u32], leaf_count: u32, leaves: usize) -> Result<(), MerkleError> {
+	if leaf_count == 0 || indices.is_empty() {
+		return Err(MerkleError::Empty);
+	}
+	if indices.len() != leaves {
+		return Err(MerkleError::WrongProofLength);
+	}
+	let increasing = indices.windows(2).all(|pair| matches!(pair, [a, b] if a < b));
+	if !increasing || indices.last().is_some_and(|&last| last >= leaf_count) {
+		return Err(MerkleError::IndexOutOfRange);
+	}
+	Ok(())
+}
+
+impl MultiProof {
+	/// The root that `leaves` (one per index, in order) imply.
+	pub fn root(&self, leaves: &[Digest]) -> Result<Digest, MerkleError> {
+		check_openings(&self.indices, self.leaf_count, leaves.len())?;
+		let nodes = self.indices.iter().map(|&index| index as usize).zip(leaves.iter().copied()).collect();
+		let mut hashes = self.hashes.iter();
+		let root = multiproof_walk(nodes, self.leaf_count as usize, &mut hashes)?;
+		if hashes.next().is_some() {
+			return Err(MerkleError::WrongProofLength);
+		}
+		Ok(root)
 	}
 
-	/// Whether `leaf` sits at `proof`'s position under this verifier's root, in
-	/// a tree of this verifier's size.
-	pub fn verify(&mut self, proof: &MerkleProof, leaf: &Digest) -> bool {
-		let (mut index, mut width) = (proof.index, proof.leaf_count);
-		if width != self.leaf_count || width == 0 || index >= width {
-			return false;
-		}
-		let mut hash = *leaf;
-		let mut level: u32 = 0;
-		// Set once the path meets a known node: everything above it is known.
-		let mut joined = false;
-		let mut learned: Vec<((u32, u32), Digest)> = Vec::new();
-		let mut siblings = proof.siblings.iter();
-		while width > 1 {
-			if !joined {
-				if let Some(known) = self.known.get(&(level, index)) {
-					if *known != hash {
-						return false;
-					}
-					joined = true;
-				}
-			}
-			let is_right = index % 2 == 1;
-			if is_right || index.saturating_add(1) < width {
-				let Some(sibling) = siblings.next() else { return false };
-				let sibling_index = index ^ 1;
-				if joined {
-					if self.known.get(&(level, sibling_index)) != Some(sibling) {
-						return false;
-					}
-				} else {
-					learned.push(((level, index), hash));
-					learned.push(((level, sibling_index), *sibling));
-					hash = if is_right { node_hash(sibling, &hash) } else { node_hash(&hash, sibling) };
-				}
-			} else if !joined {
-				learned.push(((level, index), hash));
-			}
-			index /= 2;
-			width = width.div_ceil(2);
-			level = level.saturating_add(1);
-		}
-		if siblings.next().is_some() || (!joined && hash != self.root) {
-			return false;
-		}
-		self.known.extend(learned);
-		true
+	/// Whether `leaves` sit at this proof's indices under `root`.
+	pub fn verify(&self, root: &Digest, leaves: &[Digest]) -> bool {
+		self.root(leaves).is_ok_and(|computed| computed == *root)
 	}
 }
 
@@ -412,6 +456,32 @@ impl MerkleTree {
 		}
 		Ok(MerkleProof { index: index as u32, leaf_count: leaf_count as u32, siblings })
 	}
+
+	/// The multiproof of the leaves at `indices` (strictly increasing).
+	pub fn multiproof(&self, indices: &[usize]) -> Result<MultiProof, MerkleError> {
+		/// The prover's side: records each sibling the walk asks for.
+		struct Recording<'a> {
+			tree: &'a MerkleTree,
+			hashes: Vec<Digest>,
+		}
+		impl SiblingSource for Recording<'_> {
+			fn sibling(&mut self, level: usize, index: usize) -> Option<Digest> {
+				let node = self.tree.node(level, index)?;
+				self.hashes.push(node);
+				Some(node)
+			}
+		}
+		let leaf_count = u32::try_from(self.len()).map_err(|_| MerkleError::IndexOutOfRange)?;
+		let indices: Vec<u32> = indices.iter().map(|&i| u32::try_from(i).map_err(|_| MerkleError::IndexOutOfRange)).collect::<Result<_, _>>()?;
+		check_openings(&indices, leaf_count, indices.len())?;
+		let nodes = indices
+			.iter()
+			.map(|&index| Ok((index as usize, self.node(0, index as usize).ok_or(MerkleError::IndexOutOfRange)?)))
+			.collect::<Result<Vec<_>, MerkleError>>()?;
+		let mut recording = Recording { tree: self, hashes: Vec::new() };
+		multiproof_walk(nodes, self.len(), &mut recording)?;
+		Ok(MultiProof { leaf_count, indices, hashes: recording.hashes })
+	}
 }
 
 #[cfg(test)]
@@ -473,54 +543,78 @@ mod tests {
 		assert_eq!(root_of_segments(&[]), Err(MerkleError::Empty));
 	}
 
-	/// The proof of leaf `i` and every way of spoiling it, with the leaf each is checked on.
-	fn proof_and_spoilt(tree: &MerkleTree, i: usize) -> Vec<(MerkleProof, Digest)> {
-		let (proof, leaf) = (tree.proof(i).unwrap(), tree.leaves()[i]);
-		let mut cases = vec![(proof.clone(), leaf)];
-		for s in 0..proof.siblings.len() {
-			let mut flipped = proof.clone();
-			flipped.siblings[s][s % 32] ^= 1;
-			cases.push((flipped, leaf));
+	/// Index sets of a tree of `n` leaves: each leaf alone, neighbours, strides, all.
+	fn index_sets(n: usize) -> Vec<Vec<usize>> {
+		let mut sets: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+		sets.push((0..n).collect());
+		for stride in [2, 3, 5] {
+			sets.push((0..n).step_by(stride).collect());
+			sets.push((1..n).step_by(stride).collect());
 		}
-		let mut longer = proof.clone();
-		longer.siblings.push(leaf);
-		cases.push((longer, leaf));
-		let mut shorter = proof.clone();
-		if shorter.siblings.pop().is_some() {
-			cases.push((shorter, leaf));
-		}
-		let mut wrong_leaf = leaf;
-		wrong_leaf[0] ^= 1;
-		cases.push((proof.clone(), wrong_leaf));
-		cases.push((MerkleProof { index: proof.index ^ 1, ..proof.clone() }, leaf));
-		cases
+		sets.extend((0..n.saturating_sub(1)).map(|i| vec![i, i + 1]));
+		sets.retain(|set| !set.is_empty());
+		sets
 	}
 
 	#[test]
-	fn the_proof_verifier_accepts_exactly_what_a_lone_proof_does() {
+	fn a_multiproof_verifies_its_leaves_and_nothing_else() {
 		for n in 1..=33usize {
 			let tree = MerkleTree::new(leaves(n)).unwrap();
-			let orders: [Vec<usize>; 3] =
-				[(0..n).collect(), (0..n).rev().collect(), (0..n).map(|i| (i * 7 + 3) % n).collect()];
-			for order in orders {
-				let mut verifier = ProofVerifier::new(tree.root(), n as u32);
-				for &i in &order {
-					// Spoilt proofs first (the cache must not vouch for them), then the
-					// honest one, then the spoilt ones again against a warmer cache.
-					for _ in 0..2 {
-						for (proof, leaf) in proof_and_spoilt(&tree, i) {
-							assert_eq!(verifier.verify(&proof, &leaf), proof.verify(&tree.root(), &leaf), "n={n} i={i} {proof:?}");
-						}
+			let root = tree.root();
+			for set in index_sets(n) {
+				let proof = tree.multiproof(&set).unwrap();
+				let opened: Vec<Digest> = set.iter().map(|&i| tree.leaves()[i]).collect();
+				assert!(proof.verify(&root, &opened), "n={n} {set:?}");
+				// No node is given that the leaves determine: never more than lone proofs hold.
+				let lone: usize = set.iter().map(|&i| tree.proof(i).unwrap().siblings.len()).sum();
+				assert!(proof.hashes.len() <= lone);
+				for h in 0..proof.hashes.len() {
+					let mut spoilt = proof.clone();
+					spoilt.hashes[h][h % 32] ^= 1;
+					assert!(!spoilt.verify(&root, &opened), "n={n} {set:?} hash {h}");
+				}
+				for l in 0..opened.len() {
+					let mut wrong = opened.clone();
+					wrong[l][0] ^= 1;
+					assert!(!proof.verify(&root, &wrong));
+				}
+				let mut longer = proof.clone();
+				longer.hashes.push(root);
+				assert_eq!(longer.root(&opened), Err(MerkleError::WrongProofLength));
+				if !proof.hashes.is_empty() {
+					let mut shorter = proof.clone();
+					shorter.hashes.pop();
+					assert!(!shorter.verify(&root, &opened));
+				}
+				// Other positions do not verify. (Another tree size can, where promotion
+				// makes two sizes share the paths, as for lone proofs: callers check the size.)
+				for resized in [n as u32 + 1, n as u32 - 1] {
+					let _ = MultiProof { leaf_count: resized, ..proof.clone() }.root(&opened);
+				}
+				if n > 1 && set.len() < n {
+					let shifted: Vec<u32> = proof.indices.iter().map(|&i| (i + 1) % n as u32).collect();
+					if shifted.windows(2).all(|w| w[0] < w[1]) {
+						assert!(!MultiProof { indices: shifted, ..proof.clone() }.verify(&root, &opened), "n={n} {set:?} shifted");
 					}
 				}
-				// Each position of each level is remembered at most once.
-				assert!(verifier.known.len() <= 2 * n + depth(n) as usize);
-				// A lone proof does not bind the tree size where promotion makes two sizes
-				// share a path (leaf 0 of 3 and of 4); the verifier is for one size only.
-				let resized = MerkleProof { leaf_count: n as u32 + 1, ..tree.proof(0).unwrap() };
-				assert!(!verifier.verify(&resized, &tree.leaves()[0]));
 			}
 		}
+	}
+
+	#[test]
+	fn malformed_multiproofs_are_errors_not_panics() {
+		let tree = MerkleTree::new(leaves(6)).unwrap();
+		let proof = tree.multiproof(&[1, 4]).unwrap();
+		let opened = [tree.leaves()[1], tree.leaves()[4]];
+		assert_eq!(proof.root(&opened[..1]), Err(MerkleError::WrongProofLength));
+		assert_eq!(MultiProof { indices: vec![4, 1], ..proof.clone() }.root(&opened), Err(MerkleError::IndexOutOfRange));
+		assert_eq!(MultiProof { indices: vec![1, 1], ..proof.clone() }.root(&opened), Err(MerkleError::IndexOutOfRange));
+		assert_eq!(MultiProof { indices: vec![1, 6], ..proof.clone() }.root(&opened), Err(MerkleError::IndexOutOfRange));
+		assert_eq!(MultiProof { leaf_count: 0, ..proof.clone() }.root(&opened), Err(MerkleError::Empty));
+		assert_eq!(MultiProof { indices: Vec::new(), ..proof.clone() }.root(&[]), Err(MerkleError::Empty));
+		assert_eq!(tree.multiproof(&[3, 2]), Err(MerkleError::IndexOutOfRange));
+		assert_eq!(tree.multiproof(&[6]), Err(MerkleError::IndexOutOfRange));
+		assert_eq!(tree.multiproof(&[]), Err(MerkleError::Empty));
 	}
 
 	#[test]

@@ -15,7 +15,8 @@
 //! - an opening of the state before step `t` (the previous state hash's
 //!   preimage with its proof in the step-level tree, or the anchor's preimage);
 //! - openings of the operator leaves that produced the inputs it reads;
-//! - the input segments it reads, each with a proof in its producer's tree;
+//! - the input segments it reads, each input's with one multiproof in its
+//!   producer's tree;
 //! - the pieces of operator `j` before `p` that it reads (the previous
 //!   accumulator of a K-chunk, or the final accumulators behind an output segment);
 //! - the claimed leaf hash of piece `p`.
@@ -44,7 +45,7 @@ use crate::contract::canonical_bits;
 use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
 use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueId};
 use crate::hash::Digest;
-use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, ProofVerifier, SEGMENT};
+use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, MultiProof, SEGMENT};
 use crate::model::{ModelConfig, TrainConfig};
 use crate::optim::{adamw_step, sgd_momentum_step};
 use crate::reduction::{Reads, Source};
@@ -115,24 +116,24 @@ codec_types! {
 		pub proof: MerkleProof,
 	}
 
-	/// One segment of a value, proven in the tree that commits it.
+	/// One segment of a value.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct SegmentOpening {
 		/// Segment index within the value.
 		pub segment: u32,
 		/// Its canonical words (`f32` bits or `u32`s), at most 32.
 		pub words: Vec<u32>,
-		/// Inclusion in the producer's tree (state tree or piece tree).
-		pub proof: MerkleProof,
 	}
 
-	/// Segments of one input of the disputed operator.
+	/// Segments of one input of the disputed operator, proven together.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct InputOpening {
 		/// Position in the operator's input list.
 		pub input: u32,
-		/// The segments.
+		/// The segments, in increasing segment order.
 		pub segments: Vec<SegmentOpening>,
+		/// Their inclusion in the producer's tree (the state tree or a piece tree).
+		pub proof: MultiProof,
 	}
 
 	/// A piece of the disputed operator before the disputed one, proven in its piece tree.
@@ -189,12 +190,11 @@ codec_types! {
 			/// What the reference computes.
 			recomputed: Digest,
 		},
-		/// An input segment's proof does not lead to its producer's root, or its length is wrong.
+		/// An input's segments do not lead to its producer's root: a wrong word,
+		/// proof, segment index or segment length.
 		InvalidInputProof {
 			/// Input position.
 			input: u32,
-			/// Segment index.
-			segment: u32,
 		},
 		/// The previous state's opening does not match the trace root or the anchor.
 		InvalidStateProof,
@@ -338,10 +338,8 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		pieces.insert(index, opening.words.clone());
 	}
 
-	// Input segments, each proven in the tree of the value's producer. The openings of
-	// one tree share most of their paths, so each tree's nodes are hashed once.
+	// Input segments, each input's proven at once in the tree of the value's producer.
 	let mut inputs: Vec<Segments> = vec![Segments::new(); node.inputs.len()];
-	let mut verifiers: BTreeMap<(Digest, usize), ProofVerifier> = BTreeMap::new();
 	for opening in &case.inputs {
 		let position = opening.input as usize;
 		let value_id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
@@ -359,21 +357,23 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 				(root, count, values, output, skip)
 			},
 		};
+		let bad = RefereeError::InvalidInputProof { input: opening.input };
 		let slot = inputs.get_mut(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
-		let tree_size = u32::try_from(leaf_count).map_err(|_| RefereeError::InvalidJob)?;
-		let verifier = verifiers.entry((root, leaf_count)).or_insert_with(|| ProofVerifier::new(root, tree_size));
-		for segment in &opening.segments {
-			let bad = RefereeError::InvalidInputProof { input: opening.input, segment: segment.segment };
+		if opening.proof.leaf_count as usize != leaf_count || opening.proof.indices.len() != opening.segments.len() {
+			return Err(bad);
+		}
+		let mut leaves = Vec::with_capacity(opening.segments.len());
+		for (segment, &proven_index) in opening.segments.iter().zip(&opening.proof.indices) {
 			let index = graph.segment_leaf_index(values, value_position, segment.segment as usize, skip).ok_or(bad)?;
-			let expected_len = segment_len(value.len, segment.segment as usize);
-			let proof = &segment.proof;
-			if segment.words.len() != expected_len
-				|| proof.index as usize != index
-				|| proof.leaf_count as usize != leaf_count
-				|| !verifier.verify(proof, &index_segment_leaf(&segment.words))
-			{
+			if segment.words.len() != segment_len(value.len, segment.segment as usize) || proven_index as usize != index {
 				return Err(bad);
 			}
+			leaves.push(index_segment_leaf(&segment.words));
+		}
+		if !opening.proof.verify(&root, &leaves) {
+			return Err(bad);
+		}
+		for segment in &opening.segments {
 			slot.insert(segment.segment as usize, segment.words.clone());
 		}
 	}
@@ -825,15 +825,13 @@ pub fn open_case(
 			},
 		};
 		let mut openings = Vec::with_capacity(segments.len());
+		let mut leaves = Vec::with_capacity(segments.len());
 		for segment in segments {
-			let leaf = graph.segment_leaf_index(values, value_position, segment, skip).ok_or(RefereeError::InvalidJob)?;
-			openings.push(SegmentOpening {
-				segment: segment as u32,
-				words: host.segment_words(segment),
-				proof: tree.proof(leaf).map_err(|_| RefereeError::InvalidJob)?,
-			});
+			leaves.push(graph.segment_leaf_index(values, value_position, segment, skip).ok_or(RefereeError::InvalidJob)?);
+			openings.push(SegmentOpening { segment: segment as u32, words: host.segment_words(segment) });
 		}
-		inputs.push(InputOpening { input: position as u32, segments: openings });
+		let proof = tree.multiproof(&leaves).map_err(|_| RefereeError::InvalidJob)?;
+		inputs.push(InputOpening { input: position as u32, segments: openings, proof });
 	}
 	// The running sums before the disputed piece, recomputed from this trace's inputs.
 	let accumulators = match (node.kind, graph.reduction(operator).map_err(invalid)?) {

@@ -7,7 +7,7 @@ mod support;
 use support::*;
 use touchstone_kernels::bisection::bisect;
 use touchstone_kernels::data::{synthetic, Dataset};
-use touchstone_kernels::graph::{Graph, OpKind, Piece};
+use touchstone_kernels::graph::{Graph, OpKind, Origin, Piece};
 use touchstone_kernels::merkle::{depth, MerkleTree, SEGMENT};
 use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
 use touchstone_kernels::reduction::Reduction;
@@ -356,25 +356,33 @@ fn the_referee_rejects_a_wrong_claimed_output() {
 #[test]
 fn the_referee_rejects_a_wrong_input_proof() {
 	let job = mlp();
-	let (_, case) = honest_case(&job);
+	let (honest, case) = honest_case(&job);
 	// A value changed under an honest proof.
 	let mut tampered = case.clone();
 	tampered.inputs[0].segments[0].words[3] ^= 1 << 22;
-	let segment = tampered.inputs[0].segments[0].segment;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0, segment }));
-	// A forged sibling.
+	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
+	// A forged node.
 	let mut tampered = case.clone();
-	tampered.inputs[1].segments[0].proof.siblings[0][0] ^= 1;
-	let segment = tampered.inputs[1].segments[0].segment;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 1, segment }));
+	tampered.inputs[1].proof.hashes[0][0] ^= 1;
+	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 1 }));
 	// An honest segment presented as another one.
 	let mut tampered = case.clone();
 	tampered.inputs[0].segments[0].segment += 1;
-	let segment = tampered.inputs[0].segments[0].segment;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0, segment }));
-	// A dropped segment is missing, not silently zero.
+	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
+	// A short segment.
+	let mut tampered = case.clone();
+	tampered.inputs[0].segments[0].words.pop();
+	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
+	// A segment left out under a valid proof of the rest is missing, not silently zero.
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let producer = match graph.value(graph.nodes[case.operator as usize].inputs[0]).unwrap().origin {
+		Origin::Node { node, .. } => node,
+		Origin::State(_) => panic!("the weight gradient's first input is an activation"),
+	};
 	let mut tampered = case.clone();
 	let dropped = tampered.inputs[0].segments.remove(0).segment;
+	let kept: Vec<usize> = tampered.inputs[0].proof.indices[1..].iter().map(|&i| i as usize).collect();
+	tampered.inputs[0].proof = honest.trace.pieces[producer].multiproof(&kept).unwrap();
 	assert_eq!(
 		recompute(&job.0, &job.1, &tampered),
 		Err(RefereeError::MissingInput { input: 0, segment: dropped })
