@@ -26,6 +26,7 @@ use core::fmt;
 
 use crate::contract::{canonical_bits, canonicalize, mul};
 use crate::hash::{digest_words, Digest};
+use crate::merkle::{index_segment_leaves, MerkleError, MerkleTree};
 use crate::model::{SPLIT_STREAM, SYNTHETIC_STREAM};
 use crate::rng::RandomStream;
 
@@ -137,6 +138,38 @@ impl Dataset {
 		digest_words(DATASET_PREFIX, words)
 	}
 
+	/// The dataset's canonical words: every feature's canonical bits, sample
+	/// by sample, then every label ([`DatasetLayout`]).
+	pub fn words(&self) -> impl Iterator<Item = u32> + '_ {
+		self.features.iter().map(|&v| canonical_bits(v)).chain(self.labels.iter().copied())
+	}
+
+	/// Word `index` of [`Dataset::words`].
+	pub fn word(&self, index: usize) -> Option<u32> {
+		match self.features.get(index) {
+			Some(&value) => Some(canonical_bits(value)),
+			None => self.labels.get(index.checked_sub(self.features.len())?).copied(),
+		}
+	}
+
+	/// Where each sample's words lie in [`Dataset::words`].
+	pub fn layout(&self) -> DatasetLayout {
+		DatasetLayout { samples: self.len(), feature_len: self.feature_len }
+	}
+
+	/// The Merkle tree over [`SEGMENT`](crate::merkle::SEGMENT)-word segments of [`Dataset::words`]:
+	/// its root is what a job commits its training set by, and the referee
+	/// proves a batch's rows against it.
+	pub fn tree(&self) -> Result<MerkleTree, MerkleError> {
+		let words: Vec<u32> = self.words().collect();
+		MerkleTree::new(index_segment_leaves(&words))
+	}
+
+	/// The root of [`Dataset::tree`].
+	pub fn root(&self) -> Result<Digest, MerkleError> {
+		Ok(self.tree()?.root())
+	}
+
 	/// The samples at `indices`, in that order.
 	pub fn select(&self, indices: &[u32]) -> Dataset {
 		let mut features = Vec::with_capacity(indices.len() * self.feature_len);
@@ -163,6 +196,33 @@ impl Dataset {
 		let order = RandomStream::new(seed, SPLIT_STREAM).permutation(self.len() as u32);
 		let (test, train) = order.split_at(test_samples);
 		Ok((self.select(train), self.select(test)))
+	}
+}
+
+/// Where a sample's words lie in a dataset's canonical words ([`Dataset::words`]):
+/// all features first, row-major, then all labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatasetLayout {
+	/// Samples in the dataset.
+	pub samples: usize,
+	/// Features per sample.
+	pub feature_len: usize,
+}
+
+impl DatasetLayout {
+	/// Words in all: `samples × (feature_len + 1)`, or `None` on overflow.
+	pub fn words(&self) -> Option<usize> {
+		self.samples.checked_mul(self.feature_len.checked_add(1)?)
+	}
+
+	/// The word of feature `feature` of sample `sample`.
+	pub fn feature_word(&self, sample: usize, feature: usize) -> usize {
+		sample * self.feature_len + feature
+	}
+
+	/// The word of sample `sample`'s label.
+	pub fn label_word(&self, sample: usize) -> usize {
+		self.samples * self.feature_len + sample
 	}
 }
 

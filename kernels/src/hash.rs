@@ -39,13 +39,52 @@ mod host {
 	use super::Digest;
 	use alloc::vec::Vec;
 
+	/// Inputs up to this size are assembled on the stack: every allocation in
+	/// the runtime is a host call too, and Merkle leaves and nodes are small.
+	const STACK_BYTES: usize = 512;
+
 	/// BLAKE2b-256 of the concatenation of `parts`.
 	pub fn digest_parts(parts: &[&[u8]]) -> Digest {
-		let mut bytes = Vec::with_capacity(parts.iter().map(|part| part.len()).sum());
+		let len: usize = parts.iter().map(|part| part.len()).sum();
+		if len <= STACK_BYTES {
+			let mut bytes = [0u8; STACK_BYTES];
+			let mut filled = 0;
+			for part in parts {
+				if let Some(slot) = bytes.get_mut(filled..filled + part.len()) {
+					slot.copy_from_slice(part);
+				}
+				filled += part.len();
+			}
+			return polkadot_sdk::sp_io::hashing::blake2_256(bytes.get(..len).unwrap_or_default());
+		}
+		let mut bytes = Vec::with_capacity(len);
 		for part in parts {
 			bytes.extend_from_slice(part);
 		}
 		polkadot_sdk::sp_io::hashing::blake2_256(&bytes)
+	}
+
+	/// BLAKE2b-256 of `prefix` followed by `words`, little-endian.
+	pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
+		let mut bytes = [0u8; STACK_BYTES];
+		let mut filled = prefix.len().min(STACK_BYTES);
+		if let (Some(slot), Some(source)) = (bytes.get_mut(..filled), prefix.get(..filled)) {
+			slot.copy_from_slice(source);
+		}
+		let mut words = words.peekable();
+		while filled + 4 <= STACK_BYTES {
+			let Some(word) = words.next() else {
+				return digest_parts(&[bytes.get(..filled).unwrap_or_default()]);
+			};
+			if let Some(slot) = bytes.get_mut(filled..filled + 4) {
+				slot.copy_from_slice(&word.to_le_bytes());
+			}
+			filled += 4;
+		}
+		// Longer than the stack buffer: finish on the heap.
+		let mut long = Vec::from(bytes.get(..filled).unwrap_or_default());
+		long.extend(words.flat_map(u32::to_le_bytes));
+		digest_parts(&[&long])
 	}
 }
 
@@ -112,10 +151,7 @@ pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec
 /// staged through a stack buffer so that hashing never allocates.
 pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
 	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
-	{
-		let bytes: Vec<u8> = words.flat_map(u32::to_le_bytes).collect();
-		return host::digest_parts(&[prefix, &bytes]);
-	}
+	return host::digest_words(prefix, words);
 	#[allow(unreachable_code)]
 	let mut state = hasher();
 	state.update(prefix);

@@ -32,8 +32,9 @@
 //! reduction, an element-wise operator's segment or a `Commit` segment is at
 //! most 32 elements plus the proofs and the partials it reads; bias add also
 //! reads the whole bias. So no piece's cost grows with the batch or the
-//! model, except a loss piece's with the class count. The `Batch` operator is
-//! not refereed yet ([`RefereeError::Unsupported`]).
+//! model, except a loss piece's with the class count and a `Batch` piece's with
+//! the training set's size (it draws the epoch's permutation). A `Batch` piece
+//! reads the dataset rows of its samples, proven against the job's dataset root.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -42,6 +43,7 @@ use alloc::vec::Vec;
 use crate::activation::{activation_backward, activation_forward};
 use crate::bias::bias_add;
 use crate::contract::canonical_bits;
+use crate::data::{Dataset, DatasetLayout};
 use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
 use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueId};
 use crate::hash::Digest;
@@ -82,6 +84,10 @@ codec_types! {
 		pub operator_root: Digest,
 		/// The claimant's piece root of the disputed operator.
 		pub piece_root: Digest,
+		/// The job's training set: the root of [`Dataset::tree`](crate::data::Dataset::tree).
+		pub dataset_root: Digest,
+		/// Samples in the training set.
+		pub samples: u32,
 	}
 
 	/// How the state before the disputed step is proven.
@@ -255,11 +261,6 @@ codec_types! {
 		InvalidJob,
 		/// A reference operator refused the proven inputs (for example a label out of range).
 		KernelRejected,
-		/// This operator is not refereed yet.
-		Unsupported {
-			/// The operator.
-			operator: u32,
-		},
 	}
 }
 
@@ -338,34 +339,51 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		pieces.insert(index, opening.words.clone());
 	}
 
-	// Input segments, each input's proven at once in the tree of the value's producer.
-	let mut inputs: Vec<Segments> = vec![Segments::new(); node.inputs.len()];
+	// Input segments, each input's proven at once in the tree of the value's producer
+	// (for the batch operator, input 0 is the training set, proven in the dataset tree).
+	let dataset = DatasetLayout { samples: case.commitments.samples as usize, feature_len: graph.input_len };
+	let dataset_words = dataset.words().ok_or(RefereeError::InvalidJob)?;
+	let is_batch = node.kind == OpKind::Batch;
+	let mut inputs: Vec<Segments> = vec![Segments::new(); if is_batch { 1 } else { node.inputs.len() }];
 	for opening in &case.inputs {
 		let position = opening.input as usize;
-		let value_id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
-		let value = graph.value(value_id).copied().ok_or(RefereeError::InvalidJob)?;
-		let (root, leaf_count, values, value_position, skip) = match value.origin {
-			Origin::State(index) => {
-				let total: usize = graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |v| v.len))).sum();
-				(state_root, total, graph.state.as_slice(), index, 0)
-			},
-			Origin::Node { node: producer, output } => {
-				let root = *producer_roots.get(&producer).ok_or(RefereeError::MissingOperator { operator: producer as u32 })?;
-				let count = graph.piece_count(producer).map_err(|_| RefereeError::InvalidJob)?;
-				let skip = graph.accumulator_count(producer).map_err(|_| RefereeError::InvalidJob)?;
-				let values = graph.piece_values(producer).map_err(|_| RefereeError::InvalidJob)?;
-				(root, count, values, output, skip)
-			},
+		let no_such_input = RefereeError::NoSuchInput { input: opening.input };
+		let (root, leaf_count, value_len, placement) = if is_batch {
+			if position != 0 {
+				return Err(no_such_input);
+			}
+			(case.commitments.dataset_root, segment_count(dataset_words), dataset_words, None)
+		} else {
+			let value_id = *node.inputs.get(position).ok_or(no_such_input)?;
+			let value = graph.value(value_id).copied().ok_or(RefereeError::InvalidJob)?;
+			match value.origin {
+				Origin::State(index) => {
+					let total: usize = graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |v| v.len))).sum();
+					(state_root, total, value.len, Some((graph.state.as_slice(), index, 0)))
+				},
+				Origin::Node { node: producer, output } => {
+					let root = *producer_roots.get(&producer).ok_or(RefereeError::MissingOperator { operator: producer as u32 })?;
+					let count = graph.piece_count(producer).map_err(|_| RefereeError::InvalidJob)?;
+					let skip = graph.accumulator_count(producer).map_err(|_| RefereeError::InvalidJob)?;
+					let values = graph.piece_values(producer).map_err(|_| RefereeError::InvalidJob)?;
+					(root, count, value.len, Some((values, output, skip)))
+				},
+			}
 		};
 		let bad = RefereeError::InvalidInputProof { input: opening.input };
-		let slot = inputs.get_mut(position).ok_or(RefereeError::NoSuchInput { input: opening.input })?;
+		let slot = inputs.get_mut(position).ok_or(no_such_input)?;
 		if opening.proof.leaf_count as usize != leaf_count || opening.proof.indices.len() != opening.segments.len() {
 			return Err(bad);
 		}
 		let mut leaves = Vec::with_capacity(opening.segments.len());
 		for (segment, &proven_index) in opening.segments.iter().zip(&opening.proof.indices) {
-			let index = graph.segment_leaf_index(values, value_position, segment.segment as usize, skip).ok_or(bad)?;
-			if segment.words.len() != segment_len(value.len, segment.segment as usize) || proven_index as usize != index {
+			let index = match placement {
+				Some((values, value_position, skip)) => graph.segment_leaf_index(values, value_position, segment.segment as usize, skip),
+				// The dataset tree holds nothing but the dataset's segments.
+				None => Some(segment.segment as usize).filter(|&index| index < leaf_count),
+			};
+			let index = index.ok_or(bad)?;
+			if segment.words.len() != segment_len(value_len, segment.segment as usize) || proven_index as usize != index {
 				return Err(bad);
 			}
 			leaves.push(index_segment_leaf(&segment.words));
@@ -394,7 +412,9 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			let len = reader.piece_value_len(operator, value)?;
 			contraction_output_segment(contraction, len, segment, &pieces)?
 		},
-		(OpKind::Batch, _) => return Err(RefereeError::Unsupported { operator: case.operator }),
+		(OpKind::Batch, Piece::Segment { value, segment }) => {
+			batch_segment(&graph, dataset, train.seed, case.step, value, segment, &reader)?
+		},
 		(_, Piece::Partial { lane, span }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
 			words_of(&reduction.partial(lane, span, &Proven { reader: &reader, pieces: &pieces })?)
@@ -404,7 +424,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
 		},
 		(kind, Piece::Segment { value, segment }) => {
-			operator_segment(kind, case.step, operator, value, segment, &reader)?
+			operator_segment(kind, case.step, value, segment, &reader)?
 		},
 		(_, Piece::Accumulator(_)) => return Err(RefereeError::InvalidJob),
 	};
@@ -494,6 +514,61 @@ impl Inputs<'_> {
 	fn full_f32(&self, position: usize) -> Result<Vec<f32>, RefereeError> {
 		Ok(self.full_words(position)?.into_iter().map(f32::from_bits).collect())
 	}
+}
+
+/// Recomputes segment `segment` of the batch's value `value` (features, labels,
+/// sample indices) of step `step`: the indices from the seed, as every trainer
+/// draws them, and the features and labels from the proven dataset words.
+///
+/// Drawing the indices walks the whole epoch permutation, so this piece costs
+/// in proportion to the training set's size rather than the model's.
+fn batch_segment(
+	graph: &Graph,
+	dataset: DatasetLayout,
+	seed: u64,
+	step: u32,
+	value: usize,
+	segment: usize,
+	reader: &Inputs<'_>,
+) -> Result<Vec<u32>, RefereeError> {
+	let indices = crate::trace::batch_indices(dataset.samples, graph.batch, seed, step)?;
+	let features = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
+	let len = [features, graph.batch, graph.batch].get(value).copied().ok_or(RefereeError::InvalidJob)?;
+	let start = segment.checked_mul(SEGMENT).filter(|&start| start < len).ok_or(RefereeError::InvalidJob)?;
+	let word = |index: usize| -> Result<u32, RefereeError> {
+		let missing = RefereeError::MissingInput { input: 0, segment: (index / SEGMENT) as u32 };
+		reader.segment(0, index / SEGMENT)?.get(index % SEGMENT).copied().ok_or(missing)
+	};
+	let sample = |row: usize| indices.get(row).map(|&i| i as usize).ok_or(RefereeError::InvalidJob);
+	(start..(start + SEGMENT).min(len))
+		.map(|element| match value {
+			0 => {
+				let (row, feature) = (element / graph.input_len.max(1), element % graph.input_len.max(1));
+				word(dataset.feature_word(sample(row)?, feature))
+			},
+			1 => word(dataset.label_word(sample(element)?)),
+			_ => indices.get(element).copied().ok_or(RefereeError::InvalidJob),
+		})
+		.collect()
+}
+
+/// The dataset words that segment `segment` of the batch's value `value` reads,
+/// given the step's sample indices: what the prover opens for [`batch_segment`].
+fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Vec<usize> {
+	let features = graph.batch.saturating_mul(graph.input_len);
+	let len = [features, graph.batch, 0].get(value).copied().unwrap_or_default();
+	let mut segments: Vec<usize> = (segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len))
+		.filter_map(|element| match value {
+			0 => {
+				let (row, feature) = (element / graph.input_len.max(1), element % graph.input_len.max(1));
+				indices.get(row).map(|&sample| dataset.feature_word(sample as usize, feature) / SEGMENT)
+			},
+			_ => indices.get(element).map(|&sample| dataset.label_word(sample as usize) / SEGMENT),
+		})
+		.collect();
+	segments.sort_unstable();
+	segments.dedup();
+	segments
 }
 
 /// A reduction's view of the proven openings: input words and earlier pieces.
@@ -616,7 +691,6 @@ fn contraction_output_segment(
 fn operator_segment(
 	kind: OpKind,
 	step: u32,
-	operator: usize,
 	value: usize,
 	segment: usize,
 	reader: &Inputs<'_>,
@@ -668,11 +742,12 @@ fn operator_segment(
 			}))
 		},
 		OpKind::Commit => Ok(reader.segment(value, segment)?.to_vec()),
+		// Judged by `recompute` before it comes here.
 		OpKind::Batch
 		| OpKind::Contract(_)
 		| OpKind::BiasGrad(_)
 		| OpKind::SoftmaxCrossEntropy(_)
-		| OpKind::ClipGradNorm(_) => Err(RefereeError::Unsupported { operator: operator as u32 }),
+		| OpKind::ClipGradNorm(_) => Err(RefereeError::InvalidJob),
 	}
 }
 
@@ -769,6 +844,10 @@ pub struct RunOpening<'a> {
 	pub first_step: u32,
 	/// The anchor.
 	pub anchor: Digest,
+	/// The training set, to open batch rows.
+	pub dataset: &'a Dataset,
+	/// Its tree ([`Dataset::tree`]), built once for every case.
+	pub dataset_tree: &'a MerkleTree,
 }
 
 /// Builds the [`RefereeCase`] for piece `piece` of `operator` of a traced step,
@@ -804,6 +883,24 @@ pub fn open_case(
 	})?;
 	let mut operators = Vec::new();
 	let mut inputs = Vec::new();
+	let dataset = run.dataset.layout();
+	if let (OpKind::Batch, Piece::Segment { value, segment }) = (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
+		// The batch reads the dataset rows of this step's samples.
+		let sample_indices = step.values.get(graph.batch_values[2]).ok_or(RefereeError::InvalidJob)?;
+		let indices: Vec<u32> = (0..graph.batch).filter_map(|row| sample_indices.word(row)).collect();
+		let segments = batch_reads(graph, dataset, &indices, value, segment);
+		if !segments.is_empty() {
+			let openings = segments
+				.iter()
+				.map(|&s| SegmentOpening {
+					segment: s as u32,
+					words: (s * SEGMENT..(s + 1) * SEGMENT).map_while(|w| run.dataset.word(w)).collect(),
+				})
+				.collect();
+			let proof = run.dataset_tree.multiproof(&segments).map_err(|_| RefereeError::InvalidJob)?;
+			inputs.push(InputOpening { input: 0, segments: openings, proof });
+		}
+	}
 	for (position, segments) in needed_inputs {
 		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
 		let value = graph.value(id).ok_or(RefereeError::InvalidJob)?;
@@ -866,6 +963,8 @@ pub fn open_case(
 			anchor: run.anchor,
 			operator_root: step.operators.root(),
 			piece_root: pieces_tree.root(),
+			dataset_root: run.dataset_tree.root(),
+			samples: u32::try_from(run.dataset.len()).map_err(|_| RefereeError::InvalidJob)?,
 		},
 		step: number,
 		operator: operator as u32,

@@ -99,12 +99,13 @@ fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone(
 	records.extend((0..2).map(|_| trainer.step().unwrap()));
 	// A verifier holding only the checkpoint re-executes step 4 with every operator committed.
 	let loaded = Checkpoint::from_bytes(&bytes, &hash).unwrap();
-	let mut resumed = Trainer::resume(CpuBackend, &model, &train, data, loaded.state, loaded.point).unwrap();
+	let data_tree = data.tree().unwrap();
+	let mut resumed = Trainer::resume(CpuBackend, &model, &train, data.clone(), loaded.state, loaded.point).unwrap();
 	let traced = resumed.trace_step().unwrap();
 	assert_eq!(traced.record, records[4]);
 	let tree = MerkleTree::new(records.iter().map(|r| trace_leaf(&r.state_hash)).collect()).unwrap();
 	let graph = Graph::build(&model, &train).unwrap();
-	let run = RunOpening { trace: &tree, first_step: 0, anchor };
+	let run = RunOpening { trace: &tree, first_step: 0, anchor, dataset: &data, dataset_tree: &data_tree };
 	// The first matmul reads the parameters: the state before step 4 is opened.
 	let case = open_case(&graph, &traced, &run, 1, 0).unwrap();
 	assert!(matches!(case.previous_state, StateOpening::Step { .. }));

@@ -49,12 +49,20 @@ struct Run {
 	hashes: Vec<Digest>,
 	trace: StepTrace,
 	anchor: Digest,
+	/// The training set and its tree.
+	data: Dataset,
+	data_tree: MerkleTree,
 }
 
 impl Run {
 	/// The step-level tree.
 	fn tree(&self) -> MerkleTree {
 		MerkleTree::new(self.hashes.iter().map(trace_leaf).collect()).unwrap()
+	}
+
+	/// What the prover opens cases from, with the step-level tree `tree`.
+	fn opening<'a>(&'a self, tree: &'a MerkleTree) -> RunOpening<'a> {
+		RunOpening { trace: tree, first_step: 0, anchor: self.anchor, dataset: &self.data, dataset_tree: &self.data_tree }
 	}
 }
 
@@ -77,7 +85,7 @@ fn run(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, traced: u32, fault
 			hashes.push(trainer.step().unwrap().state_hash);
 		}
 	}
-	Run { hashes, trace: trace.unwrap(), anchor }
+	Run { hashes, trace: trace.unwrap(), anchor, data: data.clone(), data_tree: data.tree().unwrap() }
 }
 
 #[test]
@@ -172,7 +180,7 @@ fn dispute_within_step(job: &(ModelConfig, TrainConfig, Dataset), honest: &Run, 
 
 	// The referee, from the honest party's openings.
 	let tree = honest.tree();
-	let opening = RunOpening { trace: &tree, first_step: 0, anchor: honest.anchor };
+	let opening = honest.opening(&tree);
 	let case = open_case(&graph, &honest.trace, &opening, operator, level3.leaf).unwrap();
 	assert_eq!(referee(&job.0, &job.1, &case).unwrap().output, pieces.0.leaves()[level3.leaf]);
 	let dishonest_claim = touchstone_kernels::referee::RefereeCase {
@@ -304,7 +312,7 @@ fn the_referee_upholds_every_honest_piece_of_every_reduction_from_bounded_openin
 		let graph = Graph::build(&job.0, &job.1).unwrap();
 		let honest = run(&job, 3, 2, None);
 		let tree = honest.tree();
-		let opening = RunOpening { trace: &tree, first_step: 0, anchor: honest.anchor };
+		let opening = honest.opening(&tree);
 		for operator in 0..graph.nodes.len() {
 			let Some(reduction) = graph.reduction(operator).unwrap() else { continue };
 			let pieces = &honest.trace.pieces[operator];
@@ -325,6 +333,40 @@ fn the_referee_upholds_every_honest_piece_of_every_reduction_from_bounded_openin
 	}
 }
 
+#[test]
+fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
+	for job in [mlp(), cnn()] {
+		let graph = Graph::build(&job.0, &job.1).unwrap();
+		let honest = run(&job, 3, 2, None);
+		let tree = honest.tree();
+		let opening = honest.opening(&tree);
+		let pieces = &honest.trace.pieces[0];
+		assert_eq!(pieces.root(), honest.trace.record.batch_root);
+		for piece in 0..pieces.len() {
+			let case = open_case(&graph, &honest.trace, &opening, 0, piece).unwrap();
+			assert_eq!(referee(&job.0, &job.1, &case).unwrap().output, pieces.leaves()[piece], "batch piece {piece}");
+			let mut wrong = case.clone();
+			wrong.claimed_output[1] ^= 4;
+			assert!(matches!(referee(&job.0, &job.1, &wrong), Err(RefereeError::WrongClaimedOutput { .. })));
+			// Features and labels are read from the dataset; the sample indices are drawn from the seed.
+			let Piece::Segment { value, .. } = graph.piece(0, piece).unwrap() else { panic!("a batch piece is a segment") };
+			assert_eq!(case.inputs.is_empty(), value == 2, "batch piece {piece}");
+			if value < 2 {
+				let mut other_dataset = case.clone();
+				other_dataset.commitments.dataset_root[0] ^= 1;
+				assert_eq!(recompute(&job.0, &job.1, &other_dataset), Err(RefereeError::InvalidInputProof { input: 0 }));
+				let mut forged_row = case.clone();
+				forged_row.inputs[0].segments[0].words[0] ^= 1 << 20;
+				assert_eq!(recompute(&job.0, &job.1, &forged_row), Err(RefereeError::InvalidInputProof { input: 0 }));
+			}
+			// A different training-set size draws a different batch.
+			let mut resized = case.clone();
+			resized.commitments.samples += 1;
+			assert!(referee(&job.0, &job.1, &resized).is_err(), "batch piece {piece}");
+		}
+	}
+}
+
 /// An honest case for a contraction accumulator piece of step 2.
 fn honest_case(job: &(ModelConfig, TrainConfig, Dataset)) -> (Run, touchstone_kernels::referee::RefereeCase) {
 	let honest = run(job, 4, 2, None);
@@ -335,7 +377,7 @@ fn honest_case(job: &(ModelConfig, TrainConfig, Dataset)) -> (Run, touchstone_ke
 	let (_, grid) = graph.accumulator_grid(operator).unwrap().unwrap();
 	let piece = Graph::accumulator_index(&grid, ChunkId { tile_row: 0, tile_col: 0, chunk: grid.chunks - 1 });
 	assert!(matches!(graph.piece(operator, piece).unwrap(), Piece::Accumulator(id) if id.chunk > 0));
-	let opening = RunOpening { trace: &tree, first_step: 0, anchor: honest.anchor };
+	let opening = honest.opening(&tree);
 	let case = open_case(&graph, &honest.trace, &opening, operator, piece).unwrap();
 	(honest, case)
 }
@@ -435,7 +477,7 @@ fn the_referee_rejects_out_of_range_ids() {
 	out.operators.clear();
 	out.pieces.clear();
 	out.inputs.clear();
-	assert_eq!(recompute(&job.0, &job.1, &out), Err(RefereeError::Unsupported { operator: 0 }));
+	assert!(matches!(recompute(&job.0, &job.1, &out), Err(RefereeError::MissingInput { input: 0, .. })));
 }
 
 #[test]
@@ -444,7 +486,7 @@ fn the_first_step_is_judged_against_the_anchor() {
 	let honest = run(&job, 3, 0, None);
 	let graph = Graph::build(&job.0, &job.1).unwrap();
 	let tree = honest.tree();
-	let opening = RunOpening { trace: &tree, first_step: 0, anchor: honest.anchor };
+	let opening = honest.opening(&tree);
 	// The first operator that reads parameters: the first layer's matmul.
 	let case = open_case(&graph, &honest.trace, &opening, 1, 0).unwrap();
 	assert!(matches!(case.previous_state, StateOpening::Anchor { .. }));

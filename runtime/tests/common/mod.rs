@@ -11,7 +11,7 @@ use polkadot_sdk::{
 use std::borrow::Cow;
 use touchstone_kernels::{
 	data::synthetic,
-	graph::{Graph, OpKind},
+	graph::Graph,
 	merkle::MerkleTree,
 	referee::{open_case, RunOpening},
 	trace::{trace_leaf, Trainer},
@@ -63,7 +63,7 @@ pub fn mnist_sized_job() -> (ModelArch, HyperParams) {
 }
 
 /// Honest cases for step `traced` of a job on synthetic data, labelled
-/// `operator:kind#piece`. For every operator but the batch they cover its first
+/// `operator:kind#piece`. For every operator they cover its first
 /// piece, its last running sum (a contraction's accumulator or a reduction's
 /// partial, which also reads the one before), its first output segment and its last
 /// piece: the ends of each kind of piece.
@@ -71,7 +71,8 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<
 	let (model, train) = (kernel_model(model), kernel_train(hyper));
 	let graph = Graph::build(&model, &train).expect("graph");
 	let data = synthetic(7, 4 * graph.batch, graph.input_len, 10);
-	let mut trainer = Trainer::new(CpuBackend, &model, &train, data).expect("trainer starts");
+	let data_tree = data.tree().expect("dataset tree");
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).expect("trainer starts");
 	let anchor = trainer.last_hash();
 	let mut hashes = Vec::new();
 	let mut trace = None;
@@ -86,13 +87,9 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<
 	}
 	let trace = trace.expect("traced step");
 	let tree = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).expect("tree");
-	let run = RunOpening { trace: &tree, first_step: 0, anchor };
+	let run = RunOpening { trace: &tree, first_step: 0, anchor, dataset: &data, dataset_tree: &data_tree };
 	let mut cases = Vec::new();
 	for (operator, node) in graph.nodes.iter().enumerate() {
-		// The batch operator needs a dataset commitment the chain does not hold yet.
-		if matches!(node.kind, OpKind::Batch) {
-			continue;
-		}
 		let count = graph.piece_count(operator).expect("pieces");
 		let running = graph.accumulator_count(operator).expect("running sums");
 		let mut pieces = vec![0, running.saturating_sub(1), running, count - 1];
