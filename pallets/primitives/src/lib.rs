@@ -159,6 +159,11 @@ pub struct DatasetRef {
 	pub content: ContentRef,
 	/// Number of training samples in it; data shards are cut from this count.
 	pub samples: u32,
+	/// Merkle root of the training samples as the units train on them:
+	/// `touchstone_kernels::data::Dataset::root`, over their canonical words (every
+	/// feature's `f32` bits, sample by sample, then every label) in 32-word segments.
+	/// The referee proves a disputed batch's rows against it.
+	pub root: ContentHash,
 }
 
 /// The hidden-layer activation of a model.

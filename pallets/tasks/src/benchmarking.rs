@@ -40,7 +40,7 @@ fn spec<T: Config>(decomposition: Decomposition, units: u32) -> JobSpec<BalanceO
 	JobSpec {
 		model: ModelArch::Mlp { inputs: 64, hidden, classes: 10, activation: Activation::Relu },
 		initial_weights: Some(ContentRef { hash: [1; 32].into(), location: location.clone() }),
-		dataset: DatasetRef { content: ContentRef { hash: [2; 32].into(), location }, samples: 100_000 },
+		dataset: DatasetRef { content: ContentRef { hash: [2; 32].into(), location }, samples: 100_000, root: [3; 32].into() },
 		hyper: HyperParams {
 			steps: STEPS,
 			batch_size: 1,

@@ -178,6 +178,7 @@ pub fn job_spec() -> JobSpec<u64> {
 				location: BoundedVec::truncate_from(b"file:///data/digits.csv".to_vec()),
 			},
 			samples: 1_000,
+			root: [8u8; 32].into(),
 		},
 		hyper: HyperParams {
 			steps: 100,
