@@ -285,7 +285,13 @@ impl Graph {
 		for layer in &layers {
 			crate::error::element_count(&[batch, layer.outputs_per_sample().max(layer.inputs_per_sample())])?;
 		}
-		let mut b = Builder { values: Vec::new(), nodes: Vec::new(), buffers: Vec::new() };
+		// Room for every value and node up front: the runtime's allocations are host calls.
+		let capacity = 8 * layers.len() + 3 * specs.len() * (optimizer.moments() + 2) + 16;
+		let mut b = Builder {
+			values: Vec::with_capacity(capacity),
+			nodes: Vec::with_capacity(capacity),
+			buffers: Vec::with_capacity(capacity),
+		};
 
 		let mut state = Vec::new();
 		for _ in 0..=optimizer.moments() {

@@ -327,8 +327,10 @@ fn multiproof_walk(
 	siblings: &mut impl SiblingSource,
 ) -> Result<Digest, MerkleError> {
 	let mut level = 0;
+	// Two buffers, swapped each level: every allocation is a host call in the runtime.
+	let mut parents = Vec::with_capacity(nodes.len());
 	while width > 1 {
-		let mut parents = Vec::with_capacity(nodes.len());
+		parents.clear();
 		let mut position = 0;
 		while let Some(&(index, hash)) = nodes.get(position) {
 			position += 1;
@@ -349,7 +351,7 @@ fn multiproof_walk(
 			};
 			parents.push((index / 2, parent));
 		}
-		nodes = parents;
+		core::mem::swap(&mut nodes, &mut parents);
 		width = width.div_ceil(2);
 		level += 1;
 	}

@@ -271,7 +271,7 @@ impl From<crate::error::KernelError> for RefereeError {
 }
 
 /// Proven segments of one input, keyed by segment index.
-type Segments = BTreeMap<usize, Vec<u32>>;
+type Segments<'a> = BTreeMap<usize, &'a [u32]>;
 
 /// Elements in segment `segment` of a value of `len` elements.
 fn segment_len(len: usize, segment: usize) -> usize {
@@ -325,7 +325,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 	}
 
 	// Earlier pieces of the disputed operator.
-	let mut pieces: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+	let mut pieces: BTreeMap<usize, &[u32]> = BTreeMap::new();
 	for opening in &case.pieces {
 		let index = opening.piece as usize;
 		if index >= chunk {
@@ -336,7 +336,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		if proof.index != opening.piece || proof.leaf_count as usize != piece_count || !proof.verify(&case.commitments.piece_root, &leaf) {
 			return Err(RefereeError::InvalidPieceProof { piece: opening.piece });
 		}
-		pieces.insert(index, opening.words.clone());
+		pieces.insert(index, opening.words.as_slice());
 	}
 
 	// Input segments, each input's proven at once in the tree of the value's producer
@@ -392,7 +392,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			return Err(bad);
 		}
 		for segment in &opening.segments {
-			slot.insert(segment.segment as usize, segment.words.clone());
+			slot.insert(segment.segment as usize, segment.words.as_slice());
 		}
 	}
 
@@ -459,7 +459,7 @@ fn verify_previous_state(commitments: &Commitments, step: u32, opening: &StateOp
 struct Inputs<'a> {
 	graph: &'a Graph,
 	node_inputs: &'a [ValueId],
-	segments: &'a [Segments],
+	segments: &'a [Segments<'a>],
 }
 
 impl Inputs<'_> {
@@ -481,7 +481,7 @@ impl Inputs<'_> {
 		self.segments
 			.get(position)
 			.and_then(|map| map.get(&segment))
-			.map(Vec::as_slice)
+			.copied()
 			.ok_or(RefereeError::MissingInput { input: position as u32, segment: segment as u32 })
 	}
 
@@ -574,7 +574,7 @@ fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: us
 /// A reduction's view of the proven openings: input words and earlier pieces.
 struct Proven<'a> {
 	reader: &'a Inputs<'a>,
-	pieces: &'a BTreeMap<usize, Vec<u32>>,
+	pieces: &'a BTreeMap<usize, &'a [u32]>,
 }
 
 impl Source for Proven<'_> {
@@ -605,7 +605,7 @@ fn accumulator_piece(
 	contraction: Contraction,
 	id: ChunkId,
 	reader: &Inputs<'_>,
-	previous: Option<&Vec<u32>>,
+	previous: Option<&&[u32]>,
 ) -> Result<Vec<u32>, RefereeError> {
 	let extent = contraction.extent(id)?;
 	let (rows, cols, depth) = (extent.rows.len(), extent.cols.len(), extent.depth.len());
@@ -666,7 +666,7 @@ fn contraction_output_segment(
 	contraction: Contraction,
 	len: usize,
 	segment: usize,
-	pieces: &BTreeMap<usize, Vec<u32>>,
+	pieces: &BTreeMap<usize, &[u32]>,
 ) -> Result<Vec<u32>, RefereeError> {
 	let grid = contraction.grid()?;
 	let dims = contraction.dims()?;

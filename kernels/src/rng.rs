@@ -100,9 +100,15 @@ impl RandomStream {
 	/// A uniformly shuffled permutation of `0..n`.
 	pub fn permutation(&self, n: u32) -> Vec<u32> {
 		let mut order: Vec<u32> = (0..n).collect();
+		// Draw `d` is word `d` of the stream; each Philox block serves four draws.
+		let mut block = [0u32; 4];
 		for (draw, position) in (1..n).rev().enumerate() {
+			if draw % 4 == 0 {
+				block = self.block(draw as u64 / 4);
+			}
+			let word = block.get(draw % 4).copied().unwrap_or_default();
 			let span = u64::from(position) + 1;
-			let pick = ((u64::from(self.word(draw as u64)) * span) >> 32) as usize;
+			let pick = ((u64::from(word) * span) >> 32) as usize;
 			order.swap(position as usize, pick);
 		}
 		order

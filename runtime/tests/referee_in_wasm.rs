@@ -10,7 +10,7 @@ use touchstone_primitives::referee::{judge, RefereeError};
 #[test]
 fn wasm_verdicts_match_the_native_reference_on_every_operator() {
 	let (model, hyper) = digits_sized_job();
-	let cases = honest_cases(&model, &hyper, 2);
+	let cases = honest_cases(&model, &hyper, 2, 128);
 	assert!(cases.len() >= 10, "a step has many operators, found {}", cases.len());
 	let mut runtime = WasmRuntime::new();
 	for (label, case) in &cases {
@@ -23,7 +23,7 @@ fn wasm_verdicts_match_the_native_reference_on_every_operator() {
 #[test]
 fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
 	let (model, hyper) = digits_sized_job();
-	let cases = honest_cases(&model, &hyper, 1);
+	let cases = honest_cases(&model, &hyper, 1, 128);
 	// A contraction that reads another operator's output, so there is an input opening to corrupt.
 	let (_, case) = cases
 		.iter()

@@ -62,15 +62,15 @@ pub fn mnist_sized_job() -> (ModelArch, HyperParams) {
 	(model, HyperParams { batch_size: 128, ..hyper })
 }
 
-/// Honest cases for step `traced` of a job on synthetic data, labelled
+/// Honest cases for step `traced` of a job on `samples` synthetic samples, labelled
 /// `operator:kind#piece`. For every operator they cover its first
 /// piece, its last running sum (a contraction's accumulator or a reduction's
 /// partial, which also reads the one before), its first output segment and its last
 /// piece: the ends of each kind of piece.
-pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32) -> Vec<(String, RefereeCase)> {
+pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples: usize) -> Vec<(String, RefereeCase)> {
 	let (model, train) = (kernel_model(model), kernel_train(hyper));
 	let graph = Graph::build(&model, &train).expect("graph");
-	let data = synthetic(7, 4 * graph.batch, graph.input_len, 10);
+	let data = synthetic(7, samples, graph.input_len, 10);
 	let data_tree = data.tree().expect("dataset tree");
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).expect("trainer starts");
 	let anchor = trainer.last_hash();
