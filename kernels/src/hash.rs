@@ -27,67 +27,6 @@ fn finish(state: &blake2b_simd::State) -> Digest {
 	digest
 }
 
-/// BLAKE2b-256 as the host's native function, inside the runtime's wasm.
-///
-/// The referee is mostly Merkle hashing. Compiled to wasm, BLAKE2b's 64-bit
-/// rounds run several times slower than the node's native code, so the
-/// runtime (feature `host-hashing`) hashes through `sp_io::hashing::blake2_256`
-/// instead: the same function, computed by the node. Native builds keep the
-/// SIMD code below whatever the feature says.
-#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
-mod host {
-	use super::Digest;
-	use alloc::vec::Vec;
-
-	/// Inputs up to this size are assembled on the stack: every allocation in
-	/// the runtime is a host call too, and Merkle leaves and nodes are small.
-	const STACK_BYTES: usize = 512;
-
-	/// BLAKE2b-256 of the concatenation of `parts`.
-	pub fn digest_parts(parts: &[&[u8]]) -> Digest {
-		let len: usize = parts.iter().map(|part| part.len()).sum();
-		if len <= STACK_BYTES {
-			let mut bytes = [0u8; STACK_BYTES];
-			let mut filled = 0;
-			for part in parts {
-				if let Some(slot) = bytes.get_mut(filled..filled + part.len()) {
-					slot.copy_from_slice(part);
-				}
-				filled += part.len();
-			}
-			return polkadot_sdk::sp_io::hashing::blake2_256(bytes.get(..len).unwrap_or_default());
-		}
-		let mut bytes = Vec::with_capacity(len);
-		for part in parts {
-			bytes.extend_from_slice(part);
-		}
-		polkadot_sdk::sp_io::hashing::blake2_256(&bytes)
-	}
-
-	/// BLAKE2b-256 of `prefix` followed by `words`, little-endian.
-	pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
-		let mut bytes = [0u8; STACK_BYTES];
-		let mut filled = prefix.len().min(STACK_BYTES);
-		if let (Some(slot), Some(source)) = (bytes.get_mut(..filled), prefix.get(..filled)) {
-			slot.copy_from_slice(source);
-		}
-		let mut words = words.peekable();
-		while filled + 4 <= STACK_BYTES {
-			let Some(word) = words.next() else {
-				return digest_parts(&[bytes.get(..filled).unwrap_or_default()]);
-			};
-			if let Some(slot) = bytes.get_mut(filled..filled + 4) {
-				slot.copy_from_slice(&word.to_le_bytes());
-			}
-			filled += 4;
-		}
-		// Longer than the stack buffer: finish on the heap.
-		let mut long = Vec::from(bytes.get(..filled).unwrap_or_default());
-		long.extend(words.flat_map(u32::to_le_bytes));
-		digest_parts(&[&long])
-	}
-}
-
 /// BLAKE2b-256 of `bytes`.
 pub fn digest_bytes(bytes: &[u8]) -> Digest {
 	digest_parts(&[bytes])
@@ -106,9 +45,6 @@ pub fn digest_u32(values: &[u32]) -> Digest {
 /// BLAKE2b-256 of the concatenation of `parts`: domain-separated composite
 /// hashes (Merkle nodes, state hashes) without an intermediate buffer.
 pub fn digest_parts(parts: &[&[u8]]) -> Digest {
-	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
-	return host::digest_parts(parts);
-	#[allow(unreachable_code)]
 	let mut state = hasher();
 	for part in parts {
 		state.update(part);
@@ -125,12 +61,6 @@ const BATCH: usize = 64;
 /// with AVX2) because short independent inputs (Merkle leaves and nodes) would
 /// otherwise leave most of the SIMD lanes idle.
 pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<Digest>) {
-	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
-	{
-		out.extend(inputs.into_iter().map(|input| host::digest_parts(&[input])));
-		return;
-	}
-	#[allow(unreachable_code)]
 	let mut params = blake2b_simd::Params::new();
 	params.hash_length(32);
 	let mut inputs = inputs.into_iter().peekable();
@@ -150,9 +80,6 @@ pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec
 /// BLAKE2b-256 of `prefix` followed by a stream of `u32`s, little-endian,
 /// staged through a stack buffer so that hashing never allocates.
 pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
-	#[cfg(all(feature = "host-hashing", target_family = "wasm"))]
-	return host::digest_words(prefix, words);
-	#[allow(unreachable_code)]
 	let mut state = hasher();
 	state.update(prefix);
 	let mut staging = [0u8; STAGING_BYTES];

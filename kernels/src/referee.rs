@@ -462,7 +462,7 @@ struct Inputs<'a> {
 	segments: &'a [Segments<'a>],
 }
 
-impl Inputs<'_> {
+impl<'a> Inputs<'a> {
 	/// Elements of input `position`.
 	fn len(&self, position: usize) -> Result<usize, RefereeError> {
 		let id = self.node_inputs.get(position).ok_or(RefereeError::InvalidJob)?;
@@ -477,22 +477,12 @@ impl Inputs<'_> {
 	}
 
 	/// The words of segment `segment` of input `position`.
-	fn segment(&self, position: usize, segment: usize) -> Result<&[u32], RefereeError> {
+	fn segment(&self, position: usize, segment: usize) -> Result<&'a [u32], RefereeError> {
 		self.segments
 			.get(position)
 			.and_then(|map| map.get(&segment))
 			.copied()
 			.ok_or(RefereeError::MissingInput { input: position as u32, segment: segment as u32 })
-	}
-
-	/// Element `index` of input `position` as an `f32`.
-	fn element(&self, position: usize, index: usize) -> Result<f32, RefereeError> {
-		let words = self.segment(position, index / SEGMENT)?;
-		let word = words.get(index % SEGMENT).ok_or(RefereeError::MissingInput {
-			input: position as u32,
-			segment: (index / SEGMENT) as u32,
-		})?;
-		Ok(f32::from_bits(*word))
 	}
 
 	/// Segment `segment` of input `position` as `f32`s.
@@ -594,6 +584,35 @@ impl Source for Proven<'_> {
 	}
 }
 
+/// Reads one input's elements in mostly ascending order, looking a segment up
+/// only when the index leaves the last one (a block's rows run along segments).
+struct Cursor<'r, 'a> {
+	reader: &'r Inputs<'a>,
+	position: usize,
+	segment: Option<(usize, &'a [u32])>,
+}
+
+impl<'r, 'a> Cursor<'r, 'a> {
+	fn new(reader: &'r Inputs<'a>, position: usize) -> Self {
+		Self { reader, position, segment: None }
+	}
+
+	/// Element `index` as an `f32`.
+	fn element(&mut self, index: usize) -> Result<f32, RefereeError> {
+		let number = index / SEGMENT;
+		let words = match self.segment {
+			Some((current, words)) if current == number => words,
+			_ => {
+				let words = self.reader.segment(self.position, number)?;
+				self.segment = Some((number, words));
+				words
+			},
+		};
+		let missing = RefereeError::MissingInput { input: self.position as u32, segment: number as u32 };
+		words.get(index % SEGMENT).map(|&word| f32::from_bits(word)).ok_or(missing)
+	}
+}
+
 /// Canonical words of `values`.
 fn words_of(values: &[f32]) -> Vec<u32> {
 	values.iter().map(|&v| canonical_bits(v)).collect()
@@ -610,19 +629,21 @@ fn accumulator_piece(
 	let extent = contraction.extent(id)?;
 	let (rows, cols, depth) = (extent.rows.len(), extent.cols.len(), extent.depth.len());
 	let mut lhs = Vec::with_capacity(rows * depth);
+	let mut cursor = Cursor::new(reader, 0);
 	for row in extent.rows.clone() {
 		for k in extent.depth.clone() {
 			lhs.push(match contraction.lhs_index(row, k) {
-				Some(index) => reader.element(0, index)?,
+				Some(index) => cursor.element(index)?,
 				None => 0.0,
 			});
 		}
 	}
 	let mut rhs = Vec::with_capacity(depth * cols);
+	let mut cursor = Cursor::new(reader, 1);
 	for k in extent.depth.clone() {
 		for col in extent.cols.clone() {
 			rhs.push(match contraction.rhs_index(k, col) {
-				Some(index) => reader.element(1, index)?,
+				Some(index) => cursor.element(index)?,
 				None => 0.0,
 			});
 		}
