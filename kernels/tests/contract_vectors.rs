@@ -35,8 +35,8 @@ fn outputs() -> Vec<(&'static str, Vec<f32>)> {
 	outputs.push(("tanh", sweep(-12.0, 12.0, 20_000).iter().map(|&x| math::tanh(x)).collect()));
 	outputs.push(("powi", (0..2000).map(|n| math::powi(0.999, n)).collect()));
 
-	let (m, k, n) = (37, 70, 45);
-	let shape = MatmulShape { m, k, n };
+	let shape = touchstone_kernels::contract::VECTOR_MATMUL;
+	let MatmulShape { m, k, n } = shape;
 	let a = random_values(1, m * k, -2.0, 2.0);
 	let b = random_values(2, k * n, -2.0, 2.0);
 	let g = random_values(3, m * n, -1.0, 1.0);
@@ -50,15 +50,7 @@ fn outputs() -> Vec<(&'static str, Vec<f32>)> {
 	matmul_rhs_grad(shape, &a, &g, &mut db).unwrap();
 	outputs.push(("matmul_rhs_grad", db));
 
-	let conv = Conv2dShape {
-		batch: 3,
-		in_channels: 4,
-		out_channels: 6,
-		height: 11,
-		width: 9,
-		kernel_height: 3,
-		kernel_width: 4,
-	};
+	let conv = touchstone_kernels::contract::VECTOR_CONV;
 	let x = random_values(4, conv.input_len().unwrap(), -1.0, 1.0);
 	let w = random_values(5, conv.weight_len().unwrap(), -1.0, 1.0);
 	let dy = random_values(6, conv.output_len().unwrap(), -1.0, 1.0);

@@ -59,7 +59,8 @@ fn check_contraction(contraction: Contraction, lhs: &[f32], rhs: &[f32]) {
 
 #[test]
 fn contractions_compute_the_reference_function() {
-	for (m, k, n) in [(1, 1, 1), (37, 70, 45), (64, 33, 17)] {
+	let MatmulShape { m: vm, k: vk, n: vn } = touchstone_kernels::contract::VECTOR_MATMUL;
+	for (m, k, n) in [(1, 1, 1), (vm, vk, vn), (64, 33, 17)] {
 		let shape = MatmulShape { m, k, n };
 		for (lhs_transposed, rhs_transposed) in [(false, false), (true, false), (false, true), (true, true)] {
 			let layout = MatmulLayout { lhs_transposed, rhs_transposed };
@@ -70,15 +71,7 @@ fn contractions_compute_the_reference_function() {
 			);
 		}
 	}
-	let conv = Conv2dShape {
-		batch: 3,
-		in_channels: 4,
-		out_channels: 6,
-		height: 11,
-		width: 9,
-		kernel_height: 3,
-		kernel_width: 4,
-	};
+	let conv = touchstone_kernels::contract::VECTOR_CONV;
 	let x = random_values(4, conv.input_len().unwrap(), -1.0, 1.0);
 	let w = random_values(5, conv.weight_len().unwrap(), -1.0, 1.0);
 	let dy = random_values(6, conv.output_len().unwrap(), -1.0, 1.0);

@@ -31,7 +31,6 @@ use touchstone_kernels::backend::Backend;
 use touchstone_kernels::bias::BiasLayout;
 use touchstone_kernels::contract::{canonicalize, mul, quantize_operand};
 use touchstone_kernels::contraction::Contraction;
-use touchstone_kernels::conv2d::Conv2dShape;
 use touchstone_kernels::cpu::CpuBackend;
 use touchstone_kernels::hash::digest_f32;
 use touchstone_kernels::loss::ClassifierShape;
@@ -161,8 +160,8 @@ pub fn probe_mismatches(backend: &mut WgpuBackend) -> Result<Vec<String>, WgpuEr
 /// row gather.
 pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<f32>)>, B::Error> {
 	let mut outputs = Vec::new();
-	let (m, k, n) = (37, 70, 45);
-	let shape = MatmulShape { m, k, n };
+	let shape = touchstone_kernels::contract::VECTOR_MATMUL;
+	let MatmulShape { m, k, n } = shape;
 	let a = random_values(1, m * k, -2.0, 2.0);
 	let b = random_values(2, k * n, -2.0, 2.0);
 	let g = random_values(3, m * n, -1.0, 1.0);
@@ -180,15 +179,7 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 	backend.contract(shape.rhs_grad_contraction(), &at, &gt, &mut db)?;
 	outputs.push(("matmul_rhs_grad".into(), backend.download(&db)?));
 
-	let conv = Conv2dShape {
-		batch: 3,
-		in_channels: 4,
-		out_channels: 6,
-		height: 11,
-		width: 9,
-		kernel_height: 3,
-		kernel_width: 4,
-	};
+	let conv = touchstone_kernels::contract::VECTOR_CONV;
 	let (input_len, weight_len, output_len) = (conv.input_len()?, conv.weight_len()?, conv.output_len()?);
 	let x = backend.upload(&random_values(4, input_len, -1.0, 1.0))?;
 	let w = backend.upload(&random_values(5, weight_len, -1.0, 1.0))?;
