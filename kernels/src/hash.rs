@@ -15,9 +15,43 @@ pub type Digest = [u8; 32];
 /// Bytes of `f32`s hashed per `update` call, so that hashing never allocates.
 const STAGING_BYTES: usize = 1024;
 
-/// BLAKE2b-256 with no key and no personalisation (`sp_core::hashing::blake2_256`).
-fn hasher() -> blake2b_simd::State {
-	blake2b_simd::Params::new().hash_length(32).to_state()
+/// What a hash is for. BLAKE2b's personalisation parameter keeps Merkle leaves,
+/// Merkle nodes and everything else apart, so no payload byte is spent on
+/// domain separation: a 32-word segment (128 bytes) is exactly one BLAKE2b
+/// block, where a one-byte prefix would make it two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+	/// No personalisation: plain BLAKE2b-256, the chain's `blake2_256`. Files,
+	/// flat tensor digests, and composite hashes that carry a prefix byte of
+	/// their own (`0x02` state hashes, `0x03` anchors).
+	Plain,
+	/// Merkle leaves: personalisation `"touchstone/leaf"` (zero-padded to 16 bytes).
+	MerkleLeaf,
+	/// Merkle inner nodes: personalisation `"touchstone/node"` (zero-padded to 16 bytes).
+	MerkleNode,
+}
+
+impl Domain {
+	/// BLAKE2b-256's parameters for this domain.
+	fn params(self) -> blake2b_simd::Params {
+		let mut params = blake2b_simd::Params::new();
+		params.hash_length(32);
+		match self {
+			Self::Plain => {},
+			Self::MerkleLeaf => {
+				params.personal(b"touchstone/leaf");
+			},
+			Self::MerkleNode => {
+				params.personal(b"touchstone/node");
+			},
+		}
+		params
+	}
+}
+
+/// BLAKE2b-256 in `domain`.
+fn hasher(domain: Domain) -> blake2b_simd::State {
+	domain.params().to_state()
 }
 
 /// Copies a finished 32-byte BLAKE2b hash into a [`Digest`].
@@ -42,10 +76,15 @@ pub fn digest_u32(values: &[u32]) -> Digest {
 	digest_words(&[], values.iter().copied())
 }
 
-/// BLAKE2b-256 of the concatenation of `parts`: domain-separated composite
-/// hashes (Merkle nodes, state hashes) without an intermediate buffer.
+/// BLAKE2b-256 of the concatenation of `parts`: composite hashes (state
+/// hashes, anchors) without an intermediate buffer.
 pub fn digest_parts(parts: &[&[u8]]) -> Digest {
-	let mut state = hasher();
+	digest_parts_in(Domain::Plain, parts)
+}
+
+/// [`digest_parts`] in `domain`.
+pub fn digest_parts_in(domain: Domain, parts: &[&[u8]]) -> Digest {
+	let mut state = hasher(domain);
 	for part in parts {
 		state.update(part);
 	}
@@ -56,13 +95,12 @@ pub fn digest_parts(parts: &[&[u8]]) -> Digest {
 /// implementation busy, few enough to stay in the L1 cache.
 const BATCH: usize = 64;
 
-/// BLAKE2b-256 of each of `inputs`, appended to `out` in order: the same
-/// digests as [`digest_bytes`] of each, computed side by side (four at a time
-/// with AVX2) because short independent inputs (Merkle leaves and nodes) would
-/// otherwise leave most of the SIMD lanes idle.
-pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<Digest>) {
-	let mut params = blake2b_simd::Params::new();
-	params.hash_length(32);
+/// BLAKE2b-256 in `domain` of each of `inputs`, appended to `out` in order:
+/// the same digests as [`digest_parts_in`] of each, computed side by side (four
+/// at a time with AVX2) because short independent inputs (Merkle leaves and
+/// nodes) would otherwise leave most of the SIMD lanes idle.
+pub fn digest_each<'a>(domain: Domain, inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<Digest>) {
+	let params = domain.params();
 	let mut inputs = inputs.into_iter().peekable();
 	let mut jobs = Vec::with_capacity(BATCH);
 	while inputs.peek().is_some() {
@@ -80,7 +118,12 @@ pub fn digest_each<'a>(inputs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec
 /// BLAKE2b-256 of `prefix` followed by a stream of `u32`s, little-endian,
 /// staged through a stack buffer so that hashing never allocates.
 pub fn digest_words(prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
-	let mut state = hasher();
+	digest_words_in(Domain::Plain, prefix, words)
+}
+
+/// [`digest_words`] in `domain`.
+pub fn digest_words_in(domain: Domain, prefix: &[u8], words: impl Iterator<Item = u32>) -> Digest {
+	let mut state = hasher(domain);
 	state.update(prefix);
 	let mut staging = [0u8; STAGING_BYTES];
 	let mut filled = 0;
@@ -125,9 +168,15 @@ mod tests {
 		// Lengths around the 128-byte block, and more inputs than one batch.
 		let inputs: alloc::vec::Vec<&[u8]> =
 			(0..150).map(|i| &data[i * 11..i * 11 + [0, 1, 65, 127, 128, 129, 300][i % 7]]).collect();
-		let mut batched = alloc::vec::Vec::new();
-		digest_each(inputs.iter().copied(), &mut batched);
-		let single: alloc::vec::Vec<Digest> = inputs.iter().map(|input| digest_bytes(input)).collect();
-		assert_eq!(batched, single);
+		for domain in [Domain::Plain, Domain::MerkleLeaf, Domain::MerkleNode] {
+			let mut batched = alloc::vec::Vec::new();
+			digest_each(domain, inputs.iter().copied(), &mut batched);
+			let single: alloc::vec::Vec<Digest> = inputs.iter().map(|input| digest_parts_in(domain, &[input])).collect();
+			assert_eq!(batched, single);
+		}
+		// The domains are different functions.
+		let one = |domain| digest_parts_in(domain, &[b"x"]);
+		assert_ne!(one(Domain::Plain), one(Domain::MerkleLeaf));
+		assert_ne!(one(Domain::MerkleLeaf), one(Domain::MerkleNode));
 	}
 }

@@ -3,11 +3,13 @@
 //!
 //! # Definition
 //!
-//! - A **leaf** is `H(0x00 ‖ payload)`, a **node** `H(0x01 ‖ left ‖ right)`, with
-//!   `H` = BLAKE2b-256 ([`crate::hash`]). The one-byte prefixes keep a leaf from
-//!   ever being read as a node (the second-preimage attack on unprefixed trees).
-//!   Other composite hashes of the learning proof use prefixes `0x02` and up
-//!   (see [`crate::trace`]), so no two kinds of hash share a preimage format.
+//! - A **leaf** is `H_leaf(payload)`, a **node** `H_node(left ‖ right)`, with
+//!   `H_leaf` and `H_node` BLAKE2b-256 personalised `"touchstone/leaf"` and
+//!   `"touchstone/node"` ([`crate::hash::Domain`]). The two functions keep a leaf
+//!   from ever being read as a node (the second-preimage attack on undistinguished
+//!   trees), and neither is the plain BLAKE2b-256 that every other hash of the
+//!   learning proof uses (see [`crate::trace`]). Personalisation costs no payload
+//!   byte, so a 32-word segment leaf is a single 128-byte BLAKE2b block.
 //! - A level of `n` hashes becomes a level of `⌈n/2⌉`: pairs `(2i, 2i+1)` are
 //!   hashed into a node, and an odd last hash is **promoted** unchanged (not
 //!   duplicated, which would let two different leaf lists share a root). The
@@ -25,15 +27,11 @@
 use alloc::vec::Vec;
 
 use crate::contract::canonical_bits;
-use crate::hash::{digest_each, digest_parts, digest_words, Digest};
+use crate::hash::{digest_each, digest_parts_in, digest_words_in, Digest, Domain};
 
 /// Elements of a tensor per segment leaf: the unit in which inputs are proven to the referee.
 pub const SEGMENT: usize = 32;
 
-/// Prefix of a leaf hash.
-pub const LEAF_PREFIX: u8 = 0x00;
-/// Prefix of an inner-node hash.
-pub const NODE_PREFIX: u8 = 0x01;
 
 /// Why a Merkle operation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,24 +48,24 @@ pub enum MerkleError {
 	WrongProofLength,
 }
 
-/// `H(0x00 ‖ payload)`.
+/// `H_leaf(payload)`.
 pub fn leaf_hash(payload: &[u8]) -> Digest {
-	digest_parts(&[&[LEAF_PREFIX], payload])
+	digest_parts_in(Domain::MerkleLeaf, &[payload])
 }
 
-/// `H(0x01 ‖ left ‖ right)`.
+/// `H_node(left ‖ right)`.
 pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
-	digest_parts(&[&[NODE_PREFIX], left, right])
+	digest_parts_in(Domain::MerkleNode, &[left, right])
 }
 
-/// The leaf of a run of `f32`s: `H(0x00 ‖ canonical LE bits)`.
+/// The leaf of a run of `f32`s: `H_leaf(canonical LE bits)`.
 pub fn segment_leaf(values: &[f32]) -> Digest {
-	digest_words(&[LEAF_PREFIX], values.iter().map(|&value| canonical_bits(value)))
+	digest_words_in(Domain::MerkleLeaf, &[], values.iter().map(|&value| canonical_bits(value)))
 }
 
-/// The leaf of a run of `u32`s (labels, sample indices): `H(0x00 ‖ LE words)`.
+/// The leaf of a run of `u32`s (labels, sample indices): `H_leaf(LE words)`.
 pub fn index_segment_leaf(values: &[u32]) -> Digest {
-	digest_words(&[LEAF_PREFIX], values.iter().copied())
+	digest_words_in(Domain::MerkleLeaf, &[], values.iter().copied())
 }
 
 /// Segment leaves of a whole `f32` tensor, in order (none for an empty one):
@@ -89,7 +87,7 @@ pub fn index_segment_leaves(values: &[u32]) -> Vec<Digest> {
 /// Leaves hashed per batch.
 const LEAF_BATCH: usize = 64;
 
-/// Appends `H(0x00 ‖ LE words)` of each run in `runs` to `out`, `word` giving
+/// Appends `H_leaf(LE words)` of each run in `runs` to `out`, `word` giving
 /// an element's `u32`. The payloads of a batch of runs are laid out side by
 /// side so that [`digest_each`] hashes them together.
 fn extend_leaves<'a, T: Copy + 'a>(
@@ -98,13 +96,12 @@ fn extend_leaves<'a, T: Copy + 'a>(
 	out: &mut Vec<Digest>,
 ) {
 	let mut runs = runs.into_iter().peekable();
-	let mut staging: Vec<u8> = Vec::with_capacity(LEAF_BATCH * (1 + 4 * SEGMENT));
+	let mut staging: Vec<u8> = Vec::with_capacity(LEAF_BATCH * 4 * SEGMENT);
 	let mut ends: Vec<usize> = Vec::with_capacity(LEAF_BATCH);
 	while runs.peek().is_some() {
 		staging.clear();
 		ends.clear();
 		for run in runs.by_ref().take(LEAF_BATCH) {
-			staging.push(LEAF_PREFIX);
 			let start = staging.len();
 			staging.resize(start + 4 * run.len(), 0);
 			for (bytes, &value) in staging.get_mut(start..).unwrap_or_default().chunks_exact_mut(4).zip(run) {
@@ -118,7 +115,7 @@ fn extend_leaves<'a, T: Copy + 'a>(
 			start = end;
 			payload
 		});
-		digest_each(payloads, out);
+		digest_each(Domain::MerkleLeaf, payloads, out);
 	}
 }
 
@@ -129,15 +126,14 @@ const NODE_BATCH: usize = 64;
 /// last hash promoted unchanged. Nodes are hashed in batches ([`digest_each`]).
 fn parent_level(level: &[Digest]) -> Vec<Digest> {
 	let mut parents = Vec::with_capacity(level.len().div_ceil(2));
-	let mut staging = [0u8; NODE_BATCH * 65];
+	let mut staging = [0u8; NODE_BATCH * 64];
 	let mut pairs = level.chunks_exact(2 * NODE_BATCH);
 	let mut hash_pairs = |pairs: &[Digest], parents: &mut Vec<Digest>| {
-		for (payload, pair) in staging.chunks_exact_mut(65).zip(pairs.chunks_exact(2)) {
-			payload[0] = NODE_PREFIX;
-			payload[1..33].copy_from_slice(&pair[0]);
-			payload[33..].copy_from_slice(&pair[1]);
+		for (payload, pair) in staging.chunks_exact_mut(64).zip(pairs.chunks_exact(2)) {
+			payload[..32].copy_from_slice(&pair[0]);
+			payload[32..].copy_from_slice(&pair[1]);
 		}
-		digest_each(staging.chunks_exact(65).take(pairs.len() / 2), parents);
+		digest_each(Domain::MerkleNode, staging.chunks_exact(64).take(pairs.len() / 2), parents);
 	};
 	for batch in pairs.by_ref() {
 		hash_pairs(batch, &mut parents);

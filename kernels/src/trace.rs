@@ -17,12 +17,13 @@
 //!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ batch root of t)`,
 //!   with `h_{first−1}` = the anchor.
 //!
-//! The step-level tree of a learning proof has leaves `H(0x00 ‖ h_t)` for its steps in order.
+//! The step-level tree of a learning proof has leaves `H_leaf(h_t)` (the Merkle leaf
+//! hash of [`crate::merkle`]) for its steps in order.
 //!
 //! # Operator commitments
 //!
 //! For a disputed step, the trace re-executes it and commits every operator of
-//! the [`Graph`]: operator `j`'s leaf is `H(0x00 ‖ j as u32 ‖ kind code ‖ piece
+//! the [`Graph`]: operator `j`'s leaf is `H_leaf(j as u32 ‖ kind code ‖ piece
 //! count as u32 ‖ piece root)`, where the piece root is the Merkle root over
 //! the operator's pieces ([`crate::graph`]). The `Batch` operator's piece root
 //! is the batch root, and `Commit`'s is the state root after the step.

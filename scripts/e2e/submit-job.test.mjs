@@ -58,7 +58,7 @@ function jobSpec(overrides = {}) {
       },
       samples: 1437,
       // The digits training split's root (kernels/tests/digits.rs pins it).
-      root: '0x13dcc10f934415fac0ba73e3f70d76795210eab3d5a847ff1a6bae43c8db0a7d',
+      root: '0x48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910',
     },
     hyper: {
       steps: 200,
