@@ -187,7 +187,7 @@ impl Reduction {
 		match self {
 			Self::BiasGrad(layout) => {
 				for channel in lane * TILE..lane * TILE + self.width(lane) {
-					for_each_run(*layout, channel, span, |run| reads.inputs.push((0, run)));
+					reads.inputs.extend(runs(*layout, channel, span).map(|run| (0, run)));
 				}
 			},
 			Self::SoftmaxCrossEntropy(shape) => {
@@ -219,19 +219,17 @@ impl Reduction {
 				for (slot, channel) in running.iter_mut().zip(lane * TILE..) {
 					// One chunk sum per channel, sequential from +0 over the span's positions.
 					let mut sum = 0.0f32;
-					let mut runs = Vec::new();
-					for_each_run(*layout, channel, span, |run| runs.push(run));
-					for index in runs.into_iter().flatten() {
+					for index in runs(*layout, channel, span).flatten() {
 						sum += f32::from_bits(source.word(0, index)?);
 					}
 					*slot += sum;
 				}
 			},
 			Self::SoftmaxCrossEntropy(shape) => {
-				let mut grad = vec![0.0f32; shape.classes];
+				let (mut logits, mut grad) = (Vec::with_capacity(shape.classes), vec![0.0f32; shape.classes]);
 				let mut sum = 0.0f32;
 				for row in chunk_range(span, shape.rows) {
-					sum += row_loss(*shape, row, source, &mut grad)?;
+					sum += row_loss(*shape, row, source, &mut logits, &mut grad)?;
 				}
 				add_to_first(&mut running, sum);
 			},
@@ -296,9 +294,9 @@ impl Reduction {
 				let elements = segment_range(segment, len)?;
 				let rows = self.gradient_rows(*shape, segment)?;
 				let mut grads = Vec::with_capacity(rows.len() * shape.classes);
-				let mut grad = vec![0.0f32; shape.classes];
+				let (mut logits, mut grad) = (Vec::with_capacity(shape.classes), vec![0.0f32; shape.classes]);
 				for row in rows.clone() {
-					row_loss(*shape, row, source, &mut grad)?;
+					row_loss(*shape, row, source, &mut logits, &mut grad)?;
 					grads.extend_from_slice(&grad);
 				}
 				let offset = rows.start * shape.classes;
@@ -370,16 +368,22 @@ impl Reduction {
 }
 
 /// Row `row`'s loss, its gradient written into `grad`, from the logits and
-/// label that `source` holds.
-fn row_loss<S: Source>(shape: ClassifierShape, row: usize, source: &S, grad: &mut [f32]) -> Result<f32, S::Error> {
+/// label that `source` holds (`logits` is scratch space, reused across rows).
+fn row_loss<S: Source>(
+	shape: ClassifierShape,
+	row: usize,
+	source: &S,
+	logits: &mut Vec<f32>,
+	grad: &mut [f32],
+) -> Result<f32, S::Error> {
 	let label = source.word(1, row)?;
 	let class = usize::try_from(label).ok().filter(|&class| class < shape.classes);
 	let class = class.ok_or(KernelError::LabelOutOfRange { row, label, classes: shape.classes })?;
-	let mut logits = Vec::with_capacity(shape.classes);
+	logits.clear();
 	for index in row * shape.classes..(row + 1) * shape.classes {
 		logits.push(f32::from_bits(source.word(0, index)?));
 	}
-	Ok(softmax_row(&logits, class, recip(shape.rows as f32), grad))
+	Ok(softmax_row(logits, class, recip(shape.rows as f32), grad))
 }
 
 /// `values[0] += addend` (partials of one word).
@@ -405,19 +409,22 @@ fn segment_range(segment: usize, len: usize) -> Result<Range<usize>, KernelError
 	Ok(start..(start + SEGMENT).min(len))
 }
 
-/// Calls `visit` with the storage ranges that channel `channel`'s positions
-/// of chunk `chunk` occupy, in position order (the order the chunk sums them).
-fn for_each_run(layout: BiasLayout, channel: usize, chunk: usize, mut visit: impl FnMut(Range<usize>)) {
+/// The storage ranges that channel `channel`'s positions of chunk `chunk`
+/// occupy, in position order (the order the chunk sums them).
+fn runs(layout: BiasLayout, channel: usize, chunk: usize) -> impl Iterator<Item = Range<usize>> {
 	let inner = layout.inner.max(1);
 	let positions = chunk_range(chunk, layout.outer.saturating_mul(inner));
 	let mut position = positions.start;
-	while position < positions.end {
+	core::iter::from_fn(move || {
+		if position >= positions.end {
+			return None;
+		}
 		let (outer, offset) = (position / inner, position % inner);
 		let run = (inner - offset).min(positions.end - position);
 		let start = (outer * layout.channels + channel) * inner + offset;
-		visit(start..start + run);
 		position += run;
-	}
+		Some(start..start + run)
+	})
 }
 
 #[cfg(test)]
