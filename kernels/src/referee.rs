@@ -344,6 +344,10 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 	let dataset = DatasetLayout { samples: case.commitments.samples as usize, feature_len: graph.input_len };
 	let dataset_words = dataset.words().ok_or(RefereeError::InvalidJob)?;
 	let is_batch = node.kind == OpKind::Batch;
+	if is_batch && dataset.samples > crate::data::MAX_SAMPLES {
+		// Too large to draw the sample order in the runtime: the chain refuses such jobs.
+		return Err(RefereeError::InvalidJob);
+	}
 	let mut inputs: Vec<Segments> = vec![Segments::new(); if is_batch { 1 } else { node.inputs.len() }];
 	for opening in &case.inputs {
 		let position = opening.input as usize;
@@ -521,6 +525,9 @@ fn batch_segment(
 	segment: usize,
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
+	if dataset.samples > crate::data::MAX_SAMPLES {
+		return Err(RefereeError::InvalidJob);
+	}
 	let indices = crate::trace::batch_indices(dataset.samples, graph.batch, seed, step)?;
 	let features = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
 	let len = [features, graph.batch, graph.batch].get(value).copied().ok_or(RefereeError::InvalidJob)?;

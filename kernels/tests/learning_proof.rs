@@ -363,6 +363,10 @@ fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
 			let mut resized = case.clone();
 			resized.commitments.samples += 1;
 			assert!(referee(&job.0, &job.1, &resized).is_err(), "batch piece {piece}");
+			// A training set too large to draw in the runtime is not a valid job.
+			let mut huge = case.clone();
+			huge.commitments.samples = touchstone_kernels::data::MAX_SAMPLES as u32 + 1;
+			assert_eq!(recompute(&job.0, &job.1, &huge), Err(RefereeError::InvalidJob), "batch piece {piece}");
 		}
 	}
 }

@@ -21,7 +21,7 @@ use polkadot_sdk::{
 };
 use touchstone_primitives::{
 	traits::{ComputeNodes, ProofLifecycle},
-	Aggregation, Checkpoint, Decomposition, Job, JobId, JobResult, JobSpec, JobStatus,
+	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
 	LearningProof, ModelArch, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
 };
 
@@ -112,6 +112,7 @@ impl<T: Config> Pallet<T> {
 			ensure!(region.len() <= T::MaxRegionLen::get() as usize, Error::<T>::RegionTooLong);
 		}
 		ensure!(spec.dataset.samples > 0, Error::<T>::EmptyDataset);
+		ensure!(spec.dataset.samples <= MAX_DATASET_SAMPLES, Error::<T>::DatasetTooLarge);
 		ensure!(spec.unit_timeout >= T::MinUnitTimeout::get(), Error::<T>::UnitTimeoutTooShort);
 		ensure!(!spec.price_per_unit.is_zero(), Error::<T>::ZeroPrice);
 

@@ -349,6 +349,9 @@ pub mod pallet {
 		TooManyLayers,
 		/// The dataset has no samples.
 		EmptyDataset,
+		/// The dataset has more samples than `MAX_DATASET_SAMPLES` (4,194,304), the most
+		/// whose batches the on-chain referee can draw.
+		DatasetTooLarge,
 		/// A batch is larger than the data a unit trains on.
 		BatchLargerThanData,
 		/// Zero steps per unit, zero shards, or more shards than samples.

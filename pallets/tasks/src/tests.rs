@@ -13,7 +13,7 @@ use polkadot_sdk::{
 };
 use touchstone_primitives::{
 	Aggregation, Checkpoint, ContentRef, Decomposition, DeviceKind, JobResult, JobStatus,
-	LearningProof, ModelArch, TrainingMetrics, UnitScope, UnitState,
+	LearningProof, ModelArch, TrainingMetrics, UnitScope, UnitState, MAX_DATASET_SAMPLES,
 };
 
 const ALICE: u64 = 1;
@@ -176,6 +176,7 @@ mod submit_job {
 			Error::InvalidDecomposition,
 		);
 		rejects(|s| s.dataset.samples = 0, Error::EmptyDataset);
+		rejects(|s| s.dataset.samples = MAX_DATASET_SAMPLES + 1, Error::DatasetTooLarge);
 	}
 
 	#[test]
