@@ -214,9 +214,10 @@ pub struct DatasetLayout {
 }
 
 impl DatasetLayout {
-	/// Words in all: `samples × (feature_len + 1)`, or `None` on overflow.
+	/// Words in all: `samples × (feature_len + 1)`, or `None` past `u32::MAX`
+	/// (on every target alike, so that wasm and native builds agree).
 	pub fn words(&self) -> Option<usize> {
-		self.samples.checked_mul(self.feature_len.checked_add(1)?)
+		crate::error::element_count(&[self.samples, self.feature_len.checked_add(1)?]).ok()
 	}
 
 	/// The word of feature `feature` of sample `sample`.

@@ -49,6 +49,10 @@ use crate::math::{recip, sqrt};
 use crate::merkle::SEGMENT;
 use crate::optim::clip_coefficient;
 
+// A bias-gradient tile is exactly one output segment (`output_segment` reads a
+// segment's channels from the partial of the lane with the segment's number).
+const _: () = assert!(TILE == SEGMENT);
+
 /// Chunks per span of a clipping lane.
 pub const NORM_SPAN_CHUNKS: usize = 32;
 /// Gradient elements per span of a clipping lane.

@@ -41,11 +41,11 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::activation::{activation_backward, activation_forward};
-use crate::bias::bias_add;
+use crate::bias::BiasLayout;
 use crate::contract::canonical_bits;
 use crate::data::{Dataset, DatasetLayout};
 use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
-use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueId};
+use crate::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::hash::Digest;
 use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, MultiProof, SEGMENT};
 use crate::model::{ModelConfig, TrainConfig};
@@ -342,12 +342,14 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 	// Input segments, each input's proven at once in the tree of the value's producer
 	// (for the batch operator, input 0 is the training set, proven in the dataset tree).
 	let dataset = DatasetLayout { samples: case.commitments.samples as usize, feature_len: graph.input_len };
-	let dataset_words = dataset.words().ok_or(RefereeError::InvalidJob)?;
 	let is_batch = node.kind == OpKind::Batch;
-	if is_batch && dataset.samples > crate::data::MAX_SAMPLES {
-		// Too large to draw the sample order in the runtime: the chain refuses such jobs.
-		return Err(RefereeError::InvalidJob);
-	}
+	// Only the batch reads the dataset. One too large to draw its sample order in the
+	// runtime is not a valid job (the chain refuses such jobs).
+	let dataset_words = match dataset.words() {
+		Some(words) if dataset.samples <= crate::data::MAX_SAMPLES => words,
+		_ if is_batch => return Err(RefereeError::InvalidJob),
+		_ => 0,
+	};
 	let mut inputs: Vec<Segments> = vec![Segments::new(); if is_batch { 1 } else { node.inputs.len() }];
 	for opening in &case.inputs {
 		let position = opening.input as usize;
@@ -400,7 +402,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		}
 	}
 
-	let reader = Inputs { graph: &graph, node_inputs: &node.inputs, segments: &inputs };
+	let reader = Inputs { graph: &graph, segments: &inputs };
 	let words = match (node.kind, piece) {
 		(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
 			let grid = contraction.grid()?;
@@ -421,11 +423,11 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		},
 		(_, Piece::Partial { lane, span }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
-			words_of(&reduction.partial(lane, span, &Proven { reader: &reader, pieces: &pieces })?)
+			words_of(&reduction.partial(lane, span, &Proven::new(&reader, &pieces))?)
 		},
 		(OpKind::BiasGrad(_) | OpKind::SoftmaxCrossEntropy(_) | OpKind::ClipGradNorm(_), Piece::Segment { value, segment }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
-			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
+			words_of(&reduction.output_segment(value, segment, &Proven::new(&reader, &pieces))?)
 		},
 		(kind, Piece::Segment { value, segment }) => {
 			operator_segment(kind, case.step, value, segment, &reader)?
@@ -462,17 +464,10 @@ fn verify_previous_state(commitments: &Commitments, step: u32, opening: &StateOp
 /// Read access to the proven input segments of the disputed operator.
 struct Inputs<'a> {
 	graph: &'a Graph,
-	node_inputs: &'a [ValueId],
 	segments: &'a [Segments<'a>],
 }
 
 impl<'a> Inputs<'a> {
-	/// Elements of input `position`.
-	fn len(&self, position: usize) -> Result<usize, RefereeError> {
-		let id = self.node_inputs.get(position).ok_or(RefereeError::InvalidJob)?;
-		Ok(self.graph.value(*id).map_or(0, |value| value.len))
-	}
-
 	/// Elements of piece value `value` of operator `operator`.
 	fn piece_value_len(&self, operator: usize, value: usize) -> Result<usize, RefereeError> {
 		let values = self.graph.piece_values(operator).map_err(|_| RefereeError::InvalidJob)?;
@@ -492,21 +487,6 @@ impl<'a> Inputs<'a> {
 	/// Segment `segment` of input `position` as `f32`s.
 	fn segment_f32(&self, position: usize, segment: usize) -> Result<Vec<f32>, RefereeError> {
 		Ok(self.segment(position, segment)?.iter().map(|&w| f32::from_bits(w)).collect())
-	}
-
-	/// All of input `position`, as words; every segment must be proven.
-	fn full_words(&self, position: usize) -> Result<Vec<u32>, RefereeError> {
-		let len = self.len(position)?;
-		let mut out = Vec::with_capacity(len);
-		for segment in 0..len.div_ceil(SEGMENT) {
-			out.extend_from_slice(self.segment(position, segment)?);
-		}
-		Ok(out)
-	}
-
-	/// All of input `position`, as `f32`s.
-	fn full_f32(&self, position: usize) -> Result<Vec<f32>, RefereeError> {
-		Ok(self.full_words(position)?.into_iter().map(f32::from_bits).collect())
 	}
 }
 
@@ -572,14 +552,31 @@ fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: us
 struct Proven<'a> {
 	reader: &'a Inputs<'a>,
 	pieces: &'a BTreeMap<usize, &'a [u32]>,
+	/// The segment read last, `(input, segment, words)`: reductions read in runs.
+	last: core::cell::Cell<Option<(usize, usize, &'a [u32])>>,
+}
+
+impl<'a> Proven<'a> {
+	fn new(reader: &'a Inputs<'a>, pieces: &'a BTreeMap<usize, &'a [u32]>) -> Self {
+		Self { reader, pieces, last: core::cell::Cell::new(None) }
+	}
 }
 
 impl Source for Proven<'_> {
 	type Error = RefereeError;
 
 	fn word(&self, position: usize, index: usize) -> Result<u32, RefereeError> {
-		let missing = RefereeError::MissingInput { input: position as u32, segment: (index / SEGMENT) as u32 };
-		self.reader.segment(position, index / SEGMENT)?.get(index % SEGMENT).copied().ok_or(missing)
+		let number = index / SEGMENT;
+		let words = match self.last.get() {
+			Some((input, segment, words)) if input == position && segment == number => words,
+			_ => {
+				let words = self.reader.segment(position, number)?;
+				self.last.set(Some((position, number, words)));
+				words
+			},
+		};
+		let missing = RefereeError::MissingInput { input: position as u32, segment: number as u32 };
+		words.get(index % SEGMENT).copied().ok_or(missing)
 	}
 
 	fn piece(&self, index: usize, len: usize) -> Result<Vec<f32>, RefereeError> {
@@ -618,6 +615,11 @@ impl<'r, 'a> Cursor<'r, 'a> {
 		let missing = RefereeError::MissingInput { input: self.position as u32, segment: number as u32 };
 		words.get(index % SEGMENT).map(|&word| f32::from_bits(word)).ok_or(missing)
 	}
+}
+
+/// The channel of element `index` of a `[outer, channels, inner]` tensor.
+fn bias_channel(layout: BiasLayout, index: usize) -> usize {
+	(index / layout.inner.max(1)) % layout.channels.max(1)
 }
 
 /// Canonical words of `values`.
@@ -723,11 +725,6 @@ fn operator_segment(
 	segment: usize,
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
-	let take = |values: &[f32]| -> Vec<u32> {
-		let start = (segment * SEGMENT).min(values.len());
-		let end = (start + SEGMENT).min(values.len());
-		words_of(values.get(start..end).unwrap_or_default())
-	};
 	match kind {
 		OpKind::Activation(activation) => {
 			let x = reader.segment_f32(0, segment)?;
@@ -742,14 +739,15 @@ fn operator_segment(
 			Ok(words_of(&dx))
 		},
 		OpKind::BiasAdd(layout) => {
-			// Only this segment of the values is proven; the rest is zeros and discarded.
-			let mut values = vec![0.0f32; reader.len(0)?];
-			let proven = reader.segment_f32(0, segment)?;
-			if let Some(slot) = values.get_mut(segment * SEGMENT..segment * SEGMENT + proven.len()) {
-				slot.copy_from_slice(&proven);
-			}
-			bias_add(layout, &mut values, &reader.full_f32(1)?)?;
-			Ok(take(&values))
+			// `bias_add`'s one rounded addition per element, with the element's channel
+			// found from its index; only the bias segments of those channels are read.
+			let values = reader.segment_f32(0, segment)?;
+			let mut bias = Cursor::new(reader, 1);
+			values
+				.iter()
+				.zip(segment * SEGMENT..)
+				.map(|(&value, index)| Ok(canonical_bits(value + bias.element(bias_channel(layout, index))?)))
+				.collect()
 		},
 		OpKind::Sgd(hyper) => {
 			let (mut p, g, mut v) =
@@ -791,10 +789,6 @@ pub type Requirements = (Vec<(usize, Vec<usize>)>, Vec<usize>);
 pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requirements, GraphError> {
 	let node = graph.node(operator)?;
 	let decoded = graph.piece(operator, piece)?;
-	let all_segments = |position: usize| -> Vec<usize> {
-		let len = node.inputs.get(position).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
-		(0..len.div_ceil(SEGMENT)).collect()
-	};
 	let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
 	let mut pieces = Vec::new();
 	match (node.kind, decoded) {
@@ -836,9 +830,14 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 		(OpKind::ActivationGrad(_), Piece::Segment { segment, .. }) => {
 			inputs.extend((0..2).map(|p| (p, vec![segment])));
 		},
-		(OpKind::BiasAdd(_), Piece::Segment { segment, .. }) => {
+		(OpKind::BiasAdd(layout), Piece::Segment { segment, .. }) => {
+			let len = node.inputs.first().and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
+			let mut bias: Vec<usize> =
+				(segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len)).map(|i| bias_channel(layout, i) / SEGMENT).collect();
+			bias.sort_unstable();
+			bias.dedup();
 			inputs.push((0, vec![segment]));
-			inputs.push((1, all_segments(1)));
+			inputs.push((1, bias));
 		},
 		(OpKind::Sgd(_) | OpKind::AdamW(_), Piece::Segment { segment, .. }) => {
 			inputs.extend((0..node.inputs.len()).map(|p| (p, vec![segment])));

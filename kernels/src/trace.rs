@@ -175,14 +175,26 @@ impl HostTensor {
 
 /// The sample indices of global step `step`: see the module docs.
 pub fn batch_indices(samples: usize, batch: usize, seed: u64, step: u32) -> Result<Vec<u32>, KernelError> {
+	let (epoch, window) = batch_window(samples, batch, step)?;
+	let order = epoch_order(samples, seed, epoch)?;
+	Ok(order.get(window).map(<[u32]>::to_vec).unwrap_or_default())
+}
+
+/// Where global step `step`'s batch lies: its epoch, and its positions in that
+/// epoch's sample order (see the module docs).
+pub fn batch_window(samples: usize, batch: usize, step: u32) -> Result<(usize, core::ops::Range<usize>), KernelError> {
 	let steps_per_epoch = samples.checked_div(batch).filter(|&s| s > 0).ok_or(KernelError::InvalidHyperparameter {
 		name: "batch_size",
 	})?;
-	let samples = u32::try_from(samples).map_err(|_| KernelError::ShapeOverflow)?;
-	let epoch = step as usize / steps_per_epoch;
 	let start = (step as usize % steps_per_epoch) * batch;
-	let order = RandomStream::new(seed, BATCH_STREAM + epoch as u64).permutation(samples);
-	Ok(order.get(start..start + batch).map(<[u32]>::to_vec).unwrap_or_default())
+	Ok((step as usize / steps_per_epoch, start..start + batch))
+}
+
+/// The sample order of epoch `epoch`: the permutation of Philox stream
+/// [`BATCH_STREAM`]` + epoch` of the seed.
+pub fn epoch_order(samples: usize, seed: u64, epoch: usize) -> Result<Vec<u32>, KernelError> {
+	let samples = u32::try_from(samples).map_err(|_| KernelError::ShapeOverflow)?;
+	Ok(RandomStream::new(seed, BATCH_STREAM + epoch as u64).permutation(samples))
 }
 
 /// Where a run stands in its hash chain: what resuming it needs, and what
@@ -471,17 +483,15 @@ impl<B: Backend> Trainer<B> {
 
 	/// Computes the batch of `step` and runs operator 0.
 	fn load_batch(&mut self, step: u32) -> Result<(), B::Error> {
-		let steps_per_epoch = (self.data.len() / self.graph.batch).max(1);
-		let epoch = step as usize / steps_per_epoch;
+		// The same window and order as `batch_indices`, with the epoch's order kept.
+		let (epoch, window) = batch_window(self.data.len(), self.graph.batch, step)?;
 		if self.epoch_order.as_ref().map(|(e, _)| *e) != Some(epoch) {
-			let order = RandomStream::new(self.train.seed, BATCH_STREAM + epoch as u64).permutation(self.data.len() as u32);
-			self.epoch_order = Some((epoch, order));
+			self.epoch_order = Some((epoch, epoch_order(self.data.len(), self.train.seed, epoch)?));
 		}
-		let start = (step as usize % steps_per_epoch) * self.graph.batch;
 		let indices: Vec<u32> = self
 			.epoch_order
 			.as_ref()
-			.and_then(|(_, order)| order.get(start..start + self.graph.batch))
+			.and_then(|(_, order)| order.get(window))
 			.map(<[u32]>::to_vec)
 			.ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
 		let labels: Vec<u32> = indices.iter().map(|&i| self.data.labels.get(i as usize).copied().unwrap_or(0)).collect();
