@@ -31,7 +31,7 @@
 //! partial ([`crate::reduction`]). An output segment of a contraction or a
 //! reduction, an element-wise operator's segment or a `Commit` segment is at
 //! most 32 elements plus the proofs and the partials it reads; bias add also
-//! reads the whole bias. So no piece's cost grows with the batch or the
+//! reads the bias segments of its elements' channels. So no piece's cost grows with the batch or the
 //! model, except a loss piece's with the class count and a `Batch` piece's with
 //! the training set's size (it draws the epoch's permutation). A `Batch` piece
 //! reads the dataset rows of its samples, proven against the job's dataset root.
