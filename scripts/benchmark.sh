@@ -31,5 +31,7 @@ for pallet in "${pallets[@]}"; do
 		--heap-pages 4096 \
 		--template "$ROOT/scripts/weight-template.hbs" \
 		--output "$ROOT/pallets/$pallet/src/weights.rs"
+	# The command line in the header names this machine's folders; keep it portable.
+	sed -i "s|$CARGO_TARGET_DIR|\$CARGO_TARGET_DIR|g; s|$ROOT/||g" "$ROOT/pallets/$pallet/src/weights.rs"
 done
 log "Weights written to pallets/*/src/weights.rs"

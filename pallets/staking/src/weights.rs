@@ -6,7 +6,7 @@
 //! Machine: `Intel(R) Xeon(R) Processor`.
 //!
 //! Command:
-//! `/root/.cache/touchstone/target/debug/touchstone-node`
+//! `$CARGO_TARGET_DIR/debug/touchstone-node`
 //! `benchmark`
 //! `pallet`
 //! `--chain`
@@ -24,9 +24,9 @@
 //! `--heap-pages`
 //! `4096`
 //! `--template`
-//! `/work/main/scripts/weight-template.hbs`
+//! `scripts/weight-template.hbs`
 //! `--output`
-//! `/work/main/pallets/staking/src/weights.rs`
+//! `pallets/staking/src/weights.rs`
 
 #![cfg_attr(rustfmt, rustfmt_skip)]
 #![allow(unused_parens, unused_imports, missing_docs)]

@@ -6,11 +6,11 @@
 //! Machine: `Intel(R) Xeon(R) Processor`.
 //!
 //! Command:
-//! `/root/.cache/touchstone/target/debug/touchstone-node`
+//! `$CARGO_TARGET_DIR/debug/touchstone-node`
 //! `benchmark`
 //! `pallet`
 //! `--runtime`
-//! `/root/.cache/touchstone/target/debug/wbuild/touchstone-runtime/touchstone_runtime.wasm`
+//! `$CARGO_TARGET_DIR/debug/wbuild/touchstone-runtime/touchstone_runtime.wasm`
 //! `--genesis-builder`
 //! `runtime`
 //! `--genesis-builder-preset`
@@ -28,9 +28,9 @@
 //! `--heap-pages`
 //! `4096`
 //! `--template`
-//! `/work/main/scripts/weight-template.hbs`
+//! `scripts/weight-template.hbs`
 //! `--output`
-//! `/work/main/pallets/tasks/src/weights.rs`
+//! `pallets/tasks/src/weights.rs`
 
 #![cfg_attr(rustfmt, rustfmt_skip)]
 #![allow(unused_parens, unused_imports, missing_docs)]
