@@ -8,6 +8,12 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/touchstone/target}"
 export PATH="$HOME/.cargo/bin:$PATH"
 # The node binary the run and test commands use.
 export TOUCHSTONE_NODE="$CARGO_TARGET_DIR/debug/touchstone-node"
+# Mesa's Vulkan drivers (lavapipe, for the wgpu tests) warn on every start without a
+# runtime directory: give them a private one when the session has none.
+if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "$XDG_RUNTIME_DIR" ]; then
+	export XDG_RUNTIME_DIR="${TMPDIR:-/tmp}/touchstone-runtime-$(id -u)"
+	mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+fi
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
