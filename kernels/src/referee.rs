@@ -14,6 +14,8 @@
 //!   claimant's operator root for step `t` and piece root for operator `j`;
 //! - an opening of the state before step `t` (the previous state hash's
 //!   preimage with its proof in the step-level tree, or the anchor's preimage);
+//! - the proof of operator `j`'s own leaf under the operator root, which binds
+//!   the piece root and the piece count to it;
 //! - openings of the operator leaves that produced the inputs it reads;
 //! - the input segments it reads, each input's with one multiproof in its
 //!   producer's tree;
@@ -166,6 +168,10 @@ codec_types! {
 		pub chunk: u32,
 		/// The state before the step.
 		pub previous_state: StateOpening,
+		/// Inclusion of the disputed operator's own leaf in the operator-level tree,
+		/// which binds [`Commitments::piece_root`] and the piece count to
+		/// [`Commitments::operator_root`].
+		pub operator_proof: MerkleProof,
 		/// Leaves of the operators whose outputs are read.
 		pub operators: Vec<OperatorOpening>,
 		/// The input segments read.
@@ -306,6 +312,13 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		_ => RefereeError::InvalidJob,
 	})?;
 	let state_root = verify_previous_state(&case.commitments, case.step, &case.previous_state)?;
+
+	// The disputed operator's piece root is the one its leaf commits, with this piece count.
+	let leaf = operator_leaf(case.operator, node.kind.code(), piece_count as u32, &case.commitments.piece_root);
+	let proof = &case.operator_proof;
+	if proof.index != case.operator || proof.leaf_count as usize != node_count || !proof.verify(&case.commitments.operator_root, &leaf) {
+		return Err(RefereeError::InvalidOperatorProof { operator: case.operator });
+	}
 
 	// Producer operators' piece roots.
 	let mut producer_roots: BTreeMap<usize, Digest> = BTreeMap::new();
@@ -999,6 +1012,7 @@ pub fn open_case(
 		previous_state,
 		operators,
 		inputs,
+		operator_proof: step.operators.proof(operator).map_err(|_| RefereeError::InvalidJob)?,
 		pieces: piece_openings,
 		claimed_output: *pieces_tree.leaves().get(piece).ok_or(RefereeError::ChunkOutOfRange {
 			chunk: piece as u32,

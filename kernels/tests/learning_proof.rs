@@ -449,6 +449,13 @@ fn the_referee_rejects_a_wrong_input_proof() {
 	tampered.pieces[0].words[0] ^= 1;
 	let piece = tampered.pieces[0].piece;
 	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidPieceProof { piece }));
+	// A piece root that the disputed operator's leaf does not commit.
+	let mut tampered = case.clone();
+	tampered.commitments.piece_root[0] ^= 1;
+	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidOperatorProof { operator: case.operator }));
+	let mut tampered = case.clone();
+	tampered.operator_proof.siblings[0][0] ^= 1;
+	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidOperatorProof { operator: case.operator }));
 	// An opening outside the agreed prefix.
 	let mut tampered = case.clone();
 	tampered.operators[0].operator = tampered.operator;
@@ -481,7 +488,8 @@ fn the_referee_rejects_out_of_range_ids() {
 	out.operators.clear();
 	out.pieces.clear();
 	out.inputs.clear();
-	assert!(matches!(recompute(&job.0, &job.1, &out), Err(RefereeError::MissingInput { input: 0, .. })));
+	// The case's operator proof is for another operator.
+	assert_eq!(recompute(&job.0, &job.1, &out), Err(RefereeError::InvalidOperatorProof { operator: 0 }));
 }
 
 #[test]
