@@ -423,7 +423,13 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 				None
 			} else {
 				let index = Graph::accumulator_index(&grid, ChunkId { chunk: id.chunk - 1, ..id });
-				Some(pieces.get(&index).ok_or(RefereeError::MissingPiece { piece: index as u32 })?)
+				let words = pieces.get(&index).ok_or(RefereeError::MissingPiece { piece: index as u32 })?;
+				// The accumulator before has the tile's shape, or it is not a proper opening.
+				let extent = contraction.extent(id)?;
+				if words.len() != extent.rows.len() * extent.cols.len() {
+					return Err(RefereeError::InvalidPieceProof { piece: index as u32 });
+				}
+				Some(words)
 			};
 			accumulator_piece(contraction, id, &reader, previous)?
 		},
