@@ -286,8 +286,8 @@ impl MerkleProof {
 /// already); a last node without a sibling is promoted. The prover emits
 /// `hashes` in exactly that order ([`MerkleTree::multiproof`]). Like a lone
 /// proof, it binds the positions, which drive the walk. It does not always bind
-/// the tree size (leaf 0 of 3 leaves and of 4 has the same path), so a caller
-/// checks [`MultiProof::leaf_count`] against the size it expects.
+/// the tree size (leaf 0 of 3 leaves and of 4 has the same path), so
+/// [`MultiProof::verify`] takes the size the verifier expects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(
 	feature = "codec",
@@ -383,9 +383,10 @@ impl MultiProof {
 		Ok(root)
 	}
 
-	/// Whether `leaves` sit at this proof's indices under `root`.
-	pub fn verify(&self, root: &Digest, leaves: &[Digest]) -> bool {
-		self.root(leaves).is_ok_and(|computed| computed == *root)
+	/// Whether `leaves` sit at this proof's indices under `root`, in a tree of
+	/// `leaf_count` leaves (which the proof alone does not always bind).
+	pub fn verify(&self, root: &Digest, leaf_count: usize, leaves: &[Digest]) -> bool {
+		self.leaf_count as usize == leaf_count && self.root(leaves).is_ok_and(|computed| computed == *root)
 	}
 }
 
@@ -562,19 +563,19 @@ mod tests {
 			for set in index_sets(n) {
 				let proof = tree.multiproof(&set).unwrap();
 				let opened: Vec<Digest> = set.iter().map(|&i| tree.leaves()[i]).collect();
-				assert!(proof.verify(&root, &opened), "n={n} {set:?}");
+				assert!(proof.verify(&root, n, &opened), "n={n} {set:?}");
 				// No node is given that the leaves determine: never more than lone proofs hold.
 				let lone: usize = set.iter().map(|&i| tree.proof(i).unwrap().siblings.len()).sum();
 				assert!(proof.hashes.len() <= lone);
 				for h in 0..proof.hashes.len() {
 					let mut spoilt = proof.clone();
 					spoilt.hashes[h][h % 32] ^= 1;
-					assert!(!spoilt.verify(&root, &opened), "n={n} {set:?} hash {h}");
+					assert!(!spoilt.verify(&root, n, &opened), "n={n} {set:?} hash {h}");
 				}
 				for l in 0..opened.len() {
 					let mut wrong = opened.clone();
 					wrong[l][0] ^= 1;
-					assert!(!proof.verify(&root, &wrong));
+					assert!(!proof.verify(&root, n, &wrong));
 				}
 				let mut longer = proof.clone();
 				longer.hashes.push(root);
@@ -582,17 +583,19 @@ mod tests {
 				if !proof.hashes.is_empty() {
 					let mut shorter = proof.clone();
 					shorter.hashes.pop();
-					assert!(!shorter.verify(&root, &opened));
+					assert!(!shorter.verify(&root, n, &opened));
 				}
-				// Other positions do not verify. (Another tree size can, where promotion
-				// makes two sizes share the paths, as for lone proofs: callers check the size.)
-				for resized in [n as u32 + 1, n as u32 - 1] {
-					let _ = MultiProof { leaf_count: resized, ..proof.clone() }.root(&opened);
+				// Other positions do not verify, nor does the proof as one into another
+				// tree size (its walk alone may accept one, where promotion makes two
+				// sizes share the paths: `verify` takes the expected size).
+				for resized in [n + 1, n - 1] {
+					let _ = MultiProof { leaf_count: resized as u32, ..proof.clone() }.root(&opened);
+					assert!(!proof.verify(&root, resized, &opened));
 				}
 				if n > 1 && set.len() < n {
 					let shifted: Vec<u32> = proof.indices.iter().map(|&i| (i + 1) % n as u32).collect();
 					if shifted.windows(2).all(|w| w[0] < w[1]) {
-						assert!(!MultiProof { indices: shifted, ..proof.clone() }.verify(&root, &opened), "n={n} {set:?} shifted");
+						assert!(!MultiProof { indices: shifted, ..proof.clone() }.verify(&root, n, &opened), "n={n} {set:?} shifted");
 					}
 				}
 			}

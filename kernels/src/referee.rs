@@ -391,7 +391,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		};
 		let bad = RefereeError::InvalidInputProof { input: opening.input };
 		let slot = inputs.get_mut(position).ok_or(no_such_input)?;
-		if opening.proof.leaf_count as usize != leaf_count || opening.proof.indices.len() != opening.segments.len() {
+		if opening.proof.indices.len() != opening.segments.len() {
 			return Err(bad);
 		}
 		let mut leaves = Vec::with_capacity(opening.segments.len());
@@ -407,7 +407,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			}
 			leaves.push(index_segment_leaf(&segment.words));
 		}
-		if !opening.proof.verify(&root, &leaves) {
+		if !opening.proof.verify(&root, leaf_count, &leaves) {
 			return Err(bad);
 		}
 		for segment in &opening.segments {
