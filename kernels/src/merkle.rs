@@ -206,6 +206,12 @@ fn check_leaf_count(count: usize) -> Result<(), MerkleError> {
 	Ok(())
 }
 
+/// The elements of segment `segment` of a tensor of `len` elements (empty past its end).
+pub fn segment_range(len: usize, segment: usize) -> core::ops::Range<usize> {
+	let start = segment.saturating_mul(SEGMENT).min(len);
+	start..start.saturating_add(SEGMENT).min(len)
+}
+
 /// Number of segments of a tensor of `len` elements (at least one, so that an
 /// empty tensor still has a leaf).
 pub fn segment_count(len: usize) -> usize {
@@ -237,30 +243,16 @@ pub struct MerkleProof {
 }
 
 impl MerkleProof {
-	/// The root that `leaf` at this proof's position implies.
+	/// The root that `leaf` at this proof's position implies: the multiproof
+	/// walk with one leaf, whose siblings are exactly a lone proof's.
 	pub fn root(&self, leaf: &Digest) -> Result<Digest, MerkleError> {
-		let (mut index, mut width) = (self.index as usize, self.leaf_count as usize);
-		if width == 0 {
-			return Err(MerkleError::Empty);
-		}
-		if index >= width {
-			return Err(MerkleError::IndexOutOfRange);
-		}
-		let mut hash = *leaf;
+		check_openings(&[self.index], self.leaf_count, 1)?;
 		let mut siblings = self.siblings.iter();
-		while width > 1 {
-			let is_right = index % 2 == 1;
-			if is_right || index + 1 < width {
-				let sibling = siblings.next().ok_or(MerkleError::WrongProofLength)?;
-				hash = if is_right { node_hash(sibling, &hash) } else { node_hash(&hash, sibling) };
-			}
-			index /= 2;
-			width = width.div_ceil(2);
-		}
+		let root = multiproof_walk(alloc::vec![(self.index as usize, *leaf)], self.leaf_count as usize, &mut siblings)?;
 		if siblings.next().is_some() {
 			return Err(MerkleError::WrongProofLength);
 		}
-		Ok(hash)
+		Ok(root)
 	}
 
 	/// Whether `leaf` sits at this proof's position under `root`.
@@ -439,21 +431,10 @@ impl MerkleTree {
 		self.levels.len().saturating_sub(1)
 	}
 
-	/// The inclusion proof of leaf `index`.
+	/// The inclusion proof of leaf `index`: a multiproof of that leaf alone.
 	pub fn proof(&self, index: usize) -> Result<MerkleProof, MerkleError> {
-		let leaf_count = self.len();
-		if index >= leaf_count {
-			return Err(MerkleError::IndexOutOfRange);
-		}
-		let mut siblings = Vec::new();
-		let mut position = index;
-		for level in self.levels.iter().take(self.height()) {
-			if let Some(sibling) = level.get(position ^ 1) {
-				siblings.push(*sibling);
-			}
-			position /= 2;
-		}
-		Ok(MerkleProof { index: index as u32, leaf_count: leaf_count as u32, siblings })
+		let MultiProof { leaf_count, hashes, .. } = self.multiproof(&[index])?;
+		Ok(MerkleProof { index: index as u32, leaf_count, siblings: hashes })
 	}
 
 	/// The multiproof of the leaves at `indices` (strictly increasing).

@@ -409,8 +409,7 @@ fn span_range(span: usize, len: usize) -> Range<usize> {
 
 /// Segment `segment` of a value of `len` elements, or an error past its end.
 fn segment_range(segment: usize, len: usize) -> Result<Range<usize>, KernelError> {
-	let start = segment.checked_mul(SEGMENT).filter(|&start| start < len).ok_or(KernelError::ShapeOverflow)?;
-	Ok(start..(start + SEGMENT).min(len))
+	Some(crate::merkle::segment_range(len, segment)).filter(|range| !range.is_empty()).ok_or(KernelError::ShapeOverflow)
 }
 
 /// The storage ranges that channel `channel`'s positions of chunk `chunk`

@@ -49,7 +49,7 @@ use crate::data::{Dataset, DatasetLayout};
 use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
 use crate::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::hash::Digest;
-use crate::merkle::{index_segment_leaf, segment_count, MerkleProof, MerkleTree, MultiProof, SEGMENT};
+use crate::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MerkleTree, MultiProof, SEGMENT};
 use crate::model::{ModelConfig, TrainConfig};
 use crate::optim::{adamw_step, sgd_momentum_step};
 use crate::reduction::{Reads, Source};
@@ -279,11 +279,6 @@ impl From<crate::error::KernelError> for RefereeError {
 /// Proven segments of one input, keyed by segment index.
 type Segments<'a> = BTreeMap<usize, &'a [u32]>;
 
-/// Elements in segment `segment` of a value of `len` elements.
-fn segment_len(len: usize, segment: usize) -> usize {
-	len.saturating_sub(segment * SEGMENT).min(SEGMENT)
-}
-
 /// Judges `case` for a job with `model` and `train`: `Ok` if the claimed output is right.
 ///
 /// This is the entry point the runtime exposes. It never panics.
@@ -402,7 +397,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 				None => Some(segment.segment as usize).filter(|&index| index < leaf_count),
 			};
 			let index = index.ok_or(bad)?;
-			if segment.words.len() != segment_len(value_len, segment.segment as usize) || proven_index as usize != index {
+			if segment.words.len() != segment_range(value_len, segment.segment as usize).len() || proven_index as usize != index {
 				return Err(bad);
 			}
 			leaves.push(index_segment_leaf(&segment.words));
@@ -415,7 +410,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		}
 	}
 
-	let reader = Inputs { graph: &graph, segments: &inputs };
+	let reader = Inputs { graph: &graph, segments: &inputs, last: core::cell::Cell::new(None) };
 	let words = match (node.kind, piece) {
 		(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
 			let grid = contraction.grid()?;
@@ -442,11 +437,11 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 		},
 		(_, Piece::Partial { lane, span }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
-			words_of(&reduction.partial(lane, span, &Proven::new(&reader, &pieces))?)
+			words_of(&reduction.partial(lane, span, &Proven { reader: &reader, pieces: &pieces })?)
 		},
 		(OpKind::BiasGrad(_) | OpKind::SoftmaxCrossEntropy(_) | OpKind::ClipGradNorm(_), Piece::Segment { value, segment }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
-			words_of(&reduction.output_segment(value, segment, &Proven::new(&reader, &pieces))?)
+			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
 		},
 		(kind, Piece::Segment { value, segment }) => {
 			operator_segment(kind, case.step, value, segment, &reader)?
@@ -484,6 +479,9 @@ fn verify_previous_state(commitments: &Commitments, step: u32, opening: &StateOp
 struct Inputs<'a> {
 	graph: &'a Graph,
 	segments: &'a [Segments<'a>],
+	/// The segment read last, `(input, segment, words)`: pieces read their
+	/// inputs in runs along segments, so most reads skip the map.
+	last: core::cell::Cell<Option<(usize, usize, &'a [u32])>>,
 }
 
 impl<'a> Inputs<'a> {
@@ -507,11 +505,63 @@ impl<'a> Inputs<'a> {
 	fn segment_f32(&self, position: usize, segment: usize) -> Result<Vec<f32>, RefereeError> {
 		Ok(self.segment(position, segment)?.iter().map(|&w| f32::from_bits(w)).collect())
 	}
+
+	/// Word `index` of input `position`.
+	fn word(&self, position: usize, index: usize) -> Result<u32, RefereeError> {
+		let number = index / SEGMENT;
+		let words = match self.last.get() {
+			Some((input, segment, words)) if input == position && segment == number => words,
+			_ => {
+				let words = self.segment(position, number)?;
+				self.last.set(Some((position, number, words)));
+				words
+			},
+		};
+		let missing = RefereeError::MissingInput { input: position as u32, segment: number as u32 };
+		words.get(index % SEGMENT).copied().ok_or(missing)
+	}
+
+	/// Element `index` of input `position` as an `f32`.
+	fn element(&self, position: usize, index: usize) -> Result<f32, RefereeError> {
+		self.word(position, index).map(f32::from_bits)
+	}
 }
 
-/// Recomputes segment `segment` of the batch's value `value` (features, labels,
-/// sample indices) of step `step`: the indices from the seed, as every trainer
-/// draws them, and the features and labels from the proven dataset words.
+/// Where element `element` of the batch's value `value` comes from: the
+/// dataset word it copies (features, labels), or `None` for a sample index,
+/// which is the index itself. `indices` are the step's sample indices.
+fn batch_source(
+	graph: &Graph,
+	dataset: DatasetLayout,
+	indices: &[u32],
+	value: usize,
+	element: usize,
+) -> Result<Option<usize>, RefereeError> {
+	let features = graph.input_len.max(1);
+	let (row, feature) = if value == 0 { (element / features, element % features) } else { (element, 0) };
+	let sample = indices.get(row).map(|&i| i as usize).ok_or(RefereeError::InvalidJob)?;
+	Ok(match value {
+		0 => Some(dataset.feature_word(sample, feature)),
+		1 => Some(dataset.label_word(sample)),
+		_ => None,
+	})
+}
+
+/// The elements of segment `segment` of the batch's value `value` (features,
+/// labels, sample indices).
+fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Result<core::ops::Range<usize>, RefereeError> {
+	let features = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
+	let len = [features, graph.batch, graph.batch].get(value).copied().ok_or(RefereeError::InvalidJob)?;
+	let elements = segment_range(len, segment);
+	if elements.is_empty() {
+		return Err(RefereeError::InvalidJob);
+	}
+	Ok(elements)
+}
+
+/// Recomputes segment `segment` of the batch's value `value` of step `step`:
+/// the sample indices drawn from the seed, as every trainer draws them, and
+/// the features and labels read from the proven dataset words.
 ///
 /// Drawing the indices walks the whole epoch permutation, so this piece costs
 /// in proportion to the training set's size rather than the model's.
@@ -524,78 +574,39 @@ fn batch_segment(
 	segment: usize,
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
-	if dataset.samples > crate::data::MAX_SAMPLES {
-		return Err(RefereeError::InvalidJob);
-	}
 	let indices = crate::trace::batch_indices(dataset.samples, graph.batch, seed, step)?;
-	let features = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
-	let len = [features, graph.batch, graph.batch].get(value).copied().ok_or(RefereeError::InvalidJob)?;
-	let start = segment.checked_mul(SEGMENT).filter(|&start| start < len).ok_or(RefereeError::InvalidJob)?;
-	let word = |index: usize| -> Result<u32, RefereeError> {
-		let missing = RefereeError::MissingInput { input: 0, segment: (index / SEGMENT) as u32 };
-		reader.segment(0, index / SEGMENT)?.get(index % SEGMENT).copied().ok_or(missing)
-	};
-	let sample = |row: usize| indices.get(row).map(|&i| i as usize).ok_or(RefereeError::InvalidJob);
-	(start..(start + SEGMENT).min(len))
-		.map(|element| match value {
-			0 => {
-				let (row, feature) = (element / graph.input_len.max(1), element % graph.input_len.max(1));
-				word(dataset.feature_word(sample(row)?, feature))
-			},
-			1 => word(dataset.label_word(sample(element)?)),
-			_ => indices.get(element).copied().ok_or(RefereeError::InvalidJob),
+	batch_elements(graph, value, segment)?
+		.map(|element| match batch_source(graph, dataset, &indices, value, element)? {
+			Some(word) => reader.word(0, word),
+			None => indices.get(element).copied().ok_or(RefereeError::InvalidJob),
 		})
 		.collect()
 }
 
-/// The dataset words that segment `segment` of the batch's value `value` reads,
-/// given the step's sample indices: what the prover opens for [`batch_segment`].
-fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Vec<usize> {
-	let features = graph.batch.saturating_mul(graph.input_len);
-	let len = [features, graph.batch, 0].get(value).copied().unwrap_or_default();
-	let mut segments: Vec<usize> = (segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len))
-		.filter_map(|element| match value {
-			0 => {
-				let (row, feature) = (element / graph.input_len.max(1), element % graph.input_len.max(1));
-				indices.get(row).map(|&sample| dataset.feature_word(sample as usize, feature) / SEGMENT)
-			},
-			_ => indices.get(element).map(|&sample| dataset.label_word(sample as usize) / SEGMENT),
-		})
-		.collect();
+/// The dataset segments that segment `segment` of the batch's value `value`
+/// reads, given the step's sample indices: what the prover opens for
+/// [`batch_segment`].
+fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Result<Vec<usize>, RefereeError> {
+	let mut segments = Vec::new();
+	for element in batch_elements(graph, value, segment)? {
+		segments.extend(batch_source(graph, dataset, indices, value, element)?.map(|word| word / SEGMENT));
+	}
 	segments.sort_unstable();
 	segments.dedup();
-	segments
+	Ok(segments)
 }
 
 /// A reduction's view of the proven openings: input words and earlier pieces.
 struct Proven<'a> {
 	reader: &'a Inputs<'a>,
 	pieces: &'a BTreeMap<usize, &'a [u32]>,
-	/// The segment read last, `(input, segment, words)`: reductions read in runs.
-	last: core::cell::Cell<Option<(usize, usize, &'a [u32])>>,
-}
-
-impl<'a> Proven<'a> {
-	fn new(reader: &'a Inputs<'a>, pieces: &'a BTreeMap<usize, &'a [u32]>) -> Self {
-		Self { reader, pieces, last: core::cell::Cell::new(None) }
-	}
 }
 
 impl Source for Proven<'_> {
 	type Error = RefereeError;
 
 	fn word(&self, position: usize, index: usize) -> Result<u32, RefereeError> {
-		let number = index / SEGMENT;
-		let words = match self.last.get() {
-			Some((input, segment, words)) if input == position && segment == number => words,
-			_ => {
-				let words = self.reader.segment(position, number)?;
-				self.last.set(Some((position, number, words)));
-				words
-			},
-		};
-		let missing = RefereeError::MissingInput { input: position as u32, segment: number as u32 };
-		words.get(index % SEGMENT).copied().ok_or(missing)
+		self.reader.word(position, index)
 	}
 
 	fn piece(&self, index: usize, len: usize) -> Result<Vec<f32>, RefereeError> {
@@ -604,35 +615,6 @@ impl Source for Proven<'_> {
 			return Err(RefereeError::InvalidPieceProof { piece: index as u32 });
 		}
 		Ok(words.iter().map(|&w| f32::from_bits(w)).collect())
-	}
-}
-
-/// Reads one input's elements in mostly ascending order, looking a segment up
-/// only when the index leaves the last one (a block's rows run along segments).
-struct Cursor<'r, 'a> {
-	reader: &'r Inputs<'a>,
-	position: usize,
-	segment: Option<(usize, &'a [u32])>,
-}
-
-impl<'r, 'a> Cursor<'r, 'a> {
-	fn new(reader: &'r Inputs<'a>, position: usize) -> Self {
-		Self { reader, position, segment: None }
-	}
-
-	/// Element `index` as an `f32`.
-	fn element(&mut self, index: usize) -> Result<f32, RefereeError> {
-		let number = index / SEGMENT;
-		let words = match self.segment {
-			Some((current, words)) if current == number => words,
-			_ => {
-				let words = self.reader.segment(self.position, number)?;
-				self.segment = Some((number, words));
-				words
-			},
-		};
-		let missing = RefereeError::MissingInput { input: self.position as u32, segment: number as u32 };
-		words.get(index % SEGMENT).map(|&word| f32::from_bits(word)).ok_or(missing)
 	}
 }
 
@@ -657,21 +639,19 @@ fn accumulator_piece(
 	let extent = contraction.extent(id)?;
 	let (rows, cols, depth) = (extent.rows.len(), extent.cols.len(), extent.depth.len());
 	let mut lhs = Vec::with_capacity(rows * depth);
-	let mut cursor = Cursor::new(reader, 0);
 	for row in extent.rows.clone() {
 		for k in extent.depth.clone() {
 			lhs.push(match contraction.lhs_index(row, k) {
-				Some(index) => cursor.element(index)?,
+				Some(index) => reader.element(0, index)?,
 				None => 0.0,
 			});
 		}
 	}
 	let mut rhs = Vec::with_capacity(depth * cols);
-	let mut cursor = Cursor::new(reader, 1);
 	for k in extent.depth.clone() {
 		for col in extent.cols.clone() {
 			rhs.push(match contraction.rhs_index(k, col) {
-				Some(index) => cursor.element(index)?,
+				Some(index) => reader.element(1, index)?,
 				None => 0.0,
 			});
 		}
@@ -719,9 +699,9 @@ fn contraction_output_segment(
 ) -> Result<Vec<u32>, RefereeError> {
 	let grid = contraction.grid()?;
 	let dims = contraction.dims()?;
-	let start = segment * SEGMENT;
-	let mut out = Vec::with_capacity(segment_len(len, segment));
-	for index in start..start + segment_len(len, segment) {
+	let elements = segment_range(len, segment);
+	let mut out = Vec::with_capacity(elements.len());
+	for index in elements {
 		let (row, col) = output_coordinates(contraction, index).ok_or(RefereeError::InvalidJob)?;
 		if row >= dims.rows || col >= dims.cols {
 			return Err(RefereeError::InvalidJob);
@@ -761,11 +741,10 @@ fn operator_segment(
 			// `bias_add`'s one rounded addition per element, with the element's channel
 			// found from its index; only the bias segments of those channels are read.
 			let values = reader.segment_f32(0, segment)?;
-			let mut bias = Cursor::new(reader, 1);
 			values
 				.iter()
 				.zip(segment * SEGMENT..)
-				.map(|(&value, index)| Ok(canonical_bits(value + bias.element(bias_channel(layout, index))?)))
+				.map(|(&value, index)| Ok(canonical_bits(value + reader.element(1, bias_channel(layout, index))?)))
 				.collect()
 		},
 		OpKind::Sgd(hyper) => {
@@ -934,7 +913,7 @@ pub fn open_case(
 		// The batch reads the dataset rows of this step's samples.
 		let sample_indices = step.values.get(graph.batch_values[2]).ok_or(RefereeError::InvalidJob)?;
 		let indices: Vec<u32> = (0..graph.batch).filter_map(|row| sample_indices.word(row)).collect();
-		let segments = batch_reads(graph, dataset, &indices, value, segment);
+		let segments = batch_reads(graph, dataset, &indices, value, segment)?;
 		if !segments.is_empty() {
 			let openings = segments
 				.iter()
@@ -984,11 +963,7 @@ pub fn open_case(
 			crate::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
 		},
 		(_, Some(reduction)) if !needed_pieces.is_empty() => {
-			let word = |position: usize, index: usize| -> Result<u32, RefereeError> {
-				let value = node.inputs.get(position).and_then(|&id| step.values.get(id));
-				value.and_then(|tensor| tensor.word(index)).ok_or(RefereeError::InvalidJob)
-			};
-			reduction.partials(word, None)?
+			crate::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?
 		},
 		_ => Vec::new(),
 	};

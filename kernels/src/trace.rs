@@ -49,6 +49,7 @@ use crate::merkle::{
 	self, index_segment_leaf, leaf_hash, segment_count, segment_leaf, MerkleError, MerkleTree, SEGMENT,
 };
 use crate::model::{ModelConfig, TrainConfig, BATCH_STREAM};
+use crate::reduction::Reduction;
 use crate::rng::RandomStream;
 
 /// Prefix of a state hash.
@@ -152,7 +153,7 @@ impl HostTensor {
 
 	/// The canonical words of segment `index` (empty past the end).
 	pub fn segment_words(&self, index: usize) -> Vec<u32> {
-		let range = |len: usize| (index * SEGMENT).min(len)..((index + 1) * SEGMENT).min(len);
+		let range = |len: usize| merkle::segment_range(len, index);
 		match self {
 			Self::F32(values) => values
 				.get(range(values.len()))
@@ -251,8 +252,7 @@ pub enum Fault {
 	},
 	/// Flip bit `bit` of element `element` of partial `piece` (a piece index)
 	/// of reduction `operator` at `step`. The later partials of its lane carry
-	/// the error; the operator's outputs do not (see
-	/// [`Reduction::partials`](crate::reduction::Reduction::partials)).
+	/// the error; the operator's outputs do not (see [`Reduction::partials`]).
 	Partial {
 		/// Global step.
 		step: u32,
@@ -668,6 +668,22 @@ pub fn accumulators(
 	Ok(out)
 }
 
+/// Every partial of `reduction`, whose inputs are the values `inputs` of a
+/// step's host copies `values`, in piece order. `fault` = `(piece, element,
+/// bit)` flips one bit of one partial ([`Reduction::partials`]).
+pub fn reduction_partials(
+	reduction: &Reduction,
+	inputs: &[usize],
+	values: &[HostTensor],
+	fault: Option<(usize, usize, u32)>,
+) -> Result<Vec<Vec<f32>>, KernelError> {
+	let word = |position: usize, index: usize| -> Result<u32, KernelError> {
+		let input = inputs.get(position).and_then(|&input| values.get(input));
+		input.and_then(|tensor| tensor.word(index)).ok_or(KernelError::ShapeOverflow)
+	};
+	reduction.partials(word, fault)
+}
+
 /// Scatters each tile's last accumulator into the contraction's output layout.
 pub fn write_final_accumulators(
 	contraction: Contraction,
@@ -714,17 +730,13 @@ fn build_step_trace(
 			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
 		}
 		if let Some(reduction) = graph.reduction(id).map_err(|_| MerkleError::Empty)? {
-			let word = |position: usize, index: usize| -> Result<u32, KernelError> {
-				let input = node.inputs.get(position).and_then(|&input| values.get(input));
-				input.and_then(|tensor| tensor.word(index)).ok_or(KernelError::ShapeOverflow)
-			};
 			let fault = match fault {
 				Some(Fault::Partial { step, operator, piece, element, bit }) if operator == id && step == record.step => {
 					Some((piece, element, bit))
 				},
 				_ => None,
 			};
-			let partials = reduction.partials(word, fault).map_err(|_| MerkleError::Empty)?;
+			let partials = reduction_partials(&reduction, &node.inputs, &values, fault).map_err(|_| MerkleError::Empty)?;
 			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
 		}
 		let piece_values = if node.kind == OpKind::Commit { &node.inputs } else { &node.outputs };
