@@ -64,6 +64,12 @@ pub enum KernelError {
 		/// The depth given.
 		depth: usize,
 	},
+	/// Training step `step` produced NaN or an infinity in its loss or its new
+	/// state: under rule 7 the step is invalid, and the run stops before it.
+	NonFinite {
+		/// The global step.
+		step: u32,
+	},
 }
 
 impl fmt::Display for KernelError {
@@ -86,6 +92,9 @@ impl fmt::Display for KernelError {
 			},
 			Self::InvalidHyperparameter { name } => write!(f, "hyper-parameter `{name}` out of range"),
 			Self::ChunkTooDeep { depth } => write!(f, "chunk depth {depth} exceeds the 32-wide K-chunk"),
+			Self::NonFinite { step } => {
+				write!(f, "step {step} produced NaN or an infinity (the job diverges; a smaller learning rate may help)")
+			},
 		}
 	}
 }

@@ -32,8 +32,9 @@
 //!   initialisation), [`data`] (the digits set, synthetic data, splits),
 //!   [`trace`] (the training loop over any backend and the state-hash chain),
 //!   `checkpoint` (safetensors, `std` only), [`merkle`], [`graph`] (the
-//!   operator graph of a step and its pieces), [`bisection`] and [`referee`]
-//!   (the on-chain judge of one piece); `distance` (`std`): tolerance mode's
+//!   operator graph of a step and its pieces), [`bisection`] (the game, with
+//!   each level's shape fixed by the job) and [`referee`] (the on-chain judge of
+//!   one piece, the bindings between levels, and, with `std`, the prover); `distance` (`std`): tolerance mode's
 //!   L2 / L∞ / cosine distance and the verifier's re-execution on the reference.
 //! - Other backends: `wgpu` (feature `wgpu`: WGSL kernels, bit-identical to
 //!   the reference, with an adapter conformance self-test) and `tch` (feature
@@ -46,6 +47,23 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
+
+/// Derives SCALE `Encode`/`Decode`/`DecodeWithMemTracking` and `TypeInfo` on
+/// the items inside with the `codec` feature (the types the chain stores or
+/// passes to the referee), and nothing without it.
+#[cfg(feature = "codec")]
+macro_rules! codec_types {
+	($($item:item)*) => {
+		$(
+			#[derive(codec::Encode, codec::Decode, codec::DecodeWithMemTracking, scale_info::TypeInfo)]
+			$item
+		)*
+	};
+}
+#[cfg(not(feature = "codec"))]
+macro_rules! codec_types {
+	($($item:item)*) => { $($item)* };
+}
 
 pub mod activation;
 pub mod backend;

@@ -174,11 +174,15 @@ impl HostTensor {
 	}
 }
 
-/// The sample indices of global step `step`: see the module docs.
-pub fn batch_indices(samples: usize, batch: usize, seed: u64, step: u32) -> Result<Vec<u32>, KernelError> {
-	let (epoch, window) = batch_window(samples, batch, step)?;
-	let order = epoch_order(samples, seed, epoch)?;
-	Ok(order.get(window).map(<[u32]>::to_vec).unwrap_or_default())
+/// The sample indices of global step `step` of a run on the samples `shard`
+/// of the training set (the whole set for a step-range unit): positions in the
+/// shard's epoch order, offset to the shard's place in the set. See the module docs.
+pub fn batch_indices(shard: core::ops::Range<usize>, batch: usize, seed: u64, step: u32) -> Result<Vec<u32>, KernelError> {
+	let (epoch, window) = batch_window(shard.len(), batch, step)?;
+	let order = epoch_order(shard.len(), seed, epoch)?;
+	let first = u32::try_from(shard.start).map_err(|_| KernelError::ShapeOverflow)?;
+	let window = order.get(window).ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
+	window.iter().map(|&i| i.checked_add(first).ok_or(KernelError::ShapeOverflow)).collect()
 }
 
 /// Where global step `step`'s batch lies: its epoch, and its positions in that
@@ -216,6 +220,13 @@ impl ChainPoint {
 	/// The start of a run: step `first_step` next, chained from `anchor`.
 	pub fn start(first_step: u32, anchor: Digest) -> Self {
 		Self { next_step: first_step, last_hash: anchor, previous_hash: [0; 32], last_batch_root: [0; 32] }
+	}
+
+	/// The start of a run at step `first_step` from a model with state root
+	/// `start_state_root`: the job's initial state, the previous unit's proven
+	/// final state, or a checkpoint's. The run re-anchors there.
+	pub fn anchored(first_step: u32, start_state_root: &Digest) -> Self {
+		Self::start(first_step, anchor_hash(start_state_root))
 	}
 }
 
@@ -317,6 +328,8 @@ pub struct Trainer<B: Backend> {
 	labels: Option<B::Indices>,
 	host_batch: [HostTensor; 3],
 	epoch_order: Option<(usize, Vec<u32>)>,
+	/// The samples of `data` this run trains on.
+	shard: core::ops::Range<usize>,
 	point: ChainPoint,
 	fault: Option<Fault>,
 	recording: Option<Vec<Option<HostTensor>>>,
@@ -332,7 +345,7 @@ impl<B: Backend> Trainer<B> {
 			state.extend(params.iter().map(|p| vec![0.0f32; p.len()]));
 		}
 		let root = state_root(&state).map_err(|_| KernelError::ShapeOverflow)?;
-		Self::resume(backend, model, train, data, state, ChainPoint::start(0, anchor_hash(&root)))
+		Self::resume(backend, model, train, data, state, ChainPoint::anchored(0, &root))
 	}
 
 	/// A trainer at `point`, from `state` (parameters then moments): a
@@ -364,6 +377,7 @@ impl<B: Backend> Trainer<B> {
 			}
 		}
 		let data_tensor = backend.upload(&data.features)?;
+		let data_len = data.len();
 		Ok(Self {
 			backend,
 			graph,
@@ -374,10 +388,23 @@ impl<B: Backend> Trainer<B> {
 			labels: None,
 			host_batch: [HostTensor::F32(Vec::new()), HostTensor::U32(Vec::new()), HostTensor::U32(Vec::new())],
 			epoch_order: None,
+			shard: 0..data_len,
 			point,
 			fault: None,
 			recording: None,
 		})
+	}
+
+	/// Restricts the run to the samples `shard` of its training set: a
+	/// data-shard unit draws every batch inside its shard, and its batches
+	/// name samples by their place in the whole set.
+	pub fn on_shard(mut self, shard: core::ops::Range<usize>) -> Result<Self, KernelError> {
+		if shard.end > self.data.len() || shard.len() < self.graph.batch {
+			return Err(KernelError::InvalidHyperparameter { name: "shard" });
+		}
+		self.shard = shard;
+		self.epoch_order = None;
+		Ok(self)
 	}
 
 	/// Makes this trainer dishonest: `fault` is applied when its step runs.
@@ -448,6 +475,11 @@ impl<B: Backend> Trainer<B> {
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::ShapeOverflow)?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
+		// Rule 7: a step that produces NaN or an infinity is invalid. Its state is
+		// not committed and the run stops here, before the hash chain moves on.
+		if !loss.is_finite() || state.iter().flatten().any(|value| !value.is_finite()) {
+			return Err(KernelError::NonFinite { step }.into());
+		}
 		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root);
 		self.point = ChainPoint {
 			next_step: step.saturating_add(1),
@@ -483,16 +515,17 @@ impl<B: Backend> Trainer<B> {
 
 	/// Computes the batch of `step` and runs operator 0.
 	fn load_batch(&mut self, step: u32) -> Result<(), B::Error> {
-		// The same window and order as `batch_indices`, with the epoch's order kept.
-		let (epoch, window) = batch_window(self.data.len(), self.graph.batch, step)?;
+		// The same window, order and offset as `batch_indices`, with the epoch's order kept.
+		let (epoch, window) = batch_window(self.shard.len(), self.graph.batch, step)?;
 		if self.epoch_order.as_ref().map(|(e, _)| *e) != Some(epoch) {
-			self.epoch_order = Some((epoch, epoch_order(self.data.len(), self.train.seed, epoch)?));
+			self.epoch_order = Some((epoch, epoch_order(self.shard.len(), self.train.seed, epoch)?));
 		}
+		let first = u32::try_from(self.shard.start).map_err(|_| KernelError::ShapeOverflow)?;
 		let indices: Vec<u32> = self
 			.epoch_order
 			.as_ref()
 			.and_then(|(_, order)| order.get(window))
-			.map(<[u32]>::to_vec)
+			.map(|window| window.iter().map(|&i| i + first).collect())
 			.ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
 		let labels: Vec<u32> = indices.iter().map(|&i| self.data.labels.get(i as usize).copied().unwrap_or(0)).collect();
 		let [features_id, _, _] = self.graph.batch_values;

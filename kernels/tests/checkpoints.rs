@@ -85,11 +85,11 @@ fn a_checkpoint_whose_hash_does_not_match_is_refused_before_parsing() {
 fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone() {
 	use touchstone_kernels::graph::Graph;
 	use touchstone_kernels::merkle::MerkleTree;
-	use touchstone_kernels::referee::{open_case, referee, RunOpening, StateOpening};
+	use touchstone_kernels::referee::{judge, open_case, RunOpening, StateOpening};
 	use touchstone_kernels::trace::trace_leaf;
 	let (model, train, data) = (blob_model(), blob_train(6), blobs(200));
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
-	let anchor = trainer.last_hash();
+	let start_state_root = touchstone_kernels::trace::state_root(&trainer.state().unwrap()).unwrap();
 	let mut records = Vec::new();
 	for _ in 0..4 {
 		records.push(trainer.step().unwrap());
@@ -105,9 +105,9 @@ fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone(
 	assert_eq!(traced.record, records[4]);
 	let tree = MerkleTree::new(records.iter().map(|r| trace_leaf(&r.state_hash)).collect()).unwrap();
 	let graph = Graph::build(&model, &train).unwrap();
-	let run = RunOpening { trace: &tree, first_step: 0, anchor, dataset: &data, dataset_tree: &data_tree };
+	let run = RunOpening { trace: &tree, first_step: 0, start_state_root, dataset: &data, dataset_tree: &data_tree, shard: 0..data.len() };
 	// The first matmul reads the parameters: the state before step 4 is opened.
-	let case = open_case(&graph, &traced, &run, 1, 0).unwrap();
-	assert!(matches!(case.previous_state, StateOpening::Step { .. }));
-	referee(&model, &train, &case).unwrap();
+	let (dispute, openings) = open_case(&graph, &traced, &run, 1, 0).unwrap();
+	assert!(matches!(openings.previous_state, StateOpening::Step { .. }));
+	judge(&model, &train, &dispute, &openings).unwrap();
 }

@@ -5,13 +5,16 @@
 mod support;
 
 use support::*;
-use touchstone_kernels::bisection::bisect;
+use touchstone_kernels::bisection::{bisect, BisectionError};
 use touchstone_kernels::data::{synthetic, Dataset};
 use touchstone_kernels::graph::{Graph, OpKind, Origin, Piece};
 use touchstone_kernels::merkle::{depth, MerkleTree, SEGMENT};
 use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
 use touchstone_kernels::reduction::Reduction;
-use touchstone_kernels::referee::{open_case, recompute, referee, RefereeError, RunOpening, StateOpening};
+use touchstone_kernels::referee::{
+	bind_operator, bind_step, final_state_root, judge, level_leaves, open_case, open_step_binding, recompute, BindingError,
+	Dispute, Level, Openings, RefereeError, RunOpening, StateOpening, Verdict,
+};
 use touchstone_kernels::trace::{trace_leaf, Fault, StepTrace, Trainer};
 use touchstone_kernels::{Activation, ChunkId, CpuBackend, Digest};
 
@@ -44,11 +47,27 @@ fn mlp() -> (ModelConfig, TrainConfig, Dataset) {
 	(blob_model(), blob_train(8), blobs(200))
 }
 
+/// A case: what the chain holds, and a party's openings.
+type Case = (Dispute, Openings);
+
+/// The referee's verdict on `case` for `job`.
+fn verdict(job: &(ModelConfig, TrainConfig, Dataset), case: &Case) -> Result<Verdict, RefereeError> {
+	judge(&job.0, &job.1, &case.0, &case.1)
+}
+
+/// The referee's recomputation for `case`.
+fn recomputed(job: &(ModelConfig, TrainConfig, Dataset), case: &Case) -> Result<Digest, RefereeError> {
+	recompute(&job.0, &job.1, &case.0, &case.1)
+}
+
 /// A run: its per-step state hashes, and a full trace of step `traced`.
 struct Run {
 	hashes: Vec<Digest>,
 	trace: StepTrace,
-	anchor: Digest,
+	/// The state root the run starts from.
+	start: Digest,
+	/// The samples it trains on.
+	shard: std::ops::Range<usize>,
 	/// The training set and its tree.
 	data: Dataset,
 	data_tree: MerkleTree,
@@ -62,15 +81,27 @@ impl Run {
 
 	/// What the prover opens cases from, with the step-level tree `tree`.
 	fn opening<'a>(&'a self, tree: &'a MerkleTree) -> RunOpening<'a> {
-		RunOpening { trace: tree, first_step: 0, anchor: self.anchor, dataset: &self.data, dataset_tree: &self.data_tree }
+		RunOpening {
+			trace: tree,
+			first_step: 0,
+			start_state_root: self.start,
+			dataset: &self.data,
+			dataset_tree: &self.data_tree,
+			shard: self.shard.clone(),
+		}
 	}
 }
 
 /// Runs `steps` steps of a job, tracing step `traced`, with an optional fault.
 fn run(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, traced: u32, fault: Option<Fault>) -> Run {
+	run_on(job, 0..job.2.len(), steps, traced, fault)
+}
+
+/// [`run`] on the samples `shard` of the job's training set.
+fn run_on(job: &(ModelConfig, TrainConfig, Dataset), shard: std::ops::Range<usize>, steps: u32, traced: u32, fault: Option<Fault>) -> Run {
 	let (model, train, data) = job;
-	let mut trainer = Trainer::new(CpuBackend, model, train, data.clone()).unwrap();
-	let anchor = trainer.last_hash();
+	let mut trainer = Trainer::new(CpuBackend, model, train, data.clone()).unwrap().on_shard(shard.clone()).unwrap();
+	let start = touchstone_kernels::trace::state_root(&trainer.state().unwrap()).unwrap();
 	if let Some(fault) = fault {
 		trainer.inject(fault);
 	}
@@ -85,7 +116,7 @@ fn run(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, traced: u32, fault
 			hashes.push(trainer.step().unwrap().state_hash);
 		}
 	}
-	Run { hashes, trace: trace.unwrap(), anchor, data: data.clone(), data_tree: data.tree().unwrap() }
+	Run { hashes, trace: trace.unwrap(), start, shard, data: data.clone(), data_tree: data.tree().unwrap() }
 }
 
 #[test]
@@ -159,41 +190,55 @@ fn dispute(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, step: u32, ope
 	if honest.hashes == dishonest.hashes {
 		return false;
 	}
-	// Level 1: steps.
-	let level1 = bisect(&honest.tree(), &dishonest.tree()).unwrap();
+	// Level 1: steps, as many as the unit has.
+	let level1 = bisect(steps, &honest.tree(), &dishonest.tree()).unwrap();
 	assert_eq!((level1.leaf, level1.rounds), (step as usize, depth(steps as usize)));
 	dispute_within_step(job, &honest, &dishonest, operator, fault);
 	true
 }
 
-/// Levels 2 and 3 and the referee, for two traces of the same step.
+/// Levels 2 and 3 and the referee, for two traces of the same step: each
+/// party's roots bind to the level above, each level has the job's shape, and
+/// the referee upholds the honest claim and rejects the dishonest one, each
+/// judged against that party's own commitments.
 fn dispute_within_step(job: &(ModelConfig, TrainConfig, Dataset), honest: &Run, dishonest: &Run, operator: usize, fault: Fault) {
 	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let (honest_tree, dishonest_tree) = (honest.tree(), dishonest.tree());
+	let (honest_run, dishonest_run) = (honest.opening(&honest_tree), dishonest.opening(&dishonest_tree));
+	let step = honest.trace.record.step;
+	// Both operator roots belong to their party's step: the binding cannot tell
+	// them apart, the next level does.
+	for (party, run) in [(honest, &honest_run), (dishonest, &dishonest_run)] {
+		let binding = open_step_binding(&graph, &party.trace, run).unwrap();
+		let hash = bind_step(&graph, &run.trace_commitment(), step, &party.trace.operators.root(), &binding).unwrap();
+		assert_eq!(hash, party.trace.record.state_hash);
+	}
 	// Level 2: operators of that step.
-	let level2 = bisect(&honest.trace.operators, &dishonest.trace.operators).unwrap();
+	let operators = level_leaves(&graph, &honest_run.trace_commitment(), Level::Operators).unwrap();
+	let level2 = bisect(operators, &honest.trace.operators, &dishonest.trace.operators).unwrap();
 	assert_eq!((level2.leaf, level2.rounds), (operator, depth(graph.nodes.len())), "{fault:?}");
 	// Level 3: pieces of that operator.
 	let pieces = (&honest.trace.pieces[operator], &dishonest.trace.pieces[operator]);
-	let level3 = bisect(pieces.0, pieces.1).unwrap();
+	let count = level_leaves(&graph, &honest_run.trace_commitment(), Level::Pieces { operator: operator as u32 }).unwrap();
+	let level3 = bisect(count, pieces.0, pieces.1).unwrap();
 	assert_eq!(level3.leaf, expected_piece(&graph, operator, &fault), "{fault:?}");
 	assert_eq!(level3.rounds, depth(pieces.0.len()));
 
-	// The referee, from the honest party's openings.
-	let tree = honest.tree();
-	let opening = honest.opening(&tree);
-	let case = open_case(&graph, &honest.trace, &opening, operator, level3.leaf).unwrap();
-	assert_eq!(referee(&job.0, &job.1, &case).unwrap().output, pieces.0.leaves()[level3.leaf]);
-	let dishonest_claim = touchstone_kernels::referee::RefereeCase {
-		claimed_output: pieces.1.leaves()[level3.leaf],
-		..case.clone()
-	};
+	// The referee, from each party's own openings.
+	let case = open_case(&graph, &honest.trace, &honest_run, operator, level3.leaf).unwrap();
+	assert_eq!(verdict(job, &case).unwrap().output, pieces.0.leaves()[level3.leaf]);
+	let dishonest_case = open_case(&graph, &dishonest.trace, &dishonest_run, operator, level3.leaf).unwrap();
 	assert_eq!(
-		referee(&job.0, &job.1, &dishonest_claim),
+		verdict(job, &dishonest_case),
 		Err(RefereeError::WrongClaimedOutput {
 			claimed: pieces.1.leaves()[level3.leaf],
 			recomputed: pieces.0.leaves()[level3.leaf]
 		})
 	);
+	// The honest openings judged against the dishonest party's commitments are refused.
+	let crossed = (dishonest_case.0.clone(), case.1.clone());
+	let refused = verdict(job, &crossed);
+	assert!(matches!(refused, Err(ref error) if !matches!(error, RefereeError::WrongClaimedOutput { .. })), "{refused:?}");
 }
 
 /// Flips a bit of one element of every output of every operator (but the
@@ -318,16 +363,16 @@ fn the_referee_upholds_every_honest_piece_of_every_reduction_from_bounded_openin
 			let pieces = &honest.trace.pieces[operator];
 			for piece in 0..pieces.len() {
 				let case = open_case(&graph, &honest.trace, &opening, operator, piece).unwrap();
-				assert_eq!(referee(&job.0, &job.1, &case).unwrap().output, pieces.leaves()[piece], "{operator}#{piece}");
+				assert_eq!(verdict(&job, &case).unwrap().output, pieces.leaves()[piece], "{operator}#{piece}");
 				// Every piece reads a bounded slice, whatever the batch or the model:
 				// at most 1,024 elements (two segments more when unaligned) or 32 rows.
-				let words: usize = case.inputs.iter().flat_map(|i| &i.segments).map(|s| s.words.len()).sum();
+				let words: usize = case.1.inputs.iter().flat_map(|i| &i.segments).map(|s| s.words.len()).sum();
 				let bound = match reduction {
 					Reduction::SoftmaxCrossEntropy(shape) => 32 * (shape.classes + 1) + 2 * SEGMENT,
 					_ => 1024 + 2 * SEGMENT * 32,
 				};
 				assert!(words <= bound, "{operator}#{piece} reads {words} words");
-				assert!(case.pieces.len() <= 2, "{operator}#{piece}");
+				assert!(case.1.pieces.len() <= 2, "{operator}#{piece}");
 			}
 		}
 	}
@@ -344,35 +389,38 @@ fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
 		assert_eq!(pieces.root(), honest.trace.record.batch_root);
 		for piece in 0..pieces.len() {
 			let case = open_case(&graph, &honest.trace, &opening, 0, piece).unwrap();
-			assert_eq!(referee(&job.0, &job.1, &case).unwrap().output, pieces.leaves()[piece], "batch piece {piece}");
+			assert_eq!(verdict(&job, &case).unwrap().output, pieces.leaves()[piece], "batch piece {piece}");
 			let mut wrong = case.clone();
-			wrong.claimed_output[1] ^= 4;
-			assert!(matches!(referee(&job.0, &job.1, &wrong), Err(RefereeError::WrongClaimedOutput { .. })));
+			wrong.1.claimed_output[1] ^= 4;
+			// A claim that is not the leaf under the claimant's piece root is refused outright.
+			assert_eq!(verdict(&job, &wrong), Err(RefereeError::InvalidClaimProof));
 			// Features and labels are read from the dataset; the sample indices are drawn from the seed.
 			let Piece::Segment { value, .. } = graph.piece(0, piece).unwrap() else { panic!("a batch piece is a segment") };
-			assert_eq!(case.inputs.is_empty(), value == 2, "batch piece {piece}");
+			assert_eq!(case.1.inputs.is_empty(), value == 2, "batch piece {piece}");
 			if value < 2 {
 				let mut other_dataset = case.clone();
-				other_dataset.commitments.dataset_root[0] ^= 1;
-				assert_eq!(recompute(&job.0, &job.1, &other_dataset), Err(RefereeError::InvalidInputProof { input: 0 }));
+				other_dataset.0.data.root[0] ^= 1;
+				assert_eq!(recomputed(&job, &other_dataset), Err(RefereeError::InvalidInputProof { input: 0 }));
 				let mut forged_row = case.clone();
-				forged_row.inputs[0].segments[0].words[0] ^= 1 << 20;
-				assert_eq!(recompute(&job.0, &job.1, &forged_row), Err(RefereeError::InvalidInputProof { input: 0 }));
+				forged_row.1.inputs[0].segments[0].words[0] ^= 1 << 20;
+				assert_eq!(recomputed(&job, &forged_row), Err(RefereeError::InvalidInputProof { input: 0 }));
 			}
 			// A different training-set size draws a different batch.
 			let mut resized = case.clone();
-			resized.commitments.samples += 1;
-			assert!(referee(&job.0, &job.1, &resized).is_err(), "batch piece {piece}");
+			resized.0.data.samples += 1;
+			resized.0.data.shard_samples += 1;
+			assert!(verdict(&job, &resized).is_err(), "batch piece {piece}");
 			// A training set too large to draw in the runtime is not a valid job.
 			let mut huge = case.clone();
-			huge.commitments.samples = touchstone_kernels::data::MAX_SAMPLES as u32 + 1;
-			assert_eq!(recompute(&job.0, &job.1, &huge), Err(RefereeError::InvalidJob), "batch piece {piece}");
+			huge.0.data.samples = touchstone_kernels::data::MAX_SAMPLES as u32 + 1;
+			huge.0.data.shard_samples = huge.0.data.samples;
+			assert_eq!(recomputed(&job, &huge), Err(RefereeError::InvalidJob), "batch piece {piece}");
 		}
 	}
 }
 
 /// An honest case for a contraction accumulator piece of step 2.
-fn honest_case(job: &(ModelConfig, TrainConfig, Dataset)) -> (Run, touchstone_kernels::referee::RefereeCase) {
+fn honest_case(job: &(ModelConfig, TrainConfig, Dataset)) -> (Run, Case) {
 	let honest = run(job, 4, 2, None);
 	let graph = Graph::build(&job.0, &job.1).unwrap();
 	let tree = honest.tree();
@@ -387,16 +435,37 @@ fn honest_case(job: &(ModelConfig, TrainConfig, Dataset)) -> (Run, touchstone_ke
 }
 
 #[test]
-fn the_referee_rejects_a_wrong_claimed_output() {
+fn a_claim_that_is_not_under_the_claimants_piece_root_is_refused() {
 	let job = mlp();
 	let (_, case) = honest_case(&job);
-	let right = referee(&job.0, &job.1, &case).unwrap();
+	verdict(&job, &case).unwrap();
 	let mut wrong = case.clone();
-	wrong.claimed_output[5] ^= 0x10;
-	assert_eq!(
-		referee(&job.0, &job.1, &wrong),
-		Err(RefereeError::WrongClaimedOutput { claimed: wrong.claimed_output, recomputed: right.output })
-	);
+	wrong.1.claimed_output[5] ^= 0x10;
+	assert_eq!(verdict(&job, &wrong), Err(RefereeError::InvalidClaimProof));
+	let mut elsewhere = case.clone();
+	elsewhere.1.claim_proof.index += 1;
+	assert_eq!(verdict(&job, &elsewhere), Err(RefereeError::InvalidClaimProof));
+}
+
+/// The chain's commitments, not the party's, decide: openings judged against a
+/// dispute whose trace, start state, operator root or data differ are refused.
+#[test]
+fn openings_against_commitments_other_than_the_chains_are_refused() {
+	let job = mlp();
+	let (_, case) = honest_case(&job);
+	let mut other_trace = case.clone();
+	other_trace.0.trace.trace_root[0] ^= 1;
+	assert_eq!(recomputed(&job, &other_trace), Err(RefereeError::InvalidStateProof));
+	let mut other_range = case.clone();
+	other_range.0.trace.steps += 1;
+	assert_eq!(recomputed(&job, &other_range), Err(RefereeError::InvalidStateProof));
+	let mut other_root = case.clone();
+	other_root.0.operator_root[0] ^= 1;
+	let operator = case.0.position.operator;
+	assert_eq!(recomputed(&job, &other_root), Err(RefereeError::InvalidOperatorProof { operator }));
+	let mut other_step = case.clone();
+	other_step.0.position.step -= 1;
+	assert_eq!(recomputed(&job, &other_step), Err(RefereeError::InvalidStateProof));
 }
 
 #[test]
@@ -405,61 +474,61 @@ fn the_referee_rejects_a_wrong_input_proof() {
 	let (honest, case) = honest_case(&job);
 	// A value changed under an honest proof.
 	let mut tampered = case.clone();
-	tampered.inputs[0].segments[0].words[3] ^= 1 << 22;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
+	tampered.1.inputs[0].segments[0].words[3] ^= 1 << 22;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
 	// A forged node.
 	let mut tampered = case.clone();
-	tampered.inputs[1].proof.hashes[0][0] ^= 1;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 1 }));
+	tampered.1.inputs[1].proof.hashes[0][0] ^= 1;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidInputProof { input: 1 }));
 	// An honest segment presented as another one.
 	let mut tampered = case.clone();
-	tampered.inputs[0].segments[0].segment += 1;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
+	tampered.1.inputs[0].segments[0].segment += 1;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
 	// A short segment.
 	let mut tampered = case.clone();
-	tampered.inputs[0].segments[0].words.pop();
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
+	tampered.1.inputs[0].segments[0].words.pop();
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidInputProof { input: 0 }));
 	// A segment left out under a valid proof of the rest is missing, not silently zero.
 	let graph = Graph::build(&job.0, &job.1).unwrap();
-	let producer = match graph.value(graph.nodes[case.operator as usize].inputs[0]).unwrap().origin {
+	let producer = match graph.value(graph.nodes[case.0.position.operator as usize].inputs[0]).unwrap().origin {
 		Origin::Node { node, .. } => node,
 		Origin::State(_) => panic!("the weight gradient's first input is an activation"),
 	};
 	let mut tampered = case.clone();
-	let dropped = tampered.inputs[0].segments.remove(0).segment;
-	let kept: Vec<usize> = tampered.inputs[0].proof.indices[1..].iter().map(|&i| i as usize).collect();
-	tampered.inputs[0].proof = honest.trace.pieces[producer].multiproof(&kept).unwrap();
+	let dropped = tampered.1.inputs[0].segments.remove(0).segment;
+	let kept: Vec<usize> = tampered.1.inputs[0].proof.indices[1..].iter().map(|&i| i as usize).collect();
+	tampered.1.inputs[0].proof = honest.trace.pieces[producer].multiproof(&kept).unwrap();
 	assert_eq!(
-		recompute(&job.0, &job.1, &tampered),
+		recomputed(&job, &tampered),
 		Err(RefereeError::MissingInput { input: 0, segment: dropped })
 	);
 	// A forged previous state.
 	let mut tampered = case.clone();
-	if let StateOpening::Step { state_root, .. } = &mut tampered.previous_state {
+	if let StateOpening::Step { state_root, .. } = &mut tampered.1.previous_state {
 		state_root[0] ^= 1;
 	}
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidStateProof));
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidStateProof));
 	// A forged producer leaf.
 	let mut tampered = case.clone();
-	tampered.operators[0].piece_root[0] ^= 1;
-	let operator = tampered.operators[0].operator;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidOperatorProof { operator }));
+	tampered.1.operators[0].piece_root[0] ^= 1;
+	let operator = tampered.1.operators[0].operator;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidOperatorProof { operator }));
 	// A forged earlier piece.
 	let mut tampered = case.clone();
-	tampered.pieces[0].words[0] ^= 1;
-	let piece = tampered.pieces[0].piece;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidPieceProof { piece }));
+	tampered.1.pieces[0].words[0] ^= 1;
+	let piece = tampered.1.pieces[0].piece;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidPieceProof { piece }));
 	// A piece root that the disputed operator's leaf does not commit.
 	let mut tampered = case.clone();
-	tampered.commitments.piece_root[0] ^= 1;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidOperatorProof { operator: case.operator }));
+	tampered.0.piece_root[0] ^= 1;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidOperatorProof { operator: case.0.position.operator }));
 	let mut tampered = case.clone();
-	tampered.operator_proof.siblings[0][0] ^= 1;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::InvalidOperatorProof { operator: case.operator }));
+	tampered.1.operator_proof.siblings[0][0] ^= 1;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::InvalidOperatorProof { operator: case.0.position.operator }));
 	// An opening outside the agreed prefix.
 	let mut tampered = case.clone();
-	tampered.operators[0].operator = tampered.operator;
-	assert_eq!(recompute(&job.0, &job.1, &tampered), Err(RefereeError::NotAgreed));
+	tampered.1.operators[0].operator = tampered.0.position.operator;
+	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::NotAgreed));
 }
 
 #[test]
@@ -467,33 +536,31 @@ fn the_referee_rejects_out_of_range_ids() {
 	let job = mlp();
 	let (_, case) = honest_case(&job);
 	let graph = Graph::build(&job.0, &job.1).unwrap();
-	let count = graph.piece_count(case.operator as usize).unwrap() as u32;
+	let count = graph.piece_count(case.0.position.operator as usize).unwrap() as u32;
 	let mut out = case.clone();
-	out.chunk = count;
-	assert_eq!(recompute(&job.0, &job.1, &out), Err(RefereeError::ChunkOutOfRange { chunk: count, count }));
-	out.chunk = u32::MAX;
-	assert_eq!(recompute(&job.0, &job.1, &out), Err(RefereeError::ChunkOutOfRange { chunk: u32::MAX, count }));
+	out.0.position.piece = count;
+	assert_eq!(recomputed(&job, &out), Err(RefereeError::PieceOutOfRange { piece: count, count }));
+	out.0.position.piece = u32::MAX;
+	assert_eq!(recomputed(&job, &out), Err(RefereeError::PieceOutOfRange { piece: u32::MAX, count }));
 	let mut out = case.clone();
-	out.operator = graph.nodes.len() as u32;
-	assert_eq!(
-		recompute(&job.0, &job.1, &out),
-		Err(RefereeError::OperatorOutOfRange { operator: out.operator, count: out.operator })
-	);
+	out.0.position.operator = graph.nodes.len() as u32;
+	let operator = out.0.position.operator;
+	assert_eq!(recomputed(&job, &out), Err(RefereeError::OperatorOutOfRange { operator, count: operator }));
 	let mut out = case.clone();
-	out.step = 4;
-	assert_eq!(recompute(&job.0, &job.1, &out), Err(RefereeError::StepOutOfRange { step: 4 }));
+	out.0.position.step = 4;
+	assert_eq!(recomputed(&job, &out), Err(RefereeError::StepOutOfRange { step: 4 }));
 	let mut out = case.clone();
-	out.operator = 0;
-	out.chunk = 0;
-	out.operators.clear();
-	out.pieces.clear();
-	out.inputs.clear();
-	// The case's operator proof is for another operator.
-	assert_eq!(recompute(&job.0, &job.1, &out), Err(RefereeError::InvalidOperatorProof { operator: 0 }));
+	out.0.position.operator = 0;
+	out.0.position.piece = 0;
+	out.1.operators.clear();
+	out.1.pieces.clear();
+	out.1.inputs.clear();
+	// The openings' operator proof is for another operator.
+	assert_eq!(recomputed(&job, &out), Err(RefereeError::InvalidOperatorProof { operator: 0 }));
 }
 
 #[test]
-fn the_first_step_is_judged_against_the_anchor() {
+fn the_first_step_is_judged_against_the_start_state() {
 	let job = mlp();
 	let honest = run(&job, 3, 0, None);
 	let graph = Graph::build(&job.0, &job.1).unwrap();
@@ -501,26 +568,189 @@ fn the_first_step_is_judged_against_the_anchor() {
 	let opening = honest.opening(&tree);
 	// The first operator that reads parameters: the first layer's matmul.
 	let case = open_case(&graph, &honest.trace, &opening, 1, 0).unwrap();
-	assert!(matches!(case.previous_state, StateOpening::Anchor { .. }));
-	referee(&job.0, &job.1, &case).unwrap();
-	let mut wrong_anchor = case.clone();
-	wrong_anchor.commitments.anchor[0] ^= 1;
-	assert_eq!(recompute(&job.0, &job.1, &wrong_anchor), Err(RefereeError::InvalidStateProof));
+	assert_eq!(case.1.previous_state, StateOpening::Anchor);
+	verdict(&job, &case).unwrap();
+	let mut other_start = case.clone();
+	other_start.0.trace.start_state_root[0] ^= 1;
+	assert!(verdict(&job, &other_start).is_err());
+	// The first step's binding chains from the start state's anchor.
+	let binding = open_step_binding(&graph, &honest.trace, &opening).unwrap();
+	bind_step(&graph, &case.0.trace, 0, &honest.trace.operators.root(), &binding).unwrap();
+	assert_eq!(
+		bind_step(&graph, &other_start.0.trace, 0, &honest.trace.operators.root(), &binding),
+		Err(BindingError::InvalidStepHash)
+	);
+}
+
+/// A party whose state hash for the disputed step is wrong cannot enter the
+/// operator level with the honest operator tree: the tree's batch and commit
+/// leaves give the honest `h_t`, which is not its leaf.
+#[test]
+fn a_wrong_state_hash_over_an_honest_operator_tree_loses() {
+	let job = mlp();
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let honest = run(&job, 4, 2, None);
+	let honest_tree = honest.tree();
+	let honest_run = honest.opening(&honest_tree);
+	let binding = open_step_binding(&graph, &honest.trace, &honest_run).unwrap();
+	let operator_root = honest.trace.operators.root();
+	// The liar commits another h_2 (and so other later hashes).
+	let mut lie = Run { hashes: honest.hashes.clone(), ..run(&job, 4, 2, None) };
+	for hash in &mut lie.hashes[2..] {
+		hash[0] ^= 1;
+	}
+	let lie_tree = lie.tree();
+	let lie_run = lie.opening(&lie_tree);
+	assert_eq!(bisect(4, &honest_tree, &lie_tree).unwrap().leaf, 2);
+	// Its own leaf 2, with the honest operator tree's batch and commit roots.
+	let StateOpening::Step { previous, state_root, batch_root, .. } = binding.previous.clone() else { panic!("step 2 has a previous step") };
+	let lie_binding = touchstone_kernels::referee::StepBinding {
+		previous: StateOpening::Step { previous, state_root, batch_root, proof: lie_tree.proof(1).unwrap() },
+		proof: lie_tree.proof(2).unwrap(),
+		..binding.clone()
+	};
+	assert_eq!(
+		bind_step(&graph, &lie_run.trace_commitment(), 2, &operator_root, &lie_binding),
+		Err(BindingError::InvalidStepHash)
+	);
+	assert_eq!(bind_step(&graph, &honest_run.trace_commitment(), 2, &operator_root, &binding), Ok(honest.hashes[2]));
+	// An operator root whose leaves do not give the batch and state roots fails too.
+	let mut forged = binding.clone();
+	forged.state_root[0] ^= 1;
+	let last = graph.nodes.len() as u32 - 1;
+	assert_eq!(
+		bind_step(&graph, &honest_run.trace_commitment(), 2, &operator_root, &forged),
+		Err(BindingError::InvalidOperatorProof { operator: last })
+	);
+	// A previous state hash that is not the trace's leaf 1 fails.
+	let mut forged = binding.clone();
+	if let StateOpening::Step { previous, .. } = &mut forged.previous {
+		previous[0] ^= 1;
+	}
+	assert_eq!(
+		bind_step(&graph, &honest_run.trace_commitment(), 2, &operator_root, &forged),
+		Err(BindingError::InvalidStateProof)
+	);
+	// And a piece root that the operator leaf does not commit fails at level 3's entry.
+	let piece_root = honest.trace.pieces[3].root();
+	let proof = honest.trace.operators.proof(3).unwrap();
+	bind_operator(&graph, 3, &operator_root, &piece_root, &proof).unwrap();
+	assert_eq!(bind_operator(&graph, 3, &operator_root, &[0; 32], &proof), Err(BindingError::InvalidOperatorProof { operator: 3 }));
+}
+
+/// Each level's leaf count comes from the job; a party with another tree
+/// shape loses, whichever side it is on.
+#[test]
+fn a_party_whose_tree_has_the_wrong_shape_loses() {
+	let job = mlp();
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let honest = run(&job, 3, 2, None);
+	let trace = honest.opening(&honest.tree()).trace_commitment();
+	assert_eq!(level_leaves(&graph, &trace, Level::Steps).unwrap(), 3);
+	assert_eq!(level_leaves(&graph, &trace, Level::Operators).unwrap() as usize, graph.nodes.len());
+	// An operator tree with one extra leaf.
+	let mut leaves = honest.trace.operators.leaves().to_vec();
+	leaves.push([5; 32]);
+	let longer = MerkleTree::new(leaves).unwrap();
+	let expected = level_leaves(&graph, &trace, Level::Operators).unwrap();
+	assert!(matches!(bisect(expected, &honest.trace.operators, &longer), Err(BisectionError::Second(_))));
+	assert!(matches!(bisect(expected, &longer, &honest.trace.operators), Err(BisectionError::First(_))));
+	// A piece tree one leaf short.
+	let pieces = &honest.trace.pieces[1];
+	let shorter = MerkleTree::new(pieces.leaves()[..pieces.len() - 1].to_vec()).unwrap();
+	let expected = level_leaves(&graph, &trace, Level::Pieces { operator: 1 }).unwrap();
+	assert!(matches!(bisect(expected, pieces, &shorter), Err(BisectionError::Second(_))));
+}
+
+/// The learning proof's final state root is checkable against its trace: the
+/// chain ties the next unit's start state to it.
+#[test]
+fn the_final_state_root_opens_against_the_trace() {
+	let job = mlp();
+	let honest = run(&job, 3, 2, None);
+	let tree = honest.tree();
+	let trace = honest.opening(&tree).trace_commitment();
+	let last = &honest.trace;
+	let opening = StateOpening::Step {
+		previous: last.previous_hash,
+		state_root: last.record.state_root,
+		batch_root: last.record.batch_root,
+		proof: tree.proof(2).unwrap(),
+	};
+	assert_eq!(final_state_root(&trace, &opening), Ok(last.record.state_root));
+	let mut forged = opening.clone();
+	if let StateOpening::Step { state_root, .. } = &mut forged {
+		state_root[0] ^= 1;
+	}
+	assert_eq!(final_state_root(&trace, &forged), Err(BindingError::InvalidStateProof));
+}
+
+/// A data-shard unit draws its batches inside its shard and proves the rows
+/// against the whole training set's root at their places in it.
+#[test]
+fn a_shard_units_batch_pieces_are_upheld_for_the_honest_party() {
+	let job = mlp();
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let shard = 70..170;
+	let honest = run_on(&job, shard.clone(), 3, 2, None);
+	let indices = honest.trace.values[graph.batch_values[2]].clone();
+	let touchstone_kernels::trace::HostTensor::U32(indices) = indices else { panic!("sample indices are u32s") };
+	assert!(indices.iter().all(|&i| shard.contains(&(i as usize))), "{indices:?}");
+	let tree = honest.tree();
+	let opening = honest.opening(&tree);
+	let pieces = &honest.trace.pieces[0];
+	for piece in 0..pieces.len() {
+		let case = open_case(&graph, &honest.trace, &opening, 0, piece).unwrap();
+		assert_eq!(case.0.data.first_sample, 70);
+		assert_eq!(verdict(&job, &case).unwrap().output, pieces.leaves()[piece], "batch piece {piece}");
+		// Judged as if the unit trained on the whole set, the same piece is another batch.
+		let mut whole = case.clone();
+		(whole.0.data.first_sample, whole.0.data.shard_samples) = (0, whole.0.data.samples);
+		assert!(verdict(&job, &whole).is_err(), "batch piece {piece}");
+	}
+	// A shard that does not lie inside the training set is not a valid job.
+	let mut case = open_case(&graph, &honest.trace, &opening, 0, 0).unwrap();
+	case.0.data.first_sample = case.0.data.samples;
+	assert_eq!(recomputed(&job, &case), Err(RefereeError::InvalidJob));
+}
+
+/// Rule 7: a NaN or an infinity ends a run with a named error before its state
+/// is committed, and the referee refuses any opened word that is not finite.
+#[test]
+fn non_finite_values_are_refused_by_the_trainer_and_the_referee() {
+	let (model, train, mut data) = cnn();
+	// Features near f32's largest value overflow the first convolution's sums,
+	// and ReLU carries the infinity on to the loss.
+	data.features.iter_mut().for_each(|feature| *feature = f32::MAX);
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data).unwrap();
+	let result = trainer.step();
+	let Err(touchstone_kernels::KernelError::NonFinite { step }) = result else { panic!("the step is refused: {result:?}") };
+	assert_eq!(step, 0);
+	// The hash chain stopped before the invalid step.
+	assert_eq!(trainer.next_step(), step);
+
+	let job = mlp();
+	let (_, case) = honest_case(&job);
+	for word in [f32::NAN.to_bits(), f32::INFINITY.to_bits(), f32::NEG_INFINITY.to_bits(), 0x7fc0_0001] {
+		let mut input = case.clone();
+		input.1.inputs[0].segments[0].words[0] = word;
+		assert_eq!(recomputed(&job, &input), Err(RefereeError::NonFiniteInput { input: 0 }));
+	}
 }
 
 #[cfg(feature = "codec")]
 #[test]
-fn a_case_survives_scale_encoding_and_is_judged_the_same() {
+fn a_dispute_and_its_openings_survive_scale_encoding_and_are_judged_the_same() {
 	use codec::{Decode, Encode};
-	use touchstone_kernels::referee::{RefereeCase, Verdict};
 	let job = mlp();
 	let (_, case) = honest_case(&job);
 	let bytes = case.encode();
-	let decoded = RefereeCase::decode(&mut bytes.as_slice()).unwrap();
+	let decoded = Case::decode(&mut bytes.as_slice()).unwrap();
 	assert_eq!(decoded, case);
-	let verdict: Result<Verdict, RefereeError> = referee(&job.0, &job.1, &decoded);
-	let round_trip = <Result<Verdict, RefereeError>>::decode(&mut verdict.encode().as_slice()).unwrap();
-	assert_eq!(round_trip, verdict);
-	assert!(verdict.is_ok());
-	let _ = scale_info::meta_type::<RefereeCase>();
+	let judged: Result<Verdict, RefereeError> = verdict(&job, &decoded);
+	let round_trip = <Result<Verdict, RefereeError>>::decode(&mut judged.encode().as_slice()).unwrap();
+	assert_eq!(round_trip, judged);
+	assert!(judged.is_ok());
+	let _ = scale_info::meta_type::<Dispute>();
+	let _ = scale_info::meta_type::<Openings>();
 }

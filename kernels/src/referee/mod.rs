@@ -1,19 +1,26 @@
 //! The referee: recomputes one disputed piece of one operator of one step from
-//! inputs proven against the committed roots, and says whether the claimed
-//! output is right.
+//! inputs proven against the claimant's committed roots, and says whether the
+//! claimed output is right.
 //!
-//! This is the function the chain runs (`no_std`, no panics on any input).
-//! After the three bisection rounds ([`crate::bisection`]) the two parties
-//! agree on the state hash before step `t`, on every operator leaf before
-//! operator `j`, and on every piece before piece `p` of operator `j`; they
-//! disagree on piece `p`. The referee then gets:
+//! This is the function the chain runs (`no_std`, no panics on any input). Its
+//! inputs come in two parts, so that no party can choose what it is judged against:
 //!
-//! - the job's model and hyper-parameters (from which it rebuilds the step's
-//!   [`Graph`], so operator ids and piece ids mean the same to everyone);
-//! - [`Commitments`]: the trace root, its step range and anchor, and the
-//!   claimant's operator root for step `t` and piece root for operator `j`;
-//! - an opening of the state before step `t` (the previous state hash's
-//!   preimage with its proof in the step-level tree, or the anchor's preimage);
+//! - a [`Dispute`], built by the chain from its own records: the claimant's
+//!   [`TraceCommitment`] (its learning proof: trace root, step range, the
+//!   state root it starts from), the job's [`DataCommitment`] (training set
+//!   root, the unit's shard), the [`Position`] the three bisection levels
+//!   ended on ([`crate::bisection`]), and the claimant's operator root of that
+//!   step and piece root of that operator, which the game fixed and bound
+//!   level by level ([`bind_step`], [`bind_operator`]);
+//! - [`Openings`], supplied by a party: preimages and Merkle proofs only.
+//!
+//! After the three levels the two parties agree on the state hash before step
+//! `t`, on every operator leaf before operator `j`, and on every piece before
+//! piece `p` of operator `j`; they disagree on piece `p`. The openings hold:
+//!
+//! - the state before step `t` (the previous state hash's preimage with its
+//!   proof in the step-level tree, or nothing for the unit's first step, whose
+//!   state root the chain holds);
 //! - the proof of operator `j`'s own leaf under the operator root, which binds
 //!   the piece root and the piece count to it;
 //! - openings of the operator leaves that produced the inputs it reads;
@@ -21,12 +28,17 @@
 //!   producer's tree;
 //! - the pieces of operator `j` before `p` that it reads (the previous
 //!   accumulator of a K-chunk, or the final accumulators behind an output segment);
-//! - the claimed leaf hash of piece `p`.
+//! - the claimed leaf of piece `p`, with its proof under the claimant's piece root.
 //!
 //! Every opening must lie in the agreed prefix: operators before `j`, pieces
-//! before `p`. [`referee`] checks every proof, recomputes piece `p` with the
-//! reference operators, and returns [`Verdict`] if the claim is right and
-//! [`RefereeError::WrongClaimedOutput`] (with the recomputed hash) if not.
+//! before `p`. Every `f32` word opened must be finite (rule 7: a step that
+//! produces NaN or an infinity is invalid, and NaN bit patterns differ between
+//! CPUs, so no verdict may depend on one). [`judge`] checks every proof,
+//! recomputes piece `p` with the reference operators, and returns [`Verdict`]
+//! if the claim is right, [`RefereeError::WrongClaimedOutput`] (with the
+//! recomputed hash) if not, and [`RefereeError::NonFiniteOutput`] if the
+//! recomputation from finite, proven inputs is not finite: the step diverges,
+//! which no honest trace contains.
 //!
 //! Cost: an accumulator piece is one 32×32×32 chunk. A reduction's partial
 //! reads at most 1,024 input elements (or 32 rows of logits) and one earlier
@@ -35,8 +47,16 @@
 //! most 32 elements plus the proofs and the partials it reads; bias add also
 //! reads the bias segments of its elements' channels. So no piece's cost grows with the batch or the
 //! model, except a loss piece's with the class count and a `Batch` piece's with
-//! the training set's size (it draws the epoch's permutation). A `Batch` piece
+//! the shard's size (it draws the epoch's permutation). A `Batch` piece
 //! reads the dataset rows of its samples, proven against the job's dataset root.
+
+mod binding;
+#[cfg(feature = "std")]
+mod prover;
+
+pub use binding::{bind_operator, bind_step, final_state_root, level_leaves, open_state, BindingError, Level, StepBinding};
+#[cfg(feature = "std")]
+pub use prover::{open_case, open_step_binding, requirements, Requirements, RunOpening};
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -45,61 +65,81 @@ use alloc::vec::Vec;
 use crate::activation::{activation_backward, activation_forward};
 use crate::bias::BiasLayout;
 use crate::contract::canonical_bits;
-use crate::data::{Dataset, DatasetLayout};
 use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
-use crate::graph::{Graph, GraphError, OpKind, Origin, Piece};
+use crate::data::DatasetLayout;
+use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueKind};
 use crate::hash::Digest;
-use crate::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MerkleTree, MultiProof, SEGMENT};
+use crate::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, SEGMENT};
 use crate::model::{ModelConfig, TrainConfig};
 use crate::optim::{adamw_step, sgd_momentum_step};
-use crate::reduction::{Reads, Source};
-use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
-
-#[cfg(feature = "codec")]
-macro_rules! codec_types {
-	($($item:item)*) => {
-		$(
-			#[derive(codec::Encode, codec::Decode, codec::DecodeWithMemTracking, scale_info::TypeInfo)]
-			$item
-		)*
-	};
-}
-#[cfg(not(feature = "codec"))]
-macro_rules! codec_types {
-	($($item:item)*) => { $($item)* };
-}
+use crate::reduction::Source;
 
 codec_types! {
-	/// The roots a dispute is judged against, taken from the chain's records.
+	/// A unit's learning proof as the chain records it for one party: what
+	/// every level of a dispute over the unit is judged against.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
-	pub struct Commitments {
-		/// Root of the step-level tree (the learning proof's trace root).
+	pub struct TraceCommitment {
+		/// Root of the step-level tree (leaves `trace_leaf(h_t)`).
 		pub trace_root: Digest,
 		/// Global number of the trace's first step.
 		pub first_step: u32,
 		/// Steps in the trace: the step-level tree's leaf count.
 		pub steps: u32,
-		/// Hash of the state the first step starts from.
-		pub anchor: Digest,
-		/// The claimant's operator-level root of the disputed step.
-		pub operator_root: Digest,
-		/// The claimant's piece root of the disputed operator.
-		pub piece_root: Digest,
-		/// The job's training set: the root of [`Dataset::tree`](crate::data::Dataset::tree).
-		pub dataset_root: Digest,
-		/// Samples in the training set.
-		pub samples: u32,
+		/// State root of the model the unit starts from: the job's initial
+		/// state, the previous unit's proven final state, or a checkpoint's.
+		/// The first step chains from its anchor, `anchor_hash(start_state_root)`.
+		pub start_state_root: Digest,
 	}
 
-	/// How the state before the disputed step is proven.
+	/// The training data a unit draws its batches from.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub struct DataCommitment {
+		/// Root of the job's whole training set ([`Dataset::tree`](crate::data::Dataset::tree)).
+		pub root: Digest,
+		/// Samples in the whole training set.
+		pub samples: u32,
+		/// First sample of the unit's shard (0 for a step-range unit).
+		pub first_sample: u32,
+		/// Samples in the shard (`samples` for a step-range unit).
+		pub shard_samples: u32,
+	}
+
+	/// Where the three bisection levels ended.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub struct Position {
+		/// The disputed global step.
+		pub step: u32,
+		/// The disputed operator of that step.
+		pub operator: u32,
+		/// The disputed piece of that operator (an accumulator, a partial or an output segment).
+		pub piece: u32,
+	}
+
+	/// What the referee judges against, all of it from the chain's records and
+	/// the game's state, never from a party's submission.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub struct Dispute {
+		/// The claimant's learning proof.
+		pub trace: TraceCommitment,
+		/// The job's training set and the unit's shard.
+		pub data: DataCommitment,
+		/// The disputed piece.
+		pub position: Position,
+		/// The claimant's operator root of the disputed step, bound to its trace by [`bind_step`].
+		pub operator_root: Digest,
+		/// The claimant's piece root of the disputed operator, bound by [`bind_operator`].
+		pub piece_root: Digest,
+	}
+
+	/// How the state before a step is proven.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub enum StateOpening {
-		/// The disputed step is the trace's first: the state root behind the anchor.
-		Anchor {
-			/// The initial state root.
-			state_root: Digest,
-		},
+		/// The step is the trace's first: its state is the chain's `start_state_root`.
+		Anchor,
 		/// The state hash after the step before, opened and proven in the step-level tree.
 		Step {
 			/// The state hash before that one.
@@ -155,22 +195,15 @@ codec_types! {
 		pub proof: MerkleProof,
 	}
 
-	/// Everything the referee needs to judge one piece.
+	/// A party's openings for one disputed piece: preimages and proofs, every
+	/// one checked against the [`Dispute`]'s roots.
 	#[derive(Clone, Debug, PartialEq, Eq)]
-	pub struct RefereeCase {
-		/// The roots the case is judged against.
-		pub commitments: Commitments,
-		/// The disputed global step.
-		pub step: u32,
-		/// The disputed operator.
-		pub operator: u32,
-		/// The disputed piece of that operator (an accumulator or an output segment).
-		pub chunk: u32,
+	pub struct Openings {
 		/// The state before the step.
 		pub previous_state: StateOpening,
 		/// Inclusion of the disputed operator's own leaf in the operator-level tree,
-		/// which binds [`Commitments::piece_root`] and the piece count to
-		/// [`Commitments::operator_root`].
+		/// which binds [`Dispute::piece_root`] and the piece count to
+		/// [`Dispute::operator_root`].
 		pub operator_proof: MerkleProof,
 		/// Leaves of the operators whose outputs are read.
 		pub operators: Vec<OperatorOpening>,
@@ -178,8 +211,10 @@ codec_types! {
 		pub inputs: Vec<InputOpening>,
 		/// Earlier pieces of the disputed operator that are read.
 		pub pieces: Vec<PieceOpening>,
-		/// The claimed leaf hash of the disputed piece.
+		/// The claimant's leaf hash of the disputed piece.
 		pub claimed_output: Digest,
+		/// Its inclusion at the disputed piece's index under [`Dispute::piece_root`].
+		pub claim_proof: MerkleProof,
 	}
 
 	/// The claim is right: the recomputed piece has the claimed leaf hash.
@@ -190,8 +225,9 @@ codec_types! {
 		pub output: Digest,
 	}
 
-	/// Why the referee rejected a case. Every error but `WrongClaimedOutput`
-	/// means the openings are bad, not that the claim is.
+	/// Why the referee rejected a claim. `WrongClaimedOutput` means the claim
+	/// is wrong; `NonFiniteOutput` that the step diverges (nobody's fault);
+	/// every other error that the openings are bad.
 	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
 	pub enum RefereeError {
@@ -202,13 +238,23 @@ codec_types! {
 			/// What the reference computes.
 			recomputed: Digest,
 		},
+		/// Recomputing the piece from finite, proven inputs gives NaN or an
+		/// infinity: the step diverges under rule 7, whatever either party claims.
+		NonFiniteOutput,
+		/// An opened `f32` word is NaN or an infinity: no valid trace contains one.
+		NonFiniteInput {
+			/// Input position, or `u32::MAX` for a piece of the disputed operator.
+			input: u32,
+		},
+		/// The claimed leaf is not at the disputed piece's index under the piece root.
+		InvalidClaimProof,
 		/// An input's segments do not lead to its producer's root: a wrong word,
 		/// proof, segment index or segment length.
 		InvalidInputProof {
 			/// Input position.
 			input: u32,
 		},
-		/// The previous state's opening does not match the trace root or the anchor.
+		/// The previous state's opening does not match the trace root or the start state.
 		InvalidStateProof,
 		/// An operator leaf's proof does not lead to the operator root.
 		InvalidOperatorProof {
@@ -221,9 +267,9 @@ codec_types! {
 			piece: u32,
 		},
 		/// The disputed piece is not in the operator's piece range.
-		ChunkOutOfRange {
+		PieceOutOfRange {
 			/// The piece asked for.
-			chunk: u32,
+			piece: u32,
 			/// Pieces of the operator.
 			count: u32,
 		},
@@ -263,7 +309,7 @@ codec_types! {
 			/// The piece.
 			piece: u32,
 		},
-		/// The model or hyper-parameters do not describe a valid step.
+		/// The model, hyper-parameters or data commitment do not describe a valid step.
 		InvalidJob,
 		/// A reference operator refused the proven inputs (for example a label out of range).
 		KernelRejected,
@@ -279,108 +325,121 @@ impl From<crate::error::KernelError> for RefereeError {
 /// Proven segments of one input, keyed by segment index.
 type Segments<'a> = BTreeMap<usize, &'a [u32]>;
 
-/// Judges `case` for a job with `model` and `train`: `Ok` if the claimed output is right.
+/// Judges the claimant's output at `dispute`'s position, for a job with `model`
+/// and `train`, from a party's `openings`: `Ok` if the claimed output is right.
 ///
 /// This is the entry point the runtime exposes. It never panics.
-pub fn referee(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -> Result<Verdict, RefereeError> {
-	let output = recompute(model, train, case)?;
-	if output == case.claimed_output {
+pub fn judge(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openings: &Openings) -> Result<Verdict, RefereeError> {
+	let output = recompute(model, train, dispute, openings)?;
+	if output == openings.claimed_output {
 		Ok(Verdict { output })
 	} else {
-		Err(RefereeError::WrongClaimedOutput { claimed: case.claimed_output, recomputed: output })
+		Err(RefereeError::WrongClaimedOutput { claimed: openings.claimed_output, recomputed: output })
 	}
 }
 
-/// Checks every opening of `case` and recomputes the disputed piece; returns its leaf hash.
-pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -> Result<Digest, RefereeError> {
+/// Checks every opening against `dispute` and recomputes the disputed piece;
+/// returns its leaf hash.
+pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openings: &Openings) -> Result<Digest, RefereeError> {
 	let graph = Graph::build(model, train).map_err(|_| RefereeError::InvalidJob)?;
-	let operator = case.operator as usize;
+	let Position { step, operator: operator_id, piece: piece_id } = dispute.position;
+	let operator = operator_id as usize;
 	let node_count = graph.nodes.len();
 	let node = graph
 		.node(operator)
-		.map_err(|_| RefereeError::OperatorOutOfRange { operator: case.operator, count: node_count as u32 })?
+		.map_err(|_| RefereeError::OperatorOutOfRange { operator: operator_id, count: node_count as u32 })?
 		.clone();
 	let piece_count = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)?;
-	let chunk = case.chunk as usize;
+	let chunk = piece_id as usize;
 	let piece = graph.piece(operator, chunk).map_err(|error| match error {
-		GraphError::PieceOutOfRange { .. } => RefereeError::ChunkOutOfRange { chunk: case.chunk, count: piece_count as u32 },
+		GraphError::PieceOutOfRange { .. } => RefereeError::PieceOutOfRange { piece: piece_id, count: piece_count as u32 },
 		_ => RefereeError::InvalidJob,
 	})?;
-	let state_root = verify_previous_state(&case.commitments, case.step, &case.previous_state)?;
+	let position = step.checked_sub(dispute.trace.first_step).filter(|&p| p < dispute.trace.steps);
+	if position.is_none() {
+		return Err(RefereeError::StepOutOfRange { step });
+	}
+	let (_, state_root) = open_state(&dispute.trace, step, &openings.previous_state).map_err(|_| RefereeError::InvalidStateProof)?;
 
-	// The disputed operator's piece root is the one its leaf commits, with this piece count.
-	let leaf = operator_leaf(case.operator, node.kind.code(), piece_count as u32, &case.commitments.piece_root);
-	let proof = &case.operator_proof;
-	if proof.index != case.operator || proof.leaf_count as usize != node_count || !proof.verify(&case.commitments.operator_root, &leaf) {
-		return Err(RefereeError::InvalidOperatorProof { operator: case.operator });
+	// The disputed operator's piece root is the one its leaf commits, with this piece count;
+	// the claim is the leaf at the disputed index under that root.
+	bind_operator(&graph, operator_id, &dispute.operator_root, &dispute.piece_root, &openings.operator_proof)
+		.map_err(|_| RefereeError::InvalidOperatorProof { operator: operator_id })?;
+	let claim = &openings.claim_proof;
+	if claim.index != piece_id || claim.leaf_count as usize != piece_count || !claim.verify(&dispute.piece_root, &openings.claimed_output) {
+		return Err(RefereeError::InvalidClaimProof);
 	}
 
 	// Producer operators' piece roots.
 	let mut producer_roots: BTreeMap<usize, Digest> = BTreeMap::new();
-	for opening in &case.operators {
+	for opening in &openings.operators {
 		let producer = opening.operator as usize;
 		if producer >= operator {
 			return Err(RefereeError::NotAgreed);
 		}
-		let producer_node = graph.node(producer).map_err(|_| RefereeError::InvalidOperatorProof { operator: opening.operator })?;
-		let count = graph.piece_count(producer).map_err(|_| RefereeError::InvalidJob)?;
-		let leaf = operator_leaf(opening.operator, producer_node.kind.code(), count as u32, &opening.piece_root);
-		let proof = &opening.proof;
-		if proof.index != opening.operator || proof.leaf_count as usize != node_count || !proof.verify(&case.commitments.operator_root, &leaf) {
-			return Err(RefereeError::InvalidOperatorProof { operator: opening.operator });
-		}
+		bind_operator(&graph, opening.operator, &dispute.operator_root, &opening.piece_root, &opening.proof)
+			.map_err(|_| RefereeError::InvalidOperatorProof { operator: opening.operator })?;
 		producer_roots.insert(producer, opening.piece_root);
 	}
 
-	// Earlier pieces of the disputed operator.
+	// Earlier pieces of the disputed operator: running sums, all `f32`.
 	let mut pieces: BTreeMap<usize, &[u32]> = BTreeMap::new();
-	for opening in &case.pieces {
+	for opening in &openings.pieces {
 		let index = opening.piece as usize;
 		if index >= chunk {
 			return Err(RefereeError::NotAgreed);
 		}
 		let proof = &opening.proof;
 		let leaf = index_segment_leaf(&opening.words);
-		if proof.index != opening.piece || proof.leaf_count as usize != piece_count || !proof.verify(&case.commitments.piece_root, &leaf) {
+		if proof.index != opening.piece || proof.leaf_count as usize != piece_count || !proof.verify(&dispute.piece_root, &leaf) {
 			return Err(RefereeError::InvalidPieceProof { piece: opening.piece });
+		}
+		if !all_finite(&opening.words) {
+			return Err(RefereeError::NonFiniteInput { input: u32::MAX });
 		}
 		pieces.insert(index, opening.words.as_slice());
 	}
 
 	// Input segments, each input's proven at once in the tree of the value's producer
 	// (for the batch operator, input 0 is the training set, proven in the dataset tree).
-	let dataset = DatasetLayout { samples: case.commitments.samples as usize, feature_len: graph.input_len };
+	let data = &dispute.data;
+	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
 	let is_batch = node.kind == OpKind::Batch;
-	// Only the batch reads the dataset. One too large to draw its sample order in the
-	// runtime is not a valid job (the chain refuses such jobs).
+	// Only the batch reads the dataset. A shard outside the set, or one too large to
+	// draw its sample order in the runtime, is not a valid job (the chain refuses such jobs).
+	let shard_end = data.first_sample.checked_add(data.shard_samples).filter(|&end| end <= data.samples);
 	let dataset_words = match dataset.words() {
-		Some(words) if dataset.samples <= crate::data::MAX_SAMPLES => words,
+		Some(words) if shard_end.is_some() && data.shard_samples as usize <= crate::data::MAX_SAMPLES => words,
 		_ if is_batch => return Err(RefereeError::InvalidJob),
 		_ => 0,
 	};
 	let mut inputs: Vec<Segments> = vec![Segments::new(); if is_batch { 1 } else { node.inputs.len() }];
-	for opening in &case.inputs {
+	for opening in &openings.inputs {
 		let position = opening.input as usize;
 		let no_such_input = RefereeError::NoSuchInput { input: opening.input };
-		let (root, leaf_count, value_len, placement) = if is_batch {
+		// The input's tree, leaf count, length, where its segments lie, and which words are `f32`s.
+		let (root, leaf_count, value_len, placement, f32_words) = if is_batch {
 			if position != 0 {
 				return Err(no_such_input);
 			}
-			(case.commitments.dataset_root, segment_count(dataset_words), dataset_words, None)
+			// The dataset's features come first, then its labels.
+			let features = dataset.samples.saturating_mul(dataset.feature_len);
+			(data.root, segment_count(dataset_words), dataset_words, None, 0..features)
 		} else {
 			let value_id = *node.inputs.get(position).ok_or(no_such_input)?;
 			let value = graph.value(value_id).copied().ok_or(RefereeError::InvalidJob)?;
+			let f32_words = if value.kind == ValueKind::F32 { 0..value.len } else { 0..0 };
 			match value.origin {
 				Origin::State(index) => {
 					let total: usize = graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |v| v.len))).sum();
-					(state_root, total, value.len, Some((graph.state.as_slice(), index, 0)))
+					(state_root, total, value.len, Some((graph.state.as_slice(), index, 0)), f32_words)
 				},
 				Origin::Node { node: producer, output } => {
 					let root = *producer_roots.get(&producer).ok_or(RefereeError::MissingOperator { operator: producer as u32 })?;
 					let count = graph.piece_count(producer).map_err(|_| RefereeError::InvalidJob)?;
 					let skip = graph.accumulator_count(producer).map_err(|_| RefereeError::InvalidJob)?;
 					let values = graph.piece_values(producer).map_err(|_| RefereeError::InvalidJob)?;
-					(root, count, value.len, Some((values, output, skip)))
+					(root, count, value.len, Some((values, output, skip)), f32_words)
 				},
 			}
 		};
@@ -397,8 +456,13 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 				None => Some(segment.segment as usize).filter(|&index| index < leaf_count),
 			};
 			let index = index.ok_or(bad)?;
-			if segment.words.len() != segment_range(value_len, segment.segment as usize).len() || proven_index as usize != index {
+			let elements = segment_range(value_len, segment.segment as usize);
+			if segment.words.len() != elements.len() || proven_index as usize != index {
 				return Err(bad);
+			}
+			let finite = segment.words.iter().zip(elements).all(|(&word, element)| !f32_words.contains(&element) || is_finite(word));
+			if !finite {
+				return Err(RefereeError::NonFiniteInput { input: opening.input });
 			}
 			leaves.push(index_segment_leaf(&segment.words));
 		}
@@ -433,7 +497,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			contraction_output_segment(contraction, len, segment, &pieces)?
 		},
 		(OpKind::Batch, Piece::Segment { value, segment }) => {
-			batch_segment(&graph, dataset, train.seed, case.step, value, segment, &reader)?
+			batch_segment(&graph, data, train.seed, step, value, segment, &reader)?
 		},
 		(_, Piece::Partial { lane, span }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
@@ -444,35 +508,26 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, case: &RefereeCase) -
 			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
 		},
 		(kind, Piece::Segment { value, segment }) => {
-			operator_segment(kind, case.step, value, segment, &reader)?
+			operator_segment(kind, step, value, segment, &reader)?
 		},
 		(_, Piece::Accumulator(_)) => return Err(RefereeError::InvalidJob),
 	};
+	// Only the batch's labels and sample indices are `u32`s; every other piece is `f32`s.
+	let integer_words = is_batch && !matches!(piece, Piece::Segment { value: 0, .. });
+	if !integer_words && !all_finite(&words) {
+		return Err(RefereeError::NonFiniteOutput);
+	}
 	Ok(index_segment_leaf(&words))
 }
 
-/// Checks the opening of the state before `step`; returns its state root.
-fn verify_previous_state(commitments: &Commitments, step: u32, opening: &StateOpening) -> Result<Digest, RefereeError> {
-	let position = step.checked_sub(commitments.first_step).filter(|&p| p < commitments.steps);
-	let position = position.ok_or(RefereeError::StepOutOfRange { step })?;
-	match opening {
-		StateOpening::Anchor { state_root } if position == 0 => {
-			if anchor_hash(state_root) == commitments.anchor {
-				Ok(*state_root)
-			} else {
-				Err(RefereeError::InvalidStateProof)
-			}
-		},
-		StateOpening::Step { previous, state_root, batch_root, proof } if position > 0 => {
-			let hash = state_hash(previous, step - 1, state_root, batch_root);
-			if proof.index == position - 1 && proof.leaf_count == commitments.steps && proof.verify(&commitments.trace_root, &trace_leaf(&hash)) {
-				Ok(*state_root)
-			} else {
-				Err(RefereeError::InvalidStateProof)
-			}
-		},
-		_ => Err(RefereeError::InvalidStateProof),
-	}
+/// Whether `word`, as an `f32`, is neither NaN nor an infinity.
+fn is_finite(word: u32) -> bool {
+	f32::from_bits(word).is_finite()
+}
+
+/// Whether every word of `words`, as `f32`s, is finite.
+fn all_finite(words: &[u32]) -> bool {
+	words.iter().all(|&word| is_finite(word))
 }
 
 /// Read access to the proven input segments of the disputed operator.
@@ -530,7 +585,7 @@ impl<'a> Inputs<'a> {
 /// Where element `element` of the batch's value `value` comes from: the
 /// dataset word it copies (features, labels), or `None` for a sample index,
 /// which is the index itself. `indices` are the step's sample indices.
-fn batch_source(
+pub(crate) fn batch_source(
 	graph: &Graph,
 	dataset: DatasetLayout,
 	indices: &[u32],
@@ -549,7 +604,7 @@ fn batch_source(
 
 /// The elements of segment `segment` of the batch's value `value` (features,
 /// labels, sample indices).
-fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Result<core::ops::Range<usize>, RefereeError> {
+pub(crate) fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Result<core::ops::Range<usize>, RefereeError> {
 	let features = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
 	let len = [features, graph.batch, graph.batch].get(value).copied().ok_or(RefereeError::InvalidJob)?;
 	let elements = segment_range(len, segment);
@@ -560,21 +615,23 @@ fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Result<core::o
 }
 
 /// Recomputes segment `segment` of the batch's value `value` of step `step`:
-/// the sample indices drawn from the seed, as every trainer draws them, and
-/// the features and labels read from the proven dataset words.
+/// the sample indices drawn from the seed inside the unit's shard, as every
+/// trainer draws them, and the features and labels read from the proven words
+/// of the whole training set, at the samples' places in it.
 ///
 /// Drawing the indices walks the whole epoch permutation, so this piece costs
-/// in proportion to the training set's size rather than the model's.
+/// in proportion to the shard's size rather than the model's.
 fn batch_segment(
 	graph: &Graph,
-	dataset: DatasetLayout,
+	data: &DataCommitment,
 	seed: u64,
 	step: u32,
 	value: usize,
 	segment: usize,
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
-	let indices = crate::trace::batch_indices(dataset.samples, graph.batch, seed, step)?;
+	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
+	let indices = crate::trace::batch_indices(shard(data), graph.batch, seed, step)?;
 	batch_elements(graph, value, segment)?
 		.map(|element| match batch_source(graph, dataset, &indices, value, element)? {
 			Some(word) => reader.word(0, word),
@@ -583,17 +640,10 @@ fn batch_segment(
 		.collect()
 }
 
-/// The dataset segments that segment `segment` of the batch's value `value`
-/// reads, given the step's sample indices: what the prover opens for
-/// [`batch_segment`].
-fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Result<Vec<usize>, RefereeError> {
-	let mut segments = Vec::new();
-	for element in batch_elements(graph, value, segment)? {
-		segments.extend(batch_source(graph, dataset, indices, value, element)?.map(|word| word / SEGMENT));
-	}
-	segments.sort_unstable();
-	segments.dedup();
-	Ok(segments)
+/// The samples of the whole training set that a unit trains on.
+fn shard(data: &DataCommitment) -> core::ops::Range<usize> {
+	let first = data.first_sample as usize;
+	first..first.saturating_add(data.shard_samples as usize)
 }
 
 /// A reduction's view of the proven openings: input words and earlier pieces.
@@ -619,12 +669,12 @@ impl Source for Proven<'_> {
 }
 
 /// The channel of element `index` of a `[outer, channels, inner]` tensor.
-fn bias_channel(layout: BiasLayout, index: usize) -> usize {
+pub(crate) fn bias_channel(layout: BiasLayout, index: usize) -> usize {
 	(index / layout.inner.max(1)) % layout.channels.max(1)
 }
 
 /// Canonical words of `values`.
-fn words_of(values: &[f32]) -> Vec<u32> {
+pub(crate) fn words_of(values: &[f32]) -> Vec<u32> {
 	values.iter().map(|&v| canonical_bits(v)).collect()
 }
 
@@ -775,229 +825,3 @@ fn operator_segment(
 	}
 }
 
-/// What judging one piece reads: `(input position, segment indices)` pairs,
-/// and indices of earlier pieces of the same operator.
-pub type Requirements = (Vec<(usize, Vec<usize>)>, Vec<usize>);
-
-/// The input segments and earlier pieces that judging piece `piece` of
-/// `operator` reads: `(input position, segments)` pairs and piece indices.
-///
-/// The prover uses it to build a [`RefereeCase`]; the referee itself reads
-/// lazily and reports whatever is missing.
-pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requirements, GraphError> {
-	let node = graph.node(operator)?;
-	let decoded = graph.piece(operator, piece)?;
-	let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
-	let mut pieces = Vec::new();
-	match (node.kind, decoded) {
-		(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
-			let extent = contraction.extent(id)?;
-			let mut lhs: Vec<usize> = Vec::new();
-			let mut rhs: Vec<usize> = Vec::new();
-			for k in extent.depth.clone() {
-				for row in extent.rows.clone() {
-					lhs.extend(contraction.lhs_index(row, k).map(|i| i / SEGMENT));
-				}
-				for col in extent.cols.clone() {
-					rhs.extend(contraction.rhs_index(k, col).map(|i| i / SEGMENT));
-				}
-			}
-			for list in [&mut lhs, &mut rhs] {
-				list.sort_unstable();
-				list.dedup();
-			}
-			inputs.push((0, lhs));
-			inputs.push((1, rhs));
-			if id.chunk > 0 {
-				pieces.push(piece - 1);
-			}
-		},
-		(OpKind::Contract(contraction), Piece::Segment { value, segment }) => {
-			let grid = contraction.grid()?;
-			let len = graph.piece_values(operator)?.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
-			for index in segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len) {
-				if let Some((row, col)) = output_coordinates(contraction, index) {
-					let tile = ChunkId { tile_row: row / crate::contract::TILE, tile_col: col / crate::contract::TILE, chunk: grid.chunks - 1 };
-					pieces.push(Graph::accumulator_index(&grid, tile));
-				}
-			}
-			pieces.sort_unstable();
-			pieces.dedup();
-		},
-		(OpKind::Activation(_), Piece::Segment { segment, .. }) => inputs.push((0, vec![segment])),
-		(OpKind::ActivationGrad(_), Piece::Segment { segment, .. }) => {
-			inputs.extend((0..2).map(|p| (p, vec![segment])));
-		},
-		(OpKind::BiasAdd(layout), Piece::Segment { segment, .. }) => {
-			let len = node.inputs.first().and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
-			let mut bias: Vec<usize> =
-				(segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len)).map(|i| bias_channel(layout, i) / SEGMENT).collect();
-			bias.sort_unstable();
-			bias.dedup();
-			inputs.push((0, vec![segment]));
-			inputs.push((1, bias));
-		},
-		(OpKind::Sgd(_) | OpKind::AdamW(_), Piece::Segment { segment, .. }) => {
-			inputs.extend((0..node.inputs.len()).map(|p| (p, vec![segment])));
-		},
-		(OpKind::Commit, Piece::Segment { value, segment }) => inputs.push((value, vec![segment])),
-		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_), _) => {
-			let reduction = graph.reduction(operator)?.ok_or(GraphError::PieceOutOfRange { piece, count: 0 })?;
-			let reads = match decoded {
-				Piece::Partial { lane, span } => reduction.partial_reads(lane, span)?,
-				Piece::Segment { value, segment } => reduction.output_reads(value, segment)?,
-				Piece::Accumulator(_) => Reads::default(),
-			};
-			for position in 0..node.inputs.len() {
-				let segments = reads.segments(position);
-				if !segments.is_empty() {
-					inputs.push((position, segments));
-				}
-			}
-			pieces = reads.pieces;
-		},
-		_ => {},
-	}
-	Ok((inputs, pieces))
-}
-
-/// What the prover holds about its whole run, to open a case.
-pub struct RunOpening<'a> {
-	/// The step-level tree (leaves `trace_leaf(h_t)`).
-	pub trace: &'a MerkleTree,
-	/// Global number of its first step.
-	pub first_step: u32,
-	/// The anchor.
-	pub anchor: Digest,
-	/// The training set, to open batch rows.
-	pub dataset: &'a Dataset,
-	/// Its tree ([`Dataset::tree`]), built once for every case.
-	pub dataset_tree: &'a MerkleTree,
-}
-
-/// Builds the [`RefereeCase`] for piece `piece` of `operator` of a traced step,
-/// with every opening the referee needs, and this trace's leaf as the claim.
-pub fn open_case(
-	graph: &Graph,
-	step: &crate::trace::StepTrace,
-	run: &RunOpening<'_>,
-	operator: usize,
-	piece: usize,
-) -> Result<RefereeCase, RefereeError> {
-	let invalid = |_| RefereeError::InvalidJob;
-	let number = step.record.step;
-	let position = number.checked_sub(run.first_step).ok_or(RefereeError::StepOutOfRange { step: number })?;
-	let pieces_tree = step.pieces.get(operator).ok_or(RefereeError::OperatorOutOfRange {
-		operator: operator as u32,
-		count: step.pieces.len() as u32,
-	})?;
-	let previous_state = if position == 0 {
-		StateOpening::Anchor { state_root: step.previous_state_root }
-	} else {
-		StateOpening::Step {
-			previous: step.previous_previous_hash,
-			state_root: step.previous_state_root,
-			batch_root: step.previous_batch_root,
-			proof: run.trace.proof(position as usize - 1).map_err(|_| RefereeError::InvalidStateProof)?,
-		}
-	};
-	let node = graph.node(operator).map_err(invalid)?;
-	let (needed_inputs, needed_pieces) = requirements(graph, operator, piece).map_err(|error| match error {
-		GraphError::PieceOutOfRange { count, .. } => RefereeError::ChunkOutOfRange { chunk: piece as u32, count: count as u32 },
-		_ => RefereeError::InvalidJob,
-	})?;
-	let mut operators = Vec::new();
-	let mut inputs = Vec::new();
-	let dataset = run.dataset.layout();
-	if let (OpKind::Batch, Piece::Segment { value, segment }) = (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
-		// The batch reads the dataset rows of this step's samples.
-		let sample_indices = step.values.get(graph.batch_values[2]).ok_or(RefereeError::InvalidJob)?;
-		let indices: Vec<u32> = (0..graph.batch).filter_map(|row| sample_indices.word(row)).collect();
-		let segments = batch_reads(graph, dataset, &indices, value, segment)?;
-		if !segments.is_empty() {
-			let openings = segments
-				.iter()
-				.map(|&s| SegmentOpening {
-					segment: s as u32,
-					words: (s * SEGMENT..(s + 1) * SEGMENT).map_while(|w| run.dataset.word(w)).collect(),
-				})
-				.collect();
-			let proof = run.dataset_tree.multiproof(&segments).map_err(|_| RefereeError::InvalidJob)?;
-			inputs.push(InputOpening { input: 0, segments: openings, proof });
-		}
-	}
-	for (position, segments) in needed_inputs {
-		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
-		let value = graph.value(id).ok_or(RefereeError::InvalidJob)?;
-		let host = step.values.get(id).ok_or(RefereeError::InvalidJob)?;
-		let (tree, values, value_position, skip) = match value.origin {
-			Origin::State(index) => (&step.previous_state, graph.state.as_slice(), index, 0),
-			Origin::Node { node: producer, output } => {
-				if !operators.iter().any(|o: &OperatorOpening| o.operator as usize == producer) {
-					let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
-					operators.push(OperatorOpening {
-						operator: producer as u32,
-						piece_root: tree.root(),
-						proof: step.operators.proof(producer).map_err(|_| RefereeError::InvalidJob)?,
-					});
-				}
-				let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
-				let skip = graph.accumulator_count(producer).map_err(invalid)?;
-				(tree, graph.piece_values(producer).map_err(invalid)?, output, skip)
-			},
-		};
-		let mut openings = Vec::with_capacity(segments.len());
-		let mut leaves = Vec::with_capacity(segments.len());
-		for segment in segments {
-			leaves.push(graph.segment_leaf_index(values, value_position, segment, skip).ok_or(RefereeError::InvalidJob)?);
-			openings.push(SegmentOpening { segment: segment as u32, words: host.segment_words(segment) });
-		}
-		let proof = tree.multiproof(&leaves).map_err(|_| RefereeError::InvalidJob)?;
-		inputs.push(InputOpening { input: position as u32, segments: openings, proof });
-	}
-	// The running sums before the disputed piece, recomputed from this trace's inputs.
-	let accumulators = match (node.kind, graph.reduction(operator).map_err(invalid)?) {
-		(OpKind::Contract(contraction), _) => {
-			let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-			let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-			crate::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
-		},
-		(_, Some(reduction)) if !needed_pieces.is_empty() => {
-			crate::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?
-		},
-		_ => Vec::new(),
-	};
-	let mut piece_openings = Vec::new();
-	for index in needed_pieces {
-		let words = accumulators.get(index).map(|acc| words_of(acc)).ok_or(RefereeError::InvalidJob)?;
-		piece_openings.push(PieceOpening {
-			piece: index as u32,
-			words,
-			proof: pieces_tree.proof(index).map_err(|_| RefereeError::InvalidJob)?,
-		});
-	}
-	Ok(RefereeCase {
-		commitments: Commitments {
-			trace_root: run.trace.root(),
-			first_step: run.first_step,
-			steps: run.trace.len() as u32,
-			anchor: run.anchor,
-			operator_root: step.operators.root(),
-			piece_root: pieces_tree.root(),
-			dataset_root: run.dataset_tree.root(),
-			samples: u32::try_from(run.dataset.len()).map_err(|_| RefereeError::InvalidJob)?,
-		},
-		step: number,
-		operator: operator as u32,
-		chunk: piece as u32,
-		previous_state,
-		operators,
-		inputs,
-		operator_proof: step.operators.proof(operator).map_err(|_| RefereeError::InvalidJob)?,
-		pieces: piece_openings,
-		claimed_output: *pieces_tree.leaves().get(piece).ok_or(RefereeError::ChunkOutOfRange {
-			chunk: piece as u32,
-			count: pieces_tree.len() as u32,
-		})?,
-	})
-}

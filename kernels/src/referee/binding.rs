@@ -1,0 +1,168 @@
+//! How each level of a dispute binds to the level above, and the shape every
+//! level must have: the checks the chain runs between bisection levels, so that
+//! a party cannot enter a level with a root that does not belong to the leaf
+//! the level above ended on.
+//!
+//! - **Steps → operators.** Level 1 ends on step `t`, the first step whose state
+//!   hash the parties disagree on. Each party then names its operator root of
+//!   step `t`, and [`bind_step`] checks it: the operator tree's `Batch` leaf
+//!   commits the batch root and its `Commit` leaf the state root after the step,
+//!   and `h_t = state_hash(h_{t−1}, t, state root, batch root)` must be the
+//!   party's leaf `t`, chained from its proven `h_{t−1}` (the anchor of its
+//!   start state for the unit's first step). A party with a wrong `h_t` cannot
+//!   present the honest operator tree.
+//! - **Operators → pieces.** Level 2 ends on operator `j`. Each party names its
+//!   piece root of `j`, and [`bind_operator`] checks that the operator leaf
+//!   `j` under the party's operator root commits it, with the kind and piece
+//!   count the job's graph gives operator `j`.
+//! - **Shapes.** [`level_leaves`] gives each level's leaf count from the job
+//!   alone; a [`Game`](crate::bisection::Game) started from it makes the party
+//!   whose tree has another shape lose.
+//! - **Ends of a unit.** [`open_state`] proves the state root before any step
+//!   of a trace, and [`final_state_root`] the state root after its last step:
+//!   the chain ties unit `i + 1`'s start state to unit `i`'s proven end with it.
+
+use super::{StateOpening, TraceCommitment};
+use crate::graph::{Graph, OpKind};
+use crate::hash::Digest;
+use crate::merkle::MerkleProof;
+use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
+
+codec_types! {
+	/// A level of a dispute.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub enum Level {
+		/// The unit's step-level tree.
+		Steps,
+		/// A step's operator-level tree.
+		Operators,
+		/// An operator's piece tree.
+		Pieces {
+			/// The operator.
+			operator: u32,
+		},
+	}
+
+	/// What binds a party's operator root of step `t` to its trace.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct StepBinding {
+		/// Proves `h_{t−1}`, the state hash step `t` chains from.
+		pub previous: StateOpening,
+		/// Inclusion of `trace_leaf(h_t)` at step `t` in the party's step-level tree.
+		pub proof: MerkleProof,
+		/// The batch root of step `t`: the `Batch` operator's piece root.
+		pub batch_root: Digest,
+		/// Inclusion of the `Batch` operator's leaf in the operator-level tree.
+		pub batch_proof: MerkleProof,
+		/// The state root after step `t`: the `Commit` operator's piece root.
+		pub state_root: Digest,
+		/// Inclusion of the `Commit` operator's leaf in the operator-level tree.
+		pub state_proof: MerkleProof,
+	}
+
+	/// Why a root does not belong to the level above.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub enum BindingError {
+		/// The step is not in the trace (or, for a state, not at or after its start).
+		StepOutOfRange,
+		/// The state before the step does not open against the trace root or the start state.
+		InvalidStateProof,
+		/// The state hash the operator tree implies is not the party's leaf for the step.
+		InvalidStepHash,
+		/// An operator leaf does not open against the operator root with the
+		/// kind and piece count the job's graph gives it.
+		InvalidOperatorProof {
+			/// The operator.
+			operator: u32,
+		},
+		/// The operator is not in the step's graph.
+		OperatorOutOfRange,
+		/// The job's graph has no `Batch` first and `Commit` last operator.
+		InvalidJob,
+	}
+}
+
+/// Leaves of the tree a dispute bisects at `level`, from the job's graph and
+/// the unit's trace commitment alone.
+pub fn level_leaves(graph: &Graph, trace: &TraceCommitment, level: Level) -> Result<u32, BindingError> {
+	let count = match level {
+		Level::Steps => return Ok(trace.steps),
+		Level::Operators => graph.nodes.len(),
+		Level::Pieces { operator } => graph.piece_count(operator as usize).map_err(|_| BindingError::OperatorOutOfRange)?,
+	};
+	u32::try_from(count).map_err(|_| BindingError::InvalidJob)
+}
+
+/// Opens the state before global step `step` of `trace`: returns the state hash
+/// it chains from (`h_{step−1}`, or the anchor before the first step) and its
+/// state root. `step` may be one past the trace's last step: that opens the
+/// trace's final state.
+pub fn open_state(trace: &TraceCommitment, step: u32, opening: &StateOpening) -> Result<(Digest, Digest), BindingError> {
+	let position = step.checked_sub(trace.first_step).filter(|&p| p <= trace.steps).ok_or(BindingError::StepOutOfRange)?;
+	match opening {
+		StateOpening::Anchor if position == 0 => Ok((anchor_hash(&trace.start_state_root), trace.start_state_root)),
+		StateOpening::Step { previous, state_root, batch_root, proof } if position > 0 => {
+			let hash = state_hash(previous, step - 1, state_root, batch_root);
+			if proof.index == position - 1 && proof.leaf_count == trace.steps && proof.verify(&trace.trace_root, &trace_leaf(&hash)) {
+				Ok((hash, *state_root))
+			} else {
+				Err(BindingError::InvalidStateProof)
+			}
+		},
+		_ => Err(BindingError::InvalidStateProof),
+	}
+}
+
+/// The state root after the trace's last step, proven by `opening` (the
+/// opening of the state before step `first_step + steps`).
+pub fn final_state_root(trace: &TraceCommitment, opening: &StateOpening) -> Result<Digest, BindingError> {
+	let end = trace.first_step.checked_add(trace.steps).ok_or(BindingError::StepOutOfRange)?;
+	if trace.steps == 0 {
+		return Err(BindingError::StepOutOfRange);
+	}
+	Ok(open_state(trace, end, opening)?.1)
+}
+
+/// Checks that operator `operator`'s leaf under `operator_root` commits
+/// `piece_root`, with the kind and piece count the job's `graph` gives it.
+pub fn bind_operator(
+	graph: &Graph,
+	operator: u32,
+	operator_root: &Digest,
+	piece_root: &Digest,
+	proof: &MerkleProof,
+) -> Result<(), BindingError> {
+	let id = operator as usize;
+	let node = graph.node(id).map_err(|_| BindingError::OperatorOutOfRange)?;
+	let count = graph.piece_count(id).map_err(|_| BindingError::OperatorOutOfRange)?;
+	let count = u32::try_from(count).map_err(|_| BindingError::InvalidJob)?;
+	let leaf = operator_leaf(operator, node.kind.code(), count, piece_root);
+	if proof.index != operator || proof.leaf_count as usize != graph.nodes.len() || !proof.verify(operator_root, &leaf) {
+		return Err(BindingError::InvalidOperatorProof { operator });
+	}
+	Ok(())
+}
+
+/// Checks that `operator_root` is the operator tree of step `step` of the
+/// party's `trace`: its batch and commit leaves give the state hash that is the
+/// party's leaf `step`, chained from its proven previous state hash. Returns
+/// that state hash, `h_step`.
+pub fn bind_step(graph: &Graph, trace: &TraceCommitment, step: u32, operator_root: &Digest, binding: &StepBinding) -> Result<Digest, BindingError> {
+	let position = step.checked_sub(trace.first_step).filter(|&p| p < trace.steps).ok_or(BindingError::StepOutOfRange)?;
+	let (previous, _) = open_state(trace, step, &binding.previous)?;
+	let last = graph.nodes.len().checked_sub(1).ok_or(BindingError::InvalidJob)?;
+	let ends = (graph.nodes.first().map(|node| node.kind), graph.nodes.last().map(|node| node.kind));
+	if ends != (Some(OpKind::Batch), Some(OpKind::Commit)) {
+		return Err(BindingError::InvalidJob);
+	}
+	bind_operator(graph, 0, operator_root, &binding.batch_root, &binding.batch_proof)?;
+	bind_operator(graph, last as u32, operator_root, &binding.state_root, &binding.state_proof)?;
+	let hash = state_hash(&previous, step, &binding.state_root, &binding.batch_root);
+	let proof = &binding.proof;
+	if proof.index != position || proof.leaf_count != trace.steps || !proof.verify(&trace.trace_root, &trace_leaf(&hash)) {
+		return Err(BindingError::InvalidStepHash);
+	}
+	Ok(hash)
+}

@@ -1,0 +1,301 @@
+//! The prover's side of a dispute (`std` only; the runtime compiles the judge,
+//! not this): what judging a piece reads, and building a party's [`Openings`]
+//! and [`StepBinding`] from its own trace.
+
+use alloc::vec::Vec;
+
+use super::binding::StepBinding;
+use super::{
+	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
+	OperatorOpening, Openings, PieceOpening, Position, RefereeError, SegmentOpening, StateOpening, TraceCommitment,
+};
+use crate::contraction::ChunkId;
+use crate::data::{Dataset, DatasetLayout};
+use crate::graph::{Graph, GraphError, OpKind, Origin, Piece};
+use crate::hash::Digest;
+use crate::merkle::{MerkleTree, SEGMENT};
+use crate::reduction::Reads;
+use crate::trace::StepTrace;
+
+/// What judging one piece reads: `(input position, segment indices)` pairs,
+/// and indices of earlier pieces of the same operator.
+pub type Requirements = (Vec<(usize, Vec<usize>)>, Vec<usize>);
+
+/// The input segments and earlier pieces that judging piece `piece` of
+/// `operator` reads: `(input position, segments)` pairs and piece indices.
+///
+/// The prover uses it to build a [`RefereeCase`]; the referee itself reads
+/// lazily and reports whatever is missing.
+pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requirements, GraphError> {
+	let node = graph.node(operator)?;
+	let decoded = graph.piece(operator, piece)?;
+	let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
+	let mut pieces = Vec::new();
+	match (node.kind, decoded) {
+		(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
+			let extent = contraction.extent(id)?;
+			let mut lhs: Vec<usize> = Vec::new();
+			let mut rhs: Vec<usize> = Vec::new();
+			for k in extent.depth.clone() {
+				for row in extent.rows.clone() {
+					lhs.extend(contraction.lhs_index(row, k).map(|i| i / SEGMENT));
+				}
+				for col in extent.cols.clone() {
+					rhs.extend(contraction.rhs_index(k, col).map(|i| i / SEGMENT));
+				}
+			}
+			for list in [&mut lhs, &mut rhs] {
+				list.sort_unstable();
+				list.dedup();
+			}
+			inputs.push((0, lhs));
+			inputs.push((1, rhs));
+			if id.chunk > 0 {
+				pieces.push(piece - 1);
+			}
+		},
+		(OpKind::Contract(contraction), Piece::Segment { value, segment }) => {
+			let grid = contraction.grid()?;
+			let len = graph.piece_values(operator)?.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
+			for index in segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len) {
+				if let Some((row, col)) = output_coordinates(contraction, index) {
+					let tile = ChunkId { tile_row: row / crate::contract::TILE, tile_col: col / crate::contract::TILE, chunk: grid.chunks - 1 };
+					pieces.push(Graph::accumulator_index(&grid, tile));
+				}
+			}
+			pieces.sort_unstable();
+			pieces.dedup();
+		},
+		(OpKind::Activation(_), Piece::Segment { segment, .. }) => inputs.push((0, vec![segment])),
+		(OpKind::ActivationGrad(_), Piece::Segment { segment, .. }) => {
+			inputs.extend((0..2).map(|p| (p, vec![segment])));
+		},
+		(OpKind::BiasAdd(layout), Piece::Segment { segment, .. }) => {
+			let len = node.inputs.first().and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
+			let mut bias: Vec<usize> =
+				(segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len)).map(|i| bias_channel(layout, i) / SEGMENT).collect();
+			bias.sort_unstable();
+			bias.dedup();
+			inputs.push((0, vec![segment]));
+			inputs.push((1, bias));
+		},
+		(OpKind::Sgd(_) | OpKind::AdamW(_), Piece::Segment { segment, .. }) => {
+			inputs.extend((0..node.inputs.len()).map(|p| (p, vec![segment])));
+		},
+		(OpKind::Commit, Piece::Segment { value, segment }) => inputs.push((value, vec![segment])),
+		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_), _) => {
+			let reduction = graph.reduction(operator)?.ok_or(GraphError::PieceOutOfRange { piece, count: 0 })?;
+			let reads = match decoded {
+				Piece::Partial { lane, span } => reduction.partial_reads(lane, span)?,
+				Piece::Segment { value, segment } => reduction.output_reads(value, segment)?,
+				Piece::Accumulator(_) => Reads::default(),
+			};
+			for position in 0..node.inputs.len() {
+				let segments = reads.segments(position);
+				if !segments.is_empty() {
+					inputs.push((position, segments));
+				}
+			}
+			pieces = reads.pieces;
+		},
+		_ => {},
+	}
+	Ok((inputs, pieces))
+}
+
+/// What the prover holds about its whole run, to open a case.
+pub struct RunOpening<'a> {
+	/// The step-level tree (leaves `trace_leaf(h_t)`).
+	pub trace: &'a MerkleTree,
+	/// Global number of its first step.
+	pub first_step: u32,
+	/// The state root the run starts from.
+	pub start_state_root: Digest,
+	/// The job's whole training set, to open batch rows.
+	pub dataset: &'a Dataset,
+	/// Its tree ([`Dataset::tree`]), built once for every case.
+	pub dataset_tree: &'a MerkleTree,
+	/// The samples of the set the run trains on (the whole set for a step-range unit).
+	pub shard: core::ops::Range<usize>,
+}
+
+impl RunOpening<'_> {
+	/// The run's learning proof, as the chain records it.
+	pub fn trace_commitment(&self) -> TraceCommitment {
+		TraceCommitment {
+			trace_root: self.trace.root(),
+			first_step: self.first_step,
+			steps: self.trace.len() as u32,
+			start_state_root: self.start_state_root,
+		}
+	}
+
+	/// The job's data commitment for this run.
+	pub fn data_commitment(&self) -> Result<DataCommitment, RefereeError> {
+		let u32_of = |n: usize| u32::try_from(n).map_err(|_| RefereeError::InvalidJob);
+		Ok(DataCommitment {
+			root: self.dataset_tree.root(),
+			samples: u32_of(self.dataset.len())?,
+			first_sample: u32_of(self.shard.start)?,
+			shard_samples: u32_of(self.shard.len())?,
+		})
+	}
+
+	/// The opening of the state before traced step `step` (its previous state hash).
+	fn previous_state(&self, step: &StepTrace) -> Result<StateOpening, RefereeError> {
+		let number = step.record.step;
+		let position = number.checked_sub(self.first_step).ok_or(RefereeError::StepOutOfRange { step: number })?;
+		Ok(if position == 0 {
+			StateOpening::Anchor
+		} else {
+			StateOpening::Step {
+				previous: step.previous_previous_hash,
+				state_root: step.previous_state_root,
+				batch_root: step.previous_batch_root,
+				proof: self.trace.proof(position as usize - 1).map_err(|_| RefereeError::InvalidStateProof)?,
+			}
+		})
+	}
+}
+
+/// The binding of a traced step's operator root to the run's trace
+/// ([`bind_step`](super::bind_step)).
+pub fn open_step_binding(graph: &Graph, step: &StepTrace, run: &RunOpening<'_>) -> Result<StepBinding, RefereeError> {
+	let number = step.record.step;
+	let position = number.checked_sub(run.first_step).ok_or(RefereeError::StepOutOfRange { step: number })?;
+	let last = graph.nodes.len().checked_sub(1).ok_or(RefereeError::InvalidJob)?;
+	let operator_proof = |id: usize| step.operators.proof(id).map_err(|_| RefereeError::InvalidJob);
+	Ok(StepBinding {
+		previous: run.previous_state(step)?,
+		proof: run.trace.proof(position as usize).map_err(|_| RefereeError::StepOutOfRange { step: number })?,
+		batch_root: step.record.batch_root,
+		batch_proof: operator_proof(0)?,
+		state_root: step.record.state_root,
+		state_proof: operator_proof(last)?,
+	})
+}
+
+/// Builds the [`Dispute`] the chain would hold and this run's [`Openings`] for
+/// piece `piece` of `operator` of a traced step, with this trace's leaf as the claim.
+pub fn open_case(
+	graph: &Graph,
+	step: &StepTrace,
+	run: &RunOpening<'_>,
+	operator: usize,
+	piece: usize,
+) -> Result<(Dispute, Openings), RefereeError> {
+	let invalid = |_| RefereeError::InvalidJob;
+	let number = step.record.step;
+	let pieces_tree = step.pieces.get(operator).ok_or(RefereeError::OperatorOutOfRange {
+		operator: operator as u32,
+		count: step.pieces.len() as u32,
+	})?;
+	let previous_state = run.previous_state(step)?;
+	let node = graph.node(operator).map_err(invalid)?;
+	let (needed_inputs, needed_pieces) = requirements(graph, operator, piece).map_err(|error| match error {
+		GraphError::PieceOutOfRange { count, .. } => RefereeError::PieceOutOfRange { piece: piece as u32, count: count as u32 },
+		_ => RefereeError::InvalidJob,
+	})?;
+	let mut operators = Vec::new();
+	let mut inputs = Vec::new();
+	let dataset = run.dataset.layout();
+	if let (OpKind::Batch, Piece::Segment { value, segment }) = (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
+		// The batch reads the dataset rows of this step's samples.
+		let sample_indices = step.values.get(graph.batch_values[2]).ok_or(RefereeError::InvalidJob)?;
+		let indices: Vec<u32> = (0..graph.batch).filter_map(|row| sample_indices.word(row)).collect();
+		let segments = batch_reads(graph, dataset, &indices, value, segment)?;
+		if !segments.is_empty() {
+			let openings = segments
+				.iter()
+				.map(|&s| SegmentOpening {
+					segment: s as u32,
+					words: (s * SEGMENT..(s + 1) * SEGMENT).map_while(|w| run.dataset.word(w)).collect(),
+				})
+				.collect();
+			let proof = run.dataset_tree.multiproof(&segments).map_err(|_| RefereeError::InvalidJob)?;
+			inputs.push(InputOpening { input: 0, segments: openings, proof });
+		}
+	}
+	for (position, segments) in needed_inputs {
+		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
+		let value = graph.value(id).ok_or(RefereeError::InvalidJob)?;
+		let host = step.values.get(id).ok_or(RefereeError::InvalidJob)?;
+		let (tree, values, value_position, skip) = match value.origin {
+			Origin::State(index) => (&step.previous_state, graph.state.as_slice(), index, 0),
+			Origin::Node { node: producer, output } => {
+				if !operators.iter().any(|o: &OperatorOpening| o.operator as usize == producer) {
+					let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
+					operators.push(OperatorOpening {
+						operator: producer as u32,
+						piece_root: tree.root(),
+						proof: step.operators.proof(producer).map_err(|_| RefereeError::InvalidJob)?,
+					});
+				}
+				let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
+				let skip = graph.accumulator_count(producer).map_err(invalid)?;
+				(tree, graph.piece_values(producer).map_err(invalid)?, output, skip)
+			},
+		};
+		let mut openings = Vec::with_capacity(segments.len());
+		let mut leaves = Vec::with_capacity(segments.len());
+		for segment in segments {
+			leaves.push(graph.segment_leaf_index(values, value_position, segment, skip).ok_or(RefereeError::InvalidJob)?);
+			openings.push(SegmentOpening { segment: segment as u32, words: host.segment_words(segment) });
+		}
+		let proof = tree.multiproof(&leaves).map_err(|_| RefereeError::InvalidJob)?;
+		inputs.push(InputOpening { input: position as u32, segments: openings, proof });
+	}
+	// The running sums before the disputed piece, recomputed from this trace's inputs.
+	let accumulators = match (node.kind, graph.reduction(operator).map_err(invalid)?) {
+		(OpKind::Contract(contraction), _) => {
+			let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+			let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+			crate::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
+		},
+		(_, Some(reduction)) if !needed_pieces.is_empty() => {
+			crate::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?
+		},
+		_ => Vec::new(),
+	};
+	let mut piece_openings = Vec::new();
+	for index in needed_pieces {
+		let words = accumulators.get(index).map(|acc| words_of(acc)).ok_or(RefereeError::InvalidJob)?;
+		piece_openings.push(PieceOpening {
+			piece: index as u32,
+			words,
+			proof: pieces_tree.proof(index).map_err(|_| RefereeError::InvalidJob)?,
+		});
+	}
+	let out_of_range = RefereeError::PieceOutOfRange { piece: piece as u32, count: pieces_tree.len() as u32 };
+	let dispute = Dispute {
+		trace: run.trace_commitment(),
+		data: run.data_commitment()?,
+		position: Position { step: number, operator: operator as u32, piece: piece as u32 },
+		operator_root: step.operators.root(),
+		piece_root: pieces_tree.root(),
+	};
+	let openings = Openings {
+		previous_state,
+		operators,
+		inputs,
+		operator_proof: step.operators.proof(operator).map_err(|_| RefereeError::InvalidJob)?,
+		pieces: piece_openings,
+		claimed_output: *pieces_tree.leaves().get(piece).ok_or(out_of_range)?,
+		claim_proof: pieces_tree.proof(piece).map_err(|_| out_of_range)?,
+	};
+	Ok((dispute, openings))
+}
+
+/// The dataset segments that segment `segment` of the batch's value `value`
+/// reads, given the step's sample indices: what the prover opens for
+/// [`batch_segment`].
+fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Result<Vec<usize>, RefereeError> {
+	let mut segments = Vec::new();
+	for element in batch_elements(graph, value, segment)? {
+		segments.extend(batch_source(graph, dataset, indices, value, element)?.map(|word| word / SEGMENT));
+	}
+	segments.sort_unstable();
+	segments.dedup();
+	Ok(segments)
+}
+
