@@ -97,6 +97,34 @@ class RandomStream:
         return order
 
 
+FEISTEL_ROUNDS = 8
+
+
+class RandomPermutation:
+    """kernels/src/rng.rs RandomPermutation: a Feistel network on ceil(log2 n) bits
+    keyed by the stream, with cycle-walking; random access to element i."""
+
+    def __init__(self, stream, n):
+        self.stream, self.n = stream, n
+        self.bits = 0 if n <= 1 else (n - 1).bit_length()
+
+    def get(self, index):
+        value = index
+        while True:
+            value = self.encrypt(value)
+            if value < self.n:
+                return value
+
+    def encrypt(self, value):
+        left_bits, right_bits = self.bits // 2, self.bits - self.bits // 2
+        left, right = value >> right_bits, value & ((1 << right_bits) - 1)
+        for rnd in range(FEISTEL_ROUNDS):
+            f = self.stream.block((rnd << 32) | right)[0] & ((1 << left_bits) - 1)
+            left, right = right, left ^ f
+            left_bits, right_bits = right_bits, left_bits
+        return (left << right_bits) | right
+
+
 def rsqrt(x):
     """kernels/src/math.rs rsqrt, operation for operation."""
     b = bits(x)
@@ -184,9 +212,9 @@ def main():
     for step in range(args.steps):
         if step // steps_per_epoch != epoch:
             epoch = step // steps_per_epoch
-            epoch_order = RandomStream(args.seed, BATCH_STREAM + epoch).permutation(len(train_idx))
+            epoch_order = RandomPermutation(RandomStream(args.seed, BATCH_STREAM + epoch), len(train_idx))
         start = (step % steps_per_epoch) * args.batch
-        batch = torch.tensor(epoch_order[start : start + args.batch], dtype=torch.int64)
+        batch = torch.tensor([epoch_order.get(i) for i in range(start, start + args.batch)], dtype=torch.int64)
         optimizer.zero_grad()
         loss = loss_fn(model(x_train[batch]), y_train[batch])
         loss.backward()

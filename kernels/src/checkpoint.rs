@@ -7,10 +7,11 @@
 //! state order (parameters, then first moments, then second moments), each of
 //! shape `[len]`, little-endian. The header's `__metadata__` holds exactly one
 //! entry, `touchstone`, with the value
-//! `v1 next_step=<n> state_hash=<hex> previous_hash=<hex> batch_root=<hex>`
-//! (hex: 64 digits): the step the checkpoint resumes at, the state hash after
-//! the step before it (the run's anchor for a checkpoint at step 0), the state
-//! hash before that one and the batch root of that step, so that a run resumed
+//! `v2 next_step=<n> state_hash=<hex> previous_hash=<hex> batch_root=<hex> loss=<bits>`
+//! (hex: 64 digits; `bits`: the loss's canonical `f32` bits, 8 hex digits): the
+//! step the checkpoint resumes at, the state hash after the step before it (the
+//! run's anchor for a checkpoint at step 0), the state hash before that one and
+//! the batch root and loss of that step, so that a run resumed
 //! from it can also open its first state hash to the referee ([`ChainPoint`]). One entry, because the `safetensors` crate
 //! writes metadata from a hash map, whose order is not fixed: with one entry
 //! (and zero-padded tensor names, which it sorts) the same state always gives
@@ -34,7 +35,7 @@ use crate::trace::{ChainPoint, StepRecord, Trainer};
 /// The metadata key of a checkpoint.
 const METADATA_KEY: &str = "touchstone";
 /// The format tag at the start of the metadata value.
-const FORMAT: &str = "v1";
+const FORMAT: &str = "v2";
 
 /// A resumable training state.
 #[derive(Clone, Debug, PartialEq)]
@@ -116,11 +117,12 @@ impl Checkpoint {
 			.collect();
 		let point = &self.point;
 		let value = format!(
-			"{FORMAT} next_step={} state_hash={} previous_hash={} batch_root={}",
+			"{FORMAT} next_step={} state_hash={} previous_hash={} batch_root={} loss={:08x}",
 			point.next_step,
 			hex(&point.last_hash),
 			hex(&point.previous_hash),
-			hex(&point.last_batch_root)
+			hex(&point.last_batch_root),
+			point.last_loss
 		);
 		let metadata = HashMap::from([(METADATA_KEY.to_string(), value)]);
 		safetensors::serialize(tensors.iter().map(|(name, tensor)| (name.as_str(), tensor)), Some(metadata))
@@ -173,6 +175,15 @@ impl Checkpoint {
 		let last_hash = digest("state_hash")?;
 		let previous_hash = digest("previous_hash")?;
 		let last_batch_root = digest("batch_root")?;
+		let last_loss = fields
+			.next()
+			.and_then(|field| field.strip_prefix("loss="))
+			.filter(|bits| bits.len() == 8)
+			.and_then(|bits| u32::from_str_radix(bits, 16).ok())
+			.ok_or_else(|| format("bad loss"))?;
+		if fields.next().is_some() {
+			return Err(format("unexpected metadata after loss"));
+		}
 		let tensors = SafeTensors::deserialize(bytes).map_err(|error| CheckpointError::Format(error.to_string()))?;
 		let mut state = Vec::with_capacity(tensors.len());
 		for index in 0..tensors.len() {
@@ -189,7 +200,7 @@ impl Checkpoint {
 			crate::contract::canonicalize(&mut values);
 			state.push(values);
 		}
-		Ok(Self { point: ChainPoint { next_step, last_hash, previous_hash, last_batch_root }, state })
+		Ok(Self { point: ChainPoint { next_step, last_hash, previous_hash, last_batch_root, last_loss }, state })
 	}
 
 	/// Reads and verifies the checkpoint at `path` whose hash is `expected`.

@@ -115,6 +115,72 @@ impl RandomStream {
 	}
 }
 
+/// Rounds of [`RandomPermutation`]'s Feistel network.
+pub const FEISTEL_ROUNDS: u32 = 8;
+
+/// A uniformly keyed permutation of `0..n` with random access: element `i`
+/// costs the same whatever `n` is, so a referee can draw one batch's samples
+/// without building the whole epoch's order.
+///
+/// The permutation is a Feistel network on `b = ⌈log₂ n⌉` bits (split into a
+/// left half of `⌊b/2⌋` bits and a right half of the rest, the halves trading
+/// widths each round), with [`FEISTEL_ROUNDS`] rounds whose round function is
+/// word 0 of Philox block `round · 2³² + right` of the stream, cut to the
+/// width it is XORed into. Values `≥ n` are walked through the network again
+/// (cycle-walking), which ends because the walk stays on the cycle of its
+/// start; as `2^b < 2n`, a walk takes fewer than two passes on average.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RandomPermutation {
+	stream: RandomStream,
+	n: u32,
+	bits: u32,
+}
+
+impl RandomPermutation {
+	/// The permutation of `0..n` keyed by `stream`.
+	pub fn new(stream: RandomStream, n: u32) -> Self {
+		let bits = if n <= 1 { 0 } else { u32::BITS - (n - 1).leading_zeros() };
+		Self { stream, n, bits }
+	}
+
+	/// Elements permuted.
+	pub fn len(&self) -> u32 {
+		self.n
+	}
+
+	/// Whether it permutes nothing.
+	pub fn is_empty(&self) -> bool {
+		self.n == 0
+	}
+
+	/// The element at position `index`, or `None` past the end.
+	pub fn get(&self, index: u32) -> Option<u32> {
+		if index >= self.n {
+			return None;
+		}
+		let mut value = index;
+		loop {
+			value = self.encrypt(value);
+			if value < self.n {
+				return Some(value);
+			}
+		}
+	}
+
+	/// One pass through the Feistel network on `bits` bits.
+	fn encrypt(&self, value: u32) -> u32 {
+		let mask = |bits: u32| (1u64 << bits) - 1;
+		let (mut left_bits, mut right_bits) = (self.bits / 2, self.bits - self.bits / 2);
+		let (mut left, mut right) = (u64::from(value) >> right_bits, u64::from(value) & mask(right_bits));
+		for round in 0..u64::from(FEISTEL_ROUNDS) {
+			let f = u64::from(self.stream.block(round << 32 | right)[0]) & mask(left_bits);
+			(left, right) = (right, left ^ f);
+			(left_bits, right_bits) = (right_bits, left_bits);
+		}
+		((left << right_bits) | right) as u32
+	}
+}
+
 /// The uniform float in `[0, 1)` that a random word maps to: its top 24 bits times 2⁻²⁴.
 #[inline(always)]
 pub fn uniform_from_word(word: u32) -> f32 {

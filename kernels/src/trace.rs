@@ -14,8 +14,10 @@
 //!   the sample indices (both `u32`);
 //! - the **anchor** of a run is `H(0x03 ‖ initial state root)`;
 //! - the **state hash** after step `t` (a global step number) is
-//!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ batch root of t)`,
-//!   with `h_{first−1}` = the anchor.
+//!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ batch root of t ‖ loss of t)`,
+//!   the loss as its canonical `f32` bits (`u32`), with `h_{first−1}` = the anchor.
+//!   The loss a solver reports is bound to its trace, so it can be disputed
+//!   like any operator output.
 //!
 //! The step-level tree of a learning proof has leaves `H_leaf(h_t)` (the Merkle leaf
 //! hash of [`crate::merkle`]) for its steps in order.
@@ -30,16 +32,20 @@
 //!
 //! # Batch order
 //!
-//! Epoch `e` visits the training set in the order of the permutation from
-//! Philox stream [`BATCH_STREAM`]` + e` of the seed; step `t` takes positions
+//! Epoch `e` visits the run's samples (the training set, or a data-shard
+//! unit's shard) in the order of the [`RandomPermutation`] keyed by Philox
+//! stream [`BATCH_STREAM`]` + e` of the seed; step `t` takes positions
 //! `[(t mod s)·B, (t mod s)·B + B)` of epoch `⌊t/s⌋`, with `s = ⌊samples/B⌋`
 //! steps per epoch (the incomplete last batch is dropped, as PyTorch's
-//! `drop_last=True`).
+//! `drop_last=True`). A shard's positions are offset by its first sample. The
+//! permutation has random access, so drawing one batch costs the same however
+//! large the set is.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::backend::Backend;
+use crate::contract::canonical_bits;
 use crate::contraction::{fold_chunk_partials, ChunkId, Contraction};
 use crate::data::Dataset;
 use crate::error::KernelError;
@@ -50,16 +56,17 @@ use crate::merkle::{
 };
 use crate::model::{ModelConfig, TrainConfig, BATCH_STREAM};
 use crate::reduction::Reduction;
-use crate::rng::RandomStream;
+use crate::rng::{RandomPermutation, RandomStream};
 
 /// Prefix of a state hash.
 pub const STATE_PREFIX: u8 = 0x02;
 /// Prefix of a run's anchor.
 pub const ANCHOR_PREFIX: u8 = 0x03;
 
-/// `h_t = H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ batch_root)`.
-pub fn state_hash(previous: &Digest, step: u32, state_root: &Digest, batch_root: &Digest) -> Digest {
-	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, batch_root])
+/// `h_t = H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ batch_root ‖ loss)`, the
+/// loss as its canonical bits.
+pub fn state_hash(previous: &Digest, step: u32, state_root: &Digest, batch_root: &Digest, loss: u32) -> Digest {
+	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, batch_root, &loss.to_le_bytes()])
 }
 
 /// `H(0x03 ‖ initial state root)`: the hash the first step chains from.
@@ -181,8 +188,13 @@ pub fn batch_indices(shard: core::ops::Range<usize>, batch: usize, seed: u64, st
 	let (epoch, window) = batch_window(shard.len(), batch, step)?;
 	let order = epoch_order(shard.len(), seed, epoch)?;
 	let first = u32::try_from(shard.start).map_err(|_| KernelError::ShapeOverflow)?;
-	let window = order.get(window).ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
-	window.iter().map(|&i| i.checked_add(first).ok_or(KernelError::ShapeOverflow)).collect()
+	window
+		.map(|position| {
+			let position = u32::try_from(position).map_err(|_| KernelError::ShapeOverflow)?;
+			let sample = order.get(position).ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
+			sample.checked_add(first).ok_or(KernelError::ShapeOverflow)
+		})
+		.collect()
 }
 
 /// Where global step `step`'s batch lies: its epoch, and its positions in that
@@ -195,11 +207,11 @@ pub fn batch_window(samples: usize, batch: usize, step: u32) -> Result<(usize, c
 	Ok((step as usize / steps_per_epoch, start..start + batch))
 }
 
-/// The sample order of epoch `epoch`: the permutation of Philox stream
-/// [`BATCH_STREAM`]` + epoch` of the seed.
-pub fn epoch_order(samples: usize, seed: u64, epoch: usize) -> Result<Vec<u32>, KernelError> {
+/// The sample order of epoch `epoch` of a run on `samples` samples: the
+/// [`RandomPermutation`] keyed by Philox stream [`BATCH_STREAM`]` + epoch` of the seed.
+pub fn epoch_order(samples: usize, seed: u64, epoch: usize) -> Result<RandomPermutation, KernelError> {
 	let samples = u32::try_from(samples).map_err(|_| KernelError::ShapeOverflow)?;
-	Ok(RandomStream::new(seed, BATCH_STREAM + epoch as u64).permutation(samples))
+	Ok(RandomPermutation::new(RandomStream::new(seed, BATCH_STREAM + epoch as u64), samples))
 }
 
 /// Where a run stands in its hash chain: what resuming it needs, and what
@@ -214,12 +226,14 @@ pub struct ChainPoint {
 	pub previous_hash: Digest,
 	/// The batch root of step `next_step − 1` (zeros before the first step).
 	pub last_batch_root: Digest,
+	/// The loss of step `next_step − 1`, as canonical bits (zero before the first step).
+	pub last_loss: u32,
 }
 
 impl ChainPoint {
 	/// The start of a run: step `first_step` next, chained from `anchor`.
 	pub fn start(first_step: u32, anchor: Digest) -> Self {
-		Self { next_step: first_step, last_hash: anchor, previous_hash: [0; 32], last_batch_root: [0; 32] }
+		Self { next_step: first_step, last_hash: anchor, previous_hash: [0; 32], last_batch_root: [0; 32], last_loss: 0 }
 	}
 
 	/// The start of a run at step `first_step` from a model with state root
@@ -305,6 +319,9 @@ pub struct StepTrace {
 	/// The batch root of the step before (all zeros for the first step; only
 	/// used to open the previous state hash).
 	pub previous_batch_root: Digest,
+	/// The loss of the step before, as canonical bits (only used to open the
+	/// previous state hash).
+	pub previous_loss: u32,
 	/// The state hash before the previous one (to open the previous state hash).
 	pub previous_previous_hash: Digest,
 	/// A host copy of every value of the step, by value id.
@@ -327,7 +344,6 @@ pub struct Trainer<B: Backend> {
 	tensors: Vec<Option<B::Tensor>>,
 	labels: Option<B::Indices>,
 	host_batch: [HostTensor; 3],
-	epoch_order: Option<(usize, Vec<u32>)>,
 	/// The samples of `data` this run trains on.
 	shard: core::ops::Range<usize>,
 	point: ChainPoint,
@@ -387,7 +403,6 @@ impl<B: Backend> Trainer<B> {
 			tensors,
 			labels: None,
 			host_batch: [HostTensor::F32(Vec::new()), HostTensor::U32(Vec::new()), HostTensor::U32(Vec::new())],
-			epoch_order: None,
 			shard: 0..data_len,
 			point,
 			fault: None,
@@ -403,7 +418,6 @@ impl<B: Backend> Trainer<B> {
 			return Err(KernelError::InvalidHyperparameter { name: "shard" });
 		}
 		self.shard = shard;
-		self.epoch_order = None;
 		Ok(self)
 	}
 
@@ -480,12 +494,13 @@ impl<B: Backend> Trainer<B> {
 		if !loss.is_finite() || state.iter().flatten().any(|value| !value.is_finite()) {
 			return Err(KernelError::NonFinite { step }.into());
 		}
-		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root);
+		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root, canonical_bits(loss));
 		self.point = ChainPoint {
 			next_step: step.saturating_add(1),
 			last_hash: state_hash,
 			previous_hash: self.point.last_hash,
 			last_batch_root: batch_root,
+			last_loss: canonical_bits(loss),
 		};
 		Ok(StepRecord { step, loss, batch_root, state_root, state_hash })
 	}
@@ -493,8 +508,13 @@ impl<B: Backend> Trainer<B> {
 	/// Runs one step with every value copied to the host and every operator
 	/// committed. The record equals the one [`Trainer::step`] gives.
 	pub fn trace_step(&mut self) -> Result<StepTrace, B::Error> {
-		let ChainPoint { previous_hash: previous_previous_hash, last_hash: previous_hash, last_batch_root: previous_batch_root, .. } =
-			self.point;
+		let ChainPoint {
+			previous_hash: previous_previous_hash,
+			last_hash: previous_hash,
+			last_batch_root: previous_batch_root,
+			last_loss: previous_loss,
+			..
+		} = self.point;
 		let mut recording: Vec<Option<HostTensor>> = vec![None; self.graph.values.len()];
 		let before = self.state()?;
 		for (&id, values) in self.graph.state.iter().zip(before) {
@@ -510,23 +530,12 @@ impl<B: Backend> Trainer<B> {
 			recording.into_iter().map(|value| value.unwrap_or(HostTensor::F32(Vec::new()))).collect();
 		let trace = build_step_trace(&self.graph, record, values, self.fault)
 			.map_err(|_| KernelError::ShapeOverflow)?;
-		Ok(StepTrace { previous_hash, previous_batch_root, previous_previous_hash, ..trace })
+		Ok(StepTrace { previous_hash, previous_batch_root, previous_loss, previous_previous_hash, ..trace })
 	}
 
 	/// Computes the batch of `step` and runs operator 0.
 	fn load_batch(&mut self, step: u32) -> Result<(), B::Error> {
-		// The same window, order and offset as `batch_indices`, with the epoch's order kept.
-		let (epoch, window) = batch_window(self.shard.len(), self.graph.batch, step)?;
-		if self.epoch_order.as_ref().map(|(e, _)| *e) != Some(epoch) {
-			self.epoch_order = Some((epoch, epoch_order(self.shard.len(), self.train.seed, epoch)?));
-		}
-		let first = u32::try_from(self.shard.start).map_err(|_| KernelError::ShapeOverflow)?;
-		let indices: Vec<u32> = self
-			.epoch_order
-			.as_ref()
-			.and_then(|(_, order)| order.get(window))
-			.map(|window| window.iter().map(|&i| i + first).collect())
-			.ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
+		let indices = batch_indices(self.shard.clone(), self.graph.batch, self.train.seed, step)?;
 		let labels: Vec<u32> = indices.iter().map(|&i| self.data.labels.get(i as usize).copied().unwrap_or(0)).collect();
 		let [features_id, _, _] = self.graph.batch_values;
 		let buffer = self.graph.values.get(features_id).map_or(usize::MAX, |v| v.buffer);
@@ -787,6 +796,7 @@ fn build_step_trace(
 		previous_hash: [0; 32],
 		previous_state_root: previous_state.root(),
 		previous_batch_root: [0; 32],
+		previous_loss: 0,
 		previous_previous_hash: [0; 32],
 		values,
 		pieces,

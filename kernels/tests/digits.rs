@@ -15,15 +15,15 @@ use touchstone_kernels::trace::Trainer;
 use touchstone_kernels::CpuBackend;
 
 /// The final state hash of the 200-step digits run on the CPU reference.
-const DIGITS_200_STEP_STATE_HASH: &str = "dc7345d327287e961a971b2e3fe47fa9be355321be7c61bb3a922b94bc9c3f4a";
+const DIGITS_200_STEP_STATE_HASH: &str = "e1dce2824c44a929e2ca1ebf7b94258f885daaca41332d697118103ee7f1d12e";
 /// BLAKE2b-256 content hash of the seeded initial weights; pytorch_digits.py prints the same.
 /// The root of the digits training split (1,437 samples, split seed of the digits job).
 const DIGITS_TRAIN_ROOT: &str = "48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910";
 const DIGITS_INIT_WEIGHTS: &str = "635535b9bea289e149e7e492032b5f0616d39fd0e17d486d622e2efb784178a0";
-/// PyTorch 2.13.0 (CPU, fp32, eager) on the same 1000-step job: 353/360.
-const PYTORCH_ACCURACY: f64 = 353.0 / 360.0;
-/// The reference's test accuracy after 1000 steps: 353/360 (pinned exactly; deterministic).
-const REFERENCE_CORRECT: usize = 353;
+/// PyTorch 2.13.0 (CPU, fp32, eager) on the same 1000-step job: 351/360.
+const PYTORCH_ACCURACY: f64 = 351.0 / 360.0;
+/// The reference's test accuracy after 1000 steps: 352/360 (pinned exactly; deterministic).
+const REFERENCE_CORRECT: usize = 352;
 
 /// Trains the digits job for `steps`; returns the trainer and the last record.
 fn train(steps: u32) -> (Trainer<CpuBackend>, touchstone_kernels::trace::StepRecord) {

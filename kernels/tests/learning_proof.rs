@@ -405,10 +405,10 @@ fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
 				forged_row.1.inputs[0].segments[0].words[0] ^= 1 << 20;
 				assert_eq!(recomputed(&job, &forged_row), Err(RefereeError::InvalidInputProof { input: 0 }));
 			}
-			// A different training-set size draws a different batch.
+			// A training set of another size draws another batch, and lays its words out elsewhere.
 			let mut resized = case.clone();
-			resized.0.data.samples += 1;
-			resized.0.data.shard_samples += 1;
+			resized.0.data.samples = 2 * resized.0.data.samples + 1;
+			resized.0.data.shard_samples = resized.0.data.samples;
 			assert!(verdict(&job, &resized).is_err(), "batch piece {piece}");
 			// A training set too large to draw in the runtime is not a valid job.
 			let mut huge = case.clone();
@@ -603,9 +603,11 @@ fn a_wrong_state_hash_over_an_honest_operator_tree_loses() {
 	let lie_run = lie.opening(&lie_tree);
 	assert_eq!(bisect(4, &honest_tree, &lie_tree).unwrap().leaf, 2);
 	// Its own leaf 2, with the honest operator tree's batch and commit roots.
-	let StateOpening::Step { previous, state_root, batch_root, .. } = binding.previous.clone() else { panic!("step 2 has a previous step") };
+	let StateOpening::Step { previous, state_root, batch_root, loss, .. } = binding.previous.clone() else {
+		panic!("step 2 has a previous step")
+	};
 	let lie_binding = touchstone_kernels::referee::StepBinding {
-		previous: StateOpening::Step { previous, state_root, batch_root, proof: lie_tree.proof(1).unwrap() },
+		previous: StateOpening::Step { previous, state_root, batch_root, loss, proof: lie_tree.proof(1).unwrap() },
 		proof: lie_tree.proof(2).unwrap(),
 		..binding.clone()
 	};
@@ -636,6 +638,38 @@ fn a_wrong_state_hash_over_an_honest_operator_tree_loses() {
 	let proof = honest.trace.operators.proof(3).unwrap();
 	bind_operator(&graph, 3, &operator_root, &piece_root, &proof).unwrap();
 	assert_eq!(bind_operator(&graph, 3, &operator_root, &[0; 32], &proof), Err(BindingError::InvalidOperatorProof { operator: 3 }));
+}
+
+/// The loss a solver reports is bound to its state hash: a trace that reports
+/// a wrong loss is found by the game and loses at the referee, and a party
+/// whose state hash carries another loss than its operator tree cannot bind it.
+#[test]
+fn a_wrong_reported_loss_is_caught() {
+	let job = mlp();
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let loss_operator = graph.nodes.iter().position(|node| matches!(node.kind, OpKind::SoftmaxCrossEntropy(_))).unwrap();
+	// The dishonest trace reports another loss at step 2; nothing else changes.
+	let fault = Fault::Output { step: 2, operator: loss_operator, output: 0, element: 0, bit: 3 };
+	let honest = run(&job, 4, 2, None);
+	let dishonest = run(&job, 4, 2, Some(fault));
+	assert_eq!(honest.trace.record.state_root, dishonest.trace.record.state_root);
+	assert_ne!(honest.trace.record.loss, dishonest.trace.record.loss);
+	assert!(dispute(&job, 4, 2, loss_operator, fault));
+
+	// A state hash over another loss, presented with the honest operator tree.
+	let tree = honest.tree();
+	let opening = honest.opening(&tree);
+	let binding = open_step_binding(&graph, &honest.trace, &opening).unwrap();
+	let operator_root = honest.trace.operators.root();
+	let mut other_loss = binding.clone();
+	other_loss.loss ^= 1 << 3;
+	assert_eq!(
+		bind_step(&graph, &opening.trace_commitment(), 2, &operator_root, &other_loss),
+		Err(BindingError::InvalidLossProof)
+	);
+	let mut nan = binding.clone();
+	nan.loss = f32::NAN.to_bits();
+	assert_eq!(bind_step(&graph, &opening.trace_commitment(), 2, &operator_root, &nan), Err(BindingError::InvalidLossProof));
 }
 
 /// Each level's leaf count comes from the job; a party with another tree
@@ -675,6 +709,7 @@ fn the_final_state_root_opens_against_the_trace() {
 		previous: last.previous_hash,
 		state_root: last.record.state_root,
 		batch_root: last.record.batch_root,
+		loss: last.record.loss.to_bits(),
 		proof: tree.proof(2).unwrap(),
 	};
 	assert_eq!(final_state_root(&trace, &opening), Ok(last.record.state_root));

@@ -66,3 +66,41 @@ fn permutations_are_permutations_and_depend_on_the_stream() {
 	let pick = (u64::from(stream.word(0)) * 2) >> 32;
 	assert_eq!(order, if pick == 1 { vec![0, 1] } else { vec![1, 0] });
 }
+
+/// The batch order's random-access permutation is a permutation of `0..n` for
+/// every `n` (powers of two, one past them, and odd sizes), different per
+/// stream, and spreads the positions: no position keeps its place far more
+/// often than chance.
+#[test]
+fn the_feistel_permutation_permutes_every_size() {
+	use touchstone_kernels::rng::RandomPermutation;
+	for n in (0u32..=130).chain([255, 256, 257, 1023, 1024, 1025, 1797, 60_000]) {
+		let permutation = RandomPermutation::new(RandomStream::new(7, 2 << 32), n);
+		let mut seen = vec![false; n as usize];
+		for index in 0..n {
+			let value = permutation.get(index).unwrap();
+			assert!(!seen[value as usize], "n {n}: {value} twice");
+			seen[value as usize] = true;
+		}
+		assert_eq!(permutation.get(n), None);
+	}
+	let n = 4096u32;
+	let a = RandomPermutation::new(RandomStream::new(7, 2 << 32), n);
+	let b = RandomPermutation::new(RandomStream::new(7, (2 << 32) + 1), n);
+	let moved = (0..n).filter(|&i| a.get(i) != b.get(i)).count();
+	assert!(moved > 4000, "two epochs share {} positions of {n}", n as usize - moved);
+	let fixed = (0..n).filter(|&i| a.get(i) == Some(i)).count();
+	assert!(fixed < 20, "{fixed} fixed points of {n} (about one expected)");
+}
+
+/// Element `i` of a permutation of four million costs no more than of a
+/// thousand: random access walks at most a few Feistel passes.
+#[test]
+fn the_feistel_permutation_draws_one_element_without_the_rest() {
+	use touchstone_kernels::rng::RandomPermutation;
+	let large = RandomPermutation::new(RandomStream::new(42, 2 << 32), 1 << 22);
+	let values: Vec<u32> = (0..128).map(|i| large.get(i * 32_749).unwrap()).collect();
+	assert!(values.iter().all(|&v| v < 1 << 22));
+	let distinct: std::collections::BTreeSet<u32> = values.iter().copied().collect();
+	assert_eq!(distinct.len(), values.len());
+}

@@ -49,7 +49,7 @@ fn main() {
 		let mut worst = (String::new(), Duration::ZERO);
 		for (label, case) in &cases {
 			let native = median(|| {
-				judge(&model, &hyper, case).expect("honest");
+				judge(&model, &hyper, &case.0, &case.1).expect("honest");
 			});
 			let wasm = median(|| {
 				runtime.judge(&model, &hyper, case).expect("honest");
@@ -58,7 +58,7 @@ fn main() {
 			println!(
 				"{:<32} {:>10} {:>12.1} {:>12.1} {:>12.1}",
 				label,
-				case.encoded_size(),
+				case.0.encoded_size() + case.1.encoded_size(),
 				native.as_secs_f64() * 1e6,
 				wasm.as_secs_f64() * 1e6,
 				work.as_secs_f64() * 1e6

@@ -260,9 +260,10 @@ impl_runtime_apis! {
 		fn judge(
 			model: touchstone_primitives::ModelArch,
 			hyper: touchstone_primitives::HyperParams,
-			case: touchstone_primitives::referee::RefereeCase,
+			dispute: touchstone_primitives::referee::Dispute,
+			openings: touchstone_primitives::referee::Openings,
 		) -> Result<touchstone_primitives::referee::Verdict, touchstone_primitives::referee::RefereeError> {
-			touchstone_primitives::referee::judge(&model, &hyper, &case)
+			touchstone_primitives::referee::judge(&model, &hyper, &dispute, &openings)
 		}
 	}
 

@@ -14,33 +14,31 @@ fn wasm_verdicts_match_the_native_reference_on_every_operator() {
 	assert!(cases.len() >= 10, "a step has many operators, found {}", cases.len());
 	let mut runtime = WasmRuntime::new();
 	for (label, case) in &cases {
-		let native = judge(&model, &hyper, case);
+		let native = judge(&model, &hyper, &case.0, &case.1);
 		assert!(native.is_ok(), "{label}: the honest claim stands natively: {native:?}");
 		assert_eq!(runtime.judge(&model, &hyper, case), native, "{label}: wasm agrees with native");
 	}
 }
 
 #[test]
-fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
+fn wasm_rejects_an_unproven_claim_a_wrong_proof_a_piece_out_of_range_and_a_nan() {
 	let (model, hyper) = digits_sized_job();
 	let cases = honest_cases(&model, &hyper, 1, 128);
 	// A contraction that reads another operator's output, so there is an input opening to corrupt.
 	let (_, case) = cases
 		.iter()
-		.find(|(label, case)| label.contains("matmul") && !case.inputs.is_empty())
+		.find(|(label, case)| label.contains("matmul") && !case.1.inputs.is_empty())
 		.expect("a contraction reading an operator output");
 	let mut runtime = WasmRuntime::new();
-	let right = runtime.judge(&model, &hyper, case).expect("the honest claim stands");
+	runtime.judge(&model, &hyper, case).expect("the honest claim stands");
 
+	// A claim that is not the leaf under the claimant's piece root.
 	let mut wrong_claim = case.clone();
-	wrong_claim.claimed_output[0] ^= 1;
-	assert_eq!(
-		runtime.judge(&model, &hyper, &wrong_claim),
-		Err(RefereeError::WrongClaimedOutput { claimed: wrong_claim.claimed_output, recomputed: right.output })
-	);
+	wrong_claim.1.claimed_output[0] ^= 1;
+	assert_eq!(runtime.judge(&model, &hyper, &wrong_claim), Err(RefereeError::InvalidClaimProof));
 
 	let mut wrong_proof = case.clone();
-	let input = wrong_proof.inputs.first_mut().expect("the case has inputs");
+	let input = wrong_proof.1.inputs.first_mut().expect("the case has inputs");
 	input.segments[0].words[0] ^= 1;
 	assert!(matches!(
 		runtime.judge(&model, &hyper, &wrong_proof),
@@ -48,6 +46,10 @@ fn wasm_rejects_a_wrong_claim_a_wrong_proof_and_a_chunk_out_of_range() {
 	));
 
 	let mut out_of_range = case.clone();
-	out_of_range.chunk = u32::MAX;
-	assert!(matches!(runtime.judge(&model, &hyper, &out_of_range), Err(RefereeError::ChunkOutOfRange { .. })));
+	out_of_range.0.position.piece = u32::MAX;
+	assert!(matches!(runtime.judge(&model, &hyper, &out_of_range), Err(RefereeError::PieceOutOfRange { .. })));
+
+	let mut not_finite = case.clone();
+	not_finite.1.inputs[0].segments[0].words[0] = f32::NAN.to_bits();
+	assert!(matches!(runtime.judge(&model, &hyper, &not_finite), Err(RefereeError::NonFiniteInput { .. })));
 }

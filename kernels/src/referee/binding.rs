@@ -6,11 +6,12 @@
 //! - **Steps → operators.** Level 1 ends on step `t`, the first step whose state
 //!   hash the parties disagree on. Each party then names its operator root of
 //!   step `t`, and [`bind_step`] checks it: the operator tree's `Batch` leaf
-//!   commits the batch root and its `Commit` leaf the state root after the step,
-//!   and `h_t = state_hash(h_{t−1}, t, state root, batch root)` must be the
+//!   commits the batch root, its `Commit` leaf the state root after the step,
+//!   and the loss operator's piece tree the loss, and
+//!   `h_t = state_hash(h_{t−1}, t, state root, batch root, loss)` must be the
 //!   party's leaf `t`, chained from its proven `h_{t−1}` (the anchor of its
-//!   start state for the unit's first step). A party with a wrong `h_t` cannot
-//!   present the honest operator tree.
+//!   start state for the unit's first step). A party with a wrong `h_t` (a
+//!   wrong reported loss among them) cannot present the honest operator tree.
 //! - **Operators → pieces.** Level 2 ends on operator `j`. Each party names its
 //!   piece root of `j`, and [`bind_operator`] checks that the operator leaf
 //!   `j` under the party's operator root commits it, with the kind and piece
@@ -25,7 +26,8 @@
 use super::{StateOpening, TraceCommitment};
 use crate::graph::{Graph, OpKind};
 use crate::hash::Digest;
-use crate::merkle::MerkleProof;
+use crate::graph::Origin;
+use crate::merkle::{index_segment_leaf, MerkleProof};
 use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
 
 codec_types! {
@@ -59,6 +61,14 @@ codec_types! {
 		pub state_root: Digest,
 		/// Inclusion of the `Commit` operator's leaf in the operator-level tree.
 		pub state_proof: MerkleProof,
+		/// The step's loss, as canonical bits: the loss operator's loss output.
+		pub loss: u32,
+		/// The loss operator's piece root.
+		pub loss_root: Digest,
+		/// Inclusion of the loss operator's leaf in the operator-level tree.
+		pub loss_operator_proof: MerkleProof,
+		/// Inclusion of the loss's segment leaf in the loss operator's piece tree.
+		pub loss_proof: MerkleProof,
 	}
 
 	/// Why a root does not belong to the level above.
@@ -77,6 +87,8 @@ codec_types! {
 			/// The operator.
 			operator: u32,
 		},
+		/// The loss is not finite, or not the loss operator's committed output.
+		InvalidLossProof,
 		/// The operator is not in the step's graph.
 		OperatorOutOfRange,
 		/// The job's graph has no `Batch` first and `Commit` last operator.
@@ -103,8 +115,8 @@ pub fn open_state(trace: &TraceCommitment, step: u32, opening: &StateOpening) ->
 	let position = step.checked_sub(trace.first_step).filter(|&p| p <= trace.steps).ok_or(BindingError::StepOutOfRange)?;
 	match opening {
 		StateOpening::Anchor if position == 0 => Ok((anchor_hash(&trace.start_state_root), trace.start_state_root)),
-		StateOpening::Step { previous, state_root, batch_root, proof } if position > 0 => {
-			let hash = state_hash(previous, step - 1, state_root, batch_root);
+		StateOpening::Step { previous, state_root, batch_root, loss, proof } if position > 0 => {
+			let hash = state_hash(previous, step - 1, state_root, batch_root, *loss);
 			if proof.index == position - 1 && proof.leaf_count == trace.steps && proof.verify(&trace.trace_root, &trace_leaf(&hash)) {
 				Ok((hash, *state_root))
 			} else {
@@ -159,10 +171,36 @@ pub fn bind_step(graph: &Graph, trace: &TraceCommitment, step: u32, operator_roo
 	}
 	bind_operator(graph, 0, operator_root, &binding.batch_root, &binding.batch_proof)?;
 	bind_operator(graph, last as u32, operator_root, &binding.state_root, &binding.state_proof)?;
-	let hash = state_hash(&previous, step, &binding.state_root, &binding.batch_root);
+	let (loss_operator, loss_leaf, loss_pieces) = loss_piece(graph)?;
+	bind_operator(graph, loss_operator, operator_root, &binding.loss_root, &binding.loss_operator_proof)?;
+	let proof = &binding.loss_proof;
+	let leaf = index_segment_leaf(&[binding.loss]);
+	if !f32::from_bits(binding.loss).is_finite()
+		|| proof.index != loss_leaf
+		|| proof.leaf_count != loss_pieces
+		|| !proof.verify(&binding.loss_root, &leaf)
+	{
+		return Err(BindingError::InvalidLossProof);
+	}
+	let hash = state_hash(&previous, step, &binding.state_root, &binding.batch_root, binding.loss);
 	let proof = &binding.proof;
 	if proof.index != position || proof.leaf_count != trace.steps || !proof.verify(&trace.trace_root, &trace_leaf(&hash)) {
 		return Err(BindingError::InvalidStepHash);
 	}
 	Ok(hash)
+}
+
+/// Where the step's loss is committed: the loss operator, the piece index of
+/// the loss's (one-element) segment in its piece tree, and that tree's leaf count.
+pub(crate) fn loss_piece(graph: &Graph) -> Result<(u32, u32, u32), BindingError> {
+	let Some(Origin::Node { node, output }) = graph.value(graph.loss).map(|value| value.origin) else {
+		return Err(BindingError::InvalidJob);
+	};
+	let invalid = |_| BindingError::InvalidJob;
+	let skip = graph.accumulator_count(node).map_err(invalid)?;
+	let values = graph.piece_values(node).map_err(invalid)?;
+	let leaf = graph.segment_leaf_index(values, output, 0, skip).ok_or(BindingError::InvalidJob)?;
+	let count = graph.piece_count(node).map_err(invalid)?;
+	let u32_of = |n: usize| u32::try_from(n).map_err(|_| BindingError::InvalidJob);
+	Ok((u32_of(node)?, u32_of(leaf)?, u32_of(count)?))
 }

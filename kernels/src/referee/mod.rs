@@ -148,6 +148,8 @@ codec_types! {
 			state_root: Digest,
 			/// The batch root of the step before.
 			batch_root: Digest,
+			/// The loss of the step before, as canonical bits.
+			loss: u32,
 			/// Inclusion of that state hash in the step-level tree.
 			proof: MerkleProof,
 		},

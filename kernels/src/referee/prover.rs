@@ -4,7 +4,8 @@
 
 use alloc::vec::Vec;
 
-use super::binding::StepBinding;
+use super::binding::{loss_piece, StepBinding};
+use crate::contract::canonical_bits;
 use super::{
 	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
 	OperatorOpening, Openings, PieceOpening, Position, RefereeError, SegmentOpening, StateOpening, TraceCommitment,
@@ -24,7 +25,7 @@ pub type Requirements = (Vec<(usize, Vec<usize>)>, Vec<usize>);
 /// The input segments and earlier pieces that judging piece `piece` of
 /// `operator` reads: `(input position, segments)` pairs and piece indices.
 ///
-/// The prover uses it to build a [`RefereeCase`]; the referee itself reads
+/// The prover uses it to build a party's [`Openings`]; the referee itself reads
 /// lazily and reports whatever is missing.
 pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requirements, GraphError> {
 	let node = graph.node(operator)?;
@@ -152,6 +153,7 @@ impl RunOpening<'_> {
 				previous: step.previous_previous_hash,
 				state_root: step.previous_state_root,
 				batch_root: step.previous_batch_root,
+				loss: step.previous_loss,
 				proof: self.trace.proof(position as usize - 1).map_err(|_| RefereeError::InvalidStateProof)?,
 			}
 		})
@@ -165,6 +167,8 @@ pub fn open_step_binding(graph: &Graph, step: &StepTrace, run: &RunOpening<'_>) 
 	let position = number.checked_sub(run.first_step).ok_or(RefereeError::StepOutOfRange { step: number })?;
 	let last = graph.nodes.len().checked_sub(1).ok_or(RefereeError::InvalidJob)?;
 	let operator_proof = |id: usize| step.operators.proof(id).map_err(|_| RefereeError::InvalidJob);
+	let (loss_operator, loss_leaf, _) = loss_piece(graph).map_err(|_| RefereeError::InvalidJob)?;
+	let loss_tree = step.pieces.get(loss_operator as usize).ok_or(RefereeError::InvalidJob)?;
 	Ok(StepBinding {
 		previous: run.previous_state(step)?,
 		proof: run.trace.proof(position as usize).map_err(|_| RefereeError::StepOutOfRange { step: number })?,
@@ -172,6 +176,10 @@ pub fn open_step_binding(graph: &Graph, step: &StepTrace, run: &RunOpening<'_>) 
 		batch_proof: operator_proof(0)?,
 		state_root: step.record.state_root,
 		state_proof: operator_proof(last)?,
+		loss: canonical_bits(step.record.loss),
+		loss_root: loss_tree.root(),
+		loss_operator_proof: operator_proof(loss_operator as usize)?,
+		loss_proof: loss_tree.proof(loss_leaf as usize).map_err(|_| RefereeError::InvalidJob)?,
 	})
 }
 

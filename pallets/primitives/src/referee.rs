@@ -8,7 +8,9 @@ use touchstone_kernels::{
 	Activation as KernelActivation,
 };
 
-pub use touchstone_kernels::referee::{RefereeCase, RefereeError, Verdict};
+pub use touchstone_kernels::referee::{
+	DataCommitment, Dispute, Openings, Position, RefereeError, TraceCommitment, Verdict,
+};
 
 /// A job's model architecture as the kernels take it.
 pub fn kernel_model(model: &ModelArch) -> ModelConfig {
@@ -69,11 +71,14 @@ pub fn kernel_train(hyper: &HyperParams) -> TrainConfig {
 	}
 }
 
-/// Judges one disputed piece of a training step of a job with `model` and `hyper`:
-/// `Ok` upholds the claimed output, `Err(WrongClaimedOutput)` rejects it, and any other
-/// error means the case's openings are invalid.
-pub fn judge(model: &ModelArch, hyper: &HyperParams, case: &RefereeCase) -> Result<Verdict, RefereeError> {
-	touchstone_kernels::referee::referee(&kernel_model(model), &kernel_train(hyper), case)
+/// Judges one disputed piece of a training step of a job with `model` and `hyper`.
+/// `dispute` comes from the chain's records (the claimant's learning proof, the job's
+/// data, the position the bisection ended on, the roots it fixed); `openings` from a
+/// party. `Ok` upholds the claimed output, `Err(WrongClaimedOutput)` rejects it,
+/// `Err(NonFiniteOutput)` says the step diverges, and any other error means the
+/// openings are invalid.
+pub fn judge(model: &ModelArch, hyper: &HyperParams, dispute: &Dispute, openings: &Openings) -> Result<Verdict, RefereeError> {
+	touchstone_kernels::referee::judge(&kernel_model(model), &kernel_train(hyper), dispute, openings)
 }
 
 polkadot_sdk::sp_api::decl_runtime_apis! {
@@ -81,7 +86,7 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 	/// reference code, inside the runtime.
 	pub trait RefereeApi {
 		/// See [`judge`].
-		fn judge(model: ModelArch, hyper: HyperParams, case: RefereeCase) -> Result<Verdict, RefereeError>;
+		fn judge(model: ModelArch, hyper: HyperParams, dispute: Dispute, openings: Openings) -> Result<Verdict, RefereeError>;
 	}
 }
 

@@ -14,11 +14,11 @@ use touchstone_kernels::{
 	graph::Graph,
 	merkle::MerkleTree,
 	referee::{open_case, RunOpening},
-	trace::{trace_leaf, Trainer},
+	trace::{state_root, trace_leaf, Trainer},
 	CpuBackend,
 };
 use touchstone_primitives::{
-	referee::{kernel_model, kernel_train, RefereeCase, RefereeError, Verdict},
+	referee::{kernel_model, kernel_train, Dispute, Openings, RefereeError, Verdict},
 	Activation, HyperParams, ModelArch, Optimizer,
 };
 
@@ -62,18 +62,21 @@ pub fn mnist_sized_job() -> (ModelArch, HyperParams) {
 	(model, HyperParams { batch_size: 128, ..hyper })
 }
 
+/// What the referee judges: the chain's dispute and a party's openings.
+pub type Case = (Dispute, Openings);
+
 /// Honest cases for step `traced` of a job on `samples` synthetic samples, labelled
 /// `operator:kind#piece`. For every operator they cover its first
 /// piece, its last running sum (a contraction's accumulator or a reduction's
 /// partial, which also reads the one before), its first output segment and its last
 /// piece: the ends of each kind of piece.
-pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples: usize) -> Vec<(String, RefereeCase)> {
+pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples: usize) -> Vec<(String, Case)> {
 	let (model, train) = (kernel_model(model), kernel_train(hyper));
 	let graph = Graph::build(&model, &train).expect("graph");
 	let data = synthetic(7, samples, graph.input_len, 10);
 	let data_tree = data.tree().expect("dataset tree");
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).expect("trainer starts");
-	let anchor = trainer.last_hash();
+	let start_state_root = state_root(&trainer.state().expect("state")).expect("state root");
 	let mut hashes = Vec::new();
 	let mut trace = None;
 	for step in 0..=traced {
@@ -87,7 +90,7 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples
 	}
 	let trace = trace.expect("traced step");
 	let tree = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).expect("tree");
-	let run = RunOpening { trace: &tree, first_step: 0, anchor, dataset: &data, dataset_tree: &data_tree };
+	let run = RunOpening { trace: &tree, first_step: 0, start_state_root, dataset: &data, dataset_tree: &data_tree, shard: 0..samples };
 	let mut cases = Vec::new();
 	for (operator, node) in graph.nodes.iter().enumerate() {
 		let count = graph.piece_count(operator).expect("pieces");
@@ -130,8 +133,8 @@ impl WasmRuntime {
 	}
 
 	/// `RefereeApi::judge`, executed in wasm.
-	pub fn judge(&mut self, model: &ModelArch, hyper: &HyperParams, case: &RefereeCase) -> Result<Verdict, RefereeError> {
-		let output = self.call("RefereeApi_judge", &(model, hyper, case).encode());
+	pub fn judge(&mut self, model: &ModelArch, hyper: &HyperParams, case: &Case) -> Result<Verdict, RefereeError> {
+		let output = self.call("RefereeApi_judge", &(model, hyper, &case.0, &case.1).encode());
 		Decode::decode(&mut &output[..]).expect("the verdict decodes")
 	}
 }
