@@ -185,16 +185,18 @@ impl HostTensor {
 /// of the training set (the whole set for a step-range unit): positions in the
 /// shard's epoch order, offset to the shard's place in the set. See the module docs.
 pub fn batch_indices(shard: core::ops::Range<usize>, batch: usize, seed: u64, step: u32) -> Result<Vec<u32>, KernelError> {
+	(0..batch).map(|row| batch_sample(shard.clone(), batch, seed, step, row)).collect()
+}
+
+/// Row `row` of [`batch_indices`], drawn alone: its cost does not depend on
+/// the shard's size or the batch's.
+pub fn batch_sample(shard: core::ops::Range<usize>, batch: usize, seed: u64, step: u32, row: usize) -> Result<u32, KernelError> {
 	let (epoch, window) = batch_window(shard.len(), batch, step)?;
-	let order = epoch_order(shard.len(), seed, epoch)?;
+	let position = window.start.checked_add(row).filter(|&position| position < window.end);
+	let position = position.and_then(|p| u32::try_from(p).ok()).ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
+	let sample = epoch_order(shard.len(), seed, epoch)?.get(position).ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
 	let first = u32::try_from(shard.start).map_err(|_| KernelError::ShapeOverflow)?;
-	window
-		.map(|position| {
-			let position = u32::try_from(position).map_err(|_| KernelError::ShapeOverflow)?;
-			let sample = order.get(position).ok_or(KernelError::InvalidHyperparameter { name: "batch_size" })?;
-			sample.checked_add(first).ok_or(KernelError::ShapeOverflow)
-		})
-		.collect()
+	sample.checked_add(first).ok_or(KernelError::ShapeOverflow)
 }
 
 /// Where global step `step`'s batch lies: its epoch, and its positions in that

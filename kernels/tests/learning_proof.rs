@@ -672,6 +672,41 @@ fn a_wrong_reported_loss_is_caught() {
 	assert_eq!(bind_step(&graph, &opening.trace_commitment(), 2, &operator_root, &nan), Err(BindingError::InvalidLossProof));
 }
 
+/// The cost bound the chain weighs disputes by holds for every kind of piece of
+/// an MLP and a CNN step, and a job beyond the class bound is refused.
+#[test]
+fn every_piece_reads_within_the_jobs_cost_bound() {
+	use touchstone_kernels::referee::{validate_job, worst_piece, JobError, MAX_CLASSES};
+	for job in [mlp(), cnn()] {
+		let graph = validate_job(&job.0, &job.1).unwrap();
+		let honest = run(&job, 3, 2, None);
+		let tree = honest.tree();
+		let opening = honest.opening(&tree);
+		let dataset_segments = honest.data_tree.len() as u64;
+		let bound = worst_piece(&graph, 3, dataset_segments).unwrap();
+		let mut largest = 0;
+		for operator in 0..graph.nodes.len() {
+			let count = graph.piece_count(operator).unwrap();
+			let stride = (count / 24).max(1);
+			for piece in (0..count).step_by(stride).chain([count - 1]) {
+				let (_, openings) = open_case(&graph, &honest.trace, &opening, operator, piece).unwrap();
+				let words: usize = openings.inputs.iter().flat_map(|i| &i.segments).map(|s| s.words.len()).sum::<usize>()
+					+ openings.pieces.iter().map(|p| p.words.len()).sum::<usize>();
+				let hashes: usize = openings.inputs.iter().map(|i| i.segments.len() + i.proof.hashes.len()).sum::<usize>()
+					+ openings.pieces.iter().map(|p| 1 + p.proof.siblings.len()).sum::<usize>();
+				assert!(words as u64 <= bound.words, "{operator}#{piece}: {words} words > {bound:?}");
+				assert!(hashes as u64 <= bound.hashes, "{operator}#{piece}: {hashes} hashes > {bound:?}");
+				largest = largest.max(words);
+			}
+		}
+		assert!(largest > 0);
+	}
+	let (model, train, _) = mlp();
+	let ModelConfig::Mlp { inputs, hidden, activation, .. } = model else { panic!("an MLP") };
+	let wide = ModelConfig::Mlp { inputs, hidden, classes: MAX_CLASSES + 1, activation };
+	assert_eq!(validate_job(&wide, &train).err(), Some(JobError::TooManyClasses));
+}
+
 /// Each level's leaf count comes from the job; a party with another tree
 /// shape loses, whichever side it is on.
 #[test]

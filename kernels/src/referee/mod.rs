@@ -46,15 +46,20 @@
 //! reduction, an element-wise operator's segment or a `Commit` segment is at
 //! most 32 elements plus the proofs and the partials it reads; bias add also
 //! reads the bias segments of its elements' channels. So no piece's cost grows with the batch or the
-//! model, except a loss piece's with the class count and a `Batch` piece's with
-//! the shard's size (it draws the epoch's permutation). A `Batch` piece
-//! reads the dataset rows of its samples, proven against the job's dataset root.
+//! model, except a loss piece's with the class count (bounded by
+//! [`MAX_CLASSES`]). A `Batch` piece reads the dataset rows of its samples,
+//! proven against the job's dataset root, and draws their places in the epoch's
+//! order by random access, at the same cost whatever the training set's size.
+//! [`worst_piece`] bounds the cost for a job's shape; [`validate_job`] refuses
+//! shapes beyond the bounds.
 
 mod binding;
+mod cost;
 #[cfg(feature = "std")]
 mod prover;
 
 pub use binding::{bind_operator, bind_step, final_state_root, level_leaves, open_state, BindingError, Level, StepBinding};
+pub use cost::{validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES};
 #[cfg(feature = "std")]
 pub use prover::{open_case, open_step_binding, requirements, Requirements, RunOpening};
 
@@ -343,7 +348,7 @@ pub fn judge(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openin
 /// Checks every opening against `dispute` and recomputes the disputed piece;
 /// returns its leaf hash.
 pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openings: &Openings) -> Result<Digest, RefereeError> {
-	let graph = Graph::build(model, train).map_err(|_| RefereeError::InvalidJob)?;
+	let graph = validate_job(model, train).map_err(|_| RefereeError::InvalidJob)?;
 	let Position { step, operator: operator_id, piece: piece_id } = dispute.position;
 	let operator = operator_id as usize;
 	let node_count = graph.nodes.len();
@@ -617,12 +622,10 @@ pub(crate) fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Res
 }
 
 /// Recomputes segment `segment` of the batch's value `value` of step `step`:
-/// the sample indices drawn from the seed inside the unit's shard, as every
-/// trainer draws them, and the features and labels read from the proven words
-/// of the whole training set, at the samples' places in it.
-///
-/// Drawing the indices walks the whole epoch permutation, so this piece costs
-/// in proportion to the shard's size rather than the model's.
+/// the sample indices of its rows drawn from the seed inside the unit's shard,
+/// as every trainer draws them (by random access: only these rows, at a cost
+/// independent of the shard's size), and the features and labels read from the
+/// proven words of the whole training set, at the samples' places in it.
 fn batch_segment(
 	graph: &Graph,
 	data: &DataCommitment,
@@ -633,8 +636,15 @@ fn batch_segment(
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
 	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
-	let indices = crate::trace::batch_indices(shard(data), graph.batch, seed, step)?;
-	batch_elements(graph, value, segment)?
+	let elements = batch_elements(graph, value, segment)?;
+	// The rows the segment's elements lie in; the other rows are never read.
+	let row = |element: usize| if value == 0 { element / graph.input_len.max(1) } else { element };
+	let mut indices = vec![0u32; graph.batch];
+	for row in row(elements.start)..=row(elements.end.saturating_sub(1)) {
+		let slot = indices.get_mut(row).ok_or(RefereeError::InvalidJob)?;
+		*slot = crate::trace::batch_sample(shard(data), graph.batch, seed, step, row)?;
+	}
+	elements
 		.map(|element| match batch_source(graph, dataset, &indices, value, element)? {
 			Some(word) => reader.word(0, word),
 			None => indices.get(element).copied().ok_or(RefereeError::InvalidJob),

@@ -1,0 +1,137 @@
+//! What judging one piece of a job can cost at most, from the job's shape alone,
+//! and the bounds a job must meet for the chain to accept it: so the chain can
+//! refuse jobs whose disputes it could not afford, and weigh a dispute by its job.
+//!
+//! The referee's work for one piece is bounded by what it reads: the opened
+//! words (input segments, earlier pieces), the Merkle hashes that prove them,
+//! the graph it rebuilds, and the arithmetic of the piece. Per kind of piece:
+//!
+//! | piece | words read, at most |
+//! |---|---|
+//! | contraction accumulator (one 32×32×32 chunk) | 2 × 1,024 operand elements, each in its own segment at worst, and the previous 32 × 32 accumulator |
+//! | contraction output segment | the final accumulators of the tiles its 32 elements lie in: 32 × 1,024 |
+//! | reduction partial | 1,024 inputs (two more segments when unaligned, per lane), or 32 logit rows of `classes` and their labels, and one earlier partial |
+//! | reduction output segment | 32 inputs and the partials behind them |
+//! | element-wise, optimizer, commit segment | 32 elements of each of at most 4 inputs, and for bias add 32 bias segments |
+//! | batch segment | 32 samples' words, each in its own dataset segment at worst; the sample order costs at most 32 random-access draws, whatever the set's size |
+//!
+//! A job whose loss pieces would outgrow the contraction's bound (more than
+//! [`MAX_CLASSES`] classes) is refused by [`validate_job`].
+
+use super::RefereeError;
+use crate::contract::{CHUNK, TILE};
+use crate::graph::{Graph, OpKind};
+use crate::merkle::{depth, SEGMENT};
+use crate::model::{ModelConfig, TrainConfig};
+
+/// Most classes a job may have: a loss partial then reads at most
+/// 32 × 1,025 words, about what a contraction chunk reads.
+pub const MAX_CLASSES: u32 = 1024;
+
+/// Upper bounds on the referee's work for any one piece of a job's step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PieceCost {
+	/// Words opened: input segments and earlier pieces.
+	pub words: u64,
+	/// Merkle hashes checking them: leaves, multiproof nodes, and the proofs
+	/// of the state, operator, producer and claim leaves.
+	pub hashes: u64,
+	/// Operators of the step, which the referee rebuilds as a graph.
+	pub operators: u64,
+}
+
+impl PieceCost {
+	/// The larger of two bounds, field by field.
+	fn max(self, other: Self) -> Self {
+		Self {
+			words: self.words.max(other.words),
+			hashes: self.hashes.max(other.hashes),
+			operators: self.operators.max(other.operators),
+		}
+	}
+}
+
+/// Words the worst piece of operator `kind` opens, and how many segments
+/// (Merkle leaves) they lie in.
+fn operator_reads(kind: OpKind) -> (u64, u64) {
+	let (tile, chunk, segment) = (TILE as u64, CHUNK as u64, SEGMENT as u64);
+	let block = tile * chunk;
+	match kind {
+		// An accumulator: two operand blocks, every element in a segment of its own
+		// at worst, and the previous accumulator; an output segment reads up to 32 tiles.
+		OpKind::Contract(_) => {
+			let accumulator = (2 * block * segment + tile * tile, 2 * block + 1);
+			let output = (segment * tile * tile, segment);
+			if accumulator.0 >= output.0 { accumulator } else { output }
+		},
+		OpKind::SoftmaxCrossEntropy(shape) => {
+			let classes = shape.classes as u64;
+			// 32 rows of logits (two segments more per row when unaligned) and labels, and a partial.
+			let rows = segment * (classes + 2 * segment) + 2 * segment + segment;
+			(rows, rows.div_ceil(segment) + 2 * segment)
+		},
+		// 1,024 inputs (a lane may start mid-segment) and an earlier partial.
+		OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_) => {
+			let words = block + 2 * segment * segment + tile;
+			(words, words.div_ceil(segment) + tile)
+		},
+		OpKind::BiasAdd(_) => (segment + segment * segment, 1 + segment),
+		OpKind::Batch => (segment * segment, segment),
+		OpKind::Activation(_) | OpKind::ActivationGrad(_) | OpKind::Sgd(_) | OpKind::AdamW(_) | OpKind::Commit => {
+			(4 * segment, 4)
+		},
+	}
+}
+
+/// Bounds on judging any one piece of a step of `graph`, with a trace of
+/// `steps` steps and a training set of `dataset_segments` segments.
+pub fn worst_piece(graph: &Graph, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
+	let operators = graph.nodes.len() as u64;
+	let operator_depth = u64::from(depth(graph.nodes.len()));
+	let state_segments: u64 = graph.state.iter().filter_map(|&id| graph.value(id)).map(|v| v.len.div_ceil(SEGMENT).max(1) as u64).sum();
+	let mut worst = PieceCost::default();
+	for (id, node) in graph.nodes.iter().enumerate() {
+		let pieces = graph.piece_count(id).map_err(|_| RefereeError::InvalidJob)? as u64;
+		let piece_depth = u64::from(depth(pieces as usize));
+		// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.
+		let input_depth = graph
+			.nodes
+			.iter()
+			.take(id)
+			.enumerate()
+			.filter_map(|(producer, _)| graph.piece_count(producer).ok())
+			.map(|count| u64::from(depth(count)))
+			.chain([u64::from(depth(state_segments as usize)), u64::from(depth(dataset_segments as usize))])
+			.max()
+			.unwrap_or(0);
+		let (words, leaves) = operator_reads(node.kind);
+		// Each leaf is one hash (a segment is one BLAKE2b block) and brings at most
+		// one path of nodes; the state, the disputed and producer operator leaves
+		// (at most 5), the claim and the earlier pieces add their own paths.
+		let hashes = leaves * (1 + input_depth)
+			+ (u64::from(depth(steps as usize)) + 2)
+			+ 6 * (operator_depth + 1)
+			+ 3 * (piece_depth + 1);
+		worst = worst.max(PieceCost { words, hashes, operators });
+	}
+	Ok(worst)
+}
+
+/// Why a job's shape is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobError {
+	/// The model and hyper-parameters do not describe a valid step (what [`Graph::build`] refuses).
+	InvalidShape,
+	/// More classes than [`MAX_CLASSES`].
+	TooManyClasses,
+}
+
+/// Checks a job's model and hyper-parameters as the trainer and the referee
+/// will use them, and the bounds that keep its disputes affordable; returns
+/// its step graph.
+pub fn validate_job(model: &ModelConfig, train: &TrainConfig) -> Result<Graph, JobError> {
+	if model.classes() > MAX_CLASSES {
+		return Err(JobError::TooManyClasses);
+	}
+	Graph::build(model, train).map_err(|_| JobError::InvalidShape)
+}
