@@ -12,33 +12,41 @@
 //! matmul and convolution operands rounded to 12 significant bits so that their
 //! products are exact and FMA contraction cannot change a bit; every sum in
 //! 32-wide chunks folded in a fixed order; division, square roots, `exp`,
-//! `log` and `tanh` built from those operations in [`math`]. See
-//! [`contract`] for the rules and each operator module for its exact order.
+//! `log` and `tanh` built from those operations in [`arith::math`]. See
+//! [`arith`] for the rules and each operator module for its exact order.
 //!
 //! # Layout
 //!
-//! - [`contract`]: the arithmetic rules (flush, operand quantisation, chunked sums).
-//! - [`math`]: pinned division, square root and transcendentals.
-//! - [`contraction`]: the chunked matrix-product view, with per-chunk
-//!   recomputation for disputes; [`mod@matmul`] and [`mod@conv2d`] are its
-//!   operators, and [`gemm`] the packed, register-blocked (SIMD and, with
-//!   `std`, multi-threaded) engine that computes it without changing a bit.
-//! - [`bias`], [`activation`], [`loss`], [`optim`], [`gather`]: the rest of a
-//!   training step.
-//! - [`rng`]: Philox 4×32-10 streams for initialisation and batch order.
-//! - [`hash`]: BLAKE2b-256 digests over canonical bits.
-//! - [`backend`]: the [`Backend`] trait; [`cpu`]: its reference implementation.
-//! - Learning proofs: [`model`] (configurations mirroring the chain's, seeded
-//!   initialisation), [`data`] (the digits set, synthetic data, splits),
-//!   [`trace`] (the training loop over any backend and the state-hash chain),
-//!   `checkpoint` (safetensors, `std` only), [`merkle`], [`graph`] (the
-//!   operator graph of a step and its pieces), [`bisection`] (the game, with
-//!   each level's shape fixed by the job) and [`referee`] (the on-chain judge of
-//!   one piece, the bindings between levels, and, with `std`, the prover); `distance` (`std`): tolerance mode's
-//!   L2 / L∞ / cosine distance and the verifier's re-execution on the reference.
-//! - Other backends: `wgpu` (feature `wgpu`: WGSL kernels, bit-identical to
-//!   the reference, with an adapter conformance self-test) and `tch` (feature
-//!   `tch`: libtorch, fast, verified in tolerance mode).
+//! Each folder is one concern, and depends only on the ones above it in this
+//! list (the job's description in [`job::model`] aside, which the step graph reads):
+//!
+//! - [`arith`]: the arithmetic rules (flush, operand quantisation, chunked
+//!   sums); [`arith::math`], pinned division, square root and transcendentals;
+//!   [`arith::rng`], Philox 4×32-10 streams and the random-access permutation.
+//! - [`ops`]: the operators. [`ops::contraction`] is the chunked
+//!   matrix-product view (shapes, chunk grid, per-chunk recomputation), with
+//!   [`ops::matmul`] and [`ops::conv2d`] as its operators and [`ops::gemm`] the
+//!   packed, register-blocked engine that computes it without changing a bit;
+//!   [`ops::bias`], [`ops::activation`], [`ops::loss`], [`ops::optim`] and
+//!   [`ops::gather`] are the rest of a training step.
+//! - [`exec`]: the [`Backend`] trait every device implements,
+//!   [`exec::cpu`] (the reference) and [`exec::parallel`] (threads, with `std`).
+//! - [`proof`]: what a learning proof commits: [`proof::hash`] (BLAKE2b-256
+//!   over canonical bits), [`proof::merkle`], [`proof::graph`] (the operator
+//!   graph of a step and its pieces), [`proof::reduction`] (running sums of
+//!   reductions), [`proof::chain`] (the state-hash chain) and
+//!   [`proof::bisection`] (the game, each level's shape fixed by the job).
+//! - [`referee`]: the on-chain judge of one piece, the bindings between the
+//!   game's levels, the cost bound by job shape, and, with `std`, the prover
+//!   that opens a party's case.
+//! - [`job`]: a training job: [`job::model`] (configurations mirroring the
+//!   chain's, seeded initialisation), [`job::data`] (the digits set, synthetic
+//!   data, splits), [`job::trace`] (the training loop over any backend);
+//!   `job::checkpoint` (safetensors) and `job::distance` (tolerance mode's
+//!   distances and the verifier's re-execution), both `std` only.
+//! - Other backends: the crates `touchstone-kernels-wgpu` (WGSL kernels,
+//!   bit-identical to the reference, with an adapter conformance self-test)
+//!   and `touchstone-kernels-tch` (libtorch, fast, verified in tolerance mode).
 //!
 //! # Panics
 //!
@@ -65,53 +73,32 @@ macro_rules! codec_types {
 	($($item:item)*) => { $($item)* };
 }
 
-pub mod activation;
-pub mod backend;
-pub mod bias;
-pub mod contract;
-pub mod contraction;
-pub mod conv2d;
-pub mod cpu;
+pub mod arith;
 pub mod error;
-pub mod gather;
-pub mod gemm;
-pub mod hash;
-pub mod loss;
-pub mod math;
-pub mod matmul;
-pub mod optim;
-pub mod parallel;
-pub mod rng;
-
-// Training traces and learning proofs.
-pub mod bisection;
-#[cfg(feature = "std")]
-pub mod checkpoint;
-pub mod data;
-#[cfg(feature = "std")]
-pub mod distance;
-pub mod graph;
-pub mod merkle;
-pub mod model;
-pub mod reduction;
+pub mod exec;
+pub mod job;
+pub mod ops;
+pub mod proof;
 pub mod referee;
-pub mod trace;
 
 // The wgpu and libtorch backends are the crates `touchstone-kernels-wgpu` and
 // `touchstone-kernels-tch`: crates of their own, so that nothing which links this
 // one (the runtime, the node) links a GPU driver stack or libtorch.
 
-pub use activation::{activation_backward, activation_forward, Activation};
-pub use backend::Backend;
-pub use bias::{bias_add, bias_grad, BiasLayout};
-pub use contract::{CHUNK, TILE};
-pub use contraction::{chunk_partial_sums, fold_chunk_partials, ChunkGrid, ChunkId, Contraction, ContractionDims};
-pub use conv2d::{conv2d, conv2d_input_grad, conv2d_weight_grad, Conv2dShape};
-pub use cpu::CpuBackend;
+pub use arith::rng::{philox4x32_10, RandomStream};
+pub use arith::{CHUNK, TILE};
 pub use error::KernelError;
-pub use gather::gather_rows;
-pub use hash::{digest_f32, Digest};
-pub use loss::{argmax_rows, softmax_cross_entropy, ClassifierShape};
-pub use matmul::{matmul, matmul_lhs_grad, matmul_rhs_grad, MatmulLayout, MatmulShape};
-pub use optim::{adamw_step, clip_grad_norm, global_grad_norm, sgd_momentum_step, AdamW, AdamWScalars, SgdMomentum};
-pub use rng::{philox4x32_10, RandomStream};
+pub use exec::backend::Backend;
+pub use exec::cpu::CpuBackend;
+pub use ops::activation::{activation_backward, activation_forward, Activation};
+pub use ops::bias::{bias_add, bias_grad, BiasLayout};
+pub use ops::contraction::{
+	chunk_partial_sums, fold_chunk_partials, ChunkGrid, ChunkId, Contraction, ContractionDims, Conv2dShape, MatmulLayout,
+	MatmulShape,
+};
+pub use ops::conv2d::{conv2d, conv2d_input_grad, conv2d_weight_grad};
+pub use ops::gather::gather_rows;
+pub use ops::loss::{argmax_rows, softmax_cross_entropy, ClassifierShape};
+pub use ops::matmul::{matmul, matmul_lhs_grad, matmul_rhs_grad};
+pub use ops::optim::{adamw_step, clip_grad_norm, global_grad_norm, sgd_momentum_step, AdamW, AdamWScalars, SgdMomentum};
+pub use proof::hash::{digest_f32, Digest};

@@ -5,8 +5,8 @@
 mod common;
 
 use common::random_values;
-use touchstone_kernels::contract::canonicalize;
-use touchstone_kernels::hash::digest_f32;
+use touchstone_kernels::arith::canonicalize;
+use touchstone_kernels::proof::hash::digest_f32;
 use touchstone_kernels::*;
 
 const FEATURES: usize = 8;
@@ -45,7 +45,7 @@ fn train<B: Backend>(backend: &mut B, optimizer: Optimizer, steps: u32) -> Resul
 	let first = MatmulShape { m: BATCH, k: FEATURES, n: HIDDEN };
 	let second = MatmulShape { m: BATCH, k: HIDDEN, n: CLASSES };
 	let init = |stream: u64, len: usize, fan_in: usize| {
-		let bound = touchstone_kernels::math::rsqrt(fan_in as f32);
+		let bound = touchstone_kernels::arith::math::rsqrt(fan_in as f32);
 		let mut values = vec![0.0; len];
 		RandomStream::new(1234, stream).fill_uniform(-bound, bound, &mut values);
 		values

@@ -6,8 +6,8 @@ mod support;
 use std::path::PathBuf;
 
 use support::*;
-use touchstone_kernels::checkpoint::{run_with_checkpoints, Checkpoint, CheckpointError};
-use touchstone_kernels::trace::Trainer;
+use touchstone_kernels::job::checkpoint::{run_with_checkpoints, Checkpoint, CheckpointError};
+use touchstone_kernels::job::trace::Trainer;
 use touchstone_kernels::CpuBackend;
 
 /// A fresh directory under the system temp dir.
@@ -76,26 +76,26 @@ fn a_checkpoint_whose_hash_does_not_match_is_refused_before_parsing() {
 	assert!(matches!(Checkpoint::read(&path, &hash), Err(CheckpointError::WrongHash { .. })));
 	// Garbage with a matching hash still fails cleanly, as a format error.
 	let garbage = b"not a safetensors file".to_vec();
-	let garbage_hash = touchstone_kernels::hash::digest_bytes(&garbage);
+	let garbage_hash = touchstone_kernels::proof::hash::digest_bytes(&garbage);
 	assert!(matches!(Checkpoint::from_bytes(&garbage, &garbage_hash), Err(CheckpointError::Format(_))));
 	std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone() {
-	use touchstone_kernels::graph::Graph;
-	use touchstone_kernels::merkle::MerkleTree;
+	use touchstone_kernels::proof::graph::Graph;
+	use touchstone_kernels::proof::merkle::MerkleTree;
 	use touchstone_kernels::referee::{judge, open_case, RunOpening, StateOpening};
-	use touchstone_kernels::trace::trace_leaf;
+	use touchstone_kernels::proof::chain::trace_leaf;
 	let (model, train, data) = (blob_model(), blob_train(6), blobs(200));
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
-	let start_state_root = touchstone_kernels::trace::state_root(&trainer.state().unwrap()).unwrap();
+	let start_state_root = touchstone_kernels::job::trace::state_root(&trainer.state().unwrap()).unwrap();
 	let mut records = Vec::new();
 	for _ in 0..4 {
 		records.push(trainer.step().unwrap());
 	}
 	let bytes = Checkpoint::of(&mut trainer).unwrap().to_bytes().unwrap();
-	let hash = touchstone_kernels::hash::digest_bytes(&bytes);
+	let hash = touchstone_kernels::proof::hash::digest_bytes(&bytes);
 	records.extend((0..2).map(|_| trainer.step().unwrap()));
 	// A verifier holding only the checkpoint re-executes step 4 with every operator committed.
 	let loaded = Checkpoint::from_bytes(&bytes, &hash).unwrap();

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use touchstone_kernels::contract::{canonical_bits, chunked_sum, CHUNK};
+use touchstone_kernels::arith::{canonical_bits, chunked_sum, CHUNK};
 use touchstone_kernels::*;
 
 /// Whether `value` is a multiple of 2⁻¹²⁶ (the contract's grid: never subnormal).

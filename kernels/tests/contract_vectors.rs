@@ -8,8 +8,8 @@
 mod common;
 
 use common::random_values;
-use touchstone_kernels::hash::digest_f32;
-use touchstone_kernels::math;
+use touchstone_kernels::proof::hash::digest_f32;
+use touchstone_kernels::arith::math;
 use touchstone_kernels::*;
 
 /// `n + 1` evenly spaced points from `low` to `high`, as `f32` (computed in
@@ -35,7 +35,7 @@ fn outputs() -> Vec<(&'static str, Vec<f32>)> {
 	outputs.push(("tanh", sweep(-12.0, 12.0, 20_000).iter().map(|&x| math::tanh(x)).collect()));
 	outputs.push(("powi", (0..2000).map(|n| math::powi(0.999, n)).collect()));
 
-	let shape = touchstone_kernels::contract::VECTOR_MATMUL;
+	let shape = touchstone_kernels::ops::contraction::VECTOR_MATMUL;
 	let MatmulShape { m, k, n } = shape;
 	let a = random_values(1, m * k, -2.0, 2.0);
 	let b = random_values(2, k * n, -2.0, 2.0);
@@ -50,7 +50,7 @@ fn outputs() -> Vec<(&'static str, Vec<f32>)> {
 	matmul_rhs_grad(shape, &a, &g, &mut db).unwrap();
 	outputs.push(("matmul_rhs_grad", db));
 
-	let conv = touchstone_kernels::contract::VECTOR_CONV;
+	let conv = touchstone_kernels::ops::contraction::VECTOR_CONV;
 	let x = random_values(4, conv.input_len().unwrap(), -1.0, 1.0);
 	let w = random_values(5, conv.weight_len().unwrap(), -1.0, 1.0);
 	let dy = random_values(6, conv.output_len().unwrap(), -1.0, 1.0);

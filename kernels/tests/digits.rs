@@ -8,10 +8,10 @@
 mod support;
 
 use support::*;
-use touchstone_kernels::data::{load_digits, load_digits_file, DataError, DIGITS_FILE_DIGEST};
-use touchstone_kernels::hash::digest_bytes;
-use touchstone_kernels::model::weights_digest;
-use touchstone_kernels::trace::Trainer;
+use touchstone_kernels::job::data::{load_digits, load_digits_file, DataError, DIGITS_FILE_DIGEST};
+use touchstone_kernels::proof::hash::digest_bytes;
+use touchstone_kernels::job::model::weights_digest;
+use touchstone_kernels::job::trace::Trainer;
 use touchstone_kernels::CpuBackend;
 
 /// The final state hash of the 200-step digits run on the CPU reference.
@@ -26,7 +26,7 @@ const PYTORCH_ACCURACY: f64 = 351.0 / 360.0;
 const REFERENCE_CORRECT: usize = 352;
 
 /// Trains the digits job for `steps`; returns the trainer and the last record.
-fn train(steps: u32) -> (Trainer<CpuBackend>, touchstone_kernels::trace::StepRecord) {
+fn train(steps: u32) -> (Trainer<CpuBackend>, touchstone_kernels::job::trace::StepRecord) {
 	let (train, _) = digits_split();
 	let mut trainer = Trainer::new(CpuBackend, &digits_model(), &digits_train(steps), train).unwrap();
 	let mut last = None;

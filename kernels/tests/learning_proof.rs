@@ -5,17 +5,18 @@
 mod support;
 
 use support::*;
-use touchstone_kernels::bisection::{bisect, BisectionError};
-use touchstone_kernels::data::{synthetic, Dataset};
-use touchstone_kernels::graph::{Graph, OpKind, Origin, Piece};
-use touchstone_kernels::merkle::{depth, MerkleTree, SEGMENT};
-use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
-use touchstone_kernels::reduction::Reduction;
+use touchstone_kernels::proof::bisection::{bisect, BisectionError};
+use touchstone_kernels::job::data::{synthetic, Dataset};
+use touchstone_kernels::proof::graph::{Graph, OpKind, Origin, Piece};
+use touchstone_kernels::proof::merkle::{depth, MerkleTree, SEGMENT};
+use touchstone_kernels::job::model::{ModelConfig, OptimizerConfig, TrainConfig};
+use touchstone_kernels::proof::reduction::Reduction;
 use touchstone_kernels::referee::{
 	bind_operator, bind_step, final_state_root, judge, level_leaves, open_case, open_step_binding, recompute, BindingError,
 	Dispute, Level, Openings, RefereeError, RunOpening, StateOpening, Verdict,
 };
-use touchstone_kernels::trace::{trace_leaf, Fault, StepTrace, Trainer};
+use touchstone_kernels::job::trace::{Fault, StepTrace, Trainer};
+use touchstone_kernels::proof::chain::trace_leaf;
 use touchstone_kernels::{Activation, ChunkId, CpuBackend, Digest};
 
 /// A small CNN: 1×7×7 → conv 3×3 (3 channels) → conv 3×3 (4 channels) → 12 hidden → 3 classes.
@@ -101,7 +102,7 @@ fn run(job: &(ModelConfig, TrainConfig, Dataset), steps: u32, traced: u32, fault
 fn run_on(job: &(ModelConfig, TrainConfig, Dataset), shard: std::ops::Range<usize>, steps: u32, traced: u32, fault: Option<Fault>) -> Run {
 	let (model, train, data) = job;
 	let mut trainer = Trainer::new(CpuBackend, model, train, data.clone()).unwrap().on_shard(shard.clone()).unwrap();
-	let start = touchstone_kernels::trace::state_root(&trainer.state().unwrap()).unwrap();
+	let start = touchstone_kernels::job::trace::state_root(&trainer.state().unwrap()).unwrap();
 	if let Some(fault) = fault {
 		trainer.inject(fault);
 	}
@@ -412,7 +413,7 @@ fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
 			assert!(verdict(&job, &resized).is_err(), "batch piece {piece}");
 			// A training set too large to draw in the runtime is not a valid job.
 			let mut huge = case.clone();
-			huge.0.data.samples = touchstone_kernels::data::MAX_SAMPLES as u32 + 1;
+			huge.0.data.samples = touchstone_kernels::job::data::MAX_SAMPLES as u32 + 1;
 			huge.0.data.shard_samples = huge.0.data.samples;
 			assert_eq!(recomputed(&job, &huge), Err(RefereeError::InvalidJob), "batch piece {piece}");
 		}
@@ -764,7 +765,7 @@ fn a_shard_units_batch_pieces_are_upheld_for_the_honest_party() {
 	let shard = 70..170;
 	let honest = run_on(&job, shard.clone(), 3, 2, None);
 	let indices = honest.trace.values[graph.batch_values[2]].clone();
-	let touchstone_kernels::trace::HostTensor::U32(indices) = indices else { panic!("sample indices are u32s") };
+	let touchstone_kernels::job::trace::HostTensor::U32(indices) = indices else { panic!("sample indices are u32s") };
 	assert!(indices.iter().all(|&i| shard.contains(&(i as usize))), "{indices:?}");
 	let tree = honest.tree();
 	let opening = honest.opening(&tree);

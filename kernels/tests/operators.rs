@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use touchstone_kernels::contract::{FLUSH_THRESHOLD, TILE};
+use touchstone_kernels::arith::{FLUSH_THRESHOLD, TILE};
 use touchstone_kernels::*;
 
 #[test]

@@ -1,6 +1,6 @@
 //! Philox 4×32-10 against Random123's published known-answer vectors, and the stream conventions.
 
-use touchstone_kernels::rng::uniform_from_word;
+use touchstone_kernels::arith::rng::uniform_from_word;
 use touchstone_kernels::{philox4x32_10, RandomStream};
 
 #[test]
@@ -43,7 +43,7 @@ fn uniform_floats_are_exact_and_in_range() {
 	stream.fill_uniform(-0.25, 0.25, &mut values);
 	for (index, &value) in values.iter().enumerate() {
 		assert!((-0.25..=0.25).contains(&value));
-		let expected = -0.25 + touchstone_kernels::contract::mul(0.5, stream.uniform(index as u64));
+		let expected = -0.25 + touchstone_kernels::arith::mul(0.5, stream.uniform(index as u64));
 		assert_eq!(value.to_bits(), expected.to_bits());
 	}
 	let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64;
@@ -73,7 +73,7 @@ fn permutations_are_permutations_and_depend_on_the_stream() {
 /// often than chance.
 #[test]
 fn the_feistel_permutation_permutes_every_size() {
-	use touchstone_kernels::rng::RandomPermutation;
+	use touchstone_kernels::arith::rng::RandomPermutation;
 	for n in (0u32..=130).chain([255, 256, 257, 1023, 1024, 1025, 1797, 60_000]) {
 		let permutation = RandomPermutation::new(RandomStream::new(7, 2 << 32), n);
 		let mut seen = vec![false; n as usize];
@@ -97,7 +97,7 @@ fn the_feistel_permutation_permutes_every_size() {
 /// thousand: random access walks at most a few Feistel passes.
 #[test]
 fn the_feistel_permutation_draws_one_element_without_the_rest() {
-	use touchstone_kernels::rng::RandomPermutation;
+	use touchstone_kernels::arith::rng::RandomPermutation;
 	let large = RandomPermutation::new(RandomStream::new(42, 2 << 32), 1 << 22);
 	let values: Vec<u32> = (0..128).map(|i| large.get(i * 32_749).unwrap()).collect();
 	assert!(values.iter().all(|&v| v < 1 << 22));

@@ -16,9 +16,9 @@
 
 use std::time::{Duration, Instant};
 
-use touchstone_kernels::data::synthetic;
-use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
-use touchstone_kernels::trace::{state_root, Trainer};
+use touchstone_kernels::job::data::synthetic;
+use touchstone_kernels::job::model::{ModelConfig, OptimizerConfig, TrainConfig};
+use touchstone_kernels::job::trace::{state_root, Trainer};
 use touchstone_kernels::*;
 
 /// Timing rounds per figure; the median is reported.

@@ -17,18 +17,18 @@
 //!   `j` under the party's operator root commits it, with the kind and piece
 //!   count the job's graph gives operator `j`.
 //! - **Shapes.** [`level_leaves`] gives each level's leaf count from the job
-//!   alone; a [`Game`](crate::bisection::Game) started from it makes the party
+//!   alone; a [`Game`](crate::proof::bisection::Game) started from it makes the party
 //!   whose tree has another shape lose.
 //! - **Ends of a unit.** [`open_state`] proves the state root before any step
 //!   of a trace, and [`final_state_root`] the state root after its last step:
 //!   the chain ties unit `i + 1`'s start state to unit `i`'s proven end with it.
 
 use super::{StateOpening, TraceCommitment};
-use crate::graph::{Graph, OpKind};
-use crate::hash::Digest;
-use crate::graph::Origin;
-use crate::merkle::{index_segment_leaf, MerkleProof};
-use crate::trace::{anchor_hash, operator_leaf, state_hash, trace_leaf};
+use crate::proof::graph::{Graph, OpKind};
+use crate::proof::hash::Digest;
+use crate::proof::graph::Origin;
+use crate::proof::merkle::{index_segment_leaf, MerkleProof};
+use crate::proof::chain::{anchor_hash, operator_leaf, state_hash, trace_leaf};
 
 codec_types! {
 	/// A level of a dispute.

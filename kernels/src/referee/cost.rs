@@ -19,10 +19,10 @@
 //! [`MAX_CLASSES`] classes) is refused by [`validate_job`].
 
 use super::RefereeError;
-use crate::contract::{CHUNK, TILE};
-use crate::graph::{Graph, OpKind};
-use crate::merkle::{depth, SEGMENT};
-use crate::model::{ModelConfig, TrainConfig};
+use crate::arith::{CHUNK, TILE};
+use crate::proof::graph::{Graph, OpKind};
+use crate::proof::merkle::{depth, SEGMENT};
+use crate::job::model::{ModelConfig, TrainConfig};
 
 /// Most classes a job may have: a loss partial then reads at most
 /// 32 × 1,025 words, about what a contraction chunk reads.

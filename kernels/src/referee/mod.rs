@@ -9,7 +9,7 @@
 //!   [`TraceCommitment`] (its learning proof: trace root, step range, the
 //!   state root it starts from), the job's [`DataCommitment`] (training set
 //!   root, the unit's shard), the [`Position`] the three bisection levels
-//!   ended on ([`crate::bisection`]), and the claimant's operator root of that
+//!   ended on ([`crate::proof::bisection`]), and the claimant's operator root of that
 //!   step and piece root of that operator, which the game fixed and bound
 //!   level by level ([`bind_step`], [`bind_operator`]);
 //! - [`Openings`], supplied by a party: preimages and Merkle proofs only.
@@ -42,7 +42,7 @@
 //!
 //! Cost: an accumulator piece is one 32×32×32 chunk. A reduction's partial
 //! reads at most 1,024 input elements (or 32 rows of logits) and one earlier
-//! partial ([`crate::reduction`]). An output segment of a contraction or a
+//! partial ([`crate::proof::reduction`]). An output segment of a contraction or a
 //! reduction, an element-wise operator's segment or a `Commit` segment is at
 //! most 32 elements plus the proofs and the partials it reads; bias add also
 //! reads the bias segments of its elements' channels. So no piece's cost grows with the batch or the
@@ -67,17 +67,17 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::activation::{activation_backward, activation_forward};
-use crate::bias::BiasLayout;
-use crate::contract::canonical_bits;
-use crate::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
-use crate::data::DatasetLayout;
-use crate::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueKind};
-use crate::hash::Digest;
-use crate::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, SEGMENT};
-use crate::model::{ModelConfig, TrainConfig};
-use crate::optim::{adamw_step, sgd_momentum_step};
-use crate::reduction::Source;
+use crate::ops::activation::{activation_backward, activation_forward};
+use crate::ops::bias::BiasLayout;
+use crate::arith::canonical_bits;
+use crate::ops::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
+use crate::job::data::DatasetLayout;
+use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueKind};
+use crate::proof::hash::Digest;
+use crate::proof::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, SEGMENT};
+use crate::job::model::{ModelConfig, TrainConfig};
+use crate::ops::optim::{adamw_step, sgd_momentum_step};
+use crate::proof::reduction::Source;
 
 codec_types! {
 	/// A unit's learning proof as the chain records it for one party: what
@@ -101,7 +101,7 @@ codec_types! {
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
 	pub struct DataCommitment {
-		/// Root of the job's whole training set ([`Dataset::tree`](crate::data::Dataset::tree)).
+		/// Root of the job's whole training set ([`Dataset::tree`](crate::job::data::Dataset::tree)).
 		pub root: Digest,
 		/// Samples in the whole training set.
 		pub samples: u32,
@@ -416,7 +416,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 	// draw its sample order in the runtime, is not a valid job (the chain refuses such jobs).
 	let shard_end = data.first_sample.checked_add(data.shard_samples).filter(|&end| end <= data.samples);
 	let dataset_words = match dataset.words() {
-		Some(words) if shard_end.is_some() && data.shard_samples as usize <= crate::data::MAX_SAMPLES => words,
+		Some(words) if shard_end.is_some() && data.shard_samples as usize <= crate::job::data::MAX_SAMPLES => words,
 		_ if is_batch => return Err(RefereeError::InvalidJob),
 		_ => 0,
 	};
@@ -642,7 +642,7 @@ fn batch_segment(
 	let mut indices = vec![0u32; graph.batch];
 	for row in row(elements.start)..=row(elements.end.saturating_sub(1)) {
 		let slot = indices.get_mut(row).ok_or(RefereeError::InvalidJob)?;
-		*slot = crate::trace::batch_sample(shard(data), graph.batch, seed, step, row)?;
+		*slot = crate::job::trace::batch_sample(shard(data), graph.batch, seed, step, row)?;
 	}
 	elements
 		.map(|element| match batch_source(graph, dataset, &indices, value, element)? {
@@ -768,7 +768,7 @@ fn contraction_output_segment(
 		if row >= dims.rows || col >= dims.cols {
 			return Err(RefereeError::InvalidJob);
 		}
-		let last = ChunkId { tile_row: row / crate::contract::TILE, tile_col: col / crate::contract::TILE, chunk: grid.chunks - 1 };
+		let last = ChunkId { tile_row: row / crate::arith::TILE, tile_col: col / crate::arith::TILE, chunk: grid.chunks - 1 };
 		let piece = Graph::accumulator_index(&grid, last);
 		let tile = pieces.get(&piece).ok_or(RefereeError::MissingPiece { piece: piece as u32 })?;
 		let extent = contraction.extent(last)?;

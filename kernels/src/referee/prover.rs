@@ -5,18 +5,18 @@
 use alloc::vec::Vec;
 
 use super::binding::{loss_piece, StepBinding};
-use crate::contract::canonical_bits;
+use crate::arith::canonical_bits;
 use super::{
 	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
 	OperatorOpening, Openings, PieceOpening, Position, RefereeError, SegmentOpening, StateOpening, TraceCommitment,
 };
-use crate::contraction::ChunkId;
-use crate::data::{Dataset, DatasetLayout};
-use crate::graph::{Graph, GraphError, OpKind, Origin, Piece};
-use crate::hash::Digest;
-use crate::merkle::{MerkleTree, SEGMENT};
-use crate::reduction::Reads;
-use crate::trace::StepTrace;
+use crate::ops::contraction::ChunkId;
+use crate::job::data::{Dataset, DatasetLayout};
+use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
+use crate::proof::hash::Digest;
+use crate::proof::merkle::{MerkleTree, SEGMENT};
+use crate::proof::reduction::Reads;
+use crate::job::trace::StepTrace;
 
 /// What judging one piece reads: `(input position, segment indices)` pairs,
 /// and indices of earlier pieces of the same operator.
@@ -60,7 +60,7 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 			let len = graph.piece_values(operator)?.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
 			for index in segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len) {
 				if let Some((row, col)) = output_coordinates(contraction, index) {
-					let tile = ChunkId { tile_row: row / crate::contract::TILE, tile_col: col / crate::contract::TILE, chunk: grid.chunks - 1 };
+					let tile = ChunkId { tile_row: row / crate::arith::TILE, tile_col: col / crate::arith::TILE, chunk: grid.chunks - 1 };
 					pieces.push(Graph::accumulator_index(&grid, tile));
 				}
 			}
@@ -258,10 +258,10 @@ pub fn open_case(
 		(OpKind::Contract(contraction), _) => {
 			let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
 			let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-			crate::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
+			crate::job::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
 		},
 		(_, Some(reduction)) if !needed_pieces.is_empty() => {
-			crate::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?
+			crate::job::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?
 		},
 		_ => Vec::new(),
 	};

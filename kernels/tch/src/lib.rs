@@ -7,7 +7,7 @@
 //! with its `clamp(max = 1)` multiply, mean cross-entropy. None of the
 //! contract's rules are followed, so [`Backend::is_bit_exact`] is `false`: jobs
 //! trained here are verified in tolerance mode, by a [`Distance`] between
-//! states against a threshold ([`touchstone_kernels::distance`], which needs only the
+//! states against a threshold ([`touchstone_kernels::job::distance`], which needs only the
 //! reference).
 //!
 //! How far it drifts from the reference after `k` steps is what
@@ -33,20 +33,21 @@ use core::fmt;
 use ::tch as torch;
 use torch::{Device, Kind, Reduction, Tensor};
 
-use touchstone_kernels::activation::Activation;
-use touchstone_kernels::backend::Backend;
-use touchstone_kernels::bias::BiasLayout;
-use touchstone_kernels::contraction::Contraction;
-use touchstone_kernels::data::Dataset;
-use touchstone_kernels::distance;
-/// Tolerance mode's distance, defined with the reference in [`touchstone_kernels::distance`];
+use touchstone_kernels::ops::activation::Activation;
+use touchstone_kernels::exec::backend::Backend;
+use touchstone_kernels::ops::bias::BiasLayout;
+use touchstone_kernels::ops::contraction::Contraction;
+use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::job::distance;
+/// Tolerance mode's distance, defined with the reference in [`touchstone_kernels::job::distance`];
 /// re-exported here because this backend is what tolerance mode is for.
-pub use touchstone_kernels::distance::Distance;
+pub use touchstone_kernels::job::distance::Distance;
 use touchstone_kernels::error::{check_len, check_nonzero, element_count, KernelError};
-use touchstone_kernels::loss::ClassifierShape;
-use touchstone_kernels::model::{ModelConfig, TrainConfig};
-use touchstone_kernels::optim::{self, AdamWScalars, SgdMomentum};
-use touchstone_kernels::trace::{ChainPoint, Trainer};
+use touchstone_kernels::ops::loss::ClassifierShape;
+use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
+use touchstone_kernels::ops::optim::{self, AdamWScalars, SgdMomentum};
+use touchstone_kernels::job::trace::Trainer;
+use touchstone_kernels::proof::chain::ChainPoint;
 
 /// The ε PyTorch's `clip_grad_norm_` adds to the norm.
 const CLIP_EPSILON: f64 = 1e-6;
@@ -403,17 +404,17 @@ impl Backend for TchBackend {
 }
 
 /// `[N, Ci, H, W]`.
-fn conv_input_shape(shape: &touchstone_kernels::conv2d::Conv2dShape) -> [i64; 4] {
+fn conv_input_shape(shape: &touchstone_kernels::ops::contraction::Conv2dShape) -> [i64; 4] {
 	[dim(shape.batch), dim(shape.in_channels), dim(shape.height), dim(shape.width)]
 }
 
 /// `[Co, Ci, KH, KW]`.
-fn conv_weight_shape(shape: &touchstone_kernels::conv2d::Conv2dShape) -> [i64; 4] {
+fn conv_weight_shape(shape: &touchstone_kernels::ops::contraction::Conv2dShape) -> [i64; 4] {
 	[dim(shape.out_channels), dim(shape.in_channels), dim(shape.kernel_height), dim(shape.kernel_width)]
 }
 
 /// `[N, Co, OH, OW]`.
-fn conv_output_shape(shape: &touchstone_kernels::conv2d::Conv2dShape) -> [i64; 4] {
+fn conv_output_shape(shape: &touchstone_kernels::ops::contraction::Conv2dShape) -> [i64; 4] {
 	[dim(shape.batch), dim(shape.out_channels), dim(shape.out_height()), dim(shape.out_width())]
 }
 

@@ -12,7 +12,7 @@ mod support;
 
 use common::random_values;
 use touchstone_kernels_tch::{distance_to_reference, Distance, TchBackend, TorchError};
-use touchstone_kernels::trace::Trainer;
+use touchstone_kernels::job::trace::Trainer;
 use touchstone_kernels::*;
 
 /// The documented distances between the tch backend's and the reference's
@@ -59,7 +59,7 @@ fn check_contraction(contraction: Contraction, lhs: &[f32], rhs: &[f32]) {
 
 #[test]
 fn contractions_compute_the_reference_function() {
-	let MatmulShape { m: vm, k: vk, n: vn } = touchstone_kernels::contract::VECTOR_MATMUL;
+	let MatmulShape { m: vm, k: vk, n: vn } = touchstone_kernels::ops::contraction::VECTOR_MATMUL;
 	for (m, k, n) in [(1, 1, 1), (vm, vk, vn), (64, 33, 17)] {
 		let shape = MatmulShape { m, k, n };
 		for (lhs_transposed, rhs_transposed) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -71,7 +71,7 @@ fn contractions_compute_the_reference_function() {
 			);
 		}
 	}
-	let conv = touchstone_kernels::contract::VECTOR_CONV;
+	let conv = touchstone_kernels::ops::contraction::VECTOR_CONV;
 	let x = random_values(4, conv.input_len().unwrap(), -1.0, 1.0);
 	let w = random_values(5, conv.weight_len().unwrap(), -1.0, 1.0);
 	let dy = random_values(6, conv.output_len().unwrap(), -1.0, 1.0);

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: seeded data and straightforward f64 math.
 #![allow(dead_code)]
 
-use touchstone_kernels::contract::canonicalize;
+use touchstone_kernels::arith::canonicalize;
 use touchstone_kernels::{Conv2dShape, RandomStream};
 
 /// `len` canonical values uniform in `[low, high)` from Philox stream `stream` of seed 7.

@@ -1,8 +1,8 @@
 //! The reference jobs the learning-proof tests train, shared by several test files.
 #![allow(dead_code)]
 
-use touchstone_kernels::data::{load_digits, synthetic, Dataset};
-use touchstone_kernels::model::{ModelConfig, OptimizerConfig, TrainConfig};
+use touchstone_kernels::job::data::{load_digits, synthetic, Dataset};
+use touchstone_kernels::job::model::{ModelConfig, OptimizerConfig, TrainConfig};
 use touchstone_kernels::Activation;
 
 /// Test samples held out of the digits (20 %).
@@ -64,5 +64,5 @@ pub fn blob_train(steps: u32) -> TrainConfig {
 
 /// Lowercase hex.
 pub fn hex(digest: &[u8; 32]) -> String {
-	touchstone_kernels::data::hex(digest)
+	touchstone_kernels::job::data::hex(digest)
 }

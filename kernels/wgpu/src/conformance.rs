@@ -26,18 +26,18 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::{WgpuBackend, WgpuError};
-use touchstone_kernels::activation::Activation;
-use touchstone_kernels::backend::Backend;
-use touchstone_kernels::bias::BiasLayout;
-use touchstone_kernels::contract::{canonicalize, mul, quantize_operand};
-use touchstone_kernels::contraction::Contraction;
-use touchstone_kernels::cpu::CpuBackend;
-use touchstone_kernels::hash::digest_f32;
-use touchstone_kernels::loss::ClassifierShape;
-use touchstone_kernels::math;
-use touchstone_kernels::matmul::{MatmulLayout, MatmulShape};
-use touchstone_kernels::optim::{AdamW, SgdMomentum};
-use touchstone_kernels::rng::RandomStream;
+use touchstone_kernels::ops::activation::Activation;
+use touchstone_kernels::exec::backend::Backend;
+use touchstone_kernels::ops::bias::BiasLayout;
+use touchstone_kernels::arith::{canonicalize, mul, quantize_operand};
+use touchstone_kernels::ops::contraction::Contraction;
+use touchstone_kernels::exec::cpu::CpuBackend;
+use touchstone_kernels::proof::hash::digest_f32;
+use touchstone_kernels::ops::loss::ClassifierShape;
+use touchstone_kernels::arith::math;
+use touchstone_kernels::ops::contraction::{MatmulLayout, MatmulShape};
+use touchstone_kernels::ops::optim::{AdamW, SgdMomentum};
+use touchstone_kernels::arith::rng::RandomStream;
 
 /// One refused adapter and what it got wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,7 +160,7 @@ pub fn probe_mismatches(backend: &mut WgpuBackend) -> Result<Vec<String>, WgpuEr
 /// row gather.
 pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<f32>)>, B::Error> {
 	let mut outputs = Vec::new();
-	let shape = touchstone_kernels::contract::VECTOR_MATMUL;
+	let shape = touchstone_kernels::ops::contraction::VECTOR_MATMUL;
 	let MatmulShape { m, k, n } = shape;
 	let a = random_values(1, m * k, -2.0, 2.0);
 	let b = random_values(2, k * n, -2.0, 2.0);
@@ -179,7 +179,7 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 	backend.contract(shape.rhs_grad_contraction(), &at, &gt, &mut db)?;
 	outputs.push(("matmul_rhs_grad".into(), backend.download(&db)?));
 
-	let conv = touchstone_kernels::contract::VECTOR_CONV;
+	let conv = touchstone_kernels::ops::contraction::VECTOR_CONV;
 	let (input_len, weight_len, output_len) = (conv.input_len()?, conv.weight_len()?, conv.output_len()?);
 	let x = backend.upload(&random_values(4, input_len, -1.0, 1.0))?;
 	let w = backend.upload(&random_values(5, weight_len, -1.0, 1.0))?;

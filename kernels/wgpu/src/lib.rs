@@ -43,15 +43,15 @@ use std::sync::{mpsc, Mutex};
 use ::wgpu as gpu;
 use gpu::util::DeviceExt;
 
-use touchstone_kernels::activation::Activation;
-use touchstone_kernels::backend::Backend;
-use touchstone_kernels::bias::BiasLayout;
-use touchstone_kernels::contract::CHUNK;
-use touchstone_kernels::contraction::Contraction;
+use touchstone_kernels::ops::activation::Activation;
+use touchstone_kernels::exec::backend::Backend;
+use touchstone_kernels::ops::bias::BiasLayout;
+use touchstone_kernels::arith::CHUNK;
+use touchstone_kernels::ops::contraction::Contraction;
 use touchstone_kernels::error::{check_len, check_nonzero, element_count, KernelError};
-use touchstone_kernels::loss::ClassifierShape;
-use touchstone_kernels::math;
-use touchstone_kernels::optim::{self, AdamWScalars, SgdMomentum};
+use touchstone_kernels::ops::loss::ClassifierShape;
+use touchstone_kernels::arith::math;
+use touchstone_kernels::ops::optim::{self, AdamWScalars, SgdMomentum};
 
 /// Environment variable that restricts adapter selection to adapters whose
 /// name contains its value (case-insensitive), e.g. `llvmpipe`.

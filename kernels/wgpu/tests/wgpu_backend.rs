@@ -9,7 +9,7 @@ mod common;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::random_values;
-use touchstone_kernels::hash::digest_f32;
+use touchstone_kernels::proof::hash::digest_f32;
 use touchstone_kernels_wgpu::conformance;
 use touchstone_kernels_wgpu::{WgpuBackend, WgpuError};
 use touchstone_kernels::*;

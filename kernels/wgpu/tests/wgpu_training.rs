@@ -7,10 +7,10 @@
 mod support;
 
 use support::*;
-use touchstone_kernels::backend::Backend;
-use touchstone_kernels::data::Dataset;
-use touchstone_kernels::model::{ModelConfig, TrainConfig};
-use touchstone_kernels::trace::{StepRecord, Trainer};
+use touchstone_kernels::exec::backend::Backend;
+use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
+use touchstone_kernels::job::trace::{StepRecord, Trainer};
 use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_kernels::CpuBackend;
 

@@ -36,8 +36,8 @@ pub type ContentHash = H256;
 /// Most layers a model configuration can encode.
 pub const MAX_LAYERS: u32 = 64;
 /// The largest training set a job may name (`DatasetRef::samples`): the on-chain referee
-/// draws a disputed batch's sample order in memory (`touchstone_kernels::data::MAX_SAMPLES`).
-pub const MAX_DATASET_SAMPLES: u32 = touchstone_kernels::data::MAX_SAMPLES as u32;
+/// draws a disputed batch's sample order in memory (`touchstone_kernels::job::data::MAX_SAMPLES`).
+pub const MAX_DATASET_SAMPLES: u32 = touchstone_kernels::job::data::MAX_SAMPLES as u32;
 /// Longest content location (a URI or path) in bytes that can be encoded.
 pub const MAX_LOCATION_LEN: u32 = 1024;
 /// Longest device model string in bytes that can be encoded.
@@ -163,7 +163,7 @@ pub struct DatasetRef {
 	/// Number of training samples in it; data shards are cut from this count.
 	pub samples: u32,
 	/// Merkle root of the training samples as the units train on them:
-	/// `touchstone_kernels::data::Dataset::root`, over their canonical words (every
+	/// `touchstone_kernels::job::data::Dataset::root`, over their canonical words (every
 	/// feature's `f32` bits, sample by sample, then every label) in 32-word segments.
 	/// The referee proves a disputed batch's rows against it.
 	pub root: ContentHash,

@@ -4,7 +4,7 @@
 
 use crate::{Activation, HyperParams, ModelArch, Optimizer};
 use touchstone_kernels::{
-	model::{ModelConfig, OptimizerConfig, TrainConfig},
+	job::model::{ModelConfig, OptimizerConfig, TrainConfig},
 	Activation as KernelActivation,
 };
 

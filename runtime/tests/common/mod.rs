@@ -10,11 +10,12 @@ use polkadot_sdk::{
 };
 use std::borrow::Cow;
 use touchstone_kernels::{
-	data::synthetic,
-	graph::Graph,
-	merkle::MerkleTree,
+	job::data::synthetic,
+	job::trace::{state_root, Trainer},
+	proof::chain::trace_leaf,
+	proof::graph::Graph,
+	proof::merkle::MerkleTree,
 	referee::{open_case, RunOpening},
-	trace::{state_root, trace_leaf, Trainer},
 	CpuBackend,
 };
 use touchstone_primitives::{

@@ -1,34 +1,7 @@
 //! Training traces: the loop over the [`Backend`] trait, the per-step state
 //! hash chain, and the per-operator commitments of one step.
 //!
-//! # State hash
-//!
-//! With `H` = BLAKE2b-256 and integers little-endian:
-//!
-//! - the **state root** of a state (parameters, then first moments, then
-//!   second moments, in [`crate::model`]'s parameter order) is the Merkle root
-//!   ([`crate::merkle`]) over the segment leaves of every state tensor in that
-//!   order, each tensor starting a new segment;
-//! - the **batch root** of step `t` is the Merkle root over the segments of the
-//!   batch features (`B × inputs`, canonical bits), then of the labels, then of
-//!   the sample indices (both `u32`);
-//! - the **anchor** of a run is `H(0x03 ‖ initial state root)`;
-//! - the **state hash** after step `t` (a global step number) is
-//!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ batch root of t ‖ loss of t)`,
-//!   the loss as its canonical `f32` bits (`u32`), with `h_{first−1}` = the anchor.
-//!   The loss a solver reports is bound to its trace, so it can be disputed
-//!   like any operator output.
-//!
-//! The step-level tree of a learning proof has leaves `H_leaf(h_t)` (the Merkle leaf
-//! hash of [`crate::merkle`]) for its steps in order.
-//!
-//! # Operator commitments
-//!
-//! For a disputed step, the trace re-executes it and commits every operator of
-//! the [`Graph`]: operator `j`'s leaf is `H_leaf(j as u32 ‖ kind code ‖ piece
-//! count as u32 ‖ piece root)`, where the piece root is the Merkle root over
-//! the operator's pieces ([`crate::graph`]). The `Batch` operator's piece root
-//! is the batch root, and `Commit`'s is the state root after the step.
+//! The state-hash chain each step extends is [`crate::proof::chain`].
 //!
 //! # Batch order
 //!
@@ -44,50 +17,20 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::backend::Backend;
-use crate::contract::canonical_bits;
-use crate::contraction::{fold_chunk_partials, ChunkId, Contraction};
-use crate::data::Dataset;
+use crate::exec::backend::Backend;
+use crate::arith::canonical_bits;
+use crate::ops::contraction::{fold_chunk_partials, ChunkId, Contraction};
+use crate::job::data::Dataset;
 use crate::error::KernelError;
-use crate::graph::{Graph, OpKind, ValueKind};
-use crate::hash::{digest_parts, Digest};
-use crate::merkle::{
-	self, index_segment_leaf, leaf_hash, segment_count, segment_leaf, MerkleError, MerkleTree, SEGMENT,
+use crate::proof::graph::{Graph, OpKind, ValueKind};
+use crate::proof::chain::{operator_leaf, state_hash, ChainPoint};
+use crate::proof::hash::Digest;
+use crate::proof::merkle::{
+	self, index_segment_leaf, segment_count, segment_leaf, MerkleError, MerkleTree, SEGMENT,
 };
-use crate::model::{ModelConfig, TrainConfig, BATCH_STREAM};
-use crate::reduction::Reduction;
-use crate::rng::{RandomPermutation, RandomStream};
-
-/// Prefix of a state hash.
-pub const STATE_PREFIX: u8 = 0x02;
-/// Prefix of a run's anchor.
-pub const ANCHOR_PREFIX: u8 = 0x03;
-
-/// `h_t = H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ batch_root ‖ loss)`, the
-/// loss as its canonical bits.
-pub fn state_hash(previous: &Digest, step: u32, state_root: &Digest, batch_root: &Digest, loss: u32) -> Digest {
-	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, batch_root, &loss.to_le_bytes()])
-}
-
-/// `H(0x03 ‖ initial state root)`: the hash the first step chains from.
-pub fn anchor_hash(state_root: &Digest) -> Digest {
-	digest_parts(&[&[ANCHOR_PREFIX], state_root])
-}
-
-/// The leaf of state hash `h` in the step-level tree.
-pub fn trace_leaf(state_hash: &Digest) -> Digest {
-	leaf_hash(state_hash)
-}
-
-/// The leaf of operator `operator` in a step's operator-level tree.
-pub fn operator_leaf(operator: u32, kind_code: u8, piece_count: u32, piece_root: &Digest) -> Digest {
-	let mut payload = [0u8; 41];
-	payload[..4].copy_from_slice(&operator.to_le_bytes());
-	payload[4] = kind_code;
-	payload[5..9].copy_from_slice(&piece_count.to_le_bytes());
-	payload[9..].copy_from_slice(piece_root);
-	leaf_hash(&payload)
-}
+use crate::job::model::{ModelConfig, TrainConfig, BATCH_STREAM};
+use crate::proof::reduction::Reduction;
+use crate::arith::rng::{RandomPermutation, RandomStream};
 
 /// The Merkle tree over the segments of `tensors`, each starting a new segment.
 pub fn segment_tree<'a>(tensors: impl IntoIterator<Item = &'a HostTensor>) -> Result<MerkleTree, MerkleError> {
@@ -153,7 +96,7 @@ impl HostTensor {
 	/// The canonical word of element `index`: an `f32`'s canonical bits, or the `u32`.
 	pub fn word(&self, index: usize) -> Option<u32> {
 		match self {
-			Self::F32(values) => values.get(index).map(|&v| crate::contract::canonical_bits(v)),
+			Self::F32(values) => values.get(index).map(|&v| crate::arith::canonical_bits(v)),
 			Self::U32(values) => values.get(index).copied(),
 		}
 	}
@@ -166,7 +109,7 @@ impl HostTensor {
 				.get(range(values.len()))
 				.unwrap_or_default()
 				.iter()
-				.map(|&v| crate::contract::canonical_bits(v))
+				.map(|&v| crate::arith::canonical_bits(v))
 				.collect(),
 			Self::U32(values) => values.get(range(values.len())).unwrap_or_default().to_vec(),
 		}
@@ -214,36 +157,6 @@ pub fn batch_window(samples: usize, batch: usize, step: u32) -> Result<(usize, c
 pub fn epoch_order(samples: usize, seed: u64, epoch: usize) -> Result<RandomPermutation, KernelError> {
 	let samples = u32::try_from(samples).map_err(|_| KernelError::ShapeOverflow)?;
 	Ok(RandomPermutation::new(RandomStream::new(seed, BATCH_STREAM + epoch as u64), samples))
-}
-
-/// Where a run stands in its hash chain: what resuming it needs, and what
-/// opening its last state hash to the referee needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChainPoint {
-	/// The next global step to run.
-	pub next_step: u32,
-	/// The state hash after step `next_step − 1` (the anchor before the first step).
-	pub last_hash: Digest,
-	/// The state hash before that one (zeros before the first step).
-	pub previous_hash: Digest,
-	/// The batch root of step `next_step − 1` (zeros before the first step).
-	pub last_batch_root: Digest,
-	/// The loss of step `next_step − 1`, as canonical bits (zero before the first step).
-	pub last_loss: u32,
-}
-
-impl ChainPoint {
-	/// The start of a run: step `first_step` next, chained from `anchor`.
-	pub fn start(first_step: u32, anchor: Digest) -> Self {
-		Self { next_step: first_step, last_hash: anchor, previous_hash: [0; 32], last_batch_root: [0; 32], last_loss: 0 }
-	}
-
-	/// The start of a run at step `first_step` from a model with state root
-	/// `start_state_root`: the job's initial state, the previous unit's proven
-	/// final state, or a checkpoint's. The run re-anchors there.
-	pub fn anchored(first_step: u32, start_state_root: &Digest) -> Self {
-		Self::start(first_step, anchor_hash(start_state_root))
-	}
 }
 
 /// A deliberate error, for the dispute tests: a dishonest trace.

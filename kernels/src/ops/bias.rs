@@ -11,11 +11,11 @@
 //! - Gradient: `db[c]` sums `dy[o,c,i]` over the sequence `(o, i)` flattened in
 //!   that order (o outer), in 32-wide chunks, each chunk sequentially from
 //!   `+0`, the chunk sums folded sequentially from `+0` (the contract's
-//!   [`chunked_sum`](crate::contract::chunked_sum)). No products, so no flush.
+//!   [`chunked_sum`](crate::arith::chunked_sum)). No products, so no flush.
 
 use alloc::vec;
 
-use crate::contract::CHUNK;
+use crate::arith::CHUNK;
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
 
 /// How a per-channel bias broadcasts over a `[outer, channels, inner]` tensor.

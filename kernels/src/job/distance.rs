@@ -13,11 +13,12 @@
 
 use core::fmt;
 
-use crate::cpu::CpuBackend;
-use crate::data::Dataset;
+use crate::exec::cpu::CpuBackend;
+use crate::job::data::Dataset;
 use crate::error::{check_len, KernelError};
-use crate::model::{ModelConfig, TrainConfig};
-use crate::trace::{ChainPoint, Trainer};
+use crate::job::model::{ModelConfig, TrainConfig};
+use crate::job::trace::Trainer;
+use crate::proof::chain::ChainPoint;
 
 /// How far one state is from another: the figures tolerance mode compares
 /// against a job's thresholds (Proof-of-Learning's L2, L∞ and cosine).
@@ -98,8 +99,8 @@ pub fn reference_distance(
 #[cfg(test)]
 mod tests {
 	use super::*;
-	use crate::activation::Activation;
-	use crate::model::OptimizerConfig;
+	use crate::ops::activation::Activation;
+	use crate::job::model::OptimizerConfig;
 
 	#[test]
 	fn distance_is_l2_linf_and_cosine_over_the_whole_state() {
@@ -126,7 +127,7 @@ mod tests {
 			seed: 5,
 			checkpoint_interval: 10,
 		};
-		let data = crate::data::synthetic(3, 40, 8, 3);
+		let data = crate::job::data::synthetic(3, 40, 8, 3);
 		let mut worker = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
 		for _ in 0..3 {
 			worker.step().unwrap();

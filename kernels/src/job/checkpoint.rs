@@ -27,10 +27,11 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
-use crate::backend::Backend;
-use crate::data::hex;
-use crate::hash::{digest_bytes, Digest};
-use crate::trace::{ChainPoint, StepRecord, Trainer};
+use crate::exec::backend::Backend;
+use crate::job::data::hex;
+use crate::proof::hash::{digest_bytes, Digest};
+use crate::job::trace::{StepRecord, Trainer};
+use crate::proof::chain::ChainPoint;
 
 /// The metadata key of a checkpoint.
 const METADATA_KEY: &str = "touchstone";
@@ -111,7 +112,7 @@ impl Checkpoint {
 			.iter()
 			.enumerate()
 			.map(|(index, values)| {
-				let bytes = values.iter().flat_map(|v| crate::contract::canonical_bits(*v).to_le_bytes()).collect();
+				let bytes = values.iter().flat_map(|v| crate::arith::canonical_bits(*v).to_le_bytes()).collect();
 				(format!("state.{index:04}"), Tensor { shape: [values.len()], bytes })
 			})
 			.collect();
@@ -197,7 +198,7 @@ impl Checkpoint {
 				.chunks_exact(4)
 				.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 				.collect();
-			crate::contract::canonicalize(&mut values);
+			crate::arith::canonicalize(&mut values);
 			state.push(values);
 		}
 		Ok(Self { point: ChainPoint { next_step, last_hash, previous_hash, last_batch_root, last_loss }, state })

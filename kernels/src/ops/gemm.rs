@@ -1,4 +1,4 @@
-//! The dense engine behind every [`Contraction`](crate::contraction::Contraction):
+//! The dense engine behind every [`Contraction`](crate::ops::contraction::Contraction):
 //! packed operands, register-blocked micro-kernels, and (with `std`) threads.
 //!
 //! # Why this cannot change a bit
@@ -21,7 +21,7 @@
 //!   32-wide chunk, so a block boundary is always a chunk boundary) in
 //!   increasing order, the totals waiting in the output between blocks;
 //! - with `std`, row ranges of the output go to different threads
-//!   ([`crate::parallel::threads`]), which share nothing they write.
+//!   ([`crate::exec::parallel::threads`]), which share nothing they write.
 //!
 //! The SIMD kernels use fused multiply-add. The operands have 12 significant
 //! bits, so every product is exact in `f32`, and `round(a·b + s)` (fused) equals
@@ -32,7 +32,7 @@
 
 use alloc::vec::Vec;
 
-use crate::contract::{quantize_operand, CHUNK};
+use crate::arith::{quantize_operand, CHUNK};
 
 /// Depth steps per cache block: eight chunks. A multiple of [`CHUNK`], so that
 /// blocks never split a chunk (which would not change the result either, but
@@ -443,7 +443,7 @@ mod setting {
 /// changing nothing, if this processor lacks `kernel`.
 ///
 /// Process-wide; for conformance runs of one kernel and benchmarks. Every
-/// kernel gives the same bits. The thread count is [`crate::parallel`]'s.
+/// kernel gives the same bits. The thread count is [`crate::exec::parallel`]'s.
 #[cfg(feature = "std")]
 pub fn set_kernel(kernel: Option<CpuKernel>) -> bool {
 	setting::set(kernel)
@@ -464,7 +464,7 @@ pub fn kernel() -> CpuKernel {
 /// `out` must hold `rows · cols` values; a shorter one is left as is where it
 /// ends (the callers validate every length first).
 pub(crate) fn contract(lhs: &Operand, rhs: &Operand, rows: usize, cols: usize, depth: usize, out: &mut [f32]) {
-	contract_with(kernel(), crate::parallel::threads(), MIN_WORK_PER_THREAD, lhs, rhs, Dims { rows, cols, depth }, out);
+	contract_with(kernel(), crate::exec::parallel::threads(), MIN_WORK_PER_THREAD, lhs, rhs, Dims { rows, cols, depth }, out);
 }
 
 /// The extents of one contraction.
@@ -576,7 +576,7 @@ mod x86 {
 	use core::arch::x86_64::*;
 
 	use super::{fits, Operand};
-	use crate::contract::CHUNK;
+	use crate::arith::CHUNK;
 
 	/// [`Operand::pack`] vectorised for AVX-512. Only ever selected after
 	/// `CpuKernel::Avx512.is_available()`.
@@ -897,7 +897,7 @@ mod tests {
 					}
 					total += sum;
 				}
-				out.push(crate::contract::canonical_bits(total));
+				out.push(crate::arith::canonical_bits(total));
 			}
 		}
 		out
@@ -907,7 +907,7 @@ mod tests {
 	/// so that a wrong summation order shows in the bits.
 	fn values(seed: u64, len: usize) -> Vec<f32> {
 		let mut out = vec![0.0; len];
-		crate::rng::RandomStream::new(seed, 7).fill_uniform(-1.0, 1.0, &mut out);
+		crate::arith::rng::RandomStream::new(seed, 7).fill_uniform(-1.0, 1.0, &mut out);
 		for (index, value) in out.iter_mut().enumerate() {
 			*value *= [1.0, 1e-3, 37.0, 1e-6][index % 4];
 		}
@@ -927,7 +927,7 @@ mod tests {
 				for threads in [1, 3] {
 					let mut out = vec![f32::NAN; rows * cols];
 					contract_with(kernel, threads, 1, &lhs, &rhs, Dims { rows, cols, depth }, &mut out);
-					let bits: Vec<u32> = out.iter().map(|&v| crate::contract::canonical_bits(v)).collect();
+					let bits: Vec<u32> = out.iter().map(|&v| crate::arith::canonical_bits(v)).collect();
 					assert_eq!(bits, expected, "{kernel:?}, {threads} threads, {rows}×{cols}×{depth}");
 				}
 			}

@@ -22,14 +22,14 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::activation::Activation;
-use crate::contract::canonicalize;
-use crate::conv2d::Conv2dShape;
+use crate::ops::activation::Activation;
+use crate::arith::canonicalize;
+use crate::ops::contraction::Conv2dShape;
 use crate::error::{check_nonzero, element_count, KernelError};
-use crate::hash::{digest_words, Digest};
-use crate::math::rsqrt;
-use crate::optim::{AdamW, SgdMomentum};
-use crate::rng::RandomStream;
+use crate::proof::hash::{digest_words, Digest};
+use crate::arith::math::rsqrt;
+use crate::ops::optim::{AdamW, SgdMomentum};
+use crate::arith::rng::RandomStream;
 
 /// Philox stream of parameter tensor 0; tensor `i` uses `INIT_STREAM + i`.
 pub const INIT_STREAM: u64 = 1 << 32;
@@ -305,26 +305,26 @@ impl ModelConfig {
 			let layout = match layer {
 				Layer::Conv(shape) => {
 					let shape = Conv2dShape { batch: samples, ..*shape };
-					crate::conv2d::conv2d(shape, &x, weight, &mut y)?;
-					crate::bias::BiasLayout::channels_first(samples, shape.out_channels, shape.out_height() * shape.out_width())
+					crate::ops::conv2d::conv2d(shape, &x, weight, &mut y)?;
+					crate::ops::bias::BiasLayout::channels_first(samples, shape.out_channels, shape.out_height() * shape.out_width())
 				},
 				Layer::Dense { inputs, outputs } => {
-					let shape = crate::matmul::MatmulShape { m: samples, k: *inputs, n: *outputs };
-					crate::matmul::matmul(shape, crate::matmul::MatmulLayout::default(), &x, weight, &mut y)?;
-					crate::bias::BiasLayout::dense(samples, *outputs)
+					let shape = crate::ops::contraction::MatmulShape { m: samples, k: *inputs, n: *outputs };
+					crate::ops::matmul::matmul(shape, crate::ops::contraction::MatmulLayout::default(), &x, weight, &mut y)?;
+					crate::ops::bias::BiasLayout::dense(samples, *outputs)
 				},
 			};
-			crate::bias::bias_add(layout, &mut y, bias)?;
+			crate::ops::bias::bias_add(layout, &mut y, bias)?;
 			if index < last {
 				let mut activated = vec![0.0f32; y.len()];
-				crate::activation::activation_forward(activation, &y, &mut activated)?;
+				crate::ops::activation::activation_forward(activation, &y, &mut activated)?;
 				y = activated;
 			}
 			x = y;
 		}
-		let shape = crate::loss::ClassifierShape { rows: samples, classes: self.classes() as usize };
+		let shape = crate::ops::loss::ClassifierShape { rows: samples, classes: self.classes() as usize };
 		let mut predictions = vec![0u32; samples];
-		crate::loss::argmax_rows(shape, &x, &mut predictions)?;
+		crate::ops::loss::argmax_rows(shape, &x, &mut predictions)?;
 		Ok(predictions)
 	}
 
@@ -347,7 +347,7 @@ const MODEL_PREFIX: &[u8] = b"touchstone/model/v1";
 pub fn weights_digest(tensors: &[Vec<f32>]) -> Digest {
 	let header = core::iter::once(tensors.len() as u32);
 	let body = tensors.iter().flat_map(|tensor| {
-		core::iter::once(tensor.len() as u32).chain(tensor.iter().map(|&v| crate::contract::canonical_bits(v)))
+		core::iter::once(tensor.len() as u32).chain(tensor.iter().map(|&v| crate::arith::canonical_bits(v)))
 	});
 	digest_words(MODEL_PREFIX, header.chain(body))
 }

@@ -1,7 +1,7 @@
 //! The backend trait a training loop is generic over.
 //!
 //! A backend owns device-resident buffers and runs the contract's operators on
-//! them. The CPU reference ([`crate::cpu::CpuBackend`]) is the specification;
+//! them. The CPU reference ([`crate::exec::cpu::CpuBackend`]) is the specification;
 //! a `wgpu` backend must produce the same bits for every operator, and a `tch`
 //! backend (not bit-reproducible) reports [`Backend::is_bit_exact`] `false` so
 //! that its jobs are verified in tolerance mode.
@@ -11,7 +11,7 @@
 //! allocates nothing), scalar results such as the loss and the gradient norm
 //! land in one-element device tensors instead of forcing a read-back, and
 //! per-step host scalars (AdamW's bias corrections) are derived once by
-//! [`AdamW::scalars`](crate::optim::AdamW::scalars) and passed in. A backend may
+//! [`AdamW::scalars`](crate::ops::optim::AdamW::scalars) and passed in. A backend may
 //! queue work and run it lazily; [`Backend::download`] is the synchronisation
 //! point.
 //!
@@ -21,14 +21,14 @@
 
 use alloc::vec::Vec;
 
-use crate::activation::Activation;
-use crate::bias::BiasLayout;
-use crate::contraction::Contraction;
-use crate::conv2d::Conv2dShape;
+use crate::ops::activation::Activation;
+use crate::ops::bias::BiasLayout;
+use crate::ops::contraction::Contraction;
+use crate::ops::contraction::Conv2dShape;
 use crate::error::KernelError;
-use crate::loss::ClassifierShape;
-use crate::matmul::{MatmulLayout, MatmulShape};
-use crate::optim::{AdamWScalars, SgdMomentum};
+use crate::ops::loss::ClassifierShape;
+use crate::ops::contraction::{MatmulLayout, MatmulShape};
+use crate::ops::optim::{AdamWScalars, SgdMomentum};
 
 /// A device that runs the determinism contract's operators on its own buffers.
 pub trait Backend {
@@ -47,7 +47,7 @@ pub trait Backend {
 
 	/// Copies `values` to a new device tensor, unchanged. External data must be
 	/// brought onto the contract's grid first with
-	/// [`canonicalize`](crate::contract::canonicalize).
+	/// [`canonicalize`](crate::arith::canonicalize).
 	fn upload(&mut self, values: &[f32]) -> Result<Self::Tensor, Self::Error>;
 
 	/// Copies `values` to a new device index buffer.

@@ -4,7 +4,7 @@
 //!
 //! Logits are `[rows, classes]`, labels one `u32` per row; the loss is the
 //! mean over rows (PyTorch's default reduction). `⊗` is the contract
-//! multiplication, `exp`, `log` and `recip` are [`crate::math`]'s. Per row:
+//! multiplication, `exp`, `log` and `recip` are [`crate::arith::math`]'s. Per row:
 //!
 //! 1. `m` = the maximum logit (exact; order does not matter);
 //! 2. `d_j = z_j − m` and `e_j = exp(d_j)`;
@@ -15,9 +15,9 @@
 //!
 //! The loss is `(chunked sum of ℓ over rows) ⊗ b`.
 
-use crate::contract::{chunked_sum, mul};
+use crate::arith::{chunked_sum, mul};
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
-use crate::math::{exp, log, recip};
+use crate::arith::math::{exp, log, recip};
 
 /// Dimensions of a batch of class logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

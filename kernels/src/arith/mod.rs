@@ -8,7 +8,7 @@
 //!    and integer operations on `to_bits()`, and conversions between `f32` and
 //!    integers of values that convert exactly. Vulkan guarantees correct rounding
 //!    for these three operations only; division, `sqrt`, `exp` and `log` are
-//!    built from them in [`crate::math`].
+//!    built from them in [`crate::arith::math`].
 //! 2. **Products.** Every product passes through [`flush`] before it is used:
 //!    [`mul`] is the only multiplication operators use. The flush is an integer
 //!    mask on the product's bits, so no compiler can fuse the product into a
@@ -35,23 +35,11 @@
 //!    result. Infinities and NaNs are outside the contract: a training step that
 //!    produces one is invalid, and its bits are not compared.
 
-/// The matmul shape of the pinned contract vectors (`tests/contract_vectors.rs`),
-/// which every backend's conformance check reuses: no size is a multiple of a tile.
-pub const VECTOR_MATMUL: crate::matmul::MatmulShape = crate::matmul::MatmulShape { m: 37, k: 70, n: 45 };
-
-/// The convolution shape of the pinned contract vectors, shared as [`VECTOR_MATMUL`] is:
-/// odd sizes and a non-square kernel.
-pub const VECTOR_CONV: crate::conv2d::Conv2dShape = crate::conv2d::Conv2dShape {
-	batch: 3,
-	in_channels: 4,
-	out_channels: 6,
-	height: 11,
-	width: 9,
-	kernel_height: 3,
-	kernel_width: 4,
-};
 
 /// Width of a reduction chunk: the K-chunk of a contraction and the chunk of every sum.
+pub mod math;
+pub mod rng;
+
 pub const CHUNK: usize = 32;
 
 /// Edge of an output tile: the unit a dispute narrows a contraction to (with one K-chunk).

@@ -13,49 +13,8 @@
 //! `dA = dC · Bᵀ` reduces over n in increasing order and `dB = Aᵀ · dC`
 //! reduces over m in increasing order, both chunked by 32.
 
-use crate::contraction::Contraction;
+use crate::ops::contraction::{MatmulLayout, MatmulShape};
 use crate::error::KernelError;
-
-/// Dimensions of `C[m×n] = A[m×k] · B[k×n]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatmulShape {
-	/// Rows of `A` and `C`.
-	pub m: usize,
-	/// Columns of `A`, rows of `B`: the reduction length.
-	pub k: usize,
-	/// Columns of `B` and `C`.
-	pub n: usize,
-}
-
-/// How the operands of a matmul are stored (all row-major).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MatmulLayout {
-	/// `A` is stored as its `k×m` transpose.
-	pub lhs_transposed: bool,
-	/// `B` is stored as its `n×k` transpose.
-	pub rhs_transposed: bool,
-}
-
-impl MatmulShape {
-	/// The contraction computing `C = A · B` with operands stored as `layout` says.
-	pub fn contraction(self, layout: MatmulLayout) -> Contraction {
-		Contraction::Matmul { shape: self, layout }
-	}
-
-	/// The contraction computing `dA = dC · Bᵀ` for a plain-layout forward pass:
-	/// its lhs is `dC` (m×n) and its rhs is `B` (k×n, read transposed).
-	pub fn lhs_grad_contraction(self) -> Contraction {
-		let shape = MatmulShape { m: self.m, k: self.n, n: self.k };
-		shape.contraction(MatmulLayout { lhs_transposed: false, rhs_transposed: true })
-	}
-
-	/// The contraction computing `dB = Aᵀ · dC` for a plain-layout forward pass:
-	/// its lhs is `A` (m×k, read transposed) and its rhs is `dC` (m×n).
-	pub fn rhs_grad_contraction(self) -> Contraction {
-		let shape = MatmulShape { m: self.k, k: self.m, n: self.n };
-		shape.contraction(MatmulLayout { lhs_transposed: true, rhs_transposed: false })
-	}
-}
 
 /// `out = op(lhs) · op(rhs)`, with `op` transposing where `layout` says.
 pub fn matmul(

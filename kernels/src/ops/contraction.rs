@@ -35,11 +35,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
-use crate::contract::{chunk_count, CHUNK, TILE};
-use crate::conv2d::Conv2dShape;
+use crate::arith::{chunk_count, CHUNK, TILE};
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
-use crate::gemm::{self, Operand};
-use crate::matmul::{MatmulLayout, MatmulShape};
+use crate::ops::gemm::{self, Operand};
 
 /// An operator whose every output is a chunked dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,7 +275,7 @@ impl Contraction {
 
 	/// Computes the whole operator into `out`.
 	///
-	/// The work runs in [`crate::gemm`]'s packed, register-blocked kernels (and,
+	/// The work runs in [`crate::ops::gemm`]'s packed, register-blocked kernels (and,
 	/// with `std`, on several threads), which keep every output's order of
 	/// additions exactly as the module docs state.
 	pub fn compute(&self, lhs: &[f32], rhs: &[f32], out: &mut [f32]) -> Result<(), KernelError> {
@@ -470,3 +468,192 @@ pub fn fold_chunk_partials<'a>(
 	}
 	Ok(out)
 }
+
+/// Dimensions of `C[m×n] = A[m×k] · B[k×n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulShape {
+	/// Rows of `A` and `C`.
+	pub m: usize,
+	/// Columns of `A`, rows of `B`: the reduction length.
+	pub k: usize,
+	/// Columns of `B` and `C`.
+	pub n: usize,
+}
+
+/// How the operands of a matmul are stored (all row-major).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatmulLayout {
+	/// `A` is stored as its `k×m` transpose.
+	pub lhs_transposed: bool,
+	/// `B` is stored as its `n×k` transpose.
+	pub rhs_transposed: bool,
+}
+
+impl MatmulShape {
+	/// The contraction computing `C = A · B` with operands stored as `layout` says.
+	pub fn contraction(self, layout: MatmulLayout) -> Contraction {
+		Contraction::Matmul { shape: self, layout }
+	}
+
+	/// The contraction computing `dA = dC · Bᵀ` for a plain-layout forward pass:
+	/// its lhs is `dC` (m×n) and its rhs is `B` (k×n, read transposed).
+	pub fn lhs_grad_contraction(self) -> Contraction {
+		let shape = MatmulShape { m: self.m, k: self.n, n: self.k };
+		shape.contraction(MatmulLayout { lhs_transposed: false, rhs_transposed: true })
+	}
+
+	/// The contraction computing `dB = Aᵀ · dC` for a plain-layout forward pass:
+	/// its lhs is `A` (m×k, read transposed) and its rhs is `dC` (m×n).
+	pub fn rhs_grad_contraction(self) -> Contraction {
+		let shape = MatmulShape { m: self.k, k: self.m, n: self.n };
+		shape.contraction(MatmulLayout { lhs_transposed: true, rhs_transposed: false })
+	}
+}
+
+/// Dimensions of a valid, stride-1 convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dShape {
+	/// Batch size `N`.
+	pub batch: usize,
+	/// Input channels `Ci`.
+	pub in_channels: usize,
+	/// Output channels `Co`.
+	pub out_channels: usize,
+	/// Input height `H`.
+	pub height: usize,
+	/// Input width `W`.
+	pub width: usize,
+	/// Kernel height `KH`.
+	pub kernel_height: usize,
+	/// Kernel width `KW`.
+	pub kernel_width: usize,
+}
+
+/// Derived sizes of a validated [`Conv2dShape`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvGeometry {
+	/// `N·OH·OW`: output positions.
+	pub positions: usize,
+	/// `Ci·KH·KW`: taps of one output.
+	pub taps: usize,
+	/// `N·H·W`: input positions.
+	pub input_positions: usize,
+	/// `Co·KH·KW`: taps of one input-gradient element.
+	pub transposed_taps: usize,
+}
+
+impl Conv2dShape {
+	/// Output height `OH = H − KH + 1`.
+	pub fn out_height(&self) -> usize {
+		self.height.saturating_sub(self.kernel_height).saturating_add(1)
+	}
+
+	/// Output width `OW = W − KW + 1`.
+	pub fn out_width(&self) -> usize {
+		self.width.saturating_sub(self.kernel_width).saturating_add(1)
+	}
+
+	/// Validates the shape and returns its derived sizes.
+	pub(crate) fn geometry(&self) -> Result<ConvGeometry, KernelError> {
+		check_nonzero("batch", self.batch)?;
+		check_nonzero("in_channels", self.in_channels)?;
+		check_nonzero("out_channels", self.out_channels)?;
+		check_nonzero("kernel_height", self.kernel_height)?;
+		check_nonzero("kernel_width", self.kernel_width)?;
+		if self.kernel_height > self.height || self.kernel_width > self.width {
+			return Err(KernelError::KernelLargerThanInput);
+		}
+		self.input_len()?;
+		self.weight_len()?;
+		self.output_len()?;
+		Ok(ConvGeometry {
+			positions: element_count(&[self.batch, self.out_height(), self.out_width()])?,
+			taps: element_count(&[self.in_channels, self.kernel_height, self.kernel_width])?,
+			input_positions: element_count(&[self.batch, self.height, self.width])?,
+			transposed_taps: element_count(&[self.out_channels, self.kernel_height, self.kernel_width])?,
+		})
+	}
+
+	/// Elements of `x`.
+	pub fn input_len(&self) -> Result<usize, KernelError> {
+		element_count(&[self.batch, self.in_channels, self.height, self.width])
+	}
+
+	/// Elements of `w`.
+	pub fn weight_len(&self) -> Result<usize, KernelError> {
+		element_count(&[self.out_channels, self.in_channels, self.kernel_height, self.kernel_width])
+	}
+
+	/// Elements of `y`.
+	pub fn output_len(&self) -> Result<usize, KernelError> {
+		element_count(&[self.batch, self.out_channels, self.out_height(), self.out_width()])
+	}
+
+	/// `Ci·KH·KW` of a shape already validated.
+	pub(crate) fn taps_unchecked(&self) -> usize {
+		self.in_channels * self.kernel_height * self.kernel_width
+	}
+
+	/// Splits a flattened `(a, b, c)` index with extents `(_, b_len, c_len)`.
+	fn split3(index: usize, b_len: usize, c_len: usize) -> (usize, usize, usize) {
+		(index / (b_len * c_len), (index / c_len) % b_len, index % c_len)
+	}
+
+	/// Index into `x` read by output position `position = (n, oy, ox)` at tap `tap = (ci, ky, kx)`.
+	pub(crate) fn input_index_at(&self, position: usize, tap: usize) -> usize {
+		let (n, oy, ox) = Self::split3(position, self.out_height(), self.out_width());
+		let (ci, ky, kx) = Self::split3(tap, self.kernel_height, self.kernel_width);
+		((n * self.in_channels + ci) * self.height + oy + ky) * self.width + ox + kx
+	}
+
+	/// Index into `y` (or `dy`) of output position `(n, oy, ox)` and channel `co`.
+	pub(crate) fn output_index(&self, position: usize, out_channel: usize) -> usize {
+		let (out_height, out_width) = (self.out_height(), self.out_width());
+		let (n, oy, ox) = Self::split3(position, out_height, out_width);
+		((n * self.out_channels + out_channel) * out_height + oy) * out_width + ox
+	}
+
+	/// Index into `w` of output channel `co` and tap `(ci, ky, kx)`.
+	pub(crate) fn weight_index(&self, out_channel: usize, tap: usize) -> usize {
+		out_channel * self.taps_unchecked() + tap
+	}
+
+	/// Index into `x` (or `dx`) of input position `(n, iy, ix)` and channel `ci`.
+	pub(crate) fn input_index(&self, input_position: usize, in_channel: usize) -> usize {
+		let (n, iy, ix) = Self::split3(input_position, self.height, self.width);
+		((n * self.in_channels + in_channel) * self.height + iy) * self.width + ix
+	}
+
+	/// Index into `dy` of `dy[n, co, iy − ky, ix − kx]` for input position
+	/// `(n, iy, ix)` and transposed tap `(co, ky, kx)`, or `None` outside `dy`.
+	pub(crate) fn output_grad_index_for_input(&self, input_position: usize, transposed_tap: usize) -> Option<usize> {
+		let (n, iy, ix) = Self::split3(input_position, self.height, self.width);
+		let (co, ky, kx) = Self::split3(transposed_tap, self.kernel_height, self.kernel_width);
+		let (out_height, out_width) = (self.out_height(), self.out_width());
+		let oy = iy.checked_sub(ky).filter(|&oy| oy < out_height)?;
+		let ox = ix.checked_sub(kx).filter(|&ox| ox < out_width)?;
+		Some(((n * self.out_channels + co) * out_height + oy) * out_width + ox)
+	}
+
+	/// Index into `w` of `w[co, ci, ky, kx]` for transposed tap `(co, ky, kx)` and channel `ci`.
+	pub(crate) fn weight_index_for_input_grad(&self, transposed_tap: usize, in_channel: usize) -> usize {
+		let (co, ky, kx) = Self::split3(transposed_tap, self.kernel_height, self.kernel_width);
+		((co * self.in_channels + in_channel) * self.kernel_height + ky) * self.kernel_width + kx
+	}
+}
+
+/// The matmul shape of the pinned contract vectors (`tests/contract_vectors.rs`),
+/// which every backend's conformance check reuses: no size is a multiple of a tile.
+pub const VECTOR_MATMUL: MatmulShape = MatmulShape { m: 37, k: 70, n: 45 };
+
+/// The convolution shape of the pinned contract vectors, shared as [`VECTOR_MATMUL`] is:
+/// odd sizes and a non-square kernel.
+pub const VECTOR_CONV: Conv2dShape = Conv2dShape {
+	batch: 3,
+	in_channels: 4,
+	out_channels: 6,
+	height: 11,
+	width: 9,
+	kernel_height: 3,
+	kernel_width: 4,
+};

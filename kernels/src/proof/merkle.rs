@@ -5,10 +5,10 @@
 //!
 //! - A **leaf** is `H_leaf(payload)`, a **node** `H_node(left ‖ right)`, with
 //!   `H_leaf` and `H_node` BLAKE2b-256 personalised `"touchstone/leaf"` and
-//!   `"touchstone/node"` ([`crate::hash::Domain`]). The two functions keep a leaf
+//!   `"touchstone/node"` ([`crate::proof::hash::Domain`]). The two functions keep a leaf
 //!   from ever being read as a node (the second-preimage attack on undistinguished
 //!   trees), and neither is the plain BLAKE2b-256 that every other hash of the
-//!   learning proof uses (see [`crate::trace`]). Personalisation costs no payload
+//!   learning proof uses (see [`crate::job::trace`]). Personalisation costs no payload
 //!   byte, so a 32-word segment leaf is a single 128-byte BLAKE2b block.
 //! - A level of `n` hashes becomes a level of `⌈n/2⌉`: pairs `(2i, 2i+1)` are
 //!   hashed into a node, and an odd last hash is **promoted** unchanged (not
@@ -26,8 +26,8 @@
 
 use alloc::vec::Vec;
 
-use crate::contract::canonical_bits;
-use crate::hash::{digest_each, digest_parts_in, digest_words_in, Digest, Domain};
+use crate::arith::canonical_bits;
+use crate::proof::hash::{digest_each, digest_parts_in, digest_words_in, Digest, Domain};
 
 /// Elements of a tensor per segment leaf: the unit in which inputs are proven to the referee.
 pub const SEGMENT: usize = 32;
@@ -163,7 +163,7 @@ pub fn root(leaves: Vec<Digest>) -> Result<Digest, MerkleError> {
 const MIN_PARALLEL_LEAVES: usize = 1024;
 
 /// The root of the tree whose leaves are the [`segment_leaf`]s of `segments`,
-/// in order, on up to [`crate::parallel::threads`] threads.
+/// in order, on up to [`crate::exec::parallel::threads`] threads.
 ///
 /// Equal to [`root`] of those leaves. Threads take parts of a power-of-two
 /// number of leaves, each aligned to its size: such a part is a subtree of the
@@ -172,7 +172,7 @@ const MIN_PARALLEL_LEAVES: usize = 1024;
 /// of every level, which is the end of the last part). The parts' roots then
 /// form the tree's upper levels.
 pub fn root_of_segments(segments: &[&[f32]]) -> Result<Digest, MerkleError> {
-	root_of_segments_on(segments, crate::parallel::threads(), MIN_PARALLEL_LEAVES)
+	root_of_segments_on(segments, crate::exec::parallel::threads(), MIN_PARALLEL_LEAVES)
 }
 
 /// [`root_of_segments`] on up to `threads` threads, with parts of at least `min_part` leaves.
@@ -189,7 +189,7 @@ fn root_of_segments_on(segments: &[&[f32]], threads: usize, min_part: usize) -> 
 		return subtree(segments);
 	}
 	let parts: Vec<&[&[f32]]> = segments.chunks(part).collect();
-	let roots = crate::parallel::map_indices(parts.len(), threads, |index| {
+	let roots = crate::exec::parallel::map_indices(parts.len(), threads, |index| {
 		parts.get(index).map_or(Err(MerkleError::Empty), |part| subtree(part))
 	});
 	root(roots.into_iter().collect::<Result<Vec<_>, _>>()?)

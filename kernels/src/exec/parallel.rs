@@ -2,8 +2,8 @@
 //! independent pieces of work over them.
 //!
 //! Threads never change a result: the contraction engine gives each thread
-//! its own output rows ([`crate::gemm`]), and state hashing gives each one its
-//! own aligned subtrees of the Merkle tree ([`crate::merkle::root_of_segments`]).
+//! its own output rows ([`crate::ops::gemm`]), and state hashing gives each one its
+//! own aligned subtrees of the Merkle tree ([`crate::proof::merkle::root_of_segments`]).
 //! Without `std` there are no threads, and everything runs on the caller's.
 
 /// The process-wide thread setting.

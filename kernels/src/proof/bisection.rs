@@ -26,8 +26,8 @@
 //! [`Game`] is the chain's state of one level; [`bisect`] plays a whole level
 //! between two trees held in memory, for tests and for a party simulating it.
 
-use crate::hash::Digest;
-use crate::merkle::{depth, node_hash, MerkleTree};
+use crate::proof::hash::Digest;
+use crate::proof::merkle::{depth, node_hash, MerkleTree};
 
 codec_types! {
 	/// What a party reveals in one round: the children of its current node (the
@@ -214,7 +214,7 @@ pub fn bisect(leaf_count: u32, first: &MerkleTree, second: &MerkleTree) -> Resul
 #[cfg(test)]
 mod tests {
 	use super::*;
-	use crate::merkle::leaf_hash;
+	use crate::proof::merkle::leaf_hash;
 	use alloc::vec::Vec;
 
 	fn leaves(n: usize, salt: u8) -> Vec<Digest> {

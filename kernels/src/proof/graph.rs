@@ -29,7 +29,7 @@
 //!
 //! - for a reduction (bias gradient, softmax cross-entropy, clipping), first
 //!   its partials: running sums after each span of its rule-4 chunks, lane by
-//!   lane ([`crate::reduction`]). Recomputing one reads about a thousand
+//!   lane ([`crate::proof::reduction`]). Recomputing one reads about a thousand
 //!   input elements;
 //! - for a contraction, first its accumulators: for every output tile
 //!   (row-major over the tile grid) and every K-chunk `c` in order, the tile's
@@ -46,16 +46,16 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::activation::Activation;
-use crate::bias::BiasLayout;
-use crate::contraction::{ChunkGrid, ChunkId, Contraction};
+use crate::ops::activation::Activation;
+use crate::ops::bias::BiasLayout;
+use crate::ops::contraction::{ChunkGrid, ChunkId, Contraction};
 use crate::error::KernelError;
-use crate::loss::ClassifierShape;
-use crate::matmul::{MatmulLayout, MatmulShape};
-use crate::merkle::segment_count;
-use crate::model::{Layer, ModelConfig, Optimizer, TrainConfig};
-use crate::optim::{AdamW, SgdMomentum};
-use crate::reduction::Reduction;
+use crate::ops::loss::ClassifierShape;
+use crate::ops::contraction::{MatmulLayout, MatmulShape};
+use crate::proof::merkle::segment_count;
+use crate::job::model::{Layer, ModelConfig, Optimizer, TrainConfig};
+use crate::ops::optim::{AdamW, SgdMomentum};
+use crate::proof::reduction::Reduction;
 
 /// Index of a value in [`Graph::values`].
 pub type ValueId = usize;
@@ -181,7 +181,7 @@ pub struct Node {
 pub enum Piece {
 	/// A contraction's running sum of one tile after one K-chunk.
 	Accumulator(ChunkId),
-	/// A reduction's running sum of lane `lane` after span `span` ([`crate::reduction`]).
+	/// A reduction's running sum of lane `lane` after span `span` ([`crate::proof::reduction`]).
 	Partial {
 		/// The lane (a channel tile, a gradient tensor, or clipping's totals).
 		lane: usize,
@@ -339,7 +339,7 @@ impl Graph {
 			let (weight_len, bias_len) = layer.param_lens();
 			let (weight_grad_op, input_grad_op) = match layer {
 				Layer::Conv(shape) => {
-					let shape = crate::conv2d::Conv2dShape { batch, ..*shape };
+					let shape = crate::ops::contraction::Conv2dShape { batch, ..*shape };
 					(Contraction::Conv2dWeightGrad(shape), Contraction::Conv2dInputGrad(shape))
 				},
 				Layer::Dense { inputs, outputs } => {
@@ -524,7 +524,7 @@ impl Graph {
 fn contraction_of(layer: &Layer, batch: usize) -> (Contraction, BiasLayout) {
 	match layer {
 		Layer::Conv(shape) => {
-			let shape = crate::conv2d::Conv2dShape { batch, ..*shape };
+			let shape = crate::ops::contraction::Conv2dShape { batch, ..*shape };
 			let spatial = shape.out_height() * shape.out_width();
 			(Contraction::Conv2d(shape), BiasLayout::channels_first(batch, shape.out_channels, spatial))
 		},

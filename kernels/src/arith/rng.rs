@@ -21,7 +21,7 @@
 
 use alloc::vec::Vec;
 
-use crate::contract::mul;
+use crate::arith::mul;
 
 /// Philox4x32 round multipliers.
 const PHILOX_MULTIPLIERS: [u32; 2] = [0xD251_1F53, 0xCD9E_8D57];

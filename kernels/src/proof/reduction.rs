@@ -19,10 +19,10 @@
 //!
 //! A partial is `previous + Σ(span)`, where `previous` is the lane's partial
 //! before it (`+0` for the first) and `Σ` folds the span's chunk sums exactly
-//! as [`chunked_sum`](crate::contract::chunked_sum) does. So a lane's last
+//! as [`chunked_sum`](crate::arith::chunked_sum) does. So a lane's last
 //! partial equals the operator's sum bit for bit. The totals lane of clipping
 //! is `T_i = T_{i−1} + (tensor i's last partial)` from `T_{−1} = +0`, the fold
-//! of [`global_grad_norm`](crate::optim::global_grad_norm).
+//! of [`global_grad_norm`](crate::ops::optim::global_grad_norm).
 //!
 //! The output segments, which follow the partials in the piece tree, read
 //! partials instead of whole inputs:
@@ -41,13 +41,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
-use crate::bias::BiasLayout;
-use crate::contract::{mul, CHUNK, TILE};
+use crate::ops::bias::BiasLayout;
+use crate::arith::{mul, CHUNK, TILE};
 use crate::error::KernelError;
-use crate::loss::{softmax_row, ClassifierShape};
-use crate::math::{recip, sqrt};
-use crate::merkle::SEGMENT;
-use crate::optim::clip_coefficient;
+use crate::ops::loss::{softmax_row, ClassifierShape};
+use crate::arith::math::{recip, sqrt};
+use crate::proof::merkle::SEGMENT;
+use crate::ops::optim::clip_coefficient;
 
 // A bias-gradient tile is exactly one output segment (`output_segment` reads a
 // segment's channels from the partial of the lane with the segment's number).
@@ -409,7 +409,7 @@ fn span_range(span: usize, len: usize) -> Range<usize> {
 
 /// Segment `segment` of a value of `len` elements, or an error past its end.
 fn segment_range(segment: usize, len: usize) -> Result<Range<usize>, KernelError> {
-	Some(crate::merkle::segment_range(len, segment)).filter(|range| !range.is_empty()).ok_or(KernelError::ShapeOverflow)
+	Some(crate::proof::merkle::segment_range(len, segment)).filter(|range| !range.is_empty()).ok_or(KernelError::ShapeOverflow)
 }
 
 /// The storage ranges that channel `channel`'s positions of chunk `chunk`
@@ -433,11 +433,11 @@ fn runs(layout: BiasLayout, channel: usize, chunk: usize) -> impl Iterator<Item 
 #[cfg(test)]
 mod tests {
 	use super::*;
-	use crate::bias::bias_grad;
-	use crate::contract::canonical_bits;
-	use crate::loss::softmax_cross_entropy;
-	use crate::optim::clip_grad_norm;
-	use crate::rng::RandomStream;
+	use crate::ops::bias::bias_grad;
+	use crate::arith::canonical_bits;
+	use crate::ops::loss::softmax_cross_entropy;
+	use crate::ops::optim::clip_grad_norm;
+	use crate::arith::rng::RandomStream;
 
 	/// Full tensors as a source, with the partials computed from them.
 	struct Full<'a> {

@@ -3,7 +3,7 @@
 //! # Contract
 //!
 //! `⊗` is the contract multiplication (rounded product, flushed below 2⁻¹⁰³);
-//! `sqrt`, `rsqrt`, `recip` and `powi` are [`crate::math`]'s. Scalars that do
+//! `sqrt`, `rsqrt`, `recip` and `powi` are [`crate::arith::math`]'s. Scalars that do
 //! not depend on the element are derived once per step, on the host, by the
 //! functions here ([`AdamW::scalars`]), and passed to every backend as `f32`s;
 //! a port must not re-derive them in a shader. Per element, in this order:
@@ -24,9 +24,9 @@
 //!   every gradient element becomes `g ⊗ c`, otherwise all are left unchanged
 //!   (PyTorch's `clip_grad_norm_`, which multiplies by `min(c, 1)`).
 
-use crate::contract::{chunked_sum, flush, mul, FLUSH_THRESHOLD};
+use crate::arith::{chunked_sum, flush, mul, FLUSH_THRESHOLD};
 use crate::error::{check_len, KernelError};
-use crate::math::{powi, recip, rsqrt, sqrt};
+use crate::arith::math::{powi, recip, rsqrt, sqrt};
 
 /// The ε that clipping adds to the norm before dividing by it (PyTorch's).
 const CLIP_EPSILON: f32 = f32::from_bits(0x3586_37BD); // 1e-6

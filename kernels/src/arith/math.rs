@@ -18,7 +18,7 @@
 //! accurate only where stated. Outside, they still return deterministic values,
 //! which the training code never asks for.
 
-use crate::contract::{flush, mul, EXPONENT_MASK, MANTISSA_BITS, SIGN_MASK};
+use crate::arith::{flush, mul, EXPONENT_MASK, MANTISSA_BITS, SIGN_MASK};
 
 /// 24/17 and 8/17: `24/17 − 8/17·m` approximates 1/m on [1, 2) within 1/17.
 const RECIP_GUESS_INTERCEPT: f32 = f32::from_bits(0x3FB4_B4B5);

@@ -24,11 +24,11 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::contract::{canonical_bits, canonicalize, mul};
-use crate::hash::{digest_words, Digest};
-use crate::merkle::{index_segment_leaves, MerkleError, MerkleTree};
-use crate::model::{SPLIT_STREAM, SYNTHETIC_STREAM};
-use crate::rng::RandomStream;
+use crate::arith::{canonical_bits, canonicalize, mul};
+use crate::proof::hash::{digest_words, Digest};
+use crate::proof::merkle::{index_segment_leaves, MerkleError, MerkleTree};
+use crate::job::model::{SPLIT_STREAM, SYNTHETIC_STREAM};
+use crate::arith::rng::RandomStream;
 
 /// BLAKE2b-256 of `digits.csv.gz` as shipped in scikit-learn 1.5.2 (and earlier releases).
 pub const DIGITS_FILE_DIGEST: &str = "57a469b180ddc1380145abad65de499dbd489b59c9b5f988138eeed835193c95";
@@ -161,7 +161,7 @@ impl Dataset {
 		DatasetLayout { samples: self.len(), feature_len: self.feature_len }
 	}
 
-	/// The Merkle tree over [`SEGMENT`](crate::merkle::SEGMENT)-word segments of [`Dataset::words`]:
+	/// The Merkle tree over [`SEGMENT`](crate::proof::merkle::SEGMENT)-word segments of [`Dataset::words`]:
 	/// its root is what a job commits its training set by, and the referee
 	/// proves a batch's rows against it.
 	pub fn tree(&self) -> Result<MerkleTree, MerkleError> {
@@ -305,7 +305,7 @@ pub fn load_digits_file(path: &std::path::Path) -> Result<(Dataset, Digest), Dat
 		},
 		Err(error) => return Err(DataError::Io { message: error.to_string() }),
 	};
-	let file_digest = crate::hash::digest_bytes(&bytes);
+	let file_digest = crate::proof::hash::digest_bytes(&bytes);
 	if hex(&file_digest) != DIGITS_FILE_DIGEST {
 		return Err(DataError::WrongDigest { actual: hex(&file_digest), expected: DIGITS_FILE_DIGEST });
 	}

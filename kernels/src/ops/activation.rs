@@ -18,9 +18,9 @@
 //! Backward passes take the forward input `x`, not the output, so that every
 //! backend recomputes the same values instead of trusting a stored one.
 
-use crate::contract::mul;
+use crate::arith::mul;
 use crate::error::{check_len, KernelError};
-use crate::math;
+use crate::arith::math;
 
 /// √(2/π).
 const SQRT_2_OVER_PI: f32 = f32::from_bits(0x3F4C_422A);

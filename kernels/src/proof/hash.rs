@@ -7,7 +7,7 @@
 
 use alloc::vec::Vec;
 
-use crate::contract::canonical_bits;
+use crate::arith::canonical_bits;
 
 /// A BLAKE2b-256 digest.
 pub type Digest = [u8; 32];

@@ -4,13 +4,13 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::activation::{activation_backward, activation_forward, Activation};
-use crate::backend::Backend;
-use crate::bias::{self, BiasLayout};
-use crate::contraction::Contraction;
+use crate::ops::activation::{activation_backward, activation_forward, Activation};
+use crate::exec::backend::Backend;
+use crate::ops::bias::{self, BiasLayout};
+use crate::ops::contraction::Contraction;
 use crate::error::{check_len, element_count, KernelError};
-use crate::loss::{self, ClassifierShape};
-use crate::optim::{self, AdamWScalars, SgdMomentum};
+use crate::ops::loss::{self, ClassifierShape};
+use crate::ops::optim::{self, AdamWScalars, SgdMomentum};
 
 /// The reference backend; its tensors are plain `Vec`s in host memory.
 #[derive(Clone, Copy, Debug, Default)]

@@ -1,0 +1,11 @@
+//! A training job: its model and hyper-parameters, its data, the training
+//! loop over any backend that produces the learning proof, and (with `std`)
+//! checkpoints and tolerance mode's distances.
+
+#[cfg(feature = "std")]
+pub mod checkpoint;
+pub mod data;
+#[cfg(feature = "std")]
+pub mod distance;
+pub mod model;
+pub mod trace;
