@@ -27,8 +27,13 @@ use_torch() {
 # tests always select the whole workspace with default features, so the crate graph
 # compiles once. The kernels' wgpu and libtorch backends are crates of their own
 # (kernels/wgpu, kernels/tch): the node never links a GPU stack or libtorch.
+# The kernels' integration tests enable their `testing` feature (fault injection)
+# through a dev-dependency; the build enables it too, so that `cargo test` finds
+# every crate already built with the same features instead of building the graph
+# above the kernels a second time. Nothing outside the tests makes a fault, and
+# the runtime's wasm is built without it.
 build_workspace() {
 	use_torch
 	log "Building the workspace into $CARGO_TARGET_DIR"
-	(cd "$ROOT" && cargo build --workspace --locked)
+	(cd "$ROOT" && cargo build --workspace --locked --features touchstone-kernels/testing)
 }

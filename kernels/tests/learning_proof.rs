@@ -15,7 +15,8 @@ use touchstone_kernels::referee::{
 	bind_operator, bind_step, final_state_root, judge, level_leaves, open_case, open_step_binding, recompute, BindingError,
 	Dispute, Level, Openings, RefereeError, RunOpening, StateOpening, Verdict,
 };
-use touchstone_kernels::job::trace::{Fault, StepTrace, Trainer};
+use touchstone_kernels::job::fault::Fault;
+use touchstone_kernels::job::trace::{StepTrace, Trainer};
 use touchstone_kernels::proof::chain::trace_leaf;
 use touchstone_kernels::{Activation, ChunkId, CpuBackend, Digest};
 

@@ -7,5 +7,6 @@ pub mod checkpoint;
 pub mod data;
 #[cfg(feature = "std")]
 pub mod distance;
+pub mod fault;
 pub mod model;
 pub mod trace;

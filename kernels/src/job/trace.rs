@@ -23,6 +23,7 @@ use crate::ops::contraction::{fold_chunk_partials, ChunkId, Contraction};
 use crate::job::data::Dataset;
 use crate::error::KernelError;
 use crate::proof::graph::{Graph, OpKind, ValueKind};
+use crate::job::fault::{flip, Fault, Flip};
 use crate::proof::chain::{operator_leaf, state_hash, ChainPoint};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{
@@ -159,54 +160,6 @@ pub fn epoch_order(samples: usize, seed: u64, epoch: usize) -> Result<RandomPerm
 	Ok(RandomPermutation::new(RandomStream::new(seed, BATCH_STREAM + epoch as u64), samples))
 }
 
-/// A deliberate error, for the dispute tests: a dishonest trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-	/// Flip bit `bit` of element `element` of output `output` of operator `operator` at `step`.
-	Output {
-		/// Global step.
-		step: u32,
-		/// Operator id.
-		operator: usize,
-		/// Which output.
-		output: usize,
-		/// Element of that output.
-		element: usize,
-		/// Bit of the `f32` to flip.
-		bit: u32,
-	},
-	/// Flip bit `bit` of element `element` (row-major in the tile) of the
-	/// partial sum of `chunk` of contraction `operator` at `step`; the fold and
-	/// the output follow from it, as a wrong chunk would.
-	Accumulator {
-		/// Global step.
-		step: u32,
-		/// Operator id.
-		operator: usize,
-		/// The tile and K-chunk.
-		chunk: ChunkId,
-		/// Element within the tile.
-		element: usize,
-		/// Bit of the `f32` to flip.
-		bit: u32,
-	},
-	/// Flip bit `bit` of element `element` of partial `piece` (a piece index)
-	/// of reduction `operator` at `step`. The later partials of its lane carry
-	/// the error; the operator's outputs do not (see [`Reduction::partials`]).
-	Partial {
-		/// Global step.
-		step: u32,
-		/// Operator id.
-		operator: usize,
-		/// The partial's piece index.
-		piece: usize,
-		/// Element within the partial.
-		element: usize,
-		/// Bit of the `f32` to flip.
-		bit: u32,
-	},
-}
-
 /// What one step produced.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepRecord {
@@ -336,7 +289,8 @@ impl<B: Backend> Trainer<B> {
 		Ok(self)
 	}
 
-	/// Makes this trainer dishonest: `fault` is applied when its step runs.
+	/// Makes this trainer dishonest: `fault` is applied when its step runs
+	/// (test equipment: faults exist only with the `testing` feature).
 	pub fn inject(&mut self, fault: Fault) {
 		self.fault = Some(fault);
 	}
@@ -559,25 +513,21 @@ impl<B: Backend> Trainer<B> {
 	fn apply_fault(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
 		let Some(fault) = self.fault else { return Ok(()) };
 		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::ShapeOverflow)?;
-		let (output, values) = match fault {
-			Fault::Output { step: s, operator, output, element, bit } if s == step && operator == id => {
-				let value = node.outputs.get(output).copied().ok_or(KernelError::ShapeOverflow)?;
-				let mut values = self.download_values(&[value])?.pop().unwrap_or_default();
-				let slot = values.get_mut(element).ok_or(KernelError::ShapeOverflow)?;
-				*slot = f32::from_bits(slot.to_bits() ^ (1 << bit));
-				(value, values)
-			},
-			Fault::Accumulator { step: s, operator, .. } if s == step && operator == id => {
-				let OpKind::Contract(contraction) = node.kind else { return Ok(()) };
-				let inputs = self.download_values(&node.inputs)?;
-				let (lhs, rhs) = (inputs.first().cloned().unwrap_or_default(), inputs.get(1).cloned().unwrap_or_default());
-				let accumulators = accumulators(contraction, &lhs, &rhs, Some(fault))?;
-				let value = node.outputs.first().copied().ok_or(KernelError::ShapeOverflow)?;
-				let mut out = vec![0.0f32; contraction.output_len()?];
-				write_final_accumulators(contraction, &accumulators, &mut out)?;
-				(value, out)
-			},
-			_ => return Ok(()),
+		let (output, values) = if let Some((output, element, bit)) = fault.output(step, id) {
+			let value = node.outputs.get(output).copied().ok_or(KernelError::ShapeOverflow)?;
+			let mut values = self.download_values(&[value])?.pop().unwrap_or_default();
+			flip(&mut values, element, bit);
+			(value, values)
+		} else if let (Some(target), OpKind::Contract(contraction)) = (fault.accumulator(step, id), node.kind) {
+			let inputs = self.download_values(&node.inputs)?;
+			let (lhs, rhs) = (inputs.first().cloned().unwrap_or_default(), inputs.get(1).cloned().unwrap_or_default());
+			let accumulators = accumulators(contraction, &lhs, &rhs, Some(target))?;
+			let value = node.outputs.first().copied().ok_or(KernelError::ShapeOverflow)?;
+			let mut out = vec![0.0f32; contraction.output_len()?];
+			write_final_accumulators(contraction, &accumulators, &mut out)?;
+			(value, out)
+		} else {
+			return Ok(());
 		};
 		let buffer = self.graph.values.get(output).map_or(usize::MAX, |v| v.buffer);
 		let tensor = self.backend.upload(&values)?;
@@ -591,12 +541,13 @@ impl<B: Backend> Trainer<B> {
 /// Every accumulator of a contraction, in piece order (tile-major, chunk-minor):
 /// `acc_c = acc_{c−1} + partial_c` from `+0`, as [`fold_chunk_partials`] folds.
 ///
-/// `fault` (an [`Fault::Accumulator`] for this contraction) flips one bit of one partial sum.
+/// `fault` = `(chunk, element, bit)` flips one bit of one partial sum (for the
+/// dispute tests, [`Fault`]).
 pub fn accumulators(
 	contraction: Contraction,
 	lhs: &[f32],
 	rhs: &[f32],
-	fault: Option<Fault>,
+	fault: Flip<ChunkId>,
 ) -> Result<Vec<Vec<f32>>, KernelError> {
 	let grid = contraction.grid()?;
 	let mut out = Vec::with_capacity(grid.len());
@@ -606,11 +557,9 @@ pub fn accumulators(
 			for chunk in 0..grid.chunks {
 				let id = ChunkId { tile_row, tile_col, chunk };
 				let mut partial = contraction.chunk(lhs, rhs, id)?;
-				if let Some(Fault::Accumulator { chunk: target, element, bit, .. }) = fault {
+				if let Some((target, element, bit)) = fault {
 					if target == id {
-						if let Some(slot) = partial.get_mut(element) {
-							*slot = f32::from_bits(slot.to_bits() ^ (1 << bit));
-						}
+						flip(&mut partial, element, bit);
 					}
 				}
 				let next = match &running {
@@ -632,7 +581,7 @@ pub fn reduction_partials(
 	reduction: &Reduction,
 	inputs: &[usize],
 	values: &[HostTensor],
-	fault: Option<(usize, usize, u32)>,
+	fault: Flip<usize>,
 ) -> Result<Vec<Vec<f32>>, KernelError> {
 	let word = |position: usize, index: usize| -> Result<u32, KernelError> {
 		let input = inputs.get(position).and_then(|&input| values.get(input));
@@ -682,17 +631,12 @@ fn build_step_trace(
 		if let OpKind::Contract(contraction) = node.kind {
 			let lhs = value(node.inputs.first().copied().unwrap_or_default());
 			let rhs = value(node.inputs.get(1).copied().unwrap_or_default());
-			let fault = fault.filter(|f| matches!(f, Fault::Accumulator { operator, step, .. } if *operator == id && *step == record.step));
+			let fault = fault.and_then(|fault| fault.accumulator(record.step, id));
 			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault).map_err(|_| MerkleError::Empty)?;
 			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
 		}
 		if let Some(reduction) = graph.reduction(id).map_err(|_| MerkleError::Empty)? {
-			let fault = match fault {
-				Some(Fault::Partial { step, operator, piece, element, bit }) if operator == id && step == record.step => {
-					Some((piece, element, bit))
-				},
-				_ => None,
-			};
+			let fault = fault.and_then(|fault| fault.partial(record.step, id));
 			let partials = reduction_partials(&reduction, &node.inputs, &values, fault).map_err(|_| MerkleError::Empty)?;
 			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
 		}

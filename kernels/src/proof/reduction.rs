@@ -352,9 +352,7 @@ impl Reduction {
 				let mut piece = self.partial(lane, span, &source)?;
 				if let Some((target, element, bit)) = fault {
 					if target == done.len() {
-						if let Some(slot) = piece.get_mut(element) {
-							*slot = f32::from_bits(slot.to_bits() ^ (1 << (bit % 32)));
-						}
+						crate::job::fault::flip(&mut piece, element, bit);
 					}
 				}
 				done.push(piece);
