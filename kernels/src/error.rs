@@ -64,6 +64,30 @@ pub enum KernelError {
 		/// The depth given.
 		depth: usize,
 	},
+	/// A piece, lane, span or segment index lies outside its operator's range.
+	PieceOutOfRange {
+		/// What was asked for: `piece`, `span` or `segment`.
+		what: &'static str,
+		/// The index asked for.
+		index: usize,
+		/// How many there are.
+		count: usize,
+	},
+	/// A word or piece a recomputation reads was not supplied.
+	MissingInput {
+		/// Input position (`usize::MAX` for an earlier piece).
+		position: usize,
+		/// Element or piece index.
+		index: usize,
+	},
+	/// A value, buffer or operator the step graph names is not where the
+	/// trainer keeps it: the graph and the trainer disagree (a defect, not bad input).
+	MissingValue {
+		/// The value, buffer or operator id.
+		id: usize,
+	},
+	/// A commitment over the values could not be built.
+	Commitment(crate::proof::merkle::MerkleError),
 	/// Training step `step` produced NaN or an infinity in its loss or its new
 	/// state: under rule 7 the step is invalid, and the run stops before it.
 	NonFinite {
@@ -92,6 +116,10 @@ impl fmt::Display for KernelError {
 			},
 			Self::InvalidHyperparameter { name } => write!(f, "hyper-parameter `{name}` out of range"),
 			Self::ChunkTooDeep { depth } => write!(f, "chunk depth {depth} exceeds the 32-wide K-chunk"),
+			Self::PieceOutOfRange { what, index, count } => write!(f, "{what} {index} out of range (there are {count})"),
+			Self::MissingInput { position, index } => write!(f, "input {position} word {index} was not supplied"),
+			Self::MissingValue { id } => write!(f, "value {id} of the step graph is missing (a defect)"),
+			Self::Commitment(error) => write!(f, "commitment could not be built: {error:?}"),
 			Self::NonFinite { step } => {
 				write!(f, "step {step} produced NaN or an infinity (the job diverges; a smaller learning rate may help)")
 			},

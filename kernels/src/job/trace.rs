@@ -228,7 +228,7 @@ impl<B: Backend> Trainer<B> {
 		for _ in 0..optimizer.moments() {
 			state.extend(params.iter().map(|p| vec![0.0f32; p.len()]));
 		}
-		let root = state_root(&state).map_err(|_| KernelError::ShapeOverflow)?;
+		let root = state_root(&state).map_err(KernelError::Commitment)?;
 		Self::resume(backend, model, train, data, state, ChainPoint::anchored(0, &root))
 	}
 
@@ -254,7 +254,7 @@ impl<B: Backend> Trainer<B> {
 			tensors.push(if kind == ValueKind::F32 { Some(backend.zeros(len)?) } else { None });
 		}
 		for (&id, values) in graph.state.iter().zip(&state) {
-			let value = graph.values.get(id).copied().ok_or(KernelError::ShapeOverflow)?;
+			let value = graph.values.get(id).copied().ok_or(KernelError::MissingValue { id })?;
 			crate::error::check_len("state", values.len(), value.len)?;
 			if let Some(slot) = tensors.get_mut(value.buffer) {
 				*slot = Some(backend.upload(values)?);
@@ -337,7 +337,7 @@ impl<B: Backend> Trainer<B> {
 		let mut out = Vec::with_capacity(ids.len());
 		for &id in ids {
 			let buffer = self.graph.values.get(id).map_or(usize::MAX, |value| value.buffer);
-			let tensor = self.tensors.get(buffer).and_then(Option::as_ref).ok_or(KernelError::ShapeOverflow)?;
+			let tensor = self.tensors.get(buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?;
 			out.push(self.backend.download(tensor)?);
 		}
 		Ok(out)
@@ -353,10 +353,10 @@ impl<B: Backend> Trainer<B> {
 		}
 		// The new state lives in the same buffers as the old: in-place updates.
 		let state = self.state()?;
-		let state_root = state_root(&state).map_err(|_| KernelError::ShapeOverflow)?;
-		let batch_root = segment_tree(self.host_batch.iter()).map_err(|_| KernelError::ShapeOverflow)?.root();
+		let state_root = state_root(&state).map_err(KernelError::Commitment)?;
+		let batch_root = segment_tree(self.host_batch.iter()).map_err(KernelError::Commitment)?.root();
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
-		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::ShapeOverflow)?;
+		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
 		// Rule 7: a step that produces NaN or an infinity is invalid. Its state is
 		// not committed and the run stops here, before the hash chain moves on.
@@ -397,8 +397,7 @@ impl<B: Backend> Trainer<B> {
 		let record = result?;
 		let values: Vec<HostTensor> =
 			recording.into_iter().map(|value| value.unwrap_or(HostTensor::F32(Vec::new()))).collect();
-		let trace = build_step_trace(&self.graph, record, values, self.fault)
-			.map_err(|_| KernelError::ShapeOverflow)?;
+		let trace = build_step_trace(&self.graph, record, values, self.fault)?;
 		Ok(StepTrace { previous_hash, previous_batch_root, previous_loss, previous_previous_hash, ..trace })
 	}
 
@@ -409,7 +408,7 @@ impl<B: Backend> Trainer<B> {
 		let [features_id, _, _] = self.graph.batch_values;
 		let buffer = self.graph.values.get(features_id).map_or(usize::MAX, |v| v.buffer);
 		let device_indices = self.backend.upload_indices(&indices)?;
-		let mut features = self.tensors.get_mut(buffer).and_then(Option::take).ok_or(KernelError::ShapeOverflow)?;
+		let mut features = self.tensors.get_mut(buffer).and_then(Option::take).ok_or(KernelError::MissingValue { id: features_id })?;
 		let gathered = self.backend.gather_rows(&self.data_tensor, self.graph.input_len, &device_indices, &mut features);
 		let host_features = gathered.and_then(|()| self.backend.download(&features));
 		if let Some(slot) = self.tensors.get_mut(buffer) {
@@ -429,11 +428,11 @@ impl<B: Backend> Trainer<B> {
 
 	/// Runs operator `id` of `step` on the backend (applying the fault, recording).
 	fn run_node(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
-		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::ShapeOverflow)?;
+		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::MissingValue { id })?;
 		let buffer = |value: usize| self.graph.values.get(value).map_or(usize::MAX, |v| v.buffer);
 		let in_buffers: Vec<usize> = node.inputs.iter().map(|&v| buffer(v)).collect();
 		let out_buffers: Vec<usize> = node.outputs.iter().map(|&v| buffer(v)).collect();
-		let lost = || KernelError::ShapeOverflow;
+		let lost = || KernelError::MissingValue { id };
 		let Self { backend, tensors, labels, .. } = self;
 		// Outputs are taken out of the table while the operator runs; an in-place
 		// output is its input's buffer, read through the taken tensor.
@@ -512,9 +511,9 @@ impl<B: Backend> Trainer<B> {
 	/// Applies the injected fault if it targets operator `id` of `step`.
 	fn apply_fault(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
 		let Some(fault) = self.fault else { return Ok(()) };
-		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::ShapeOverflow)?;
+		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::MissingValue { id })?;
 		let (output, values) = if let Some((output, element, bit)) = fault.output(step, id) {
-			let value = node.outputs.get(output).copied().ok_or(KernelError::ShapeOverflow)?;
+			let value = node.outputs.get(output).copied().ok_or(KernelError::MissingValue { id })?;
 			let mut values = self.download_values(&[value])?.pop().unwrap_or_default();
 			flip(&mut values, element, bit);
 			(value, values)
@@ -522,7 +521,7 @@ impl<B: Backend> Trainer<B> {
 			let inputs = self.download_values(&node.inputs)?;
 			let (lhs, rhs) = (inputs.first().cloned().unwrap_or_default(), inputs.get(1).cloned().unwrap_or_default());
 			let accumulators = accumulators(contraction, &lhs, &rhs, Some(target))?;
-			let value = node.outputs.first().copied().ok_or(KernelError::ShapeOverflow)?;
+			let value = node.outputs.first().copied().ok_or(KernelError::MissingValue { id })?;
 			let mut out = vec![0.0f32; contraction.output_len()?];
 			write_final_accumulators(contraction, &accumulators, &mut out)?;
 			(value, out)
@@ -585,7 +584,7 @@ pub fn reduction_partials(
 ) -> Result<Vec<Vec<f32>>, KernelError> {
 	let word = |position: usize, index: usize| -> Result<u32, KernelError> {
 		let input = inputs.get(position).and_then(|&input| values.get(input));
-		input.and_then(|tensor| tensor.word(index)).ok_or(KernelError::ShapeOverflow)
+		input.and_then(|tensor| tensor.word(index)).ok_or(KernelError::MissingInput { position, index })
 	};
 	reduction.partials(word, fault)
 }
@@ -601,7 +600,8 @@ pub fn write_final_accumulators(
 		for tile_col in 0..grid.tile_cols {
 			let last = ChunkId { tile_row, tile_col, chunk: grid.chunks - 1 };
 			let extent = contraction.extent(last)?;
-			let tile = accumulators.get(Graph::accumulator_index(&grid, last)).ok_or(KernelError::ShapeOverflow)?;
+			let index = Graph::accumulator_index(&grid, last);
+			let tile = accumulators.get(index).ok_or(KernelError::MissingInput { position: usize::MAX, index })?;
 			let width = extent.cols.len();
 			for (r, row) in extent.rows.clone().enumerate() {
 				for (c, col) in extent.cols.clone().enumerate() {
@@ -622,7 +622,7 @@ fn build_step_trace(
 	record: StepRecord,
 	values: Vec<HostTensor>,
 	fault: Option<Fault>,
-) -> Result<StepTrace, MerkleError> {
+) -> Result<StepTrace, KernelError> {
 	let value = |id: usize| values.get(id).cloned().unwrap_or(HostTensor::F32(Vec::new()));
 	let mut pieces = Vec::with_capacity(graph.nodes.len());
 	let mut operator_leaves = Vec::with_capacity(graph.nodes.len());
@@ -632,12 +632,12 @@ fn build_step_trace(
 			let lhs = value(node.inputs.first().copied().unwrap_or_default());
 			let rhs = value(node.inputs.get(1).copied().unwrap_or_default());
 			let fault = fault.and_then(|fault| fault.accumulator(record.step, id));
-			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault).map_err(|_| MerkleError::Empty)?;
+			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault)?;
 			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
 		}
-		if let Some(reduction) = graph.reduction(id).map_err(|_| MerkleError::Empty)? {
+		if let Some(reduction) = graph.reduction(id).map_err(|_| KernelError::MissingValue { id })? {
 			let fault = fault.and_then(|fault| fault.partial(record.step, id));
-			let partials = reduction_partials(&reduction, &node.inputs, &values, fault).map_err(|_| MerkleError::Empty)?;
+			let partials = reduction_partials(&reduction, &node.inputs, &values, fault)?;
 			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
 		}
 		let piece_values = if node.kind == OpKind::Commit { &node.inputs } else { &node.outputs };
@@ -645,11 +645,11 @@ fn build_step_trace(
 			leaves.extend(value(id).segment_leaves());
 		}
 		let count = leaves.len() as u32;
-		let tree = MerkleTree::new(leaves)?;
+		let tree = MerkleTree::new(leaves).map_err(KernelError::Commitment)?;
 		operator_leaves.push(operator_leaf(id as u32, node.kind.code(), count, &tree.root()));
 		pieces.push(tree);
 	}
-	let previous_state = segment_tree(graph.state.iter().filter_map(|&id| values.get(id)))?;
+	let previous_state = segment_tree(graph.state.iter().filter_map(|&id| values.get(id))).map_err(KernelError::Commitment)?;
 	Ok(StepTrace {
 		record,
 		previous_hash: [0; 32],
@@ -659,7 +659,7 @@ fn build_step_trace(
 		previous_previous_hash: [0; 32],
 		values,
 		pieces,
-		operators: MerkleTree::new(operator_leaves)?,
+		operators: MerkleTree::new(operator_leaves).map_err(KernelError::Commitment)?,
 		previous_state,
 	})
 }

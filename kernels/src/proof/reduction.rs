@@ -169,7 +169,7 @@ impl Reduction {
 
 	/// The last partial of lane `lane`.
 	fn last(&self, lane: usize) -> Result<usize, KernelError> {
-		self.index(lane, self.spans(lane).saturating_sub(1)).ok_or(KernelError::ShapeOverflow)
+		self.index(lane, self.spans(lane).saturating_sub(1)).ok_or(KernelError::PieceOutOfRange { what: "lane", index: lane, count: self.lanes() })
 	}
 
 	/// The last total of clipping: the sum of squares of every gradient.
@@ -185,7 +185,7 @@ impl Reduction {
 	/// What recomputing partial `(lane, span)` reads.
 	pub fn partial_reads(&self, lane: usize, span: usize) -> Result<Reads, KernelError> {
 		if span >= self.spans(lane) {
-			return Err(KernelError::ShapeOverflow);
+			return Err(KernelError::PieceOutOfRange { what: "span", index: span, count: self.spans(lane) });
 		}
 		let mut reads = Reads { inputs: Vec::new(), pieces: self.previous(lane, span).into_iter().collect() };
 		match self {
@@ -211,7 +211,7 @@ impl Reduction {
 	/// Recomputes partial `(lane, span)` from `source`.
 	pub fn partial<S: Source>(&self, lane: usize, span: usize, source: &S) -> Result<Vec<f32>, S::Error> {
 		if span >= self.spans(lane) {
-			return Err(KernelError::ShapeOverflow.into());
+			return Err(KernelError::PieceOutOfRange { what: "span", index: span, count: self.spans(lane) }.into());
 		}
 		let width = self.width(lane);
 		let mut running = match self.previous(lane, span) {
@@ -342,7 +342,7 @@ impl Reduction {
 				(self.word)(position, index)
 			}
 			fn piece(&self, index: usize, _len: usize) -> Result<Vec<f32>, E> {
-				self.done.get(index).cloned().ok_or_else(|| KernelError::ShapeOverflow.into())
+				self.done.get(index).cloned().ok_or_else(|| KernelError::MissingInput { position: usize::MAX, index }.into())
 			}
 		}
 		let mut done: Vec<Vec<f32>> = Vec::with_capacity(self.len());
@@ -407,7 +407,9 @@ fn span_range(span: usize, len: usize) -> Range<usize> {
 
 /// Segment `segment` of a value of `len` elements, or an error past its end.
 fn segment_range(segment: usize, len: usize) -> Result<Range<usize>, KernelError> {
-	Some(crate::proof::merkle::segment_range(len, segment)).filter(|range| !range.is_empty()).ok_or(KernelError::ShapeOverflow)
+	let range = crate::proof::merkle::segment_range(len, segment);
+	let count = crate::proof::merkle::segment_count(len);
+	Some(range).filter(|range| !range.is_empty()).ok_or(KernelError::PieceOutOfRange { what: "segment", index: segment, count })
 }
 
 /// The storage ranges that channel `channel`'s positions of chunk `chunk`
@@ -446,10 +448,10 @@ mod tests {
 	impl Source for Full<'_> {
 		type Error = KernelError;
 		fn word(&self, position: usize, index: usize) -> Result<u32, KernelError> {
-			self.inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::ShapeOverflow)
+			self.inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::MissingInput { position, index })
 		}
 		fn piece(&self, index: usize, len: usize) -> Result<Vec<f32>, KernelError> {
-			self.partials.get(index).filter(|piece| piece.len() == len).cloned().ok_or(KernelError::ShapeOverflow)
+			self.partials.get(index).filter(|piece| piece.len() == len).cloned().ok_or(KernelError::MissingInput { position: usize::MAX, index })
 		}
 	}
 
@@ -466,7 +468,7 @@ mod tests {
 	/// Every output segment, recomputed from the partials, in storage order.
 	fn outputs(reduction: &Reduction, inputs: &[Vec<u32>], value: usize, len: usize) -> Vec<u32> {
 		let word = |position: usize, index: usize| -> Result<u32, KernelError> {
-			inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::ShapeOverflow)
+			inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::MissingInput { position, index })
 		};
 		let partials = reduction.partials(word, None).unwrap();
 		assert_eq!(partials.len(), reduction.len());

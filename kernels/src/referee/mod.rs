@@ -357,8 +357,8 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		.map_err(|_| RefereeError::OperatorOutOfRange { operator: operator_id, count: node_count as u32 })?
 		.clone();
 	let piece_count = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)?;
-	let chunk = piece_id as usize;
-	let piece = graph.piece(operator, chunk).map_err(|error| match error {
+	let piece_index = piece_id as usize;
+	let piece = graph.piece(operator, piece_index).map_err(|error| match error {
 		GraphError::PieceOutOfRange { .. } => RefereeError::PieceOutOfRange { piece: piece_id, count: piece_count as u32 },
 		_ => RefereeError::InvalidJob,
 	})?;
@@ -393,7 +393,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 	let mut pieces: BTreeMap<usize, &[u32]> = BTreeMap::new();
 	for opening in &openings.pieces {
 		let index = opening.piece as usize;
-		if index >= chunk {
+		if index >= piece_index {
 			return Err(RefereeError::NotAgreed);
 		}
 		let proof = &opening.proof;
