@@ -9,7 +9,7 @@
 //! enough (≥ 0.1 s, or at least one call) to dwarf the clock, after a warm-up
 //! call. Device backends are synchronised at the end of each round, so queued
 //! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
-//! smoke test), `--only ops|steps|protocol` for one section, `--max-size N`
+//! smoke test), `--only ops|steps|protocol|proof` for one section, `--max-size N`
 //! to cap matrix sizes, `--threads N` (default 1) for the reference's
 //! contraction and hashing threads (`parallel::set_threads`), libtorch's intra-op threads,
 //! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike.
@@ -659,6 +659,87 @@ fn print_protocol_step() {
 	}
 }
 
+/// A job for the proof-cost table.
+struct ProofJob {
+	name: &'static str,
+	model: ModelConfig,
+	batch: u32,
+	samples: usize,
+}
+
+/// The jobs of the proof-cost table: the digits MLP, the wide MLP and a small CNN.
+fn proof_jobs(quick: bool) -> Vec<ProofJob> {
+	let mlp = |inputs: u32, hidden: Vec<u32>| ModelConfig::Mlp { inputs, hidden, classes: 10, activation: Activation::Relu };
+	let cnn = ModelConfig::Cnn {
+		channels: 1,
+		height: 28,
+		width: 28,
+		conv_channels: vec![8, 16],
+		kernel_size: 3,
+		hidden: vec![64],
+		classes: 10,
+		activation: Activation::Relu,
+	};
+	let mut jobs = vec![ProofJob { name: "digits MLP 64→64→10, batch 32", model: mlp(64, vec![64]), batch: 32, samples: 1437 }];
+	if !quick {
+		jobs.push(ProofJob { name: "wide MLP 784→1024→1024→10, batch 128", model: mlp(784, vec![1024, 1024]), batch: 128, samples: 1024 });
+		jobs.push(ProofJob { name: "CNN 1×28×28 →8→16 conv 3×3 →64→10, batch 32", model: cnn, batch: 32, samples: 512 });
+	}
+	jobs
+}
+
+/// `(training step, proof work)` in ms per step of `job` on `backend`: the
+/// trainer's whole step, and the part of it that only the proof needs (the
+/// state's download, its state root, the batch root and the chained hash),
+/// timed on the same trainer in the same run.
+fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> (f64, f64) {
+	let train = TrainConfig {
+		steps: u32::MAX,
+		batch_size: job.batch,
+		learning_rate: 10_000_000,
+		optimizer: OptimizerConfig::Sgd { momentum: 900_000_000 },
+		grad_clip_norm: None,
+		seed: 42,
+		checkpoint_interval: 50,
+	};
+	let features = job.model.input_len().unwrap();
+	let mut trainer = Trainer::new(backend, &job.model, &train, synthetic(1, job.samples, features, 10)).unwrap();
+	let whole = measure(
+		&mut trainer,
+		|trainer| {
+			trainer.step().unwrap();
+		},
+		|trainer| trainer.backend_mut().sync(),
+	);
+	let proof = measure(
+		&mut trainer,
+		|trainer| {
+			let state = trainer.state().unwrap();
+			let root = state_root(&state).unwrap();
+			std::hint::black_box(touchstone_kernels::proof::chain::state_hash(&root, 0, &root, &root, 0));
+		},
+		|trainer| trainer.backend_mut().sync(),
+	);
+	// The step's own work is what is left once the proof's part is taken out.
+	((whole - proof).max(0.0) * 1e3, proof * 1e3)
+}
+
+fn print_proof_share(options: &Options) {
+	println!("\n### Proof cost per step: state download, state root and state hash against the training step\n");
+	println!("The protocol's budget for the per-step proof work is a tenth of the step. One run, both parts timed on the same trainer.\n");
+	println!("| job | backend | threads | training step (ms) | proof work (ms) | proof ÷ step |");
+	println!("|---|---|---:|---:|---:|---:|");
+	for job in proof_jobs(options.quick) {
+		let row = |backend: &str, threads: String, (step, proof): (f64, f64)| {
+			println!("| {} | {backend} | {threads} | {step:.2} | {proof:.2} | {:.0} % |", job.name, 100.0 * proof / step.max(1e-9));
+		};
+		row("reference", CpuBackend.threads(), proof_share(CpuBackend, &job));
+		let gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
+		let (name, threads) = (gpu.adapter_info().name.clone(), gpu.threads());
+		row(&format!("wgpu ({name})"), threads, proof_share(gpu, &job));
+	}
+}
+
 fn main() {
 	let options = Options::parse();
 	// Before any Vulkan instance exists: llvmpipe reads it when a device is created.
@@ -666,7 +747,7 @@ fn main() {
 		std::env::set_var("LP_NUM_THREADS", options.threads.to_string());
 	}
 	::tch::set_num_threads(options.threads as i32);
-	parallel::set_threads(options.threads);
+	exec::parallel::set_threads(options.threads);
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("## touchstone-kernels benchmark\n");
 	println!(
@@ -684,6 +765,9 @@ fn main() {
 	}
 	if options.runs("protocol") {
 		print_protocol_step();
+	}
+	if options.runs("proof") {
+		print_proof_share(&options);
 	}
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("\nLoad average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
