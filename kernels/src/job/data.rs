@@ -34,9 +34,11 @@ use crate::arith::rng::RandomStream;
 pub const DIGITS_FILE_DIGEST: &str = "57a469b180ddc1380145abad65de499dbd489b59c9b5f988138eeed835193c95";
 /// The file name the fetch script writes and the loader reads.
 pub const DIGITS_FILE_NAME: &str = "digits.csv.gz";
-/// The largest training set a job may name. A dispute over a batch makes the
-/// referee draw the epoch's sample order in memory, inside the runtime: 16 MiB
-/// of indices at this bound, and 10–17 ms of wasm per million samples.
+/// The largest training set a job may name. The referee draws a batch's
+/// samples by random access, so its cost no longer depends on this; the bound
+/// keeps sample indices, and the words of sets with narrow samples, well
+/// inside `u32`, which the runtime's 32-bit arithmetic and the chain's
+/// encoding use.
 pub const MAX_SAMPLES: usize = 1 << 22;
 /// Samples in the digits set.
 pub const DIGITS_SAMPLES: usize = 1797;

@@ -35,8 +35,9 @@ pub type ContentHash = H256;
 
 /// Most layers a model configuration can encode.
 pub const MAX_LAYERS: u32 = 64;
-/// The largest training set a job may name (`DatasetRef::samples`): the on-chain referee
-/// draws a disputed batch's sample order in memory (`touchstone_kernels::job::data::MAX_SAMPLES`).
+/// The largest training set a job may name (`DatasetRef::samples`): the kernels' bound
+/// (`touchstone_kernels::job::data::MAX_SAMPLES`), which keeps sample indices and dataset
+/// words inside `u32`. A disputed batch costs the referee the same at any size.
 pub const MAX_DATASET_SAMPLES: u32 = touchstone_kernels::job::data::MAX_SAMPLES as u32;
 /// Longest content location (a URI or path) in bytes that can be encoded.
 pub const MAX_LOCATION_LEN: u32 = 1024;

@@ -350,7 +350,7 @@ pub mod pallet {
 		/// The dataset has no samples.
 		EmptyDataset,
 		/// The dataset has more samples than `MAX_DATASET_SAMPLES` (4,194,304), the most
-		/// whose batches the on-chain referee can draw.
+		/// whose sample indices and dataset words the chain and the referee address in 32 bits.
 		DatasetTooLarge,
 		/// A batch is larger than the data a unit trains on.
 		BatchLargerThanData,
