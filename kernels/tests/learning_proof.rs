@@ -244,10 +244,10 @@ fn dispute_within_step(job: &(ModelConfig, TrainConfig, Dataset), honest: &Run, 
 }
 
 /// Flips a bit of one element of every output of every operator (but the
-/// batch and the commit) that the state depends on, trying elements until the
-/// flip changes the state. The loss and the clipping norm are committed at
-/// the operator level but feed nothing: a flip there changes no state hash,
-/// so there is no step-level dispute to play, and they are skipped.
+/// batch and the commit) that a later operator reads, trying elements until the
+/// flip changes the state hash. The loss and the clipping norm feed no later
+/// operator and are skipped here; `a_wrong_reported_loss_is_caught` covers the
+/// loss, which the state hash binds.
 fn every_operator_output(job: &(ModelConfig, TrainConfig, Dataset)) {
 	let graph = Graph::build(&job.0, &job.1).unwrap();
 	let (steps, step) = (5u32, 3u32);
@@ -411,7 +411,12 @@ fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
 			let mut resized = case.clone();
 			resized.0.data.samples = 2 * resized.0.data.samples + 1;
 			resized.0.data.shard_samples = resized.0.data.samples;
-			assert!(verdict(&job, &resized).is_err(), "batch piece {piece}");
+			let judged = verdict(&job, &resized);
+			let refused = matches!(
+				judged,
+				Err(RefereeError::InvalidInputProof { .. } | RefereeError::MissingInput { .. } | RefereeError::WrongClaimedOutput { .. })
+			);
+			assert!(refused, "batch piece {piece}: {judged:?}");
 			// A training set too large to draw in the runtime is not a valid job.
 			let mut huge = case.clone();
 			huge.0.data.samples = touchstone_kernels::job::data::MAX_SAMPLES as u32 + 1;
@@ -574,7 +579,8 @@ fn the_first_step_is_judged_against_the_start_state() {
 	verdict(&job, &case).unwrap();
 	let mut other_start = case.clone();
 	other_start.0.trace.start_state_root[0] ^= 1;
-	assert!(verdict(&job, &other_start).is_err());
+	// The weights are proven against the chain's start state, which this is not.
+	assert_eq!(verdict(&job, &other_start), Err(RefereeError::InvalidInputProof { input: 1 }));
 	// The first step's binding chains from the start state's anchor.
 	let binding = open_step_binding(&graph, &honest.trace, &opening).unwrap();
 	bind_step(&graph, &case.0.trace, 0, &honest.trace.operators.root(), &binding).unwrap();
@@ -678,16 +684,19 @@ fn a_wrong_reported_loss_is_caught() {
 /// an MLP and a CNN step, and a job beyond the class bound is refused.
 #[test]
 fn every_piece_reads_within_the_jobs_cost_bound() {
-	use touchstone_kernels::referee::{validate_job, worst_piece, JobError, MAX_CLASSES};
+	use touchstone_kernels::referee::{piece_cost, validate_job, worst_piece, JobError, MAX_CLASSES};
 	for job in [mlp(), cnn()] {
 		let graph = validate_job(&job.0, &job.1).unwrap();
 		let honest = run(&job, 3, 2, None);
 		let tree = honest.tree();
 		let opening = honest.opening(&tree);
 		let dataset_segments = honest.data_tree.len() as u64;
-		let bound = worst_piece(&graph, 3, dataset_segments).unwrap();
+		let worst = worst_piece(&graph, 3, dataset_segments).unwrap();
 		let mut largest = 0;
 		for operator in 0..graph.nodes.len() {
+			// Each piece against its own operator's bound, which the worst case covers.
+			let bound = piece_cost(&graph, operator, 3, dataset_segments).unwrap();
+			assert!(bound.words <= worst.words && bound.hashes <= worst.hashes);
 			let count = graph.piece_count(operator).unwrap();
 			let stride = (count / 24).max(1);
 			for piece in (0..count).step_by(stride).chain([count - 1]) {
@@ -707,6 +716,40 @@ fn every_piece_reads_within_the_jobs_cost_bound() {
 	let ModelConfig::Mlp { inputs, hidden, activation, .. } = model else { panic!("an MLP") };
 	let wide = ModelConfig::Mlp { inputs, hidden, classes: MAX_CLASSES + 1, activation };
 	assert_eq!(validate_job(&wide, &train).err(), Some(JobError::TooManyClasses));
+}
+
+/// Openings beyond what a piece needs are refused, so a party cannot make the
+/// referee's work exceed the job's bound; a data commitment the trainer would
+/// refuse is not a valid job.
+#[test]
+fn openings_are_bounded_and_data_commitments_checked() {
+	use touchstone_kernels::referee::{validate_data, JobError};
+	let job = mlp();
+	let (_, case) = honest_case(&job);
+	let mut twice = case.clone();
+	twice.1.inputs.push(twice.1.inputs[0].clone());
+	assert_eq!(recomputed(&job, &twice), Err(RefereeError::TooManyOpenings));
+	let mut twice = case.clone();
+	twice.1.operators.push(twice.1.operators[0].clone());
+	assert_eq!(recomputed(&job, &twice), Err(RefereeError::TooManyOpenings));
+	let mut twice = case.clone();
+	twice.1.pieces.push(twice.1.pieces[0].clone());
+	assert_eq!(recomputed(&job, &twice), Err(RefereeError::TooManyOpenings));
+	let mut many = case.clone();
+	many.1.pieces = vec![case.1.pieces[0].clone(); touchstone_kernels::referee::MAX_OPENED_PIECES + 1];
+	assert_eq!(recomputed(&job, &many), Err(RefereeError::TooManyOpenings));
+
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let data = case.0.data.clone();
+	assert!(validate_data(&graph, &data).is_ok());
+	for bad in [
+		touchstone_kernels::referee::DataCommitment { first_sample: data.samples, ..data.clone() },
+		touchstone_kernels::referee::DataCommitment { shard_samples: graph.batch as u32 - 1, ..data.clone() },
+		touchstone_kernels::referee::DataCommitment { first_sample: u32::MAX, ..data.clone() },
+		touchstone_kernels::referee::DataCommitment { samples: u32::MAX, shard_samples: u32::MAX, ..data.clone() },
+	] {
+		assert_eq!(validate_data(&graph, &bad), Err(JobError::InvalidData), "{bad:?}");
+	}
 }
 
 /// Each level's leaf count comes from the job; a party with another tree
@@ -778,7 +821,13 @@ fn a_shard_units_batch_pieces_are_upheld_for_the_honest_party() {
 		// Judged as if the unit trained on the whole set, the same piece is another batch.
 		let mut whole = case.clone();
 		(whole.0.data.first_sample, whole.0.data.shard_samples) = (0, whole.0.data.samples);
-		assert!(verdict(&job, &whole).is_err(), "batch piece {piece}");
+		let judged = verdict(&job, &whole);
+		// Other samples: their rows were not opened, or the indices differ.
+		let refused = matches!(
+			judged,
+			Err(RefereeError::InvalidInputProof { .. } | RefereeError::MissingInput { .. } | RefereeError::WrongClaimedOutput { .. })
+		);
+		assert!(refused, "batch piece {piece}: {judged:?}");
 	}
 	// A shard that does not lie inside the training set is not a valid job.
 	let mut case = open_case(&graph, &honest.trace, &opening, 0, 0).unwrap();
@@ -800,13 +849,48 @@ fn non_finite_values_are_refused_by_the_trainer_and_the_referee() {
 	assert_eq!(step, 0);
 	// The hash chain stopped before the invalid step.
 	assert_eq!(trainer.next_step(), step);
+	// An infinity that tanh hides from the loss and the state is refused all the same.
+	let (model, train, mut data) = mlp();
+	assert!(matches!(model, ModelConfig::Mlp { activation: Activation::Tanh, .. }));
+	data.features.iter_mut().for_each(|feature| *feature = f32::MAX);
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data).unwrap();
+	assert_eq!(trainer.step().err(), Some(touchstone_kernels::KernelError::NonFinite { step: 0 }));
+	// An overflowed sum of squares is an infinite norm, not a finite one.
+	assert_eq!(touchstone_kernels::arith::math::sqrt(f32::INFINITY), f32::INFINITY);
+	assert_eq!(touchstone_kernels::global_grad_norm([[f32::MAX, f32::MAX].as_slice()]), f32::INFINITY);
 
+	// A party whose producer tree commits a NaN (or an infinity): the word is
+	// proven, and refused as input to any piece.
 	let job = mlp();
-	let (_, case) = honest_case(&job);
+	let (honest, case) = honest_case(&job);
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let operator = case.0.position.operator as usize;
+	let Origin::Node { node: producer, .. } = graph.value(graph.nodes[operator].inputs[0]).unwrap().origin else {
+		panic!("the weight gradient's first input is an activation")
+	};
 	for word in [f32::NAN.to_bits(), f32::INFINITY.to_bits(), f32::NEG_INFINITY.to_bits(), 0x7fc0_0001] {
-		let mut input = case.clone();
-		input.1.inputs[0].segments[0].words[0] = word;
-		assert_eq!(recomputed(&job, &input), Err(RefereeError::NonFiniteInput { input: 0 }));
+		let mut tampered = case.clone();
+		let opening = &mut tampered.1.inputs[0];
+		opening.segments[0].words[0] = word;
+		let mut leaves = honest.trace.pieces[producer].leaves().to_vec();
+		leaves[opening.proof.indices[0] as usize] = touchstone_kernels::proof::merkle::index_segment_leaf(&opening.segments[0].words);
+		let producer_tree = MerkleTree::new(leaves).unwrap();
+		let opened: Vec<usize> = opening.proof.indices.iter().map(|&i| i as usize).collect();
+		opening.proof = producer_tree.multiproof(&opened).unwrap();
+		let mut operator_leaves = honest.trace.operators.leaves().to_vec();
+		let kind = graph.nodes[producer].kind.code();
+		operator_leaves[producer] =
+			touchstone_kernels::proof::chain::operator_leaf(producer as u32, kind, producer_tree.len() as u32, &producer_tree.root());
+		let operator_tree = MerkleTree::new(operator_leaves).unwrap();
+		tampered.0.operator_root = operator_tree.root();
+		tampered.1.operator_proof = operator_tree.proof(operator).unwrap();
+		for opening in &mut tampered.1.operators {
+			opening.proof = operator_tree.proof(opening.operator as usize).unwrap();
+			if opening.operator as usize == producer {
+				opening.piece_root = producer_tree.root();
+			}
+		}
+		assert_eq!(recomputed(&job, &tampered), Err(RefereeError::NonFiniteInput { input: 0 }), "{word:08x}");
 	}
 }
 

@@ -66,7 +66,7 @@ impl Bench for CpuBackend {
 	fn sync(&mut self) {}
 	fn threads(&self) -> String {
 		// Contractions use this many; the other operators run on one thread.
-		format!("{} ({})", parallel::threads(), gemm::kernel().name())
+		format!("{} ({})", exec::parallel::threads(), ops::gemm::kernel().name())
 	}
 }
 
@@ -136,7 +136,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn values(stream: u64, len: usize, low: f32, high: f32) -> Vec<f32> {
 	let mut out = vec![0.0; len];
 	RandomStream::new(99, stream).fill_uniform(low, high, &mut out);
-	contract::canonicalize(&mut out);
+	arith::canonicalize(&mut out);
 	out
 }
 
@@ -282,7 +282,7 @@ impl<B: Backend> MlpStep<B> {
 		let mut params = Vec::new();
 		let (mut grads, mut velocity) = (Vec::new(), Vec::new());
 		for (layer, pair) in widths.windows(2).enumerate() {
-			let bound = math::rsqrt(pair[0] as f32);
+			let bound = arith::math::rsqrt(pair[0] as f32);
 			for (index, len) in [pair[0] * pair[1], pair[1]].into_iter().enumerate() {
 				params
 					.push(backend.upload(&values(100 + 2 * layer as u64 + index as u64, len, -bound, bound)).unwrap());
@@ -643,7 +643,7 @@ fn protocol_step<B: Bench>(backend: B) -> f64 {
 fn print_protocol_step() {
 	// The real protocol loop (trace::Trainer): the job's Philox batch order,
 	// the step, the state download, the state root and the chained state hash.
-	println!("\n### Protocol step: `trace::Trainer::step` on a digits-shaped job (ms per step, median)\n");
+	println!("\n### Protocol step: `job::trace::Trainer::step` on a digits-shaped job (ms per step, median)\n");
 	println!("| backend | threads | trainer step (compute + state hash chain) |");
 	println!("|---|---:|---:|");
 	println!("| reference (CPU) | {} | {:.3} |", CpuBackend.threads(), protocol_step(CpuBackend));

@@ -163,10 +163,13 @@ pub fn rsqrt(x: f32) -> f32 {
 }
 
 /// √x: x = m·4ʰ, then `(m ⊗ rsqrt_reduced(m))·2ʰ`; `+0` for x ≤ 0 (negative
-/// inputs are outside the contract).
+/// inputs are outside the contract); `+∞` for `+∞`, so that an overflowed sum
+/// of squares gives an infinite norm, which rule 7 catches, not a finite one.
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
-	if x > 0.0 {
+	if x == f32::INFINITY {
+		x
+	} else if x > 0.0 {
 		let (mantissa, half_exponent) = split_for_root(x);
 		scale_by_power_of_two(mul(mantissa, rsqrt_reduced(mantissa)), half_exponent)
 	} else {

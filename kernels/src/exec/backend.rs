@@ -59,6 +59,13 @@ pub trait Backend {
 	/// Copies a device tensor back to the host, after all queued work on it.
 	fn download(&mut self, tensor: &Self::Tensor) -> Result<Vec<f32>, Self::Error>;
 
+	/// Whether every element of `tensor` is finite: rule 7 makes a step that
+	/// produces NaN or an infinity anywhere invalid. The default downloads the
+	/// tensor; a backend may check where the tensor lives.
+	fn all_finite(&mut self, tensor: &Self::Tensor) -> Result<bool, Self::Error> {
+		Ok(self.download(tensor)?.iter().all(|value| value.is_finite()))
+	}
+
 	/// Elements in `tensor`.
 	fn tensor_len(&self, tensor: &Self::Tensor) -> usize;
 

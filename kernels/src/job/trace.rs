@@ -243,7 +243,9 @@ impl<B: Backend> Trainer<B> {
 		point: ChainPoint,
 	) -> Result<Self, B::Error> {
 		let graph = Graph::build(model, train)?;
-		if data.feature_len != graph.input_len || data.classes != model.classes() || data.len() < graph.batch {
+		// The same data the referee can judge: words addressable in `u32`, at most `MAX_SAMPLES`.
+		let addressable = data.layout().words().is_some() && data.len() <= crate::job::data::MAX_SAMPLES;
+		if data.feature_len != graph.input_len || data.classes != model.classes() || data.len() < graph.batch || !addressable {
 			return Err(KernelError::InvalidHyperparameter { name: "dataset" }.into());
 		}
 		if state.len() != graph.state.len() {
@@ -358,9 +360,8 @@ impl<B: Backend> Trainer<B> {
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
-		// Rule 7: a step that produces NaN or an infinity is invalid. Its state is
-		// not committed and the run stops here, before the hash chain moves on.
-		if !loss.is_finite() || state.iter().flatten().any(|value| !value.is_finite()) {
+		// Rule 7 (every operator's outputs were checked as it ran): the loss is one of them.
+		if !loss.is_finite() {
 			return Err(KernelError::NonFinite { step }.into());
 		}
 		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root, canonical_bits(loss));
@@ -494,6 +495,16 @@ impl<B: Backend> Trainer<B> {
 			}
 		}
 		result?;
+		// Rule 7: a step that produces NaN or an infinity in any operator's output
+		// is invalid (the referee refuses to judge one). Checking every output, not
+		// only the state, catches an infinity that a later operator hides (tanh of an
+		// overflowed sum, ReLU of −∞). The run stops before the hash chain moves on.
+		for &b in &out_buffers {
+			let tensor = self.tensors.get(b).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?;
+			if !self.backend.all_finite(tensor)? {
+				return Err(KernelError::NonFinite { step }.into());
+			}
+		}
 		self.apply_fault(id, step)?;
 		if self.recording.is_some() {
 			let outputs = self.download_values(&node.outputs)?;

@@ -18,7 +18,8 @@
 //! A job whose loss pieces would outgrow the contraction's bound (more than
 //! [`MAX_CLASSES`] classes) is refused by [`validate_job`].
 
-use super::RefereeError;
+use super::{DataCommitment, RefereeError};
+use crate::job::data::{DatasetLayout, MAX_SAMPLES};
 use crate::arith::{CHUNK, TILE};
 use crate::proof::graph::{Graph, OpKind};
 use crate::proof::merkle::{depth, SEGMENT};
@@ -27,6 +28,14 @@ use crate::job::model::{ModelConfig, TrainConfig};
 /// Most classes a job may have: a loss partial then reads at most
 /// 32 × 1,025 words, about what a contraction chunk reads.
 pub const MAX_CLASSES: u32 = 1024;
+
+/// Most input segments one piece's openings may hold: the two operand blocks of
+/// a K-chunk, each element in a segment of its own, and a loss piece's rows.
+pub const MAX_OPENED_SEGMENTS: usize = 2 * TILE * CHUNK + 2 * SEGMENT;
+
+/// Most earlier pieces one piece's openings may hold: the final accumulators of
+/// the tiles a contraction's output segment lies in.
+pub const MAX_OPENED_PIECES: usize = SEGMENT;
 
 /// Upper bounds on the referee's work for any one piece of a job's step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,37 +93,40 @@ fn operator_reads(kind: OpKind) -> (u64, u64) {
 }
 
 /// Bounds on judging any one piece of a step of `graph`, with a trace of
-/// `steps` steps and a training set of `dataset_segments` segments.
+/// `steps` steps and a training set of `dataset_segments` segments: the
+/// largest of [`piece_cost`] over the operators.
 pub fn worst_piece(graph: &Graph, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
+	let mut worst = PieceCost::default();
+	for operator in 0..graph.nodes.len() {
+		worst = worst.max(piece_cost(graph, operator, steps, dataset_segments)?);
+	}
+	Ok(worst)
+}
+
+/// Bounds on judging any one piece of operator `operator` of a step of `graph`.
+pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
+	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
 	let operators = graph.nodes.len() as u64;
 	let operator_depth = u64::from(depth(graph.nodes.len()));
 	let state_segments: u64 = graph.state.iter().filter_map(|&id| graph.value(id)).map(|v| v.len.div_ceil(SEGMENT).max(1) as u64).sum();
-	let mut worst = PieceCost::default();
-	for (id, node) in graph.nodes.iter().enumerate() {
-		let pieces = graph.piece_count(id).map_err(|_| RefereeError::InvalidJob)? as u64;
-		let piece_depth = u64::from(depth(pieces as usize));
-		// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.
-		let input_depth = graph
-			.nodes
-			.iter()
-			.take(id)
-			.enumerate()
-			.filter_map(|(producer, _)| graph.piece_count(producer).ok())
-			.map(|count| u64::from(depth(count)))
-			.chain([u64::from(depth(state_segments as usize)), u64::from(depth(dataset_segments as usize))])
-			.max()
-			.unwrap_or(0);
-		let (words, leaves) = operator_reads(node.kind);
-		// Each leaf is one hash (a segment is one BLAKE2b block) and brings at most
-		// one path of nodes; the state, the disputed and producer operator leaves
-		// (at most 5), the claim and the earlier pieces add their own paths.
-		let hashes = leaves * (1 + input_depth)
-			+ (u64::from(depth(steps as usize)) + 2)
-			+ 6 * (operator_depth + 1)
-			+ 3 * (piece_depth + 1);
-		worst = worst.max(PieceCost { words, hashes, operators });
-	}
-	Ok(worst)
+	let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)? as u64;
+	let piece_depth = u64::from(depth(pieces as usize));
+	// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.
+	let input_depth = (0..operator)
+		.filter_map(|producer| graph.piece_count(producer).ok())
+		.map(|count| u64::from(depth(count)))
+		.chain([u64::from(depth(state_segments as usize)), u64::from(depth(dataset_segments as usize))])
+		.max()
+		.unwrap_or(0);
+	let (words, leaves) = operator_reads(node.kind);
+	// Each leaf is one hash (a segment is one BLAKE2b block) and brings at most
+	// one path of nodes; the state, the disputed and producer operator leaves
+	// (at most 5), the claim and the earlier pieces add their own paths.
+	let hashes = leaves * (1 + input_depth)
+		+ (u64::from(depth(steps as usize)) + 2)
+		+ 6 * (operator_depth + 1)
+		+ 3 * (piece_depth + 1);
+	Ok(PieceCost { words, hashes, operators })
 }
 
 /// Why a job's shape is refused.
@@ -124,6 +136,9 @@ pub enum JobError {
 	InvalidShape,
 	/// More classes than [`MAX_CLASSES`].
 	TooManyClasses,
+	/// The training set's words do not fit `u32`, it exceeds `MAX_SAMPLES`, or
+	/// the unit's shard lies outside it or holds fewer samples than a batch.
+	InvalidData,
 }
 
 /// Checks a job's model and hyper-parameters as the trainer and the referee
@@ -134,4 +149,17 @@ pub fn validate_job(model: &ModelConfig, train: &TrainConfig) -> Result<Graph, J
 		return Err(JobError::TooManyClasses);
 	}
 	Graph::build(model, train).map_err(|_| JobError::InvalidShape)
+}
+
+/// Checks a job's data commitment against its step `graph`, as the trainer and
+/// the referee use it; returns the training set's word count.
+pub fn validate_data(graph: &Graph, data: &DataCommitment) -> Result<usize, JobError> {
+	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
+	let words = dataset.words().ok_or(JobError::InvalidData)?;
+	let shard_end = data.first_sample.checked_add(data.shard_samples).ok_or(JobError::InvalidData)?;
+	let shard = data.shard_samples as usize;
+	if data.samples as usize > MAX_SAMPLES || shard_end > data.samples || shard < graph.batch {
+		return Err(JobError::InvalidData);
+	}
+	Ok(words)
 }

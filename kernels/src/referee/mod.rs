@@ -59,7 +59,9 @@ mod cost;
 mod prover;
 
 pub use binding::{bind_operator, bind_step, final_state_root, level_leaves, open_state, BindingError, Level, StepBinding};
-pub use cost::{validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES};
+pub use cost::{
+	piece_cost, validate_data, validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES, MAX_OPENED_PIECES, MAX_OPENED_SEGMENTS,
+};
 #[cfg(feature = "std")]
 pub use prover::{open_case, open_step_binding, requirements, Requirements, RunOpening};
 
@@ -316,6 +318,8 @@ codec_types! {
 			/// The piece.
 			piece: u32,
 		},
+		/// More openings than judging any piece needs, or one opened twice.
+		TooManyOpenings,
 		/// The model, hyper-parameters or data commitment do not describe a valid step.
 		InvalidJob,
 		/// A reference operator refused the proven inputs (for example a label out of range).
@@ -386,11 +390,16 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		}
 		bind_operator(&graph, opening.operator, &dispute.operator_root, &opening.piece_root, &opening.proof)
 			.map_err(|_| RefereeError::InvalidOperatorProof { operator: opening.operator })?;
-		producer_roots.insert(producer, opening.piece_root);
+		if producer_roots.insert(producer, opening.piece_root).is_some() {
+			return Err(RefereeError::TooManyOpenings);
+		}
 	}
 
 	// Earlier pieces of the disputed operator: running sums, all `f32`.
 	let mut pieces: BTreeMap<usize, &[u32]> = BTreeMap::new();
+	if openings.pieces.len() > MAX_OPENED_PIECES {
+		return Err(RefereeError::TooManyOpenings);
+	}
 	for opening in &openings.pieces {
 		let index = opening.piece as usize;
 		if index >= piece_index {
@@ -404,7 +413,9 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		if !all_finite(&opening.words) {
 			return Err(RefereeError::NonFiniteInput { input: u32::MAX });
 		}
-		pieces.insert(index, opening.words.as_slice());
+		if pieces.insert(index, opening.words.as_slice()).is_some() {
+			return Err(RefereeError::TooManyOpenings);
+		}
 	}
 
 	// Input segments, each input's proven at once in the tree of the value's producer
@@ -412,15 +423,19 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 	let data = &dispute.data;
 	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
 	let is_batch = node.kind == OpKind::Batch;
-	// Only the batch reads the dataset. A shard outside the set, or one too large to
-	// draw its sample order in the runtime, is not a valid job (the chain refuses such jobs).
-	let shard_end = data.first_sample.checked_add(data.shard_samples).filter(|&end| end <= data.samples);
-	let dataset_words = match dataset.words() {
-		Some(words) if shard_end.is_some() && data.shard_samples as usize <= crate::job::data::MAX_SAMPLES => words,
-		_ if is_batch => return Err(RefereeError::InvalidJob),
-		_ => 0,
+	// Only the batch reads the dataset; a data commitment the trainer would refuse is
+	// not a valid job (the chain refuses such jobs).
+	let dataset_words = match validate_data(&graph, data) {
+		Ok(words) => words,
+		Err(_) if is_batch => return Err(RefereeError::InvalidJob),
+		Err(_) => 0,
 	};
 	let mut inputs: Vec<Segments> = vec![Segments::new(); if is_batch { 1 } else { node.inputs.len() }];
+	// The openings' size bounds the work: at most the segments the costliest piece reads.
+	let opened: usize = openings.inputs.iter().map(|opening| opening.segments.len()).sum();
+	if opened > MAX_OPENED_SEGMENTS {
+		return Err(RefereeError::TooManyOpenings);
+	}
 	for opening in &openings.inputs {
 		let position = opening.input as usize;
 		let no_such_input = RefereeError::NoSuchInput { input: opening.input };
@@ -467,14 +482,23 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 			if segment.words.len() != elements.len() || proven_index as usize != index {
 				return Err(bad);
 			}
-			let finite = segment.words.iter().zip(elements).all(|(&word, element)| !f32_words.contains(&element) || is_finite(word));
-			if !finite {
-				return Err(RefereeError::NonFiniteInput { input: opening.input });
-			}
 			leaves.push(index_segment_leaf(&segment.words));
 		}
 		if !opening.proof.verify(&root, leaf_count, &leaves) {
 			return Err(bad);
+		}
+		// Only proven words are judged: a non-finite one means the producer's
+		// commitment holds a value no valid trace contains.
+		for segment in &opening.segments {
+			let elements = segment_range(value_len, segment.segment as usize);
+			let finite = segment.words.iter().zip(elements).all(|(&word, element)| !f32_words.contains(&element) || is_finite(word));
+			if !finite {
+				return Err(RefereeError::NonFiniteInput { input: opening.input });
+			}
+		}
+		if !slot.is_empty() {
+			// One opening per input position.
+			return Err(RefereeError::TooManyOpenings);
 		}
 		for segment in &opening.segments {
 			slot.insert(segment.segment as usize, segment.words.as_slice());
@@ -591,22 +615,32 @@ impl<'a> Inputs<'a> {
 
 /// Where element `element` of the batch's value `value` comes from: the
 /// dataset word it copies (features, labels), or `None` for a sample index,
-/// which is the index itself. `indices` are the step's sample indices.
+/// which is the index itself. `indices` are the step's sample indices of the
+/// rows from `first_row` on.
 pub(crate) fn batch_source(
 	graph: &Graph,
 	dataset: DatasetLayout,
-	indices: &[u32],
+	(first_row, indices): (usize, &[u32]),
 	value: usize,
 	element: usize,
 ) -> Result<Option<usize>, RefereeError> {
-	let features = graph.input_len.max(1);
-	let (row, feature) = if value == 0 { (element / features, element % features) } else { (element, 0) };
-	let sample = indices.get(row).map(|&i| i as usize).ok_or(RefereeError::InvalidJob)?;
+	let row = batch_row(graph, value, element);
+	let sample = row.checked_sub(first_row).and_then(|at| indices.get(at)).map(|&i| i as usize).ok_or(RefereeError::InvalidJob)?;
+	let feature = if value == 0 { element % graph.input_len.max(1) } else { 0 };
 	Ok(match value {
 		0 => Some(dataset.feature_word(sample, feature)),
 		1 => Some(dataset.label_word(sample)),
 		_ => None,
 	})
+}
+
+/// The batch row element `element` of the batch's value `value` lies in.
+fn batch_row(graph: &Graph, value: usize, element: usize) -> usize {
+	if value == 0 {
+		element / graph.input_len.max(1)
+	} else {
+		element
+	}
 }
 
 /// The elements of segment `segment` of the batch's value `value` (features,
@@ -637,17 +671,16 @@ fn batch_segment(
 ) -> Result<Vec<u32>, RefereeError> {
 	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
 	let elements = batch_elements(graph, value, segment)?;
-	// The rows the segment's elements lie in; the other rows are never read.
-	let row = |element: usize| if value == 0 { element / graph.input_len.max(1) } else { element };
-	let mut indices = vec![0u32; graph.batch];
-	for row in row(elements.start)..=row(elements.end.saturating_sub(1)) {
-		let slot = indices.get_mut(row).ok_or(RefereeError::InvalidJob)?;
-		*slot = crate::job::trace::batch_sample(shard(data), graph.batch, seed, step, row)?;
-	}
+	// Only the rows the segment's elements lie in are drawn: at most 32.
+	let first_row = batch_row(graph, value, elements.start);
+	let last_row = batch_row(graph, value, elements.end.saturating_sub(1));
+	let indices = (first_row..=last_row)
+		.map(|row| crate::job::trace::batch_sample(shard(data), graph.batch, seed, step, row))
+		.collect::<Result<Vec<u32>, _>>()?;
 	elements
-		.map(|element| match batch_source(graph, dataset, &indices, value, element)? {
+		.map(|element| match batch_source(graph, dataset, (first_row, &indices), value, element)? {
 			Some(word) => reader.word(0, word),
-			None => indices.get(element).copied().ok_or(RefereeError::InvalidJob),
+			None => indices.get(element - first_row).copied().ok_or(RefereeError::InvalidJob),
 		})
 		.collect()
 }

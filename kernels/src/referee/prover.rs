@@ -300,7 +300,7 @@ pub fn open_case(
 fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Result<Vec<usize>, RefereeError> {
 	let mut segments = Vec::new();
 	for element in batch_elements(graph, value, segment)? {
-		segments.extend(batch_source(graph, dataset, indices, value, element)?.map(|word| word / SEGMENT));
+		segments.extend(batch_source(graph, dataset, (0, indices), value, element)?.map(|word| word / SEGMENT));
 	}
 	segments.sort_unstable();
 	segments.dedup();

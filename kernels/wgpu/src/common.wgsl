@@ -109,8 +109,11 @@ fn rsqrt(x: f32) -> f32 {
     return scale_by_power_of_two(rsqrt_reduced(root_mantissa(x)), -root_half_exponent(x));
 }
 
-// math::sqrt; +0 for x <= 0.
+// math::sqrt; +0 for x <= 0, +inf for +inf.
 fn sqrt_pinned(x: f32) -> f32 {
+    if bitcast<u32>(x) == 0x7f800000u {
+        return x;
+    }
     if x > 0.0f {
         let mantissa = root_mantissa(x);
         return scale_by_power_of_two(mul(mantissa, rsqrt_reduced(mantissa)), root_half_exponent(x));

@@ -79,8 +79,8 @@ fn the_cancellation_probe_tells_fused_from_unfused_multiply_adds() {
 	// it: compute its triples fused on the CPU and check they differ.
 	let a = random_values(900, 4096, -4.0, 4.0);
 	let b = random_values(901, 4096, -4.0, 4.0);
-	let c: Vec<f32> = a.iter().zip(&b).map(|(&x, &y)| -contract::mul(x, y)).collect();
-	let unfused: Vec<f32> = a.iter().zip(&b).zip(&c).map(|((&x, &y), &z)| contract::mul(x, y) + z).collect();
+	let c: Vec<f32> = a.iter().zip(&b).map(|(&x, &y)| -arith::mul(x, y)).collect();
+	let unfused: Vec<f32> = a.iter().zip(&b).zip(&c).map(|((&x, &y), &z)| arith::mul(x, y) + z).collect();
 	let fused: Vec<f32> = a.iter().zip(&b).zip(&c).map(|((&x, &y), &z)| x.mul_add(y, z)).collect();
 	let report = conformance::difference("fused", &fused, &unfused).expect("fused results must differ");
 	assert!(unfused.iter().all(|&v| v == 0.0));
