@@ -49,7 +49,14 @@ fn wasm_rejects_an_unproven_claim_a_wrong_proof_a_piece_out_of_range_and_a_nan()
 	out_of_range.0.position.piece = u32::MAX;
 	assert!(matches!(runtime.judge(&model, &hyper, &out_of_range), Err(RefereeError::PieceOutOfRange { .. })));
 
+	// A NaN under no valid proof is refused before any arithmetic touches it (a proven
+	// one is NonFiniteInput: kernels/tests/learning_proof.rs).
 	let mut not_finite = case.clone();
 	not_finite.1.inputs[0].segments[0].words[0] = f32::NAN.to_bits();
-	assert!(matches!(runtime.judge(&model, &hyper, &not_finite), Err(RefereeError::NonFiniteInput { .. })));
+	assert!(matches!(runtime.judge(&model, &hyper, &not_finite), Err(RefereeError::InvalidInputProof { .. })));
+
+	// Openings beyond what the piece needs.
+	let mut twice = case.clone();
+	twice.1.inputs.push(twice.1.inputs[0].clone());
+	assert_eq!(runtime.judge(&model, &hyper, &twice), Err(RefereeError::TooManyOpenings));
 }
