@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Prints the referee's execution time inside the runtime's wasm, per operator of a
-# digits-sized training step, and the worst case (figures for docs/performance.md).
+# digits-sized and an MNIST-sized training step, the worst case of each, and the batch
+# pieces against the training set's size (figures for docs/performance.md).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-cargo run --locked -p touchstone-runtime --example referee_wasm_bench
+# Built with the whole workspace's features (scripts/lib.sh), so it reuses the test build
+# instead of compiling the runtime's dependency graph a second time.
+use_torch
+cargo build --workspace --examples --locked --features touchstone-kernels/testing
+"$CARGO_TARGET_DIR/debug/examples/referee_wasm_bench"
