@@ -849,6 +849,25 @@ fn non_finite_values_are_refused_by_the_trainer_and_the_referee() {
 	assert_eq!(step, 0);
 	// The hash chain stopped before the invalid step.
 	assert_eq!(trainer.next_step(), step);
+	// The solver proves the divergence: it traces the step, opens its first
+	// non-finite piece, and the referee recomputes it from finite, proven inputs.
+	let (model, train, mut data) = cnn();
+	data.features.iter_mut().for_each(|feature| *feature = f32::MAX);
+	let job = (model, train, data);
+	let diverged = run(&job, 1, 0, None);
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let (operator, piece) = touchstone_kernels::referee::first_non_finite_piece(&graph, &diverged.trace).unwrap().unwrap();
+	assert!(matches!(graph.nodes[operator].kind, OpKind::Contract(_)), "the first convolution overflows: {operator}");
+	let tree = diverged.tree();
+	let case = open_case(&graph, &diverged.trace, &diverged.opening(&tree), operator, piece).unwrap();
+	assert_eq!(verdict(&job, &case), Err(RefereeError::NonFiniteOutput));
+	// Every piece before it is finite, and upheld.
+	if piece > 0 {
+		let before = open_case(&graph, &diverged.trace, &diverged.opening(&tree), operator, piece - 1).unwrap();
+		assert!(verdict(&job, &before).is_ok());
+	}
+	let finite = run(&cnn(), 1, 0, None);
+	assert_eq!(touchstone_kernels::referee::first_non_finite_piece(&graph, &finite.trace), Ok(None));
 	// An infinity that tanh hides from the loss and the state is refused all the same.
 	let (model, train, mut data) = mlp();
 	assert!(matches!(model, ModelConfig::Mlp { activation: Activation::Tanh, .. }));

@@ -361,7 +361,9 @@ impl<B: Backend> Trainer<B> {
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
 		// Rule 7 (every operator's outputs were checked as it ran): the loss is one of them.
-		if !loss.is_finite() {
+		// A traced step goes on past a non-finite value, so that the prover can open
+		// the first non-finite piece as the proof that the step diverges.
+		if !loss.is_finite() && self.recording.is_none() {
 			return Err(KernelError::NonFinite { step }.into());
 		}
 		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root, canonical_bits(loss));
@@ -376,7 +378,12 @@ impl<B: Backend> Trainer<B> {
 	}
 
 	/// Runs one step with every value copied to the host and every operator
-	/// committed. The record equals the one [`Trainer::step`] gives.
+	/// committed. The record equals the one [`Trainer::step`] gives. Unlike
+	/// `step`, it goes on past a non-finite value, so that a solver whose run
+	/// stopped with [`KernelError::NonFinite`] can trace the step from its last
+	/// checkpoint and prove the divergence
+	/// ([`first_non_finite_piece`](crate::referee::first_non_finite_piece)); such a
+	/// trace's later hashes cover non-finite bits and are not portable.
 	pub fn trace_step(&mut self) -> Result<StepTrace, B::Error> {
 		let ChainPoint {
 			previous_hash: previous_previous_hash,
@@ -499,7 +506,7 @@ impl<B: Backend> Trainer<B> {
 		// is invalid (the referee refuses to judge one). Checking every output, not
 		// only the state, catches an infinity that a later operator hides (tanh of an
 		// overflowed sum, ReLU of −∞). The run stops before the hash chain moves on.
-		for &b in &out_buffers {
+		for &b in out_buffers.iter().filter(|_| self.recording.is_none()) {
 			let tensor = self.tensors.get(b).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?;
 			if !self.backend.all_finite(tensor)? {
 				return Err(KernelError::NonFinite { step }.into());

@@ -63,7 +63,7 @@ pub use cost::{
 	piece_cost, validate_data, validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES, MAX_OPENED_PIECES, MAX_OPENED_SEGMENTS,
 };
 #[cfg(feature = "std")]
-pub use prover::{open_case, open_step_binding, requirements, Requirements, RunOpening};
+pub use prover::{first_non_finite_piece, open_case, open_step_binding, requirements, Requirements, RunOpening};
 
 use alloc::collections::BTreeMap;
 use alloc::vec;

@@ -307,3 +307,39 @@ fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: us
 	Ok(segments)
 }
 
+
+/// The first piece of a traced step, in operator order and then piece order,
+/// that holds NaN or an infinity: the piece a solver opens to prove that the
+/// step diverges. Its inputs are finite (every earlier piece is), so the referee
+/// recomputes it and answers [`RefereeError::NonFiniteOutput`]: the step is
+/// invalid under rule 7, and nobody is at fault. `None` for a finite step.
+pub fn first_non_finite_piece(graph: &Graph, step: &StepTrace) -> Result<Option<(usize, usize)>, RefereeError> {
+	let invalid = |_| RefereeError::InvalidJob;
+	let finite = |values: &[f32]| values.iter().all(|value| value.is_finite());
+	for (operator, node) in graph.nodes.iter().enumerate() {
+		// Running sums first, as the piece tree orders them.
+		let running = match (node.kind, graph.reduction(operator).map_err(invalid)?) {
+			(OpKind::Contract(contraction), _) => {
+				let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+				let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+				crate::job::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
+			},
+			(_, Some(reduction)) => crate::job::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?,
+			_ => Vec::new(),
+		};
+		if let Some(piece) = running.iter().position(|sum| !finite(sum)) {
+			return Ok(Some((operator, piece)));
+		}
+		// Then each output's segments (the batch's labels and indices are integers).
+		let values = graph.piece_values(operator).map_err(invalid)?;
+		let skip = graph.accumulator_count(operator).map_err(invalid)?;
+		for (position, &id) in values.iter().enumerate() {
+			let Some(crate::job::trace::HostTensor::F32(tensor)) = step.values.get(id) else { continue };
+			if let Some(bad) = tensor.iter().position(|value| !value.is_finite()) {
+				let piece = graph.segment_leaf_index(values, position, bad / SEGMENT, skip).ok_or(RefereeError::InvalidJob)?;
+				return Ok(Some((operator, piece)));
+			}
+		}
+	}
+	Ok(None)
+}
