@@ -59,11 +59,18 @@ pub trait Backend {
 	/// Copies a device tensor back to the host, after all queued work on it.
 	fn download(&mut self, tensor: &Self::Tensor) -> Result<Vec<f32>, Self::Error>;
 
-	/// Whether every element of `tensor` is finite: rule 7 makes a step that
-	/// produces NaN or an infinity anywhere invalid. The default downloads the
-	/// tensor; a backend may check where the tensor lives.
-	fn all_finite(&mut self, tensor: &Self::Tensor) -> Result<bool, Self::Error> {
-		Ok(self.download(tensor)?.iter().all(|value| value.is_finite()))
+	/// Checks `tensor` for NaN or an infinity (rule 7 makes a step that produces
+	/// one anywhere invalid): `Some(finite)` when the answer is known at once,
+	/// `None` when the check is queued on the device and
+	/// [`Backend::take_non_finite`] reports it. The default downloads the tensor.
+	fn check_finite(&mut self, tensor: &Self::Tensor) -> Result<Option<bool>, Self::Error> {
+		Ok(Some(self.download(tensor)?.iter().all(|value| value.is_finite())))
+	}
+
+	/// Whether a check queued since the last call found a non-finite value;
+	/// clears the queued result. The default queues nothing.
+	fn take_non_finite(&mut self) -> Result<bool, Self::Error> {
+		Ok(false)
 	}
 
 	/// Elements in `tensor`.

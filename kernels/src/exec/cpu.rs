@@ -52,8 +52,8 @@ impl Backend for CpuBackend {
 		Ok(tensor.clone())
 	}
 
-	fn all_finite(&mut self, tensor: &Vec<f32>) -> Result<bool, KernelError> {
-		Ok(tensor.iter().all(|value| value.is_finite()))
+	fn check_finite(&mut self, tensor: &Vec<f32>) -> Result<Option<bool>, KernelError> {
+		Ok(Some(tensor.iter().all(|value| value.is_finite())))
 	}
 
 	fn tensor_len(&self, tensor: &Vec<f32>) -> usize {

@@ -317,6 +317,11 @@ impl<B: Backend> Trainer<B> {
 		self.point
 	}
 
+	/// Gives the backend back (a device stays open for the next run).
+	pub fn into_backend(self) -> B {
+		self.backend
+	}
+
 	/// The backend.
 	pub fn backend_mut(&mut self) -> &mut B {
 		&mut self.backend
@@ -360,10 +365,12 @@ impl<B: Backend> Trainer<B> {
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
-		// Rule 7 (every operator's outputs were checked as it ran): the loss is one of them.
-		// A traced step goes on past a non-finite value, so that the prover can open
-		// the first non-finite piece as the proof that the step diverges.
-		if !loss.is_finite() && self.recording.is_none() {
+		// Rule 7 (every operator's outputs were checked as it ran, or the device
+		// reports its queued checks now; the loss is one of them). A traced step goes
+		// on past a non-finite value, so that the prover can open the first
+		// non-finite piece as the proof that the step diverges.
+		let device_found = self.backend.take_non_finite()?;
+		if (device_found || !loss.is_finite()) && self.recording.is_none() {
 			return Err(KernelError::NonFinite { step }.into());
 		}
 		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root, canonical_bits(loss));
@@ -508,7 +515,7 @@ impl<B: Backend> Trainer<B> {
 		// overflowed sum, ReLU of −∞). The run stops before the hash chain moves on.
 		for &b in out_buffers.iter().filter(|_| self.recording.is_none()) {
 			let tensor = self.tensors.get(b).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?;
-			if !self.backend.all_finite(tensor)? {
+			if self.backend.check_finite(tensor)? == Some(false) {
 				return Err(KernelError::NonFinite { step }.into());
 			}
 		}

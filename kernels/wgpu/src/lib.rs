@@ -65,6 +65,7 @@ const GATHER_WGSL: &str = include_str!("gather.wgsl");
 const REDUCE_WGSL: &str = include_str!("reduce.wgsl");
 const SOFTMAX_WGSL: &str = include_str!("softmax.wgsl");
 const PROBE_WGSL: &str = include_str!("probe.wgsl");
+const FINITE_WGSL: &str = include_str!("finite.wgsl");
 
 /// Bytes of the per-batch parameter arena; a batch is submitted when it fills.
 const ARENA_BYTES: u64 = 1 << 18;
@@ -191,6 +192,7 @@ struct Pipelines {
 	softmax_rows: Kernel,
 	softmax_loss: Kernel,
 	probe: Kernel,
+	non_finite: Kernel,
 }
 
 /// The wgpu backend: one device, its pipelines and the recording state.
@@ -217,6 +219,8 @@ pub struct WgpuBackend {
 	scratch: Option<gpu::Buffer>,
 	/// Norm and clipping coefficient, written by `finish_norm`.
 	clip_state: gpu::Buffer,
+	/// Set by `non_finite` when a checked tensor holds NaN or an infinity.
+	finite_flag: gpu::Buffer,
 	/// Grow-only read-back buffer.
 	staging: Option<gpu::Buffer>,
 	/// Errors wgpu reported outside an error scope, surfaced at the next sync.
@@ -335,6 +339,12 @@ impl WgpuBackend {
 			usage: gpu::BufferUsages::STORAGE | gpu::BufferUsages::COPY_SRC,
 			mapped_at_creation: false,
 		});
+		let finite_flag = device.create_buffer(&gpu::BufferDescriptor {
+			label: Some("non-finite flag"),
+			size: 4,
+			usage: gpu::BufferUsages::STORAGE | gpu::BufferUsages::COPY_SRC | gpu::BufferUsages::COPY_DST,
+			mapped_at_creation: false,
+		});
 		let arena_alignment = u64::from(limits.min_uniform_buffer_offset_alignment)
 			.max(u64::from(limits.min_storage_buffer_offset_alignment))
 			.max(PARAMS_BYTES);
@@ -353,6 +363,7 @@ impl WgpuBackend {
 			arena_alignment,
 			scratch: None,
 			clip_state,
+			finite_flag,
 			staging: None,
 			device_errors,
 			info,
@@ -646,6 +657,7 @@ impl Pipelines {
 		let reduce = module("reduce.wgsl", REDUCE_WGSL);
 		let softmax = module("softmax.wgsl", SOFTMAX_WGSL);
 		let probe = module("probe.wgsl", PROBE_WGSL);
+		let finite = module("finite.wgsl", FINITE_WGSL);
 		Self {
 			contract: [0.0, 1.0, 2.0, 3.0].map(|kind| pipeline(&contract, "contract", &[("KIND", kind)])),
 			bias_add: pipeline(&elementwise, "bias_add", &[]),
@@ -662,6 +674,7 @@ impl Pipelines {
 			softmax_rows: pipeline(&softmax, "softmax_rows", &[]),
 			softmax_loss: pipeline(&softmax, "softmax_loss", &[]),
 			probe: pipeline(&probe, "probe", &[]),
+			non_finite: pipeline(&finite, "non_finite", &[]),
 		}
 	}
 }
@@ -710,6 +723,25 @@ impl Backend for WgpuBackend {
 
 	fn tensor_len(&self, tensor: &WgpuTensor) -> usize {
 		tensor.len
+	}
+
+	fn check_finite(&mut self, tensor: &WgpuTensor) -> Result<Option<bool>, WgpuError> {
+		if tensor.len > 0 {
+			let kernel = self.pipelines.non_finite.clone();
+			let flag = self.finite_flag.clone();
+			let params = [tensor.len as u32, 0, 0, 0];
+			self.dispatch(&kernel, &params, &[(1, &tensor.buffer), (2, &flag)], linear_groups(tensor.len, 256));
+		}
+		Ok(None)
+	}
+
+	fn take_non_finite(&mut self) -> Result<bool, WgpuError> {
+		let flag = self.finite_flag.clone();
+		let found = self.read_words(&flag, 1)?.first().is_some_and(|&word| word != 0);
+		if found {
+			self.queue.write_buffer(&flag, 0, &[0u8; 4]);
+		}
+		Ok(found)
 	}
 
 	fn contract(

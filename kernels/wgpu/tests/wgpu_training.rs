@@ -66,3 +66,25 @@ fn an_adamw_run_with_clipping_and_tanh_has_the_same_state_hash_chain_on_wgpu() {
 	let wgpu = run(wgpu_backend(), &model, &train, blobs(400));
 	assert_same_chain(&reference, &wgpu);
 }
+
+/// Rule 7 on the device: an infinity that tanh hides from the loss and the state is
+/// found by the queued per-output checks, and the step is refused as on the reference;
+/// the flag is cleared for the next run.
+#[test]
+fn a_hidden_infinity_stops_the_run_on_wgpu_as_on_the_reference() {
+	use touchstone_kernels::KernelError;
+	let (model, train) = (blob_model(), blob_train(2));
+	let mut data = blobs(200);
+	data.features.iter_mut().for_each(|feature| *feature = f32::MAX);
+	let mut reference = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	assert_eq!(reference.step().err(), Some(KernelError::NonFinite { step: 0 }));
+	let mut trainer = Trainer::new(wgpu_backend(), &model, &train, data).unwrap();
+	let error = trainer.step().err();
+	assert!(
+		matches!(error, Some(touchstone_kernels_wgpu::WgpuError::Kernel(KernelError::NonFinite { step: 0 }))),
+		"{error:?}"
+	);
+	// A finite run on the same backend afterwards is not blamed for the earlier flag.
+	let mut finite = Trainer::new(trainer.into_backend(), &model, &train, blobs(200)).unwrap();
+	assert!(finite.step().is_ok());
+}
