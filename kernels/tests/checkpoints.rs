@@ -40,6 +40,26 @@ fn resuming_from_a_checkpoint_reproduces_the_later_state_hashes() {
 	std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A unit that starts off the interval (steps 5..11, interval 4) writes its
+/// checkpoints at the global multiples inside it and at its end: the same rule
+/// the chain accepts commitments by (`TrainConfig::is_checkpoint_step`).
+#[test]
+fn a_misaligned_unit_checkpoints_at_global_multiples_and_its_end() {
+	let dir = temp_dir("misaligned");
+	let (model, train, data) = (blob_model(), blob_train(12), blobs(200));
+	assert_eq!(train.checkpoint_interval, 4);
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data).unwrap();
+	for _ in 0..5 {
+		trainer.step().unwrap();
+	}
+	let (_, written) = run_with_checkpoints(&mut trainer, 6, train.checkpoint_interval, &dir).unwrap();
+	let steps: Vec<u32> = written.iter().map(|w| w.next_step).collect();
+	assert_eq!(steps, [8, 11]);
+	let accepted: Vec<u32> = (6..=11).filter(|&step| train.is_checkpoint_step(step, 11)).collect();
+	assert_eq!(accepted, steps);
+	std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn the_same_state_always_gives_the_same_file_and_hash() {
 	let (model, train, data) = (blob_model(), blob_train(3), blobs(200));

@@ -40,6 +40,19 @@ impl pallet_touchstone_tasks::BenchmarkHelper<crate::AccountId> for StakingHelpe
 		let bond: crate::Balance = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();
 		let _ = crate::Balances::set_balance(who, bond.saturating_mul(1_000));
 		let bonds = BoundedVec::truncate_from(alloc::vec![(Role::Solver, bond)]);
-		let _ = Staking::register(RawOrigin::Signed(who.clone()).into(), profile, bonds);
+		let _ = Staking::register(RawOrigin::Signed(who.clone()).into(), profile, bonds, 0);
+	}
+
+	fn register_unfit_solver(who: &crate::AccountId) {
+		// A CPU node with the least hardware: it meets no GPU requirement.
+		let profile = HardwareProfile {
+			device: touchstone_primitives::DeviceKind::Cpu,
+			model: BoundedVec::truncate_from(b"unfit".to_vec()),
+			memory_mib: 1,
+			throughput_gflops: 1,
+			bandwidth_mbps: 0,
+			region: BoundedVec::truncate_from(b"nowhere".to_vec()),
+		};
+		Self::register_solver(who, profile);
 	}
 }

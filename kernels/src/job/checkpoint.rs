@@ -238,8 +238,10 @@ pub struct WrittenCheckpoint {
 	pub path: std::path::PathBuf,
 }
 
-/// Runs `steps` steps, writing a checkpoint into `dir` after every step whose
-/// number plus one is a multiple of `interval` (so at `next_step = k, 2k, …`).
+/// Runs `steps` steps, writing a checkpoint into `dir` wherever
+/// [`TrainConfig::is_checkpoint_step`](crate::job::model::TrainConfig::is_checkpoint_step)
+/// says one is taken: at global multiples of `interval` (`next_step = k, 2k, …`,
+/// whatever step the run starts at) and after the last step.
 pub fn run_with_checkpoints<B: Backend>(
 	trainer: &mut Trainer<B>,
 	steps: u32,
@@ -248,9 +250,11 @@ pub fn run_with_checkpoints<B: Backend>(
 ) -> Result<(Vec<StepRecord>, Vec<WrittenCheckpoint>), String> {
 	let mut records = Vec::with_capacity(steps as usize);
 	let mut written = Vec::new();
+	let end = trainer.next_step().saturating_add(steps);
+	let rule = crate::job::model::TrainConfig { checkpoint_interval: interval, ..*trainer.train_config() };
 	for _ in 0..steps {
 		records.push(trainer.step().map_err(|error| format!("{error:?}"))?);
-		if interval > 0 && trainer.next_step().is_multiple_of(interval) {
+		if rule.is_checkpoint_step(trainer.next_step(), end) {
 			let checkpoint = Checkpoint::of(trainer).map_err(|error| format!("{error:?}"))?;
 			let next_step = checkpoint.point.next_step;
 			let path = dir.join(format!("step-{next_step:08}.safetensors"));

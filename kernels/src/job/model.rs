@@ -412,6 +412,15 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
+	/// Whether a checkpoint is taken once the run reaches global step `next_step`
+	/// (after step `next_step − 1`), for a unit that ends at `unit_end`: at every
+	/// global multiple of the interval, and at the unit's end. The trainer writes
+	/// checkpoints by this rule and the chain accepts commitments by it, whatever
+	/// step a unit starts at.
+	pub fn is_checkpoint_step(&self, next_step: u32, unit_end: u32) -> bool {
+		next_step == unit_end || (self.checkpoint_interval > 0 && next_step.is_multiple_of(self.checkpoint_interval))
+	}
+
 	/// The optimizer with its `f32` hyper-parameters, validated.
 	pub fn optimizer(&self) -> Result<Optimizer, KernelError> {
 		let learning_rate = fixed_to_f32(self.learning_rate);

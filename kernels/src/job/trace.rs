@@ -302,6 +302,11 @@ impl<B: Backend> Trainer<B> {
 		&self.graph
 	}
 
+	/// The hyper-parameters the run trains with.
+	pub fn train_config(&self) -> &TrainConfig {
+		&self.train
+	}
+
 	/// The next global step to run.
 	pub fn next_step(&self) -> u32 {
 		self.point.next_step

@@ -29,22 +29,23 @@ pub type UnitIndex = u32;
 /// A 256-bit content hash (BLAKE2b-256 unless a field says otherwise).
 pub type ContentHash = H256;
 
-// Hard decoding bounds. A runtime enforces tighter limits of its own (its pallets'
-// `Max…` constants) and rejects a field over them with a named error; these bounds only
-// stop absurd inputs at decoding and size storage.
+// Bounds of the encoded types. They are the protocol's limits, declared once: a field
+// over them does not decode, so no pallet re-declares or re-checks them, and storage is
+// sized for exactly what is accepted.
 
-/// Most layers a model configuration can encode.
-pub const MAX_LAYERS: u32 = 64;
+/// Most layers a model configuration can encode (hidden layers, plus convolutions for
+/// a CNN). Each layer adds operators to a step's graph, which the referee rebuilds.
+pub const MAX_LAYERS: u32 = 16;
 /// The largest training set a job may name (`DatasetRef::samples`): the kernels' bound
 /// (`touchstone_kernels::job::data::MAX_SAMPLES`), which keeps sample indices and dataset
 /// words inside `u32`. A disputed batch costs the referee the same at any size.
 pub const MAX_DATASET_SAMPLES: u32 = touchstone_kernels::job::data::MAX_SAMPLES as u32;
 /// Longest content location (a URI or path) in bytes that can be encoded.
-pub const MAX_LOCATION_LEN: u32 = 1024;
+pub const MAX_LOCATION_LEN: u32 = 256;
 /// Longest device model string in bytes that can be encoded.
-pub const MAX_DEVICE_MODEL_LEN: u32 = 128;
+pub const MAX_DEVICE_MODEL_LEN: u32 = 64;
 /// Longest region tag in bytes that can be encoded.
-pub const MAX_REGION_LEN: u32 = 64;
+pub const MAX_REGION_LEN: u32 = 32;
 
 /// A content location: a URI or a path the solver can fetch, UTF-8.
 pub type Location = BoundedVec<u8, ConstU32<MAX_LOCATION_LEN>>;
@@ -349,7 +350,8 @@ pub struct JobSpec<Balance> {
 	pub verification: VerificationMode,
 	/// What the solver's hardware must offer.
 	pub requirements: HardwareRequirements,
-	/// Paid to the solver for each finalized unit.
+	/// Paid to the solver for each finalized unit. At least the runtime's
+	/// `MinPricePerUnit`; only solvers whose own minimum price it meets are offered it.
 	pub price_per_unit: Balance,
 	/// The most the submitter will pay; held in escrow at submission. Must cover
 	/// `price_per_unit` times the number of units.
@@ -357,6 +359,10 @@ pub struct JobSpec<Balance> {
 	/// Blocks a solver may go without progress (acceptance, checkpoint or proof) before
 	/// its unit returns to the pool.
 	pub unit_timeout: u32,
+	/// Blocks a unit may wait in the pool without a solver taking it. A unit nobody
+	/// takes in time expires: its price is refunded, and for a step range every later
+	/// range fails with it. At most the runtime's `MaxPoolWait`.
+	pub pool_timeout: u32,
 }
 
 /// Which part of the job a unit covers.
@@ -485,8 +491,15 @@ pub struct WorkUnit<AccountId, BlockNumber> {
 	pub solver: Option<AccountId>,
 	/// Whether the assigned solver accepted it.
 	pub accepted: bool,
-	/// The block by which the solver must make progress, while `Assigned`.
+	/// While `Assigned`, the last block the solver may make progress (or accept) in; while
+	/// in the pool, the last block it may wait there before it expires.
 	pub deadline: Option<BlockNumber>,
+	/// The last block the unit may wait in the pool, set when it enters the pool and kept
+	/// while offers to solvers are declined or lapse.
+	pub pool_deadline: Option<BlockNumber>,
+	/// The last solver that declined the unit or let an offer of it lapse; the scheduler
+	/// offers the unit to others first.
+	pub passed_by: Option<AccountId>,
 	/// Hash of the model the unit starts from: the previous unit's final model for a
 	/// step range, `None` for seeded initialisation or the job's initial weights.
 	pub start_model_hash: Option<ContentHash>,
@@ -496,7 +509,8 @@ pub struct WorkUnit<AccountId, BlockNumber> {
 	pub proof: Option<LearningProof>,
 	/// The block the proof was committed in.
 	pub proven_at: Option<BlockNumber>,
-	/// How many times the unit has been assigned.
+	/// How many solvers took the unit (accepted an offer or claimed it). Declined and
+	/// lapsed offers do not count.
 	pub attempts: u32,
 }
 
@@ -509,7 +523,8 @@ pub struct WorkUnit<AccountId, BlockNumber> {
 pub enum JobStatus {
 	/// Units are being trained.
 	Active,
-	/// The submitter cancelled; units already started run to the end.
+	/// The submitter cancelled; units already started run to the end, and the result of
+	/// those is recorded once every unit is final. The job stays `Cancelled`.
 	Cancelled,
 	/// Every unit is final and the result is recorded.
 	Completed,
@@ -552,8 +567,37 @@ pub struct Job<AccountId, Balance, BlockNumber> {
 	pub units_final: u32,
 	/// Escrow still held for this job.
 	pub escrow: Balance,
+	/// The storage deposit held from the owner; returned when the job's records are
+	/// removed.
+	pub deposit: Balance,
 	/// Block of submission.
 	pub submitted_at: BlockNumber,
-	/// The result, once completed.
+	/// The result, once every unit is final.
 	pub result: Option<JobResult>,
+	/// The block from which the job's records may be removed, once every unit is final.
+	pub removable_at: Option<BlockNumber>,
+}
+
+impl<AccountId, Balance, BlockNumber> Job<AccountId, Balance, BlockNumber> {
+	/// Whether every unit of the job is final.
+	pub fn is_finished(&self) -> bool {
+		self.units_final >= self.units
+	}
+}
+
+/// Why a bond was slashed: each names the proven misbehaviour.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	Debug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum SlashReason {
+	/// A solver's learning proof was shown wrong by the referee.
+	InvalidProof,
+	/// A verifier attested against what re-execution shows.
+	FalseAttestation,
+	/// A challenger's dispute failed.
+	FailedChallenge,
+	/// A verifier committed an attestation and did not reveal it in time.
+	MissedReveal,
 }

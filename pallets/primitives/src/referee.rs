@@ -2,15 +2,69 @@
 //! kernels take them, and the `RefereeApi` runtime API that runs the referee inside the
 //! runtime's wasm, where a disputes pallet will call it.
 
-use crate::{Activation, HyperParams, ModelArch, Optimizer};
+use crate::{Activation, DatasetRef, HyperParams, ModelArch, Optimizer, UnitScope};
 use touchstone_kernels::{
 	job::model::{ModelConfig, OptimizerConfig, TrainConfig},
 	Activation as KernelActivation,
 };
 
 pub use touchstone_kernels::referee::{
-	DataCommitment, Dispute, Openings, Position, RefereeError, TraceCommitment, Verdict,
+	DataCommitment, Dispute, JobError, Openings, PieceCost, Position, RefereeError, TraceCommitment, Verdict,
 };
+
+/// The most work the chain lets the referee do to judge one piece of any job it accepts:
+/// words opened, Merkle hashes checked and operators rebuilt
+/// (`touchstone_kernels::referee::worst_piece`). Every shape inside the encoding bounds
+/// (`MAX_LAYERS`, `MAX_CLASSES`, `u32` element counts, `MAX_DATASET_SAMPLES`) fits
+/// under it; the disputes pallet's resolution weight is benchmarked at it.
+pub const MAX_PIECE_COST: PieceCost = PieceCost { words: 70_000, hashes: 80_000, operators: 256 };
+
+/// Why a job's shape cannot be accepted: the referee could not judge its disputes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeError {
+	/// The model and hyper-parameters do not describe a step the kernels can build.
+	InvalidShape,
+	/// More classes than the kernels' `MAX_CLASSES` (1,024).
+	TooManyClasses,
+	/// The training set, or a unit's share of it, does not fit the model or a batch.
+	InvalidData,
+	/// Judging the job's worst piece would cost more than [`MAX_PIECE_COST`].
+	DisputeTooCostly,
+}
+
+/// Runs the validation the trainer and the referee run on a job, for every unit scope,
+/// and checks the referee's worst piece against [`MAX_PIECE_COST`]. Returns that worst
+/// piece. The chain calls this at submission, so every accepted job is one whose
+/// disputes the referee can judge.
+pub fn check_judgeable(
+	model: &ModelArch,
+	hyper: &HyperParams,
+	dataset: &DatasetRef,
+	scopes: &[UnitScope],
+) -> Result<PieceCost, ShapeError> {
+	let graph = touchstone_kernels::referee::validate_job(&kernel_model(model), &kernel_train(hyper))
+		.map_err(|error| match error {
+			JobError::TooManyClasses => ShapeError::TooManyClasses,
+			JobError::InvalidShape => ShapeError::InvalidShape,
+			JobError::InvalidData => ShapeError::InvalidData,
+		})?;
+	let mut words = 0;
+	for scope in scopes {
+		let (first_sample, shard_samples) = match *scope {
+			UnitScope::Steps { .. } => (0, dataset.samples),
+			UnitScope::Shard { first_sample, samples } => (first_sample, samples),
+		};
+		let data = DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples };
+		words = touchstone_kernels::referee::validate_data(&graph, &data).map_err(|_| ShapeError::InvalidData)?;
+	}
+	let segments = (words as u64).div_ceil(touchstone_kernels::proof::merkle::SEGMENT as u64);
+	let worst = touchstone_kernels::referee::worst_piece(&graph, hyper.steps, segments)
+		.map_err(|_| ShapeError::InvalidShape)?;
+	let fits = worst.words <= MAX_PIECE_COST.words &&
+		worst.hashes <= MAX_PIECE_COST.hashes &&
+		worst.operators <= MAX_PIECE_COST.operators;
+	if fits { Ok(worst) } else { Err(ShapeError::DisputeTooCostly) }
+}
 
 /// A job's model architecture as the kernels take it.
 pub fn kernel_model(model: &ModelArch) -> ModelConfig {

@@ -1,23 +1,27 @@
 //! The traits that couple Touchstone's pallets. Pallets never read each other's storage;
 //! the runtime wires one pallet's implementation into another's `Config`.
 
-use crate::{HardwareProfile, HardwareRequirements, JobId, LearningProof, Role, UnitIndex};
+use crate::{HardwareProfile, HardwareRequirements, JobId, LearningProof, Role, SlashReason, UnitIndex};
 use alloc::vec::Vec;
-use polkadot_sdk::sp_runtime::{DispatchResult, Perbill};
+use polkadot_sdk::sp_runtime::{DispatchError, DispatchResult, Perbill};
 
 /// A solver the scheduler may assign work to.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct SolverCandidate<AccountId> {
+pub struct SolverCandidate<AccountId, Balance> {
 	/// The solver's account.
 	pub account: AccountId,
 	/// Its declared hardware.
 	pub profile: HardwareProfile,
+	/// The least it takes per unit: it is offered only units that pay at least this.
+	pub min_price: Balance,
+	/// Its solver bond.
+	pub bond: Balance,
 	/// Its scheduling score: higher is preferred. Combines stake, reputation and liveness.
 	pub score: u64,
 }
 
 /// The registry of compute nodes, as other pallets see it.
-pub trait ComputeNodes<AccountId> {
+pub trait ComputeNodes<AccountId, Balance> {
 	/// Whether `who` is registered for `role` with at least the minimum bond.
 	fn is_bonded_for(who: &AccountId, role: Role) -> bool;
 	/// Whether `who` is registered at all.
@@ -26,40 +30,50 @@ pub trait ComputeNodes<AccountId> {
 	fn is_online(who: &AccountId) -> bool;
 	/// The hardware profile `who` declared.
 	fn profile(who: &AccountId) -> Option<HardwareProfile>;
-	/// Whether any registered solver's profile meets `requirements`, online or not. Scans
-	/// every registered node.
-	fn any_solver_meets(requirements: &HardwareRequirements) -> bool;
-	/// Online, bonded solvers, best score first; at most `limit` of them. Scans every
-	/// registered node.
-	fn solver_candidates(limit: u32) -> Vec<SolverCandidate<AccountId>>;
+	/// What `who` holds as its bond for `role`.
+	fn bond(who: &AccountId, role: Role) -> Balance;
+	/// The least `who` takes per unit as a solver; `None` if it is not a node.
+	fn min_price(who: &AccountId) -> Option<Balance>;
+	/// Whether any solver bonded at least at the minimum, online or not, has hardware that
+	/// meets `requirements` and takes units at `price`. Scans every registered node.
+	fn any_solver_meets(requirements: &HardwareRequirements, price: Balance) -> bool;
+	/// Online, bonded solvers, best score first; at most `limit` of them. Equal scores are
+	/// ordered by a rotation that changes every block. Scans every registered node.
+	fn solver_candidates(limit: u32) -> Vec<SolverCandidate<AccountId, Balance>>;
 	/// Registered nodes: the size of a scan of the registry, for weights.
 	fn node_count() -> u32;
 	/// The most nodes the registry admits: the worst-case size of a scan.
 	fn max_nodes() -> u32;
-	/// Records a unit completed by `who`.
-	fn note_completed(who: &AccountId);
-	/// Records a technical failure (a timeout) by `who`: costs reputation, not bond.
-	fn note_failed(who: &AccountId);
+	/// Records a unit worth `value` completed by `who`.
+	fn note_completed(who: &AccountId, value: Balance);
+	/// Records a technical failure (a timeout) on a unit worth `value` by `who`: costs
+	/// reputation, not bond.
+	fn note_failed(who: &AccountId, value: Balance);
 }
 
 /// Slashing of bonds, for proven dishonesty.
 pub trait Slash<AccountId, Balance> {
 	/// Slashes up to `amount` of the bond `who` holds for `role` (and then of its
-	/// unbonding funds). `reward` sends a share of what was slashed to an account, such as
-	/// the winner of a dispute; the rest goes to the runtime's slash destination.
-	/// Returns the amount actually slashed.
+	/// unbonding funds), for `reason`. `reward` sends a share of what was slashed to an
+	/// account, such as the winner of a dispute; the rest goes to the runtime's slash
+	/// destination. Returns the amount actually slashed. A reward to `who` itself is
+	/// refused, and nothing is slashed.
 	fn slash(
 		who: &AccountId,
 		role: Role,
 		amount: Balance,
+		reason: SlashReason,
 		reward: Option<(&AccountId, Perbill)>,
-	) -> Balance;
+	) -> Result<Balance, DispatchError>;
 }
 
-/// How much work a node has in hand; a node with work cannot leave.
-pub trait ActiveWork<AccountId> {
+/// The work a node has in hand. A node with work cannot leave, change its hardware, or
+/// take its solver bond below the collateral its work needs.
+pub trait ActiveWork<AccountId, Balance> {
 	/// Units assigned to `who` that are not final yet.
 	fn active_units(who: &AccountId) -> u32;
+	/// The solver bond `who` must keep for the units it holds.
+	fn required_collateral(who: &AccountId) -> Balance;
 }
 
 /// Hooks the verification and disputes pallets implement to follow proofs and hold back

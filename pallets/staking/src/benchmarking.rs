@@ -18,11 +18,11 @@ use touchstone_primitives::{DeviceKind, HardwareProfile, Role};
 fn largest_profile<T: Config>() -> HardwareProfile {
 	HardwareProfile {
 		device: DeviceKind::Gpu,
-		model: BoundedVec::truncate_from(vec![b'm'; T::MaxDeviceModelLen::get() as usize]),
+		model: BoundedVec::truncate_from(vec![b'm'; touchstone_primitives::MAX_DEVICE_MODEL_LEN as usize]),
 		memory_mib: 81_920,
 		throughput_gflops: 900_000,
 		bandwidth_mbps: 100_000,
-		region: BoundedVec::truncate_from(vec![b'r'; T::MaxRegionLen::get() as usize]),
+		region: BoundedVec::truncate_from(vec![b'r'; touchstone_primitives::MAX_REGION_LEN as usize]),
 	}
 }
 
@@ -40,7 +40,7 @@ fn every_role<T: Config>() -> RoleBonds<BalanceOf<T>> {
 fn registered<T: Config>(name: &'static str) -> T::AccountId {
 	let who = funded::<T>(name);
 	let origin = RawOrigin::Signed(who.clone()).into();
-	let _ = Staking::<T>::register(origin, largest_profile::<T>(), every_role::<T>());
+	let _ = Staking::<T>::register(origin, largest_profile::<T>(), every_role::<T>(), 0u32.into());
 	who
 }
 
@@ -52,7 +52,7 @@ mod benchmarks {
 	fn register() {
 		let caller = funded::<T>("caller");
 		#[extrinsic_call]
-		_(RawOrigin::Signed(caller.clone()), largest_profile::<T>(), every_role::<T>());
+		_(RawOrigin::Signed(caller.clone()), largest_profile::<T>(), every_role::<T>(), 0u32.into());
 		assert!(Nodes::<T>::contains_key(&caller));
 	}
 
@@ -71,7 +71,7 @@ mod benchmarks {
 		let caller = funded::<T>("caller");
 		let origin = RawOrigin::Signed(caller.clone()).into();
 		let solver_only = BoundedVec::truncate_from(vec![(Role::Solver, T::MinSolverBond::get())]);
-		Staking::<T>::register(origin, largest_profile::<T>(), solver_only)
+		Staking::<T>::register(origin, largest_profile::<T>(), solver_only, 0u32.into())
 			.map_err(|_| BenchmarkError::Stop("register failed"))?;
 		// Worst case: taking up a new role.
 		let amount = T::MinVerifierBond::get();
@@ -120,13 +120,38 @@ mod benchmarks {
 	fn deregister() -> Result<(), BenchmarkError> {
 		let caller = funded::<T>("caller");
 		let solver_only = BoundedVec::truncate_from(vec![(Role::Solver, T::MinSolverBond::get())]);
-		Staking::<T>::register(RawOrigin::Signed(caller.clone()).into(), largest_profile::<T>(), solver_only)
+		Staking::<T>::register(RawOrigin::Signed(caller.clone()).into(), largest_profile::<T>(), solver_only, 0u32.into())
 			.map_err(|_| BenchmarkError::Stop("register failed"))?;
 		Staking::<T>::unbond(RawOrigin::Signed(caller.clone()).into(), Role::Solver, T::MinSolverBond::get())
 			.map_err(|_| BenchmarkError::Stop("unbond failed"))?;
 		#[extrinsic_call]
 		_(RawOrigin::Signed(caller.clone()));
 		assert!(!Nodes::<T>::contains_key(&caller));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn set_min_price() {
+		let caller = registered::<T>("caller");
+		let price: BalanceOf<T> = 1_000u32.into();
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller.clone()), price);
+		assert_eq!(Nodes::<T>::get(&caller).map(|node| node.min_price), Some(price));
+	}
+
+	#[benchmark]
+	fn reap() -> Result<(), BenchmarkError> {
+		// Worst case: every role bonded, so every bond moves to unbonding.
+		let idle = registered::<T>("idle");
+		let caller = funded::<T>("caller");
+		let later = frame_system::Pallet::<T>::block_number()
+			.saturating_add(T::ReapDelay::get())
+			.saturating_add(1u32.into());
+		frame_system::Pallet::<T>::set_block_number(later);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller), idle.clone());
+		assert!(!Nodes::<T>::contains_key(&idle));
+		assert_eq!(Unbonding::<T>::get(&idle).len(), Role::ALL.len());
 		Ok(())
 	}
 

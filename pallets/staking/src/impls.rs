@@ -2,22 +2,30 @@
 
 use crate::{pallet::*, role_hold, BalanceOf, NodeInfo};
 use alloc::vec::Vec;
+use codec::Encode;
 use polkadot_sdk::{
-	frame_support::traits::{
-		Get,
-		fungible::{Balanced, BalancedHold},
-		tokens::imbalance::{Imbalance, OnUnbalanced},
+	frame_support::{
+		ensure,
+		traits::{
+			Get,
+			fungible::{Balanced, BalancedHold},
+			tokens::imbalance::{Imbalance, OnUnbalanced},
+		},
 	},
-	frame_system::pallet_prelude::BlockNumberFor,
+	frame_system::{self, pallet_prelude::BlockNumberFor},
+	sp_io::hashing::blake2_128,
 	sp_runtime::{
 		traits::{Saturating, UniqueSaturatedInto, Zero},
-		Perbill,
+		DispatchError, Perbill,
 	},
 };
 use touchstone_primitives::{
 	traits::{ComputeNodes, Slash, SolverCandidate},
-	HardwareProfile, HardwareRequirements, Role,
+	HardwareProfile, HardwareRequirements, Role, SlashReason,
 };
+
+/// A stored node.
+type NodeOf<T> = NodeInfo<BlockNumberFor<T>, BalanceOf<T>>;
 
 /// Points a full score component is worth.
 const FULL_POINTS: u64 = 1_000;
@@ -31,23 +39,27 @@ impl<T: Config> Pallet<T> {
 	/// worth 0 to 1000 points, so reputation weighs as much as stake and liveness together.
 	///
 	/// - stake: the bond as a share of `STAKE_SATURATION_MULTIPLE` minimum bonds;
-	/// - reputation: the success ratio `(completed + 1) / (completed + failed + 2)`, less
-	///   250 points per slash;
+	/// - reputation: the value-weighted success ratio `completed / (completed + failed)`,
+	///   times a confidence that grows with the value completed and is full at
+	///   `ReputationSaturation`, less 250 points per slash. A new account has none, so it
+	///   never starts above an honest node with a history, and cheap self-dealt units
+	///   earn only their price's worth;
 	/// - liveness: how much of the heartbeat timeout is left.
-	pub fn solver_score(who: &T::AccountId, node: &NodeInfo<BlockNumberFor<T>>) -> u64 {
+	pub fn solver_score(who: &T::AccountId, node: &NodeOf<T>) -> u64 {
 		let bond: u128 = Self::bonded(who, Role::Solver).unique_saturated_into();
 		let minimum: u128 = T::MinSolverBond::get().unique_saturated_into();
 		let saturation = minimum.saturating_mul(STAKE_SATURATION_MULTIPLE.into()).max(1);
 		let stake = (bond.min(saturation).saturating_mul(FULL_POINTS.into()) / saturation) as u64;
 
 		let reputation = &node.reputation;
-		let successes = u64::from(reputation.completed).saturating_add(1);
-		let attempts = successes.saturating_add(u64::from(reputation.failed)).saturating_add(1);
-		let reputation_points = successes
-			.saturating_mul(FULL_POINTS)
-			.checked_div(attempts)
-			.unwrap_or_default()
-			.saturating_sub(u64::from(reputation.slashed).saturating_mul(POINTS_PER_SLASH));
+		let done = reputation.completed_value;
+		let full = FULL_POINTS as u128;
+		let success = done.saturating_mul(full).checked_div(done.saturating_add(reputation.failed_value)).unwrap_or(0);
+		let saturation: u128 = T::ReputationSaturation::get().unique_saturated_into();
+		let confidence = done.min(saturation).saturating_mul(full).checked_div(saturation).unwrap_or(0);
+		let reputation_points = (success.saturating_mul(confidence) / full) as u64;
+		let reputation_points =
+			reputation_points.saturating_sub(u64::from(reputation.slashed).saturating_mul(POINTS_PER_SLASH));
 
 		let now = polkadot_sdk::frame_system::Pallet::<T>::block_number();
 		let timeout: u64 = T::HeartbeatTimeout::get().unique_saturated_into();
@@ -61,7 +73,14 @@ impl<T: Config> Pallet<T> {
 		stake.saturating_add(reputation_points.saturating_mul(2)).saturating_add(liveness)
 	}
 
-	fn is_eligible_solver(who: &T::AccountId, node: &NodeInfo<BlockNumberFor<T>>) -> bool {
+	/// Orders solvers of equal score: a hash of the account under the parent block's hash,
+	/// so the order rotates every block and no key can be ground to win every tie.
+	fn tie_break(who: &T::AccountId) -> [u8; 16] {
+		let parent = frame_system::Pallet::<T>::parent_hash();
+		blake2_128(&(parent, who).encode())
+	}
+
+	fn is_eligible_solver(who: &T::AccountId, node: &NodeOf<T>) -> bool {
 		node.roles.contains(Role::Solver) &&
 			Self::bonded(who, Role::Solver) >= T::MinSolverBond::get() &&
 			Self::is_node_online(node)
@@ -96,7 +115,7 @@ impl<T: Config> Pallet<T> {
 	}
 }
 
-impl<T: Config> ComputeNodes<T::AccountId> for Pallet<T> {
+impl<T: Config> ComputeNodes<T::AccountId, BalanceOf<T>> for Pallet<T> {
 	fn is_bonded_for(who: &T::AccountId, role: Role) -> bool {
 		Nodes::<T>::get(who).is_some_and(|node| {
 			node.roles.contains(role) && Self::bonded(who, role) >= Self::min_bond(role)
@@ -115,26 +134,44 @@ impl<T: Config> ComputeNodes<T::AccountId> for Pallet<T> {
 		Nodes::<T>::get(who).map(|node| node.profile)
 	}
 
-	fn any_solver_meets(requirements: &HardwareRequirements) -> bool {
-		// Bounded: the registry never holds more than `MaxNodes` entries.
-		Nodes::<T>::iter_values()
-			.any(|node| node.roles.contains(Role::Solver) && requirements.is_met_by(&node.profile))
+	fn bond(who: &T::AccountId, role: Role) -> BalanceOf<T> {
+		Self::bonded(who, role)
 	}
 
-	fn solver_candidates(limit: u32) -> Vec<SolverCandidate<T::AccountId>> {
+	fn min_price(who: &T::AccountId) -> Option<BalanceOf<T>> {
+		Nodes::<T>::get(who).map(|node| node.min_price)
+	}
+
+	fn any_solver_meets(requirements: &HardwareRequirements, price: BalanceOf<T>) -> bool {
+		// Bounded: the registry never holds more than `MaxNodes` entries.
+		Nodes::<T>::iter().any(|(who, node)| {
+			node.roles.contains(Role::Solver) &&
+				node.min_price <= price &&
+				requirements.is_met_by(&node.profile) &&
+				Self::bonded(&who, Role::Solver) >= T::MinSolverBond::get()
+		})
+	}
+
+	fn solver_candidates(limit: u32) -> Vec<SolverCandidate<T::AccountId, BalanceOf<T>>> {
 		let mut candidates: Vec<_> = Nodes::<T>::iter()
 			.filter(|(who, node)| Self::is_eligible_solver(who, node))
-			.map(|(who, node)| SolverCandidate {
-				score: Self::solver_score(&who, &node),
-				account: who,
-				profile: node.profile,
+			.map(|(who, node)| {
+				(
+					Self::tie_break(&who),
+					SolverCandidate {
+						score: Self::solver_score(&who, &node),
+						bond: Self::bonded(&who, Role::Solver),
+						account: who,
+						profile: node.profile,
+						min_price: node.min_price,
+					},
+				)
 			})
 			.collect();
-		// Map iteration order depends on key hashes; sorting by score, then account,
-		// makes the result independent of it.
-		candidates.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.account.cmp(&b.account)));
-		candidates.truncate(limit as usize);
-		candidates
+		// Map iteration order depends on key hashes; sorting by score, then the rotating
+		// tie-break, makes the result independent of it.
+		candidates.sort_by(|(a_tie, a), (b_tie, b)| b.score.cmp(&a.score).then_with(|| a_tie.cmp(b_tie)));
+		candidates.into_iter().take(limit as usize).map(|(_, candidate)| candidate).collect()
 	}
 
 	fn node_count() -> u32 {
@@ -145,12 +182,20 @@ impl<T: Config> ComputeNodes<T::AccountId> for Pallet<T> {
 		T::MaxNodes::get()
 	}
 
-	fn note_completed(who: &T::AccountId) {
-		Self::update_reputation(who, |r| r.completed = r.completed.saturating_add(1));
+	fn note_completed(who: &T::AccountId, value: BalanceOf<T>) {
+		let value: u128 = value.unique_saturated_into();
+		Self::update_reputation(who, |r| {
+			r.completed = r.completed.saturating_add(1);
+			r.completed_value = r.completed_value.saturating_add(value);
+		});
 	}
 
-	fn note_failed(who: &T::AccountId) {
-		Self::update_reputation(who, |r| r.failed = r.failed.saturating_add(1));
+	fn note_failed(who: &T::AccountId, value: BalanceOf<T>) {
+		let value: u128 = value.unique_saturated_into();
+		Self::update_reputation(who, |r| {
+			r.failed = r.failed.saturating_add(1);
+			r.failed_value = r.failed_value.saturating_add(value);
+		});
 	}
 }
 
@@ -159,15 +204,17 @@ impl<T: Config> Slash<T::AccountId, BalanceOf<T>> for Pallet<T> {
 		who: &T::AccountId,
 		role: Role,
 		amount: BalanceOf<T>,
+		reason: SlashReason,
 		reward: Option<(&T::AccountId, Perbill)>,
-	) -> BalanceOf<T> {
+	) -> Result<BalanceOf<T>, DispatchError> {
+		ensure!(reward.is_none_or(|(beneficiary, _)| beneficiary != who), Error::<T>::RewardToSlashed);
 		let (mut credit, shortfall) = T::Currency::slash(&role_hold(role).into(), who, amount);
 		if !shortfall.is_zero() {
 			credit.subsume(Self::slash_unbonding(who, role, shortfall));
 		}
 		let slashed = credit.peek();
 		if slashed.is_zero() {
-			return slashed;
+			return Ok(slashed);
 		}
 		let rest = match reward {
 			Some((beneficiary, share)) => {
@@ -183,7 +230,7 @@ impl<T: Config> Slash<T::AccountId, BalanceOf<T>> for Pallet<T> {
 		};
 		T::SlashDestination::on_unbalanced(rest);
 		Self::update_reputation(who, |r| r.slashed = r.slashed.saturating_add(1));
-		Self::deposit_event(Event::Slashed { who: who.clone(), role, amount: slashed });
-		slashed
+		Self::deposit_event(Event::Slashed { who: who.clone(), role, amount: slashed, reason });
+		Ok(slashed)
 	}
 }

@@ -10,14 +10,19 @@
 //! bonds for proven dishonesty. A technical failure (a timeout) costs reputation only.
 //!
 //! ## Calls
-//! - [`Pallet::register`]: become a node with a profile and a bond per role.
-//! - [`Pallet::update_profile`]: declare new hardware.
+//! - [`Pallet::register`]: become a node with a profile, a bond per role and the least
+//!   it takes per unit as a solver.
+//! - [`Pallet::update_profile`]: declare new hardware (not while holding units).
+//! - [`Pallet::set_min_price`]: change the least it takes per unit.
 //! - [`Pallet::bond_more`]: add to a role's bond, or take up a new role.
 //! - [`Pallet::unbond`]: start withdrawing a role's bond; it stays slashable until the
 //!   unbonding period ends.
 //! - [`Pallet::withdraw_unbonded`]: release matured unbonding funds.
 //! - [`Pallet::heartbeat`]: mark the node online.
 //! - [`Pallet::deregister`]: leave, once no bond and no work remain.
+//! - [`Pallet::reap`]: anyone may remove a node that has been offline for `ReapDelay`
+//!   blocks with no work in hand; its bonds start unbonding. Free when it succeeds, so
+//!   idle registrations cannot hold the bounded registry.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
@@ -53,7 +58,7 @@ pub mod pallet {
 	};
 	use frame_system::pallet_prelude::*;
 	use sp_runtime::traits::{Saturating, Zero};
-	use touchstone_primitives::{traits::ActiveWork, HardwareProfile, Role};
+	use touchstone_primitives::{traits::ActiveWork, HardwareProfile, Role, SlashReason};
 
 	/// The in-code storage version.
 	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
@@ -76,8 +81,9 @@ pub mod pallet {
 		/// Where slashed funds go (after any reward share): a jackpot or treasury.
 		type SlashDestination: OnUnbalanced<CreditOf<Self>>;
 
-		/// Which nodes still have work in hand; they cannot drop their solver role or leave.
-		type ActiveWork: ActiveWork<Self::AccountId>;
+		/// Which nodes still have work in hand, and the collateral it needs: they cannot
+		/// leave, change hardware, or take their solver bond below that collateral.
+		type ActiveWork: ActiveWork<Self::AccountId, BalanceOf<Self>>;
 
 		/// Minimum bond of a solver.
 		#[pallet::constant]
@@ -99,6 +105,15 @@ pub mod pallet {
 		#[pallet::constant]
 		type HeartbeatTimeout: Get<BlockNumberFor<Self>>;
 
+		/// Blocks after its last heartbeat from which anyone may remove an idle node.
+		#[pallet::constant]
+		type ReapDelay: Get<BlockNumberFor<Self>>;
+
+		/// Value of completed work at which a solver's reputation counts in full; below it,
+		/// reputation counts in proportion, so a new account starts with none.
+		#[pallet::constant]
+		type ReputationSaturation: Get<BalanceOf<Self>>;
+
 		/// Most registered nodes. Bounds every scan of the registry.
 		#[pallet::constant]
 		type MaxNodes: Get<u32>;
@@ -106,14 +121,6 @@ pub mod pallet {
 		/// Most unbonding chunks a node may have in flight.
 		#[pallet::constant]
 		type MaxUnbondingChunks: Get<u32>;
-
-		/// Longest device model string accepted, in bytes.
-		#[pallet::constant]
-		type MaxDeviceModelLen: Get<u32>;
-
-		/// Longest region tag accepted, in bytes.
-		#[pallet::constant]
-		type MaxRegionLen: Get<u32>;
 
 		/// Weights of this pallet's calls, from its benchmarks.
 		type WeightInfo: WeightInfo;
@@ -135,7 +142,7 @@ pub mod pallet {
 	/// Registered compute nodes.
 	#[pallet::storage]
 	pub type Nodes<T: Config> =
-		CountedStorageMap<_, Blake2_128Concat, T::AccountId, NodeInfo<BlockNumberFor<T>>>;
+		CountedStorageMap<_, Blake2_128Concat, T::AccountId, NodeInfo<BlockNumberFor<T>, BalanceOf<T>>>;
 
 	/// Funds each node has unbonded and not yet withdrawn.
 	#[pallet::storage]
@@ -158,6 +165,15 @@ pub mod pallet {
 			roles: Vec<Role>,
 			/// Its declared hardware.
 			profile: HardwareProfile,
+			/// The least it takes per unit as a solver.
+			min_price: BalanceOf<T>,
+		},
+		/// A solver changed the least it takes per unit.
+		MinPriceSet {
+			/// The node's account.
+			who: T::AccountId,
+			/// The new minimum price per unit.
+			min_price: BalanceOf<T>,
 		},
 		/// A node declared new hardware.
 		ProfileUpdated {
@@ -190,7 +206,7 @@ pub mod pallet {
 		Withdrawn {
 			/// The node's account.
 			who: T::AccountId,
-			/// The amount released.
+			/// The amount actually released: matured chunks, less what slashes took.
 			amount: BalanceOf<T>,
 		},
 		/// A node sent a heartbeat.
@@ -203,6 +219,15 @@ pub mod pallet {
 			/// The node's account.
 			who: T::AccountId,
 		},
+		/// An idle, long-offline node was removed; its bonds are unbonding.
+		NodeReaped {
+			/// The node's account.
+			who: T::AccountId,
+			/// Who removed it.
+			by: T::AccountId,
+			/// What it had bonded, now unbonding.
+			unbonding: BalanceOf<T>,
+		},
 		/// A node's bond was slashed.
 		Slashed {
 			/// The node's account.
@@ -211,6 +236,8 @@ pub mod pallet {
 			role: Role,
 			/// The amount taken.
 			amount: BalanceOf<T>,
+			/// The proven misbehaviour.
+			reason: SlashReason,
 		},
 	}
 
@@ -240,10 +267,12 @@ pub mod pallet {
 		StillBonded,
 		/// The node has units in hand; finish them first.
 		HasActiveWork,
-		/// The device model string is longer than `MaxDeviceModelLen`.
-		DeviceModelTooLong,
-		/// The region tag is longer than `MaxRegionLen`.
-		RegionTooLong,
+		/// Unbonding would take the solver bond below the collateral its units need.
+		BelowCollateral,
+		/// The node sent a heartbeat within `ReapDelay` blocks; it cannot be reaped.
+		NodeNotIdle,
+		/// A slash cannot reward the account it slashes.
+		RewardToSlashed,
 		/// A hardware profile must declare non-zero memory and throughput.
 		EmptyProfile,
 		/// The amount must be above zero.
@@ -256,8 +285,13 @@ pub mod pallet {
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn integrity_test() {
 			assert!(T::MaxNodes::get() > 0, "MaxNodes must be positive");
-			assert!(T::MaxUnbondingChunks::get() > 0, "MaxUnbondingChunks must be positive");
+			assert!(
+				T::MaxUnbondingChunks::get() as usize >= Role::ALL.len(),
+				"a reaped node's bonds, one chunk per role, must fit"
+			);
 			assert!(!T::HeartbeatTimeout::get().is_zero(), "HeartbeatTimeout must be positive");
+			assert!(T::ReapDelay::get() > T::HeartbeatTimeout::get(), "only offline nodes may be reaped");
+			assert!(!T::ReputationSaturation::get().is_zero(), "ReputationSaturation must be positive");
 			for role in Role::ALL {
 				assert!(!Pallet::<T>::min_bond(role).is_zero(), "minimum bonds must be positive");
 			}
@@ -271,8 +305,9 @@ pub mod pallet {
 
 	#[pallet::call]
 	impl<T: Config> Pallet<T> {
-		/// Register the caller as a compute node with a hardware profile and a bond for
-		/// each role it takes. Every bond must meet its role's minimum.
+		/// Register the caller as a compute node with a hardware profile, a bond for each
+		/// role it takes, and the least it takes per unit as a solver (the scheduler offers
+		/// it only units that pay at least that). Every bond must meet its role's minimum.
 		///
 		/// Emits `NodeRegistered`, then `Bonded` for each role.
 		#[pallet::call_index(0)]
@@ -281,6 +316,7 @@ pub mod pallet {
 			origin: OriginFor<T>,
 			profile: HardwareProfile,
 			bonds: BoundedVec<(Role, BalanceOf<T>), ConstU32<3>>,
+			min_price: BalanceOf<T>,
 		) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			ensure!(!Nodes::<T>::contains_key(&who), Error::<T>::AlreadyRegistered);
@@ -306,12 +342,14 @@ pub mod pallet {
 					registered_at: now,
 					last_heartbeat: now,
 					reputation: Reputation::default(),
+					min_price,
 				},
 			);
 			Self::deposit_event(Event::NodeRegistered {
 				who: who.clone(),
 				roles: roles.to_vec(),
 				profile,
+				min_price,
 			});
 			for (role, amount) in bonds {
 				Self::deposit_event(Event::Bonded { who: who.clone(), role, amount });
@@ -319,7 +357,8 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Declare new hardware for the caller's node.
+		/// Declare new hardware for the caller's node. Refused while it holds units, which
+		/// were matched to the hardware it declared when it took them.
 		///
 		/// Emits `ProfileUpdated`.
 		#[pallet::call_index(1)]
@@ -327,6 +366,7 @@ pub mod pallet {
 		pub fn update_profile(origin: OriginFor<T>, profile: HardwareProfile) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			Self::ensure_valid_profile(&profile)?;
+			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
 			Nodes::<T>::try_mutate(&who, |node| -> DispatchResult {
 				let node = node.as_mut().ok_or(Error::<T>::NotRegistered)?;
 				node.profile = profile.clone();
@@ -383,6 +423,10 @@ pub mod pallet {
 					node.roles.remove(role);
 				} else {
 					ensure!(remainder >= Self::min_bond(role), Error::<T>::RemainderBelowMinimum);
+					ensure!(
+						role != Role::Solver || remainder >= T::ActiveWork::required_collateral(&who),
+						Error::<T>::BelowCollateral
+					);
 				}
 				// A slash may have emptied the bond; then only the role is dropped.
 				if !amount.is_zero() {
@@ -423,8 +467,9 @@ pub mod pallet {
 			let held = T::Currency::balance_on_hold(&HoldReason::Unbonding.into(), &who);
 			let still_unbonding =
 				chunks.iter().fold(BalanceOf::<T>::zero(), |acc, c| acc.saturating_add(c.amount));
-			let released = held.saturating_sub(still_unbonding).min(matured);
-			T::Currency::release(&HoldReason::Unbonding.into(), &who, released, Precision::BestEffort)?;
+			let releasable = held.saturating_sub(still_unbonding).min(matured);
+			let released =
+				T::Currency::release(&HoldReason::Unbonding.into(), &who, releasable, Precision::BestEffort)?;
 			if chunks.is_empty() {
 				Unbonding::<T>::remove(&who);
 			} else {
@@ -466,6 +511,70 @@ pub mod pallet {
 			Self::deposit_event(Event::NodeDeregistered { who });
 			Ok(())
 		}
+
+		/// Set the least the caller takes per unit as a solver. Units already held keep
+		/// their price.
+		///
+		/// Emits `MinPriceSet`.
+		#[pallet::call_index(7)]
+		#[pallet::weight(T::WeightInfo::set_min_price())]
+		pub fn set_min_price(origin: OriginFor<T>, min_price: BalanceOf<T>) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			Nodes::<T>::try_mutate(&who, |node| -> DispatchResult {
+				node.as_mut().ok_or(Error::<T>::NotRegistered)?.min_price = min_price;
+				Ok(())
+			})?;
+			Self::deposit_event(Event::MinPriceSet { who, min_price });
+			Ok(())
+		}
+
+		/// Remove `who` from the registry: a node without a heartbeat for `ReapDelay`
+		/// blocks and with no work in hand. Its bonds move to unbonding, slashable and
+		/// withdrawable as usual. Anyone may call it, and pays no fee when it succeeds.
+		///
+		/// Emits `NodeReaped`.
+		#[pallet::call_index(8)]
+		#[pallet::weight(T::WeightInfo::reap())]
+		pub fn reap(origin: OriginFor<T>, who: T::AccountId) -> DispatchResultWithPostInfo {
+			let by = ensure_signed(origin)?;
+			let node = Nodes::<T>::get(&who).ok_or(Error::<T>::NotRegistered)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(
+				now.saturating_sub(node.last_heartbeat) > T::ReapDelay::get(),
+				Error::<T>::NodeNotIdle
+			);
+			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
+			let unlock_at = now.saturating_add(T::UnbondingPeriod::get());
+			let mut chunks = Unbonding::<T>::get(&who);
+			let mut unbonding = BalanceOf::<T>::zero();
+			for role in Role::ALL {
+				let amount = Self::bonded(&who, role);
+				if amount.is_zero() {
+					continue;
+				}
+				let chunk = UnbondingChunk { role, amount, unlock_at };
+				if chunks.try_push(chunk).is_err() {
+					// No room: fold the bond into the role's latest chunk, which then unlocks
+					// with it, so a node cannot make itself unreapable by filling its chunks.
+					let latest = chunks
+						.iter_mut()
+						.rev()
+						.find(|chunk| chunk.role == role)
+						.ok_or(Error::<T>::TooManyUnbondingChunks)?;
+					latest.amount = latest.amount.saturating_add(amount);
+					latest.unlock_at = unlock_at;
+				}
+				T::Currency::release(&role_hold(role).into(), &who, amount, Precision::Exact)?;
+				T::Currency::hold(&HoldReason::Unbonding.into(), &who, amount)?;
+				unbonding = unbonding.saturating_add(amount);
+			}
+			if !chunks.is_empty() {
+				Unbonding::<T>::insert(&who, chunks);
+			}
+			Nodes::<T>::remove(&who);
+			Self::deposit_event(Event::NodeReaped { who, by, unbonding });
+			Ok(Pays::No.into())
+		}
 	}
 
 	impl<T: Config> Pallet<T> {
@@ -484,7 +593,7 @@ pub mod pallet {
 		}
 
 		/// Whether `who`'s last heartbeat is recent enough.
-		pub fn is_node_online(node: &NodeInfo<BlockNumberFor<T>>) -> bool {
+		pub fn is_node_online(node: &NodeInfo<BlockNumberFor<T>, BalanceOf<T>>) -> bool {
 			let now = frame_system::Pallet::<T>::block_number();
 			now.saturating_sub(node.last_heartbeat) <= T::HeartbeatTimeout::get()
 		}
@@ -496,14 +605,6 @@ pub mod pallet {
 
 		fn ensure_valid_profile(profile: &HardwareProfile) -> DispatchResult {
 			ensure!(
-				profile.model.len() <= T::MaxDeviceModelLen::get() as usize,
-				Error::<T>::DeviceModelTooLong
-			);
-			ensure!(
-				profile.region.len() <= T::MaxRegionLen::get() as usize,
-				Error::<T>::RegionTooLong
-			);
-			ensure!(
 				profile.memory_mib > 0 && profile.throughput_gflops > 0,
 				Error::<T>::EmptyProfile
 			);
@@ -511,10 +612,15 @@ pub mod pallet {
 		}
 
 		/// Checks the pallet's invariants:
-		/// - a node holds a bond of at least the minimum for every role it lists, and
-		///   none for a role it does not list;
-		/// - the unbonding hold of an account never exceeds its unbonding chunks;
+		/// - a node holds a bond of at least the minimum for every role it lists, unless a
+		///   slash took it below (then it is not eligible until it tops up), and none for a
+		///   role it does not list;
+		/// - a solver's bond covers the collateral of the units it holds, unless slashed;
+		/// - the unbonding hold of an account equals the sum of its unbonding chunks;
 		/// - the counted map's counter matches its contents.
+		///
+		/// Compiled for `try-runtime`, and with `std` so that the tasks pallet's tests,
+		/// which run this pallet for real, check it after every test too.
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), sp_runtime::TryRuntimeError> {
 			let mut nodes = 0u32;
@@ -525,10 +631,21 @@ pub mod pallet {
 					if node.roles.contains(role) {
 						// A slash can take a bond below the minimum; it stays listed until the
 						// node unbonds or tops up, and it is not eligible meanwhile.
-						ensure!(!bonded.is_zero() || node.reputation.slashed > 0, "listed role without bond");
+						ensure!(
+							bonded >= Self::min_bond(role) || node.reputation.slashed > 0,
+							"listed role below its minimum bond and never slashed"
+						);
 					} else {
 						ensure!(bonded.is_zero(), "bond held for a role the node does not list");
 					}
+				}
+			}
+			for (who, node) in Nodes::<T>::iter() {
+				if node.roles.contains(Role::Solver) && node.reputation.slashed == 0 {
+					ensure!(
+						Self::bonded(&who, Role::Solver) >= T::ActiveWork::required_collateral(&who),
+						"solver bond below the collateral of its units"
+					);
 				}
 			}
 			ensure!(nodes == Nodes::<T>::count(), "node counter out of sync");
@@ -537,7 +654,7 @@ pub mod pallet {
 				let listed =
 					chunks.iter().fold(BalanceOf::<T>::zero(), |acc, c| acc.saturating_add(c.amount));
 				let held = T::Currency::balance_on_hold(&HoldReason::Unbonding.into(), &who);
-				ensure!(held <= listed, "unbonding hold exceeds unbonding chunks");
+				ensure!(held == listed, "unbonding hold differs from its chunks");
 				ensure!(!chunks.is_empty(), "empty unbonding entry left in storage");
 			}
 			Ok(())

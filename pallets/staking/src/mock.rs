@@ -30,6 +30,7 @@ impl frame_system::Config for Test {
 #[derive_impl(pallet_balances::config_preludes::TestDefaultConfig)]
 impl pallet_balances::Config for Test {
 	type AccountStore = System;
+	type ExistentialDeposit = ConstU64<2>;
 	type RuntimeHoldReason = RuntimeHoldReason;
 }
 
@@ -45,18 +46,28 @@ pub const MIN_CHALLENGER_BOND: u64 = 20;
 pub const UNBONDING_PERIOD: u64 = 10;
 /// Blocks without heartbeat before a node is offline.
 pub const HEARTBEAT_TIMEOUT: u64 = 20;
+/// Blocks without heartbeat before anyone may remove an idle node.
+pub const REAP_DELAY: u64 = 50;
+/// Value of completed work at which reputation counts in full.
+pub const REPUTATION_SATURATION: u64 = 10_000;
 
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
 	/// Nodes the mock's tasks pallet says have work in hand.
 	pub static BusyNodes: Vec<u64> = Vec::new();
+	/// The collateral the mock's tasks pallet says each node's units need.
+	pub static Collateral: Vec<(u64, u64)> = Vec::new();
 }
 
-/// Stands in for the tasks pallet: a node has work when listed in `BusyNodes`.
+/// Stands in for the tasks pallet: a node has work when listed in `BusyNodes`, and needs
+/// the collateral `Collateral` lists for it.
 pub struct MockActiveWork;
-impl ActiveWork<u64> for MockActiveWork {
+impl ActiveWork<u64, u64> for MockActiveWork {
 	fn active_units(who: &u64) -> u32 {
 		u32::from(BusyNodes::get().contains(who))
+	}
+	fn required_collateral(who: &u64) -> u64 {
+		Collateral::get().iter().find(|(node, _)| node == who).map_or(0, |(_, amount)| *amount)
 	}
 }
 
@@ -70,10 +81,10 @@ impl pallet_touchstone_staking::Config for Test {
 	type MinChallengerBond = ConstU64<MIN_CHALLENGER_BOND>;
 	type UnbondingPeriod = ConstU64<UNBONDING_PERIOD>;
 	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
+	type ReapDelay = ConstU64<REAP_DELAY>;
+	type ReputationSaturation = ConstU64<REPUTATION_SATURATION>;
 	type MaxNodes = ConstU32<4>;
-	type MaxUnbondingChunks = ConstU32<2>;
-	type MaxDeviceModelLen = ConstU32<16>;
-	type MaxRegionLen = ConstU32<8>;
+	type MaxUnbondingChunks = ConstU32<3>;
 	type WeightInfo = ();
 }
 
@@ -105,7 +116,7 @@ pub struct ExtBuilder {
 
 impl Default for ExtBuilder {
 	fn default() -> Self {
-		Self { balances: (1..=6).map(|who| (who, 10_000)).chain([(JACKPOT, 1)]).collect() }
+		Self { balances: (1..=6).map(|who| (who, 10_000)).chain([(JACKPOT, 2)]).collect() }
 	}
 }
 

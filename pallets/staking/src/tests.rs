@@ -12,11 +12,11 @@ use polkadot_sdk::{
 };
 use touchstone_primitives::{
 	traits::{ComputeNodes, Slash},
-	DeviceKind, HardwareRequirements, Role,
+	DeviceKind, HardwareRequirements, Role, SlashReason,
 };
 
 fn register_solver(who: u64) {
-	assert_ok!(Staking::register(RuntimeOrigin::signed(who), gpu_profile(), min_bonds(&[Role::Solver])));
+	assert_ok!(Staking::register(RuntimeOrigin::signed(who), gpu_profile(), min_bonds(&[Role::Solver]), 0));
 }
 
 fn held(who: u64, reason: HoldReason) -> u64 {
@@ -40,7 +40,7 @@ mod register {
 	fn registers_and_holds_each_bond() {
 		ExtBuilder::default().build_and_execute(|| {
 			let bonds = min_bonds(&[Role::Solver, Role::Verifier]);
-			assert_ok!(Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds));
+			assert_ok!(Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds, 0));
 			let node = Nodes::<Test>::get(1).unwrap();
 			assert!(node.roles.contains(Role::Solver) && node.roles.contains(Role::Verifier));
 			assert!(!node.roles.contains(Role::Challenger));
@@ -53,7 +53,8 @@ mod register {
 					Event::NodeRegistered {
 						who: 1,
 						roles: vec![Role::Solver, Role::Verifier],
-						profile: gpu_profile()
+						profile: gpu_profile(),
+						min_price: 0,
 					},
 					Event::Bonded { who: 1, role: Role::Solver, amount: MIN_SOLVER_BOND },
 					Event::Bonded { who: 1, role: Role::Verifier, amount: MIN_VERIFIER_BOND },
@@ -67,7 +68,7 @@ mod register {
 		ExtBuilder::default().build_and_execute(|| {
 			register_solver(1);
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), min_bonds(&[Role::Verifier])),
+				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), min_bonds(&[Role::Verifier]), 0),
 				Error::<Test>::AlreadyRegistered
 			);
 		});
@@ -78,7 +79,7 @@ mod register {
 		ExtBuilder::default().build_and_execute(|| {
 			(1..=4).for_each(register_solver);
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(5), gpu_profile(), min_bonds(&[Role::Solver])),
+				Staking::register(RuntimeOrigin::signed(5), gpu_profile(), min_bonds(&[Role::Solver]), 0),
 				Error::<Test>::TooManyNodes
 			);
 		});
@@ -88,12 +89,12 @@ mod register {
 	fn rejects_no_roles_and_duplicates() {
 		ExtBuilder::default().build_and_execute(|| {
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), BoundedVec::new()),
+				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), BoundedVec::new(), 0),
 				Error::<Test>::NoRoles
 			);
 			let twice = BoundedVec::truncate_from(vec![(Role::Solver, 100), (Role::Solver, 100)]);
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), twice),
+				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), twice, 0),
 				Error::<Test>::DuplicateRole
 			);
 		});
@@ -104,7 +105,7 @@ mod register {
 		ExtBuilder::default().build_and_execute(|| {
 			let low = BoundedVec::truncate_from(vec![(Role::Solver, MIN_SOLVER_BOND - 1)]);
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), low),
+				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), low, 0),
 				Error::<Test>::BondBelowMinimum
 			);
 		});
@@ -116,7 +117,7 @@ mod register {
 			// The first hold succeeds, the second fails: the whole call must roll back.
 			let bonds = min_bonds(&[Role::Solver, Role::Verifier]);
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds),
+				Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds, 0),
 				Error::<Test>::InsufficientBalance
 			);
 			assert_eq!(held(1, HoldReason::SolverBond), 0);
@@ -124,25 +125,14 @@ mod register {
 	}
 
 	#[test]
-	fn rejects_oversized_or_empty_profiles() {
+	fn rejects_empty_profiles() {
+		// Over-long strings do not decode: the types' bounds are the protocol's.
 		ExtBuilder::default().build_and_execute(|| {
 			let bonds = min_bonds(&[Role::Solver]);
-			let mut long_model = gpu_profile();
-			long_model.model = BoundedVec::truncate_from(vec![b'x'; 17]);
-			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), long_model, bonds.clone()),
-				Error::<Test>::DeviceModelTooLong
-			);
-			let mut long_region = gpu_profile();
-			long_region.region = BoundedVec::truncate_from(vec![b'r'; 9]);
-			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), long_region, bonds.clone()),
-				Error::<Test>::RegionTooLong
-			);
 			let mut empty = gpu_profile();
 			empty.memory_mib = 0;
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(1), empty, bonds),
+				Staking::register(RuntimeOrigin::signed(1), empty, bonds, 0),
 				Error::<Test>::EmptyProfile
 			);
 		});
@@ -294,7 +284,8 @@ mod unbond_and_withdraw {
 	fn rejects_more_chunks_than_allowed() {
 		ExtBuilder::default().build_and_execute(|| {
 			register_solver(1);
-			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Solver, 30));
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Solver, 40));
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 10));
 			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 10));
 			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 10));
 			assert_noop!(
@@ -357,19 +348,113 @@ mod deregister {
 	}
 }
 
+mod reap {
+	use super::*;
+
+	#[test]
+	fn anyone_removes_an_idle_node_whose_bonds_start_unbonding() {
+		ExtBuilder::default().build_and_execute(|| {
+			let bonds = min_bonds(&[Role::Solver, Role::Verifier]);
+			assert_ok!(Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds, 0));
+			System::set_block_number(1 + REAP_DELAY);
+			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::NodeNotIdle);
+			System::set_block_number(2 + REAP_DELAY);
+			BusyNodes::set(vec![1]);
+			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::HasActiveWork);
+			BusyNodes::set(vec![]);
+			let result = Staking::reap(RuntimeOrigin::signed(2), 1).unwrap();
+			assert_eq!(result.pays_fee, polkadot_sdk::frame_support::dispatch::Pays::No);
+			let unbonding = MIN_SOLVER_BOND + MIN_VERIFIER_BOND;
+			System::assert_last_event(Event::NodeReaped { who: 1, by: 2, unbonding }.into());
+			assert!(!Staking::is_registered(&1));
+			assert_eq!(held(1, HoldReason::SolverBond) + held(1, HoldReason::VerifierBond), 0);
+			assert_eq!(held(1, HoldReason::Unbonding), unbonding);
+			// The funds stay slashable through the unbonding period, then come back.
+			System::set_block_number(2 + REAP_DELAY + UNBONDING_PERIOD);
+			assert_ok!(Staking::withdraw_unbonded(RuntimeOrigin::signed(1)));
+			assert_eq!(held(1, HoldReason::Unbonding), 0);
+		});
+	}
+
+	#[test]
+	fn rejects_an_unknown_node() {
+		ExtBuilder::default().build_and_execute(|| {
+			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::NotRegistered);
+		});
+	}
+}
+
+mod price_and_collateral {
+	use super::*;
+
+	#[test]
+	fn a_solver_sets_its_minimum_price_and_is_matched_by_it() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			assert_ok!(Staking::set_min_price(RuntimeOrigin::signed(1), 40));
+			System::assert_last_event(Event::MinPriceSet { who: 1, min_price: 40 }.into());
+			assert_eq!(Staking::min_price(&1), Some(40));
+			assert!(!Staking::any_solver_meets(&requirements(1), 39));
+			assert!(Staking::any_solver_meets(&requirements(1), 40));
+			assert_eq!(Staking::solver_candidates(1)[0].min_price, 40);
+			assert_noop!(Staking::set_min_price(RuntimeOrigin::signed(2), 1), Error::<Test>::NotRegistered);
+		});
+	}
+
+	#[test]
+	fn an_unbonded_solver_meets_no_requirements() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, MIN_SOLVER_BOND));
+			assert!(!Staking::any_solver_meets(&requirements(1), 0));
+		});
+	}
+
+	#[test]
+	fn the_bond_cannot_drop_below_the_collateral_of_held_units() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Solver, 100));
+			Collateral::set(vec![(1, 150)]);
+			assert_noop!(
+				Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 60),
+				Error::<Test>::BelowCollateral
+			);
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 50));
+			Collateral::set(vec![]);
+		});
+	}
+
+	#[test]
+	fn hardware_cannot_change_while_units_are_held() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			BusyNodes::set(vec![1]);
+			let mut smaller = gpu_profile();
+			smaller.memory_mib = 1;
+			assert_noop!(
+				Staking::update_profile(RuntimeOrigin::signed(1), smaller.clone()),
+				Error::<Test>::HasActiveWork
+			);
+			BusyNodes::set(vec![]);
+			assert_ok!(Staking::update_profile(RuntimeOrigin::signed(1), smaller));
+		});
+	}
+}
+
 mod registry {
 	use super::*;
 
 	#[test]
 	fn matches_requirements_against_registered_profiles() {
 		ExtBuilder::default().build_and_execute(|| {
-			assert!(!Staking::any_solver_meets(&requirements(1)));
+			assert!(!Staking::any_solver_meets(&requirements(1), 0));
 			register_solver(1);
-			assert!(Staking::any_solver_meets(&requirements(24_576)));
-			assert!(!Staking::any_solver_meets(&requirements(24_577)));
+			assert!(Staking::any_solver_meets(&requirements(24_576), 0));
+			assert!(!Staking::any_solver_meets(&requirements(24_577), 0));
 			let mut cpu_only = requirements(1);
 			cpu_only.device = Some(DeviceKind::Cpu);
-			assert!(!Staking::any_solver_meets(&cpu_only));
+			assert!(!Staking::any_solver_meets(&cpu_only, 0));
 		});
 	}
 
@@ -380,16 +465,52 @@ mod registry {
 			// More stake ranks higher.
 			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(2), Role::Solver, 500));
 			let order: Vec<_> = Staking::solver_candidates(10).into_iter().map(|c| c.account).collect();
-			assert_eq!(order, vec![2, 1, 3]);
+			assert_eq!(order[0], 2);
 			// Failures cost reputation.
-			Staking::note_failed(&2);
-			Staking::note_failed(&2);
-			Staking::note_completed(&3);
+			Staking::note_completed(&2, 100);
+			Staking::note_failed(&2, 100);
+			Staking::note_failed(&2, 100);
+			Staking::note_completed(&3, REPUTATION_SATURATION);
 			let order: Vec<_> = Staking::solver_candidates(10).into_iter().map(|c| c.account).collect();
-			assert_eq!(order, vec![3, 1, 2]);
+			assert_eq!(order, vec![3, 2, 1]);
 			assert_eq!(Staking::solver_candidates(2).len(), 2);
-			assert_eq!(Nodes::<Test>::get(2).unwrap().reputation.failed, 2);
-			assert_eq!(Nodes::<Test>::get(3).unwrap().reputation.completed, 1);
+			let reputation = Nodes::<Test>::get(2).unwrap().reputation;
+			assert_eq!((reputation.completed, reputation.failed, reputation.failed_value), (1, 2, 200));
+			assert_eq!(Nodes::<Test>::get(3).unwrap().reputation.completed_value, REPUTATION_SATURATION as u128);
+		});
+	}
+
+	#[test]
+	fn reputation_weighs_work_by_value_and_starts_at_nothing() {
+		ExtBuilder::default().build_and_execute(|| {
+			(1..=3).for_each(register_solver);
+			let score = |who: u64| Staking::solver_score(&who, &Nodes::<Test>::get(who).unwrap());
+			let fresh = score(1);
+			// An honest node with a history ranks above a fresh account…
+			Staking::note_completed(&2, REPUTATION_SATURATION);
+			assert!(score(2) > fresh);
+			// …and a thousand one-planck units earn what one unit of their total value does.
+			for _ in 0..1_000 {
+				Staking::note_completed(&3, 1);
+			}
+			let farmed = score(3);
+			assert!(farmed > fresh && farmed < score(2));
+			Staking::note_completed(&1, 1_000);
+			assert_eq!(score(1), farmed);
+		});
+	}
+
+	#[test]
+	fn equal_scores_rotate_from_block_to_block() {
+		ExtBuilder::default().build_and_execute(|| {
+			(1..=4).for_each(register_solver);
+			let first = |parent: u8| {
+				System::set_parent_hash([parent; 32].into());
+				Staking::solver_candidates(1)[0].account
+			};
+			let winners: std::collections::BTreeSet<u64> = (1..40).map(first).collect();
+			// No account id wins every tie: over 39 parent blocks, every one of the four led.
+			assert_eq!(winners.len(), 4);
 		});
 	}
 }
@@ -403,13 +524,16 @@ mod slash {
 			register_solver(1);
 			let jackpot_before = Balances::balance(&JACKPOT);
 			let winner_before = Balances::balance(&2);
-			let slashed = Staking::slash(&1, Role::Solver, 60, Some((&2, Perbill::from_percent(50))));
-			assert_eq!(slashed, 60);
+			let slashed =
+				Staking::slash(&1, Role::Solver, 60, SlashReason::InvalidProof, Some((&2, Perbill::from_percent(50))));
+			assert_eq!(slashed, Ok(60));
 			assert_eq!(held(1, HoldReason::SolverBond), MIN_SOLVER_BOND - 60);
 			assert_eq!(Balances::balance(&2), winner_before + 30);
 			assert_eq!(Balances::balance(&JACKPOT), jackpot_before + 30);
 			assert_eq!(Nodes::<Test>::get(1).unwrap().reputation.slashed, 1);
-			System::assert_last_event(Event::Slashed { who: 1, role: Role::Solver, amount: 60 }.into());
+			System::assert_last_event(
+				Event::Slashed { who: 1, role: Role::Solver, amount: 60, reason: SlashReason::InvalidProof }.into(),
+			);
 			// Below the minimum, the node is no longer eligible.
 			assert!(!Staking::is_bonded_for(&1, Role::Solver));
 		});
@@ -422,8 +546,8 @@ mod slash {
 			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Solver, 50));
 			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 50));
 			let issuance = Balances::total_issuance();
-			let slashed = Staking::slash(&1, Role::Solver, MIN_SOLVER_BOND + 20, None);
-			assert_eq!(slashed, MIN_SOLVER_BOND + 20);
+			let slashed = Staking::slash(&1, Role::Solver, MIN_SOLVER_BOND + 20, SlashReason::InvalidProof, None);
+			assert_eq!(slashed, Ok(MIN_SOLVER_BOND + 20));
 			assert_eq!(held(1, HoldReason::Unbonding), 30);
 			assert_eq!(Unbonding::<Test>::get(1)[0].amount, 30);
 			// The slash moved funds to the jackpot; none were created or destroyed.
@@ -432,11 +556,57 @@ mod slash {
 	}
 
 	#[test]
+	fn withdrawal_after_a_partial_slash_of_unbonding_funds_reports_what_it_released() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Solver, 50));
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 50));
+			// Takes the whole bond and 20 of the 50 unbonding.
+			assert_eq!(
+				Staking::slash(&1, Role::Solver, MIN_SOLVER_BOND + 20, SlashReason::InvalidProof, None),
+				Ok(MIN_SOLVER_BOND + 20)
+			);
+			System::set_block_number(1 + UNBONDING_PERIOD);
+			let free = Balances::balance(&1);
+			assert_ok!(Staking::withdraw_unbonded(RuntimeOrigin::signed(1)));
+			System::assert_last_event(Event::Withdrawn { who: 1, amount: 30 }.into());
+			assert_eq!(Balances::balance(&1), free + 30);
+			assert!(Unbonding::<Test>::get(1).is_empty());
+		});
+	}
+
+	#[test]
+	fn a_reward_below_the_existential_deposit_goes_to_the_destination() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			let jackpot = Balances::balance(&JACKPOT);
+			// Account 42 does not exist; a 1-planck share is below the existential deposit.
+			assert_eq!(
+				Staking::slash(&1, Role::Solver, 2, SlashReason::InvalidProof, Some((&42, Perbill::from_percent(50)))),
+				Ok(2)
+			);
+			assert_eq!(Balances::balance(&42), 0);
+			assert_eq!(Balances::balance(&JACKPOT), jackpot + 2);
+		});
+	}
+
+	#[test]
+	fn refuses_to_reward_the_slashed_account() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			assert_noop!(
+				Staking::slash(&1, Role::Solver, 10, SlashReason::FailedChallenge, Some((&1, Perbill::from_percent(50)))),
+				Error::<Test>::RewardToSlashed
+			);
+		});
+	}
+
+	#[test]
 	fn slashing_nothing_changes_nothing() {
 		ExtBuilder::default().build_and_execute(|| {
 			register_solver(1);
 			staking_events();
-			assert_eq!(Staking::slash(&1, Role::Verifier, 10, None), 0);
+			assert_eq!(Staking::slash(&1, Role::Verifier, 10, SlashReason::FalseAttestation, None), Ok(0));
 			assert!(staking_events().is_empty());
 			assert_eq!(Nodes::<Test>::get(1).unwrap().reputation.slashed, 0);
 		});

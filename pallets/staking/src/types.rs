@@ -72,7 +72,8 @@ impl RoleSet {
 	}
 }
 
-/// A node's track record.
+/// A node's track record. Work counts by its value (the units' prices), so that many
+/// cheap, self-dealt units are worth no more than their price.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
 	Debug, Default,
@@ -80,10 +81,14 @@ impl RoleSet {
 pub struct Reputation {
 	/// Units it completed and was paid for.
 	pub completed: u32,
-	/// Units it timed out on or abandoned.
+	/// Units it timed out on after taking them.
 	pub failed: u32,
 	/// Times its bond was slashed.
 	pub slashed: u32,
+	/// What the units it completed paid, in total.
+	pub completed_value: u128,
+	/// What the units it timed out on would have paid, in total.
+	pub failed_value: u128,
 }
 
 /// A registered compute node.
@@ -91,7 +96,7 @@ pub struct Reputation {
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
 	Debug,
 )]
-pub struct NodeInfo<BlockNumber> {
+pub struct NodeInfo<BlockNumber, Balance> {
 	/// The roles it is registered for.
 	pub roles: RoleSet,
 	/// Its declared hardware.
@@ -102,6 +107,8 @@ pub struct NodeInfo<BlockNumber> {
 	pub last_heartbeat: BlockNumber,
 	/// Its track record.
 	pub reputation: Reputation,
+	/// The least it takes per unit as a solver.
+	pub min_price: Balance,
 }
 
 /// Funds unbonded from a role, waiting out the unbonding period.

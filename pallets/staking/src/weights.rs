@@ -46,6 +46,8 @@ pub trait WeightInfo {
 	fn withdraw_unbonded(c: u32, ) -> Weight;
 	fn heartbeat() -> Weight;
 	fn deregister() -> Weight;
+	fn set_min_price() -> Weight;
+	fn reap() -> Weight;
 }
 
 /// Weights for a runtime, with its own database weights.
@@ -141,6 +143,16 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(2))
 	}
+	fn set_min_price() -> Weight {
+		Weight::from_parts(80_097_000, 3745)
+			.saturating_add(T::DbWeight::get().reads(2))
+			.saturating_add(T::DbWeight::get().writes(1))
+	}
+	fn reap() -> Weight {
+		Weight::from_parts(2_000_000_000, 8000)
+			.saturating_add(T::DbWeight::get().reads(8))
+			.saturating_add(T::DbWeight::get().writes(8))
+	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
@@ -179,5 +191,15 @@ impl WeightInfo for () {
 		Weight::from_parts(81_867_000, 3745)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(2))
+	}
+	fn set_min_price() -> Weight {
+		Weight::from_parts(80_097_000, 3745)
+			.saturating_add(ParityDbWeight::get().reads(2))
+			.saturating_add(ParityDbWeight::get().writes(1))
+	}
+	fn reap() -> Weight {
+		Weight::from_parts(2_000_000_000, 8000)
+			.saturating_add(ParityDbWeight::get().reads(8))
+			.saturating_add(ParityDbWeight::get().writes(8))
 	}
 }

@@ -1,12 +1,13 @@
 //! The tasks pallet's logic: validation, decomposition, the solver path, scheduling,
-//! timeouts, payment and aggregation.
+//! deadlines, payment, aggregation and removal.
 
-use crate::{pallet::*, BalanceOf, JobOf, UnitKey, WorkUnitOf};
+use crate::{pallet::*, BalanceOf, Due, JobOf, UnitKey, WeightInfo, WorkUnitOf};
 use alloc::vec::Vec;
 use polkadot_sdk::{
 	frame_support::{
-		ensure,
+		defensive, ensure,
 		pallet_prelude::*,
+		storage::with_storage_layer,
 		traits::{
 			fungible::MutateHold,
 			tokens::{Fortitude, Precision, Restriction},
@@ -20,9 +21,10 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
+	referee::{check_judgeable, kernel_train, ShapeError},
 	traits::{ComputeNodes, ProofLifecycle},
 	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
-	LearningProof, ModelArch, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
+	LearningProof, ModelArch, Role, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
 };
 
 impl<T: Config> Pallet<T> {
@@ -42,7 +44,11 @@ impl<T: Config> Pallet<T> {
 			open.saturating_add(unit_count) <= T::MaxOpenUnits::get(),
 			Error::<T>::TooManyOpenUnits
 		);
+		let deposit = Self::job_deposit(unit_count);
+		// Both holds succeed or the call fails as a whole (extrinsics are transactional).
 		T::Currency::hold(&HoldReason::JobEscrow.into(), &owner, spec.budget)
+			.map_err(|_| Error::<T>::InsufficientBalance)?;
+		T::Currency::hold(&HoldReason::JobDeposit.into(), &owner, deposit)
 			.map_err(|_| Error::<T>::InsufficientBalance)?;
 
 		let job_id = NextJobId::<T>::get();
@@ -50,31 +56,33 @@ impl<T: Config> Pallet<T> {
 		let now = frame_system::Pallet::<T>::block_number();
 		let sequential = matches!(spec.decomposition, Decomposition::StepRanges { .. });
 		let initial_model = spec.initial_weights.as_ref().map(|weights| weights.hash);
+		let pool_deadline = now.saturating_add(spec.pool_timeout.into());
 		let mut pool = Pool::<T>::get();
 		for (index, scope) in scopes.into_iter().enumerate() {
 			let index = index as UnitIndex;
 			// A step range can only start from the model of the range before it.
 			let ready = !sequential || index == 0;
-			Units::<T>::insert(
-				job_id,
-				index,
-				WorkUnit {
-					scope,
-					state: if ready { UnitState::Pending } else { UnitState::Waiting },
-					solver: None,
-					accepted: false,
-					deadline: None,
-					start_model_hash: if ready { initial_model } else { None },
-					last_checkpoint: None,
-					proof: None,
-					proven_at: None,
-					attempts: 0,
-				},
-			);
+			let mut unit = WorkUnit {
+				scope,
+				state: UnitState::Waiting,
+				solver: None,
+				accepted: false,
+				deadline: None,
+				pool_deadline: None,
+				passed_by: None,
+				start_model_hash: None,
+				last_checkpoint: None,
+				proof: None,
+				proven_at: None,
+				attempts: 0,
+			};
 			if ready {
+				unit.start_model_hash = initial_model;
+				Self::enter_pool(&mut unit, (job_id, index), UnitState::Pending, pool_deadline);
 				// Cannot fail: `OpenUnits` was checked against the pool's bound above.
 				pool.try_push((job_id, index)).map_err(|_| Error::<T>::TooManyOpenUnits)?;
 			}
+			Units::<T>::insert(job_id, index, unit);
 		}
 		Pool::<T>::put(pool);
 		OpenUnits::<T>::put(open.saturating_add(unit_count));
@@ -88,12 +96,25 @@ impl<T: Config> Pallet<T> {
 				units: unit_count,
 				units_final: 0,
 				escrow,
+				deposit,
 				submitted_at: now,
 				result: None,
+				removable_at: None,
 			},
 		);
 		Self::deposit_event(Event::JobSubmitted { job: job_id, owner, units: unit_count, escrow });
 		Ok(unit_count)
+	}
+
+	/// The storage deposit of a job of `units` units.
+	pub(crate) fn job_deposit(units: u32) -> BalanceOf<T> {
+		T::JobDepositBase::get().saturating_add(T::JobDepositPerUnit::get().saturating_mul(units.into()))
+	}
+
+	/// `submit_job`'s weight: the call for `units` units, and the registry scan of
+	/// `nodes` nodes that checks some solver can take the job.
+	pub fn submit_job_weight(units: u32, nodes: u32) -> Weight {
+		T::WeightInfo::submit_job(units).saturating_add(T::WeightInfo::scan_registry(nodes))
 	}
 
 	/// Checks every rule a spec must satisfy and returns the scopes of its units.
@@ -103,18 +124,14 @@ impl<T: Config> Pallet<T> {
 		ensure!(hyper.batch_size > 0, Error::<T>::ZeroBatchSize);
 		ensure!(hyper.checkpoint_interval > 0, Error::<T>::ZeroCheckpointInterval);
 		Self::validate_model(&spec.model)?;
-		let max_location = T::MaxLocationLen::get() as usize;
-		ensure!(spec.dataset.content.location.len() <= max_location, Error::<T>::LocationTooLong);
-		if let Some(weights) = &spec.initial_weights {
-			ensure!(weights.location.len() <= max_location, Error::<T>::LocationTooLong);
-		}
-		if let Some(region) = &spec.requirements.region {
-			ensure!(region.len() <= T::MaxRegionLen::get() as usize, Error::<T>::RegionTooLong);
-		}
 		ensure!(spec.dataset.samples > 0, Error::<T>::EmptyDataset);
 		ensure!(spec.dataset.samples <= MAX_DATASET_SAMPLES, Error::<T>::DatasetTooLarge);
 		ensure!(spec.unit_timeout >= T::MinUnitTimeout::get(), Error::<T>::UnitTimeoutTooShort);
-		ensure!(!spec.price_per_unit.is_zero(), Error::<T>::ZeroPrice);
+		ensure!(
+			spec.pool_timeout >= T::MinUnitTimeout::get() && spec.pool_timeout <= T::MaxPoolWait::get(),
+			Error::<T>::PoolTimeoutOutOfRange
+		);
+		ensure!(spec.price_per_unit >= T::MinPricePerUnit::get(), Error::<T>::PriceBelowMinimum);
 
 		let scopes = Self::decompose(spec)?;
 		let smallest_data = scopes
@@ -126,6 +143,14 @@ impl<T: Config> Pallet<T> {
 			.min()
 			.unwrap_or_default();
 		ensure!(hyper.batch_size <= smallest_data, Error::<T>::BatchLargerThanData);
+		// The kernels' own validation, as the trainer and the referee run it: every
+		// accepted job is one whose disputes the referee can judge, at a bounded cost.
+		check_judgeable(&spec.model, hyper, &spec.dataset, &scopes).map_err(|error| match error {
+			ShapeError::InvalidShape => Error::<T>::InvalidModel,
+			ShapeError::TooManyClasses => Error::<T>::TooManyClasses,
+			ShapeError::InvalidData => Error::<T>::DatasetTooLarge,
+			ShapeError::DisputeTooCostly => Error::<T>::DisputeTooCostly,
+		})?;
 
 		let cost = spec
 			.price_per_unit
@@ -133,17 +158,17 @@ impl<T: Config> Pallet<T> {
 			.ok_or(Error::<T>::CostOverflow)?;
 		ensure!(spec.budget >= cost, Error::<T>::BudgetBelowCost);
 		ensure!(
-			T::Nodes::any_solver_meets(&spec.requirements),
+			T::Nodes::any_solver_meets(&spec.requirements, spec.price_per_unit),
 			Error::<T>::UnsatisfiableRequirements
 		);
 		Ok(scopes)
 	}
 
+	/// The model's own rules, with names for the usual mistakes; the kernels' validation
+	/// in [`check_judgeable`] then covers every shape rule.
 	fn validate_model(model: &ModelArch) -> DispatchResult {
-		let max_layers = T::MaxLayers::get() as usize;
 		match model {
 			ModelArch::Mlp { inputs, hidden, classes, .. } => {
-				ensure!(hidden.len() <= max_layers, Error::<T>::TooManyLayers);
 				ensure!(
 					*inputs > 0 && *classes > 1 && hidden.iter().all(|width| *width > 0),
 					Error::<T>::InvalidModel
@@ -152,10 +177,6 @@ impl<T: Config> Pallet<T> {
 			ModelArch::Cnn {
 				channels, height, width, conv_channels, kernel_size, hidden, classes, ..
 			} => {
-				ensure!(
-					conv_channels.len().saturating_add(hidden.len()) <= max_layers,
-					Error::<T>::TooManyLayers
-				);
 				// Valid convolutions with stride 1 shrink each side by `kernel_size - 1`.
 				let shrink = kernel_size
 					.saturating_sub(1)
@@ -238,7 +259,9 @@ impl<T: Config> Pallet<T> {
 				continue;
 			}
 			pool.retain(|key| *key != (job_id, index));
-			Self::release_solver(&mut unit, (job_id, index));
+			Self::release_solver(&mut unit, (job_id, index), price);
+			Self::clear_deadline(&mut unit, (job_id, index));
+			unit.pool_deadline = None;
 			unit.state = UnitState::Cancelled;
 			Units::<T>::insert(job_id, index, unit);
 			refunded = refunded.saturating_add(Self::refund(&mut job, price)?);
@@ -262,10 +285,15 @@ impl<T: Config> Pallet<T> {
 		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
 		ensure!(unit.state.is_claimable(), Error::<T>::UnitNotClaimable);
 		ensure!(Self::is_eligible(&solver, &job), Error::<T>::NotEligible);
+		let price = job.spec.price_per_unit;
+		ensure!(
+			Self::covers_collateral(T::Nodes::bond(&solver, Role::Solver), SolverExposure::<T>::get(&solver), price),
+			Error::<T>::InsufficientCollateral
+		);
 		let now = frame_system::Pallet::<T>::block_number();
 		let deadline = now.saturating_add(job.spec.unit_timeout.into());
-		Self::assign(&mut unit, (job_id, index), &solver, deadline)?;
-		unit.accepted = true;
+		Self::assign(&mut unit, (job_id, index), &solver, deadline, price)?;
+		Self::take(&mut unit);
 		Pool::<T>::mutate(|pool| pool.retain(|key| *key != (job_id, index)));
 		Units::<T>::insert(job_id, index, unit);
 		Self::deposit_event(Event::UnitClaimed { job: job_id, unit: index, solver, deadline });
@@ -274,12 +302,20 @@ impl<T: Config> Pallet<T> {
 
 	pub(crate) fn do_accept_unit(solver: T::AccountId, job_id: JobId, index: UnitIndex) -> DispatchResult {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
-		ensure!(unit.state == UnitState::Assigned, Error::<T>::NotAssignedSolver);
 		ensure!(!unit.accepted, Error::<T>::AlreadyAccepted);
-		unit.accepted = true;
+		Self::take(&mut unit);
 		let deadline = Self::extend_deadline(&mut unit, (job_id, index), job.spec.unit_timeout);
 		Units::<T>::insert(job_id, index, unit);
 		Self::deposit_event(Event::UnitAccepted { job: job_id, unit: index, solver, deadline });
+		Ok(())
+	}
+
+	pub(crate) fn do_decline_unit(solver: T::AccountId, job_id: JobId, index: UnitIndex) -> DispatchResult {
+		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
+		ensure!(!unit.accepted, Error::<T>::AlreadyAccepted);
+		Self::return_offer((job_id, index), &job, &mut unit)?;
+		Units::<T>::insert(job_id, index, unit);
+		Self::deposit_event(Event::UnitDeclined { job: job_id, unit: index, solver });
 		Ok(())
 	}
 
@@ -290,16 +326,17 @@ impl<T: Config> Pallet<T> {
 		checkpoint: Checkpoint,
 	) -> DispatchResult {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
-		ensure!(unit.state == UnitState::Assigned, Error::<T>::NotAssignedSolver);
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
 		let (first, end) = Self::step_range(&job, &unit);
 		ensure!(checkpoint.step > first && checkpoint.step <= end, Error::<T>::CheckpointOutOfRange);
 		if let Some(last) = unit.last_checkpoint {
 			ensure!(checkpoint.step > last.step, Error::<T>::CheckpointNotAdvancing);
 		}
-		let interval = job.spec.hyper.checkpoint_interval;
-		let on_interval = checkpoint.step.saturating_sub(first) % interval == 0;
-		ensure!(on_interval || checkpoint.step == end, Error::<T>::CheckpointMisaligned);
+		// The kernels' rule, so the chain accepts exactly the checkpoints a solver writes.
+		ensure!(
+			kernel_train(&job.spec.hyper).is_checkpoint_step(checkpoint.step, end),
+			Error::<T>::CheckpointMisaligned
+		);
 		unit.last_checkpoint = Some(checkpoint);
 		Self::extend_deadline(&mut unit, (job_id, index), job.spec.unit_timeout);
 		Units::<T>::insert(job_id, index, unit);
@@ -314,7 +351,6 @@ impl<T: Config> Pallet<T> {
 		proof: LearningProof,
 	) -> DispatchResult {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
-		ensure!(unit.state == UnitState::Assigned, Error::<T>::NotAssignedSolver);
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
 		let (first, end) = Self::step_range(&job, &unit);
 		ensure!(proof.steps == end.saturating_sub(first), Error::<T>::StepCountMismatch);
@@ -339,8 +375,9 @@ impl<T: Config> Pallet<T> {
 		let next = index.saturating_add(1);
 		if let Some(mut successor) = Units::<T>::get(job_id, next) {
 			if successor.state == UnitState::Waiting {
-				successor.state = UnitState::Pending;
 				successor.start_model_hash = Some(proof.final_model_hash);
+				let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
+				Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
 				Units::<T>::insert(job_id, next, successor);
 				Self::enqueue((job_id, next))?;
 				Self::deposit_event(Event::UnitReady { job: job_id, unit: next });
@@ -375,26 +412,28 @@ impl<T: Config> Pallet<T> {
 			Fortitude::Polite,
 		)?;
 		job.escrow = job.escrow.saturating_sub(price);
-		Self::release_solver(&mut unit, (job_id, index));
+		Self::release_solver(&mut unit, (job_id, index), price);
 		unit.solver = Some(solver.clone());
 		unit.state = UnitState::Finalized;
 		Units::<T>::insert(job_id, index, unit);
-		T::Nodes::note_completed(&solver);
+		T::Nodes::note_completed(&solver, price);
 		Self::note_units_final(&mut job, 1);
 		Self::deposit_event(Event::UnitFinalized { job: job_id, unit: index, solver, paid: price });
-		let completed = job.units_final >= job.units;
+		let completed = job.is_finished();
 		let units = job.units;
 		Self::complete_if_done(job_id, job)?;
 		Ok(if completed { units } else { 0 })
 	}
 
 	// ---------------------------------------------------------------------------------
-	// Scheduling and timeouts (called from `on_initialize`)
+	// Scheduling and deadlines (called from `on_initialize`)
 	// ---------------------------------------------------------------------------------
 
-	/// Matches up to `MaxAssignmentsPerBlock` pool units, oldest first, to the best-scoring
-	/// eligible solver with room. A unit no solver can take now moves to the back of the
-	/// pool. Returns the units considered and the registry nodes scanned, for weight.
+	/// Offers up to `MaxAssignmentsPerBlock` pool units, oldest first, to the best-scoring
+	/// eligible solver with room: one whose minimum price the unit meets, whose bond covers
+	/// the collateral of its units with this one, and who did not just pass on it. A unit
+	/// no solver can take now moves to the back of the pool. Returns the units considered
+	/// and the registry nodes scanned, for weight.
 	pub(crate) fn schedule(now: BlockNumberFor<T>) -> (u32, u32) {
 		let mut pool = Pool::<T>::get();
 		if pool.is_empty() {
@@ -405,8 +444,13 @@ impl<T: Config> Pallet<T> {
 		if candidates.is_empty() {
 			return (0, scanned);
 		}
-		let mut load: Vec<u32> =
-			candidates.iter().map(|c| SolverUnits::<T>::decode_len(&c.account).unwrap_or(0) as u32).collect();
+		let mut load: Vec<(u32, BalanceOf<T>)> = candidates
+			.iter()
+			.map(|c| {
+				let held = SolverUnits::<T>::decode_len(&c.account).unwrap_or(0) as u32;
+				(held, SolverExposure::<T>::get(&c.account))
+			})
+			.collect();
 		let capacity = T::MaxUnitsPerSolver::get();
 		let considered = (pool.len() as u32).min(T::MaxAssignmentsPerBlock::get());
 		let mut deferred = Vec::new();
@@ -416,14 +460,20 @@ impl<T: Config> Pallet<T> {
 			let (Some(job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1)) else {
 				continue; // Stale entry: drop it.
 			};
-			let choice = candidates.iter().zip(load.iter_mut()).find(|(candidate, load)| {
-				**load < capacity && job.spec.requirements.is_met_by(&candidate.profile)
+			let price = job.spec.price_per_unit;
+			let choice = candidates.iter().zip(load.iter_mut()).find(|(candidate, (held, exposure))| {
+				*held < capacity &&
+					candidate.min_price <= price &&
+					unit.passed_by.as_ref() != Some(&candidate.account) &&
+					Self::covers_collateral(candidate.bond, *exposure, price) &&
+					job.spec.requirements.is_met_by(&candidate.profile)
 			});
 			match choice {
-				Some((candidate, load)) => {
+				Some((candidate, (held, exposure))) => {
 					let deadline = now.saturating_add(T::AcceptanceTimeout::get());
-					if Self::assign(&mut unit, *key, &candidate.account, deadline).is_ok() {
-						*load = load.saturating_add(1);
+					if Self::assign(&mut unit, *key, &candidate.account, deadline, price).is_ok() {
+						*held = held.saturating_add(1);
+						*exposure = exposure.saturating_add(price);
 						Units::<T>::insert(key.0, key.1, unit);
 						Self::deposit_event(Event::UnitAssigned {
 							job: key.0,
@@ -445,52 +495,101 @@ impl<T: Config> Pallet<T> {
 		(considered, scanned)
 	}
 
-	/// Returns units whose deadline passed to the pool, at most `MaxTimeoutsPerBlock`
-	/// entries (or empty deadline blocks skipped) per block. Returns the steps taken.
-	pub(crate) fn sweep_deadlines(now: BlockNumberFor<T>) -> u32 {
+	/// Handles what fell due before `now`: at most `MaxTimeoutsPerBlock` entries, or empty
+	/// deadline blocks skipped, per block. Returns the weight used: each entry is charged
+	/// the benchmarked worst case of its kind for its job's size.
+	pub(crate) fn sweep_deadlines(now: BlockNumberFor<T>) -> Weight {
 		let mut cursor = DeadlineCursor::<T>::get();
 		let mut budget = T::MaxTimeoutsPerBlock::get();
-		let mut steps = 0u32;
-		// A deadline is the last block progress is accepted in: it expires after it.
+		let db = T::DbWeight::get();
+		let mut weight = db.reads_writes(1, 1);
+		// A deadline is the last block it is met in: it expires after it.
 		while cursor < now && budget > 0 {
 			budget = budget.saturating_sub(1);
-			steps = steps.saturating_add(1);
 			match Deadlines::<T>::iter_prefix(cursor).next() {
-				Some((key, ())) => {
-					Deadlines::<T>::remove(cursor, key);
-					Self::time_out(key);
+				Some((due, ())) => {
+					Deadlines::<T>::remove(cursor, due);
+					let units = match due {
+						Due::Unit((job, _)) | Due::Removal(job) =>
+							Jobs::<T>::get(job).map_or(0, |job| job.units),
+					};
+					weight.saturating_accrue(match due {
+						Due::Unit(_) => T::WeightInfo::time_out(units),
+						Due::Removal(_) => T::WeightInfo::remove_job(units),
+					});
+					// Each entry is handled in its own storage layer, so a failure leaves
+					// that entry's state as it was and is reported, not half-applied.
+					let handled = with_storage_layer(|| match due {
+						Due::Unit(key) => Self::time_out(key, now),
+						Due::Removal(job) => Self::remove_job(job),
+					});
+					if let Err(error) = handled {
+						log::error!(target: "runtime::tasks", "sweeping {due:?} failed: {error:?}");
+						defensive!("a due entry could not be handled");
+					}
 				},
-				None => cursor = cursor.saturating_add(1u32.into()),
+				None => {
+					weight.saturating_accrue(db.reads_writes(1, 0));
+					cursor = cursor.saturating_add(1u32.into());
+				},
 			}
 		}
 		DeadlineCursor::<T>::put(cursor);
-		steps
+		weight
 	}
 
-	fn time_out(key: UnitKey) {
-		let (Some(mut job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1))
-		else {
-			return;
+	/// A unit's deadline passed. An offer that lapsed goes back to the pool; an accepted
+	/// unit whose solver made no progress is reassigned, or fails once out of attempts
+	/// (or when its job was cancelled); a unit nobody took from the pool expires.
+	pub(crate) fn time_out(key: UnitKey, now: BlockNumberFor<T>) -> DispatchResult {
+		let (Some(mut job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1)) else {
+			return Ok(());
 		};
-		if unit.state != UnitState::Assigned {
-			return;
+		unit.deadline = None;
+		if unit.state.is_claimable() {
+			Pool::<T>::mutate(|pool| pool.retain(|queued| *queued != key));
+			Self::deposit_event(Event::UnitExpired { job: key.0, unit: key.1 });
+			Self::fail_unit(&mut job, key, unit)?;
+			return Self::complete_if_done(key.0, job);
 		}
-		let Some(solver) = unit.solver.clone() else { return };
-		T::Nodes::note_failed(&solver);
-		Self::release_solver(&mut unit, key);
+		if unit.state != UnitState::Assigned {
+			return Ok(());
+		}
+		let solver = unit.solver.clone().ok_or(Error::<T>::NotAssignedSolver)?;
+		if !unit.accepted {
+			Self::return_offer(key, &job, &mut unit)?;
+			Units::<T>::insert(key.0, key.1, unit);
+			Self::deposit_event(Event::OfferLapsed { job: key.0, unit: key.1, solver });
+			return Ok(());
+		}
+		let price = job.spec.price_per_unit;
+		T::Nodes::note_failed(&solver, price);
+		Self::release_solver(&mut unit, key, price);
+		unit.passed_by = Some(solver.clone());
 		// A cancelled job takes no new solver; a unit out of attempts fails for good.
 		if unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
-			let _ = Self::fail_unit(&mut job, key, unit);
-			let _ = Self::complete_if_done(key.0, job);
-			return;
+			Self::fail_unit(&mut job, key, unit)?;
+			return Self::complete_if_done(key.0, job);
 		}
-		unit.state = UnitState::Reassigned;
 		let resume_from = unit.last_checkpoint;
+		let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
+		Self::enter_pool(&mut unit, key, UnitState::Reassigned, pool_deadline);
 		Units::<T>::insert(key.0, key.1, unit);
-		if Self::enqueue(key).is_err() {
-			log::error!(target: "runtime::tasks", "pool full while requeueing {key:?}");
-		}
+		Self::enqueue(key)?;
 		Self::deposit_event(Event::UnitTimedOut { job: key.0, unit: key.1, solver, resume_from });
+		Ok(())
+	}
+
+	/// Removes a finished job's records and its units, and returns its storage deposit.
+	pub(crate) fn remove_job(job_id: JobId) -> DispatchResult {
+		let Some(job) = Jobs::<T>::get(job_id) else { return Ok(()) };
+		ensure!(job.is_finished(), Error::<T>::JobNotActive);
+		let _ = Units::<T>::clear_prefix(job_id, job.units, None);
+		Jobs::<T>::remove(job_id);
+		let deposit =
+			T::Currency::release(&HoldReason::JobDeposit.into(), &job.owner, job.deposit, Precision::BestEffort)?;
+		Self::deposit_event(Event::JobRemoved { job: job_id, deposit });
+		Ok(())
 	}
 
 	/// Fails a unit for good, refunding its price; for a step range, every later range
@@ -498,6 +597,8 @@ impl<T: Config> Pallet<T> {
 	fn fail_unit(job: &mut JobOf<T>, key: UnitKey, mut unit: WorkUnitOf<T>) -> DispatchResult {
 		let sequential = matches!(job.spec.decomposition, Decomposition::StepRanges { .. });
 		unit.state = UnitState::Failed;
+		unit.pool_deadline = None;
+		Self::clear_deadline(&mut unit, key);
 		Units::<T>::insert(key.0, key.1, unit);
 		let mut failed = alloc::vec![key.1];
 		if sequential {
@@ -525,19 +626,26 @@ impl<T: Config> Pallet<T> {
 	// ---------------------------------------------------------------------------------
 
 	/// Stores `job`; if every unit is final, aggregates its result, refunds what is left
-	/// in escrow and announces it.
+	/// in escrow, schedules the removal of its records and announces it. A cancelled job
+	/// stays `Cancelled`.
 	fn complete_if_done(job_id: JobId, mut job: JobOf<T>) -> DispatchResult {
-		if job.units_final < job.units || job.status == JobStatus::Completed {
+		if !job.is_finished() || job.result.is_some() {
 			Jobs::<T>::insert(job_id, job);
 			return Ok(());
 		}
 		let result = Self::aggregate(job_id, &job);
 		let leftover = job.escrow;
 		let refunded = Self::refund(&mut job, leftover)?;
-		job.status = JobStatus::Completed;
+		if job.status == JobStatus::Active {
+			job.status = JobStatus::Completed;
+		}
 		job.result = Some(result);
+		let now = frame_system::Pallet::<T>::block_number();
+		let removable_at = now.saturating_add(T::Retention::get());
+		job.removable_at = Some(removable_at);
+		Deadlines::<T>::insert(removable_at, Due::Removal(job_id), ());
 		Jobs::<T>::insert(job_id, job);
-		Self::deposit_event(Event::JobCompleted { job: job_id, result, refunded });
+		Self::deposit_event(Event::JobCompleted { job: job_id, result, refunded, removable_at });
 		Ok(())
 	}
 
@@ -592,7 +700,8 @@ impl<T: Config> Pallet<T> {
 	// Helpers
 	// ---------------------------------------------------------------------------------
 
-	/// The job and unit, if `solver` holds the unit.
+	/// The job and unit, if `solver` holds the unit as `Assigned` and its deadline has not
+	/// passed: a solver call after the deadline is refused even while the sweep lags.
 	fn solver_unit(
 		solver: &T::AccountId,
 		job_id: JobId,
@@ -600,7 +709,12 @@ impl<T: Config> Pallet<T> {
 	) -> Result<(JobOf<T>, WorkUnitOf<T>), DispatchError> {
 		let job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
 		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
-		ensure!(unit.solver.as_ref() == Some(solver), Error::<T>::NotAssignedSolver);
+		ensure!(
+			unit.state == UnitState::Assigned && unit.solver.as_ref() == Some(solver),
+			Error::<T>::NotAssignedSolver
+		);
+		let now = frame_system::Pallet::<T>::block_number();
+		ensure!(unit.deadline.is_some_and(|deadline| now <= deadline), Error::<T>::DeadlinePassed);
 		Ok((job, unit))
 	}
 
@@ -613,29 +727,70 @@ impl<T: Config> Pallet<T> {
 		}
 	}
 
-	/// Whether `solver` may take a unit of `job`.
+	/// Whether `solver` may take a unit of `job`: bonded, online, with hardware that meets
+	/// the job's requirements and a minimum price the job meets.
 	pub(crate) fn is_eligible(solver: &T::AccountId, job: &JobOf<T>) -> bool {
-		T::Nodes::is_bonded_for(solver, touchstone_primitives::Role::Solver) &&
+		T::Nodes::is_bonded_for(solver, Role::Solver) &&
 			T::Nodes::is_online(solver) &&
+			T::Nodes::min_price(solver).is_some_and(|min| min <= job.spec.price_per_unit) &&
 			T::Nodes::profile(solver).is_some_and(|profile| job.spec.requirements.is_met_by(&profile))
 	}
 
-	/// Hands `unit` to `solver` with a progress deadline.
+	/// Whether a solver `bond` covers the collateral of units worth `exposure` plus one
+	/// more unit at `price`.
+	pub(crate) fn covers_collateral(bond: BalanceOf<T>, exposure: BalanceOf<T>, price: BalanceOf<T>) -> bool {
+		bond >= T::CollateralRatio::get().mul_ceil(exposure.saturating_add(price))
+	}
+
+	/// Hands `unit` to `solver` with a deadline, counting its price in the solver's
+	/// exposure. The unit is offered, not yet taken: see [`Self::take`].
 	fn assign(
 		unit: &mut WorkUnitOf<T>,
 		key: UnitKey,
 		solver: &T::AccountId,
 		deadline: BlockNumberFor<T>,
+		price: BalanceOf<T>,
 	) -> DispatchResult {
 		SolverUnits::<T>::try_mutate(solver, |units| units.try_push(key))
 			.map_err(|_| Error::<T>::SolverAtCapacity)?;
+		SolverExposure::<T>::mutate(solver, |exposure| *exposure = exposure.saturating_add(price));
+		Self::clear_deadline(unit, key);
 		unit.state = UnitState::Assigned;
 		unit.solver = Some(solver.clone());
 		unit.accepted = false;
-		unit.attempts = unit.attempts.saturating_add(1);
 		unit.deadline = Some(deadline);
-		Deadlines::<T>::insert(deadline, key, ());
+		Deadlines::<T>::insert(deadline, Due::Unit(key), ());
 		Ok(())
+	}
+
+	/// The assigned solver takes the unit (accepts it, or claimed it): one attempt, and
+	/// the unit no longer waits in the pool.
+	fn take(unit: &mut WorkUnitOf<T>) {
+		unit.accepted = true;
+		unit.attempts = unit.attempts.saturating_add(1);
+		unit.pool_deadline = None;
+		unit.passed_by = None;
+	}
+
+	/// Puts `unit` in `state` in the pool, to wait there until `pool_deadline`. The caller
+	/// queues its key.
+	fn enter_pool(unit: &mut WorkUnitOf<T>, key: UnitKey, state: UnitState, pool_deadline: BlockNumberFor<T>) {
+		unit.state = state;
+		unit.pool_deadline = Some(pool_deadline);
+		unit.deadline = Some(pool_deadline);
+		Deadlines::<T>::insert(pool_deadline, Due::Unit(key), ());
+	}
+
+	/// Returns a unit whose offer was declined or lapsed to the pool, with the pool
+	/// deadline it had (or now, if that passed meanwhile), to be offered to others first.
+	fn return_offer(key: UnitKey, job: &JobOf<T>, unit: &mut WorkUnitOf<T>) -> DispatchResult {
+		let now = frame_system::Pallet::<T>::block_number();
+		unit.passed_by = unit.solver.clone();
+		Self::release_solver(unit, key, job.spec.price_per_unit);
+		let state = if unit.attempts > 0 { UnitState::Reassigned } else { UnitState::Pending };
+		let pool_deadline = unit.pool_deadline.unwrap_or(now).max(now);
+		Self::enter_pool(unit, key, state, pool_deadline);
+		Self::enqueue(key)
 	}
 
 	/// Moves a unit's deadline to `timeout` blocks from now; returns the new deadline.
@@ -643,18 +798,19 @@ impl<T: Config> Pallet<T> {
 		Self::clear_deadline(unit, key);
 		let deadline = frame_system::Pallet::<T>::block_number().saturating_add(timeout.into());
 		unit.deadline = Some(deadline);
-		Deadlines::<T>::insert(deadline, key, ());
+		Deadlines::<T>::insert(deadline, Due::Unit(key), ());
 		deadline
 	}
 
 	fn clear_deadline(unit: &mut WorkUnitOf<T>, key: UnitKey) {
 		if let Some(deadline) = unit.deadline.take() {
-			Deadlines::<T>::remove(deadline, key);
+			Deadlines::<T>::remove(deadline, Due::Unit(key));
 		}
 	}
 
-	/// Takes a unit away from its solver: out of the solver's list and the deadline index.
-	fn release_solver(unit: &mut WorkUnitOf<T>, key: UnitKey) {
+	/// Takes a unit away from its solver: out of the solver's list, its exposure, and
+	/// the deadline index.
+	fn release_solver(unit: &mut WorkUnitOf<T>, key: UnitKey, price: BalanceOf<T>) {
 		Self::clear_deadline(unit, key);
 		unit.accepted = false;
 		if let Some(solver) = unit.solver.take() {
@@ -665,6 +821,10 @@ impl<T: Config> Pallet<T> {
 						*units = None;
 					}
 				}
+			});
+			SolverExposure::<T>::mutate_exists(&solver, |exposure| {
+				let left = exposure.unwrap_or_default().saturating_sub(price);
+				*exposure = if left.is_zero() { None } else { Some(left) };
 			});
 		}
 	}
@@ -694,22 +854,31 @@ impl<T: Config> Pallet<T> {
 	// ---------------------------------------------------------------------------------
 
 	/// Checks the pallet's invariants:
-	/// - the escrow held from each account equals the escrow of its jobs;
-	/// - every unit holding a solver belongs to a registered node and is in its list;
-	/// - every listed unit is held by that solver; every pool entry is a claimable unit,
-	///   once; every assigned unit has its deadline indexed;
+	/// - the escrow held from each account equals the escrow of its jobs, and covers the
+	///   price of every open unit; the deposit held equals the deposits of its jobs;
+	/// - every unit holding a solver belongs to a bonded solver and is in its list, and a
+	///   solver's exposure is the price of the units it holds;
+	/// - every pool entry is a claimable unit, once, and every claimable unit is in the
+	///   pool; every assigned or claimable unit has its deadline indexed;
+	/// - no deadline lies behind the sweep's cursor;
 	/// - `OpenUnits` counts the units that are not final, and each job's `units_final`
-	///   counts its final units.
-	#[cfg(any(feature = "try-runtime", feature = "std"))]
+	///   counts its final units; a finished job has a result and a removal scheduled.
+	#[cfg(any(feature = "try-runtime", test))]
 	pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 		use alloc::collections::btree_map::BTreeMap;
 		use polkadot_sdk::frame_support::traits::fungible::InspectHold;
 
 		let mut escrow_by_owner: BTreeMap<T::AccountId, BalanceOf<T>> = BTreeMap::new();
+		let mut deposit_by_owner: BTreeMap<T::AccountId, BalanceOf<T>> = BTreeMap::new();
+		let mut exposure_by_solver: BTreeMap<T::AccountId, BalanceOf<T>> = BTreeMap::new();
 		let mut open_units = 0u32;
+		let pool = Pool::<T>::get();
 		for (job_id, job) in Jobs::<T>::iter() {
 			let entry = escrow_by_owner.entry(job.owner.clone()).or_default();
 			*entry = entry.saturating_add(job.escrow);
+			let entry = deposit_by_owner.entry(job.owner.clone()).or_default();
+			*entry = entry.saturating_add(job.deposit);
+			let price = job.spec.price_per_unit;
 			let mut final_units = 0u32;
 			for (index, unit) in Units::<T>::iter_prefix(job_id) {
 				if unit.state.is_final() {
@@ -723,23 +892,37 @@ impl<T: Config> Pallet<T> {
 				);
 				if holds_solver {
 					let solver = unit.solver.as_ref().ok_or("held unit without a solver")?;
-					ensure!(T::Nodes::is_registered(solver), "unit assigned to an unregistered solver");
+					ensure!(T::Nodes::is_registered(solver), "unit held by an unregistered solver");
+					ensure!(!T::Nodes::bond(solver, Role::Solver).is_zero(), "unit held by an unbonded solver");
 					ensure!(
 						SolverUnits::<T>::get(solver).contains(&(job_id, index)),
 						"held unit missing from its solver's list"
 					);
+					let exposure = exposure_by_solver.entry(solver.clone()).or_default();
+					*exposure = exposure.saturating_add(price);
 				}
-				if unit.state == UnitState::Assigned {
-					let deadline = unit.deadline.ok_or("assigned unit without a deadline")?;
+				if unit.state.is_claimable() {
+					ensure!(pool.contains(&(job_id, index)), "claimable unit missing from the pool");
+				}
+				if unit.state == UnitState::Assigned || unit.state.is_claimable() {
+					let deadline = unit.deadline.ok_or("assigned or pooled unit without a deadline")?;
 					ensure!(
-						Deadlines::<T>::contains_key(deadline, (job_id, index)),
-						"assigned unit's deadline not indexed"
+						Deadlines::<T>::contains_key(deadline, Due::Unit((job_id, index))),
+						"unit's deadline not indexed"
 					);
 				}
 			}
 			ensure!(final_units == job.units_final, "units_final out of sync");
-			if job.status == JobStatus::Completed {
-				ensure!(job.escrow.is_zero(), "completed job still holds escrow");
+			let open_price = price.saturating_mul(job.units.saturating_sub(job.units_final).into());
+			ensure!(job.escrow >= open_price, "escrow below the price of the open units");
+			if job.is_finished() {
+				ensure!(job.escrow.is_zero(), "finished job still holds escrow");
+				let removable_at = job.removable_at.ok_or("finished job without a removal")?;
+				ensure!(job.result.is_some(), "finished job without a result");
+				ensure!(
+					Deadlines::<T>::contains_key(removable_at, Due::Removal(job_id)),
+					"finished job's removal not indexed"
+				);
 			}
 		}
 		for (owner, escrow) in escrow_by_owner {
@@ -748,8 +931,13 @@ impl<T: Config> Pallet<T> {
 				"escrow held differs from the open budgets"
 			);
 		}
+		for (owner, deposit) in deposit_by_owner {
+			ensure!(
+				T::Currency::balance_on_hold(&HoldReason::JobDeposit.into(), &owner) == deposit,
+				"deposit held differs from the jobs' deposits"
+			);
+		}
 		ensure!(OpenUnits::<T>::get() == open_units, "OpenUnits out of sync");
-		let pool = Pool::<T>::get();
 		for (position, key) in pool.iter().enumerate() {
 			let unit = Units::<T>::get(key.0, key.1).ok_or("pool entry without a unit")?;
 			ensure!(unit.state.is_claimable(), "pool entry not claimable");
@@ -760,6 +948,15 @@ impl<T: Config> Pallet<T> {
 				let unit = Units::<T>::get(key.0, key.1).ok_or("listed unit missing")?;
 				ensure!(unit.solver.as_ref() == Some(&solver), "listed unit held by another solver");
 			}
+		}
+		for (solver, exposure) in SolverExposure::<T>::iter() {
+			let expected = exposure_by_solver.remove(&solver).unwrap_or_default();
+			ensure!(exposure == expected, "solver exposure differs from its units' prices");
+		}
+		ensure!(exposure_by_solver.values().all(|e| e.is_zero()), "held units without exposure");
+		let cursor = DeadlineCursor::<T>::get();
+		for (block, _, ()) in Deadlines::<T>::iter() {
+			ensure!(block >= cursor, "a deadline lies behind the sweep's cursor");
 		}
 		Ok(())
 	}

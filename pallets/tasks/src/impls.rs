@@ -3,12 +3,16 @@
 
 use crate::{pallet::*, BalanceOf, JobOf};
 use alloc::vec::Vec;
-use polkadot_sdk::frame_system::pallet_prelude::BlockNumberFor;
+use polkadot_sdk::{frame_support::traits::Get, frame_system::pallet_prelude::BlockNumberFor};
 use touchstone_primitives::{traits::ActiveWork, JobId, JobState, JobStatus, SolverUnit};
 
-impl<T: Config> ActiveWork<T::AccountId> for Pallet<T> {
+impl<T: Config> ActiveWork<T::AccountId, BalanceOf<T>> for Pallet<T> {
 	fn active_units(who: &T::AccountId) -> u32 {
 		SolverUnits::<T>::decode_len(who).unwrap_or(0) as u32
+	}
+
+	fn required_collateral(who: &T::AccountId) -> BalanceOf<T> {
+		T::CollateralRatio::get().mul_ceil(SolverExposure::<T>::get(who))
 	}
 }
 

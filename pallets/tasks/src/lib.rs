@@ -8,13 +8,18 @@
 //! with `Reassigned` when its solver makes no progress by the deadline, and `Cancelled`
 //! when the submitter cancels before the unit started.
 //!
-//! Every block, a bounded number of timed-out units return to the pool and a bounded
-//! number of pool units are matched to the best-scoring eligible solver. Solvers may also
-//! claim pool units themselves. A solver accepts its unit, commits checkpoints as it
-//! trains, and commits a learning proof; once the challenge window has passed (and the
-//! verification pallets, through [`ProofLifecycle`], do not object) anyone may finalize
-//! the unit, which pays the solver from escrow. When every unit is final the job's result
-//! is aggregated, recorded and announced, and the unused budget is refunded.
+//! Every block, a bounded sweep handles what fell due: offers that lapsed go back to the
+//! pool, units whose solver made no progress are reassigned (or fail once out of
+//! attempts), units nobody took within the job's `pool_timeout` expire and are refunded,
+//! and jobs finished `Retention` blocks ago are removed with their units, returning the
+//! submitter's storage deposit. Then a bounded number of pool units are offered to the
+//! best-scoring eligible solver whose minimum price the unit meets and whose bond covers
+//! the collateral of its units. Solvers may also claim pool units themselves, or decline
+//! an offer at no cost. A solver accepts its unit, commits checkpoints as it trains, and
+//! commits a learning proof; once the challenge window has passed (and the verification
+//! pallets, through [`ProofLifecycle`], do not object) anyone may finalize the unit, which
+//! pays the solver from escrow. When every unit is final the job's result is aggregated,
+//! recorded and announced, and the unused budget is refunded.
 //!
 //! The pallet sees compute nodes only through [`ComputeNodes`], and the staking pallet
 //! sees this pallet only through [`ActiveWork`].
@@ -59,11 +64,25 @@ pub type WorkUnitOf<T> = touchstone_primitives::WorkUnit<
 	frame_system::pallet_prelude::BlockNumberFor<T>,
 >;
 
+/// What falls due at a block: the sweep in `on_initialize` handles each entry once.
+#[derive(
+	codec::Encode, codec::Decode, codec::DecodeWithMemTracking, codec::MaxEncodedLen, scale_info::TypeInfo,
+	Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug,
+)]
+pub enum Due {
+	/// A unit's deadline: an offer to accept, progress to make, or a wait in the pool.
+	Unit(UnitKey),
+	/// A finished job's retention ends: its records are removed.
+	Removal(touchstone_primitives::JobId),
+}
+
 /// Sets up what the benchmarks need from other pallets.
 #[cfg(feature = "runtime-benchmarks")]
 pub trait BenchmarkHelper<AccountId> {
 	/// Registers `who` as an online, bonded solver with `profile`, funding it as needed.
 	fn register_solver(who: &AccountId, profile: touchstone_primitives::HardwareProfile);
+	/// Registers `who` as a solver whose hardware meets no job the benchmarks submit.
+	fn register_unfit_solver(who: &AccountId);
 }
 
 #[frame_support::pallet]
@@ -73,6 +92,7 @@ pub mod pallet {
 		pallet_prelude::*,
 		traits::fungible::{Inspect, Mutate, MutateHold},
 	};
+	use polkadot_sdk::sp_runtime::Perbill;
 	use frame_system::pallet_prelude::*;
 	use touchstone_primitives::{
 		traits::{ComputeNodes, ProofLifecycle},
@@ -96,8 +116,9 @@ pub mod pallet {
 		/// The overarching hold reason.
 		type RuntimeHoldReason: From<HoldReason>;
 
-		/// The compute-node registry: eligibility, profiles, scores and reputation.
-		type Nodes: ComputeNodes<Self::AccountId>;
+		/// The compute-node registry: eligibility, profiles, prices, bonds, scores and
+		/// reputation.
+		type Nodes: ComputeNodes<Self::AccountId, BalanceOf<Self>>;
 
 		/// The verification and disputes pallets' view of proofs.
 		type ProofLifecycle: ProofLifecycle<Self::AccountId>;
@@ -118,9 +139,34 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxAssignmentsPerBlock: Get<u32>;
 
-		/// Most deadline entries the timeout sweep handles per block.
+		/// Most entries (deadlines and removals) the sweep handles per block.
 		#[pallet::constant]
 		type MaxTimeoutsPerBlock: Get<u32>;
+
+		/// The least a unit may pay. With the deposit, it prices the pool's bounded room.
+		#[pallet::constant]
+		type MinPricePerUnit: Get<BalanceOf<Self>>;
+
+		/// The storage deposit of a job, held from its owner until its records are removed.
+		#[pallet::constant]
+		type JobDepositBase: Get<BalanceOf<Self>>;
+
+		/// The storage deposit per unit of a job, on top of the base.
+		#[pallet::constant]
+		type JobDepositPerUnit: Get<BalanceOf<Self>>;
+
+		/// The longest `pool_timeout` a job may ask for.
+		#[pallet::constant]
+		type MaxPoolWait: Get<u32>;
+
+		/// The share of the value of the units a solver holds that its solver bond must
+		/// cover, on top of the staking pallet's minimum bond.
+		#[pallet::constant]
+		type CollateralRatio: Get<Perbill>;
+
+		/// Blocks a finished job's records stay in storage before they are removed.
+		#[pallet::constant]
+		type Retention: Get<BlockNumberFor<Self>>;
 
 		/// Blocks an assigned solver has to accept its unit.
 		#[pallet::constant]
@@ -134,21 +180,9 @@ pub mod pallet {
 		#[pallet::constant]
 		type ChallengeWindow: Get<BlockNumberFor<Self>>;
 
-		/// Assignments a unit gets before it fails for good.
+		/// Solvers that may take a unit (accept or claim it) before it fails for good.
 		#[pallet::constant]
 		type MaxAttempts: Get<u32>;
-
-		/// Longest content location accepted, in bytes.
-		#[pallet::constant]
-		type MaxLocationLen: Get<u32>;
-
-		/// Most layers a model may list.
-		#[pallet::constant]
-		type MaxLayers: Get<u32>;
-
-		/// Longest region tag accepted in requirements, in bytes.
-		#[pallet::constant]
-		type MaxRegionLen: Get<u32>;
 
 		/// Weights of this pallet's calls and hooks, from its benchmarks.
 		type WeightInfo: WeightInfo;
@@ -163,6 +197,8 @@ pub mod pallet {
 	pub enum HoldReason {
 		/// A job's budget, held from submission until it is paid out or refunded.
 		JobEscrow,
+		/// A job's storage deposit, held until its records are removed.
+		JobDeposit,
 	}
 
 	/// The id the next job gets.
@@ -187,6 +223,11 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type OpenUnits<T> = StorageValue<_, u32, ValueQuery>;
 
+	/// The value (price) of the units each solver holds; its bond must cover
+	/// `CollateralRatio` of it.
+	#[pallet::storage]
+	pub type SolverExposure<T: Config> = StorageMap<_, Blake2_128Concat, T::AccountId, BalanceOf<T>, ValueQuery>;
+
 	/// The units each solver holds (assigned or proven, not yet final).
 	#[pallet::storage]
 	pub type SolverUnits<T: Config> = StorageMap<
@@ -197,12 +238,13 @@ pub mod pallet {
 		ValueQuery,
 	>;
 
-	/// Progress deadlines of assigned units, by the last block progress is accepted in.
+	/// What falls due, by block: unit deadlines (the last block an offer may be accepted,
+	/// progress made, or a unit wait in the pool) and job removals. Never behind the cursor.
 	#[pallet::storage]
 	pub type Deadlines<T: Config> =
-		StorageDoubleMap<_, Twox64Concat, BlockNumberFor<T>, Twox64Concat, UnitKey, ()>;
+		StorageDoubleMap<_, Twox64Concat, BlockNumberFor<T>, Twox64Concat, Due, ()>;
 
-	/// The earliest deadline block the timeout sweep has not finished.
+	/// The earliest deadline block the sweep has not finished.
 	#[pallet::storage]
 	pub type DeadlineCursor<T: Config> = StorageValue<_, BlockNumberFor<T>, ValueQuery>;
 
@@ -241,6 +283,32 @@ pub mod pallet {
 			solver: T::AccountId,
 			/// The last block of progress before the unit times out.
 			deadline: BlockNumberFor<T>,
+		},
+		/// A solver declined the unit it was offered; it went back to the pool.
+		UnitDeclined {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+		},
+		/// A solver let the offer of a unit lapse; it went back to the pool. Costs the
+		/// solver nothing, and does not count as an attempt.
+		OfferLapsed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+		},
+		/// Nobody took a unit within the job's `pool_timeout`; it failed and was refunded.
+		UnitExpired {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
 		},
 		/// A solver accepted its assigned unit.
 		UnitAccepted {
@@ -323,7 +391,8 @@ pub mod pallet {
 			/// What was refunded to the submitter.
 			refunded: BalanceOf<T>,
 		},
-		/// Every unit of a job is final; its result is recorded.
+		/// Every unit of a job is final; its result is recorded. A cancelled job stays
+		/// `Cancelled`, with the result of the units that ran.
 		JobCompleted {
 			/// The job.
 			job: JobId,
@@ -331,6 +400,16 @@ pub mod pallet {
 			result: JobResult,
 			/// Unused budget refunded to the submitter.
 			refunded: BalanceOf<T>,
+			/// The block from which the job's records are removed.
+			removable_at: BlockNumberFor<T>,
+		},
+		/// A finished job's retention ended: its records and units were removed and its
+		/// storage deposit returned. Its events remain for clients.
+		JobRemoved {
+			/// The job.
+			job: JobId,
+			/// The deposit returned to the submitter.
+			deposit: BalanceOf<T>,
 		},
 	}
 
@@ -342,16 +421,20 @@ pub mod pallet {
 		ZeroBatchSize,
 		/// The checkpoint interval is zero.
 		ZeroCheckpointInterval,
-		/// The model configuration has a zero dimension, too few classes, or convolutions
-		/// that shrink the input to nothing.
+		/// The model configuration has a zero dimension, too few classes, convolutions that
+		/// shrink the input to nothing, or a shape the kernels cannot build a training step
+		/// from (a tensor of more than 2³² − 1 elements, invalid optimizer settings).
 		InvalidModel,
-		/// The model lists more layers than `MaxLayers`.
-		TooManyLayers,
+		/// The model has more classes than the referee's bound (1,024).
+		TooManyClasses,
 		/// The dataset has no samples.
 		EmptyDataset,
-		/// The dataset has more samples than `MAX_DATASET_SAMPLES` (4,194,304), the most
-		/// whose sample indices and dataset words the chain and the referee address in 32 bits.
+		/// The dataset has more samples than `MAX_DATASET_SAMPLES` (4,194,304), or more
+		/// words (samples × features) than the chain and the referee address in 32 bits.
 		DatasetTooLarge,
+		/// Judging one piece of a disputed step of this job would cost the referee more
+		/// than the chain's bound (`MAX_PIECE_COST`).
+		DisputeTooCostly,
 		/// A batch is larger than the data a unit trains on.
 		BatchLargerThanData,
 		/// Zero steps per unit, zero shards, or more shards than samples.
@@ -360,21 +443,19 @@ pub mod pallet {
 		TooManyUnits,
 		/// The chain has `MaxOpenUnits` open units already; try again later.
 		TooManyOpenUnits,
-		/// The price per unit is zero.
-		ZeroPrice,
+		/// The price per unit is below the runtime's `MinPricePerUnit`.
+		PriceBelowMinimum,
 		/// The budget does not cover the price of every unit.
 		BudgetBelowCost,
 		/// Price times units overflows the balance type.
 		CostOverflow,
 		/// The unit timeout is shorter than `MinUnitTimeout`.
 		UnitTimeoutTooShort,
-		/// A content location is longer than `MaxLocationLen`.
-		LocationTooLong,
-		/// The region in the requirements is longer than `MaxRegionLen`.
-		RegionTooLong,
-		/// No registered solver's hardware meets the requirements.
+		/// The pool timeout is shorter than `MinUnitTimeout` or longer than `MaxPoolWait`.
+		PoolTimeoutOutOfRange,
+		/// No bonded solver's hardware meets the requirements at the job's price.
 		UnsatisfiableRequirements,
-		/// The submitter cannot cover the budget.
+		/// The submitter cannot cover the budget and the storage deposit.
 		InsufficientBalance,
 		/// No job has this id.
 		JobNotFound,
@@ -386,21 +467,27 @@ pub mod pallet {
 		JobNotActive,
 		/// The unit is not in the pool.
 		UnitNotClaimable,
-		/// The caller is not a bonded, online solver whose hardware meets the job's needs.
+		/// The caller is not a bonded, online solver whose hardware meets the job's needs
+		/// and whose minimum price the job meets.
 		NotEligible,
+		/// The caller's solver bond does not cover the collateral of its units with this one.
+		InsufficientCollateral,
 		/// The solver holds `MaxUnitsPerSolver` units already.
 		SolverAtCapacity,
 		/// The unit is not assigned to the caller.
 		NotAssignedSolver,
 		/// The unit was accepted already.
 		AlreadyAccepted,
+		/// The unit's deadline has passed; the sweep will return it to the pool.
+		DeadlinePassed,
 		/// The solver has not accepted the unit yet.
 		NotAccepted,
 		/// The checkpoint's step lies outside the unit's steps.
 		CheckpointOutOfRange,
 		/// The checkpoint's step is not after the last committed one.
 		CheckpointNotAdvancing,
-		/// The checkpoint's step is not on the job's checkpoint interval.
+		/// The checkpoint's step is neither a multiple of the job's checkpoint interval nor
+		/// the unit's last step.
 		CheckpointMisaligned,
 		/// The proof covers a different number of steps than the unit.
 		StepCountMismatch,
@@ -415,10 +502,9 @@ pub mod pallet {
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
-			let timeouts = Self::sweep_deadlines(now);
+			let swept = Self::sweep_deadlines(now);
 			let (considered, scanned) = Self::schedule(now);
-			T::WeightInfo::sweep_deadlines(timeouts)
-				.saturating_add(T::WeightInfo::schedule(considered, scanned))
+			swept.saturating_add(T::WeightInfo::schedule(considered, scanned))
 		}
 
 		fn integrity_test() {
@@ -430,6 +516,8 @@ pub mod pallet {
 			assert!(T::MaxAttempts::get() > 0, "MaxAttempts must be positive");
 			assert!(T::MaxTimeoutsPerBlock::get() > 1, "the timeout sweep must outpace the chain");
 			assert!(T::MinUnitTimeout::get() > 0, "MinUnitTimeout must be positive");
+			assert!(T::MaxPoolWait::get() >= T::MinUnitTimeout::get(), "MaxPoolWait must admit MinUnitTimeout");
+			assert!(!T::MinPricePerUnit::get().is_zero(), "MinPricePerUnit must be positive");
 		}
 
 		#[cfg(feature = "try-runtime")]
@@ -440,19 +528,22 @@ pub mod pallet {
 
 	#[pallet::call]
 	impl<T: Config> Pallet<T> {
-		/// Submit a training job. The full budget is held in escrow and the job is cut into
-		/// work units. An invalid spec is rejected with a named error and changes nothing.
+		/// Submit a training job. The full budget is held in escrow, a storage deposit is
+		/// held until the job's records are removed, and the job is cut into work units.
+		/// The spec must pass the kernels' own validation, so the referee can judge any
+		/// dispute over it. An invalid spec is rejected with a named error and changes
+		/// nothing.
 		///
 		/// Emits `JobSubmitted`.
 		#[pallet::call_index(0)]
-		#[pallet::weight(T::WeightInfo::submit_job(T::MaxUnitsPerJob::get(), T::Nodes::max_nodes()))]
+		#[pallet::weight(Pallet::<T>::submit_job_weight(T::MaxUnitsPerJob::get(), T::Nodes::max_nodes()))]
 		pub fn submit_job(
 			origin: OriginFor<T>,
 			spec: JobSpec<BalanceOf<T>>,
 		) -> DispatchResultWithPostInfo {
 			let owner = ensure_signed(origin)?;
 			let units = Self::do_submit_job(owner, spec)?;
-			Ok(Some(T::WeightInfo::submit_job(units, T::Nodes::node_count())).into())
+			Ok(Some(Self::submit_job_weight(units, T::Nodes::node_count())).into())
 		}
 
 		/// Cancel a job. Units not yet started (waiting, in the pool, or assigned but not
@@ -478,7 +569,7 @@ pub mod pallet {
 			Self::do_claim_unit(solver, job, unit)
 		}
 
-		/// Accept a unit the scheduler assigned to the caller.
+		/// Accept a unit the scheduler offered the caller. Its deadline must not have passed.
 		///
 		/// Emits `UnitAccepted`.
 		#[pallet::call_index(3)]
@@ -534,6 +625,17 @@ pub mod pallet {
 			ensure_signed(origin)?;
 			let aggregated = Self::do_finalize_unit(job, unit)?;
 			Ok(Some(T::WeightInfo::finalize_unit(aggregated)).into())
+		}
+
+		/// Decline a unit the scheduler offered the caller. The unit goes back to the pool
+		/// and is offered to others first; declining costs nothing and is not an attempt.
+		///
+		/// Emits `UnitDeclined`.
+		#[pallet::call_index(7)]
+		#[pallet::weight(T::WeightInfo::decline_unit())]
+		pub fn decline_unit(origin: OriginFor<T>, job: JobId, unit: UnitIndex) -> DispatchResult {
+			let solver = ensure_signed(origin)?;
+			Self::do_decline_unit(solver, job, unit)
 		}
 	}
 }

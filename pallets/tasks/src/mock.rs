@@ -8,7 +8,7 @@ use polkadot_sdk::{
 		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
 	},
 	frame_system, pallet_balances, sp_io,
-	sp_runtime::{BoundedVec, BuildStorage, FixedU64},
+	sp_runtime::{BoundedVec, BuildStorage, FixedU64, Perbill},
 };
 use polkadot_sdk::sp_runtime::DispatchResult;
 use touchstone_primitives::{
@@ -58,9 +58,23 @@ pub const MAX_UNITS_PER_JOB: u32 = 8;
 pub const MAX_OPEN_UNITS: u32 = 10;
 /// Units one solver may hold.
 pub const MAX_UNITS_PER_SOLVER: u32 = 2;
+/// The least a unit may pay.
+pub const MIN_PRICE: u64 = 5;
+/// A job's storage deposit: a base…
+pub const DEPOSIT_BASE: u64 = 3;
+/// …and this per unit.
+pub const DEPOSIT_PER_UNIT: u64 = 1;
+/// Blocks a finished job's records stay.
+pub const RETENTION: u64 = 10;
+/// The longest pool timeout a job may ask for.
+pub const MAX_POOL_WAIT: u32 = 50;
+/// The pool timeout of the test job.
+pub const POOL_TIMEOUT: u32 = 20;
 
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
+	/// A solver's bond must cover the full price of the units it holds.
+	pub const CollateralRatio: Perbill = Perbill::one();
 	/// Whether the mock verification pallets hold finalization back.
 	pub static HoldFinalization: bool = false;
 	/// Proofs the mock verification pallets were told about.
@@ -89,10 +103,10 @@ impl pallet_touchstone_staking::Config for Test {
 	type MinChallengerBond = ConstU64<20>;
 	type UnbondingPeriod = ConstU64<10>;
 	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
+	type ReapDelay = ConstU64<{ 2 * HEARTBEAT_TIMEOUT }>;
+	type ReputationSaturation = ConstU64<1_000>;
 	type MaxNodes = ConstU32<8>;
 	type MaxUnbondingChunks = ConstU32<4>;
-	type MaxDeviceModelLen = ConstU32<32>;
-	type MaxRegionLen = ConstU32<16>;
 	type WeightInfo = ();
 }
 
@@ -106,13 +120,16 @@ impl pallet_touchstone_tasks::Config for Test {
 	type MaxUnitsPerSolver = ConstU32<MAX_UNITS_PER_SOLVER>;
 	type MaxAssignmentsPerBlock = ConstU32<4>;
 	type MaxTimeoutsPerBlock = ConstU32<8>;
+	type MinPricePerUnit = ConstU64<MIN_PRICE>;
+	type JobDepositBase = ConstU64<DEPOSIT_BASE>;
+	type JobDepositPerUnit = ConstU64<DEPOSIT_PER_UNIT>;
+	type MaxPoolWait = ConstU32<MAX_POOL_WAIT>;
+	type CollateralRatio = CollateralRatio;
+	type Retention = ConstU64<RETENTION>;
 	type AcceptanceTimeout = ConstU64<ACCEPTANCE_TIMEOUT>;
 	type MinUnitTimeout = ConstU32<2>;
 	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
 	type MaxAttempts = ConstU32<MAX_ATTEMPTS>;
-	type MaxLocationLen = ConstU32<64>;
-	type MaxLayers = ConstU32<4>;
-	type MaxRegionLen = ConstU32<16>;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = StakingHelper;
@@ -127,7 +144,11 @@ impl crate::BenchmarkHelper<u64> for StakingHelper {
 		use polkadot_sdk::frame_support::traits::fungible::Mutate;
 		Balances::set_balance(who, 1_000_000);
 		let bonds = BoundedVec::truncate_from(vec![(Role::Solver, MIN_SOLVER_BOND)]);
-		Staking::register(RuntimeOrigin::signed(*who), profile, bonds).expect("solver registers");
+		Staking::register(RuntimeOrigin::signed(*who), profile, bonds, 0).expect("solver registers");
+	}
+
+	fn register_unfit_solver(who: &u64) {
+		Self::register_solver(who, cpu_profile());
 	}
 }
 
@@ -158,7 +179,7 @@ pub fn cpu_profile() -> HardwareProfile {
 /// Registers `who` as a solver with `profile` and the minimum bond.
 pub fn register_solver(who: u64, profile: HardwareProfile) {
 	let bonds = BoundedVec::truncate_from(vec![(Role::Solver, MIN_SOLVER_BOND)]);
-	Staking::register(RuntimeOrigin::signed(who), profile, bonds).expect("solver registers");
+	Staking::register(RuntimeOrigin::signed(who), profile, bonds, 0).expect("solver registers");
 }
 
 /// A valid job: a small MLP on 1,000 samples, 100 steps in four step ranges of 25,
@@ -201,6 +222,7 @@ pub fn job_spec() -> JobSpec<u64> {
 		price_per_unit: 10,
 		budget: 50,
 		unit_timeout: 10,
+		pool_timeout: POOL_TIMEOUT,
 	}
 }
 

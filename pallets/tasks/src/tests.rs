@@ -3,7 +3,7 @@
 //! invariants and that total issuance did not change.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 
-use crate::{mock::*, Deadlines, Error, Event, HoldReason, Jobs, OpenUnits, Pool, SolverUnits, Units};
+use crate::{mock::*, Deadlines, Due, Error, Event, HoldReason, Jobs, OpenUnits, Pool, SolverUnits, Units};
 use polkadot_sdk::{
 	frame_support::{
 		assert_noop, assert_ok,
@@ -12,7 +12,7 @@ use polkadot_sdk::{
 	sp_runtime::{BoundedVec, FixedU64, Perbill},
 };
 use touchstone_primitives::{
-	Aggregation, Checkpoint, ContentRef, Decomposition, DeviceKind, JobResult, JobStatus,
+	Aggregation, Checkpoint, Decomposition, DeviceKind, JobResult, JobStatus,
 	LearningProof, ModelArch, TrainingMetrics, UnitScope, UnitState, MAX_DATASET_SAMPLES,
 };
 
@@ -23,6 +23,10 @@ const DAVE: u64 = 4;
 
 fn escrowed(who: u64) -> u64 {
 	Balances::balance_on_hold(&RuntimeHoldReason::Tasks(HoldReason::JobEscrow), &who)
+}
+
+fn deposited(who: u64) -> u64 {
+	Balances::balance_on_hold(&RuntimeHoldReason::Tasks(HoldReason::JobDeposit), &who)
 }
 
 fn submit(spec: touchstone_primitives::JobSpec<u64>) -> u64 {
@@ -74,7 +78,8 @@ mod submit_job {
 				vec![Event::JobSubmitted { job, owner: ALICE, units: 4, escrow: 50 }]
 			);
 			assert_eq!(escrowed(ALICE), 50);
-			assert_eq!(Balances::balance(&ALICE), free_before - 50);
+			assert_eq!(Balances::balance(&ALICE), free_before - 50 - (DEPOSIT_BASE + 4 * DEPOSIT_PER_UNIT));
+			assert_eq!(deposited(ALICE), DEPOSIT_BASE + 4 * DEPOSIT_PER_UNIT);
 			let stored = Jobs::<Test>::get(job).unwrap();
 			assert_eq!((stored.units, stored.escrow, stored.status), (4, 50, JobStatus::Active));
 			let scopes: Vec<_> = (0..4).map(|i| Units::<Test>::get(job, i).unwrap().scope).collect();
@@ -140,11 +145,38 @@ mod submit_job {
 		);
 		rejects(
 			|s| {
-				if let ModelArch::Mlp { hidden, .. } = &mut s.model {
-					*hidden = BoundedVec::truncate_from(vec![8; 5]);
+				if let ModelArch::Mlp { classes, .. } = &mut s.model {
+					*classes = 1_025;
 				}
 			},
-			Error::TooManyLayers,
+			Error::TooManyClasses,
+		);
+		// A tensor the kernels cannot index in 32 bits: the kernels' own validation.
+		rejects(
+			|s| {
+				if let ModelArch::Mlp { hidden, .. } = &mut s.model {
+					*hidden = BoundedVec::truncate_from(vec![70_000, 70_000]);
+				}
+			},
+			Error::InvalidModel,
+		);
+		// Sixteen convolutions and sixteen dense layers: a step graph larger than the
+		// referee rebuilds within its bound.
+		rejects(
+			|s| {
+				s.model = ModelArch::Cnn {
+					channels: 1,
+					height: 8,
+					width: 8,
+					conv_channels: BoundedVec::truncate_from(vec![2; 16]),
+					kernel_size: 1,
+					hidden: BoundedVec::truncate_from(vec![4; 16]),
+					classes: 10,
+					activation: touchstone_primitives::Activation::Relu,
+				};
+				s.dataset.samples = 1_000;
+			},
+			Error::DisputeTooCostly,
 		);
 		rejects(
 			|s| {
@@ -181,31 +213,10 @@ mod submit_job {
 
 	#[test]
 	fn rejects_budgets_that_do_not_cover_the_cost() {
-		rejects(|s| s.price_per_unit = 0, Error::ZeroPrice);
+		rejects(|s| s.price_per_unit = MIN_PRICE - 1, Error::PriceBelowMinimum);
 		rejects(|s| s.budget = 39, Error::BudgetBelowCost);
 		rejects(|s| s.price_per_unit = u64::MAX / 2, Error::CostOverflow);
 		rejects(|s| s.budget = 20_000, Error::InsufficientBalance);
-	}
-
-	#[test]
-	fn rejects_oversized_fields() {
-		rejects(
-			|s| s.dataset.content.location = BoundedVec::truncate_from(vec![b'x'; 65]),
-			Error::LocationTooLong,
-		);
-		rejects(
-			|s| {
-				s.initial_weights = Some(ContentRef {
-					hash: [1; 32].into(),
-					location: BoundedVec::truncate_from(vec![b'x'; 65]),
-				})
-			},
-			Error::LocationTooLong,
-		);
-		rejects(
-			|s| s.requirements.region = Some(BoundedVec::truncate_from(vec![b'r'; 17])),
-			Error::RegionTooLong,
-		);
 	}
 
 	#[test]
@@ -248,7 +259,7 @@ mod scheduling {
 					vec![Event::UnitAssigned { job, unit: 0, solver: CHARLIE, deadline: 2 + ACCEPTANCE_TIMEOUT }]
 				);
 				let unit = Units::<Test>::get(job, 0).unwrap();
-				assert_eq!((unit.state, unit.solver, unit.accepted, unit.attempts), (UnitState::Assigned, Some(CHARLIE), false, 1));
+				assert_eq!((unit.state, unit.solver, unit.accepted, unit.attempts), (UnitState::Assigned, Some(CHARLIE), false, 0));
 				assert!(Pool::<Test>::get().is_empty());
 				assert_eq!(SolverUnits::<Test>::get(CHARLIE).into_inner(), vec![(job, 0)]);
 			});
@@ -300,15 +311,15 @@ mod solver_path {
 				vec![Event::UnitClaimed { job, unit: 0, solver: BOB, deadline: 1 + 10 }]
 			);
 			assert!(Units::<Test>::get(job, 0).unwrap().accepted);
-			assert!(Deadlines::<Test>::contains_key(11, (job, 0)));
+			assert!(Deadlines::<Test>::contains_key(11, Due::Unit((job, 0))));
 
 			run_to_block(3);
 			let checkpoint = Checkpoint { step: 10, hash: [9; 32].into() };
 			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint));
 			System::assert_last_event(Event::CheckpointCommitted { job, unit: 0, checkpoint }.into());
 			// Progress moves the deadline.
-			assert!(!Deadlines::<Test>::contains_key(11, (job, 0)));
-			assert!(Deadlines::<Test>::contains_key(13, (job, 0)));
+			assert!(!Deadlines::<Test>::contains_key(11, Due::Unit((job, 0))));
+			assert!(Deadlines::<Test>::contains_key(13, Due::Unit((job, 0))));
 
 			let commitment = proof(25, 1);
 			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, commitment));
@@ -462,24 +473,25 @@ mod timeouts {
 	use super::*;
 
 	#[test]
-	fn an_unaccepted_assignment_returns_to_the_pool_and_costs_reputation() {
+	fn an_unaccepted_offer_lapses_back_to_the_pool_at_no_cost() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
 			let job = submit(job_spec());
 			run_to_block(2);
 			assert_eq!(state(job, 0), UnitState::Assigned);
 			tasks_events();
-			// Deadline 2 + 3 = 5: still fine at block 5, timed out at block 6 (and, with Bob
-			// the only solver, assigned to him again in the same block).
+			// Deadline 2 + 3 = 5: still fine at block 5, lapsed at block 6. Bob let it lapse,
+			// so it is not offered to him again; he may still claim it.
 			run_to_block(5);
 			assert_eq!(state(job, 0), UnitState::Assigned);
 			run_to_block(6);
-			let events = tasks_events();
-			assert_eq!(events[0], Event::UnitTimedOut { job, unit: 0, solver: BOB, resume_from: None });
-			assert_eq!(events[1], Event::UnitAssigned { job, unit: 0, solver: BOB, deadline: 9 });
+			assert_eq!(tasks_events(), vec![Event::OfferLapsed { job, unit: 0, solver: BOB }]);
+			let unit = Units::<Test>::get(job, 0).unwrap();
+			assert_eq!((unit.state, unit.attempts, unit.passed_by), (UnitState::Pending, 0, Some(BOB)));
+			assert_eq!(Pool::<Test>::get().into_inner(), vec![(job, 0)]);
 			let reputation = pallet_touchstone_staking::Nodes::<Test>::get(BOB).unwrap().reputation;
-			assert_eq!(reputation.failed, 1);
-			// The bond is untouched: a timeout is a technical failure.
+			assert_eq!(reputation.failed, 0);
 			assert_eq!(Staking::bonded(&BOB, touchstone_primitives::Role::Solver), MIN_SOLVER_BOND);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
 		});
 	}
 
@@ -491,18 +503,18 @@ mod timeouts {
 			let checkpoint = Checkpoint { step: 15, hash: [4; 32].into() };
 			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint));
 			tasks_events();
-			// Deadline 1 + 10 = 11; at block 12 the unit times out and, Bob being the only
-			// solver, is assigned to him again, carrying its checkpoint along.
+			// Deadline 1 + 10 = 11; at block 12 the unit times out, costs Bob reputation (not
+			// bond), and goes back to the pool carrying its checkpoint along.
 			run_to_block(12);
 			assert_eq!(
 				tasks_events(),
-				vec![
-					Event::UnitTimedOut { job, unit: 0, solver: BOB, resume_from: Some(checkpoint) },
-					Event::UnitAssigned { job, unit: 0, solver: BOB, deadline: 12 + ACCEPTANCE_TIMEOUT },
-				]
+				vec![Event::UnitTimedOut { job, unit: 0, solver: BOB, resume_from: Some(checkpoint) }]
 			);
 			let unit = Units::<Test>::get(job, 0).unwrap();
-			assert_eq!((unit.attempts, unit.accepted, unit.last_checkpoint), (2, false, Some(checkpoint)));
+			assert_eq!((unit.state, unit.attempts, unit.last_checkpoint), (UnitState::Reassigned, 1, Some(checkpoint)));
+			let reputation = pallet_touchstone_staking::Nodes::<Test>::get(BOB).unwrap().reputation;
+			assert_eq!((reputation.failed, reputation.failed_value), (1, 10));
+			assert_eq!(Staking::bonded(&BOB, touchstone_primitives::Role::Solver), MIN_SOLVER_BOND);
 		});
 	}
 
@@ -510,8 +522,11 @@ mod timeouts {
 	fn a_unit_out_of_attempts_fails_and_takes_later_ranges_with_it() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
 			let job = submit(job_spec());
-			// Two assignments, neither accepted: 2 → 5, then 6 → 9.
-			run_to_block(10);
+			// Two solvers took it (claims at blocks 1 and 12) and both stalled.
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			run_to_block(12);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			run_to_block(23);
 			assert!((0..4).all(|i| state(job, i) == UnitState::Failed));
 			let stored = Jobs::<Test>::get(job).unwrap();
 			assert_eq!(stored.status, JobStatus::Completed);
@@ -526,6 +541,85 @@ mod timeouts {
 					units_failed: 4
 				})
 			);
+		});
+	}
+
+	#[test]
+	fn a_unit_nobody_takes_expires_and_is_refunded() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			// Bob declines every offer, so nobody takes unit 0 by block 1 + 20.
+			run_to_block(2);
+			assert_ok!(Tasks::decline_unit(RuntimeOrigin::signed(BOB), job, 0));
+			run_to_block(1 + POOL_TIMEOUT as u64);
+			assert_eq!(state(job, 0), UnitState::Pending);
+			tasks_events();
+			run_to_block(2 + POOL_TIMEOUT as u64);
+			let events = tasks_events();
+			assert_eq!(events[0], Event::UnitExpired { job, unit: 0 });
+			assert!((0..4).all(|i| state(job, i) == UnitState::Failed));
+			assert_eq!(escrowed(ALICE), 0);
+			assert!(Pool::<Test>::get().is_empty());
+			assert_eq!(Jobs::<Test>::get(job).unwrap().status, JobStatus::Completed);
+		});
+	}
+
+	#[test]
+	fn a_timeout_of_an_accepted_unit_in_a_cancelled_job_fails_it_and_the_job_stays_cancelled() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
+			run_to_block(12);
+			assert_eq!(state(job, 0), UnitState::Failed);
+			let stored = Jobs::<Test>::get(job).unwrap();
+			assert_eq!(stored.status, JobStatus::Cancelled);
+			assert_eq!(stored.result.map(|r| r.units_failed), Some(4));
+			assert_eq!(escrowed(ALICE), 0);
+		});
+	}
+
+	#[test]
+	fn a_failure_mid_job_fails_the_later_ranges_and_keeps_the_proven_one() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			complete_unit(BOB, job, 0, 1);
+			// Unit 1 is taken twice and stalls twice.
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			let stall = System::block_number() + 11;
+			run_to_block(stall);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			run_to_block(stall + 11);
+			assert_eq!(
+				(0..4).map(|i| state(job, i)).collect::<Vec<_>>(),
+				vec![UnitState::Finalized, UnitState::Failed, UnitState::Failed, UnitState::Failed]
+			);
+			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
+			assert_eq!((result.units_finalized, result.units_failed), (1, 3));
+			assert_eq!(result.model_hash, proof(25, 1).final_model_hash);
+			assert_eq!(escrowed(ALICE), 0);
+		});
+	}
+
+	#[test]
+	fn a_lagging_sweep_catches_up_over_blocks() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.budget = 100;
+			spec.decomposition = Decomposition::DataShards { shards: 8, aggregation: Aggregation::Uniform };
+			let big = submit(spec.clone());
+			spec.decomposition = Decomposition::DataShards { shards: 2, aggregation: Aggregation::Uniform };
+			let small = submit(spec);
+			// Bob leaves the solver role, so nobody takes the ten units: all expire together,
+			// more than the eight entries the sweep handles per block.
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(BOB), touchstone_primitives::Role::Solver, MIN_SOLVER_BOND));
+			run_to_block(2 + POOL_TIMEOUT as u64);
+			let expired = |job: u64, units: u32| (0..units).filter(|&i| state(job, i) == UnitState::Failed).count();
+			assert_eq!(expired(big, 8) + expired(small, 2), 8);
+			run_to_block(3 + POOL_TIMEOUT as u64);
+			assert_eq!(expired(big, 8) + expired(small, 2), 10);
+			assert_eq!(crate::DeadlineCursor::<Test>::get(), 3 + POOL_TIMEOUT as u64);
 		});
 	}
 }
@@ -552,7 +646,7 @@ mod cancellation {
 			// The started unit runs to the end; then the job completes and refunds the rest.
 			complete_unit(BOB, job, 0, 1);
 			let stored = Jobs::<Test>::get(job).unwrap();
-			assert_eq!(stored.status, JobStatus::Completed);
+			assert_eq!(stored.status, JobStatus::Cancelled);
 			assert_eq!(stored.result.unwrap().units_finalized, 1);
 			assert_eq!(escrowed(ALICE), 0);
 		});
@@ -564,7 +658,9 @@ mod cancellation {
 			let job = submit(job_spec());
 			run_to_block(2); // Assigned, not accepted: still unstarted.
 			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
-			assert_eq!(Jobs::<Test>::get(job).unwrap().status, JobStatus::Completed);
+			let stored = Jobs::<Test>::get(job).unwrap();
+			assert_eq!(stored.status, JobStatus::Cancelled);
+			assert!(stored.result.is_some());
 			assert_eq!(escrowed(ALICE), 0);
 			assert!(SolverUnits::<Test>::get(BOB).is_empty());
 		});
@@ -595,7 +691,9 @@ mod aggregation {
 			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
 			assert_eq!(result.model_hash, proof(25, 4).final_model_hash);
 			assert_eq!((result.units_finalized, result.units_failed), (4, 0));
-			System::assert_last_event(Event::JobCompleted { job, result, refunded: 10 }.into());
+			System::assert_last_event(
+				Event::JobCompleted { job, result, refunded: 10, removable_at: System::block_number() + RETENTION }.into(),
+			);
 			assert_eq!(escrowed(ALICE), 0);
 		});
 	}

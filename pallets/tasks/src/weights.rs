@@ -43,14 +43,17 @@ use polkadot_sdk::frame_support::{
 
 /// The weight of each call and hook of `pallet_touchstone_tasks`.
 pub trait WeightInfo {
-	fn submit_job(u: u32, n: u32, ) -> Weight;
+	fn submit_job(u: u32, ) -> Weight;
+	fn scan_registry(n: u32, ) -> Weight;
 	fn cancel_job(u: u32, ) -> Weight;
 	fn claim_unit() -> Weight;
 	fn accept_unit() -> Weight;
+	fn decline_unit() -> Weight;
 	fn commit_checkpoint() -> Weight;
 	fn submit_proof() -> Weight;
 	fn finalize_unit(u: u32, ) -> Weight;
-	fn sweep_deadlines(t: u32, ) -> Weight;
+	fn time_out(u: u32, ) -> Weight;
+	fn remove_job(u: u32, ) -> Weight;
 	fn schedule(a: u32, n: u32, ) -> Weight;
 }
 
@@ -77,7 +80,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(237), added: 2712, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	/// The range of component `n` is `[1, 256]`.
-	fn submit_job(u: u32, n: u32, ) -> Weight {
+	fn submit_job(u: u32, ) -> Weight {
+		let n = 0u32;
 		// Proof size: measured `1067 + n * (4 ±0)`, estimated `13775` bytes.
 		// Minimum execution time: 444_010_000 picoseconds.
 		Weight::from_parts(182_595_320, 13775)
@@ -213,7 +217,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// The range of component `t` is `[1, 32]`.
-	fn sweep_deadlines(t: u32, ) -> Weight {
+	fn time_out(u: u32, ) -> Weight {
+		let t = u;
 		// Proof size: measured `1326 + t * (150 ±0)`, estimated `13775 + t * (2712 ±0)` bytes.
 		// Minimum execution time: 238_857_000 picoseconds.
 		Weight::from_parts(245_894_000, 13775)
@@ -256,11 +261,30 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(Weight::from_parts(0, 2712).saturating_mul(a.into()))
 			.saturating_add(Weight::from_parts(0, 2755).saturating_mul(n.into()))
 	}
+	fn scan_registry(n: u32, ) -> Weight {
+		Weight::from_parts(10_000_000, 2755)
+			.saturating_add(Weight::from_parts(2_000_000, 0).saturating_mul(n.into()))
+			.saturating_add(T::DbWeight::get().reads((2_u64).saturating_mul(n.into())))
+			.saturating_add(Weight::from_parts(0, 2755).saturating_mul(n.into()))
+	}
+	fn decline_unit() -> Weight {
+		Weight::from_parts(173_403_000, 13775)
+			.saturating_add(T::DbWeight::get().reads(6))
+			.saturating_add(T::DbWeight::get().writes(6))
+	}
+	fn remove_job(u: u32, ) -> Weight {
+		Weight::from_parts(245_894_000, 13775)
+			.saturating_add(Weight::from_parts(50_000_000, 0).saturating_mul(u.into()))
+			.saturating_add(T::DbWeight::get().reads(4))
+			.saturating_add(T::DbWeight::get().writes(4))
+			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(u.into())))
+	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
-	fn submit_job(u: u32, n: u32, ) -> Weight {
+	fn submit_job(u: u32, ) -> Weight {
+		let n = 0u32;
 		Weight::from_parts(182_595_320, 13775)
 			.saturating_add(Weight::from_parts(9_872_224, 0).saturating_mul(u.into()))
 			.saturating_add(Weight::from_parts(1_093_816, 0).saturating_mul(n.into()))
@@ -305,7 +329,8 @@ impl WeightInfo for () {
 			.saturating_add(ParityDbWeight::get().writes(8))
 			.saturating_add(Weight::from_parts(0, 2712).saturating_mul(u.into()))
 	}
-	fn sweep_deadlines(t: u32, ) -> Weight {
+	fn time_out(u: u32, ) -> Weight {
+		let t = u;
 		Weight::from_parts(245_894_000, 13775)
 			.saturating_add(Weight::from_parts(237_701_545, 0).saturating_mul(t.into()))
 			.saturating_add(ParityDbWeight::get().reads(6))
@@ -325,5 +350,23 @@ impl WeightInfo for () {
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(a.into())))
 			.saturating_add(Weight::from_parts(0, 2712).saturating_mul(a.into()))
 			.saturating_add(Weight::from_parts(0, 2755).saturating_mul(n.into()))
+	}
+	fn scan_registry(n: u32, ) -> Weight {
+		Weight::from_parts(10_000_000, 2755)
+			.saturating_add(Weight::from_parts(2_000_000, 0).saturating_mul(n.into()))
+			.saturating_add(ParityDbWeight::get().reads((2_u64).saturating_mul(n.into())))
+			.saturating_add(Weight::from_parts(0, 2755).saturating_mul(n.into()))
+	}
+	fn decline_unit() -> Weight {
+		Weight::from_parts(173_403_000, 13775)
+			.saturating_add(ParityDbWeight::get().reads(6))
+			.saturating_add(ParityDbWeight::get().writes(6))
+	}
+	fn remove_job(u: u32, ) -> Weight {
+		Weight::from_parts(245_894_000, 13775)
+			.saturating_add(Weight::from_parts(50_000_000, 0).saturating_mul(u.into()))
+			.saturating_add(ParityDbWeight::get().reads(4))
+			.saturating_add(ParityDbWeight::get().writes(4))
+			.saturating_add(ParityDbWeight::get().writes((1_u64).saturating_mul(u.into())))
 	}
 }

@@ -158,11 +158,19 @@ impl pallet_touchstone_staking::Config for Runtime {
 	type MinChallengerBond = ConstU128<{ 20 * UNIT }>;
 	type UnbondingPeriod = ConstU32<{ 10 * MINUTES }>;
 	type HeartbeatTimeout = ConstU32<{ 5 * MINUTES }>;
+	// A day offline with nothing in hand, and anyone may free the node's registry slot.
+	type ReapDelay = ConstU32<{ 24 * 60 * MINUTES }>;
+	// Reputation counts in full once a solver has completed 1,000 TST of work.
+	type ReputationSaturation = ConstU128<{ 1_000 * UNIT }>;
 	type MaxNodes = ConstU32<256>;
 	type MaxUnbondingChunks = ConstU32<8>;
-	type MaxDeviceModelLen = ConstU32<64>;
-	type MaxRegionLen = ConstU32<32>;
 	type WeightInfo = pallet_touchstone_staking::weights::SubstrateWeight<Runtime>;
+}
+
+parameter_types! {
+	/// A solver's bond must cover half the value of the units it holds (and at least the
+	/// minimum solver bond).
+	pub const CollateralRatio: Perbill = Perbill::from_percent(50);
 }
 
 impl pallet_touchstone_tasks::Config for Runtime {
@@ -175,14 +183,19 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type MaxOpenUnits = ConstU32<1024>;
 	type MaxUnitsPerSolver = ConstU32<16>;
 	type MaxAssignmentsPerBlock = ConstU32<16>;
-	type MaxTimeoutsPerBlock = ConstU32<32>;
+	type MaxTimeoutsPerBlock = ConstU32<16>;
+	// With the deposit, filling the 1,024 open units costs at least 1,024 × 10 mTST in
+	// escrow and 1,024 × 11 mTST in deposits, all locked for as long as they stay.
+	type MinPricePerUnit = ConstU128<{ 10 * MILLI_UNIT }>;
+	type JobDepositBase = ConstU128<{ 100 * MILLI_UNIT }>;
+	type JobDepositPerUnit = ConstU128<{ 10 * MILLI_UNIT }>;
+	type MaxPoolWait = ConstU32<{ 24 * 60 * MINUTES }>;
+	type CollateralRatio = CollateralRatio;
+	type Retention = ConstU32<{ 60 * MINUTES }>;
 	type AcceptanceTimeout = ConstU32<{ MINUTES }>;
 	type MinUnitTimeout = ConstU32<10>;
 	type ChallengeWindow = ConstU32<10>;
 	type MaxAttempts = ConstU32<3>;
-	type MaxLocationLen = ConstU32<256>;
-	type MaxLayers = ConstU32<16>;
-	type MaxRegionLen = ConstU32<32>;
 	type WeightInfo = pallet_touchstone_tasks::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;
