@@ -81,6 +81,7 @@ function jobSpec(overrides = {}) {
     pricePerUnit: 10n * UNIT,
     budget: 50n * UNIT,
     unitTimeout: 100,
+    poolTimeout: 600,
     ...overrides,
   };
 }
@@ -115,7 +116,7 @@ test('the dev chain produces and finalises blocks', async () => {
   assert.ok(finalized >= 2);
 });
 
-test('Bob registers as a solver with a bond', async () => {
+test('Bob registers as a solver with a bond and a minimum price', async () => {
   const profile = {
     device: 'Gpu',
     model: 'NVIDIA RTX 4090',
@@ -125,11 +126,13 @@ test('Bob registers as a solver with a bond', async () => {
     region: 'eu-west',
   };
   const bond = 150n * UNIT;
-  const { events, dispatchError } = await send(api.tx.staking.register(profile, [['Solver', bond]]), bob);
+  const minPrice = 1n * UNIT;
+  const { events, dispatchError } = await send(api.tx.staking.register(profile, [['Solver', bond]], minPrice), bob);
   assert.equal(dispatchError, undefined, `register failed: ${dispatchError?.toString()}`);
   const registered = findEvent(events, 'staking', 'NodeRegistered');
   assert.ok(registered, 'NodeRegistered was emitted');
   assert.equal(registered.data.who.toString(), bob.address);
+  assert.equal(registered.data.minPrice.toBigInt(), minPrice);
   const bonded = findEvent(events, 'staking', 'Bonded');
   assert.equal(bonded.data.amount.toBigInt(), bond);
 
@@ -184,6 +187,23 @@ test('Alice submits a job: escrow, units, events, storage and runtime API', asyn
   assert.equal(mine.claimable.isFalse, true);
   const state = (await api.call.tasksApi.jobState(jobId)).unwrap();
   assert.equal(state.units.length, 4);
+
+  // Bob declines the offer: the unit goes back to the pool, no attempt counted, and it
+  // is not offered to him again; he may still claim it himself.
+  const declined = await send(api.tx.tasks.declineUnit(jobId, 0), bob);
+  assert.equal(declined.dispatchError, undefined, `declineUnit failed: ${declined.dispatchError?.toString()}`);
+  const event = findEvent(declined.events, 'tasks', 'UnitDeclined');
+  assert.ok(event, 'UnitDeclined was emitted');
+  assert.equal(event.data.solver.toString(), bob.address);
+  const back = (await (await api.at(declined.blockHash)).query.tasks.units(jobId, 0)).unwrap();
+  assert.equal(back.state.isPending, true);
+  assert.equal(back.attempts.toNumber(), 0);
+  assert.equal(back.passedBy.unwrap().toString(), bob.address);
+  const pool = await (await api.at(declined.blockHash)).query.tasks.pool();
+  assert.ok(pool.some(([job, unit]) => job.toNumber() === jobId && unit.toNumber() === 0), 'the unit is back in the pool');
+  const claimed = await send(api.tx.tasks.claimUnit(jobId, 0), bob);
+  assert.equal(claimed.dispatchError, undefined, `claimUnit failed: ${claimed.dispatchError?.toString()}`);
+  assert.ok(findEvent(claimed.events, 'tasks', 'UnitClaimed'));
 });
 
 test('invalid jobs fail with named errors that decode on the client and change nothing', async () => {
@@ -193,10 +213,11 @@ test('invalid jobs fail with named errors that decode on the client and change n
   const cases = [
     [jobSpec({ hyper: { ...jobSpec().hyper, steps: 0 } }), 'tasks.ZeroSteps'],
     [jobSpec({ budget: 1n * UNIT }), 'tasks.BudgetBelowCost'],
-    [
-      jobSpec({ dataset: { ...jobSpec().dataset, content: { hash: '0x' + '00'.repeat(32), location: 'x'.repeat(300) } } }),
-      'tasks.LocationTooLong',
-    ],
+    // Below the runtime's minimum price per unit (10 mTST).
+    [jobSpec({ pricePerUnit: 1n, budget: 4n }), 'tasks.PriceBelowMinimum'],
+    // Below Bob's own minimum price: no bonded solver would take it.
+    [jobSpec({ pricePerUnit: UNIT / 2n, budget: 2n * UNIT }), 'tasks.UnsatisfiableRequirements'],
+    [jobSpec({ model: { Mlp: { inputs: 64, hidden: [32], classes: 2000, activation: 'Relu' } } }), 'tasks.TooManyClasses'],
     [
       jobSpec({ requirements: { ...jobSpec().requirements, minMemoryMib: 10_000_000 } }),
       'tasks.UnsatisfiableRequirements',

@@ -34,9 +34,9 @@ fn profile() -> HardwareProfile {
 
 /// A spec with the largest fields the runtime accepts, cut as `decomposition` says.
 fn spec<T: Config>(decomposition: Decomposition, units: u32) -> JobSpec<BalanceOf<T>> {
-	let location = BoundedVec::truncate_from(vec![b'l'; T::MaxLocationLen::get() as usize]);
-	let hidden = BoundedVec::truncate_from(vec![64; T::MaxLayers::get() as usize]);
-	let price: BalanceOf<T> = 1_000u32.into();
+	let location = BoundedVec::truncate_from(vec![b'l'; touchstone_primitives::MAX_LOCATION_LEN as usize]);
+	let hidden = BoundedVec::truncate_from(vec![64; touchstone_primitives::MAX_LAYERS as usize]);
+	let price: BalanceOf<T> = T::MinPricePerUnit::get().saturating_mul(1_000u32.into());
 	JobSpec {
 		model: ModelArch::Mlp { inputs: 64, hidden, classes: 10, activation: Activation::Relu },
 		initial_weights: Some(ContentRef { hash: [1; 32].into(), location: location.clone() }),
@@ -57,11 +57,12 @@ fn spec<T: Config>(decomposition: Decomposition, units: u32) -> JobSpec<BalanceO
 			min_memory_mib: 1,
 			min_throughput_gflops: 1,
 			min_bandwidth_mbps: 0,
-			region: Some(BoundedVec::truncate_from(vec![b'r'; T::MaxRegionLen::get() as usize])),
+			region: Some(BoundedVec::truncate_from(vec![b'r'; touchstone_primitives::MAX_REGION_LEN as usize])),
 		},
 		price_per_unit: price,
 		budget: price.saturating_mul(units.into()),
 		unit_timeout: T::MinUnitTimeout::get().saturating_add(100),
+		pool_timeout: T::MaxPoolWait::get(),
 	}
 }
 
@@ -133,19 +134,31 @@ mod benchmarks {
 	use super::*;
 
 	#[benchmark]
-	fn submit_job(
-		u: Linear<1, { T::MaxUnitsPerJob::get() }>,
-		n: Linear<1, { T::Nodes::max_nodes() }>,
-	) -> Result<(), BenchmarkError> {
-		// The requirements check scans the registry: fill it with `n` solvers.
-		for index in 0..n {
-			solver::<T>(index);
-		}
+	fn submit_job(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
+		solver::<T>(0);
 		let owner = funded::<T>("owner", 0);
 		let spec = shards::<T>(u);
 		#[extrinsic_call]
 		_(RawOrigin::Signed(owner), spec);
 		assert_eq!(OpenUnits::<T>::get(), u);
+		Ok(())
+	}
+
+	/// The registry scan behind `submit_job`'s requirements check, at its worst: no node
+	/// meets them, so every one is read.
+	#[benchmark]
+	fn scan_registry(n: Linear<1, { T::Nodes::max_nodes() }>) -> Result<(), BenchmarkError> {
+		for index in 0..n {
+			T::BenchmarkHelper::register_unfit_solver(&account("unfit", index, 0));
+		}
+		let requirements = shards::<T>(1).requirements;
+		let price = T::MinPricePerUnit::get();
+		let met;
+		#[block]
+		{
+			met = T::Nodes::any_solver_meets(&requirements, price);
+		}
+		assert!(!met);
 		Ok(())
 	}
 
@@ -165,13 +178,30 @@ mod benchmarks {
 	#[benchmark]
 	fn claim_unit() -> Result<(), BenchmarkError> {
 		let who = solver::<T>(0);
-		// Worst case: the claimed unit sits at the back of a full pool.
-		let units = T::MaxUnitsPerJob::get();
-		let job = submitted::<T>(shards::<T>(units))?;
-		let last = units.saturating_sub(1);
+		// Worst case: the claimed unit sits at the back of a full pool (`MaxOpenUnits`).
+		let per_job = T::MaxUnitsPerJob::get();
+		let mut room = T::MaxOpenUnits::get();
+		let mut last = (0, 0);
+		while room > 0 {
+			let units = per_job.min(room);
+			last = (submitted::<T>(shards::<T>(units))?, units.saturating_sub(1));
+			room = room.saturating_sub(units);
+		}
+		assert_eq!(Pool::<T>::get().len() as u32, T::MaxOpenUnits::get());
 		#[extrinsic_call]
-		_(RawOrigin::Signed(who), job, last);
-		assert_eq!(Units::<T>::get(job, last).map(|u| u.state), Some(UnitState::Assigned));
+		_(RawOrigin::Signed(who), last.0, last.1);
+		assert_eq!(Units::<T>::get(last.0, last.1).map(|u| u.state), Some(UnitState::Assigned));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn decline_unit() -> Result<(), BenchmarkError> {
+		let who = solver::<T>(0);
+		let job = submitted::<T>(shards::<T>(1))?;
+		Tasks::<T>::schedule(frame_system::Pallet::<T>::block_number());
+		#[extrinsic_call]
+		_(RawOrigin::Signed(who), job, 0);
+		assert_eq!(Units::<T>::get(job, 0).map(|u| u.state), Some(UnitState::Pending));
 		Ok(())
 	}
 
@@ -234,21 +264,47 @@ mod benchmarks {
 		Ok(())
 	}
 
+	/// One due unit at its worst: the first step range of a job of `u` units, taken for
+	/// the last allowed time and stalled, fails with every later range: refunds, the
+	/// aggregation of the job, and its removal scheduled.
 	#[benchmark]
-	fn sweep_deadlines(t: Linear<1, { T::MaxTimeoutsPerBlock::get() }>) -> Result<(), BenchmarkError> {
-		let units = t.min(T::MaxUnitsPerJob::get());
-		let first = solver::<T>(0);
-		let job = submitted::<T>(shards::<T>(units))?;
-		claim_all::<T>(job, units, first)?;
+	fn time_out(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
+		let who = solver::<T>(0);
+		let mut ranges = spec::<T>(Decomposition::StepRanges { steps_per_unit: STEPS.div_ceil(u) }, u);
+		ranges.requirements.region = None;
+		ranges.hyper.steps = STEPS.div_ceil(u).saturating_mul(u);
+		let job = submitted::<T>(ranges)?;
+		claim::<T>(&who, job, 0)?;
+		Units::<T>::mutate(job, 0, |unit| {
+			if let Some(unit) = unit {
+				unit.attempts = T::MaxAttempts::get();
+			}
+		});
 		let now = frame_system::Pallet::<T>::block_number();
-		DeadlineCursor::<T>::put(now.saturating_add(T::MinUnitTimeout::get().saturating_add(100).into()));
-		advance::<T>(T::MinUnitTimeout::get().saturating_add(101).into());
-		let at = frame_system::Pallet::<T>::block_number();
 		#[block]
 		{
-			Tasks::<T>::sweep_deadlines(at);
+			Tasks::<T>::time_out((job, 0), now).map_err(|_| BenchmarkError::Stop("time_out failed"))?;
 		}
-		assert_eq!(Units::<T>::get(job, 0).map(|u| u.state), Some(UnitState::Reassigned));
+		assert_eq!(Units::<T>::get(job, u.saturating_sub(1)).map(|u| u.state), Some(UnitState::Failed));
+		assert!(Jobs::<T>::get(job).is_some_and(|j| j.result.is_some()));
+		Ok(())
+	}
+
+	/// A finished job of `u` units removed after its retention.
+	#[benchmark]
+	fn remove_job(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
+		solver::<T>(0);
+		let owner = funded::<T>("owner", 0);
+		let job = NextJobId::<T>::get();
+		Tasks::<T>::submit_job(RawOrigin::Signed(owner.clone()).into(), shards::<T>(u))
+			.map_err(|_| BenchmarkError::Stop("submit_job failed"))?;
+		Tasks::<T>::cancel_job(RawOrigin::Signed(owner).into(), job)
+			.map_err(|_| BenchmarkError::Stop("cancel_job failed"))?;
+		#[block]
+		{
+			Tasks::<T>::remove_job(job).map_err(|_| BenchmarkError::Stop("remove_job failed"))?;
+		}
+		assert!(Jobs::<T>::get(job).is_none());
 		Ok(())
 	}
 

@@ -143,7 +143,8 @@ impl crate::BenchmarkHelper<u64> for StakingHelper {
 	fn register_solver(who: &u64, profile: HardwareProfile) {
 		use polkadot_sdk::frame_support::traits::fungible::Mutate;
 		Balances::set_balance(who, 1_000_000);
-		let bonds = BoundedVec::truncate_from(vec![(Role::Solver, MIN_SOLVER_BOND)]);
+		// Enough bond for the collateral of a full load of the benchmarks' units.
+		let bonds = BoundedVec::truncate_from(vec![(Role::Solver, 100_000)]);
 		Staking::register(RuntimeOrigin::signed(*who), profile, bonds, 0).expect("solver registers");
 	}
 

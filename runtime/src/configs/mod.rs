@@ -4,7 +4,7 @@
 use crate::{
 	AccountId, Babe, Balance, Balances, Block, Hash, Nonce, PalletInfo, Runtime, RuntimeCall,
 	RuntimeEvent, RuntimeFreezeReason, RuntimeHoldReason, RuntimeOrigin, RuntimeTask, Staking,
-	System, Tasks, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MINUTES, SLOT_DURATION, UNIT,
+	System, Tasks, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MILLI_UNIT, MINUTES, SLOT_DURATION, UNIT,
 	VERSION,
 };
 use polkadot_sdk::{
