@@ -77,6 +77,8 @@ parameter_types! {
 	pub const CollateralRatio: Perbill = Perbill::one();
 	/// Whether the mock verification pallets hold finalization back.
 	pub static HoldFinalization: bool = false;
+	/// Whether the mock verification pallets refuse the next proofs.
+	pub static RejectProofs: bool = false;
 	/// Proofs the mock verification pallets were told about.
 	pub static ProofsSeen: Vec<(JobId, UnitIndex)> = Vec::new();
 }
@@ -85,6 +87,9 @@ parameter_types! {
 pub struct MockLifecycle;
 impl ProofLifecycle<u64> for MockLifecycle {
 	fn on_proof_submitted(job: JobId, unit: UnitIndex, _: &u64, _: &LearningProof) -> DispatchResult {
+		if RejectProofs::get() {
+			return Err(polkadot_sdk::sp_runtime::DispatchError::Other("proof refused"));
+		}
 		ProofsSeen::mutate(|seen| seen.push((job, unit)));
 		Ok(())
 	}

@@ -750,3 +750,169 @@ mod runtime_api {
 		});
 	}
 }
+
+mod hardening {
+	use super::*;
+	use touchstone_primitives::Role;
+
+	#[test]
+	fn a_declined_offer_goes_to_another_solver_and_is_not_an_attempt() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			run_to_block(2);
+			let first = Units::<Test>::get(job, 0).unwrap().solver.unwrap();
+			let other = if first == BOB { CHARLIE } else { BOB };
+			assert_noop!(Tasks::decline_unit(RuntimeOrigin::signed(other), job, 0), Error::<Test>::NotAssignedSolver);
+			tasks_events();
+			assert_ok!(Tasks::decline_unit(RuntimeOrigin::signed(first), job, 0));
+			assert_eq!(tasks_events(), vec![Event::UnitDeclined { job, unit: 0, solver: first }]);
+			assert!(SolverUnits::<Test>::get(first).is_empty());
+			run_to_block(3);
+			let unit = Units::<Test>::get(job, 0).unwrap();
+			assert_eq!((unit.state, unit.solver, unit.attempts), (UnitState::Assigned, Some(other), 0));
+			assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(other), job, 0));
+			assert_noop!(Tasks::decline_unit(RuntimeOrigin::signed(other), job, 0), Error::<Test>::AlreadyAccepted);
+			assert_eq!(Units::<Test>::get(job, 0).unwrap().attempts, 1);
+		});
+	}
+
+	#[test]
+	fn a_unit_is_offered_only_to_solvers_whose_minimum_price_it_meets() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
+			// Charlie stakes more, so he would rank first, but charges more than the job pays.
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(CHARLIE), Role::Solver, 500));
+			assert_ok!(Staking::set_min_price(RuntimeOrigin::signed(CHARLIE), 11));
+			let job = submit(job_spec());
+			run_to_block(2);
+			assert_eq!(Units::<Test>::get(job, 0).unwrap().solver, Some(BOB));
+			let mut second = job_spec();
+			second.decomposition = Decomposition::StepRanges { steps_per_unit: 100 };
+			second.budget = 10;
+			let job2 = submit(second);
+			assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(CHARLIE), job2, 0), Error::<Test>::NotEligible);
+			// No bonded solver at the price at all: refused at submission.
+			assert_ok!(Staking::set_min_price(RuntimeOrigin::signed(BOB), 11));
+			assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), job_spec()), Error::<Test>::UnsatisfiableRequirements);
+		});
+	}
+
+	#[test]
+	fn collateral_scales_with_the_value_of_held_units() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			// Units at 60 each: Bob's 100 bond covers one (ratio 100 %), not two.
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.price_per_unit = 60;
+			spec.budget = 120;
+			spec.decomposition = Decomposition::DataShards { shards: 2, aggregation: Aggregation::Uniform };
+			let job = submit(spec);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_eq!(crate::SolverExposure::<Test>::get(BOB), 60);
+			assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1), Error::<Test>::InsufficientCollateral);
+			// The scheduler does not offer it either, and Bob cannot unbond below the collateral.
+			run_to_block(2);
+			assert_eq!(state(job, 1), UnitState::Pending);
+			assert_noop!(
+				Staking::unbond(RuntimeOrigin::signed(BOB), Role::Solver, MIN_SOLVER_BOND),
+				pallet_touchstone_staking::Error::<Test>::HasActiveWork
+			);
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(BOB), Role::Solver, 20));
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			assert_noop!(
+				Staking::unbond(RuntimeOrigin::signed(BOB), Role::Solver, 1),
+				pallet_touchstone_staking::Error::<Test>::BelowCollateral
+			);
+		});
+	}
+
+	#[test]
+	fn solver_calls_after_the_deadline_are_refused_while_the_sweep_lags() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			// Deadline 11. Jump past it without running the hooks: the sweep has not run.
+			System::set_block_number(12);
+			assert_eq!(state(job, 0), UnitState::Assigned);
+			let checkpoint = Checkpoint { step: 10, hash: [1; 32].into() };
+			assert_noop!(
+				Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint),
+				Error::<Test>::DeadlinePassed
+			);
+			assert_noop!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)), Error::<Test>::DeadlinePassed);
+			System::set_block_number(11);
+			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint));
+		});
+	}
+
+	#[test]
+	fn misaligned_ranges_accept_the_checkpoints_the_kernels_write() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			// Ranges of 25 steps, checkpoints every 10: unit 1 covers steps 25..50.
+			let mut spec = job_spec();
+			spec.hyper.checkpoint_interval = 10;
+			let job = submit(spec.clone());
+			complete_unit(BOB, job, 0, 1);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1));
+			let at = |step: u32| Checkpoint { step, hash: [step as u8; 32].into() };
+			assert_noop!(
+				Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 1, at(35)),
+				Error::<Test>::CheckpointMisaligned
+			);
+			// The global multiples inside the range, then its end: what the trainer writes.
+			let train = touchstone_primitives::referee::kernel_train(&spec.hyper);
+			let written: Vec<u32> = (26..=50).filter(|&step| train.is_checkpoint_step(step, 50)).collect();
+			assert_eq!(written, vec![30, 40, 50]);
+			for step in written {
+				assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 1, at(step)));
+			}
+		});
+	}
+
+	#[test]
+	fn a_proof_the_verification_hook_refuses_changes_nothing() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			RejectProofs::set(true);
+			assert_noop!(
+				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)),
+				polkadot_sdk::sp_runtime::DispatchError::Other("proof refused")
+			);
+			RejectProofs::set(false);
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)));
+		});
+	}
+
+	#[test]
+	fn finished_jobs_are_removed_after_retention_and_the_deposit_returned() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let free = Balances::balance(&ALICE);
+			let job = submit(job_spec());
+			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(ALICE), job));
+			let removable_at = Jobs::<Test>::get(job).unwrap().removable_at.unwrap();
+			assert_eq!(removable_at, 1 + RETENTION);
+			run_to_block(removable_at);
+			assert!(Jobs::<Test>::get(job).is_some());
+			tasks_events();
+			run_to_block(removable_at + 1);
+			let deposit = DEPOSIT_BASE + 4 * DEPOSIT_PER_UNIT;
+			assert_eq!(tasks_events(), vec![Event::JobRemoved { job, deposit }]);
+			assert!(Jobs::<Test>::get(job).is_none());
+			assert_eq!(Units::<Test>::iter_prefix(job).count(), 0);
+			assert_eq!(deposited(ALICE), 0);
+			assert_eq!(Balances::balance(&ALICE), free);
+		});
+	}
+
+	#[test]
+	fn a_solver_holding_units_cannot_change_its_hardware() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_noop!(
+				Staking::update_profile(RuntimeOrigin::signed(BOB), cpu_profile()),
+				pallet_touchstone_staking::Error::<Test>::HasActiveWork
+			);
+		});
+	}
+}
