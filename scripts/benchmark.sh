@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Regenerates the pallets' weights from their benchmarks, run in the real wasm runtime by
-# `touchstone-node benchmark pallet`. Needs the node built with runtime-benchmarks, which
-# this script does (a second build of the node, in its own folder, about 35 minutes cold).
+# `touchstone-node benchmark pallet`. Needs the node built with runtime-benchmarks in the
+# release profile, which this script does (a second build of the node, in its own folder,
+# about 50 minutes cold on the 2-core VM), so host functions run at release speed.
 #   scripts/benchmark.sh [steps] [repeat] [pallet...]   (pallets: staking, tasks; default both)
 source "$(dirname "$0")/lib.sh"
 # A build folder of its own: the runtime-benchmarks runtime must never share the wasm
 # builder's output with the node the tests and the dev chain use.
 export CARGO_TARGET_DIR="${TOUCHSTONE_BENCH_TARGET_DIR:-$HOME/.cache/touchstone/target-benchmarks}"
-TOUCHSTONE_NODE="$CARGO_TARGET_DIR/debug/touchstone-node"
+TOUCHSTONE_NODE="$CARGO_TARGET_DIR/release/touchstone-node"
 steps="${1:-20}"
 repeat="${2:-5}"
 "$ROOT/scripts/setup.sh"
-log "Building touchstone-node with runtime-benchmarks"
-(cd "$ROOT" && cargo build --locked -p touchstone-node --features runtime-benchmarks)
+log "Building touchstone-node (release) with runtime-benchmarks"
+(cd "$ROOT" && cargo build --locked --release -p touchstone-node --features runtime-benchmarks)
 # The runtime blob the build embeds, with the benchmarking API; genesis from its preset.
-runtime="$CARGO_TARGET_DIR/debug/wbuild/touchstone-runtime/touchstone_runtime.wasm"
+runtime="$CARGO_TARGET_DIR/release/wbuild/touchstone-runtime/touchstone_runtime.wasm"
 pallets=("${@:3}")
 [ ${#pallets[@]} -gt 0 ] || pallets=(staking tasks)
 for pallet in "${pallets[@]}"; do
