@@ -67,51 +67,62 @@ pub mod pallet {
 	#[pallet::storage_version(STORAGE_VERSION)]
 	pub struct Pallet<T>(_);
 
-	#[pallet::config]
+	#[pallet::config(with_default)]
 	pub trait Config: polkadot_sdk::frame_system::Config {
 		/// The currency bonds are held in.
+		#[pallet::no_default]
 		type Currency: Inspect<Self::AccountId>
 			+ Mutate<Self::AccountId>
 			+ MutateHold<Self::AccountId, Reason = Self::RuntimeHoldReason>
 			+ frame_support::traits::fungible::BalancedHold<Self::AccountId>;
 
 		/// The overarching hold reason.
+		#[pallet::no_default]
 		type RuntimeHoldReason: From<HoldReason>;
 
 		/// Where slashed funds go (after any reward share): a jackpot or treasury.
+		#[pallet::no_default]
 		type SlashDestination: OnUnbalanced<CreditOf<Self>>;
 
 		/// Which nodes still have work in hand, and the collateral it needs: they cannot
 		/// leave, change hardware, or take their solver bond below that collateral.
+		#[pallet::no_default]
 		type ActiveWork: ActiveWork<Self::AccountId, BalanceOf<Self>>;
 
 		/// Minimum bond of a solver.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type MinSolverBond: Get<BalanceOf<Self>>;
 
 		/// Minimum bond of a verifier.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type MinVerifierBond: Get<BalanceOf<Self>>;
 
 		/// Minimum bond of a challenger.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type MinChallengerBond: Get<BalanceOf<Self>>;
 
 		/// Blocks unbonded funds stay held, and slashable, before they can be withdrawn.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type UnbondingPeriod: Get<BlockNumberFor<Self>>;
 
 		/// Blocks after its last heartbeat that a node counts as offline.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type HeartbeatTimeout: Get<BlockNumberFor<Self>>;
 
 		/// Blocks after its last heartbeat from which anyone may remove an idle node.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type ReapDelay: Get<BlockNumberFor<Self>>;
 
 		/// Value of completed work at which a solver's reputation counts in full; below it,
 		/// reputation counts in proportion, so a new account starts with none.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type ReputationSaturation: Get<BalanceOf<Self>>;
 
 		/// Most registered nodes. Bounds every scan of the registry.
@@ -124,6 +135,26 @@ pub mod pallet {
 
 		/// Weights of this pallet's calls, from its benchmarks.
 		type WeightInfo: WeightInfo;
+	}
+
+	/// Defaults for the `Config` items that have them, for test runtimes to
+	/// `derive_impl` from.
+	pub mod config_preludes {
+		use super::*;
+		use frame_support::derive_impl;
+
+		/// Small bounds for test runtimes.
+		pub struct TestDefaultConfig;
+
+		#[derive_impl(frame_system::config_preludes::TestDefaultConfig, no_aggregated_types)]
+		impl frame_system::DefaultConfig for TestDefaultConfig {}
+
+		#[frame_support::register_default_impl(TestDefaultConfig)]
+		impl DefaultConfig for TestDefaultConfig {
+			type MaxNodes = ConstU32<4>;
+			type MaxUnbondingChunks = ConstU32<3>;
+			type WeightInfo = ();
+		}
 	}
 
 	/// Why this pallet holds funds.

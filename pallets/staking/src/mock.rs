@@ -5,7 +5,7 @@ use crate as pallet_touchstone_staking;
 use polkadot_sdk::{
 	frame_support::{
 		self, derive_impl, parameter_types,
-		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
+		traits::{tokens::imbalance::ResolveTo, ConstU64},
 	},
 	frame_system, pallet_balances, sp_io, sp_runtime,
 };
@@ -71,6 +71,7 @@ impl ActiveWork<u64, u64> for MockActiveWork {
 	}
 }
 
+#[derive_impl(pallet_touchstone_staking::config_preludes::TestDefaultConfig)]
 impl pallet_touchstone_staking::Config for Test {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
@@ -83,9 +84,6 @@ impl pallet_touchstone_staking::Config for Test {
 	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
 	type ReapDelay = ConstU64<REAP_DELAY>;
 	type ReputationSaturation = ConstU64<REPUTATION_SATURATION>;
-	type MaxNodes = ConstU32<4>;
-	type MaxUnbondingChunks = ConstU32<3>;
-	type WeightInfo = ();
 }
 
 /// A GPU profile that meets modest requirements.

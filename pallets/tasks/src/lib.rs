@@ -106,21 +106,25 @@ pub mod pallet {
 	#[pallet::storage_version(STORAGE_VERSION)]
 	pub struct Pallet<T>(_);
 
-	#[pallet::config]
+	#[pallet::config(with_default)]
 	pub trait Config: polkadot_sdk::frame_system::Config {
 		/// The currency budgets are escrowed and paid in.
+		#[pallet::no_default]
 		type Currency: Inspect<Self::AccountId>
 			+ Mutate<Self::AccountId>
 			+ MutateHold<Self::AccountId, Reason = Self::RuntimeHoldReason>;
 
 		/// The overarching hold reason.
+		#[pallet::no_default]
 		type RuntimeHoldReason: From<HoldReason>;
 
 		/// The compute-node registry: eligibility, profiles, prices, bonds, scores and
 		/// reputation.
+		#[pallet::no_default]
 		type Nodes: ComputeNodes<Self::AccountId, BalanceOf<Self>>;
 
 		/// The verification and disputes pallets' view of proofs.
+		#[pallet::no_default]
 		type ProofLifecycle: ProofLifecycle<Self::AccountId>;
 
 		/// Most work units one job may be cut into.
@@ -145,14 +149,17 @@ pub mod pallet {
 
 		/// The least a unit may pay. With the deposit, it prices the pool's bounded room.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type MinPricePerUnit: Get<BalanceOf<Self>>;
 
 		/// The storage deposit of a job, held from its owner until its records are removed.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type JobDepositBase: Get<BalanceOf<Self>>;
 
 		/// The storage deposit per unit of a job, on top of the base.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type JobDepositPerUnit: Get<BalanceOf<Self>>;
 
 		/// The longest `pool_timeout` a job may ask for.
@@ -166,10 +173,12 @@ pub mod pallet {
 
 		/// Blocks a finished job's records stay in storage before they are removed.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type Retention: Get<BlockNumberFor<Self>>;
 
 		/// Blocks an assigned solver has to accept its unit.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type AcceptanceTimeout: Get<BlockNumberFor<Self>>;
 
 		/// The shortest `unit_timeout` a job may ask for.
@@ -178,6 +187,7 @@ pub mod pallet {
 
 		/// Blocks after a proof during which it can be challenged.
 		#[pallet::constant]
+		#[pallet::no_default]
 		type ChallengeWindow: Get<BlockNumberFor<Self>>;
 
 		/// Solvers that may take a unit (accept or claim it) before it fails for good.
@@ -188,8 +198,41 @@ pub mod pallet {
 		type WeightInfo: WeightInfo;
 
 		/// Sets up other pallets for the benchmarks.
+		#[pallet::no_default]
 		#[cfg(feature = "runtime-benchmarks")]
 		type BenchmarkHelper: BenchmarkHelper<Self::AccountId>;
+	}
+
+	/// Defaults for the `Config` items that have them, for test runtimes to
+	/// `derive_impl` from.
+	pub mod config_preludes {
+		use super::*;
+		use frame_support::derive_impl;
+
+		frame_support::parameter_types! {
+			/// A solver's bond covers the whole value of its units.
+			pub const FullCollateral: Perbill = Perbill::one();
+		}
+
+		/// Small bounds for test runtimes.
+		pub struct TestDefaultConfig;
+
+		#[derive_impl(frame_system::config_preludes::TestDefaultConfig, no_aggregated_types)]
+		impl frame_system::DefaultConfig for TestDefaultConfig {}
+
+		#[frame_support::register_default_impl(TestDefaultConfig)]
+		impl DefaultConfig for TestDefaultConfig {
+			type MaxUnitsPerJob = ConstU32<8>;
+			type MaxOpenUnits = ConstU32<10>;
+			type MaxUnitsPerSolver = ConstU32<2>;
+			type MaxAssignmentsPerBlock = ConstU32<4>;
+			type MaxTimeoutsPerBlock = ConstU32<8>;
+			type MaxPoolWait = ConstU32<50>;
+			type CollateralRatio = FullCollateral;
+			type MinUnitTimeout = ConstU32<2>;
+			type MaxAttempts = ConstU32<2>;
+			type WeightInfo = ();
+		}
 	}
 
 	/// Why this pallet holds funds.

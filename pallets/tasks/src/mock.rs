@@ -8,7 +8,7 @@ use polkadot_sdk::{
 		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
 	},
 	frame_system, pallet_balances, sp_io,
-	sp_runtime::{BoundedVec, BuildStorage, FixedU64, Perbill},
+	sp_runtime::{BoundedVec, BuildStorage, FixedU64},
 };
 use polkadot_sdk::sp_runtime::DispatchResult;
 use touchstone_primitives::{
@@ -50,14 +50,6 @@ pub const ACCEPTANCE_TIMEOUT: u64 = 3;
 pub const CHALLENGE_WINDOW: u64 = 5;
 /// Blocks without heartbeat before a node is offline.
 pub const HEARTBEAT_TIMEOUT: u64 = 100;
-/// Assignments a unit gets before it fails.
-pub const MAX_ATTEMPTS: u32 = 2;
-/// Units one job may have.
-pub const MAX_UNITS_PER_JOB: u32 = 8;
-/// Units open across all jobs.
-pub const MAX_OPEN_UNITS: u32 = 10;
-/// Units one solver may hold.
-pub const MAX_UNITS_PER_SOLVER: u32 = 2;
 /// The least a unit may pay.
 pub const MIN_PRICE: u64 = 5;
 /// A job's storage deposit: a base…
@@ -66,15 +58,11 @@ pub const DEPOSIT_BASE: u64 = 3;
 pub const DEPOSIT_PER_UNIT: u64 = 1;
 /// Blocks a finished job's records stay.
 pub const RETENTION: u64 = 10;
-/// The longest pool timeout a job may ask for.
-pub const MAX_POOL_WAIT: u32 = 50;
 /// The pool timeout of the test job.
 pub const POOL_TIMEOUT: u32 = 20;
 
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
-	/// A solver's bond must cover the full price of the units it holds.
-	pub const CollateralRatio: Perbill = Perbill::one();
 	/// Whether the mock verification pallets hold finalization back.
 	pub static HoldFinalization: bool = false;
 	/// Whether the mock verification pallets refuse the next proofs.
@@ -98,6 +86,7 @@ impl ProofLifecycle<u64> for MockLifecycle {
 	}
 }
 
+#[derive_impl(pallet_touchstone_staking::config_preludes::TestDefaultConfig)]
 impl pallet_touchstone_staking::Config for Test {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
@@ -111,31 +100,20 @@ impl pallet_touchstone_staking::Config for Test {
 	type ReapDelay = ConstU64<{ 2 * HEARTBEAT_TIMEOUT }>;
 	type ReputationSaturation = ConstU64<1_000>;
 	type MaxNodes = ConstU32<8>;
-	type MaxUnbondingChunks = ConstU32<4>;
-	type WeightInfo = ();
 }
 
+#[derive_impl(pallet_touchstone_tasks::config_preludes::TestDefaultConfig)]
 impl pallet_touchstone_tasks::Config for Test {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;
 	type ProofLifecycle = MockLifecycle;
-	type MaxUnitsPerJob = ConstU32<MAX_UNITS_PER_JOB>;
-	type MaxOpenUnits = ConstU32<MAX_OPEN_UNITS>;
-	type MaxUnitsPerSolver = ConstU32<MAX_UNITS_PER_SOLVER>;
-	type MaxAssignmentsPerBlock = ConstU32<4>;
-	type MaxTimeoutsPerBlock = ConstU32<8>;
 	type MinPricePerUnit = ConstU64<MIN_PRICE>;
 	type JobDepositBase = ConstU64<DEPOSIT_BASE>;
 	type JobDepositPerUnit = ConstU64<DEPOSIT_PER_UNIT>;
-	type MaxPoolWait = ConstU32<MAX_POOL_WAIT>;
-	type CollateralRatio = CollateralRatio;
 	type Retention = ConstU64<RETENTION>;
 	type AcceptanceTimeout = ConstU64<ACCEPTANCE_TIMEOUT>;
-	type MinUnitTimeout = ConstU32<2>;
 	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
-	type MaxAttempts = ConstU32<MAX_ATTEMPTS>;
-	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = StakingHelper;
 }

@@ -277,7 +277,7 @@ mod scheduling {
 			let job = submit(spec);
 			run_to_block(3 + HEARTBEAT_TIMEOUT);
 			let held: Vec<_> = (0..5).filter_map(|i| Units::<Test>::get(job, i).unwrap().solver).collect();
-			assert_eq!(held, vec![BOB; MAX_UNITS_PER_SOLVER as usize]);
+			assert_eq!(held, vec![BOB; <<Test as crate::Config>::MaxUnitsPerSolver as polkadot_sdk::frame_support::traits::Get<u32>>::get() as usize]);
 			// Units Bob has no room for stay in the pool.
 			assert_eq!(Pool::<Test>::get().len(), 3);
 		});
