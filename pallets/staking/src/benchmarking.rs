@@ -141,11 +141,21 @@ mod benchmarks {
 
 	#[benchmark]
 	fn reap() -> Result<(), BenchmarkError> {
-		// Worst case: every role bonded, so every bond moves to unbonding.
+		// Worst case: every role bonded, so every bond moves to unbonding, and a full set
+		// of matured chunks to release first.
 		let idle = registered::<T>("idle");
+		let chunks = T::MaxUnbondingChunks::get();
+		let extra = T::MinSolverBond::get().saturating_mul(chunks.into());
+		Staking::<T>::bond_more(RawOrigin::Signed(idle.clone()).into(), Role::Solver, extra)
+			.map_err(|_| BenchmarkError::Stop("bond_more failed"))?;
+		for _ in 0..chunks {
+			Staking::<T>::unbond(RawOrigin::Signed(idle.clone()).into(), Role::Solver, T::MinSolverBond::get())
+				.map_err(|_| BenchmarkError::Stop("unbond failed"))?;
+		}
 		let caller = funded::<T>("caller");
 		let later = frame_system::Pallet::<T>::block_number()
 			.saturating_add(T::ReapDelay::get())
+			.saturating_add(T::UnbondingPeriod::get())
 			.saturating_add(1u32.into());
 		frame_system::Pallet::<T>::set_block_number(later);
 		#[extrinsic_call]

@@ -181,7 +181,7 @@ pub mod pallet {
 		_,
 		Blake2_128Concat,
 		T::AccountId,
-		BoundedVec<UnbondingChunk<BalanceOf<T>, BlockNumberFor<T>>, T::MaxUnbondingChunks>,
+		BoundedVec<UnbondingChunk<BalanceOf<T>, BlockNumberFor<T>>, UnbondingCapacity<T>>,
 		ValueQuery,
 	>;
 
@@ -316,10 +316,7 @@ pub mod pallet {
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn integrity_test() {
 			assert!(T::MaxNodes::get() > 0, "MaxNodes must be positive");
-			assert!(
-				T::MaxUnbondingChunks::get() as usize >= Role::ALL.len(),
-				"a reaped node's bonds, one chunk per role, must fit"
-			);
+			assert!(T::MaxUnbondingChunks::get() > 0, "MaxUnbondingChunks must be positive");
 			assert!(!T::HeartbeatTimeout::get().is_zero(), "HeartbeatTimeout must be positive");
 			assert!(T::ReapDelay::get() > T::HeartbeatTimeout::get(), "only offline nodes may be reaped");
 			assert!(!T::ReputationSaturation::get().is_zero(), "ReputationSaturation must be positive");
@@ -462,6 +459,12 @@ pub mod pallet {
 				// A slash may have emptied the bond; then only the role is dropped.
 				if !amount.is_zero() {
 					Unbonding::<T>::try_mutate(&who, |chunks| -> DispatchResult {
+						// `unbond` fills at most `MaxUnbondingChunks`; the rest of the
+						// capacity is kept for `reap`, one chunk per role.
+						ensure!(
+							(chunks.len() as u32) < T::MaxUnbondingChunks::get(),
+							Error::<T>::TooManyUnbondingChunks
+						);
 						chunks
 							.try_push(UnbondingChunk { role, amount, unlock_at })
 							.map_err(|_| Error::<T>::TooManyUnbondingChunks)?;
@@ -479,33 +482,14 @@ pub mod pallet {
 		///
 		/// Emits `Withdrawn`.
 		#[pallet::call_index(4)]
-		#[pallet::weight(T::WeightInfo::withdraw_unbonded(T::MaxUnbondingChunks::get()))]
+		#[pallet::weight(T::WeightInfo::withdraw_unbonded(UnbondingCapacity::<T>::get()))]
 		pub fn withdraw_unbonded(origin: OriginFor<T>) -> DispatchResultWithPostInfo {
 			let who = ensure_signed(origin)?;
 			let now = frame_system::Pallet::<T>::block_number();
-			let mut chunks = Unbonding::<T>::get(&who);
-			let chunk_count = chunks.len() as u32;
-			let mut matured = BalanceOf::<T>::zero();
-			chunks.retain(|chunk| {
-				let ripe = chunk.unlock_at <= now;
-				if ripe {
-					matured = matured.saturating_add(chunk.amount);
-				}
-				!ripe
-			});
-			ensure!(!matured.is_zero(), Error::<T>::NothingToWithdraw);
-			// A slash may have taken part of the unbonding funds; release what is left.
-			let held = T::Currency::balance_on_hold(&HoldReason::Unbonding.into(), &who);
-			let still_unbonding =
-				chunks.iter().fold(BalanceOf::<T>::zero(), |acc, c| acc.saturating_add(c.amount));
-			let releasable = held.saturating_sub(still_unbonding).min(matured);
-			let released =
-				T::Currency::release(&HoldReason::Unbonding.into(), &who, releasable, Precision::BestEffort)?;
-			if chunks.is_empty() {
-				Unbonding::<T>::remove(&who);
-			} else {
-				Unbonding::<T>::insert(&who, chunks);
-			}
+			let chunk_count = Unbonding::<T>::decode_len(&who).unwrap_or(0) as u32;
+			let matured = Unbonding::<T>::get(&who).iter().any(|chunk| chunk.unlock_at <= now);
+			ensure!(matured, Error::<T>::NothingToWithdraw);
+			let released = Self::release_matured(&who, now)?;
 			Self::deposit_event(Event::Withdrawn { who, amount: released });
 			Ok(Some(T::WeightInfo::withdraw_unbonded(chunk_count)).into())
 		}
@@ -575,6 +559,8 @@ pub mod pallet {
 				Error::<T>::NodeNotIdle
 			);
 			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
+			// Matured chunks go back to the owner first, as `withdraw_unbonded` would.
+			let released = Self::release_matured(&who, now)?;
 			let unlock_at = now.saturating_add(T::UnbondingPeriod::get());
 			let mut chunks = Unbonding::<T>::get(&who);
 			let mut unbonding = BalanceOf::<T>::zero();
@@ -583,18 +569,10 @@ pub mod pallet {
 				if amount.is_zero() {
 					continue;
 				}
-				let chunk = UnbondingChunk { role, amount, unlock_at };
-				if chunks.try_push(chunk).is_err() {
-					// No room: fold the bond into the role's latest chunk, which then unlocks
-					// with it, so a node cannot make itself unreapable by filling its chunks.
-					let latest = chunks
-						.iter_mut()
-						.rev()
-						.find(|chunk| chunk.role == role)
-						.ok_or(Error::<T>::TooManyUnbondingChunks)?;
-					latest.amount = latest.amount.saturating_add(amount);
-					latest.unlock_at = unlock_at;
-				}
+				// Cannot fail: `unbond` leaves room for one chunk per role.
+				chunks
+					.try_push(UnbondingChunk { role, amount, unlock_at })
+					.map_err(|_| Error::<T>::TooManyUnbondingChunks)?;
 				T::Currency::release(&role_hold(role).into(), &who, amount, Precision::Exact)?;
 				T::Currency::hold(&HoldReason::Unbonding.into(), &who, amount)?;
 				unbonding = unbonding.saturating_add(amount);
@@ -603,6 +581,9 @@ pub mod pallet {
 				Unbonding::<T>::insert(&who, chunks);
 			}
 			Nodes::<T>::remove(&who);
+			if !released.is_zero() {
+				Self::deposit_event(Event::Withdrawn { who: who.clone(), amount: released });
+			}
 			Self::deposit_event(Event::NodeReaped { who, by, unbonding });
 			Ok(Pays::No.into())
 		}
@@ -627,6 +608,36 @@ pub mod pallet {
 		pub fn is_node_online(node: &NodeInfo<BlockNumberFor<T>, BalanceOf<T>>) -> bool {
 			let now = frame_system::Pallet::<T>::block_number();
 			now.saturating_sub(node.last_heartbeat) <= T::HeartbeatTimeout::get()
+		}
+
+		/// Releases every unbonding chunk of `who` that matured by `now`, less what slashes
+		/// took from the unbonding funds; returns the amount released.
+		fn release_matured(who: &T::AccountId, now: BlockNumberFor<T>) -> Result<BalanceOf<T>, DispatchError> {
+			let mut chunks = Unbonding::<T>::get(who);
+			let mut matured = BalanceOf::<T>::zero();
+			chunks.retain(|chunk| {
+				let ripe = chunk.unlock_at <= now;
+				if ripe {
+					matured = matured.saturating_add(chunk.amount);
+				}
+				!ripe
+			});
+			if matured.is_zero() {
+				return Ok(matured);
+			}
+			// A slash may have taken part of the unbonding funds; release what is left.
+			let held = T::Currency::balance_on_hold(&HoldReason::Unbonding.into(), who);
+			let still_unbonding =
+				chunks.iter().fold(BalanceOf::<T>::zero(), |acc, c| acc.saturating_add(c.amount));
+			let releasable = held.saturating_sub(still_unbonding).min(matured);
+			let released =
+				T::Currency::release(&HoldReason::Unbonding.into(), who, releasable, Precision::BestEffort)?;
+			if chunks.is_empty() {
+				Unbonding::<T>::remove(who);
+			} else {
+				Unbonding::<T>::insert(who, chunks);
+			}
+			Ok(released)
 		}
 
 		fn hold(who: &T::AccountId, role: Role, amount: BalanceOf<T>) -> DispatchResult {
@@ -690,6 +701,16 @@ pub mod pallet {
 			}
 			Ok(())
 		}
+	}
+}
+
+/// How many unbonding chunks storage holds: `MaxUnbondingChunks` that `unbond` may fill,
+/// and one per role for `reap`, so no node can make itself impossible to reap.
+pub struct UnbondingCapacity<T>(core::marker::PhantomData<T>);
+
+impl<T: Config> polkadot_sdk::frame_support::traits::Get<u32> for UnbondingCapacity<T> {
+	fn get() -> u32 {
+		T::MaxUnbondingChunks::get().saturating_add(touchstone_primitives::Role::ALL.len() as u32)
 	}
 }
 

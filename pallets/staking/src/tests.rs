@@ -377,6 +377,30 @@ mod reap {
 	}
 
 	#[test]
+	fn a_node_with_full_unbonding_chunks_is_still_reaped() {
+		ExtBuilder::default().build_and_execute(|| {
+			let bonds = min_bonds(&[Role::Solver, Role::Verifier]);
+			assert_ok!(Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds, 0));
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Verifier, 40));
+			for _ in 0..3 {
+				assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Verifier, 10));
+			}
+			assert_noop!(
+				Staking::unbond(RuntimeOrigin::signed(1), Role::Verifier, 10),
+				Error::<Test>::TooManyUnbondingChunks
+			);
+			// The three verifier chunks matured; reaping releases them, then unbonds both roles.
+			System::set_block_number(2 + REAP_DELAY);
+			let free = Balances::balance(&1);
+			assert_ok!(Staking::reap(RuntimeOrigin::signed(2), 1));
+			assert_eq!(Balances::balance(&1), free + 30);
+			let roles: Vec<Role> = Unbonding::<Test>::get(1).iter().map(|chunk| chunk.role).collect();
+			assert_eq!(roles, vec![Role::Solver, Role::Verifier]);
+			assert_eq!(held(1, HoldReason::Unbonding), MIN_SOLVER_BOND + MIN_VERIFIER_BOND + 10);
+		});
+	}
+
+	#[test]
 	fn rejects_an_unknown_node() {
 		ExtBuilder::default().build_and_execute(|| {
 			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::NotRegistered);

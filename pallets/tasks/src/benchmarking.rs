@@ -280,10 +280,12 @@ mod benchmarks {
 				unit.attempts = T::MaxAttempts::get();
 			}
 		});
-		let now = frame_system::Pallet::<T>::block_number();
+		let due = Units::<T>::get(job, 0).and_then(|unit| unit.deadline).ok_or(BenchmarkError::Stop("no deadline"))?;
+		let now = due.saturating_add(1u32.into());
+		frame_system::Pallet::<T>::set_block_number(now);
 		#[block]
 		{
-			Tasks::<T>::time_out((job, 0), now).map_err(|_| BenchmarkError::Stop("time_out failed"))?;
+			Tasks::<T>::time_out((job, 0), due, now).map_err(|_| BenchmarkError::Stop("time_out failed"))?;
 		}
 		assert_eq!(Units::<T>::get(job, u.saturating_sub(1)).map(|u| u.state), Some(UnitState::Failed));
 		assert!(Jobs::<T>::get(job).is_some_and(|j| j.result.is_some()));

@@ -409,7 +409,8 @@ impl<T: Config> Pallet<T> {
 			price,
 			Precision::Exact,
 			Restriction::Free,
-			Fortitude::Polite,
+			// Escrow is owed to the solver: a freeze on the owner's account cannot stop it.
+			Fortitude::Force,
 		)?;
 		job.escrow = job.escrow.saturating_sub(price);
 		Self::release_solver(&mut unit, (job_id, index), price);
@@ -460,6 +461,13 @@ impl<T: Config> Pallet<T> {
 			let (Some(job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1)) else {
 				continue; // Stale entry: drop it.
 			};
+			// Defensive: only a claimable unit still within its pool wait is offered; the
+			// sweep expires the others.
+			let waiting = unit.state.is_claimable() && unit.pool_deadline.is_none_or(|deadline| deadline >= now);
+			if !waiting {
+				deferred.push(*key);
+				continue;
+			}
 			let price = job.spec.price_per_unit;
 			let choice = candidates.iter().zip(load.iter_mut()).find(|(candidate, (held, exposure))| {
 				*held < capacity &&
@@ -520,7 +528,7 @@ impl<T: Config> Pallet<T> {
 					// Each entry is handled in its own storage layer, so a failure leaves
 					// that entry's state as it was and is reported, not half-applied.
 					let handled = with_storage_layer(|| match due {
-						Due::Unit(key) => Self::time_out(key, now),
+						Due::Unit(key) => Self::time_out(key, cursor, now),
 						Due::Removal(job) => Self::remove_job(job),
 					});
 					if let Err(error) = handled {
@@ -538,15 +546,26 @@ impl<T: Config> Pallet<T> {
 		weight
 	}
 
-	/// A unit's deadline passed. An offer that lapsed goes back to the pool; an accepted
+	/// A unit's deadline, at block `due`, passed. An offer that lapsed goes back to the
+	/// pool (or expires, if the unit's own pool deadline passed meanwhile); an accepted
 	/// unit whose solver made no progress is reassigned, or fails once out of attempts
 	/// (or when its job was cancelled); a unit nobody took from the pool expires.
-	pub(crate) fn time_out(key: UnitKey, now: BlockNumberFor<T>) -> DispatchResult {
+	pub(crate) fn time_out(key: UnitKey, due: BlockNumberFor<T>, now: BlockNumberFor<T>) -> DispatchResult {
 		let (Some(mut job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1)) else {
 			return Ok(());
 		};
+		// An entry the unit no longer points at is stale: nothing is due.
+		if unit.deadline != Some(due) {
+			return Ok(());
+		}
 		unit.deadline = None;
-		if unit.state.is_claimable() {
+		let pool_wait_over = unit.pool_deadline.is_some_and(|deadline| deadline < now);
+		if unit.state.is_claimable() || (unit.state == UnitState::Assigned && !unit.accepted && pool_wait_over) {
+			if unit.state == UnitState::Assigned {
+				// A lapsed offer past the unit's pool deadline: it expires rather than
+				// going round solvers that never accept.
+				Self::release_solver(&mut unit, key, job.spec.price_per_unit);
+			}
 			Pool::<T>::mutate(|pool| pool.retain(|queued| *queued != key));
 			Self::deposit_event(Event::UnitExpired { job: key.0, unit: key.1 });
 			Self::fail_unit(&mut job, key, unit)?;
@@ -892,8 +911,9 @@ impl<T: Config> Pallet<T> {
 				);
 				if holds_solver {
 					let solver = unit.solver.as_ref().ok_or("held unit without a solver")?;
+					// Registered, hence bonded as a solver: nothing unbonds the solver role
+					// while units are held (a slash may still take the bond below its minimum).
 					ensure!(T::Nodes::is_registered(solver), "unit held by an unregistered solver");
-					ensure!(!T::Nodes::bond(solver, Role::Solver).is_zero(), "unit held by an unbonded solver");
 					ensure!(
 						SolverUnits::<T>::get(solver).contains(&(job_id, index)),
 						"held unit missing from its solver's list"
@@ -903,6 +923,10 @@ impl<T: Config> Pallet<T> {
 				}
 				if unit.state.is_claimable() {
 					ensure!(pool.contains(&(job_id, index)), "claimable unit missing from the pool");
+					ensure!(unit.deadline == unit.pool_deadline, "pooled unit's deadline is not its pool deadline");
+				}
+				if unit.state == UnitState::Assigned && !unit.accepted {
+					ensure!(unit.pool_deadline.is_some(), "offered unit without a pool deadline");
 				}
 				if unit.state == UnitState::Assigned || unit.state.is_claimable() {
 					let deadline = unit.deadline.ok_or("assigned or pooled unit without a deadline")?;
@@ -947,6 +971,13 @@ impl<T: Config> Pallet<T> {
 			for key in keys {
 				let unit = Units::<T>::get(key.0, key.1).ok_or("listed unit missing")?;
 				ensure!(unit.solver.as_ref() == Some(&solver), "listed unit held by another solver");
+				ensure!(
+					matches!(
+						unit.state,
+						UnitState::Assigned | UnitState::Proven | UnitState::Verifying | UnitState::Challenged
+					),
+					"listed unit not in a held state"
+				);
 			}
 		}
 		for (solver, exposure) in SolverExposure::<T>::iter() {
@@ -955,8 +986,22 @@ impl<T: Config> Pallet<T> {
 		}
 		ensure!(exposure_by_solver.values().all(|e| e.is_zero()), "held units without exposure");
 		let cursor = DeadlineCursor::<T>::get();
-		for (block, _, ()) in Deadlines::<T>::iter() {
+		for (block, due, ()) in Deadlines::<T>::iter() {
 			ensure!(block >= cursor, "a deadline lies behind the sweep's cursor");
+			match due {
+				Due::Unit(key) => {
+					let unit = Units::<T>::get(key.0, key.1).ok_or("deadline of a missing unit")?;
+					ensure!(unit.deadline == Some(block), "deadline entry the unit does not point at");
+					ensure!(
+						unit.state == UnitState::Assigned || unit.state.is_claimable(),
+						"deadline of a unit that is neither assigned nor pooled"
+					);
+				},
+				Due::Removal(job) => {
+					let job = Jobs::<T>::get(job).ok_or("removal of a missing job")?;
+					ensure!(job.is_finished() && job.removable_at == Some(block), "removal of an unfinished job");
+				},
+			}
 		}
 		Ok(())
 	}

@@ -167,7 +167,8 @@ pub mod pallet {
 		type MaxPoolWait: Get<u32>;
 
 		/// The share of the value of the units a solver holds that its solver bond must
-		/// cover, on top of the staking pallet's minimum bond.
+		/// cover. The staking pallet's minimum bond applies as well, so the bond needed is
+		/// the larger of the two.
 		#[pallet::constant]
 		type CollateralRatio: Get<Perbill>;
 

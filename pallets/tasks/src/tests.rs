@@ -777,6 +777,26 @@ mod hardening {
 	}
 
 	#[test]
+	fn offers_that_keep_lapsing_do_not_keep_a_unit_past_its_pool_wait() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.pool_timeout = 4;
+			let job = submit(spec);
+			// Pool deadline 1 + 4 = 5. Offered at 2 (acceptance by 5), lapses at 6: by then
+			// the unit's pool wait is over, so it expires instead of going to Charlie.
+			run_to_block(2);
+			assert_eq!(state(job, 0), UnitState::Assigned);
+			tasks_events();
+			run_to_block(6);
+			let events = tasks_events();
+			assert_eq!(events[0], Event::UnitExpired { job, unit: 0 });
+			assert!((0..4).all(|i| state(job, i) == UnitState::Failed));
+			assert!(SolverUnits::<Test>::iter().next().is_none());
+			assert_eq!(escrowed(ALICE), 0);
+		});
+	}
+
+	#[test]
 	fn a_unit_is_offered_only_to_solvers_whose_minimum_price_it_meets() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
 			// Charlie stakes more, so he would rank first, but charges more than the job pays.
