@@ -402,16 +402,23 @@ impl<T: Config> Pallet<T> {
 		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
 
 		let price = job.spec.price_per_unit;
-		T::Currency::transfer_on_hold(
-			&HoldReason::JobEscrow.into(),
-			&job.owner,
-			&solver,
-			price,
-			Precision::Exact,
-			Restriction::Free,
-			// Escrow is owed to the solver: a freeze on the owner's account cannot stop it.
-			Fortitude::Force,
-		)?;
+		let to_jackpot = T::JackpotShare::get().mul_floor(price);
+		let paid = price.saturating_sub(to_jackpot);
+		for (to, amount) in [(&solver, paid), (&T::Jackpot::get(), to_jackpot)] {
+			if amount.is_zero() {
+				continue;
+			}
+			T::Currency::transfer_on_hold(
+				&HoldReason::JobEscrow.into(),
+				&job.owner,
+				to,
+				amount,
+				Precision::Exact,
+				Restriction::Free,
+				// Escrow is owed: a freeze on the owner's account cannot stop it.
+				Fortitude::Force,
+			)?;
+		}
 		job.escrow = job.escrow.saturating_sub(price);
 		Self::release_solver(&mut unit, (job_id, index), price);
 		unit.solver = Some(solver.clone());
@@ -419,7 +426,7 @@ impl<T: Config> Pallet<T> {
 		Units::<T>::insert(job_id, index, unit);
 		T::Nodes::note_completed(&solver, price);
 		Self::note_units_final(&mut job, 1);
-		Self::deposit_event(Event::UnitFinalized { job: job_id, unit: index, solver, paid: price });
+		Self::deposit_event(Event::UnitFinalized { job: job_id, unit: index, solver, paid, to_jackpot });
 		let completed = job.is_finished();
 		let units = job.units;
 		Self::complete_if_done(job_id, job)?;

@@ -172,6 +172,16 @@ pub mod pallet {
 		#[pallet::constant]
 		type CollateralRatio: Get<Perbill>;
 
+		/// The share of each unit's price that settlement sends to the jackpot instead of
+		/// the solver. It funds the forced-error rewards, and it makes reputation, which
+		/// counts the value of completed units, cost something to farm with self-dealt jobs.
+		#[pallet::constant]
+		type JackpotShare: Get<Perbill>;
+
+		/// The jackpot's account.
+		#[pallet::no_default]
+		type Jackpot: Get<Self::AccountId>;
+
 		/// Blocks a finished job's records stay in storage before they are removed.
 		#[pallet::constant]
 		#[pallet::no_default]
@@ -213,6 +223,8 @@ pub mod pallet {
 		frame_support::parameter_types! {
 			/// A solver's bond covers the whole value of its units.
 			pub const FullCollateral: Perbill = Perbill::one();
+			/// A tenth of each unit's price funds the jackpot.
+			pub const TenthToJackpot: Perbill = Perbill::from_percent(10);
 		}
 
 		/// Small bounds for test runtimes.
@@ -230,6 +242,7 @@ pub mod pallet {
 			type MaxTimeoutsPerBlock = ConstU32<8>;
 			type MaxPoolWait = ConstU32<50>;
 			type CollateralRatio = FullCollateral;
+			type JackpotShare = TenthToJackpot;
 			type MinUnitTimeout = ConstU32<2>;
 			type MaxAttempts = ConstU32<2>;
 			type WeightInfo = ();
@@ -402,8 +415,10 @@ pub mod pallet {
 			unit: UnitIndex,
 			/// The solver paid.
 			solver: T::AccountId,
-			/// What the solver was paid.
+			/// What the solver was paid: the price less the jackpot's share.
 			paid: BalanceOf<T>,
+			/// The jackpot's share of the price.
+			to_jackpot: BalanceOf<T>,
 		},
 		/// A solver made no progress by its deadline; the unit went back to the pool and
 		/// resumes from its last checkpoint.

@@ -112,6 +112,7 @@ impl pallet_touchstone_tasks::Config for Test {
 	type JobDepositBase = ConstU64<DEPOSIT_BASE>;
 	type JobDepositPerUnit = ConstU64<DEPOSIT_PER_UNIT>;
 	type Retention = ConstU64<RETENTION>;
+	type Jackpot = Jackpot;
 	type AcceptanceTimeout = ConstU64<ACCEPTANCE_TIMEOUT>;
 	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
 	#[cfg(feature = "runtime-benchmarks")]

@@ -339,10 +339,12 @@ mod solver_path {
 
 			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::ChallengeWindowOpen);
 			run_to_block(3 + CHALLENGE_WINDOW);
-			let bob_before = Balances::balance(&BOB);
+			let (bob_before, jackpot_before) = (Balances::balance(&BOB), Balances::balance(&JACKPOT));
 			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
-			System::assert_last_event(Event::UnitFinalized { job, unit: 0, solver: BOB, paid: 10 }.into());
-			assert_eq!(Balances::balance(&BOB), bob_before + 10);
+			// A tenth of the price funds the jackpot.
+			System::assert_last_event(Event::UnitFinalized { job, unit: 0, solver: BOB, paid: 9, to_jackpot: 1 }.into());
+			assert_eq!(Balances::balance(&BOB), bob_before + 9);
+			assert_eq!(Balances::balance(&JACKPOT), jackpot_before + 1);
 			assert_eq!(escrowed(ALICE), 40);
 			assert_eq!(state(job, 0), UnitState::Finalized);
 			assert_eq!(pallet_touchstone_staking::Nodes::<Test>::get(BOB).unwrap().reputation.completed, 1);

@@ -171,6 +171,9 @@ parameter_types! {
 	/// A solver's bond must cover half the value of the units it holds (and at least the
 	/// minimum solver bond).
 	pub const CollateralRatio: Perbill = Perbill::from_percent(50);
+	/// 2 % of each unit's price funds the jackpot (forced-error rewards); it is also what
+	/// farming reputation with self-dealt jobs costs.
+	pub const JackpotShare: Perbill = Perbill::from_percent(2);
 }
 
 impl pallet_touchstone_tasks::Config for Runtime {
@@ -191,6 +194,8 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type JobDepositPerUnit = ConstU128<{ 10 * MILLI_UNIT }>;
 	type MaxPoolWait = ConstU32<{ 24 * 60 * MINUTES }>;
 	type CollateralRatio = CollateralRatio;
+	type JackpotShare = JackpotShare;
+	type Jackpot = JackpotAccount;
 	type Retention = ConstU32<{ 60 * MINUTES }>;
 	type AcceptanceTimeout = ConstU32<{ MINUTES }>;
 	type MinUnitTimeout = ConstU32<10>;
