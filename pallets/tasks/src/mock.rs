@@ -99,7 +99,8 @@ impl pallet_touchstone_staking::Config for Test {
 	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
 	type ReapDelay = ConstU64<{ 2 * HEARTBEAT_TIMEOUT }>;
 	type ReputationSaturation = ConstU64<1_000>;
-	type MaxNodes = ConstU32<8>;
+	// The runtime's registry bound, so the benchmarks (run as tests) scan a realistic registry.
+	type MaxNodes = ConstU32<256>;
 }
 
 #[derive_impl(pallet_touchstone_tasks::config_preludes::TestDefaultConfig)]
