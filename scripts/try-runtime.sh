@@ -12,7 +12,7 @@ runtime_target="${TOUCHSTONE_TRY_RUNTIME_TARGET_DIR:-$HOME/.cache/touchstone/tar
 log "Building the runtime with try-runtime into $runtime_target"
 # `check` is enough: the runtime's build script builds the real wasm blob.
 (cd "$ROOT" && CARGO_TARGET_DIR="$runtime_target" cargo check --locked -p touchstone-runtime --features try-runtime)
-wasm="$runtime_target/debug/wbuild/touchstone-runtime/touchstone_runtime.compact.compressed.wasm"
+wasm="$runtime_target/debug/wbuild/touchstone-runtime/touchstone_runtime.wasm"
 [ -f "$wasm" ] || { echo "the try-runtime build left no wasm at $wasm" >&2; exit 1; }
 log "Running the checks over a live dev chain"
 (cd "$ROOT/scripts/e2e" && node try-runtime.mjs "$wasm")

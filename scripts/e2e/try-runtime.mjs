@@ -89,7 +89,7 @@ function jobSpec(overrides = {}) {
 }
 
 const node = await startNode(
-  ['--chain', chainSpec(), '--alice', '--validator', '--force-authoring', '--tmp'],
+  ['--chain', chainSpec(), '--alice', '--validator', '--force-authoring', '--tmp', '--node-key', '0'.repeat(63) + '1'],
   { name: 'try-runtime' },
 );
 const api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
@@ -133,12 +133,12 @@ try {
     const parent = block.header.parentHash;
     // execute_block(block, state_root_check, signature_check, TryStateSelect::All), on the
     // state the block was built on.
-    const weight = await api.rpc.state.call('TryRuntime_execute_block', u8aConcat(block.toU8a(), YES, YES, ALL), parent);
+    const weight = await api.rpc.state.call('TryRuntime_execute_block', u8aToHex(u8aConcat(block.toU8a(), YES, YES, ALL)), parent);
     console.log(`  #${number}: ok (${block.extrinsics.length} extrinsics, weight ${weight.toHex()})`);
     hash = parent;
   }
   console.log('running the upgrade hooks with all checks on the head state');
-  await api.rpc.state.call('TryRuntime_on_runtime_upgrade', ALL, head.hash);
+  await api.rpc.state.call('TryRuntime_on_runtime_upgrade', u8aToHex(ALL), head.hash);
   console.log('try-runtime: every block re-executed and every invariant held');
 } finally {
   await api.disconnect();
