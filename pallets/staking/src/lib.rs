@@ -319,6 +319,9 @@ pub mod pallet {
 			assert!(T::MaxUnbondingChunks::get() > 0, "MaxUnbondingChunks must be positive");
 			assert!(!T::HeartbeatTimeout::get().is_zero(), "HeartbeatTimeout must be positive");
 			assert!(T::ReapDelay::get() > T::HeartbeatTimeout::get(), "only offline nodes may be reaped");
+			// A reaped node that registers again and is reaped again finds its earlier
+			// chunks matured, so the room kept for `reap` is always free.
+			assert!(T::ReapDelay::get() >= T::UnbondingPeriod::get(), "ReapDelay must outlast UnbondingPeriod");
 			assert!(!T::ReputationSaturation::get().is_zero(), "ReputationSaturation must be positive");
 			for role in Role::ALL {
 				assert!(!Pallet::<T>::min_bond(role).is_zero(), "minimum bonds must be positive");

@@ -264,28 +264,41 @@ mod benchmarks {
 		Ok(())
 	}
 
-	/// One due unit at its worst: the first step range of a job of `u` units, taken for
-	/// the last allowed time and stalled, fails with every later range: refunds, the
-	/// aggregation of the job, and its removal scheduled.
+	/// One due unit at its worst: the first step range of a `u`-unit job, offered to a
+	/// solver who lets the offer lapse after the unit's pool wait, while the pool is full.
+	/// It leaves the solver (its list and exposure), leaves the pool, and fails with every
+	/// later range: refunds, events, the aggregation of the job and its removal scheduled.
+	/// The other paths (a stalled unit reassigned or failed, a pooled unit expiring) do a
+	/// subset of this work.
 	#[benchmark]
 	fn time_out(u: Linear<1, { T::MaxUnitsPerJob::get() }>) -> Result<(), BenchmarkError> {
 		let who = solver::<T>(0);
 		let mut ranges = spec::<T>(Decomposition::StepRanges { steps_per_unit: STEPS.div_ceil(u) }, u);
 		ranges.requirements.region = None;
 		ranges.hyper.steps = STEPS.div_ceil(u).saturating_mul(u);
+		ranges.pool_timeout = T::MinUnitTimeout::get();
 		let job = submitted::<T>(ranges)?;
-		claim::<T>(&who, job, 0)?;
-		Units::<T>::mutate(job, 0, |unit| {
-			if let Some(unit) = unit {
-				unit.attempts = T::MaxAttempts::get();
-			}
-		});
+		// Unit 0 is the only one in the pool: the scheduler offers it to the solver.
+		Tasks::<T>::schedule(frame_system::Pallet::<T>::block_number());
+		if Units::<T>::get(job, 0).and_then(|unit| unit.solver).as_ref() != Some(&who) {
+			return Err(BenchmarkError::Stop("unit 0 was not offered"));
+		}
+		// Fill the rest of the pool with other jobs' units.
+		let per_job = T::MaxUnitsPerJob::get();
+		let mut room = T::MaxOpenUnits::get().saturating_sub(u);
+		while room > 0 {
+			let units = per_job.min(room);
+			submitted::<T>(shards::<T>(units))?;
+			room = room.saturating_sub(units);
+		}
 		let due = Units::<T>::get(job, 0).and_then(|unit| unit.deadline).ok_or(BenchmarkError::Stop("no deadline"))?;
-		let now = due.saturating_add(1u32.into());
-		frame_system::Pallet::<T>::set_block_number(now);
+		let pool_deadline =
+			Units::<T>::get(job, 0).and_then(|unit| unit.pool_deadline).ok_or(BenchmarkError::Stop("no pool deadline"))?;
+		let later = due.max(pool_deadline).saturating_add(1u32.into());
+		frame_system::Pallet::<T>::set_block_number(later);
 		#[block]
 		{
-			Tasks::<T>::time_out((job, 0), due, now).map_err(|_| BenchmarkError::Stop("time_out failed"))?;
+			Tasks::<T>::time_out((job, 0), due, later).map_err(|_| BenchmarkError::Stop("time_out failed"))?;
 		}
 		assert_eq!(Units::<T>::get(job, u.saturating_sub(1)).map(|u| u.state), Some(UnitState::Failed));
 		assert!(Jobs::<T>::get(job).is_some_and(|j| j.result.is_some()));

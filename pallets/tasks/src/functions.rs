@@ -9,8 +9,8 @@ use polkadot_sdk::{
 		pallet_prelude::*,
 		storage::with_storage_layer,
 		traits::{
-			fungible::MutateHold,
-			tokens::{Fortitude, Precision, Restriction},
+			fungible::{Inspect, MutateHold},
+			tokens::{DepositConsequence, Fortitude, Precision, Provenance, Restriction},
 		},
 	},
 	frame_system::{self, pallet_prelude::BlockNumberFor},
@@ -402,9 +402,15 @@ impl<T: Config> Pallet<T> {
 		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
 
 		let price = job.spec.price_per_unit;
-		let to_jackpot = T::JackpotShare::get().mul_floor(price);
+		let jackpot = T::Jackpot::get();
+		let mut to_jackpot = T::JackpotShare::get().mul_floor(price);
+		// A jackpot that cannot take the share (say, it was drained below the existential
+		// deposit) must not block the solver's pay: the share goes to the solver instead.
+		if T::Currency::can_deposit(&jackpot, to_jackpot, Provenance::Extant) != DepositConsequence::Success {
+			to_jackpot = Zero::zero();
+		}
 		let paid = price.saturating_sub(to_jackpot);
-		for (to, amount) in [(&solver, paid), (&T::Jackpot::get(), to_jackpot)] {
+		for (to, amount) in [(&solver, paid), (&jackpot, to_jackpot)] {
 			if amount.is_zero() {
 				continue;
 			}
@@ -468,10 +474,12 @@ impl<T: Config> Pallet<T> {
 			let (Some(job), Some(mut unit)) = (Jobs::<T>::get(key.0), Units::<T>::get(key.0, key.1)) else {
 				continue; // Stale entry: drop it.
 			};
-			// Defensive: only a claimable unit still within its pool wait is offered; the
-			// sweep expires the others.
-			let waiting = unit.state.is_claimable() && unit.pool_deadline.is_none_or(|deadline| deadline >= now);
-			if !waiting {
+			// Defensive: only a claimable unit is pooled (drop any other entry), and one
+			// past its pool wait stays for the sweep to expire.
+			if !unit.state.is_claimable() {
+				continue;
+			}
+			if unit.pool_deadline.is_some_and(|deadline| deadline < now) {
 				deferred.push(*key);
 				continue;
 			}

@@ -37,6 +37,8 @@ impl frame_system::Config for Test {
 #[derive_impl(pallet_balances::config_preludes::TestDefaultConfig)]
 impl pallet_balances::Config for Test {
 	type AccountStore = System;
+	// Above the 1-planck jackpot share of a 10-planck unit, so a drained jackpot cannot take it.
+	type ExistentialDeposit = ConstU64<2>;
 	type RuntimeHoldReason = RuntimeHoldReason;
 }
 
@@ -230,7 +232,7 @@ impl ExtBuilder {
 		let mut storage = frame_system::GenesisConfig::<Test>::default()
 			.build_storage()
 			.expect("system genesis builds");
-		let balances = (1..=9).map(|who| (who, 10_000)).chain([(JACKPOT, 1)]).collect();
+		let balances = (1..=9).map(|who| (who, 10_000)).chain([(JACKPOT, 2)]).collect();
 		pallet_balances::GenesisConfig::<Test> { balances, ..Default::default() }
 			.assimilate_storage(&mut storage)
 			.expect("balances genesis builds");

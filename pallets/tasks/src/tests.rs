@@ -927,6 +927,22 @@ mod hardening {
 	}
 
 	#[test]
+	fn a_jackpot_that_cannot_take_its_share_does_not_block_payment() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			use polkadot_sdk::frame_support::traits::{fungible::Mutate, tokens::Preservation};
+			let job = submit(job_spec());
+			// Drain the jackpot account (below the existential deposit, so it is gone).
+			assert_ok!(Balances::transfer(&JACKPOT, &ALICE, 2, Preservation::Expendable));
+			let bob_before = Balances::balance(&BOB);
+			complete_unit(BOB, job, 0, 1);
+			assert_eq!(Balances::balance(&BOB), bob_before + 10);
+			assert_eq!(Balances::balance(&JACKPOT), 0);
+			// Put the account back so the test's issuance check sees the same total.
+			assert_ok!(Balances::transfer(&ALICE, &JACKPOT, 2, Preservation::Expendable));
+		});
+	}
+
+	#[test]
 	fn a_solver_holding_units_cannot_change_its_hardware() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
 			let job = submit(job_spec());
