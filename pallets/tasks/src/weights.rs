@@ -83,9 +83,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn submit_job(u: u32, ) -> Weight {
 		// Proof size: measured `444`, estimated `13775` bytes.
-		// Minimum execution time: 504_267_000 picoseconds.
-		Weight::from_parts(716_121_165, 13775)
-			.saturating_add(Weight::from_parts(8_904_743, 0).saturating_mul(u.into()))
+		// Minimum execution time: 498_986_000 picoseconds.
+		Weight::from_parts(725_107_586, 13775)
+			.saturating_add(Weight::from_parts(8_514_941, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(9))
 			.saturating_add(T::DbWeight::get().writes(6))
 			.saturating_add(T::DbWeight::get().writes((2_u64).saturating_mul(u.into())))
@@ -95,9 +95,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn scan_registry(n: u32, ) -> Weight {
 		// Proof size: measured `197 + n * (85 ±0)`, estimated `3696 + n * (2706 ±0)` bytes.
-		// Minimum execution time: 19_507_000 picoseconds.
-		Weight::from_parts(12_136_360, 3696)
-			.saturating_add(Weight::from_parts(8_834_360, 0).saturating_mul(n.into()))
+		// Minimum execution time: 18_334_000 picoseconds.
+		Weight::from_parts(20_157_000, 3696)
+			.saturating_add(Weight::from_parts(9_514_138, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
@@ -119,9 +119,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn cancel_job(u: u32, ) -> Weight {
 		// Proof size: measured `1290 + u * (93 ±0)`, estimated `13775 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 130_966_000 picoseconds.
-		Weight::from_parts(73_751_843, 13775)
-			.saturating_add(Weight::from_parts(104_724_375, 0).saturating_mul(u.into()))
+		// Minimum execution time: 131_376_000 picoseconds.
+		Weight::from_parts(88_205_714, 13775)
+			.saturating_add(Weight::from_parts(94_557_279, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(6))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(6))
@@ -146,8 +146,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn claim_unit() -> Weight {
 		// Proof size: measured `15157`, estimated `13775` bytes.
-		// Minimum execution time: 189_215_000 picoseconds.
-		Weight::from_parts(280_466_000, 13775)
+		// Minimum execution time: 185_378_000 picoseconds.
+		Weight::from_parts(269_145_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
@@ -165,8 +165,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn decline_unit() -> Weight {
 		// Proof size: measured `1349`, estimated `13775` bytes.
-		// Minimum execution time: 63_209_000 picoseconds.
-		Weight::from_parts(105_188_000, 13775)
+		// Minimum execution time: 62_988_000 picoseconds.
+		Weight::from_parts(106_229_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
@@ -178,8 +178,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn accept_unit() -> Weight {
 		// Proof size: measured `1222`, estimated `4574` bytes.
-		// Minimum execution time: 45_225_000 picoseconds.
-		Weight::from_parts(72_657_000, 4574)
+		// Minimum execution time: 44_183_000 picoseconds.
+		Weight::from_parts(62_267_000, 4574)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -191,8 +191,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn commit_checkpoint() -> Weight {
 		// Proof size: measured `1218`, estimated `4574` bytes.
-		// Minimum execution time: 46_778_000 picoseconds.
-		Weight::from_parts(77_977_000, 4574)
+		// Minimum execution time: 45_997_000 picoseconds.
+		Weight::from_parts(60_334_000, 4574)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -206,8 +206,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn submit_proof() -> Weight {
 		// Proof size: measured `1260`, estimated `13775` bytes.
-		// Minimum execution time: 62_558_000 picoseconds.
-		Weight::from_parts(96_701_000, 13775)
+		// Minimum execution time: 61_436_000 picoseconds.
+		Weight::from_parts(103_194_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(5))
 	}
@@ -215,10 +215,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
-	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:3 w:3)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
+	/// Storage: `Balances::Holds` (r:1 w:1)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
@@ -232,9 +232,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn finalize_unit(u: u32, ) -> Weight {
 		// Proof size: measured `1908 + u * (192 ±0)`, estimated `8799 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 221_035_000 picoseconds.
-		Weight::from_parts(253_449_866, 8799)
-			.saturating_add(Weight::from_parts(10_565_219, 0).saturating_mul(u.into()))
+		// Minimum execution time: 215_685_000 picoseconds.
+		Weight::from_parts(278_350_606, 8799)
+			.saturating_add(Weight::from_parts(7_474_512, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(10))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(11))
@@ -244,12 +244,12 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
-	/// Storage: `Staking::Nodes` (r:1 w:1)
-	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
 	/// Proof: `Tasks::SolverExposure` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
+	/// Storage: `Tasks::Pool` (r:1 w:1)
+	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
@@ -260,10 +260,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn time_out(u: u32, ) -> Weight {
-		// Proof size: measured `1808 + u * (39 ±0)`, estimated `4574 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 141_726_000 picoseconds.
-		Weight::from_parts(107_044_508, 4574)
-			.saturating_add(Weight::from_parts(59_656_692, 0).saturating_mul(u.into()))
+		// Proof size: measured `15234 + u * (27 ±0)`, estimated `13775 + u * (2750 ±0)` bytes.
+		// Minimum execution time: 239_059_000 picoseconds.
+		Weight::from_parts(161_313_007, 13775)
+			.saturating_add(Weight::from_parts(75_068_332, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(8))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(8))
@@ -281,9 +281,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn remove_job(u: u32, ) -> Weight {
 		// Proof size: measured `1317 + u * (47 ±0)`, estimated `4574 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 84_830_000 picoseconds.
-		Weight::from_parts(108_748_537, 4574)
-			.saturating_add(Weight::from_parts(1_972_221, 0).saturating_mul(u.into()))
+		// Minimum execution time: 85_851_000 picoseconds.
+		Weight::from_parts(114_444_570, 4574)
+			.saturating_add(Weight::from_parts(1_981_204, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(3))
@@ -314,10 +314,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn schedule(a: u32, n: u32, ) -> Weight {
 		// Proof size: measured `1299 + a * (93 ±0) + n * (159 ±0)`, estimated `13775 + a * (2750 ±0) + n * (2716 ±0)` bytes.
-		// Minimum execution time: 511_380_000 picoseconds.
-		Weight::from_parts(533_211_000, 13775)
-			.saturating_add(Weight::from_parts(61_715_385, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(30_106_520, 0).saturating_mul(n.into()))
+		// Minimum execution time: 491_883_000 picoseconds.
+		Weight::from_parts(1_858_561_334, 13775)
+			.saturating_add(Weight::from_parts(34_013_360, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(T::DbWeight::get().reads((4_u64).saturating_mul(n.into())))
@@ -331,22 +330,22 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn submit_job(u: u32, ) -> Weight {
-		Weight::from_parts(716_121_165, 13775)
-			.saturating_add(Weight::from_parts(8_904_743, 0).saturating_mul(u.into()))
+		Weight::from_parts(725_107_586, 13775)
+			.saturating_add(Weight::from_parts(8_514_941, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(9))
 			.saturating_add(ParityDbWeight::get().writes(6))
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(u.into())))
 	}
 	fn scan_registry(n: u32, ) -> Weight {
-		Weight::from_parts(12_136_360, 3696)
-			.saturating_add(Weight::from_parts(8_834_360, 0).saturating_mul(n.into()))
+		Weight::from_parts(20_157_000, 3696)
+			.saturating_add(Weight::from_parts(9_514_138, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	fn cancel_job(u: u32, ) -> Weight {
-		Weight::from_parts(73_751_843, 13775)
-			.saturating_add(Weight::from_parts(104_724_375, 0).saturating_mul(u.into()))
+		Weight::from_parts(88_205_714, 13775)
+			.saturating_add(Weight::from_parts(94_557_279, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(6))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(6))
@@ -354,41 +353,41 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
 	}
 	fn claim_unit() -> Weight {
-		Weight::from_parts(280_466_000, 13775)
+		Weight::from_parts(269_145_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn decline_unit() -> Weight {
-		Weight::from_parts(105_188_000, 13775)
+		Weight::from_parts(106_229_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn accept_unit() -> Weight {
-		Weight::from_parts(72_657_000, 4574)
+		Weight::from_parts(62_267_000, 4574)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn commit_checkpoint() -> Weight {
-		Weight::from_parts(77_977_000, 4574)
+		Weight::from_parts(60_334_000, 4574)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn submit_proof() -> Weight {
-		Weight::from_parts(96_701_000, 13775)
+		Weight::from_parts(103_194_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(5))
 	}
 	fn finalize_unit(u: u32, ) -> Weight {
-		Weight::from_parts(253_449_866, 8799)
-			.saturating_add(Weight::from_parts(10_565_219, 0).saturating_mul(u.into()))
+		Weight::from_parts(278_350_606, 8799)
+			.saturating_add(Weight::from_parts(7_474_512, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(10))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(11))
 			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
 	}
 	fn time_out(u: u32, ) -> Weight {
-		Weight::from_parts(107_044_508, 4574)
-			.saturating_add(Weight::from_parts(59_656_692, 0).saturating_mul(u.into()))
+		Weight::from_parts(161_313_007, 13775)
+			.saturating_add(Weight::from_parts(75_068_332, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(8))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(8))
@@ -396,8 +395,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
 	}
 	fn remove_job(u: u32, ) -> Weight {
-		Weight::from_parts(108_748_537, 4574)
-			.saturating_add(Weight::from_parts(1_972_221, 0).saturating_mul(u.into()))
+		Weight::from_parts(114_444_570, 4574)
+			.saturating_add(Weight::from_parts(1_981_204, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(3))
@@ -405,9 +404,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
 	}
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		Weight::from_parts(533_211_000, 13775)
-			.saturating_add(Weight::from_parts(61_715_385, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(30_106_520, 0).saturating_mul(n.into()))
+		Weight::from_parts(1_858_561_334, 13775)
+			.saturating_add(Weight::from_parts(34_013_360, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(ParityDbWeight::get().reads((4_u64).saturating_mul(n.into())))
