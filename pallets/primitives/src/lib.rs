@@ -340,6 +340,11 @@ pub struct JobSpec<Balance> {
 	pub model: ModelArch,
 	/// Initial weights; `None` initialises from `hyper.seed` with the Philox stream.
 	pub initial_weights: Option<ContentRef>,
+	/// State root of the model the job starts from (its weights and zeroed optimizer
+	/// state: `touchstone_kernels::job::trace::state_root`). The first step range and
+	/// every data shard start from it; a dispute over their first step is judged against
+	/// it. A solver checks it against the initial weights before it accepts a unit.
+	pub initial_state_root: ContentHash,
 	/// The training data.
 	pub dataset: DatasetRef,
 	/// Hyper-parameters.
@@ -470,6 +475,13 @@ pub struct LearningProof {
 	pub trace_root: ContentHash,
 	/// Number of steps the trace covers; must equal the unit's step count.
 	pub steps: u32,
+	/// State root of the model the unit starts from: the unit's anchor. It must equal
+	/// the job's `initial_state_root` (first step range, data shards) or the previous
+	/// step range's proven `final_state_root`.
+	pub start_state_root: ContentHash,
+	/// State root of the model after the unit's last step, proven against `trace_root`
+	/// when the proof is committed. The next step range starts from it.
+	pub final_state_root: ContentHash,
 	/// Hash of the final model (weights and optimizer state).
 	pub final_model_hash: ContentHash,
 	/// Metrics of the final model.
@@ -503,6 +515,10 @@ pub struct WorkUnit<AccountId, BlockNumber> {
 	/// Hash of the model the unit starts from: the previous unit's final model for a
 	/// step range, `None` for seeded initialisation or the job's initial weights.
 	pub start_model_hash: Option<ContentHash>,
+	/// State root of the model the unit starts from, once known: the job's initial state
+	/// root, or the previous step range's proven final state root. `None` while the unit
+	/// waits for that range.
+	pub start_state_root: Option<ContentHash>,
 	/// The latest checkpoint committed; a reassigned unit resumes from it.
 	pub last_checkpoint: Option<Checkpoint>,
 	/// The committed proof, once `Proven`.

@@ -8,8 +8,13 @@ use touchstone_kernels::{
 	Activation as KernelActivation,
 };
 
+pub use touchstone_kernels::proof::bisection::{Foul, Game, Reveal};
+pub use touchstone_kernels::proof::graph::Graph;
+pub use touchstone_kernels::proof::hash::Digest;
+pub use touchstone_kernels::proof::merkle::MerkleProof;
 pub use touchstone_kernels::referee::{
-	DataCommitment, Dispute, JobError, Openings, PieceCost, Position, RefereeError, TraceCommitment, Verdict,
+	bind_operator, bind_step, final_state_root, level_leaves, BindingError, DataCommitment, Dispute, JobError, Level,
+	Openings, PieceCost, Position, RefereeError, StateOpening, StepBinding, TraceCommitment, Verdict,
 };
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
@@ -125,6 +130,13 @@ pub fn kernel_train(hyper: &HyperParams) -> TrainConfig {
 	}
 }
 
+/// The operator graph of one training step of a job with `model` and `hyper`: what
+/// fixes the shape of the operator and piece levels of a dispute. `None` for a shape the
+/// kernels cannot build (the chain never accepts one).
+pub fn job_graph(model: &ModelArch, hyper: &HyperParams) -> Option<Graph> {
+	touchstone_kernels::referee::validate_job(&kernel_model(model), &kernel_train(hyper)).ok()
+}
+
 /// Judges one disputed piece of a training step of a job with `model` and `hyper`.
 /// `dispute` comes from the chain's records (the claimant's learning proof, the job's
 /// data, the position the bisection ended on, the roots it fixed); `openings` from a
@@ -144,3 +156,35 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 	}
 }
 
+
+/// A trace commitment that is well formed at its ends only: `steps` filler state hashes
+/// (drawn from `salt`), the last of which ends at `final_state_root`. Returns its trace
+/// root and the opening that proves `final_state_root` against it. For tests and
+/// benchmarks of the chain's bookkeeping, which never judge the training inside a unit;
+/// a real trace comes from the kernels' trainer.
+pub fn filler_trace(
+	first_step: u32,
+	steps: u32,
+	start_state_root: Digest,
+	final_state_root: Digest,
+	salt: u8,
+) -> Option<(Digest, StateOpening)> {
+	use touchstone_kernels::proof::chain::{anchor_hash, state_hash, trace_leaf};
+	use touchstone_kernels::proof::merkle::MerkleTree;
+	let last = steps.checked_sub(1)?;
+	let mut hashes = alloc::vec::Vec::with_capacity(steps as usize);
+	let mut previous = anchor_hash(&start_state_root);
+	let (batch_root, loss) = ([salt; 32], 1.0f32.to_bits());
+	for position in 0..steps {
+		let step = first_step.checked_add(position)?;
+		let state_root = if position == last { final_state_root } else { [salt ^ 0x5a; 32] };
+		let hash = state_hash(&previous, step, &state_root, &batch_root, loss);
+		hashes.push((previous, hash));
+		previous = hash;
+	}
+	let (before_last, _) = *hashes.get(last as usize)?;
+	let tree = MerkleTree::new(hashes.iter().map(|(_, hash)| trace_leaf(hash)).collect()).ok()?;
+	let proof = tree.proof(last as usize).ok()?;
+	let opening = StateOpening::Step { previous: before_last, state_root: final_state_root, batch_root, loss, proof };
+	Some((tree.root(), opening))
+}

@@ -1,7 +1,11 @@
 //! The traits that couple Touchstone's pallets. Pallets never read each other's storage;
 //! the runtime wires one pallet's implementation into another's `Config`.
 
-use crate::{HardwareProfile, HardwareRequirements, JobId, LearningProof, Role, SlashReason, UnitIndex};
+use crate::referee::{DataCommitment, TraceCommitment};
+use crate::{
+	HardwareProfile, HardwareRequirements, HyperParams, JobId, LearningProof, ModelArch, Role, SlashReason, UnitIndex,
+	VerificationMode,
+};
 use alloc::vec::Vec;
 use polkadot_sdk::sp_runtime::{DispatchError, DispatchResult, Perbill};
 
@@ -97,4 +101,53 @@ impl<AccountId> ProofLifecycle<AccountId> for () {
 	fn can_finalize(_: JobId, _: UnitIndex) -> bool {
 		true
 	}
+}
+
+/// A unit with a committed learning proof, as a dispute over it sees it: everything the
+/// game and the referee judge against, from the tasks pallet's records.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ProvenUnit<AccountId, Balance, BlockNumber> {
+	/// The solver that committed the proof: the defender of any dispute.
+	pub solver: AccountId,
+	/// The job's submitter.
+	pub owner: AccountId,
+	/// The job's model.
+	pub model: ModelArch,
+	/// The job's hyper-parameters.
+	pub hyper: HyperParams,
+	/// How the job's proofs are checked.
+	pub verification: VerificationMode,
+	/// The solver's learning proof as the referee takes it: its trace root, the unit's
+	/// first step and step count, and the chain-fixed start state root.
+	pub trace: TraceCommitment,
+	/// The job's training set and the unit's shard.
+	pub data: DataCommitment,
+	/// What the unit pays.
+	pub price: Balance,
+	/// The last block a challenge may be opened in.
+	pub window_ends: BlockNumber,
+	/// Whether a dispute holds the unit (`Challenged`).
+	pub challenged: bool,
+}
+
+/// How the disputes pallet reads and moves units with committed proofs. Implemented by
+/// the tasks pallet; the disputes pallet never reads its storage.
+pub trait UnitProofs<AccountId, Balance, BlockNumber> {
+	/// The unit, while its proof stands (`Proven` or `Challenged`).
+	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, Balance, BlockNumber>>;
+	/// A dispute opened: the unit moves to `Challenged` (if it is not already) and cannot
+	/// be finalized until every dispute over it ends.
+	fn open_challenge(job: JobId, unit: UnitIndex) -> DispatchResult;
+	/// The last dispute over the unit ended with the proof upheld: back to `Proven`, to be
+	/// finalized as soon as its challenge window has passed.
+	fn close_challenge(job: JobId, unit: UnitIndex) -> DispatchResult;
+	/// The proof was overturned. The solver is released (the disputes pallet slashes it),
+	/// the unit goes back to the pool from its start, or fails once out of attempts, and
+	/// every later step range that started from its model rolls back to `Waiting`.
+	/// Returns those rolled-back units: disputes over them are moot.
+	fn reject_proof(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError>;
+	/// The referee found the unit's training diverges (a non-finite value from finite,
+	/// proven inputs): nobody is at fault. The unit fails and is refunded, with every later
+	/// step range. Returns the rolled-back units, as [`UnitProofs::reject_proof`].
+	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError>;
 }

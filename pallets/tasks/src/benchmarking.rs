@@ -13,7 +13,9 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
+	referee::{filler_trace, StateOpening},
 	traits::ComputeNodes,
+	UnitScope,
 	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind,
 	HardwareProfile, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof, ModelArch,
 	Optimizer, TrainingMetrics, UnitIndex, UnitState, VerificationMode,
@@ -40,6 +42,7 @@ fn spec<T: Config>(decomposition: Decomposition, units: u32) -> JobSpec<BalanceO
 	JobSpec {
 		model: ModelArch::Mlp { inputs: 64, hidden, classes: 10, activation: Activation::Relu },
 		initial_weights: Some(ContentRef { hash: [1; 32].into(), location: location.clone() }),
+		initial_state_root: [2; 32].into(),
 		dataset: DatasetRef { content: ContentRef { hash: [2; 32].into(), location }, samples: 100_000, root: [3; 32].into() },
 		hyper: HyperParams {
 			steps: STEPS,
@@ -98,13 +101,26 @@ fn claim<T: Config>(who: &T::AccountId, job: JobId, unit: UnitIndex) -> Result<(
 		.map_err(|_| BenchmarkError::Stop("claim_unit failed"))
 }
 
-fn proof(steps: u32) -> LearningProof {
-	LearningProof {
-		trace_root: [3; 32].into(),
+/// A proof of unit `unit` of `job` over `steps` steps, anchored at the unit's start, with
+/// the opening of its final state.
+fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(LearningProof, StateOpening), BenchmarkError> {
+	let work_unit = Units::<T>::get(job, unit).ok_or(BenchmarkError::Stop("no unit"))?;
+	let first_step = match work_unit.scope {
+		UnitScope::Steps { first_step, .. } => first_step,
+		UnitScope::Shard { .. } => 0,
+	};
+	let start = work_unit.start_state_root.ok_or(BenchmarkError::Stop("unit not ready"))?;
+	let (trace_root, opening) =
+		filler_trace(first_step, steps, start.0, [5; 32], 3).ok_or(BenchmarkError::Stop("no trace"))?;
+	let proof = LearningProof {
+		trace_root: trace_root.into(),
 		steps,
+		start_state_root: start,
+		final_state_root: [5; 32].into(),
 		final_model_hash: [4; 32].into(),
 		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 3), accuracy: Perbill::from_percent(97) },
-	}
+	};
+	Ok((proof, opening))
 }
 
 /// Claims every unit of `job` (0..units), starting with `first` (registered already, so
@@ -236,8 +252,9 @@ mod benchmarks {
 		two_ranges.requirements.region = None;
 		let job = submitted::<T>(two_ranges)?;
 		claim::<T>(&who, job, 0)?;
+		let (commitment, opening) = proof::<T>(job, 0, STEPS / 2)?;
 		#[extrinsic_call]
-		_(RawOrigin::Signed(who), job, 0, proof(STEPS / 2));
+		_(RawOrigin::Signed(who), job, 0, commitment, opening);
 		assert_eq!(Units::<T>::get(job, 1).map(|u| u.state), Some(UnitState::Pending));
 		Ok(())
 	}
@@ -249,7 +266,8 @@ mod benchmarks {
 		let job = submitted::<T>(shards::<T>(u))?;
 		let holders = claim_all::<T>(job, u, first)?;
 		for (unit, who) in holders.iter().enumerate() {
-			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, proof(STEPS))
+			let (commitment, opening) = proof::<T>(job, unit as u32, STEPS)?;
+			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, commitment, opening)
 				.map_err(|_| BenchmarkError::Stop("submit_proof failed"))?;
 		}
 		advance::<T>(T::ChallengeWindow::get());

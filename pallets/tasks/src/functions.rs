@@ -1,7 +1,7 @@
 //! The tasks pallet's logic: validation, decomposition, the solver path, scheduling,
 //! deadlines, payment, aggregation and removal.
 
-use crate::{pallet::*, BalanceOf, Due, JobOf, UnitKey, WeightInfo, WorkUnitOf};
+use crate::{pallet::*, BalanceOf, Due, JobOf, ProvenUnitOf, UnitKey, WeightInfo, WorkUnitOf};
 use alloc::vec::Vec;
 use polkadot_sdk::{
 	frame_support::{
@@ -21,8 +21,8 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
-	referee::{check_judgeable, kernel_train, ShapeError},
-	traits::{ComputeNodes, ProofLifecycle},
+	referee::{check_judgeable, final_state_root, kernel_train, DataCommitment, ShapeError, StateOpening, TraceCommitment},
+	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
 	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
 	LearningProof, ModelArch, Role, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
 };
@@ -71,6 +71,7 @@ impl<T: Config> Pallet<T> {
 				pool_deadline: None,
 				passed_by: None,
 				start_model_hash: None,
+				start_state_root: None,
 				last_checkpoint: None,
 				proof: None,
 				proven_at: None,
@@ -78,6 +79,7 @@ impl<T: Config> Pallet<T> {
 			};
 			if ready {
 				unit.start_model_hash = initial_model;
+				unit.start_state_root = Some(spec.initial_state_root);
 				Self::enter_pool(&mut unit, (job_id, index), UnitState::Pending, pool_deadline);
 				// Cannot fail: `OpenUnits` was checked against the pool's bound above.
 				pool.try_push((job_id, index)).map_err(|_| Error::<T>::TooManyOpenUnits)?;
@@ -349,11 +351,20 @@ impl<T: Config> Pallet<T> {
 		job_id: JobId,
 		index: UnitIndex,
 		proof: LearningProof,
+		final_state: StateOpening,
 	) -> DispatchResult {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
 		let (first, end) = Self::step_range(&job, &unit);
 		ensure!(proof.steps == end.saturating_sub(first), Error::<T>::StepCountMismatch);
+		// The anchor is the chain's, never the solver's: a dispute over the unit's first
+		// step is judged against it.
+		ensure!(unit.start_state_root == Some(proof.start_state_root), Error::<T>::WrongStartState);
+		let trace = Self::trace_commitment(first, &proof);
+		ensure!(
+			final_state_root(&trace, &final_state).ok() == Some(proof.final_state_root.0),
+			Error::<T>::InvalidFinalState
+		);
 		T::ProofLifecycle::on_proof_submitted(job_id, index, &solver, &proof)?;
 
 		let now = frame_system::Pallet::<T>::block_number();
@@ -376,6 +387,7 @@ impl<T: Config> Pallet<T> {
 		if let Some(mut successor) = Units::<T>::get(job_id, next) {
 			if successor.state == UnitState::Waiting {
 				successor.start_model_hash = Some(proof.final_model_hash);
+				successor.start_state_root = Some(proof.final_state_root);
 				let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
 				Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
 				Units::<T>::insert(job_id, next, successor);
@@ -384,6 +396,16 @@ impl<T: Config> Pallet<T> {
 			}
 		}
 		Ok(())
+	}
+
+	/// A unit's learning proof as the referee takes it.
+	pub(crate) fn trace_commitment(first_step: u32, proof: &LearningProof) -> TraceCommitment {
+		TraceCommitment {
+			trace_root: proof.trace_root.0,
+			first_step,
+			steps: proof.steps,
+			start_state_root: proof.start_state_root.0,
+		}
 	}
 
 	/// Finalizes a proven unit. Returns the job's unit count when the job completed (the
@@ -399,6 +421,14 @@ impl<T: Config> Pallet<T> {
 			Error::<T>::ChallengeWindowOpen
 		);
 		ensure!(T::ProofLifecycle::can_finalize(job_id, index), Error::<T>::FinalizationBlocked);
+		// A step range is paid only once the range it started from is: while that one can
+		// still be overturned, so can this one.
+		if matches!(job.spec.decomposition, Decomposition::StepRanges { .. }) {
+			if let Some(previous) = index.checked_sub(1) {
+				let before = Units::<T>::get(job_id, previous).map(|unit| unit.state);
+				ensure!(before == Some(UnitState::Finalized), Error::<T>::PredecessorNotFinal);
+			}
+		}
 		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
 
 		let price = job.spec.price_per_unit;
@@ -884,6 +914,131 @@ impl<T: Config> Pallet<T> {
 	}
 
 	// ---------------------------------------------------------------------------------
+	// Disputes (the disputes pallet acts through `UnitProofs`)
+	// ---------------------------------------------------------------------------------
+
+	/// A unit whose proof stands (`Proven` or `Challenged`), as a dispute sees it.
+	pub(crate) fn proven_unit(job_id: JobId, index: UnitIndex) -> Option<ProvenUnitOf<T>> {
+		let job = Jobs::<T>::get(job_id)?;
+		let unit = Units::<T>::get(job_id, index)?;
+		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) {
+			return None;
+		}
+		let proof = unit.proof?;
+		let (first, _) = Self::step_range(&job, &unit);
+		let dataset = &job.spec.dataset;
+		let (first_sample, shard_samples) = match unit.scope {
+			UnitScope::Steps { .. } => (0, dataset.samples),
+			UnitScope::Shard { first_sample, samples } => (first_sample, samples),
+		};
+		Some(ProvenUnit {
+			solver: unit.solver?,
+			trace: Self::trace_commitment(first, &proof),
+			data: DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples },
+			price: job.spec.price_per_unit,
+			window_ends: unit.proven_at?.saturating_add(T::ChallengeWindow::get()),
+			challenged: unit.state == UnitState::Challenged,
+			owner: job.owner,
+			model: job.spec.model,
+			hyper: job.spec.hyper,
+			verification: job.spec.verification,
+		})
+	}
+
+	/// Moves a unit between `Proven` and `Challenged`.
+	pub(crate) fn set_challenged(job_id: JobId, index: UnitIndex, challenged: bool) -> DispatchResult {
+		Units::<T>::try_mutate(job_id, index, |unit| {
+			let unit = unit.as_mut().ok_or(Error::<T>::UnitNotFound)?;
+			let from_ok = if challenged {
+				matches!(unit.state, UnitState::Proven | UnitState::Challenged)
+			} else {
+				unit.state == UnitState::Challenged
+			};
+			ensure!(from_ok, Error::<T>::NotDisputable);
+			unit.state = if challenged { UnitState::Challenged } else { UnitState::Proven };
+			Ok(())
+		})
+	}
+
+	/// A challenged unit's proof was overturned (`diverged` false) or its training was
+	/// shown to diverge (`diverged` true). Later step ranges roll back to `Waiting`; the
+	/// solver is released. An overturned unit goes back to the pool from its start (its
+	/// checkpoints came from the same solver), or fails once out of attempts; a diverged
+	/// unit fails, and its job's later ranges with it. Returns the rolled-back units.
+	pub(crate) fn overturn(job_id: JobId, index: UnitIndex, diverged: bool) -> Result<Vec<UnitIndex>, DispatchError> {
+		let mut job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
+		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		ensure!(unit.state == UnitState::Challenged, Error::<T>::NotDisputable);
+		let key = (job_id, index);
+		let rolled_back = Self::roll_back_successors(&job, job_id, index)?;
+		let price = job.spec.price_per_unit;
+		let solver = unit.solver.clone().ok_or(Error::<T>::NotDisputable)?;
+		if !diverged {
+			T::Nodes::note_failed(&solver, price);
+			unit.passed_by = Some(solver.clone());
+		}
+		Self::release_solver(&mut unit, key, price);
+		unit.proof = None;
+		unit.proven_at = None;
+		unit.last_checkpoint = None;
+		if diverged {
+			Self::deposit_event(Event::UnitDiverged { job: job_id, unit: index, solver, rolled_back: rolled_back.len() as u32 });
+		} else {
+			Self::deposit_event(Event::ProofRejected { job: job_id, unit: index, solver, rolled_back: rolled_back.len() as u32 });
+		}
+		if diverged || unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
+			Self::fail_unit(&mut job, key, unit)?;
+			Self::complete_if_done(job_id, job)?;
+		} else {
+			let now = frame_system::Pallet::<T>::block_number();
+			let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
+			Self::enter_pool(&mut unit, key, UnitState::Reassigned, pool_deadline);
+			Units::<T>::insert(job_id, index, unit);
+			Self::enqueue(key)?;
+		}
+		Ok(rolled_back)
+	}
+
+	/// Rolls every later step range that started from unit `index`'s model back to
+	/// `Waiting`: out of the pool, away from its solver (at no cost to it: the attempt is
+	/// given back), its proof void. Nothing for a data-parallel job.
+	fn roll_back_successors(job: &JobOf<T>, job_id: JobId, index: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
+		let mut rolled_back = Vec::new();
+		if !matches!(job.spec.decomposition, Decomposition::StepRanges { .. }) {
+			return Ok(rolled_back);
+		}
+		for later in index.saturating_add(1)..job.units {
+			let Some(mut unit) = Units::<T>::get(job_id, later) else { break };
+			let key = (job_id, later);
+			match unit.state {
+				UnitState::Pending | UnitState::Reassigned => {
+					Pool::<T>::mutate(|pool| pool.retain(|queued| *queued != key));
+					Self::clear_deadline(&mut unit, key);
+				},
+				UnitState::Assigned | UnitState::Proven | UnitState::Verifying | UnitState::Challenged => {
+					if unit.accepted || unit.state != UnitState::Assigned {
+						unit.attempts = unit.attempts.saturating_sub(1);
+					}
+					Self::release_solver(&mut unit, key, job.spec.price_per_unit);
+				},
+				// A range waits for the one before it, and none after a final one moves.
+				UnitState::Waiting | UnitState::Finalized | UnitState::Failed | UnitState::Cancelled => break,
+			}
+			unit.state = UnitState::Waiting;
+			unit.pool_deadline = None;
+			unit.passed_by = None;
+			unit.proof = None;
+			unit.proven_at = None;
+			unit.last_checkpoint = None;
+			unit.start_model_hash = None;
+			unit.start_state_root = None;
+			Units::<T>::insert(job_id, later, unit);
+			rolled_back.push(later);
+		}
+		Ok(rolled_back)
+	}
+
+	// ---------------------------------------------------------------------------------
 	// Invariants
 	// ---------------------------------------------------------------------------------
 
@@ -935,6 +1090,14 @@ impl<T: Config> Pallet<T> {
 					);
 					let exposure = exposure_by_solver.entry(solver.clone()).or_default();
 					*exposure = exposure.saturating_add(price);
+				}
+				ensure!(
+					unit.state.is_final() || (unit.state == UnitState::Waiting) == unit.start_state_root.is_none(),
+					"a unit's start state is known exactly when it no longer waits"
+				);
+				if matches!(unit.state, UnitState::Proven | UnitState::Challenged) {
+					let proof = unit.proof.ok_or("proven unit without a proof")?;
+					ensure!(unit.start_state_root == Some(proof.start_state_root), "proof not anchored at the unit's start");
 				}
 				if unit.state.is_claimable() {
 					ensure!(pool.contains(&(job_id, index)), "claimable unit missing from the pool");

@@ -1,10 +1,17 @@
-//! What the tasks pallet offers others: the staking pallet's view of active work, and the
-//! queries behind the runtime API.
+//! What the tasks pallet offers others: the staking pallet's view of active work, the
+//! disputes pallet's view of proven units, and the queries behind the runtime API.
 
-use crate::{pallet::*, BalanceOf, JobOf};
+use crate::{pallet::*, BalanceOf, JobOf, ProvenUnitOf};
 use alloc::vec::Vec;
-use polkadot_sdk::{frame_support::traits::Get, frame_system::pallet_prelude::BlockNumberFor};
-use touchstone_primitives::{traits::ActiveWork, JobId, JobState, JobStatus, SolverUnit};
+use polkadot_sdk::{
+	frame_support::traits::Get,
+	frame_system::pallet_prelude::BlockNumberFor,
+	sp_runtime::{DispatchError, DispatchResult},
+};
+use touchstone_primitives::{
+	traits::{ActiveWork, UnitProofs},
+	JobId, JobState, JobStatus, SolverUnit, UnitIndex,
+};
 
 impl<T: Config> ActiveWork<T::AccountId, BalanceOf<T>> for Pallet<T> {
 	fn active_units(who: &T::AccountId) -> u32 {
@@ -63,5 +70,27 @@ impl<T: Config> Pallet<T> {
 		let info = Jobs::<T>::get(job)?;
 		let units = (0..info.units).filter_map(|index| Units::<T>::get(job, index)).collect();
 		Some(JobState { job: info, units })
+	}
+}
+
+impl<T: Config> UnitProofs<T::AccountId, BalanceOf<T>, BlockNumberFor<T>> for Pallet<T> {
+	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnitOf<T>> {
+		Self::proven_unit(job, unit)
+	}
+
+	fn open_challenge(job: JobId, unit: UnitIndex) -> DispatchResult {
+		Self::set_challenged(job, unit, true)
+	}
+
+	fn close_challenge(job: JobId, unit: UnitIndex) -> DispatchResult {
+		Self::set_challenged(job, unit, false)
+	}
+
+	fn reject_proof(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
+		Self::overturn(job, unit, false)
+	}
+
+	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
+		Self::overturn(job, unit, true)
 	}
 }

@@ -64,6 +64,13 @@ pub type WorkUnitOf<T> = touchstone_primitives::WorkUnit<
 	frame_system::pallet_prelude::BlockNumberFor<T>,
 >;
 
+/// A unit with a standing proof, as the disputes pallet sees it.
+pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
+	<T as frame_system::Config>::AccountId,
+	BalanceOf<T>,
+	frame_system::pallet_prelude::BlockNumberFor<T>,
+>;
+
 /// What falls due at a block: the sweep in `on_initialize` handles each entry once.
 #[derive(
 	codec::Encode, codec::Decode, codec::DecodeWithMemTracking, codec::MaxEncodedLen, scale_info::TypeInfo,
@@ -462,6 +469,32 @@ pub mod pallet {
 			/// The block from which the job's records are removed.
 			removable_at: BlockNumberFor<T>,
 		},
+		/// A dispute overturned a unit's proof: the unit goes back to the pool from its
+		/// start (or fails once out of attempts), and the later step ranges that started
+		/// from its model wait again.
+		ProofRejected {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver whose proof was overturned.
+			solver: T::AccountId,
+			/// Later step ranges rolled back to `Waiting`.
+			rolled_back: u32,
+		},
+		/// The referee found the unit's training diverges (a non-finite value from finite
+		/// inputs): the unit fails and is refunded, with every later step range, and nobody
+		/// is slashed.
+		UnitDiverged {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver that trained it.
+			solver: T::AccountId,
+			/// Later step ranges rolled back (and failed with it).
+			rolled_back: u32,
+		},
 		/// A finished job's retention ended: its records and units were removed and its
 		/// storage deposit returned. Its events remain for clients.
 		JobRemoved {
@@ -556,6 +589,17 @@ pub mod pallet {
 		ChallengeWindowOpen,
 		/// Verification or a dispute holds the unit back.
 		FinalizationBlocked,
+		/// The proof's start state root is not the unit's: the job's initial state root, or
+		/// the previous step range's proven final state root.
+		WrongStartState,
+		/// The final-state opening does not prove the proof's final state root against its
+		/// trace root.
+		InvalidFinalState,
+		/// The step range before this one is not finalized yet.
+		PredecessorNotFinal,
+		/// The unit has no standing proof (`Proven` or `Challenged`), or is not in the state
+		/// the dispute step needs.
+		NotDisputable,
 	}
 
 	#[pallet::hooks]
@@ -655,7 +699,10 @@ pub mod pallet {
 		}
 
 		/// Commit the learning proof of a unit: the Merkle root of its per-step state
-		/// hashes, its final model hash and metrics. The challenge window opens.
+		/// hashes, the state roots it starts and ends at, its final model hash and metrics.
+		/// `final_state` opens the last step's state hash in the trace, which proves the
+		/// final state root; the start state root must be the unit's. The challenge window
+		/// opens.
 		///
 		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range.
 		#[pallet::call_index(5)]
@@ -665,9 +712,10 @@ pub mod pallet {
 			job: JobId,
 			unit: UnitIndex,
 			proof: LearningProof,
+			final_state: touchstone_primitives::referee::StateOpening,
 		) -> DispatchResult {
 			let solver = ensure_signed(origin)?;
-			Self::do_submit_proof(solver, job, unit, proof)
+			Self::do_submit_proof(solver, job, unit, proof, final_state)
 		}
 
 		/// Finalize a proven unit whose challenge window has passed, paying its solver from

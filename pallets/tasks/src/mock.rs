@@ -60,6 +60,8 @@ pub const DEPOSIT_BASE: u64 = 3;
 pub const DEPOSIT_PER_UNIT: u64 = 1;
 /// Blocks a finished job's records stay.
 pub const RETENTION: u64 = 10;
+/// The test job's initial state root.
+pub const INITIAL_STATE_ROOT: [u8; 32] = [6; 32];
 /// The pool timeout of the test job.
 pub const POOL_TIMEOUT: u32 = 20;
 
@@ -181,6 +183,7 @@ pub fn job_spec() -> JobSpec<u64> {
 			activation: Activation::Relu,
 		},
 		initial_weights: None,
+		initial_state_root: INITIAL_STATE_ROOT.into(),
 		dataset: DatasetRef {
 			content: ContentRef {
 				hash: [7u8; 32].into(),

@@ -9,8 +9,9 @@ use polkadot_sdk::{
 		assert_noop, assert_ok,
 		traits::fungible::{Inspect, InspectHold},
 	},
-	sp_runtime::{BoundedVec, FixedU64, Perbill},
+	sp_runtime::{BoundedVec, DispatchResult, FixedU64, Perbill},
 };
+use touchstone_primitives::referee::{filler_trace, StateOpening};
 use touchstone_primitives::{
 	Aggregation, Checkpoint, Decomposition, DeviceKind, JobResult, JobStatus,
 	LearningProof, ModelArch, TrainingMetrics, UnitScope, UnitState, MAX_DATASET_SAMPLES,
@@ -39,9 +40,33 @@ fn proof(steps: u32, model: u8) -> LearningProof {
 	LearningProof {
 		trace_root: [model; 32].into(),
 		steps,
+		start_state_root: [0; 32].into(),
+		final_state_root: [model.wrapping_add(50); 32].into(),
 		final_model_hash: [model.wrapping_add(100); 32].into(),
 		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
 	}
+}
+
+/// `proof` anchored at the unit's start state, with a trace that proves its final state
+/// root, and that opening.
+fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, StateOpening) {
+	let work_unit = Units::<Test>::get(job, unit).unwrap();
+	let first_step = match work_unit.scope {
+		UnitScope::Steps { first_step, .. } => first_step,
+		UnitScope::Shard { .. } => 0,
+	};
+	proof.start_state_root = work_unit.start_state_root.unwrap_or_default();
+	let (root, opening) =
+		filler_trace(first_step, proof.steps, proof.start_state_root.0, proof.final_state_root.0, proof.trace_root[0])
+			.unwrap();
+	proof.trace_root = root.into();
+	(proof, opening)
+}
+
+/// Submits `proof`, anchored, as `solver`.
+fn submit_proof(solver: u64, job: u64, unit: u32, proof: LearningProof) -> DispatchResult {
+	let (proof, opening) = anchored(job, unit, proof);
+	Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening)
 }
 
 fn state(job: u64, unit: u32) -> UnitState {
@@ -60,7 +85,7 @@ fn complete_unit(solver: u64, job: u64, unit: u32, model: u8) {
 		UnitScope::Steps { steps, .. } => steps,
 		UnitScope::Shard { .. } => Jobs::<Test>::get(job).unwrap().spec.hyper.steps,
 	};
-	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof(steps, model)));
+	assert_ok!(submit_proof(solver, job, unit, proof(steps, model)));
 	run_to_block(System::block_number() + CHALLENGE_WINDOW);
 	assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, unit));
 }
@@ -321,8 +346,8 @@ mod solver_path {
 			assert!(!Deadlines::<Test>::contains_key(11, Due::Unit((job, 0))));
 			assert!(Deadlines::<Test>::contains_key(13, Due::Unit((job, 0))));
 
-			let commitment = proof(25, 1);
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, commitment));
+			let (commitment, opening) = anchored(job, 0, proof(25, 1));
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, commitment, opening));
 			assert_eq!(
 				tasks_events(),
 				vec![
@@ -336,6 +361,8 @@ mod solver_path {
 			// The next range starts from this range's final model.
 			let next = Units::<Test>::get(job, 1).unwrap();
 			assert_eq!((next.state, next.start_model_hash), (UnitState::Pending, Some(commitment.final_model_hash)));
+			// The next range is anchored at this one's proven end.
+			assert_eq!(next.start_state_root, Some(commitment.final_state_root));
 
 			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::ChallengeWindowOpen);
 			run_to_block(3 + CHALLENGE_WINDOW);
@@ -361,7 +388,7 @@ mod solver_path {
 				Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint),
 				Error::<Test>::NotAccepted
 			);
-			assert_noop!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)), Error::<Test>::NotAccepted);
+			assert_noop!(submit_proof(BOB, job, 0, proof(25, 1)), Error::<Test>::NotAccepted);
 			assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 0));
 			System::assert_last_event(Event::UnitAccepted { job, unit: 0, solver: BOB, deadline: 12 }.into());
 			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 0), Error::<Test>::AlreadyAccepted);
@@ -411,7 +438,7 @@ mod solver_path {
 				Error::<Test>::NotAssignedSolver
 			);
 			assert_noop!(
-				Tasks::submit_proof(RuntimeOrigin::signed(CHARLIE), job, 0, proof(25, 1)),
+				submit_proof(CHARLIE, job, 0, proof(25, 1)),
 				Error::<Test>::NotAssignedSolver
 			);
 			assert_noop!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, 0), Error::<Test>::AlreadyAccepted);
@@ -444,7 +471,7 @@ mod solver_path {
 			let job = submit(job_spec());
 			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
 			assert_noop!(
-				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(24, 1)),
+				submit_proof(BOB, job, 0, proof(24, 1)),
 				Error::<Test>::StepCountMismatch
 			);
 		});
@@ -458,7 +485,7 @@ mod solver_path {
 			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 8), Error::<Test>::UnitNotFound);
 			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::UnitNotProven);
 			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)));
+			assert_ok!(submit_proof(BOB, job, 0, proof(25, 1)));
 			run_to_block(1 + CHALLENGE_WINDOW);
 			HoldFinalization::set(true);
 			assert_noop!(
@@ -714,8 +741,8 @@ mod aggregation {
 			first.metrics = TrainingMetrics { loss: FixedU64::from_u32(1), accuracy: Perbill::from_percent(60) };
 			let mut second = proof(100, 2);
 			second.metrics = TrainingMetrics { loss: FixedU64::from_u32(4), accuracy: Perbill::from_percent(90) };
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, first));
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 1, second));
+			assert_ok!(submit_proof(BOB, job, 0, first));
+			assert_ok!(submit_proof(BOB, job, 1, second));
 			run_to_block(1 + CHALLENGE_WINDOW);
 			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 1));
 			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
@@ -860,7 +887,7 @@ mod hardening {
 				Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint),
 				Error::<Test>::DeadlinePassed
 			);
-			assert_noop!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)), Error::<Test>::DeadlinePassed);
+			assert_noop!(submit_proof(BOB, job, 0, proof(25, 1)), Error::<Test>::DeadlinePassed);
 			System::set_block_number(11);
 			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(BOB), job, 0, checkpoint));
 		});
@@ -897,11 +924,11 @@ mod hardening {
 			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
 			RejectProofs::set(true);
 			assert_noop!(
-				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)),
+				submit_proof(BOB, job, 0, proof(25, 1)),
 				polkadot_sdk::sp_runtime::DispatchError::Other("proof refused")
 			);
 			RejectProofs::set(false);
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, proof(25, 1)));
+			assert_ok!(submit_proof(BOB, job, 0, proof(25, 1)));
 		});
 	}
 
