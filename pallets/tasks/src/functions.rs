@@ -1052,7 +1052,7 @@ impl<T: Config> Pallet<T> {
 	/// - no deadline lies behind the sweep's cursor;
 	/// - `OpenUnits` counts the units that are not final, and each job's `units_final`
 	///   counts its final units; a finished job has a result and a removal scheduled.
-	#[cfg(any(feature = "try-runtime", test))]
+	#[cfg(any(feature = "try-runtime", feature = "std"))]
 	pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 		use alloc::collections::btree_map::BTreeMap;
 		use polkadot_sdk::frame_support::traits::fungible::InspectHold;

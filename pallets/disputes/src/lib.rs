@@ -1,0 +1,813 @@
+//! # Touchstone disputes
+//!
+//! A bonded challenger disputes a unit's learning proof within its challenge window by
+//! posting a challenge bond and its own trace root over the unit's steps, from the same
+//! chain-fixed start state. The solver (the defender) and the challenger then play three
+//! bisection games, one call per side per round, each before a deadline:
+//!
+//! 1. over the unit's step-level trees, to the first step whose state hash they disagree on;
+//! 2. each side binds its operator root of that step to its trace
+//!    ([`bind_step`](touchstone_primitives::referee::bind_step)), and they bisect the
+//!    operator-level trees to the first operator they disagree on;
+//! 3. each side binds its piece root of that operator
+//!    ([`bind_operator`](touchstone_primitives::referee::bind_operator)), and they bisect
+//!    the piece trees to the first piece they disagree on.
+//!
+//! Every tree's shape comes from the job (the unit's step count, the step graph's operator
+//! count, the operator's piece count), so a side whose tree has another shape cannot
+//! answer a round and loses by timeout, as does any side that falls silent. Finally the
+//! runtime runs the kernels' referee on the defender's claimed piece, with the
+//! commitments and position from the chain's records and the game, and the defender's
+//! openings. A claim upheld means the challenger was wrong (their pieces differ and
+//! everything before agrees); a claim refused means the proof is wrong; a non-finite
+//! recomputation means the training diverges, which is nobody's fault.
+//!
+//! The loser pays: a defender that loses is slashed `SolverSlash` of its solver bond,
+//! `WinnerShare` of it to the challenger and the rest to the slash destination (the
+//! jackpot), and its unit is redone; a challenger that loses forfeits its bond, shared
+//! the same way between the defender and the jackpot. Several challengers may dispute one
+//! proof; once one wins, the others' disputes are moot and their bonds returned, so no one
+//! is paid twice. A unit cannot be finalized while any dispute over it is open.
+//!
+//! The pallet sees units only through [`UnitProofs`], bonds through [`ComputeNodes`] and
+//! [`Slash`], and tells the tasks pallet whether a unit may be finalized through
+//! [`ProofLifecycle`].
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub use pallet::*;
+pub use types::*;
+pub use weights::WeightInfo;
+
+mod types;
+pub mod weights;
+
+#[cfg(feature = "runtime-benchmarks")]
+mod benchmarking;
+#[cfg(test)]
+mod mock;
+#[cfg(test)]
+mod tests;
+
+use polkadot_sdk::{frame_support, frame_system};
+
+/// The balance type of the pallet's currency.
+pub type BalanceOf<T> = <<T as Config>::Currency as frame_support::traits::fungible::Inspect<
+	<T as frame_system::Config>::AccountId,
+>>::Balance;
+
+/// A dispute as stored.
+pub type DisputeOf<T> =
+	DisputeInfo<<T as frame_system::Config>::AccountId, BalanceOf<T>, frame_system::pallet_prelude::BlockNumberFor<T>>;
+
+/// A proven unit as the tasks pallet describes it.
+pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
+	<T as frame_system::Config>::AccountId,
+	BalanceOf<T>,
+	frame_system::pallet_prelude::BlockNumberFor<T>,
+>;
+
+#[frame_support::pallet]
+pub mod pallet {
+	use super::*;
+	use alloc::vec::Vec;
+	use codec::Encode;
+	use frame_support::{
+		pallet_prelude::*,
+		traits::{
+			fungible::{Inspect, Mutate, MutateHold},
+			tokens::{Fortitude, Precision, Restriction},
+		},
+	};
+	use frame_system::pallet_prelude::*;
+	use polkadot_sdk::sp_runtime::{
+		traits::{Saturating, Zero},
+		Perbill,
+	};
+	use touchstone_primitives::{
+		referee::{
+			bind_operator, bind_step, judge, job_graph, level_leaves, Digest, Dispute, Foul, Game, Graph, Level,
+			MerkleProof, Openings, Position, RefereeError, Reveal, StepBinding, TraceCommitment,
+		},
+		traits::{ComputeNodes, Slash, UnitProofs},
+		JobId, Role, SlashReason, UnitIndex, VerificationMode,
+	};
+
+	/// The in-code storage version.
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+
+	#[pallet::pallet]
+	#[pallet::storage_version(STORAGE_VERSION)]
+	pub struct Pallet<T>(_);
+
+	#[pallet::config]
+	pub trait Config: polkadot_sdk::frame_system::Config {
+		/// The currency challenge bonds are held in.
+		type Currency: Inspect<Self::AccountId>
+			+ Mutate<Self::AccountId>
+			+ MutateHold<Self::AccountId, Reason = Self::RuntimeHoldReason>;
+
+		/// The overarching hold reason.
+		type RuntimeHoldReason: From<HoldReason>;
+
+		/// Units with committed proofs: what a dispute judges and what it moves.
+		type Units: UnitProofs<Self::AccountId, BalanceOf<Self>, BlockNumberFor<Self>>;
+
+		/// The compute-node registry: who is bonded as a challenger.
+		type Nodes: ComputeNodes<Self::AccountId, BalanceOf<Self>>;
+
+		/// Slashing of a losing solver's bond.
+		type Slash: Slash<Self::AccountId, BalanceOf<Self>>;
+
+		/// Where the part of a forfeited challenge bond that does not go to the winner goes.
+		type Jackpot: Get<Self::AccountId>;
+
+		/// The bond a challenger posts with each challenge.
+		#[pallet::constant]
+		type ChallengeBond: Get<BalanceOf<Self>>;
+
+		/// What a solver whose proof is overturned is slashed, from its solver bond (and
+		/// then its unbonding funds).
+		#[pallet::constant]
+		type SolverSlash: Get<BalanceOf<Self>>;
+
+		/// The winner's share of what the loser forfeits; the rest goes to the jackpot.
+		#[pallet::constant]
+		type WinnerShare: Get<Perbill>;
+
+		/// Blocks each side has to answer a phase of a dispute.
+		#[pallet::constant]
+		type ResponseWindow: Get<BlockNumberFor<Self>>;
+
+		/// Most disputes open over one unit at a time.
+		#[pallet::constant]
+		type MaxDisputesPerUnit: Get<u32>;
+
+		/// The largest encoded openings `resolve` accepts, in bytes.
+		#[pallet::constant]
+		type MaxOpeningsLen: Get<u32>;
+
+		/// Weights of this pallet's calls, from its benchmarks.
+		type WeightInfo: WeightInfo;
+	}
+
+	/// Why this pallet holds funds.
+	#[pallet::composite_enum]
+	pub enum HoldReason {
+		/// A challenger's bond, held while its dispute is open.
+		ChallengeBond,
+	}
+
+	/// The id the next dispute gets.
+	#[pallet::storage]
+	pub type NextDisputeId<T> = StorageValue<_, DisputeId, ValueQuery>;
+
+	/// Open disputes by id.
+	#[pallet::storage]
+	pub type Disputes<T: Config> = StorageMap<_, Twox64Concat, DisputeId, DisputeOf<T>>;
+
+	/// The open disputes over each unit.
+	#[pallet::storage]
+	pub type UnitDisputes<T: Config> =
+		StorageMap<_, Twox64Concat, UnitKey, BoundedVec<DisputeId, T::MaxDisputesPerUnit>, ValueQuery>;
+
+	#[pallet::event]
+	#[pallet::generate_deposit(pub(super) fn deposit_event)]
+	pub enum Event<T: Config> {
+		/// A challenger disputed a unit's learning proof.
+		DisputeOpened {
+			/// The new dispute.
+			dispute: DisputeId,
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver defending its proof.
+			defender: T::AccountId,
+			/// The challenger.
+			challenger: T::AccountId,
+			/// The challenger's trace root.
+			trace_root: Digest,
+			/// The last block the first round may be answered in.
+			deadline: BlockNumberFor<T>,
+		},
+		/// A side answered the current phase.
+		Answered {
+			/// The dispute.
+			dispute: DisputeId,
+			/// Who answered.
+			party: Party,
+		},
+		/// Both sides answered: the dispute moved on to `phase`.
+		Advanced {
+			/// The dispute.
+			dispute: DisputeId,
+			/// Where it stands now.
+			phase: Phase,
+			/// Bisection rounds played so far.
+			rounds: u32,
+			/// The last block the new phase may be answered in.
+			deadline: BlockNumberFor<T>,
+		},
+		/// A dispute ended.
+		DisputeResolved {
+			/// The dispute.
+			dispute: DisputeId,
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The outcome.
+			ruling: Ruling,
+			/// Why.
+			grounds: Grounds,
+			/// What the loser forfeited (the solver's slash or the challenger's bond).
+			forfeited: BalanceOf<T>,
+			/// What of it went to the winner.
+			to_winner: BalanceOf<T>,
+		},
+		/// A dispute became moot (another dispute over the unit, or over the step range it
+		/// started from, overturned or ended the proof) and its bond was returned.
+		DisputeDismissed {
+			/// The dispute.
+			dispute: DisputeId,
+			/// The bond returned.
+			returned: BalanceOf<T>,
+		},
+	}
+
+	#[pallet::error]
+	pub enum Error<T> {
+		/// The unit has no standing proof, or it does not exist.
+		NotDisputable,
+		/// The unit's challenge window has closed.
+		WindowClosed,
+		/// Only a node bonded as a challenger may challenge.
+		NotBondedChallenger,
+		/// A solver cannot challenge its own proof.
+		OwnProof,
+		/// The challenger's trace root equals the proof's: there is nothing to dispute.
+		NoDisagreement,
+		/// The challenger already disputes this unit.
+		AlreadyChallenged,
+		/// The unit has as many open disputes as it may.
+		TooManyDisputes,
+		/// Tolerance-mode proofs are decided by re-execution committees, not by the
+		/// bit-exact referee; this chain does not run them yet.
+		ToleranceNotSupported,
+		/// The challenger cannot pay the challenge bond.
+		InsufficientBalance,
+		/// No open dispute has this id.
+		DisputeNotFound,
+		/// The caller is neither side of the dispute.
+		NotAParty,
+		/// The dispute is not in the phase this call answers.
+		WrongPhase,
+		/// The caller already answered this phase.
+		AlreadyAnswered,
+		/// The phase's deadline has passed.
+		DeadlinePassed,
+		/// The deadline has not passed yet.
+		DeadlineNotReached,
+		/// The reveal does not hash to the caller's current node.
+		RevealInconsistent,
+		/// The reveal's shape (a right child or none) is not the job's tree's at this node.
+		RevealMisshapen,
+		/// The operator root does not bind to the caller's trace at the disputed step.
+		InvalidStepBinding,
+		/// The piece root does not bind to the caller's operator root at the disputed operator.
+		InvalidOperatorBinding,
+		/// The openings do not prove the claim's inputs against the chain's commitments.
+		InvalidOpenings,
+		/// The encoded openings exceed `MaxOpeningsLen`.
+		OpeningsTooLarge,
+		/// The job's shape cannot be built: no dispute over it can be judged.
+		InvalidJob,
+	}
+
+	#[pallet::hooks]
+	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
+		fn integrity_test() {
+			assert!(!T::ChallengeBond::get().is_zero(), "ChallengeBond must be positive");
+			assert!(!T::SolverSlash::get().is_zero(), "SolverSlash must be positive");
+			assert!(!T::ResponseWindow::get().is_zero(), "ResponseWindow must be positive");
+			assert!(T::MaxDisputesPerUnit::get() > 0, "MaxDisputesPerUnit must be positive");
+			assert!(T::WinnerShare::get() <= Perbill::one(), "WinnerShare is a share");
+		}
+
+		#[cfg(feature = "try-runtime")]
+		fn try_state(_n: BlockNumberFor<T>) -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+			Self::do_try_state()
+		}
+	}
+
+	#[pallet::call]
+	impl<T: Config> Pallet<T> {
+		/// Dispute the learning proof of unit `unit` of `job`, within its challenge window,
+		/// with `trace_root`: the caller's own Merkle root over the unit's per-step state
+		/// hashes, from the unit's start state. Holds `ChallengeBond` from the caller, who
+		/// must be bonded as a challenger. The unit cannot be finalized until the dispute
+		/// ends.
+		///
+		/// Emits `DisputeOpened`.
+		#[pallet::call_index(0)]
+		#[pallet::weight(T::WeightInfo::challenge())]
+		pub fn challenge(origin: OriginFor<T>, job: JobId, unit: UnitIndex, trace_root: Digest) -> DispatchResult {
+			let challenger = ensure_signed(origin)?;
+			Self::do_challenge(challenger, job, unit, trace_root)
+		}
+
+		/// Answer a round of bisection: the children of the caller's current node in the
+		/// tree of the current level. The round is played once both sides answered.
+		///
+		/// Emits `Answered`, and `Advanced` once the round is played.
+		#[pallet::call_index(1)]
+		#[pallet::weight(T::WeightInfo::reveal())]
+		pub fn reveal(origin: OriginFor<T>, dispute: DisputeId, reveal: Reveal) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			Self::do_reveal(who, dispute, reveal)
+		}
+
+		/// Name the caller's operator root of the disputed step, with `binding`: the proofs
+		/// that tie it to the caller's trace (its previous state, the batch, state and loss
+		/// operators' leaves). Once both sides bound theirs, the operator level starts.
+		///
+		/// Emits `Answered`, and `Advanced` once both answered.
+		#[pallet::call_index(2)]
+		#[pallet::weight(T::WeightInfo::bind_step())]
+		pub fn bind_step(
+			origin: OriginFor<T>,
+			dispute: DisputeId,
+			operator_root: Digest,
+			binding: StepBinding,
+		) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			Self::do_bind_step(who, dispute, operator_root, binding)
+		}
+
+		/// Name the caller's piece root of the disputed operator, with `proof`: the
+		/// operator's leaf under the caller's operator root. Once both sides bound theirs,
+		/// the piece level starts.
+		///
+		/// Emits `Answered`, and `Advanced` once both answered.
+		#[pallet::call_index(3)]
+		#[pallet::weight(T::WeightInfo::bind_operator())]
+		pub fn bind_operator(
+			origin: OriginFor<T>,
+			dispute: DisputeId,
+			piece_root: Digest,
+			proof: MerkleProof,
+		) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			Self::do_bind_operator(who, dispute, piece_root, proof)
+		}
+
+		/// Have the runtime's referee judge the defender's claimed piece, from `openings`:
+		/// the preimages and proofs of everything the piece reads, and of the claim, under
+		/// the defender's commitments. Anyone may submit them. Openings that do not prove
+		/// out are refused and change nothing.
+		///
+		/// Emits `DisputeResolved`.
+		#[pallet::call_index(4)]
+		#[pallet::weight(T::WeightInfo::resolve())]
+		pub fn resolve(origin: OriginFor<T>, dispute: DisputeId, openings: Openings) -> DispatchResult {
+			ensure_signed(origin)?;
+			Self::do_resolve(dispute, openings)
+		}
+
+		/// End a dispute whose phase deadline has passed, against the side that did not
+		/// answer: the defender, in the referee's phase; the challenger, if neither answered
+		/// (it brought the case). Anyone may call it; it is free when it succeeds.
+		///
+		/// Emits `DisputeResolved`.
+		#[pallet::call_index(5)]
+		#[pallet::weight(T::WeightInfo::time_out())]
+		pub fn time_out(origin: OriginFor<T>, dispute: DisputeId) -> DispatchResultWithPostInfo {
+			ensure_signed(origin)?;
+			Self::do_time_out(dispute)?;
+			Ok(Pays::No.into())
+		}
+	}
+
+	impl<T: Config> Pallet<T> {
+		pub(crate) fn do_challenge(
+			challenger: T::AccountId,
+			job: JobId,
+			unit: UnitIndex,
+			trace_root: Digest,
+		) -> DispatchResult {
+			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NotDisputable)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now <= proven.window_ends, Error::<T>::WindowClosed);
+			ensure!(challenger != proven.solver, Error::<T>::OwnProof);
+			ensure!(T::Nodes::is_bonded_for(&challenger, Role::Challenger), Error::<T>::NotBondedChallenger);
+			ensure!(matches!(proven.verification, VerificationMode::Exact), Error::<T>::ToleranceNotSupported);
+			ensure!(trace_root != proven.trace.trace_root, Error::<T>::NoDisagreement);
+			let key = (job, unit);
+			let open = UnitDisputes::<T>::get(key);
+			ensure!(
+				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == challenger)),
+				Error::<T>::AlreadyChallenged
+			);
+			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
+			let bond = T::ChallengeBond::get();
+			T::Currency::hold(&HoldReason::ChallengeBond.into(), &challenger, bond)
+				.map_err(|_| Error::<T>::InsufficientBalance)?;
+			let id = NextDisputeId::<T>::get();
+			UnitDisputes::<T>::try_mutate(key, |open| open.try_push(id)).map_err(|_| Error::<T>::TooManyDisputes)?;
+			NextDisputeId::<T>::put(id.saturating_add(1));
+			T::Units::open_challenge(job, unit)?;
+			let deadline = now.saturating_add(T::ResponseWindow::get());
+			let mut info = DisputeInfo {
+				job,
+				unit,
+				defender: proven.solver.clone(),
+				challenger: challenger.clone(),
+				bond,
+				challenger_trace_root: trace_root,
+				step: None,
+				operator_roots: None,
+				operator: None,
+				piece_roots: None,
+				piece: None,
+				phase: Phase::Judge,
+				deadline,
+				rounds: 0,
+			};
+			let nodes = Pair { defender: proven.trace.trace_root, challenger: trace_root };
+			Self::enter_level(&mut info, &graph, &proven.trace, Level::Steps, nodes)?;
+			Self::deposit_event(Event::DisputeOpened {
+				dispute: id,
+				job,
+				unit,
+				defender: proven.solver,
+				challenger,
+				trace_root,
+				deadline,
+			});
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
+		pub(crate) fn do_reveal(who: T::AccountId, id: DisputeId, reveal: Reveal) -> DispatchResult {
+			let (mut info, party, proven) = Self::answering(&who, id)?;
+			let Phase::Bisect { level, mut game, nodes, mut reveals } = info.phase.clone() else {
+				return Err(Error::<T>::WrongPhase.into());
+			};
+			ensure!(reveals.get(party).is_none(), Error::<T>::AlreadyAnswered);
+			game.check(nodes.get(party), &reveal).map_err(|foul| match foul {
+				Foul::Inconsistent => Error::<T>::RevealInconsistent,
+				Foul::Misshapen => Error::<T>::RevealMisshapen,
+			})?;
+			*reveals.get_mut(party) = Some(reveal);
+			Self::deposit_event(Event::Answered { dispute: id, party });
+			let Some(both) = reveals.both() else {
+				info.phase = Phase::Bisect { level, game, nodes, reveals };
+				Disputes::<T>::insert(id, info);
+				return Ok(());
+			};
+			// Both reveals were checked against their nodes, whose shapes are the job's, and
+			// the nodes differ, so the round always plays.
+			let (defender, challenger) = game
+				.play(&nodes.defender, &nodes.challenger, both.defender, both.challenger)
+				.map_err(|_| Error::<T>::RevealInconsistent)?;
+			info.rounds = info.rounds.saturating_add(1);
+			info.phase = Phase::Bisect { level, game, nodes: Pair { defender, challenger }, reveals: Pair::default() };
+			Self::settle_level(&mut info, &proven.trace)?;
+			Self::advanced(id, &info);
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
+		pub(crate) fn do_bind_step(
+			who: T::AccountId,
+			id: DisputeId,
+			operator_root: Digest,
+			binding: StepBinding,
+		) -> DispatchResult {
+			let (mut info, party, proven) = Self::answering(&who, id)?;
+			let Phase::BindStep { mut roots } = info.phase.clone() else {
+				return Err(Error::<T>::WrongPhase.into());
+			};
+			ensure!(roots.get(party).is_none(), Error::<T>::AlreadyAnswered);
+			let step = info.step.ok_or(Error::<T>::WrongPhase)?;
+			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
+			let trace = Self::trace_of(&info, &proven.trace, party);
+			bind_step(&graph, &trace, step, &operator_root, &binding).map_err(|_| Error::<T>::InvalidStepBinding)?;
+			*roots.get_mut(party) = Some(operator_root);
+			Self::deposit_event(Event::Answered { dispute: id, party });
+			match roots.both() {
+				Some(both) => {
+					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
+					info.operator_roots = Some(nodes);
+					Self::enter_level(&mut info, &graph, &proven.trace, Level::Operators, nodes)?;
+					Self::advanced(id, &info);
+				},
+				None => info.phase = Phase::BindStep { roots },
+			}
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
+		pub(crate) fn do_bind_operator(
+			who: T::AccountId,
+			id: DisputeId,
+			piece_root: Digest,
+			proof: MerkleProof,
+		) -> DispatchResult {
+			let (mut info, party, proven) = Self::answering(&who, id)?;
+			let Phase::BindOperator { mut roots } = info.phase.clone() else {
+				return Err(Error::<T>::WrongPhase.into());
+			};
+			ensure!(roots.get(party).is_none(), Error::<T>::AlreadyAnswered);
+			let (operator, operator_roots) =
+				info.operator.zip(info.operator_roots).ok_or(Error::<T>::WrongPhase)?;
+			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
+			bind_operator(&graph, operator, operator_roots.get(party), &piece_root, &proof)
+				.map_err(|_| Error::<T>::InvalidOperatorBinding)?;
+			*roots.get_mut(party) = Some(piece_root);
+			Self::deposit_event(Event::Answered { dispute: id, party });
+			match roots.both() {
+				Some(both) => {
+					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
+					info.piece_roots = Some(nodes);
+					Self::enter_level(&mut info, &graph, &proven.trace, Level::Pieces { operator }, nodes)?;
+					Self::advanced(id, &info);
+				},
+				None => info.phase = Phase::BindOperator { roots },
+			}
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
+		pub(crate) fn do_resolve(id: DisputeId, openings: Openings) -> DispatchResult {
+			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now <= info.deadline, Error::<T>::DeadlinePassed);
+			ensure!(info.phase == Phase::Judge, Error::<T>::WrongPhase);
+			ensure!(openings.encoded_size() <= T::MaxOpeningsLen::get() as usize, Error::<T>::OpeningsTooLarge);
+			let proven = T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable)?;
+			let (step, operator, piece) = (info.step, info.operator, info.piece);
+			let (Some(step), Some(operator), Some(piece)) = (step, operator, piece) else {
+				return Err(Error::<T>::WrongPhase.into());
+			};
+			let (operator_roots, piece_roots) =
+				info.operator_roots.zip(info.piece_roots).ok_or(Error::<T>::WrongPhase)?;
+			// Everything the referee judges against comes from the chain: the defender's
+			// proof, the job's data, the position and roots the game fixed.
+			let case = Dispute {
+				trace: proven.trace.clone(),
+				data: proven.data.clone(),
+				position: Position { step, operator, piece },
+				operator_root: operator_roots.defender,
+				piece_root: piece_roots.defender,
+			};
+			let ruling = match judge(&proven.model, &proven.hyper, &case, &openings) {
+				Ok(_) => Ruling::DefenderWins,
+				Err(RefereeError::WrongClaimedOutput { .. }) => Ruling::ChallengerWins,
+				Err(RefereeError::NonFiniteOutput) => Ruling::Diverged,
+				Err(_) => return Err(Error::<T>::InvalidOpenings.into()),
+			};
+			Self::conclude(id, info, &proven, ruling, Grounds::Referee)
+		}
+
+		pub(crate) fn do_time_out(id: DisputeId) -> DispatchResult {
+			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now > info.deadline, Error::<T>::DeadlineNotReached);
+			let silent = match &info.phase {
+				Phase::Bisect { reveals, .. } => reveals.missing(),
+				Phase::BindStep { roots } | Phase::BindOperator { roots } => roots.missing(),
+				Phase::Judge => Some(Party::Defender),
+			};
+			// Neither side answered: the challenger brought the case and abandoned it.
+			let ruling = match silent.unwrap_or(Party::Challenger) {
+				Party::Defender => Ruling::ChallengerWins,
+				Party::Challenger => Ruling::DefenderWins,
+			};
+			let proven = T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable)?;
+			Self::conclude(id, info, &proven, ruling, Grounds::Timeout)
+		}
+
+		/// The dispute `id`, the side `who` is on, and its unit, if `who` may still answer.
+		fn answering(who: &T::AccountId, id: DisputeId) -> Result<(DisputeOf<T>, Party, ProvenUnitOf<T>), DispatchError> {
+			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
+			let party = if *who == info.defender {
+				Party::Defender
+			} else if *who == info.challenger {
+				Party::Challenger
+			} else {
+				return Err(Error::<T>::NotAParty.into());
+			};
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now <= info.deadline, Error::<T>::DeadlinePassed);
+			let proven = T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable)?;
+			Ok((info, party, proven))
+		}
+
+		/// `party`'s learning proof: the defender's is the chain's record; the challenger's
+		/// is the same with its own trace root.
+		fn trace_of(info: &DisputeOf<T>, defender: &TraceCommitment, party: Party) -> TraceCommitment {
+			match party {
+				Party::Defender => defender.clone(),
+				Party::Challenger => TraceCommitment { trace_root: info.challenger_trace_root, ..defender.clone() },
+			}
+		}
+
+		/// Starts bisecting `level`'s trees from the sides' roots `nodes`; a tree of a
+		/// single leaf needs no round.
+		fn enter_level(
+			info: &mut DisputeOf<T>,
+			graph: &Graph,
+			trace: &TraceCommitment,
+			level: Level,
+			nodes: Pair<Digest>,
+		) -> DispatchResult {
+			let leaves = level_leaves(graph, trace, level).map_err(|_| Error::<T>::InvalidJob)?;
+			let game = Game::new(leaves).map_err(|_| Error::<T>::InvalidJob)?;
+			info.phase = Phase::Bisect { level, game, nodes, reveals: Pair::default() };
+			Self::settle_level(info, trace)
+		}
+
+		/// If the current level's game stands on a leaf, records it and moves to the next
+		/// phase; the new phase's deadline starts now either way.
+		fn settle_level(info: &mut DisputeOf<T>, trace: &TraceCommitment) -> DispatchResult {
+			info.deadline = frame_system::Pallet::<T>::block_number().saturating_add(T::ResponseWindow::get());
+			let Phase::Bisect { level, game, .. } = &info.phase else { return Ok(()) };
+			let Some(leaf) = game.leaf() else { return Ok(()) };
+			match *level {
+				Level::Steps => {
+					info.step = Some(trace.first_step.saturating_add(leaf));
+					info.phase = Phase::BindStep { roots: Pair::default() };
+				},
+				Level::Operators => {
+					info.operator = Some(leaf);
+					info.phase = Phase::BindOperator { roots: Pair::default() };
+				},
+				Level::Pieces { .. } => {
+					info.piece = Some(leaf);
+					info.phase = Phase::Judge;
+				},
+			}
+			Ok(())
+		}
+
+		fn advanced(id: DisputeId, info: &DisputeOf<T>) {
+			Self::deposit_event(Event::Advanced {
+				dispute: id,
+				phase: info.phase.clone(),
+				rounds: info.rounds,
+				deadline: info.deadline,
+			});
+		}
+
+		/// Ends dispute `id` with `ruling`: the loser pays, the unit moves on, and disputes
+		/// the ruling makes moot are dismissed.
+		fn conclude(
+			id: DisputeId,
+			info: DisputeOf<T>,
+			proven: &ProvenUnitOf<T>,
+			ruling: Ruling,
+			grounds: Grounds,
+		) -> DispatchResult {
+			Self::forget(id, &info);
+			let (forfeited, to_winner) = match ruling {
+				Ruling::ChallengerWins => {
+					Self::release_bond(&info)?;
+					let slashed = T::Slash::slash(
+						&info.defender,
+						Role::Solver,
+						T::SolverSlash::get(),
+						SlashReason::InvalidProof,
+						Some((&info.challenger, T::WinnerShare::get())),
+					)?;
+					let moot = T::Units::reject_proof(info.job, info.unit)?;
+					Self::dismiss_moot(info.job, info.unit, &moot)?;
+					(slashed, T::WinnerShare::get().mul_floor(slashed))
+				},
+				Ruling::Diverged => {
+					Self::release_bond(&info)?;
+					let moot = T::Units::diverged(info.job, info.unit)?;
+					Self::dismiss_moot(info.job, info.unit, &moot)?;
+					(Zero::zero(), Zero::zero())
+				},
+				Ruling::DefenderWins => {
+					let to_winner = T::WinnerShare::get().mul_floor(info.bond);
+					let to_jackpot = info.bond.saturating_sub(to_winner);
+					for (to, amount) in [(&info.defender, to_winner), (&T::Jackpot::get(), to_jackpot)] {
+						if amount.is_zero() {
+							continue;
+						}
+						T::Currency::transfer_on_hold(
+							&HoldReason::ChallengeBond.into(),
+							&info.challenger,
+							to,
+							amount,
+							Precision::Exact,
+							Restriction::Free,
+							// The bond is forfeit: a freeze on the challenger cannot keep it.
+							Fortitude::Force,
+						)?;
+					}
+					if UnitDisputes::<T>::get((info.job, info.unit)).is_empty() && proven.challenged {
+						T::Units::close_challenge(info.job, info.unit)?;
+					}
+					(info.bond, to_winner)
+				},
+			};
+			Self::deposit_event(Event::DisputeResolved {
+				dispute: id,
+				job: info.job,
+				unit: info.unit,
+				ruling,
+				grounds,
+				forfeited,
+				to_winner,
+			});
+			Ok(())
+		}
+
+		/// Dismisses every other dispute over `unit` and every dispute over the `moot`
+		/// units of `job`, returning their bonds: the proofs they dispute are gone.
+		fn dismiss_moot(job: JobId, unit: UnitIndex, moot: &[UnitIndex]) -> DispatchResult {
+			for index in core::iter::once(unit).chain(moot.iter().copied()) {
+				let ids: Vec<DisputeId> = UnitDisputes::<T>::take((job, index)).into_inner();
+				for id in ids {
+					if let Some(info) = Disputes::<T>::take(id) {
+						let returned = Self::release_bond(&info)?;
+						Self::deposit_event(Event::DisputeDismissed { dispute: id, returned });
+					}
+				}
+			}
+			Ok(())
+		}
+
+		/// Removes dispute `id` from storage.
+		fn forget(id: DisputeId, info: &DisputeOf<T>) {
+			Disputes::<T>::remove(id);
+			UnitDisputes::<T>::mutate_exists((info.job, info.unit), |open| {
+				if let Some(list) = open {
+					list.retain(|open_id| *open_id != id);
+					if list.is_empty() {
+						*open = None;
+					}
+				}
+			});
+		}
+
+		/// Returns the challenger's bond.
+		fn release_bond(info: &DisputeOf<T>) -> Result<BalanceOf<T>, DispatchError> {
+			T::Currency::release(&HoldReason::ChallengeBond.into(), &info.challenger, info.bond, Precision::BestEffort)
+		}
+
+		/// Checks the pallet's invariants:
+		/// - every open dispute is listed under its unit, once, and every listed id is open;
+		/// - the unit of every open dispute has a standing proof and is `Challenged`, and the
+		///   defender is its solver;
+		/// - the challenge bonds held from each account are the bonds of its open disputes.
+		#[cfg(any(feature = "try-runtime", feature = "std"))]
+		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+			use alloc::collections::btree_map::BTreeMap;
+			use frame_support::traits::fungible::InspectHold;
+			let mut bonds: BTreeMap<T::AccountId, BalanceOf<T>> = BTreeMap::new();
+			for (id, info) in Disputes::<T>::iter() {
+				let listed = UnitDisputes::<T>::get((info.job, info.unit));
+				ensure!(listed.iter().filter(|listed| **listed == id).count() == 1, "open dispute not listed once");
+				let proven = T::Units::proven_unit(info.job, info.unit).ok_or("dispute over a unit without a proof")?;
+				ensure!(proven.challenged, "disputed unit not Challenged");
+				ensure!(proven.solver == info.defender, "defender is not the unit's solver");
+				let entry = bonds.entry(info.challenger.clone()).or_default();
+				*entry = entry.saturating_add(info.bond);
+			}
+			for (_, ids) in UnitDisputes::<T>::iter() {
+				ensure!(!ids.is_empty(), "empty dispute list stored");
+				for id in ids {
+					ensure!(Disputes::<T>::contains_key(id), "listed dispute not open");
+				}
+			}
+			for (who, bond) in bonds {
+				ensure!(
+					T::Currency::balance_on_hold(&HoldReason::ChallengeBond.into(), &who) == bond,
+					"challenge bonds held differ from the open disputes'"
+				);
+			}
+			Ok(())
+		}
+	}
+}
+
+impl<T: Config> touchstone_primitives::traits::ProofLifecycle<T::AccountId> for Pallet<T> {
+	fn on_proof_submitted(
+		_: touchstone_primitives::JobId,
+		_: touchstone_primitives::UnitIndex,
+		_: &T::AccountId,
+		_: &touchstone_primitives::LearningProof,
+	) -> polkadot_sdk::sp_runtime::DispatchResult {
+		Ok(())
+	}
+
+	fn can_finalize(job: touchstone_primitives::JobId, unit: touchstone_primitives::UnitIndex) -> bool {
+		UnitDisputes::<T>::get((job, unit)).is_empty()
+	}
+}

@@ -1,0 +1,187 @@
+//! A test runtime: System, Balances, the real staking and tasks pallets, and this pallet,
+//! wired as the runtime wires them.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+
+use crate as pallet_touchstone_disputes;
+use polkadot_sdk::{
+	frame_support::{
+		self, derive_impl, parameter_types,
+		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
+	},
+	frame_system, pallet_balances, sp_io,
+	sp_runtime::{BoundedVec, BuildStorage, Perbill},
+};
+use touchstone_primitives::{DeviceKind, HardwareProfile, Role};
+
+type Block = frame_system::mocking::MockBlock<Test>;
+
+frame_support::construct_runtime!(
+	pub enum Test {
+		System: frame_system,
+		Balances: pallet_balances,
+		Staking: pallet_touchstone_staking,
+		Tasks: pallet_touchstone_tasks,
+		Disputes: pallet_touchstone_disputes,
+	}
+);
+
+#[derive_impl(frame_system::config_preludes::TestDefaultConfig)]
+impl frame_system::Config for Test {
+	type Block = Block;
+	type AccountData = pallet_balances::AccountData<u64>;
+}
+
+#[derive_impl(pallet_balances::config_preludes::TestDefaultConfig)]
+impl pallet_balances::Config for Test {
+	type AccountStore = System;
+	type ExistentialDeposit = ConstU64<1>;
+	type RuntimeHoldReason = RuntimeHoldReason;
+}
+
+/// The jackpot: slashes and forfeited bonds not paid to a winner go here.
+pub const JACKPOT: u64 = 999;
+/// The submitter of every test job.
+pub const OWNER: u64 = 1;
+/// Solvers.
+pub const SOLVER: u64 = 2;
+/// A second solver, to redo overturned units.
+pub const SECOND_SOLVER: u64 = 3;
+/// Challengers.
+pub const CHALLENGER: u64 = 4;
+/// A second challenger.
+pub const SECOND_CHALLENGER: u64 = 5;
+/// Starting balance of every test account.
+pub const BALANCE: u64 = 1_000_000;
+/// A solver's bond.
+pub const SOLVER_BOND: u64 = 1_000;
+/// A challenger's bond (its role bond, not the per-dispute challenge bond).
+pub const CHALLENGER_ROLE_BOND: u64 = 100;
+/// The bond posted with each challenge.
+pub const CHALLENGE_BOND: u64 = 200;
+/// What a solver that loses a dispute is slashed.
+pub const SOLVER_SLASH: u64 = 500;
+/// Blocks of the challenge window.
+pub const CHALLENGE_WINDOW: u64 = 5;
+/// Blocks each side has to answer.
+pub const RESPONSE_WINDOW: u64 = 10;
+
+parameter_types! {
+	pub const Jackpot: u64 = JACKPOT;
+	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
+}
+
+#[derive_impl(pallet_touchstone_staking::config_preludes::TestDefaultConfig)]
+impl pallet_touchstone_staking::Config for Test {
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type SlashDestination = ResolveTo<Jackpot, Balances>;
+	type ActiveWork = Tasks;
+	type MinSolverBond = ConstU64<100>;
+	type MinVerifierBond = ConstU64<50>;
+	type MinChallengerBond = ConstU64<20>;
+	type UnbondingPeriod = ConstU64<1_000>;
+	type HeartbeatTimeout = ConstU64<100_000>;
+	type ReapDelay = ConstU64<200_000>;
+	type ReputationSaturation = ConstU64<1_000>;
+}
+
+#[derive_impl(pallet_touchstone_tasks::config_preludes::TestDefaultConfig)]
+impl pallet_touchstone_tasks::Config for Test {
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type Nodes = Staking;
+	type ProofLifecycle = Disputes;
+	type MinPricePerUnit = ConstU64<5>;
+	type JobDepositBase = ConstU64<3>;
+	type JobDepositPerUnit = ConstU64<1>;
+	type Retention = ConstU64<1_000>;
+	type Jackpot = Jackpot;
+	type AcceptanceTimeout = ConstU64<3>;
+	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = ();
+}
+
+impl pallet_touchstone_disputes::Config for Test {
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type Units = Tasks;
+	type Nodes = Staking;
+	type Slash = Staking;
+	type Jackpot = Jackpot;
+	type ChallengeBond = ConstU64<CHALLENGE_BOND>;
+	type SolverSlash = ConstU64<SOLVER_SLASH>;
+	type WinnerShare = HalfToWinner;
+	type ResponseWindow = ConstU64<RESPONSE_WINDOW>;
+	type MaxDisputesPerUnit = ConstU32<4>;
+	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
+	type WeightInfo = ();
+}
+
+/// A CPU node's profile.
+pub fn profile() -> HardwareProfile {
+	HardwareProfile {
+		device: DeviceKind::Cpu,
+		model: BoundedVec::truncate_from(b"EPYC".to_vec()),
+		memory_mib: 65_536,
+		throughput_gflops: 2_000,
+		bandwidth_mbps: 1_000,
+		region: BoundedVec::truncate_from(b"eu".to_vec()),
+	}
+}
+
+/// Registers `who` for `role` with `bond`.
+pub fn register(who: u64, role: Role, bond: u64) {
+	let bonds = BoundedVec::truncate_from(vec![(role, bond)]);
+	Staking::register(RuntimeOrigin::signed(who), profile(), bonds, 0).expect("node registers");
+}
+
+/// Builds test externalities: funded accounts, two solvers and two challengers at block 1.
+pub fn new_test_ext() -> sp_io::TestExternalities {
+	let mut storage = frame_system::GenesisConfig::<Test>::default().build_storage().expect("system genesis builds");
+	let balances = (1..=9).map(|who| (who, BALANCE)).chain([(JACKPOT, 1)]).collect();
+	pallet_balances::GenesisConfig::<Test> { balances, ..Default::default() }
+		.assimilate_storage(&mut storage)
+		.expect("balances genesis builds");
+	let mut ext = sp_io::TestExternalities::new(storage);
+	ext.execute_with(|| {
+		System::set_block_number(1);
+		register(SOLVER, Role::Solver, SOLVER_BOND);
+		register(SECOND_SOLVER, Role::Solver, SOLVER_BOND);
+		register(CHALLENGER, Role::Challenger, CHALLENGER_ROLE_BOND);
+		register(SECOND_CHALLENGER, Role::Challenger, CHALLENGER_ROLE_BOND);
+		System::reset_events();
+	});
+	ext
+}
+
+/// Runs `test` in fresh externalities, then checks every pallet's invariants and that
+/// the test neither created nor destroyed funds.
+pub fn build_and_execute(test: impl FnOnce()) {
+	new_test_ext().execute_with(|| {
+		let issuance = Balances::total_issuance();
+		test();
+		Disputes::do_try_state().unwrap_or_else(|e| panic!("disputes try_state failed: {e:?}"));
+		Tasks::do_try_state().unwrap_or_else(|e| panic!("tasks try_state failed: {e:?}"));
+		Staking::do_try_state().unwrap_or_else(|e| panic!("staking try_state failed: {e:?}"));
+		assert_eq!(Balances::total_issuance(), issuance, "total issuance changed");
+	});
+}
+
+/// This pallet's events since the last call.
+pub fn dispute_events() -> Vec<crate::Event<Test>> {
+	let events = System::events()
+		.into_iter()
+		.filter_map(|record| match record.event {
+			RuntimeEvent::Disputes(event) => Some(event),
+			_ => None,
+		})
+		.collect();
+	System::reset_events();
+	events
+}
+
+/// Advances to block `n`, running every pallet's hooks.
+pub fn run_to_block(n: u64) {
+	System::run_to_block::<AllPalletsWithSystem>(n);
+}

@@ -1,0 +1,166 @@
+//! The state of a dispute as the chain stores it.
+
+use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
+use scale_info::TypeInfo;
+use touchstone_primitives::{
+	referee::{Digest, Game, Level, Reveal},
+	JobId, UnitIndex,
+};
+
+/// Identifies a dispute; assigned sequentially from zero.
+pub type DisputeId = u64;
+
+/// A side of a dispute.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Party {
+	/// The solver whose learning proof is disputed.
+	Defender,
+	/// The node that challenged it.
+	Challenger,
+}
+
+impl Party {
+	/// The other side.
+	pub fn other(self) -> Self {
+		match self {
+			Party::Defender => Party::Challenger,
+			Party::Challenger => Party::Defender,
+		}
+	}
+}
+
+/// One value per side.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Pair<V> {
+	/// The defender's.
+	pub defender: V,
+	/// The challenger's.
+	pub challenger: V,
+}
+
+impl<V> Pair<V> {
+	/// The value of `party`.
+	pub fn get(&self, party: Party) -> &V {
+		match party {
+			Party::Defender => &self.defender,
+			Party::Challenger => &self.challenger,
+		}
+	}
+
+	/// The value of `party`, to change.
+	pub fn get_mut(&mut self, party: Party) -> &mut V {
+		match party {
+			Party::Defender => &mut self.defender,
+			Party::Challenger => &mut self.challenger,
+		}
+	}
+}
+
+impl<V> Pair<Option<V>> {
+	/// Both values, once both sides have given theirs.
+	pub fn both(&self) -> Option<Pair<&V>> {
+		Some(Pair { defender: self.defender.as_ref()?, challenger: self.challenger.as_ref()? })
+	}
+
+	/// The side that has not given its value, if exactly one has not; `None` if both
+	/// gave theirs or neither did.
+	pub fn missing(&self) -> Option<Party> {
+		match (self.defender.is_some(), self.challenger.is_some()) {
+			(true, false) => Some(Party::Challenger),
+			(false, true) => Some(Party::Defender),
+			_ => None,
+		}
+	}
+}
+
+/// Where a dispute stands. Each phase waits for one call from each side (the last one
+/// for the defender's openings), before the dispute's deadline.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub enum Phase {
+	/// A round of bisection over the tree of `level`: each side reveals the children of
+	/// its current node.
+	Bisect {
+		/// The tree being bisected: the unit's steps, the disputed step's operators, or
+		/// the disputed operator's pieces.
+		level: Level,
+		/// The game's position, whose shape comes from the job.
+		game: Game,
+		/// Each side's current node.
+		nodes: Pair<Digest>,
+		/// Each side's reveal this round, once given.
+		reveals: Pair<Option<Reveal>>,
+	},
+	/// The step level ended: each side names its operator root of the disputed step,
+	/// bound to its own trace.
+	BindStep {
+		/// Each side's operator root, once bound.
+		roots: Pair<Option<Digest>>,
+	},
+	/// The operator level ended: each side names its piece root of the disputed operator,
+	/// bound to its operator root.
+	BindOperator {
+		/// Each side's piece root, once bound.
+		roots: Pair<Option<Digest>>,
+	},
+	/// The piece level ended: the defender's claimed piece awaits the referee, with the
+	/// defender's openings.
+	Judge,
+}
+
+/// A dispute between a solver and a challenger over one unit's learning proof.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct DisputeInfo<AccountId, Balance, BlockNumber> {
+	/// The job.
+	pub job: JobId,
+	/// The disputed unit.
+	pub unit: UnitIndex,
+	/// The solver whose proof is disputed.
+	pub defender: AccountId,
+	/// The challenger.
+	pub challenger: AccountId,
+	/// The challenger's bond, held until the dispute ends.
+	pub bond: Balance,
+	/// The challenger's trace root over the unit's steps, from the same start state.
+	pub challenger_trace_root: Digest,
+	/// The disputed global step, once the step level ended.
+	pub step: Option<u32>,
+	/// Each side's operator root of that step, once bound.
+	pub operator_roots: Option<Pair<Digest>>,
+	/// The disputed operator, once the operator level ended.
+	pub operator: Option<u32>,
+	/// Each side's piece root of that operator, once bound.
+	pub piece_roots: Option<Pair<Digest>>,
+	/// The disputed piece, once the piece level ended.
+	pub piece: Option<u32>,
+	/// Where the dispute stands.
+	pub phase: Phase,
+	/// The last block the current phase's calls are accepted in. After it, anyone may
+	/// end the dispute against the side that has not answered.
+	pub deadline: BlockNumber,
+	/// Bisection rounds played so far, over all levels.
+	pub rounds: u32,
+}
+
+/// How a dispute ended.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ruling {
+	/// The defender's proof stands: the challenger's bond is forfeit.
+	DefenderWins,
+	/// The defender's proof is wrong: the solver is slashed and the unit is redone.
+	ChallengerWins,
+	/// The referee found the step diverges: nobody is at fault; the unit fails and is
+	/// refunded, and the challenger's bond is returned.
+	Diverged,
+}
+
+/// Why a ruling was made.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Grounds {
+	/// The referee recomputed the disputed piece.
+	Referee,
+	/// The losing side did not answer before the deadline.
+	Timeout,
+}
+
+/// A dispute (key) of a unit.
+pub type UnitKey = (JobId, UnitIndex);
