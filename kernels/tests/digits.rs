@@ -19,6 +19,9 @@ const DIGITS_200_STEP_STATE_HASH: &str = "e1dce2824c44a929e2ca1ebf7b94258f885daa
 /// BLAKE2b-256 content hash of the seeded initial weights; pytorch_digits.py prints the same.
 /// The root of the digits training split (1,437 samples, split seed of the digits job).
 const DIGITS_TRAIN_ROOT: &str = "48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910";
+/// The state root the digits job starts from (its seeded weights and zero momentum): what
+/// its `initial_state_root` names on-chain (docs/submit-a-job.md, the polkadot.js test).
+const DIGITS_INITIAL_STATE_ROOT: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 const DIGITS_INIT_WEIGHTS: &str = "635535b9bea289e149e7e492032b5f0616d39fd0e17d486d622e2efb784178a0";
 /// PyTorch 2.13.0 (CPU, fp32, eager) on the same 1000-step job: 351/360.
 const PYTORCH_ACCURACY: f64 = 351.0 / 360.0;
@@ -94,4 +97,13 @@ fn the_reference_matches_pytorch_accuracy_within_one_point() {
 	let accuracy = correct as f64 / test.len() as f64;
 	assert!((accuracy - PYTORCH_ACCURACY).abs() <= 0.01, "reference {accuracy} vs PyTorch {PYTORCH_ACCURACY}");
 	assert_eq!(correct, REFERENCE_CORRECT, "the reference is deterministic: its figure is pinned");
+}
+
+#[test]
+fn the_digits_jobs_initial_state_root_is_pinned() {
+	let (train, _) = digits_split();
+	let mut trainer = Trainer::new(CpuBackend, &digits_model(), &digits_train(1), train).unwrap();
+	let state = trainer.state().unwrap();
+	let root = touchstone_kernels::job::trace::state_root(&state).unwrap();
+	assert_eq!(hex(&root), DIGITS_INITIAL_STATE_ROOT);
 }

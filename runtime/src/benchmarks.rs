@@ -1,6 +1,6 @@
 //! The runtime's benchmark registry: what `touchstone-node benchmark pallet` measures.
 
-use crate::{AllPalletsWithSystem, Runtime, Staking, Tasks};
+use crate::{AllPalletsWithSystem, Disputes, Runtime, Staking, Tasks};
 use alloc::{string::String, vec::Vec};
 use polkadot_sdk::{
 	frame_benchmarking::{BenchmarkBatch, BenchmarkConfig, BenchmarkList},
@@ -13,6 +13,7 @@ use touchstone_primitives::{HardwareProfile, Role};
 polkadot_sdk::frame_benchmarking::define_benchmarks!(
 	[pallet_touchstone_staking, Staking]
 	[pallet_touchstone_tasks, Tasks]
+	[pallet_touchstone_disputes, Disputes]
 );
 
 /// Lists the benchmarks and the storage they touch.
@@ -54,5 +55,46 @@ impl pallet_touchstone_tasks::BenchmarkHelper<crate::AccountId> for StakingHelpe
 			region: BoundedVec::truncate_from(b"nowhere".to_vec()),
 		};
 		Self::register_solver(who, profile);
+	}
+}
+
+impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balance> for StakingHelper {
+	fn register(who: &crate::AccountId, role: Role) {
+		use polkadot_sdk::frame_support::traits::{fungible::Mutate, Get};
+		let bond: crate::Balance = match role {
+			Role::Solver => <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get(),
+			Role::Verifier => <Runtime as pallet_touchstone_staking::Config>::MinVerifierBond::get(),
+			Role::Challenger => <Runtime as pallet_touchstone_staking::Config>::MinChallengerBond::get(),
+		};
+		let _ = crate::Balances::set_balance(who, bond.saturating_mul(1_000));
+		let bonds = BoundedVec::truncate_from(alloc::vec![(role, bond)]);
+		let profile = HardwareProfile {
+			device: touchstone_primitives::DeviceKind::Cpu,
+			model: BoundedVec::truncate_from(b"bench".to_vec()),
+			memory_mib: 65_536,
+			throughput_gflops: 1_000,
+			bandwidth_mbps: 1_000,
+			region: BoundedVec::truncate_from(b"eu".to_vec()),
+		};
+		let _ = Staking::register(RawOrigin::Signed(who.clone()).into(), profile, bonds, 0);
+	}
+
+	fn prove(
+		owner: &crate::AccountId,
+		mut spec: touchstone_primitives::JobSpec<crate::Balance>,
+		solver: &crate::AccountId,
+		proof: touchstone_primitives::LearningProof,
+		final_state: touchstone_primitives::referee::StateOpening,
+	) -> Option<touchstone_primitives::JobId> {
+		use polkadot_sdk::frame_support::traits::{fungible::Mutate, Get};
+		let price: crate::Balance = <Runtime as pallet_touchstone_tasks::Config>::MinPricePerUnit::get();
+		spec.price_per_unit = price;
+		spec.budget = price.saturating_mul(64);
+		let _ = crate::Balances::set_balance(owner, crate::UNIT.saturating_mul(1_000));
+		let job = pallet_touchstone_tasks::NextJobId::<Runtime>::get();
+		Tasks::submit_job(RawOrigin::Signed(owner.clone()).into(), spec).ok()?;
+		Tasks::claim_unit(RawOrigin::Signed(solver.clone()).into(), job, 0).ok()?;
+		Tasks::submit_proof(RawOrigin::Signed(solver.clone()).into(), job, 0, proof, final_state).ok()?;
+		Some(job)
 	}
 }

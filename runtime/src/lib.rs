@@ -194,4 +194,7 @@ mod runtime {
 
 	#[runtime::pallet_index(11)]
 	pub type Tasks = pallet_touchstone_tasks;
+
+	#[runtime::pallet_index(12)]
+	pub type Disputes = pallet_touchstone_disputes;
 }

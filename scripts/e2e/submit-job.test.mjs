@@ -49,8 +49,10 @@ function moduleError(dispatchError) {
 /** A valid job: an MLP on the digits set, 200 steps in four step ranges of 50. */
 function jobSpec(overrides = {}) {
   return {
-    model: { Mlp: { inputs: 64, hidden: [32], classes: 10, activation: 'Relu' } },
+    model: { Mlp: { inputs: 64, hidden: [64], classes: 10, activation: 'Relu' } },
     initialWeights: null,
+    // The state root of its seeded weights and zero momentum (kernels/tests/digits.rs pins it).
+    initialStateRoot: 'DIGITS_INITIAL_STATE_ROOT',
     dataset: {
       content: {
         hash: '0x' + 'ab'.repeat(32),

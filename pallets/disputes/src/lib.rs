@@ -45,6 +45,8 @@ pub mod weights;
 
 #[cfg(feature = "runtime-benchmarks")]
 mod benchmarking;
+#[cfg(any(test, feature = "runtime-benchmarks"))]
+pub mod benchmark_case;
 #[cfg(test)]
 mod mock;
 #[cfg(test)]
@@ -67,6 +69,22 @@ pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	BalanceOf<T>,
 	frame_system::pallet_prelude::BlockNumberFor<T>,
 >;
+
+/// Sets up what the benchmarks need from other pallets.
+#[cfg(feature = "runtime-benchmarks")]
+pub trait BenchmarkHelper<AccountId, Balance> {
+	/// Funds `who` and registers it for `role` with that role's minimum bond.
+	fn register(who: &AccountId, role: touchstone_primitives::Role);
+	/// Funds `owner` and submits `spec` as it; `solver` takes unit 0 and commits `proof`,
+	/// whose final state `final_state` opens. Returns the job.
+	fn prove(
+		owner: &AccountId,
+		spec: touchstone_primitives::JobSpec<Balance>,
+		solver: &AccountId,
+		proof: touchstone_primitives::LearningProof,
+		final_state: touchstone_primitives::referee::StateOpening,
+	) -> Option<touchstone_primitives::JobId>;
+}
 
 #[frame_support::pallet]
 pub mod pallet {
@@ -150,6 +168,10 @@ pub mod pallet {
 
 		/// Weights of this pallet's calls, from its benchmarks.
 		type WeightInfo: WeightInfo;
+
+		/// Sets up other pallets for the benchmarks.
+		#[cfg(feature = "runtime-benchmarks")]
+		type BenchmarkHelper: crate::BenchmarkHelper<Self::AccountId, BalanceOf<Self>>;
 	}
 
 	/// Why this pallet holds funds.

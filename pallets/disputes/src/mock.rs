@@ -83,6 +83,7 @@ impl pallet_touchstone_staking::Config for Test {
 	type HeartbeatTimeout = ConstU64<100_000>;
 	type ReapDelay = ConstU64<200_000>;
 	type ReputationSaturation = ConstU64<1_000>;
+	type MaxNodes = ConstU32<64>;
 }
 
 #[derive_impl(pallet_touchstone_tasks::config_preludes::TestDefaultConfig)]
@@ -99,7 +100,7 @@ impl pallet_touchstone_tasks::Config for Test {
 	type AcceptanceTimeout = ConstU64<3>;
 	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
 	#[cfg(feature = "runtime-benchmarks")]
-	type BenchmarkHelper = ();
+	type BenchmarkHelper = BenchmarkHelper;
 }
 
 impl pallet_touchstone_disputes::Config for Test {
@@ -116,6 +117,50 @@ impl pallet_touchstone_disputes::Config for Test {
 	type MaxDisputesPerUnit = ConstU32<4>;
 	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
 	type WeightInfo = ();
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = BenchmarkHelper;
+}
+
+/// Registers nodes and proves units through the real staking and tasks pallets, for the
+/// benchmarks.
+#[cfg(feature = "runtime-benchmarks")]
+pub struct BenchmarkHelper;
+
+#[cfg(feature = "runtime-benchmarks")]
+impl pallet_touchstone_tasks::BenchmarkHelper<u64> for BenchmarkHelper {
+	fn register_solver(who: &u64, _: HardwareProfile) {
+		<Self as crate::BenchmarkHelper<u64, u64>>::register(who, Role::Solver);
+	}
+	fn register_unfit_solver(who: &u64) {
+		<Self as crate::BenchmarkHelper<u64, u64>>::register(who, Role::Solver);
+	}
+}
+
+#[cfg(feature = "runtime-benchmarks")]
+impl crate::BenchmarkHelper<u64, u64> for BenchmarkHelper {
+	fn register(who: &u64, role: Role) {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(who, BALANCE);
+		register(*who, role, SOLVER_BOND);
+	}
+
+	fn prove(
+		owner: &u64,
+		mut spec: touchstone_primitives::JobSpec<u64>,
+		solver: &u64,
+		proof: touchstone_primitives::LearningProof,
+		final_state: touchstone_primitives::referee::StateOpening,
+	) -> Option<touchstone_primitives::JobId> {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(owner, BALANCE);
+		spec.price_per_unit = 10;
+		spec.budget = 10 * 8;
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
+		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
+		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;
+		Some(job)
+	}
 }
 
 /// A CPU node's profile.

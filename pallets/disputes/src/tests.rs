@@ -49,11 +49,16 @@ struct TinyJob {
 
 impl TinyJob {
 	fn new(steps: u32, units: u32) -> Self {
-		let data = synthetic(5, 24, 4, 3);
+		Self::shaped(4, 6, 3, 4, 24, steps, units)
+	}
+
+	/// An MLP `inputs → hidden → classes` with batches of `batch` from `samples` samples.
+	fn shaped(inputs: u32, hidden: u32, classes: u32, batch: u32, samples: usize, steps: u32, units: u32) -> Self {
+		let data = synthetic(5, samples, inputs as usize, classes);
 		let data_tree = data.tree().unwrap();
 		let hyper = HyperParams {
 			steps,
-			batch_size: 4,
+			batch_size: batch,
 			learning_rate: FixedU64::from_rational(1, 10),
 			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
 			grad_clip_norm: None,
@@ -61,9 +66,9 @@ impl TinyJob {
 			checkpoint_interval: steps / units,
 		};
 		let model = ModelArch::Mlp {
-			inputs: 4,
-			hidden: BoundedVec::truncate_from(vec![6]),
-			classes: 3,
+			inputs,
+			hidden: BoundedVec::truncate_from(vec![hidden]),
+			classes,
 			activation: Activation::Tanh,
 		};
 		let (kernel_model, train) = (kernel_model(&model), kernel_train(&hyper));
@@ -730,4 +735,62 @@ fn a_lie_ten_thousand_steps_deep_is_found_in_fourteen_plus_log_rounds() {
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
 		assert_eq!(solver_bond(SOLVER), SOLVER_BOND - SOLVER_SLASH);
 	});
+}
+
+/// Plays a dispute over a digits-sized job to the referee's phase and records what the
+/// benchmarks replay (`benchmark_case.rs`); checks the committed recording is current.
+#[test]
+fn the_benchmark_case_is_current() {
+	use crate::benchmark_case::BenchmarkCase;
+	use codec::Encode;
+	let job = TinyJob::shaped(64, 64, 10, 32, 1_437, 4, 1);
+	let chunk = touchstone_kernels::ChunkId { tile_row: 0, tile_col: 0, chunk: 1 };
+	let fault = Fault::Accumulator { step: 2, operator: 1, chunk, element: 0, bit: 21 };
+	let mut liar = Run::train(&job, 0, 4, Some(fault));
+	let mut honest = Run::train(&job, 0, 4, None);
+	let case = new_test_ext().execute_with(|| {
+		let id = job.submit();
+		prove(id, 0, SOLVER, &liar);
+		let dispute = challenge(id, 0, CHALLENGER, &honest);
+		while DisputeRecords::<Test>::get(dispute).unwrap().phase != Phase::Judge {
+			assert_ok!(liar.answer(dispute, SOLVER));
+			assert_ok!(honest.answer(dispute, CHALLENGER));
+		}
+		let info = DisputeRecords::<Test>::get(dispute).unwrap();
+		let (step, operator, piece) = (info.step.unwrap(), info.operator.unwrap(), info.piece.unwrap());
+		liar.trace(step);
+		let trace = &liar.traces[&step];
+		let (_, openings) = open_case(&job.graph, trace, &liar.opening(), operator as usize, piece as usize).unwrap();
+		let (proof, final_state) = liar.proof();
+		let case = BenchmarkCase {
+			model: job.spec.model.clone(),
+			hyper: job.spec.hyper.clone(),
+			samples: job.spec.dataset.samples,
+			dataset_root: job.spec.dataset.root.0,
+			initial_state_root: job.spec.initial_state_root.0,
+			proof,
+			final_state,
+			challenger_trace_root: honest.root(),
+			step,
+			operator,
+			piece,
+			operator_roots: info.operator_roots.unwrap(),
+			piece_roots: info.piece_roots.unwrap(),
+			step_binding: open_step_binding(&job.graph, trace, &liar.opening()).unwrap(),
+			operator_proof: trace.operators.proof(operator as usize).unwrap(),
+			openings,
+		};
+		// The recorded openings convict the liar.
+		assert_ok!(Disputes::resolve(RuntimeOrigin::signed(OWNER), dispute, case.openings.clone()));
+		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
+		case
+	});
+	let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/benchmark_case.scale");
+	if std::env::var_os("TOUCHSTONE_WRITE_BENCHMARK_CASE").is_some() {
+		std::fs::write(path, case.encode()).unwrap();
+	}
+	assert!(
+		crate::benchmark_case::recorded() == Some(case),
+		"benchmark_case.scale is stale: rerun this test with TOUCHSTONE_WRITE_BENCHMARK_CASE=1"
+	);
 }

@@ -16,6 +16,29 @@ pub trait WeightInfo {
 	fn time_out() -> Weight;
 }
 
+/// Weights for the runtime.
+pub struct SubstrateWeight<T>(PhantomData<T>);
+impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
+	fn challenge() -> Weight {
+		Weight::from_parts(100_000_000, 10_000).saturating_add(T::DbWeight::get().reads_writes(8, 6))
+	}
+	fn reveal() -> Weight {
+		Weight::from_parts(50_000_000, 10_000).saturating_add(T::DbWeight::get().reads_writes(4, 2))
+	}
+	fn bind_step() -> Weight {
+		Weight::from_parts(100_000_000, 10_000).saturating_add(T::DbWeight::get().reads_writes(4, 2))
+	}
+	fn bind_operator() -> Weight {
+		Weight::from_parts(100_000_000, 10_000).saturating_add(T::DbWeight::get().reads_writes(4, 2))
+	}
+	fn resolve() -> Weight {
+		Weight::from_parts(100_000_000_000, 400_000).saturating_add(T::DbWeight::get().reads_writes(20, 20))
+	}
+	fn time_out() -> Weight {
+		Weight::from_parts(200_000_000, 10_000).saturating_add(T::DbWeight::get().reads_writes(20, 20))
+	}
+}
+
 impl WeightInfo for () {
 	fn challenge() -> Weight {
 		Weight::from_parts(100_000_000, 10_000).saturating_add(RocksDbWeight::get().reads_writes(8, 6))

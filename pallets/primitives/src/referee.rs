@@ -8,10 +8,10 @@ use touchstone_kernels::{
 	Activation as KernelActivation,
 };
 
-pub use touchstone_kernels::proof::bisection::{Foul, Game, Reveal};
+pub use touchstone_kernels::proof::bisection::{reveal, Foul, Game, Reveal};
 pub use touchstone_kernels::proof::graph::Graph;
 pub use touchstone_kernels::proof::hash::Digest;
-pub use touchstone_kernels::proof::merkle::MerkleProof;
+pub use touchstone_kernels::proof::merkle::{MerkleProof, MerkleTree};
 pub use touchstone_kernels::referee::{
 	bind_operator, bind_step, final_state_root, level_leaves, BindingError, DataCommitment, Dispute, JobError, Level,
 	Openings, PieceCost, Position, RefereeError, StateOpening, StepBinding, TraceCommitment, Verdict,
@@ -158,8 +158,9 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 
 
 /// A trace commitment that is well formed at its ends only: `steps` filler state hashes
-/// (drawn from `salt`), the last of which ends at `final_state_root`. Returns its trace
-/// root and the opening that proves `final_state_root` against it. For tests and
+/// (drawn from `salt`), the last of which ends at `final_state_root`. Returns its
+/// step-level tree (whose root is the trace root) and the opening that proves
+/// `final_state_root` against it. For tests and
 /// benchmarks of the chain's bookkeeping, which never judge the training inside a unit;
 /// a real trace comes from the kernels' trainer.
 pub fn filler_trace(
@@ -168,9 +169,8 @@ pub fn filler_trace(
 	start_state_root: Digest,
 	final_state_root: Digest,
 	salt: u8,
-) -> Option<(Digest, StateOpening)> {
+) -> Option<(MerkleTree, StateOpening)> {
 	use touchstone_kernels::proof::chain::{anchor_hash, state_hash, trace_leaf};
-	use touchstone_kernels::proof::merkle::MerkleTree;
 	let last = steps.checked_sub(1)?;
 	let mut hashes = alloc::vec::Vec::with_capacity(steps as usize);
 	let mut previous = anchor_hash(&start_state_root);
@@ -186,5 +186,5 @@ pub fn filler_trace(
 	let tree = MerkleTree::new(hashes.iter().map(|(_, hash)| trace_leaf(hash)).collect()).ok()?;
 	let proof = tree.proof(last as usize).ok()?;
 	let opening = StateOpening::Step { previous: before_last, state_root: final_state_root, batch_root, loss, proof };
-	Some((tree.root(), opening))
+	Some((tree, opening))
 }

@@ -110,10 +110,10 @@ fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(Learning
 		UnitScope::Shard { .. } => 0,
 	};
 	let start = work_unit.start_state_root.ok_or(BenchmarkError::Stop("unit not ready"))?;
-	let (trace_root, opening) =
+	let (trace, opening) =
 		filler_trace(first_step, steps, start.0, [5; 32], 3).ok_or(BenchmarkError::Stop("no trace"))?;
 	let proof = LearningProof {
-		trace_root: trace_root.into(),
+		trace_root: trace.root().into(),
 		steps,
 		start_state_root: start,
 		final_state_root: [5; 32].into(),

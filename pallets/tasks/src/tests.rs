@@ -59,7 +59,7 @@ fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, St
 	let (root, opening) =
 		filler_trace(first_step, proof.steps, proof.start_state_root.0, proof.final_state_root.0, proof.trace_root[0])
 			.unwrap();
-	proof.trace_root = root.into();
+	proof.trace_root = root.root().into();
 	(proof, opening)
 }
 

@@ -4,7 +4,7 @@
 use crate::{
 	AccountId, Babe, Balance, Balances, Block, Hash, Nonce, PalletInfo, Runtime, RuntimeCall,
 	RuntimeEvent, RuntimeFreezeReason, RuntimeHoldReason, RuntimeOrigin, RuntimeTask, Staking,
-	System, Tasks, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MILLI_UNIT, MINUTES, SLOT_DURATION, UNIT,
+	System, Tasks, Disputes, BlockNumber, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MILLI_UNIT, MINUTES, SLOT_DURATION, UNIT,
 	VERSION,
 };
 use polkadot_sdk::{
@@ -156,7 +156,9 @@ impl pallet_touchstone_staking::Config for Runtime {
 	type MinSolverBond = ConstU128<{ 100 * UNIT }>;
 	type MinVerifierBond = ConstU128<{ 50 * UNIT }>;
 	type MinChallengerBond = ConstU128<{ 20 * UNIT }>;
-	type UnbondingPeriod = ConstU32<{ 10 * MINUTES }>;
+	// Longer than a challenge window and the longest dispute after it (see
+	// `DisputeResponseWindow`), so a solver cannot unbond out of reach of a slash.
+	type UnbondingPeriod = ConstU32<{ 4 * 60 * MINUTES }>;
 	type HeartbeatTimeout = ConstU32<{ 5 * MINUTES }>;
 	// A day offline with nothing in hand, and anyone may free the node's registry slot.
 	type ReapDelay = ConstU32<{ 24 * 60 * MINUTES }>;
@@ -180,8 +182,8 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;
-	// The verification and disputes pallets hook in here; until then windows elapse.
-	type ProofLifecycle = ();
+	// A unit with an open dispute cannot be finalized.
+	type ProofLifecycle = Disputes;
 	type MaxUnitsPerJob = ConstU32<64>;
 	type MaxOpenUnits = ConstU32<1024>;
 	type MaxUnitsPerSolver = ConstU32<16>;
@@ -202,6 +204,40 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type ChallengeWindow = ConstU32<10>;
 	type MaxAttempts = ConstU32<3>;
 	type WeightInfo = pallet_touchstone_tasks::weights::SubstrateWeight<Runtime>;
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = crate::benchmarks::StakingHelper;
+}
+
+parameter_types! {
+	/// A forfeited bond or a slash is shared half and half between the winner of the
+	/// dispute and the jackpot.
+	pub const WinnerShare: Perbill = Perbill::from_percent(50);
+}
+
+/// Blocks each side of a dispute has to answer a phase: one minute.
+pub const DISPUTE_RESPONSE_WINDOW: BlockNumber = MINUTES;
+
+/// The most phases a dispute can have: 32 rounds over the steps (a unit's step count is a
+/// `u32`), 32 over the operators, 32 over the pieces, two bindings and the referee.
+pub const MAX_DISPUTE_PHASES: BlockNumber = 3 * 32 + 3;
+
+impl pallet_touchstone_disputes::Config for Runtime {
+	type Currency = Balances;
+	type RuntimeHoldReason = RuntimeHoldReason;
+	type Units = Tasks;
+	type Nodes = Staking;
+	type Slash = Staking;
+	type Jackpot = JackpotAccount;
+	type ChallengeBond = ConstU128<{ 10 * UNIT }>;
+	// The minimum solver bond: a solver that lies loses at least the floor it had to post.
+	type SolverSlash = ConstU128<{ 100 * UNIT }>;
+	type WinnerShare = WinnerShare;
+	type ResponseWindow = ConstU32<DISPUTE_RESPONSE_WINDOW>;
+	type MaxDisputesPerUnit = ConstU32<4>;
+	// The openings of the costliest piece any accepted job has (`MAX_PIECE_COST`: 70,000
+	// words and 80,000 hashes, 2.9 MB) fit, inside a normal block's 3.75 MiB.
+	type MaxOpeningsLen = ConstU32<{ 3 * 1024 * 1024 }>;
+	type WeightInfo = pallet_touchstone_disputes::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;
 }

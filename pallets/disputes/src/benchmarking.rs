@@ -1,0 +1,255 @@
+//! Benchmarks of every call of the disputes pallet. Opening a dispute, a round of
+//! bisection and a timeout need no trace beyond a unit's step-level tree; the bindings
+//! between levels and the referee replay a dispute recorded over a real, digits-sized
+//! trace ([`crate::benchmark_case`]).
+
+use super::*;
+use alloc::vec;
+use polkadot_sdk::{
+	frame_benchmarking::v2::*,
+	frame_support::traits::Get,
+	frame_system::{self, RawOrigin},
+	sp_runtime::{traits::Saturating, BoundedVec, FixedU64, Perbill},
+};
+use crate::benchmark_case::{recorded, BenchmarkCase};
+use touchstone_primitives::{
+	referee::{filler_trace, reveal, MerkleTree, Reveal},
+	Activation, ContentRef, DatasetRef, Decomposition, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof,
+	ModelArch, Optimizer, Role, TrainingMetrics, VerificationMode,
+};
+
+/// Steps of the benchmarks' units.
+const STEPS: u32 = 64;
+/// The initial state root of the benchmarks' job.
+const INITIAL: [u8; 32] = [2; 32];
+/// The final state root the defender claims.
+const FINAL: [u8; 32] = [3; 32];
+
+/// A small job the chain accepts, of `units` step ranges; the helper sets its price.
+fn spec<T: Config>(units: u32) -> JobSpec<BalanceOf<T>> {
+	JobSpec {
+		model: ModelArch::Mlp {
+			inputs: 4,
+			hidden: BoundedVec::truncate_from(vec![6]),
+			classes: 3,
+			activation: Activation::Tanh,
+		},
+		initial_weights: None,
+		initial_state_root: INITIAL.into(),
+		dataset: DatasetRef {
+			content: ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"bench".to_vec()) },
+			samples: 24,
+			root: [4; 32].into(),
+		},
+		hyper: HyperParams {
+			steps: STEPS.saturating_mul(units),
+			batch_size: 4,
+			learning_rate: FixedU64::from_rational(1, 10),
+			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
+			grad_clip_norm: None,
+			seed: 1,
+			checkpoint_interval: STEPS,
+		},
+		decomposition: Decomposition::StepRanges { steps_per_unit: STEPS },
+		verification: VerificationMode::Exact,
+		requirements: HardwareRequirements {
+			device: None,
+			min_memory_mib: 0,
+			min_throughput_gflops: 0,
+			min_bandwidth_mbps: 0,
+			region: None,
+		},
+		price_per_unit: Default::default(),
+		budget: Default::default(),
+		unit_timeout: 20,
+		pool_timeout: 20,
+	}
+}
+
+/// A step-level tree over the unit's steps: the defender's (salt 0) or a challenger's.
+fn tree(salt: u8) -> Result<(MerkleTree, touchstone_primitives::referee::StateOpening), BenchmarkError> {
+	filler_trace(0, STEPS, INITIAL, FINAL, salt).ok_or(BenchmarkError::Stop("no trace"))
+}
+
+/// A job of `units` step ranges whose first unit `solver` proved with the salt-0 tree.
+fn proven<T: Config>(units: u32) -> Result<(JobId, T::AccountId, MerkleTree), BenchmarkError> {
+	let owner: T::AccountId = account("owner", 0, 0);
+	let solver: T::AccountId = account("solver", 0, 0);
+	T::BenchmarkHelper::register(&solver, Role::Solver);
+	let (defender, opening) = tree(0)?;
+	let proof = LearningProof {
+		trace_root: defender.root().into(),
+		steps: STEPS,
+		start_state_root: INITIAL.into(),
+		final_state_root: FINAL.into(),
+		final_model_hash: [5; 32].into(),
+		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
+	};
+	let job = T::BenchmarkHelper::prove(&owner, spec::<T>(units), &solver, proof, opening)
+		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
+	Ok((job, solver, defender))
+}
+
+/// Challenger `index`, registered, disputing unit 0 of `job` with the tree of salt `index + 1`.
+fn challenged<T: Config>(job: JobId, index: u32) -> Result<(T::AccountId, MerkleTree), BenchmarkError> {
+	let challenger: T::AccountId = account("challenger", index, 0);
+	T::BenchmarkHelper::register(&challenger, Role::Challenger);
+	let salt = u8::try_from(index.saturating_add(1)).map_err(|_| BenchmarkError::Stop("too many challengers"))?;
+	let (own, _) = tree(salt)?;
+	Pallet::<T>::challenge(RawOrigin::Signed(challenger.clone()).into(), job, 0, own.root())
+		.map_err(|_| BenchmarkError::Stop("challenge failed"))?;
+	Ok((challenger, own))
+}
+
+/// What `tree` reveals at dispute `id`'s current node.
+fn reveal_at<T: Config>(id: DisputeId, tree: &MerkleTree) -> Result<Reveal, BenchmarkError> {
+	match Disputes::<T>::get(id).map(|info| info.phase) {
+		Some(Phase::Bisect { game, .. }) => Ok(reveal(tree, game.level, game.index)),
+		_ => Err(BenchmarkError::Stop("not bisecting")),
+	}
+}
+
+/// Which phase [`recorded_dispute`] puts the recorded dispute in.
+enum At {
+	BindStep,
+	BindOperator,
+	Judge,
+}
+
+/// The recorded dispute, its unit proven through the tasks pallet, opened by a challenger,
+/// and moved to phase `at` with the challenger's answer to it given. Returns the dispute,
+/// the defender and the case.
+fn recorded_dispute<T: Config>(at: At) -> Result<(DisputeId, T::AccountId, BenchmarkCase), BenchmarkError> {
+	let case = recorded().ok_or(BenchmarkError::Stop("no recorded case"))?;
+	let owner: T::AccountId = account("owner", 0, 0);
+	let solver: T::AccountId = account("solver", 0, 0);
+	T::BenchmarkHelper::register(&solver, Role::Solver);
+	let mut job_spec = spec::<T>(1);
+	job_spec.model = case.model.clone();
+	job_spec.hyper = case.hyper.clone();
+	job_spec.decomposition = Decomposition::StepRanges { steps_per_unit: case.hyper.steps };
+	job_spec.dataset.samples = case.samples;
+	job_spec.dataset.root = case.dataset_root.into();
+	job_spec.initial_state_root = case.initial_state_root.into();
+	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, case.proof, case.final_state.clone())
+		.ok_or(BenchmarkError::Stop("the recorded unit could not be proven"))?;
+	let challenger: T::AccountId = account("challenger", 0, 0);
+	T::BenchmarkHelper::register(&challenger, Role::Challenger);
+	let id = NextDisputeId::<T>::get();
+	Pallet::<T>::challenge(RawOrigin::Signed(challenger).into(), job, 0, case.challenger_trace_root)
+		.map_err(|_| BenchmarkError::Stop("challenge failed"))?;
+	let mut info = Disputes::<T>::get(id).ok_or(BenchmarkError::Stop("no dispute"))?;
+	info.step = Some(case.step);
+	info.phase = Phase::BindStep { roots: Pair { defender: None, challenger: Some(case.operator_roots.challenger) } };
+	if matches!(at, At::BindOperator | At::Judge) {
+		info.operator_roots = Some(case.operator_roots);
+		info.operator = Some(case.operator);
+		info.phase =
+			Phase::BindOperator { roots: Pair { defender: None, challenger: Some(case.piece_roots.challenger) } };
+	}
+	if matches!(at, At::Judge) {
+		info.piece_roots = Some(case.piece_roots);
+		info.piece = Some(case.piece);
+		info.phase = Phase::Judge;
+	}
+	Disputes::<T>::insert(id, info);
+	Ok((id, solver, case))
+}
+
+#[benchmarks]
+mod benchmarks {
+	use super::*;
+
+	/// Worst case: the unit already has all but one of its disputes open, so the check
+	/// that the challenger has none reads each of them.
+	#[benchmark]
+	fn challenge() -> Result<(), BenchmarkError> {
+		let (job, _, _) = proven::<T>(1)?;
+		let others = T::MaxDisputesPerUnit::get().saturating_sub(1);
+		for index in 0..others {
+			challenged::<T>(job, index)?;
+		}
+		let challenger: T::AccountId = account("challenger", others, 0);
+		T::BenchmarkHelper::register(&challenger, Role::Challenger);
+		let (own, _) = tree(200)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(challenger), job, 0, own.root().into());
+		assert_eq!(UnitDisputes::<T>::get((job, 0)).len() as u32, others.saturating_add(1));
+		Ok(())
+	}
+
+	/// The second reveal of a round: it plays the round.
+	#[benchmark]
+	fn reveal() -> Result<(), BenchmarkError> {
+		let (job, solver, defender) = proven::<T>(1)?;
+		let (challenger, own) = challenged::<T>(job, 0)?;
+		let id = NextDisputeId::<T>::get().saturating_sub(1);
+		let first = reveal_at::<T>(id, &defender)?;
+		Pallet::<T>::reveal(RawOrigin::Signed(solver).into(), id, first)
+			.map_err(|_| BenchmarkError::Stop("defender's reveal failed"))?;
+		let second = reveal_at::<T>(id, &own)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(challenger), id, second);
+		assert_eq!(Disputes::<T>::get(id).map(|info| info.rounds), Some(1));
+		Ok(())
+	}
+
+	/// The heaviest ruling: the defender fell silent, so it is slashed, its unit goes back
+	/// to the pool, the next step range rolls back, and every other dispute over the unit
+	/// is dismissed with its bond returned.
+	#[benchmark]
+	fn time_out() -> Result<(), BenchmarkError> {
+		let (job, _, _) = proven::<T>(2)?;
+		let mut last = None;
+		for index in 0..T::MaxDisputesPerUnit::get() {
+			last = Some(challenged::<T>(job, index)?);
+		}
+		let (challenger, own) = last.ok_or(BenchmarkError::Stop("no challenger"))?;
+		let id = NextDisputeId::<T>::get().saturating_sub(1);
+		// The challenger answers the first round; the defender does not.
+		let answer = reveal_at::<T>(id, &own)?;
+		Pallet::<T>::reveal(RawOrigin::Signed(challenger).into(), id, answer)
+			.map_err(|_| BenchmarkError::Stop("challenger's reveal failed"))?;
+		let deadline = Disputes::<T>::get(id).map(|info| info.deadline).ok_or(BenchmarkError::Stop("no dispute"))?;
+		frame_system::Pallet::<T>::set_block_number(deadline.saturating_add(1u32.into()));
+		let caller: T::AccountId = account("caller", 0, 0);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller), id);
+		assert!(UnitDisputes::<T>::get((job, 0)).is_empty());
+		Ok(())
+	}
+
+	/// The defender binds its operator root of the recorded step; the operator level starts.
+	#[benchmark]
+	fn bind_step() -> Result<(), BenchmarkError> {
+		let (id, defender, case) = recorded_dispute::<T>(At::BindStep)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(defender), id, case.operator_roots.defender, case.step_binding);
+		assert!(matches!(Disputes::<T>::get(id).map(|info| info.phase), Some(Phase::Bisect { .. })));
+		Ok(())
+	}
+
+	/// The defender binds its piece root of the recorded operator; the piece level starts.
+	#[benchmark]
+	fn bind_operator() -> Result<(), BenchmarkError> {
+		let (id, defender, case) = recorded_dispute::<T>(At::BindOperator)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(defender), id, case.piece_roots.defender, case.operator_proof);
+		assert!(matches!(Disputes::<T>::get(id).map(|info| info.phase), Some(Phase::Bisect { .. })));
+		Ok(())
+	}
+
+	/// The referee judges the recorded piece (a K-chunk of the first layer of a
+	/// digits-sized step), refuses the defender's claim, and the ruling is carried out.
+	#[benchmark]
+	fn resolve() -> Result<(), BenchmarkError> {
+		let (id, _, case) = recorded_dispute::<T>(At::Judge)?;
+		let caller: T::AccountId = account("caller", 0, 0);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller), id, case.openings);
+		assert!(Disputes::<T>::get(id).is_none());
+		Ok(())
+	}
+
+	impl_benchmark_test_suite!(Pallet, crate::mock::new_test_ext(), crate::mock::Test);
+}
