@@ -21,7 +21,7 @@ const DIGITS_200_STEP_STATE_HASH: &str = "e1dce2824c44a929e2ca1ebf7b94258f885daa
 const DIGITS_TRAIN_ROOT: &str = "48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910";
 /// The state root the digits job starts from (its seeded weights and zero momentum): what
 /// its `initial_state_root` names on-chain (docs/submit-a-job.md, the polkadot.js test).
-const DIGITS_INITIAL_STATE_ROOT: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+const DIGITS_INITIAL_STATE_ROOT: &str = "279ad34517aac57e28fc6e5d1afe86d6cc3403113be702b798f3e59a7e690194";
 const DIGITS_INIT_WEIGHTS: &str = "635535b9bea289e149e7e492032b5f0616d39fd0e17d486d622e2efb784178a0";
 /// PyTorch 2.13.0 (CPU, fp32, eager) on the same 1000-step job: 351/360.
 const PYTORCH_ACCURACY: f64 = 351.0 / 360.0;

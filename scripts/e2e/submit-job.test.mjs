@@ -52,7 +52,7 @@ function jobSpec(overrides = {}) {
     model: { Mlp: { inputs: 64, hidden: [64], classes: 10, activation: 'Relu' } },
     initialWeights: null,
     // The state root of its seeded weights and zero momentum (kernels/tests/digits.rs pins it).
-    initialStateRoot: 'DIGITS_INITIAL_STATE_ROOT',
+    initialStateRoot: '0x279ad34517aac57e28fc6e5d1afe86d6cc3403113be702b798f3e59a7e690194',
     dataset: {
       content: {
         hash: '0x' + 'ab'.repeat(32),
@@ -234,6 +234,14 @@ test('invalid jobs fail with named errors that decode on the client and change n
 
   assert.equal((await api.query.tasks.nextJobId()).toNumber(), nextJob);
   assert.equal(await escrowHeld(alice.address), escrowBefore);
+});
+
+test('a challenge of a unit without a standing proof fails with a named error', async () => {
+  // The disputes pallet's calls come from metadata like any other.
+  const nextDispute = (await api.query.disputes.nextDisputeId()).toNumber();
+  const { dispatchError } = await send(api.tx.disputes.challenge(0, 0, '0x' + '11'.repeat(32)), bob);
+  assert.equal(moduleError(dispatchError), 'disputes.NotDisputable');
+  assert.equal((await api.query.disputes.nextDisputeId()).toNumber(), nextDispute);
 });
 
 test('light clients can get a sync spec and operators a Prometheus endpoint', async () => {
