@@ -237,7 +237,7 @@ impl<'a> Run<'a> {
 				let (trace, opening) = (&self.traces[&step], self.opening());
 				let (operator, piece) = (info.operator.unwrap() as usize, info.piece.unwrap() as usize);
 				let (_, openings) = open_case(&graph, trace, &opening, operator, piece).unwrap();
-				Disputes::resolve(origin, id, openings)
+				Disputes::resolve(origin, id, openings).map(|_| ()).map_err(|error| error.error)
 			},
 		}
 	}
@@ -785,6 +785,8 @@ fn the_benchmark_case_is_current() {
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
 		case
 	});
+	// `resolve`'s weight scales from the size of these openings.
+	assert_eq!(case.openings.encoded_size() as u32, crate::RESOLVE_BENCHMARK_BYTES);
 	let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/benchmark_case.scale");
 	if std::env::var_os("TOUCHSTONE_WRITE_BENCHMARK_CASE").is_some() {
 		std::fs::write(path, case.encode()).unwrap();

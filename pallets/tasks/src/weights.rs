@@ -63,7 +63,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::Nodes` (r:2 w:0)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:2 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::OpenUnits` (r:1 w:1)
 	/// Proof: `Tasks::OpenUnits` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
@@ -75,17 +75,17 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::CounterForNodes` (r:1 w:0)
 	/// Proof: `Staking::CounterForNodes` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:0 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:64)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:0 w:64)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn submit_job(u: u32, ) -> Weight {
 		// Proof size: measured `444`, estimated `13775` bytes.
-		// Minimum execution time: 498_986_000 picoseconds.
-		Weight::from_parts(725_107_586, 13775)
-			.saturating_add(Weight::from_parts(8_514_941, 0).saturating_mul(u.into()))
+		// Minimum execution time: 454_764_000 picoseconds.
+		Weight::from_parts(475_933_830, 13775)
+			.saturating_add(Weight::from_parts(5_945_210, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(9))
 			.saturating_add(T::DbWeight::get().writes(6))
 			.saturating_add(T::DbWeight::get().writes((2_u64).saturating_mul(u.into())))
@@ -95,47 +95,47 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn scan_registry(n: u32, ) -> Weight {
 		// Proof size: measured `197 + n * (85 ±0)`, estimated `3696 + n * (2706 ±0)` bytes.
-		// Minimum execution time: 18_334_000 picoseconds.
-		Weight::from_parts(20_157_000, 3696)
-			.saturating_add(Weight::from_parts(9_514_138, 0).saturating_mul(n.into()))
+		// Minimum execution time: 16_561_000 picoseconds.
+		Weight::from_parts(9_145_600, 3696)
+			.saturating_add(Weight::from_parts(5_791_646, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::OpenUnits` (r:1 w:1)
 	/// Proof: `Tasks::OpenUnits` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:65)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn cancel_job(u: u32, ) -> Weight {
-		// Proof size: measured `1290 + u * (93 ±0)`, estimated `13775 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 131_376_000 picoseconds.
-		Weight::from_parts(88_205_714, 13775)
-			.saturating_add(Weight::from_parts(94_557_279, 0).saturating_mul(u.into()))
+		// Proof size: measured `1322 + u * (127 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 119_273_000 picoseconds.
+		Weight::from_parts(76_223_863, 13775)
+			.saturating_add(Weight::from_parts(57_115_187, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(6))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(6))
 			.saturating_add(T::DbWeight::get().writes((2_u64).saturating_mul(u.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Nodes` (r:1 w:0)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:0)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
 	/// Proof: `Tasks::SolverExposure` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
@@ -145,16 +145,16 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn claim_unit() -> Weight {
-		// Proof size: measured `15157`, estimated `13775` bytes.
-		// Minimum execution time: 185_378_000 picoseconds.
-		Weight::from_parts(269_145_000, 13775)
+		// Proof size: measured `15223`, estimated `13775` bytes.
+		// Minimum execution time: 144_391_000 picoseconds.
+		Weight::from_parts(165_390_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
@@ -164,61 +164,63 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn decline_unit() -> Weight {
-		// Proof size: measured `1349`, estimated `13775` bytes.
-		// Minimum execution time: 62_988_000 picoseconds.
-		Weight::from_parts(106_229_000, 13775)
+		// Proof size: measured `1414`, estimated `13775` bytes.
+		// Minimum execution time: 57_528_000 picoseconds.
+		Weight::from_parts(60_774_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn accept_unit() -> Weight {
-		// Proof size: measured `1222`, estimated `4574` bytes.
-		// Minimum execution time: 44_183_000 picoseconds.
-		Weight::from_parts(62_267_000, 4574)
+		// Proof size: measured `1287`, estimated `4606` bytes.
+		// Minimum execution time: 41_758_000 picoseconds.
+		Weight::from_parts(44_834_000, 4606)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn commit_checkpoint() -> Weight {
-		// Proof size: measured `1218`, estimated `4574` bytes.
-		// Minimum execution time: 45_997_000 picoseconds.
-		Weight::from_parts(60_334_000, 4574)
+		// Proof size: measured `1283`, estimated `4606` bytes.
+		// Minimum execution time: 42_640_000 picoseconds.
+		Weight::from_parts(45_696_000, 4606)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:2 w:2)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn submit_proof() -> Weight {
-		// Proof size: measured `1260`, estimated `13775` bytes.
-		// Minimum execution time: 61_436_000 picoseconds.
-		Weight::from_parts(103_194_000, 13775)
+		// Proof size: measured `1326`, estimated `13775` bytes.
+		// Minimum execution time: 69_491_000 picoseconds.
+		Weight::from_parts(74_791_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(5))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:1)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
+	/// Storage: `Disputes::UnitDisputes` (r:1 w:0)
+	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(53), added: 2528, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:3 w:3)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
@@ -231,19 +233,19 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn finalize_unit(u: u32, ) -> Weight {
-		// Proof size: measured `1908 + u * (192 ±0)`, estimated `8799 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 215_685_000 picoseconds.
-		Weight::from_parts(278_350_606, 8799)
-			.saturating_add(Weight::from_parts(7_474_512, 0).saturating_mul(u.into()))
-			.saturating_add(T::DbWeight::get().reads(10))
+		// Proof size: measured `1946 + u * (289 ±0)`, estimated `8799 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 208_030_000 picoseconds.
+		Weight::from_parts(222_495_204, 8799)
+			.saturating_add(Weight::from_parts(6_840_482, 0).saturating_mul(u.into()))
+			.saturating_add(T::DbWeight::get().reads(11))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(11))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
@@ -253,42 +255,42 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::OpenUnits` (r:1 w:1)
 	/// Proof: `Tasks::OpenUnits` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:1)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn time_out(u: u32, ) -> Weight {
-		// Proof size: measured `15234 + u * (27 ±0)`, estimated `13775 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 239_059_000 picoseconds.
-		Weight::from_parts(161_313_007, 13775)
-			.saturating_add(Weight::from_parts(75_068_332, 0).saturating_mul(u.into()))
+		// Proof size: measured `15298 + u * (28 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 195_968_000 picoseconds.
+		Weight::from_parts(176_150_174, 13775)
+			.saturating_add(Weight::from_parts(53_803_958, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(8))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(8))
 			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(u.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:64 w:64)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn remove_job(u: u32, ) -> Weight {
-		// Proof size: measured `1317 + u * (47 ±0)`, estimated `4574 + u * (2750 ±0)` bytes.
-		// Minimum execution time: 85_851_000 picoseconds.
-		Weight::from_parts(114_444_570, 4574)
-			.saturating_add(Weight::from_parts(1_981_204, 0).saturating_mul(u.into()))
+		// Proof size: measured `1349 + u * (47 ±0)`, estimated `4606 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 78_557_000 picoseconds.
+		Weight::from_parts(79_615_735, 4606)
+			.saturating_add(Weight::from_parts(1_523_925, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(3))
 			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(u.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
@@ -297,7 +299,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::Nodes` (r:257 w:0)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:256 w:0)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `System::ParentHash` (r:1 w:0)
 	/// Proof: `System::ParentHash` (`max_values`: Some(1), `max_size`: Some(32), added: 527, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:256 w:1)
@@ -305,24 +307,25 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::SolverExposure` (r:256 w:1)
 	/// Proof: `Tasks::SolverExposure` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1109), added: 3584, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:16 w:16)
-	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(275), added: 2750, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:32)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `a` is `[1, 16]`.
 	/// The range of component `n` is `[1, 256]`.
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		// Proof size: measured `1299 + a * (93 ±0) + n * (159 ±0)`, estimated `13775 + a * (2750 ±0) + n * (2716 ±0)` bytes.
-		// Minimum execution time: 491_883_000 picoseconds.
-		Weight::from_parts(1_858_561_334, 13775)
-			.saturating_add(Weight::from_parts(34_013_360, 0).saturating_mul(n.into()))
+		// Proof size: measured `1331 + a * (127 ±0) + n * (159 ±0)`, estimated `13775 + a * (2847 ±0) + n * (2716 ±0)` bytes.
+		// Minimum execution time: 464_632_000 picoseconds.
+		Weight::from_parts(483_217_000, 13775)
+			.saturating_add(Weight::from_parts(9_760_657, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(25_698_597, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(T::DbWeight::get().reads((4_u64).saturating_mul(n.into())))
 			.saturating_add(T::DbWeight::get().writes(3))
 			.saturating_add(T::DbWeight::get().writes((3_u64).saturating_mul(a.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(a.into()))
 			.saturating_add(Weight::from_parts(0, 2716).saturating_mul(n.into()))
 	}
 }
@@ -330,88 +333,89 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn submit_job(u: u32, ) -> Weight {
-		Weight::from_parts(725_107_586, 13775)
-			.saturating_add(Weight::from_parts(8_514_941, 0).saturating_mul(u.into()))
+		Weight::from_parts(475_933_830, 13775)
+			.saturating_add(Weight::from_parts(5_945_210, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(9))
 			.saturating_add(ParityDbWeight::get().writes(6))
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(u.into())))
 	}
 	fn scan_registry(n: u32, ) -> Weight {
-		Weight::from_parts(20_157_000, 3696)
-			.saturating_add(Weight::from_parts(9_514_138, 0).saturating_mul(n.into()))
+		Weight::from_parts(9_145_600, 3696)
+			.saturating_add(Weight::from_parts(5_791_646, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	fn cancel_job(u: u32, ) -> Weight {
-		Weight::from_parts(88_205_714, 13775)
-			.saturating_add(Weight::from_parts(94_557_279, 0).saturating_mul(u.into()))
+		Weight::from_parts(76_223_863, 13775)
+			.saturating_add(Weight::from_parts(57_115_187, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(6))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(6))
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(u.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn claim_unit() -> Weight {
-		Weight::from_parts(269_145_000, 13775)
+		Weight::from_parts(165_390_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn decline_unit() -> Weight {
-		Weight::from_parts(106_229_000, 13775)
+		Weight::from_parts(60_774_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn accept_unit() -> Weight {
-		Weight::from_parts(62_267_000, 4574)
+		Weight::from_parts(44_834_000, 4606)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn commit_checkpoint() -> Weight {
-		Weight::from_parts(60_334_000, 4574)
+		Weight::from_parts(45_696_000, 4606)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn submit_proof() -> Weight {
-		Weight::from_parts(103_194_000, 13775)
+		Weight::from_parts(74_791_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(5))
 	}
 	fn finalize_unit(u: u32, ) -> Weight {
-		Weight::from_parts(278_350_606, 8799)
-			.saturating_add(Weight::from_parts(7_474_512, 0).saturating_mul(u.into()))
-			.saturating_add(ParityDbWeight::get().reads(10))
+		Weight::from_parts(222_495_204, 8799)
+			.saturating_add(Weight::from_parts(6_840_482, 0).saturating_mul(u.into()))
+			.saturating_add(ParityDbWeight::get().reads(11))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(11))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn time_out(u: u32, ) -> Weight {
-		Weight::from_parts(161_313_007, 13775)
-			.saturating_add(Weight::from_parts(75_068_332, 0).saturating_mul(u.into()))
+		Weight::from_parts(176_150_174, 13775)
+			.saturating_add(Weight::from_parts(53_803_958, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(8))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(8))
 			.saturating_add(ParityDbWeight::get().writes((1_u64).saturating_mul(u.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn remove_job(u: u32, ) -> Weight {
-		Weight::from_parts(114_444_570, 4574)
-			.saturating_add(Weight::from_parts(1_981_204, 0).saturating_mul(u.into()))
+		Weight::from_parts(79_615_735, 4606)
+			.saturating_add(Weight::from_parts(1_523_925, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(3))
 			.saturating_add(ParityDbWeight::get().writes((1_u64).saturating_mul(u.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(u.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		Weight::from_parts(1_858_561_334, 13775)
-			.saturating_add(Weight::from_parts(34_013_360, 0).saturating_mul(n.into()))
+		Weight::from_parts(483_217_000, 13775)
+			.saturating_add(Weight::from_parts(9_760_657, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(25_698_597, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(ParityDbWeight::get().reads((4_u64).saturating_mul(n.into())))
 			.saturating_add(ParityDbWeight::get().writes(3))
 			.saturating_add(ParityDbWeight::get().writes((3_u64).saturating_mul(a.into())))
-			.saturating_add(Weight::from_parts(0, 2750).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(a.into()))
 			.saturating_add(Weight::from_parts(0, 2716).saturating_mul(n.into()))
 	}
 }
