@@ -392,12 +392,14 @@ pub mod pallet {
 		///
 		/// Emits `DisputeResolved`.
 		#[pallet::call_index(4)]
-		#[pallet::weight(Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get()))]
+		#[pallet::weight(
+			Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get()).saturating_add(Pallet::<T>::worst_ruling_weight())
+		)]
 		pub fn resolve(origin: OriginFor<T>, dispute: DisputeId, openings: Openings) -> DispatchResultWithPostInfo {
 			ensure_signed(origin)?;
 			let bytes = u32::try_from(openings.encoded_size()).unwrap_or(u32::MAX);
-			Self::do_resolve(dispute, openings)?;
-			Ok(Some(Self::resolve_weight(bytes)).into())
+			let aftermath = Self::do_resolve(dispute, openings)?;
+			Ok(Some(Self::resolve_weight(bytes).saturating_add(aftermath)).into())
 		}
 
 		/// End a dispute whose phase deadline has passed, against the side that did not
@@ -406,11 +408,14 @@ pub mod pallet {
 		///
 		/// Emits `DisputeResolved`.
 		#[pallet::call_index(5)]
-		#[pallet::weight(T::WeightInfo::time_out())]
+		#[pallet::weight(T::WeightInfo::time_out().saturating_add(Pallet::<T>::worst_ruling_weight()))]
 		pub fn time_out(origin: OriginFor<T>, dispute: DisputeId) -> DispatchResultWithPostInfo {
 			ensure_signed(origin)?;
-			Self::do_time_out(dispute)?;
-			Ok(Pays::No.into())
+			let aftermath = Self::do_time_out(dispute)?;
+			Ok(frame_support::dispatch::PostDispatchInfo {
+				actual_weight: Some(T::WeightInfo::time_out().saturating_add(aftermath)),
+				pays_fee: Pays::No,
+			})
 		}
 	}
 
@@ -437,7 +442,8 @@ pub mod pallet {
 		) -> DispatchResult {
 			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NotDisputable)?;
 			let now = frame_system::Pallet::<T>::block_number();
-			ensure!(now <= proven.window_ends, Error::<T>::WindowClosed);
+			// The block the window ends in is the first the unit may be finalized in.
+			ensure!(now < proven.window_ends, Error::<T>::WindowClosed);
 			ensure!(challenger != proven.solver, Error::<T>::OwnProof);
 			ensure!(T::Nodes::is_bonded_for(&challenger, Role::Challenger), Error::<T>::NotBondedChallenger);
 			ensure!(matches!(proven.verification, VerificationMode::Exact), Error::<T>::ToleranceNotSupported);
@@ -579,7 +585,7 @@ pub mod pallet {
 			Ok(())
 		}
 
-		pub(crate) fn do_resolve(id: DisputeId, openings: Openings) -> DispatchResult {
+		pub(crate) fn do_resolve(id: DisputeId, openings: Openings) -> Result<Weight, DispatchError> {
 			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
 			let now = frame_system::Pallet::<T>::block_number();
 			ensure!(now <= info.deadline, Error::<T>::DeadlinePassed);
@@ -610,7 +616,7 @@ pub mod pallet {
 			Self::conclude(id, info, &proven, ruling, Grounds::Referee)
 		}
 
-		pub(crate) fn do_time_out(id: DisputeId) -> DispatchResult {
+		pub(crate) fn do_time_out(id: DisputeId) -> Result<Weight, DispatchError> {
 			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
 			let now = frame_system::Pallet::<T>::block_number();
 			ensure!(now > info.deadline, Error::<T>::DeadlineNotReached);
@@ -701,15 +707,17 @@ pub mod pallet {
 		}
 
 		/// Ends dispute `id` with `ruling`: the loser pays, the unit moves on, and disputes
-		/// the ruling makes moot are dismissed.
+		/// the ruling makes moot are dismissed. Returns the weight of what the ruling did
+		/// beyond the benchmarked call: the step ranges rolled back and the disputes dismissed.
 		fn conclude(
 			id: DisputeId,
 			info: DisputeOf<T>,
 			proven: &ProvenUnitOf<T>,
 			ruling: Ruling,
 			grounds: Grounds,
-		) -> DispatchResult {
+		) -> Result<Weight, DispatchError> {
 			Self::forget(id, &info);
+			let mut aftermath = Weight::zero();
 			let (forfeited, to_winner) = match ruling {
 				Ruling::ChallengerWins => {
 					Self::release_bond(&info)?;
@@ -721,13 +729,15 @@ pub mod pallet {
 						Some((&info.challenger, T::WinnerShare::get())),
 					)?;
 					let moot = T::Units::reject_proof(info.job, info.unit)?;
-					Self::dismiss_moot(info.job, info.unit, &moot)?;
+					let dismissed = Self::dismiss_moot(info.job, info.unit, &moot)?;
+					aftermath = Self::ruling_weight(moot.len() as u32, dismissed);
 					(slashed, T::WinnerShare::get().mul_floor(slashed))
 				},
 				Ruling::Diverged => {
 					Self::release_bond(&info)?;
 					let moot = T::Units::diverged(info.job, info.unit)?;
-					Self::dismiss_moot(info.job, info.unit, &moot)?;
+					let dismissed = Self::dismiss_moot(info.job, info.unit, &moot)?;
+					aftermath = Self::ruling_weight(moot.len() as u32, dismissed);
 					(Zero::zero(), Zero::zero())
 				},
 				Ruling::DefenderWins => {
@@ -763,22 +773,41 @@ pub mod pallet {
 				forfeited,
 				to_winner,
 			});
-			Ok(())
+			Ok(aftermath)
 		}
 
 		/// Dismisses every other dispute over `unit` and every dispute over the `moot`
-		/// units of `job`, returning their bonds: the proofs they dispute are gone.
-		fn dismiss_moot(job: JobId, unit: UnitIndex, moot: &[UnitIndex]) -> DispatchResult {
+		/// units of `job`, returning their bonds: the proofs they dispute are gone. Returns
+		/// how many it dismissed.
+		fn dismiss_moot(job: JobId, unit: UnitIndex, moot: &[UnitIndex]) -> Result<u32, DispatchError> {
+			let mut dismissed = 0u32;
 			for index in core::iter::once(unit).chain(moot.iter().copied()) {
 				let ids: Vec<DisputeId> = UnitDisputes::<T>::take((job, index)).into_inner();
 				for id in ids {
 					if let Some(info) = Disputes::<T>::take(id) {
 						let returned = Self::release_bond(&info)?;
 						Self::deposit_event(Event::DisputeDismissed { dispute: id, returned });
+						dismissed = dismissed.saturating_add(1);
 					}
 				}
 			}
-			Ok(())
+			Ok(dismissed)
+		}
+
+		/// The weight of a ruling's aftermath: `rolled_back` later step ranges rolled back
+		/// (the tasks pallet's benchmarked figure) and `dismissed` disputes dismissed, each
+		/// bounded by the benchmarked `challenge`, which holds a bond and writes a dispute
+		/// where a dismissal releases one and removes it.
+		fn ruling_weight(rolled_back: u32, dismissed: u32) -> Weight {
+			T::Units::overturn_weight(rolled_back)
+				.saturating_add(T::WeightInfo::challenge().saturating_mul(u64::from(dismissed)))
+		}
+
+		/// The most a ruling's aftermath can weigh: every later range of the largest job
+		/// rolled back, and every unit's dispute slots full.
+		pub fn worst_ruling_weight() -> Weight {
+			let units = T::Units::max_units_per_job();
+			Self::ruling_weight(units.saturating_sub(1), units.saturating_mul(T::MaxDisputesPerUnit::get()))
 		}
 
 		/// Removes dispute `id` from storage.

@@ -138,8 +138,9 @@ pub trait UnitProofs<AccountId, Balance, BlockNumber> {
 	/// A dispute opened: the unit moves to `Challenged` (if it is not already) and cannot
 	/// be finalized until every dispute over it ends.
 	fn open_challenge(job: JobId, unit: UnitIndex) -> DispatchResult;
-	/// The last dispute over the unit ended with the proof upheld: back to `Proven`, to be
-	/// finalized as soon as its challenge window has passed.
+	/// The last dispute over the unit ended with the proof upheld: back to `Proven`, with
+	/// its challenge window open again in full (so hopeless challenges that fill the
+	/// unit's dispute slots cannot run the window out).
 	fn close_challenge(job: JobId, unit: UnitIndex) -> DispatchResult;
 	/// The proof was overturned. The solver is released (the disputes pallet slashes it),
 	/// the unit goes back to the pool from its start, or fails once out of attempts, and
@@ -150,4 +151,8 @@ pub trait UnitProofs<AccountId, Balance, BlockNumber> {
 	/// proven inputs): nobody is at fault. The unit fails and is refunded, with every later
 	/// step range. Returns the rolled-back units, as [`UnitProofs::reject_proof`].
 	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError>;
+	/// The most units a job has: the most step ranges one overturn can roll back is one less.
+	fn max_units_per_job() -> u32;
+	/// The weight of overturning a unit and rolling back `rolled_back` later ranges.
+	fn overturn_weight(rolled_back: u32) -> polkadot_sdk::sp_runtime::Weight;
 }

@@ -956,6 +956,11 @@ impl<T: Config> Pallet<T> {
 			};
 			ensure!(from_ok, Error::<T>::NotDisputable);
 			unit.state = if challenged { UnitState::Challenged } else { UnitState::Proven };
+			if !challenged {
+				// Every dispute failed: the window opens again in full, so filling the
+				// unit's dispute slots with hopeless challenges cannot run it out.
+				unit.proven_at = Some(frame_system::Pallet::<T>::block_number());
+			}
 			Ok(())
 		})
 	}

@@ -93,4 +93,15 @@ impl<T: Config> UnitProofs<T::AccountId, BalanceOf<T>, BlockNumberFor<T>> for Pa
 	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
 		Self::overturn(job, unit, true)
 	}
+
+	fn max_units_per_job() -> u32 {
+		T::MaxUnitsPerJob::get()
+	}
+
+	fn overturn_weight(rolled_back: u32) -> polkadot_sdk::frame_support::weights::Weight {
+		// The sweep's benchmarked time-out of a unit whose later ranges fail with it does the
+		// same work per later range as a roll-back: a read and a write of the unit, the
+		// solver's list and exposure, and an event.
+		<T::WeightInfo as crate::WeightInfo>::time_out(rolled_back.saturating_add(1))
+	}
 }

@@ -201,7 +201,8 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type Retention = ConstU32<{ 60 * MINUTES }>;
 	type AcceptanceTimeout = ConstU32<{ MINUTES }>;
 	type MinUnitTimeout = ConstU32<10>;
-	type ChallengeWindow = ConstU32<10>;
+	// Five minutes: time to re-execute a unit's sampled steps and open a dispute.
+	type ChallengeWindow = ConstU32<{ 5 * MINUTES }>;
 	type MaxAttempts = ConstU32<3>;
 	type WeightInfo = pallet_touchstone_tasks::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
@@ -233,7 +234,9 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type SolverSlash = ConstU128<{ 100 * UNIT }>;
 	type WinnerShare = WinnerShare;
 	type ResponseWindow = ConstU32<DISPUTE_RESPONSE_WINDOW>;
-	type MaxDisputesPerUnit = ConstU32<4>;
+	// Filling every slot with hopeless challenges costs half of eight bonds per window,
+	// and the window opens again in full when they fail.
+	type MaxDisputesPerUnit = ConstU32<8>;
 	// The openings of the costliest piece any accepted job has (`MAX_PIECE_COST`: 70,000
 	// words and 80,000 hashes, 2.9 MB) fit, inside a normal block's 3.75 MiB.
 	type MaxOpeningsLen = ConstU32<{ 3 * 1024 * 1024 }>;
