@@ -342,6 +342,9 @@ fn an_honest_proof_is_paid_after_its_window() {
 		let before = Balances::balance(&SOLVER);
 		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), id, 0));
 		assert_eq!(Balances::balance(&SOLVER), before + 9, "paid the price less the jackpot's tenth");
+		// The job's result names the state the honest run ends at, proven against its trace.
+		let result = pallet_touchstone_tasks::Jobs::<Test>::get(id).unwrap().result.unwrap();
+		assert_eq!(result.state_root.0, state_root(&honest.final_state()).unwrap());
 	});
 }
 

@@ -553,10 +553,18 @@ pub enum JobStatus {
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct JobResult {
-	/// The final model: the last step range's model hash, or for data shards the
-	/// BLAKE2b-256 of the finalized shards' model hashes in unit order.
+	/// The final model file: the last step range's model hash, or for data shards the
+	/// BLAKE2b-256 of the finalized shards' model hashes in unit order. Where to fetch it;
+	/// check what was fetched against `state_root`.
 	pub model_hash: ContentHash,
-	/// Metrics, aggregated by the job's rule.
+	/// The proven final state: the last step range's `final_state_root`, or for data
+	/// shards the BLAKE2b-256 of the finalized shards' final state roots in unit order.
+	/// Each was proven against its unit's trace, which survived its challenge window, so a
+	/// model whose state root (`touchstone_kernels::job::trace::state_root`) matches is
+	/// the trained one.
+	pub state_root: ContentHash,
+	/// Metrics, aggregated by the job's rule. Reported by the solvers; the chain does not
+	/// check them.
 	pub metrics: TrainingMetrics,
 	/// Units that finalized.
 	pub units_finalized: u32,

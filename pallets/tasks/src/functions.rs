@@ -735,14 +735,16 @@ impl<T: Config> Pallet<T> {
 		let units_finalized = ordered.len() as u32;
 		let units_failed = job.units.saturating_sub(units_finalized);
 
-		let (model_hash, metrics) = match job.spec.decomposition {
+		let (model_hash, state_root, metrics) = match job.spec.decomposition {
 			Decomposition::StepRanges { .. } => ordered
 				.last()
-				.map(|(_, _, proof)| (proof.final_model_hash, proof.metrics))
+				.map(|(_, _, proof)| (proof.final_model_hash, proof.final_state_root, proof.metrics))
 				.unwrap_or_default(),
 			Decomposition::DataShards { aggregation, .. } => {
 				let hashes: Vec<u8> =
 					ordered.iter().flat_map(|(_, _, proof)| proof.final_model_hash.0).collect();
+				let roots: Vec<u8> =
+					ordered.iter().flat_map(|(_, _, proof)| proof.final_state_root.0).collect();
 				let weights: Vec<(u128, TrainingMetrics)> = ordered
 					.iter()
 					.map(|(_, scope, proof)| {
@@ -754,10 +756,10 @@ impl<T: Config> Pallet<T> {
 						(weight, proof.metrics)
 					})
 					.collect();
-				(blake2_256(&hashes).into(), weighted_mean(&weights))
+				(blake2_256(&hashes).into(), blake2_256(&roots).into(), weighted_mean(&weights))
 			},
 		};
-		JobResult { model_hash, metrics, units_finalized, units_failed }
+		JobResult { model_hash, state_root, metrics, units_finalized, units_failed }
 	}
 
 	// ---------------------------------------------------------------------------------

@@ -565,6 +565,7 @@ mod timeouts {
 				stored.result,
 				Some(JobResult {
 					model_hash: Default::default(),
+					state_root: Default::default(),
 					metrics: Default::default(),
 					units_finalized: 0,
 					units_failed: 4
@@ -753,6 +754,9 @@ mod aggregation {
 			let mut hashes = first.final_model_hash.0.to_vec();
 			hashes.extend(second.final_model_hash.0);
 			assert_eq!(result.model_hash, polkadot_sdk::sp_io::hashing::blake2_256(&hashes).into());
+			let mut roots = first.final_state_root.0.to_vec();
+			roots.extend(second.final_state_root.0);
+			assert_eq!(result.state_root, polkadot_sdk::sp_io::hashing::blake2_256(&roots).into());
 		});
 	}
 }
