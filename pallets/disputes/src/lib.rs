@@ -66,7 +66,6 @@ pub type DisputeOf<T> =
 /// A proven unit as the tasks pallet describes it.
 pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	<T as frame_system::Config>::AccountId,
-	BalanceOf<T>,
 	frame_system::pallet_prelude::BlockNumberFor<T>,
 >;
 
@@ -105,7 +104,7 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		referee::{
-			bind_operator, bind_step, judge, job_graph, level_leaves, Digest, Dispute, Foul, Game, Graph, Level,
+			bind_operator, bind_step, judge, job_graph, level_leaves, Digest, Dispute, Foul, Game, Level,
 			MerkleProof, Openings, Position, RefereeError, Reveal, StepBinding, TraceCommitment,
 		},
 		traits::{ComputeNodes, Slash, UnitProofs},
@@ -130,7 +129,7 @@ pub mod pallet {
 		type RuntimeHoldReason: From<HoldReason>;
 
 		/// Units with committed proofs: what a dispute judges and what it moves.
-		type Units: UnitProofs<Self::AccountId, BalanceOf<Self>, BlockNumberFor<Self>>;
+		type Units: UnitProofs<Self::AccountId, BlockNumberFor<Self>>;
 
 		/// The compute-node registry: who is bonded as a challenger.
 		type Nodes: ComputeNodes<Self::AccountId, BalanceOf<Self>>;
@@ -454,7 +453,6 @@ pub mod pallet {
 				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == challenger)),
 				Error::<T>::AlreadyChallenged
 			);
-			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
 			let bond = T::ChallengeBond::get();
 			T::Currency::hold(&HoldReason::ChallengeBond.into(), &challenger, bond)
 				.map_err(|_| Error::<T>::InsufficientBalance)?;
@@ -480,7 +478,7 @@ pub mod pallet {
 				rounds: 0,
 			};
 			let nodes = Pair { defender: proven.trace.trace_root, challenger: trace_root };
-			Self::enter_level(&mut info, &graph, &proven.trace, Level::Steps, nodes)?;
+			Self::enter_level(&mut info, &proven.trace, Level::Steps, proven.trace.steps, nodes)?;
 			Self::deposit_event(Event::DisputeOpened {
 				dispute: id,
 				job,
@@ -545,7 +543,8 @@ pub mod pallet {
 				Some(both) => {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.operator_roots = Some(nodes);
-					Self::enter_level(&mut info, &graph, &proven.trace, Level::Operators, nodes)?;
+					let leaves = level_leaves(&graph, &proven.trace, Level::Operators).map_err(|_| Error::<T>::InvalidJob)?;
+					Self::enter_level(&mut info, &proven.trace, Level::Operators, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
 				None => info.phase = Phase::BindStep { roots },
@@ -576,7 +575,9 @@ pub mod pallet {
 				Some(both) => {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.piece_roots = Some(nodes);
-					Self::enter_level(&mut info, &graph, &proven.trace, Level::Pieces { operator }, nodes)?;
+					let level = Level::Pieces { operator };
+					let leaves = level_leaves(&graph, &proven.trace, level).map_err(|_| Error::<T>::InvalidJob)?;
+					Self::enter_level(&mut info, &proven.trace, level, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
 				None => info.phase = Phase::BindOperator { roots },
@@ -659,16 +660,16 @@ pub mod pallet {
 			}
 		}
 
-		/// Starts bisecting `level`'s trees from the sides' roots `nodes`; a tree of a
-		/// single leaf needs no round.
+		/// Starts bisecting `level`'s trees of `leaves` leaves (the shape the job gives
+		/// them: `level_leaves`) from the sides' roots `nodes`; a tree of a single leaf needs
+		/// no round.
 		fn enter_level(
 			info: &mut DisputeOf<T>,
-			graph: &Graph,
 			trace: &TraceCommitment,
 			level: Level,
+			leaves: u32,
 			nodes: Pair<Digest>,
 		) -> DispatchResult {
-			let leaves = level_leaves(graph, trace, level).map_err(|_| Error::<T>::InvalidJob)?;
 			let game = Game::new(leaves).map_err(|_| Error::<T>::InvalidJob)?;
 			info.phase = Phase::Bisect { level, game, nodes, reveals: Pair::default() };
 			Self::settle_level(info, trace)

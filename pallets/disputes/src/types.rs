@@ -19,16 +19,6 @@ pub enum Party {
 	Challenger,
 }
 
-impl Party {
-	/// The other side.
-	pub fn other(self) -> Self {
-		match self {
-			Party::Defender => Party::Challenger,
-			Party::Challenger => Party::Defender,
-		}
-	}
-}
-
 /// One value per side.
 #[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Pair<V> {

@@ -106,11 +106,9 @@ impl<AccountId> ProofLifecycle<AccountId> for () {
 /// A unit with a committed learning proof, as a dispute over it sees it: everything the
 /// game and the referee judge against, from the tasks pallet's records.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct ProvenUnit<AccountId, Balance, BlockNumber> {
+pub struct ProvenUnit<AccountId, BlockNumber> {
 	/// The solver that committed the proof: the defender of any dispute.
 	pub solver: AccountId,
-	/// The job's submitter.
-	pub owner: AccountId,
 	/// The job's model.
 	pub model: ModelArch,
 	/// The job's hyper-parameters.
@@ -122,9 +120,8 @@ pub struct ProvenUnit<AccountId, Balance, BlockNumber> {
 	pub trace: TraceCommitment,
 	/// The job's training set and the unit's shard.
 	pub data: DataCommitment,
-	/// What the unit pays.
-	pub price: Balance,
-	/// The last block a challenge may be opened in.
+	/// The block the challenge window ends in: challenges are accepted before it, and
+	/// the unit may be finalized from it.
 	pub window_ends: BlockNumber,
 	/// Whether a dispute holds the unit (`Challenged`).
 	pub challenged: bool,
@@ -132,9 +129,9 @@ pub struct ProvenUnit<AccountId, Balance, BlockNumber> {
 
 /// How the disputes pallet reads and moves units with committed proofs. Implemented by
 /// the tasks pallet; the disputes pallet never reads its storage.
-pub trait UnitProofs<AccountId, Balance, BlockNumber> {
+pub trait UnitProofs<AccountId, BlockNumber> {
 	/// The unit, while its proof stands (`Proven` or `Challenged`).
-	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, Balance, BlockNumber>>;
+	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, BlockNumber>>;
 	/// A dispute opened: the unit moves to `Challenged` (if it is not already) and cannot
 	/// be finalized until every dispute over it ends.
 	fn open_challenge(job: JobId, unit: UnitIndex) -> DispatchResult;

@@ -73,7 +73,7 @@ impl<T: Config> Pallet<T> {
 	}
 }
 
-impl<T: Config> UnitProofs<T::AccountId, BalanceOf<T>, BlockNumberFor<T>> for Pallet<T> {
+impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>> for Pallet<T> {
 	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnitOf<T>> {
 		Self::proven_unit(job, unit)
 	}

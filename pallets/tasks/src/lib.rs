@@ -67,7 +67,6 @@ pub type WorkUnitOf<T> = touchstone_primitives::WorkUnit<
 /// A unit with a standing proof, as the disputes pallet sees it.
 pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	<T as frame_system::Config>::AccountId,
-	BalanceOf<T>,
 	frame_system::pallet_prelude::BlockNumberFor<T>,
 >;
 
