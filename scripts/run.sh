@@ -1,9 +1,62 @@
 #!/usr/bin/env bash
-# Sets up the machine, builds, and starts a development chain: one validator (Alice)
-# producing and finalising a block every 3 seconds, RPC on ws://127.0.0.1:9944 and
-# Prometheus on http://127.0.0.1:9615/metrics. Stop it with Ctrl-C.
+# Sets up the machine, builds, and trains a real model through the chain: starts a
+# development chain (one validator, Alice, a block every 3 seconds) and one solver worker
+# (Bob), submits the digits job (Alice pays), waits while the units are trained, proven,
+# and paid after their challenge windows, fetches the final model by its on-chain hash and
+# prints its test accuracy.
+#
+#   scripts/run.sh          then keeps the chain and the solver running: RPC on
+#                           ws://127.0.0.1:9944, node metrics on :9615, solver metrics
+#                           on :9616. Ctrl-C stops everything.
+#   scripts/run.sh --once   stops everything and exits 0 after printing the accuracy.
 source "$(dirname "$0")/lib.sh"
+
+once=0
+for arg in "$@"; do
+	case "$arg" in
+		--once) once=1 ;;
+		-h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		*) echo "unknown option: $arg (see --help)" >&2; exit 2 ;;
+	esac
+done
+
 "$ROOT/scripts/setup.sh"
 build_workspace
-log "Starting the development chain (state is discarded on exit)"
-exec "$TOUCHSTONE_NODE" --dev --tmp --rpc-cors all "$@"
+WORKER="$CARGO_TARGET_DIR/debug/touchstone-worker"
+work="$(mktemp -d "${TMPDIR:-/tmp}/touchstone-run.XXXXXX")"
+pids=()
+stop_all() {
+	for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM
+
+log "Starting the development chain (state is discarded on exit; log: $work/node.log)"
+"$TOUCHSTONE_NODE" --dev --tmp --rpc-cors all >"$work/node.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 120); do
+	curl -sf -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"system_health"}' \
+		http://127.0.0.1:9944 >/dev/null && break
+	sleep 1
+done
+
+log "Starting a solver worker as Bob (log: $work/solver.log)"
+"$WORKER" --data-dir "$work/worker" solve --key //Bob --metrics 127.0.0.1:9616 >"$work/solver.log" 2>&1 &
+pids+=($!)
+
+log "Submitting the digits job as Alice, and following it until it is paid (about 7 minutes:"
+log "the last unit waits out its 5-minute challenge window)"
+submitted="$("$WORKER" --data-dir "$work/worker" submit --key //Alice --example digits --wait | tee /dev/stderr)"
+job="$(sed -n 's/^job \([0-9]*\) submitted.*/\1/p' <<<"$submitted")"
+
+"$WORKER" --data-dir "$work/worker" fetch --job "$job" --out "$work/model.safetensors"
+"$WORKER" --data-dir "$work/worker" evaluate --example digits --model "$work/model.safetensors"
+
+if [ "$once" -eq 1 ]; then
+	exit 0
+fi
+log "The chain and the solver keep running. Try: $WORKER status"
+log "Ctrl-C stops both."
+wait "${pids[0]}"

@@ -1,0 +1,132 @@
+//! The chain, as the worker sees it: calls and storage generated from the runtime's metadata.
+
+/// Calls, storage and events generated from `worker/metadata.scale`, the runtime's
+/// metadata (a test fails when it is stale). The protocol's own types are not generated
+/// again: they are the ones in `touchstone-primitives`, which the runtime encodes.
+#[subxt::subxt(
+	runtime_metadata_path = "metadata.scale",
+	substitute_type(path = "touchstone_primitives::JobSpec<B>", with = "::subxt::utils::Static<::touchstone_primitives::JobSpec<::core::primitive::u128>>"),
+	substitute_type(path = "touchstone_primitives::LearningProof", with = "::subxt::utils::Static<::touchstone_primitives::LearningProof>"),
+	substitute_type(path = "touchstone_primitives::HardwareProfile", with = "::subxt::utils::Static<::touchstone_primitives::HardwareProfile>"),
+	substitute_type(path = "touchstone_primitives::Checkpoint", with = "::subxt::utils::Static<::touchstone_primitives::Checkpoint>"),
+	substitute_type(path = "touchstone_kernels::referee::StateOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateOpening>"),
+)]
+pub mod runtime {}
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use subxt::rpcs::client::reconnecting_rpc_client::ExponentialBackoff;
+use subxt::rpcs::client::ReconnectingRpcClient;
+use subxt::{OnlineClient, PolkadotConfig};
+use subxt_signer::sr25519::Keypair;
+use touchstone_primitives::{JobId, UnitIndex};
+
+/// The chain's configuration: Polkadot's account, address, signature and hashing types.
+pub type Config = PolkadotConfig;
+/// An account on the chain.
+pub type AccountId = subxt::utils::AccountId32;
+/// The chain's state at one finalized block.
+pub type AtBlock = subxt::client::OnlineClientAtBlock<Config>;
+/// A work unit as stored.
+pub type WorkUnit = touchstone_primitives::WorkUnit<AccountId, u32>;
+/// A job as stored.
+pub type Job = touchstone_primitives::Job<AccountId, u128, u32>;
+/// The events a transaction emitted.
+pub type Events = subxt::extrinsics::ExtrinsicEvents<Config>;
+
+/// Decodes a stored protocol type with its own codec (the runtime's encoding of it).
+fn decode<T: codec::Decode>(mut bytes: &[u8]) -> Result<T> {
+	T::decode(&mut bytes).map_err(|error| anyhow!("cannot decode a stored value: {error}"))
+}
+
+/// How long to wait for a node before saying it is unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection to a node.
+#[derive(Clone)]
+pub struct Chain {
+	api: OnlineClient<Config>,
+}
+
+impl Chain {
+	/// Connects to the node at `url`. The connection reconnects by itself, with
+	/// exponential backoff up to ten seconds, whenever the node goes away.
+	pub async fn connect(url: &str) -> Result<Self> {
+		let unreachable = || {
+			format!("node unreachable at {url}: is touchstone-node running there? (start one with scripts/run.sh, or pass --node)")
+		};
+		let rpc = tokio::time::timeout(
+			CONNECT_TIMEOUT,
+			ReconnectingRpcClient::builder()
+				.retry_policy(ExponentialBackoff::from_millis(250).max_delay(Duration::from_secs(10)))
+				.connection_timeout(Duration::from_secs(10))
+				.build(url),
+		)
+		.await
+		.map_err(|_| anyhow!(unreachable()))?
+		.with_context(unreachable)?;
+		let api = OnlineClient::<Config>::from_rpc_client(rpc).await.with_context(unreachable)?;
+		let chain = Self { api };
+		// Refuse a node whose runtime this worker was not generated for, before any
+		// transaction is signed against it.
+		let at = chain.at().await?;
+		runtime::is_codegen_valid_for(&at.metadata_ref())
+			.then_some(())
+			.ok_or_else(|| anyhow!("the node at {url} runs a runtime (spec version {}) this worker was not built for: update touchstone-worker", at.spec_version()))?;
+		Ok(chain)
+	}
+
+	/// The latest finalized state.
+	pub async fn at(&self) -> Result<AtBlock> {
+		self.api.at_current_block().await.context("cannot read the finalized block from the node")
+	}
+
+	/// Signs `call` with `signer`, submits it and waits until it is finalized. A
+	/// transaction the runtime refuses is an error naming the runtime's error.
+	pub async fn send<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
+		let at = self.at().await?;
+		let progress = at
+			.tx()
+			.sign_and_submit_then_watch_default(call, signer)
+			.await
+			.map_err(|error| anyhow!("the node refused the transaction: {error}"))?;
+		progress.wait_for_finalized_success().await.map_err(|error| anyhow!("{error}"))
+	}
+
+	/// A job, if it exists.
+	pub async fn job(&self, at: &AtBlock, job: JobId) -> Result<Option<Job>> {
+		let value = at.storage().try_fetch(runtime::storage().tasks().jobs(), (job,)).await?;
+		value.map(|value| decode(value.bytes())).transpose()
+	}
+
+	/// A work unit, if it exists.
+	pub async fn unit(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<WorkUnit>> {
+		let value = at.storage().try_fetch(runtime::storage().tasks().units(), (job, unit)).await?;
+		value.map(|value| decode(value.bytes())).transpose()
+	}
+
+	/// The units `solver` holds.
+	pub async fn solver_units(&self, at: &AtBlock, solver: &AccountId) -> Result<Vec<(JobId, UnitIndex)>> {
+		let value = at.storage().fetch(runtime::storage().tasks().solver_units(), (solver.clone(),)).await?;
+		Ok(value.decode()?.0.into_iter().collect())
+	}
+
+	/// The units in the open pool.
+	pub async fn pool(&self, at: &AtBlock) -> Result<Vec<(JobId, UnitIndex)>> {
+		let value = at.storage().fetch(runtime::storage().tasks().pool(), ()).await?;
+		Ok(value.decode()?.0.into_iter().collect())
+	}
+
+	/// The next job id (the number of jobs ever submitted).
+	pub async fn next_job_id(&self, at: &AtBlock) -> Result<JobId> {
+		let value = at.storage().fetch(runtime::storage().tasks().next_job_id(), ()).await?;
+		Ok(value.decode()?)
+	}
+
+	/// The free balance of `who`.
+	pub async fn free_balance(&self, at: &AtBlock, who: &AccountId) -> Result<u128> {
+		let value = at.storage().fetch(runtime::storage().system().account(), (who.clone(),)).await?;
+		Ok(value.decode()?.data.free)
+	}
+}

@@ -1,0 +1,314 @@
+//! Job descriptions: a file (TOML or JSON) or the built-in digits example, turned into
+//! the chain's `JobSpec` with the dataset and initial state committed.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use polkadot_sdk::sp_core::Get;
+use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
+use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::job::trace::{state_root, Trainer};
+use touchstone_kernels::CpuBackend;
+use touchstone_primitives::referee::{kernel_model, kernel_train};
+use touchstone_primitives::{
+	Activation, Aggregation, ContentRef, DatasetRef, Decomposition, DeviceKind, HardwareRequirements, HyperParams,
+	JobSpec, ModelArch, Optimizer, VerificationMode,
+};
+
+use crate::dataset;
+use crate::store::Store;
+
+/// One TST in plancks.
+pub const UNIT: u128 = 1_000_000_000_000;
+
+/// A job as a user writes it. Real numbers are decimals; the chain's fixed-point values
+/// are derived from them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+	/// The training set: a dataset file, relative to
+	/// the job file; or `"digits"` for the digits training split.
+	pub dataset: String,
+	/// The model.
+	pub model: ModelFile,
+	/// Training hyper-parameters.
+	pub train: TrainFile,
+	/// How the job is cut into units.
+	pub units: UnitsFile,
+	/// TST paid per finalized unit.
+	pub price_per_unit: f64,
+	/// TST held in escrow; defaults to the price of every unit.
+	#[serde(default)]
+	pub budget: Option<f64>,
+	/// Blocks a solver may go without progress before its unit returns to the pool.
+	#[serde(default = "default_unit_timeout")]
+	pub unit_timeout: u32,
+	/// Blocks a unit may wait in the pool.
+	#[serde(default = "default_pool_timeout")]
+	pub pool_timeout: u32,
+	/// What a solver's hardware must offer.
+	#[serde(default)]
+	pub requirements: RequirementsFile,
+}
+
+fn default_unit_timeout() -> u32 {
+	100
+}
+fn default_pool_timeout() -> u32 {
+	600
+}
+
+/// A model architecture.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum ModelFile {
+	/// A multi-layer perceptron.
+	Mlp { inputs: u32, hidden: Vec<u32>, classes: u32, activation: ActivationFile },
+	/// A small convolutional network.
+	Cnn {
+		channels: u32,
+		height: u32,
+		width: u32,
+		conv_channels: Vec<u32>,
+		kernel_size: u32,
+		hidden: Vec<u32>,
+		classes: u32,
+		activation: ActivationFile,
+	},
+}
+
+/// A hidden-layer activation.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivationFile {
+	Relu,
+	Tanh,
+	Gelu,
+}
+
+/// Training hyper-parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainFile {
+	pub steps: u32,
+	pub batch_size: u32,
+	pub learning_rate: f64,
+	pub optimizer: OptimizerFile,
+	#[serde(default)]
+	pub grad_clip_norm: Option<f64>,
+	pub seed: u64,
+	pub checkpoint_interval: u32,
+}
+
+/// The optimizer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum OptimizerFile {
+	Sgd { momentum: f64 },
+	Adamw { beta1: f64, beta2: f64, epsilon: f64, weight_decay: f64 },
+}
+
+/// How the job is cut into units: give exactly one of the two.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitsFile {
+	/// Consecutive step ranges of this many steps.
+	#[serde(default)]
+	pub steps_per_unit: Option<u32>,
+	/// Data-parallel shards.
+	#[serde(default)]
+	pub shards: Option<u32>,
+}
+
+/// Hardware requirements.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequirementsFile {
+	/// `"cpu"`, `"gpu"`, or absent for either.
+	#[serde(default)]
+	pub device: Option<String>,
+	#[serde(default)]
+	pub min_memory_mib: u32,
+	#[serde(default)]
+	pub min_throughput_gflops: u32,
+}
+
+/// A job ready to submit: its spec, and the dataset published to the store.
+pub struct PreparedJob {
+	/// The spec to submit.
+	pub spec: JobSpec<u128>,
+	/// The training set.
+	pub train: Dataset,
+}
+
+/// The built-in digits job: the digits classifier (64 → 64 → 10, ReLU) trained for 1,000
+/// steps of SGD with momentum in four step ranges of 250, the run whose test accuracy the
+/// kernels pin (352/360).
+pub fn digits_example() -> JobFile {
+	JobFile {
+		dataset: "digits".into(),
+		model: ModelFile::Mlp { inputs: 64, hidden: vec![64], classes: 10, activation: ActivationFile::Relu },
+		train: TrainFile {
+			steps: 1000,
+			batch_size: 32,
+			learning_rate: 0.1,
+			optimizer: OptimizerFile::Sgd { momentum: 0.9 },
+			grad_clip_norm: None,
+			seed: dataset::DIGITS_SEED,
+			checkpoint_interval: 50,
+		},
+		units: UnitsFile { steps_per_unit: Some(250), shards: None },
+		price_per_unit: 1.0,
+		budget: None,
+		unit_timeout: default_unit_timeout(),
+		pool_timeout: default_pool_timeout(),
+		requirements: RequirementsFile { device: None, min_memory_mib: 64, min_throughput_gflops: 0 },
+	}
+}
+
+/// Reads a job file: TOML, or JSON when its name ends in `.json`.
+pub fn read(path: &Path) -> Result<(JobFile, PathBuf)> {
+	let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the job file {}", path.display()))?;
+	let job: JobFile = if path.extension().is_some_and(|ext| ext == "json") {
+		serde_json::from_str(&text).with_context(|| format!("{} is not a valid job description", path.display()))?
+	} else {
+		toml::from_str(&text).with_context(|| format!("{} is not a valid job description", path.display()))?
+	};
+	let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+	Ok((job, base))
+}
+
+fn fixed(name: &str, value: f64) -> Result<FixedU64> {
+	if !(value.is_finite() && value >= 0.0 && value < 1.0e9) {
+		bail!("{name} must be a finite number in [0, 10⁹); got {value}");
+	}
+	Ok(FixedU64::from_inner((value * 1e9).round() as u64))
+}
+
+fn plancks(name: &str, tst: f64) -> Result<u128> {
+	if !(tst.is_finite() && tst >= 0.0) {
+		bail!("{name} must be a non-negative number of TST; got {tst}");
+	}
+	Ok((tst * UNIT as f64).round() as u128)
+}
+
+fn bounded<T, S: Get<u32>>(name: &str, values: Vec<T>) -> Result<BoundedVec<T, S>> {
+	BoundedVec::try_from(values).map_err(|_| anyhow::anyhow!("{name} has more entries than the chain accepts"))
+}
+
+/// The chain's model architecture of a described one.
+pub fn model_arch(model: &ModelFile) -> Result<ModelArch> {
+	let activation = |a: ActivationFile| match a {
+		ActivationFile::Relu => Activation::Relu,
+		ActivationFile::Tanh => Activation::Tanh,
+		ActivationFile::Gelu => Activation::Gelu,
+	};
+	Ok(match model {
+		ModelFile::Mlp { inputs, hidden, classes, activation: a } => ModelArch::Mlp {
+			inputs: *inputs,
+			hidden: bounded("model.hidden", hidden.clone())?,
+			classes: *classes,
+			activation: activation(*a),
+		},
+		ModelFile::Cnn { channels, height, width, conv_channels, kernel_size, hidden, classes, activation: a } => {
+			ModelArch::Cnn {
+				channels: *channels,
+				height: *height,
+				width: *width,
+				conv_channels: bounded("model.conv_channels", conv_channels.clone())?,
+				kernel_size: *kernel_size,
+				hidden: bounded("model.hidden", hidden.clone())?,
+				classes: *classes,
+				activation: activation(*a),
+			}
+		},
+	})
+}
+
+/// Prepares `job`: loads its dataset, publishes it to `store`, computes the roots the
+/// chain commits to, and builds the spec. Every check the chain makes on the shape runs
+/// here first, so a bad job fails before it costs a transaction fee.
+pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob> {
+	let train = if job.dataset == "digits" {
+		dataset::digits_split()?.0
+	} else {
+		let path = base.join(&job.dataset);
+		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the dataset {}", path.display()))?;
+		dataset::from_bytes(&bytes).with_context(|| format!("in {}", path.display()))?
+	};
+	let file = dataset::to_bytes(&train);
+	let file_hash = store.put(&file)?;
+	let root = train.root().map_err(|error| anyhow::anyhow!("cannot commit to the dataset: {error:?}"))?;
+	let model = model_arch(&job.model)?;
+	let t = &job.train;
+	let hyper = HyperParams {
+		steps: t.steps,
+		batch_size: t.batch_size,
+		learning_rate: fixed("train.learning_rate", t.learning_rate)?,
+		optimizer: match t.optimizer {
+			OptimizerFile::Sgd { momentum } => Optimizer::Sgd { momentum: fixed("momentum", momentum)? },
+			OptimizerFile::Adamw { beta1, beta2, epsilon, weight_decay } => Optimizer::AdamW {
+				beta1: fixed("beta1", beta1)?,
+				beta2: fixed("beta2", beta2)?,
+				epsilon: fixed("epsilon", epsilon)?,
+				weight_decay: fixed("weight_decay", weight_decay)?,
+			},
+		},
+		grad_clip_norm: t.grad_clip_norm.map(|norm| fixed("train.grad_clip_norm", norm)).transpose()?,
+		seed: t.seed,
+		checkpoint_interval: t.checkpoint_interval,
+	};
+	let (decomposition, units) = match (job.units.steps_per_unit, job.units.shards) {
+		(Some(steps_per_unit), None) if steps_per_unit > 0 => {
+			(Decomposition::StepRanges { steps_per_unit }, t.steps.div_ceil(steps_per_unit))
+		},
+		(None, Some(shards)) if shards > 0 => {
+			(Decomposition::DataShards { shards, aggregation: Aggregation::WeightedBySamples }, shards)
+		},
+		_ => bail!("units: give exactly one of steps_per_unit or shards, above zero"),
+	};
+	// The state the job starts from: the seeded weights and zeroed optimizer state, as
+	// the trainer builds them (which also validates the model against the dataset).
+	let mut trainer = Trainer::new(CpuBackend, &kernel_model(&model), &kernel_train(&hyper), train.clone())
+		.map_err(|error| anyhow::anyhow!("the model, hyper-parameters and dataset do not fit together: {error:?}"))?;
+	let initial = trainer.state().map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let initial_state_root = state_root(&initial).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let price_per_unit = plancks("price_per_unit", job.price_per_unit)?;
+	let budget = match job.budget {
+		Some(budget) => plancks("budget", budget)?,
+		None => price_per_unit.saturating_mul(units as u128),
+	};
+	let device = match job.requirements.device.as_deref() {
+		None => None,
+		Some("cpu") => Some(DeviceKind::Cpu),
+		Some("gpu") => Some(DeviceKind::Gpu),
+		Some(other) => bail!("requirements.device must be \"cpu\" or \"gpu\", not {other:?}"),
+	};
+	let location = format!("touchstone:{}", touchstone_kernels::job::data::hex(&file_hash));
+	let spec = JobSpec {
+		model,
+		initial_weights: None,
+		initial_state_root: initial_state_root.into(),
+		dataset: DatasetRef {
+			content: ContentRef { hash: file_hash.into(), location: bounded("location", location.into_bytes())? },
+			samples: train.len() as u32,
+			root: root.into(),
+		},
+		hyper,
+		decomposition,
+		verification: VerificationMode::Exact,
+		requirements: HardwareRequirements {
+			device,
+			min_memory_mib: job.requirements.min_memory_mib,
+			min_throughput_gflops: job.requirements.min_throughput_gflops,
+			min_bandwidth_mbps: 0,
+			region: None,
+		},
+		price_per_unit,
+		budget,
+		unit_timeout: job.unit_timeout,
+		pool_timeout: job.pool_timeout,
+	};
+	Ok(PreparedJob { spec, train })
+}

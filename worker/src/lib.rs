@@ -1,0 +1,21 @@
+//! The Touchstone worker's parts, shared by the `touchstone-worker` binary and its tests.
+//!
+//! - [`chain`]: the node connection, with calls and storage generated from the runtime's
+//!   metadata;
+//! - [`keys`]: identities;
+//! - [`store`]: the content-addressed artifact store;
+//! - [`dataset`] and [`jobfile`]: datasets as artifacts, and job descriptions;
+//! - [`train`]: training one unit, checkpointed and resumable, and its learning proof;
+//! - [`hardware`]: the declared hardware profile and the memory check;
+//! - [`solver`]: the solver role;
+//! - [`metrics`]: Prometheus metrics.
+
+pub mod chain;
+pub mod dataset;
+pub mod hardware;
+pub mod jobfile;
+pub mod keys;
+pub mod metrics;
+pub mod solver;
+pub mod store;
+pub mod train;

@@ -1,0 +1,338 @@
+//! `touchstone-worker`: the program GPU operators and submitters run against a Touchstone
+//! chain. `solve` trains work units and proves them; `submit`, `status`, `fetch` and
+//! `evaluate` take a job from a description to a tested model; `keys` manages
+//! identities. Verifier and challenger roles come as further subcommands.
+
+use touchstone_worker::{chain, dataset, jobfile, keys, solver, store};
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand};
+use subxt::utils::Static;
+use touchstone_kernels::job::checkpoint::Checkpoint;
+use touchstone_kernels::job::data::{hex, Dataset};
+use touchstone_kernels::job::model::ModelConfig;
+use touchstone_kernels::job::trace::state_root;
+use touchstone_kernels::proof::hash::digest_bytes;
+use touchstone_primitives::referee::kernel_model;
+use touchstone_primitives::{JobId, JobStatus, UnitState};
+
+use crate::chain::{runtime, Chain};
+use crate::jobfile::UNIT;
+use crate::store::Store;
+
+/// The Touchstone worker: trains and proves work units from the chain (solver), and takes
+/// jobs from a description to a tested model (submitter).
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+	/// The node's WebSocket RPC endpoint.
+	#[arg(long, global = true, env = "TOUCHSTONE_NODE_URL", default_value = "ws://127.0.0.1:9944")]
+	node: String,
+	/// Where the worker keeps its artifacts, checkpoints and unit state.
+	#[arg(long, global = true, env = "TOUCHSTONE_WORKER_DIR")]
+	data_dir: Option<PathBuf>,
+	#[command(subcommand)]
+	command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+	/// Run a solver: register and bond, take units this machine can train, train them
+	/// with checkpoints, commit learning proofs and collect pay. Stops cleanly on Ctrl-C,
+	/// leaving the current unit to resume from its last checkpoint.
+	Solve(solver::SolveArgs),
+	/// Submit a training job (a TOML or JSON description, or a built-in example): publish
+	/// its dataset, commit its roots, hold its budget in escrow, and print its id.
+	Submit(SubmitArgs),
+	/// Show jobs and their units.
+	Status {
+		/// One job; the latest ten when absent.
+		#[arg(long)]
+		job: Option<JobId>,
+	},
+	/// Write a completed job's final model to a safetensors file, checked against the
+	/// state root the chain proved.
+	Fetch {
+		/// The job.
+		#[arg(long)]
+		job: JobId,
+		/// The file to write.
+		#[arg(long, default_value = "model.safetensors")]
+		out: PathBuf,
+	},
+	/// Print a model's accuracy on a held-out test split.
+	Evaluate(EvaluateArgs),
+	/// Generate or inspect account keys.
+	#[command(subcommand)]
+	Keys(KeysCommand),
+}
+
+#[derive(clap::Args)]
+struct SubmitArgs {
+	#[command(flatten)]
+	key: keys::KeyArgs,
+	/// A job description file (TOML, or JSON by its extension).
+	#[arg(long, conflicts_with = "example", required_unless_present = "example")]
+	job: Option<PathBuf>,
+	/// A built-in job instead of a file.
+	#[arg(long, value_enum)]
+	example: Option<Example>,
+	/// Wait until the job completes, printing its progress.
+	#[arg(long)]
+	wait: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Example {
+	/// The digits classifier: 1,000 steps in four units, about 98 % test accuracy.
+	Digits,
+}
+
+#[derive(clap::Args)]
+struct EvaluateArgs {
+	/// The model file (`fetch` writes one).
+	#[arg(long, default_value = "model.safetensors")]
+	model: PathBuf,
+	/// The job whose model architecture the file holds.
+	#[arg(long, required_unless_present = "example")]
+	job: Option<JobId>,
+	/// Evaluate as a built-in example's model, on its held-out split.
+	#[arg(long, value_enum)]
+	example: Option<Example>,
+	/// A dataset file to test on; the example's held-out split by default.
+	#[arg(long)]
+	test_data: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+	/// Generate a new account: prints its mnemonic (keep it secret) and address.
+	Generate,
+	/// Print the address of a secret URI or keystore file.
+	Inspect(keys::KeyArgs),
+}
+
+fn default_data_dir() -> PathBuf {
+	let home = std::env::var_os("HOME").unwrap_or_default();
+	PathBuf::from(home).join(".local/share/touchstone-worker")
+}
+
+#[tokio::main]
+async fn main() {
+	let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+		.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,subxt=warn,jsonrpsee=warn"));
+	tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+	if let Err(error) = run(Cli::parse()).await {
+		eprintln!("error: {error:#}");
+		std::process::exit(1);
+	}
+}
+
+async fn run(cli: Cli) -> Result<()> {
+	let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
+	match cli.command {
+		Command::Keys(KeysCommand::Generate) => {
+			let phrase = keys::generate()?;
+			let pair = keys::from_secret(&phrase.to_string())?;
+			println!("secret phrase: {phrase}");
+			println!("address:       {}", keys::address(&pair));
+			Ok(())
+		},
+		Command::Keys(KeysCommand::Inspect(key)) => {
+			println!("{}", keys::address(&key.keypair()?));
+			Ok(())
+		},
+		Command::Evaluate(args) => evaluate(&cli.node, args).await,
+		Command::Solve(args) => {
+			let store = Store::open(&data_dir)?;
+			let chain = Chain::connect(&cli.node).await?;
+			let stop = Arc::new(AtomicBool::new(false));
+			let signal = stop.clone();
+			tokio::spawn(async move {
+				shutdown_signal().await;
+				tracing::info!("shutting down: the current unit keeps its last checkpoint");
+				signal.store(true, Ordering::Relaxed);
+			});
+			solver::Solver::new(chain, store, data_dir, args, stop)?.run().await
+		},
+		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
+		Command::Status { job } => status(&cli.node, job).await,
+		Command::Fetch { job, out } => fetch(&cli.node, &data_dir, job, &out).await,
+	}
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+	let terminate = async {
+		match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+			Ok(mut signal) => {
+				signal.recv().await;
+			},
+			Err(_) => std::future::pending::<()>().await,
+		}
+	};
+	tokio::select! {
+		_ = tokio::signal::ctrl_c() => {},
+		_ = terminate => {},
+	}
+}
+
+async fn submit(node: &str, data_dir: &std::path::Path, args: SubmitArgs) -> Result<()> {
+	let signer = args.key.keypair()?;
+	let store = Store::open(data_dir)?;
+	let (job, base) = match (&args.job, args.example) {
+		(Some(path), _) => jobfile::read(path)?,
+		(None, Some(Example::Digits)) => (jobfile::digits_example(), PathBuf::new()),
+		(None, None) => bail!("pass --job FILE or --example digits"),
+	};
+	let prepared = jobfile::prepare(&job, &base, &store)?;
+	let chain = Chain::connect(node).await?;
+	let spec = prepared.spec;
+	eprintln!(
+		"submitting: {} samples (dataset {}), {} steps, {:.3} TST per unit, {:.3} TST budget",
+		spec.dataset.samples,
+		hex(&spec.dataset.content.hash.0),
+		spec.hyper.steps,
+		spec.price_per_unit as f64 / UNIT as f64,
+		spec.budget as f64 / UNIT as f64
+	);
+	let events = chain.send(&runtime::transactions().tasks().submit_job(Static(spec)), &signer).await?;
+	let submitted = events
+		.find_first::<runtime::tasks::events::JobSubmitted>()
+		.context("the chain accepted the job but emitted no JobSubmitted event")??;
+	println!("job {} submitted: {} units, {:.3} TST in escrow", submitted.job, submitted.units, submitted.escrow as f64 / UNIT as f64);
+	if args.wait {
+		wait_for_job(&chain, submitted.job).await?;
+	}
+	Ok(())
+}
+
+/// Follows `job` until it completes, printing each change of its units.
+async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
+	let mut last = String::new();
+	loop {
+		let at = chain.at().await?;
+		let job = chain.job(&at, job_id).await?.context("the job disappeared")?;
+		let mut states = Vec::new();
+		for index in 0..job.units {
+			states.push(chain.unit(&at, job_id, index).await?.map_or("gone".to_string(), |unit| format!("{:?}", unit.state)));
+		}
+		let line = format!("job {job_id}: {:?}, units {}", job.status, states.join(" "));
+		if line != last {
+			eprintln!("{line}");
+			last = line;
+		}
+		if job.status != JobStatus::Active || job.is_finished() {
+			if let Some(result) = job.result {
+				println!(
+					"job {job_id} completed: {} units finalized, {} failed, model {}",
+					result.units_finalized,
+					result.units_failed,
+					hex(&result.model_hash.0)
+				);
+			}
+			return Ok(());
+		}
+		tokio::time::sleep(Duration::from_secs(3)).await;
+	}
+}
+
+async fn status(node: &str, job: Option<JobId>) -> Result<()> {
+	let chain = Chain::connect(node).await?;
+	let at = chain.at().await?;
+	let next = chain.next_job_id(&at).await?;
+	let jobs: Vec<JobId> = match job {
+		Some(job) => vec![job],
+		None => (next.saturating_sub(10)..next).collect(),
+	};
+	println!("finalized block #{}", at.block_number());
+	if jobs.is_empty() {
+		println!("no jobs yet");
+	}
+	for job_id in jobs {
+		let Some(job) = chain.job(&at, job_id).await? else {
+			println!("job {job_id}: not found (never submitted, or its records were removed)");
+			continue;
+		};
+		println!(
+			"job {job_id}: {:?}, owner {}, {} of {} units final, escrow {:.3} TST",
+			job.status,
+			job.owner,
+			job.units_final,
+			job.units,
+			job.escrow as f64 / UNIT as f64
+		);
+		for index in 0..job.units {
+			let Some(unit) = chain.unit(&at, job_id, index).await? else { continue };
+			let solver = unit.solver.as_ref().map_or("-".to_string(), |solver| solver.to_string());
+			let progress = match (unit.state, unit.last_checkpoint) {
+				(UnitState::Assigned, Some(checkpoint)) => format!(" at step {}", checkpoint.step),
+				_ => String::new(),
+			};
+			println!("  unit {index}: {:?}{progress} {:?} solver {solver}", unit.state, unit.scope);
+		}
+		if let Some(result) = job.result {
+			println!(
+				"  result: model {} (state root {}), loss {:.4}",
+				hex(&result.model_hash.0),
+				hex(&result.state_root.0),
+				result.metrics.loss.into_inner() as f64 / 1e9
+			);
+		}
+	}
+	Ok(())
+}
+
+async fn fetch(node: &str, data_dir: &std::path::Path, job_id: JobId, out: &std::path::Path) -> Result<()> {
+	let chain = Chain::connect(node).await?;
+	let at = chain.at().await?;
+	let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
+	let result = job.result.with_context(|| format!("job {job_id} has no result yet ({:?}, {} of {} units final)", job.status, job.units_final, job.units))?;
+	let store = Store::open(data_dir)?;
+	let hash = result.model_hash.0;
+	let bytes = store.get(&hash).with_context(|| format!("the final model {} is not in this worker's store", hex(&hash)))?;
+	// The file's hash is the one on-chain (the store checked it); its state must also be
+	// the one the chain proved.
+	let checkpoint = Checkpoint::from_bytes(&bytes, &hash).map_err(|error| anyhow!("{error}"))?;
+	let root = state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))?;
+	if root != result.state_root.0 {
+		bail!("the model file's state root {} is not the proven {}", hex(&root), hex(&result.state_root.0));
+	}
+	std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+	println!("wrote {} ({} bytes, hash {})", out.display(), bytes.len(), hex(&digest_bytes(&bytes)));
+	Ok(())
+}
+
+async fn evaluate(node: &str, args: EvaluateArgs) -> Result<()> {
+	let (model, default_test): (ModelConfig, Option<Dataset>) = match (args.example, args.job) {
+		(Some(Example::Digits), _) => {
+			let model = jobfile::model_arch(&jobfile::digits_example().model)?;
+			(kernel_model(&model), Some(dataset::digits_split()?.1))
+		},
+		(None, Some(job_id)) => {
+			let chain = Chain::connect(node).await?;
+			let at = chain.at().await?;
+			let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
+			(kernel_model(&job.spec.model), None)
+		},
+		(None, None) => bail!("pass --job N or --example digits"),
+	};
+	let test = match (&args.test_data, default_test) {
+		(Some(path), _) => dataset::from_bytes(&std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?)?,
+		(None, Some(test)) => test,
+		(None, None) => bail!("pass --test-data FILE: a held-out dataset file"),
+	};
+	let bytes = std::fs::read(&args.model).with_context(|| format!("cannot read the model {}", args.model.display()))?;
+	let checkpoint = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)).map_err(|error| anyhow!("{} is not a model file: {error}", args.model.display()))?;
+	let params = model.params().map_err(|error| anyhow!("{error:?}"))?.len();
+	let weights = checkpoint.state.get(..params).context("the model file holds fewer tensors than the model has")?;
+	let predictions = model.predict(weights, &test.features, test.len()).map_err(|error| anyhow!("the model file does not fit the model: {error:?}"))?;
+	let correct = predictions.iter().zip(&test.labels).filter(|(p, l)| p == l).count();
+	println!("test accuracy {:.1} % ({correct}/{})", 100.0 * correct as f64 / test.len().max(1) as f64, test.len());
+	Ok(())
+}

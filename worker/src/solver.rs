@@ -1,0 +1,461 @@
+//! The solver role: register and bond, take units the hardware can train, train them
+//! with checkpoints, commit the learning proofs, and collect pay once their challenge
+//! windows pass.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use subxt::utils::Static;
+use subxt_signer::sr25519::Keypair;
+use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::job::trace::{state_root, Trainer};
+use touchstone_kernels::proof::hash::Digest;
+use touchstone_kernels::CpuBackend;
+use touchstone_kernels_wgpu::WgpuBackend;
+use touchstone_primitives::referee::{kernel_model, kernel_train};
+use touchstone_primitives::{Checkpoint, JobId, UnitIndex, UnitScope, UnitState};
+
+use crate::chain::{runtime, AccountId, AtBlock, Chain, Job, WorkUnit};
+use crate::hardware::{self, Detected};
+use crate::jobfile::UNIT;
+use crate::metrics::Metrics;
+use crate::store::{parse_digest, Store};
+use crate::train::{run_unit, Progress, UnitWork};
+use crate::dataset;
+
+/// The device a solver trains on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+	/// The CPU reference kernels (exact mode), on every core.
+	Cpu,
+	/// The wgpu kernels on the best GPU adapter that passes the conformance self-test
+	/// (exact mode; bit-identical to the reference).
+	Wgpu,
+}
+
+/// What `solve` is told.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SolveArgs {
+	#[command(flatten)]
+	pub key: crate::keys::KeyArgs,
+	/// The device to train on.
+	#[arg(long, value_enum, default_value = "cpu")]
+	pub backend: BackendKind,
+	/// The solver bond to post when registering, in TST (at least the chain's minimum).
+	#[arg(long, default_value_t = 150.0)]
+	pub bond: f64,
+	/// The least this solver takes per unit, in TST: it is offered only units paying this much.
+	#[arg(long, default_value_t = 0.01)]
+	pub min_price: f64,
+	/// Region tag declared on registration.
+	#[arg(long, default_value = "local")]
+	pub region: String,
+	/// Serve Prometheus metrics at this address (for example 127.0.0.1:9616).
+	#[arg(long)]
+	pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// A running solver.
+pub struct Solver {
+	chain: Chain,
+	signer: Keypair,
+	me: AccountId,
+	store: Store,
+	units_dir: PathBuf,
+	args: SolveArgs,
+	detected: Detected,
+	metrics: Metrics,
+	stop: Arc<AtomicBool>,
+	/// Units this process gave up on (cannot train them): not claimed again.
+	refused: BTreeSet<(JobId, UnitIndex)>,
+	last_heartbeat: Option<Instant>,
+}
+
+/// Blocks in a minute: heartbeats go out about this often.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
+
+impl Solver {
+	/// Detects the hardware and prepares a solver; nothing is sent yet.
+	pub fn new(chain: Chain, store: Store, data_dir: PathBuf, args: SolveArgs, stop: Arc<AtomicBool>) -> Result<Self> {
+		let signer = args.key.keypair()?;
+		let me = signer.public_key().to_account_id();
+		let gpu = match args.backend {
+			BackendKind::Cpu => None,
+			BackendKind::Wgpu => {
+				let backend = WgpuBackend::new().map_err(|error| {
+					anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
+				})?;
+				Some(backend.adapter_description())
+			},
+		};
+		let detected = hardware::detect(gpu, &args.region)?;
+		let metrics = match args.metrics {
+			Some(address) => Metrics::serve(address)?,
+			None => Metrics::unserved()?,
+		};
+		let units_dir = data_dir.join("units");
+		Ok(Self {
+			chain,
+			signer,
+			me,
+			store,
+			units_dir,
+			args,
+			detected,
+			metrics,
+			stop,
+			refused: BTreeSet::new(),
+			last_heartbeat: None,
+		})
+	}
+
+	/// Runs until `stop` is set.
+	pub async fn run(mut self) -> Result<()> {
+		tracing::info!(
+			account = %self.me,
+			device = %String::from_utf8_lossy(&self.detected.profile.model),
+			memory_mib = self.detected.profile.memory_mib,
+			gflops = self.detected.profile.throughput_gflops,
+			"solver starting"
+		);
+		self.ensure_registered().await?;
+		while !self.stop.load(Ordering::Relaxed) {
+			if let Err(error) = self.tick().await {
+				tracing::warn!("{error:#}");
+			}
+			for _ in 0..6 {
+				if self.stop.load(Ordering::Relaxed) {
+					break;
+				}
+				tokio::time::sleep(Duration::from_millis(500)).await;
+			}
+		}
+		tracing::info!("solver stopped");
+		Ok(())
+	}
+
+	/// Registers as a solver with the bond, unless registered already.
+	async fn ensure_registered(&mut self) -> Result<()> {
+		let at = self.chain.at().await?;
+		let node = at.storage().try_fetch(runtime::storage().staking().nodes(), (self.me.clone(),)).await?;
+		if let Some(node) = node {
+			let node = node.decode()?;
+			if !node.roles.solver {
+				bail!("{} is registered, but not as a solver: bond for the solver role (staking.bondMore) or use another key", self.me);
+			}
+			tracing::info!("already registered as a solver");
+			return Ok(());
+		}
+		let bond = (self.args.bond * UNIT as f64) as u128;
+		let min_bond: u128 = at.constants().entry(runtime::constants().staking().min_solver_bond())?;
+		if bond < min_bond {
+			bail!("--bond {} TST is below the chain's minimum solver bond of {} TST", self.args.bond, min_bond / UNIT);
+		}
+		let free = self.chain.free_balance(&at, &self.me).await?;
+		// The bond plus a margin for transaction fees.
+		if free < bond.saturating_add(UNIT) {
+			bail!(
+				"balance too low for the bond: {} holds {:.3} TST, the bond is {} TST plus fees. Fund the account or pass a smaller --bond",
+				self.me,
+				free as f64 / UNIT as f64,
+				self.args.bond
+			);
+		}
+		let bonds = runtime::runtime_types::bounded_collections::bounded_vec::BoundedVec(vec![(
+			runtime::runtime_types::touchstone_primitives::Role::Solver,
+			bond,
+		)]);
+		let min_price = (self.args.min_price * UNIT as f64) as u128;
+		let call = runtime::transactions().staking().register(Static(self.detected.profile.clone()), bonds, min_price);
+		self.chain.send(&call, &self.signer).await.context("registering as a solver")?;
+		self.last_heartbeat = Some(Instant::now());
+		tracing::info!(bond_tst = self.args.bond, "registered as a solver");
+		Ok(())
+	}
+
+	/// Tells the chain the solver is online, at most once a minute.
+	async fn heartbeat_if_due(&mut self) -> Result<()> {
+		if self.last_heartbeat.is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
+			return Ok(());
+		}
+		self.chain.send(&runtime::transactions().staking().heartbeat(), &self.signer).await.context("heartbeat")?;
+		self.last_heartbeat = Some(Instant::now());
+		Ok(())
+	}
+
+	/// One pass over the chain: answer offers, train what is accepted, finalize what is
+	/// due, and claim from the pool when idle.
+	async fn tick(&mut self) -> Result<()> {
+		self.heartbeat_if_due().await?;
+		let at = self.chain.at().await?;
+		let now = at.block_number() as u32;
+		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
+		let mut held = self.chain.solver_units(&at, &self.me).await?;
+		held.sort_unstable();
+		for (job_id, index) in held {
+			let (Some(job), Some(unit)) = (self.chain.job(&at, job_id).await?, self.chain.unit(&at, job_id, index).await?) else {
+				continue;
+			};
+			match unit.state {
+				UnitState::Assigned if !unit.accepted => {
+					self.answer_offer(job_id, index, &job, &unit).await?;
+					// The chain moved on: read it again before doing more.
+					return Ok(());
+				},
+				UnitState::Assigned => {
+					let work = self.prepare(job_id, index, &job, &unit)?;
+					self.train(job_id, index, work, unit.last_checkpoint.map(|c| c.step)).await?;
+					return Ok(());
+				},
+				UnitState::Proven => {
+					let due = unit.proven_at.is_some_and(|at| now >= at.saturating_add(window));
+					let predecessor_final = match (job.spec.decomposition, index.checked_sub(1)) {
+						(touchstone_primitives::Decomposition::StepRanges { .. }, Some(previous)) => {
+							self.chain.unit(&at, job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized)
+						},
+						_ => true,
+					};
+					if due && predecessor_final {
+						self.finalize(job_id, index).await?;
+						return Ok(());
+					}
+				},
+				_ => {},
+			}
+		}
+		// Nothing to train: a proven unit waiting out its window does not keep the
+		// solver from taking more work.
+		self.claim_from_pool(&at).await
+	}
+
+	/// Accepts an offered unit this machine can train, or declines it with the reason.
+	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		match self.prepare(job_id, index, job, unit) {
+			Ok(_) => {
+				self.chain.send(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
+				self.metrics.unit("accepted");
+				tracing::info!(job = job_id, unit = index, "accepted the unit");
+			},
+			Err(reason) => {
+				tracing::warn!(job = job_id, unit = index, "declining the unit: {reason:#}");
+				self.refused.insert((job_id, index));
+				self.chain.send(&runtime::transactions().tasks().decline_unit(job_id, index), &self.signer).await?;
+				self.metrics.unit("declined");
+			},
+		}
+		Ok(())
+	}
+
+	/// Claims the first pool unit this solver is eligible for and can train.
+	async fn claim_from_pool(&mut self, at: &AtBlock) -> Result<()> {
+		let min_price = (self.args.min_price * UNIT as f64) as u128;
+		for (job_id, index) in self.chain.pool(at).await? {
+			if self.refused.contains(&(job_id, index)) {
+				continue;
+			}
+			let (Some(job), Some(unit)) = (self.chain.job(at, job_id).await?, self.chain.unit(at, job_id, index).await?) else {
+				continue;
+			};
+			if unit.state != UnitState::Pending ||
+				job.spec.price_per_unit < min_price ||
+				!job.spec.requirements.is_met_by(&self.detected.profile)
+			{
+				continue;
+			}
+			if let Err(reason) = self.prepare(job_id, index, &job, &unit) {
+				tracing::info!(job = job_id, unit = index, "not claiming the unit: {reason:#}");
+				self.refused.insert((job_id, index));
+				continue;
+			}
+			match self.chain.send(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await {
+				Ok(_) => {
+					self.metrics.unit("claimed");
+					tracing::info!(job = job_id, unit = index, "claimed the unit");
+				},
+				// Another solver (or the scheduler's offer to this one) got there first.
+				Err(error) => tracing::info!(job = job_id, unit = index, "claim refused: {error:#}"),
+			}
+			return Ok(());
+		}
+		Ok(())
+	}
+
+	/// Everything needed to train a unit, or why this solver cannot: its dataset and
+	/// start state are here and check out against the chain, and it fits in memory.
+	fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
+		let spec = &job.spec;
+		if spec.initial_weights.is_some() {
+			bail!("jobs with uploaded initial weights are not supported by this worker yet");
+		}
+		let model = kernel_model(&spec.model);
+		let train = kernel_train(&spec.hyper);
+		let dataset_hash: Digest = spec.dataset.content.hash.0;
+		let bytes = self.store.get(&dataset_hash).with_context(|| {
+			format!("the job's dataset {} is not available to this solver", hex(&dataset_hash))
+		})?;
+		let data = dataset::from_bytes(&bytes)?;
+		let root = data.root().map_err(|error| anyhow!("{error:?}"))?;
+		if root != spec.dataset.root.0 || data.len() != spec.dataset.samples as usize {
+			bail!("the dataset does not match the job's dataset root: refusing to train on it");
+		}
+		let needed = hardware::unit_memory_mib(&model, &train, &data)?;
+		if needed > self.detected.available_mib {
+			bail!("the unit needs about {needed} MiB and {} MiB are available", self.detected.available_mib);
+		}
+		let (first_step, steps, shard) = match unit.scope {
+			UnitScope::Steps { first_step, steps } => (first_step, steps, None),
+			UnitScope::Shard { first_sample, samples } => {
+				(0, spec.hyper.steps, Some(first_sample as usize..(first_sample + samples) as usize))
+			},
+		};
+		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
+		let start_state = if start_root == spec.initial_state_root.0 {
+			let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).map_err(|error| anyhow!("{error:?}"))?;
+			let state = trainer.state().map_err(|error| anyhow!("{error:?}"))?;
+			if state_root(&state).map_err(|error| anyhow!("{error:?}"))? != start_root {
+				bail!("the job's initial state root is not the state its seed gives: refusing the job");
+			}
+			state
+		} else {
+			self.state_with_root(&start_root)?
+		};
+		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
+		Ok(UnitWork { model, train, data, shard, first_step, steps, start_state, dir })
+	}
+
+	/// A model state this solver holds, by its state root.
+	fn state_with_root(&self, root: &Digest) -> Result<Vec<Vec<f32>>> {
+		let index = self.units_dir.join("states").join(hex(root));
+		let text = std::fs::read_to_string(&index)
+			.with_context(|| format!("the unit starts from state {}, which this solver does not hold", hex(root)))?;
+		let hash = parse_digest(text.trim()).context("damaged state index")?;
+		let checkpoint = KernelCheckpoint::from_bytes(&self.store.get(&hash)?, &hash).map_err(|error| anyhow!("{error}"))?;
+		Ok(checkpoint.state)
+	}
+
+	/// Trains an accepted unit, committing checkpoints as it goes, then commits the proof.
+	async fn train(&mut self, job_id: JobId, index: UnitIndex, work: UnitWork, committed: Option<u32>) -> Result<()> {
+		let steps = work.steps;
+		let first_step = work.first_step;
+		let end = first_step + steps;
+		tracing::info!(job = job_id, unit = index, first_step = work.first_step, steps, "training");
+		let (sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
+		let stop = self.stop.clone();
+		let backend = self.args.backend;
+		let worker = tokio::task::spawn_blocking(move || {
+			let report = |update| {
+				let _ = sender.send(update);
+			};
+			let result = match backend {
+				BackendKind::Cpu => run_unit(CpuBackend, &work, &stop, report),
+				BackendKind::Wgpu => {
+					let device = WgpuBackend::new().map_err(|error| anyhow!("no usable GPU adapter: {error:?}"))?;
+					run_unit(device, &work, &stop, report)
+				},
+			};
+			result.map(|done| done.map(|result| (result, work.dir)))
+		});
+		let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+			let bar = ProgressBar::new(steps as u64);
+			bar.set_style(
+				ProgressStyle::with_template("job {msg} [{bar:30}] {pos}/{len} steps, {per_sec}, eta {eta}")
+					.unwrap_or_else(|_| ProgressStyle::default_bar()),
+			);
+			bar.set_message(format!("{job_id} unit {index}"));
+			bar
+		} else {
+			ProgressBar::hidden()
+		};
+		let mut last_committed = committed.unwrap_or(0);
+		let mut pending: Option<Checkpoint> = None;
+		let mut last_step = (Instant::now(), first_step);
+		let mut done_before = 0u32;
+		let mut tick = tokio::time::interval(Duration::from_secs(10));
+		loop {
+			tokio::select! {
+				update = progress.recv() => match update {
+					Some(Progress::Steps { done }) => {
+						bar.set_position(done as u64);
+						self.metrics.steps.inc_by(done.saturating_sub(done_before) as u64);
+						done_before = done;
+					},
+					Some(Progress::Checkpoint { step, hash, bytes }) => {
+						self.store.put(&bytes)?;
+						self.metrics.artifact_bytes.inc_by(bytes.len() as u64);
+						let elapsed = last_step.0.elapsed().as_secs_f64();
+						if elapsed > 0.0 {
+							self.metrics.steps_per_second.set(step.saturating_sub(last_step.1) as f64 / elapsed);
+						}
+						last_step = (Instant::now(), step);
+						if !bar.is_hidden() {
+							bar.println(format!("checkpoint at step {step}: {}", hex(&hash)));
+						} else {
+							tracing::info!(job = job_id, unit = index, step, "checkpoint {}", hex(&hash));
+						}
+						// The proof covers the unit's end: only earlier checkpoints are committed.
+						if step < end && step > last_committed {
+							pending = Some(Checkpoint { step, hash: hash.into() });
+						}
+					},
+					None => break,
+				},
+				_ = tick.tick() => {},
+			}
+			// Commit the newest checkpoint not yet committed; while a commit waits for
+			// finality, training runs on, and older ones are skipped.
+			if let Some(checkpoint) = pending.take() {
+				let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
+				match self.chain.send(&call, &self.signer).await {
+					Ok(_) => {
+						last_committed = checkpoint.step;
+						self.metrics.checkpoints.inc();
+					},
+					Err(error) => tracing::warn!(job = job_id, unit = index, "checkpoint not committed: {error:#}"),
+				}
+			}
+			self.heartbeat_if_due().await?;
+		}
+		bar.finish_and_clear();
+		let Some((result, dir)) = worker.await.context("the training thread failed")?? else {
+			tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
+			return Ok(());
+		};
+		let model_hash = self.store.put(&result.final_model)?;
+		// Index the final state by its root, so the next step range can start from it.
+		let states = self.units_dir.join("states");
+		std::fs::create_dir_all(&states)?;
+		std::fs::write(states.join(hex(&result.proof.final_state_root.0)), hex(&model_hash))?;
+		let proof = result.proof;
+		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(result.final_state));
+		self.chain.send(&call, &self.signer).await.context("committing the learning proof")?;
+		self.metrics.proofs.inc();
+		self.metrics.unit("proven");
+		tracing::info!(
+			job = job_id,
+			unit = index,
+			model = %hex(&model_hash),
+			loss = proof.metrics.loss.into_inner() as f64 / 1e9,
+			"learning proof committed; the unit is paid once its challenge window passes"
+		);
+		tracing::debug!(dir = %dir.display(), "the unit's checkpoints stay for the challenge window");
+		Ok(())
+	}
+
+	/// Finalizes a proven unit whose window has passed, collecting its pay.
+	async fn finalize(&mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
+		let events = self.chain.send(&runtime::transactions().tasks().finalize_unit(job_id, index), &self.signer).await?;
+		if let Some(event) = events.find_first::<runtime::tasks::events::UnitFinalized>() {
+			let event = event?;
+			self.metrics.earnings.inc_by(event.paid as u64);
+			tracing::info!(job = job_id, unit = index, paid_tst = event.paid as f64 / UNIT as f64, "unit finalized and paid");
+		}
+		self.metrics.unit("finalized");
+		Ok(())
+	}
+}

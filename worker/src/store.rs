@@ -1,0 +1,97 @@
+//! The local content-addressed artifact store: datasets, initial weights, checkpoints and
+//! final models, each a file named by the BLAKE2b-256 of its bytes.
+//!
+//! Every read checks the bytes against their name before handing them out, so a file
+//! damaged on disk is an error, never a silent wrong model.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+
+/// A directory of artifacts named by their hash.
+#[derive(Clone, Debug)]
+pub struct Store {
+	dir: PathBuf,
+}
+
+impl Store {
+	/// Opens (creating if needed) the store in `dir`.
+	pub fn open(dir: &Path) -> Result<Self> {
+		let dir = dir.join("artifacts");
+		std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the artifact store {}", dir.display()))?;
+		Ok(Self { dir })
+	}
+
+	/// Where the artifact `hash` lives (whether or not it is there).
+	pub fn path(&self, hash: &Digest) -> PathBuf {
+		self.dir.join(hex(hash))
+	}
+
+	/// Whether the store holds `hash`.
+	pub fn contains(&self, hash: &Digest) -> bool {
+		self.path(hash).is_file()
+	}
+
+	/// Stores `bytes`; returns their hash. Writing is atomic: a crash leaves either the
+	/// whole file or none.
+	pub fn put(&self, bytes: &[u8]) -> Result<Digest> {
+		let hash = digest_bytes(bytes);
+		let path = self.path(&hash);
+		if !path.is_file() {
+			let partial = path.with_extension("partial");
+			std::fs::write(&partial, bytes).with_context(|| format!("cannot write {}", partial.display()))?;
+			std::fs::rename(&partial, &path).with_context(|| format!("cannot write {}", path.display()))?;
+		}
+		Ok(hash)
+	}
+
+	/// Reads the artifact `hash`, checking its bytes against it.
+	pub fn get(&self, hash: &Digest) -> Result<Vec<u8>> {
+		let path = self.path(hash);
+		let bytes = std::fs::read(&path)
+			.with_context(|| format!("artifact {} is not in the local store ({})", hex(hash), path.display()))?;
+		let actual = digest_bytes(&bytes);
+		if actual != *hash {
+			bail!("artifact {} is corrupt on disk: its bytes hash to {}; delete {} and fetch it again", hex(hash), hex(&actual), path.display());
+		}
+		Ok(bytes)
+	}
+
+	/// Every artifact's hash, for serving.
+	pub fn list(&self) -> Vec<Digest> {
+		let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+		entries
+			.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+			.filter_map(|name| parse_digest(&name))
+			.collect()
+	}
+}
+
+/// Parses 64 hex digits (an optional `0x` first) into a digest.
+pub fn parse_digest(text: &str) -> Option<Digest> {
+	let text = text.strip_prefix("0x").unwrap_or(text);
+	let bytes = hex::decode(text).ok()?;
+	bytes.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn stored_bytes_come_back_and_corruption_is_refused() {
+		let dir = std::env::temp_dir().join(format!("touchstone-store-{}", std::process::id()));
+		let store = Store::open(&dir).unwrap();
+		let hash = store.put(b"weights").unwrap();
+		assert_eq!(hash, digest_bytes(b"weights"));
+		assert_eq!(store.get(&hash).unwrap(), b"weights");
+		assert_eq!(store.list(), vec![hash]);
+		std::fs::write(store.path(&hash), b"weightz").unwrap();
+		let error = store.get(&hash).unwrap_err().to_string();
+		assert!(error.contains("corrupt"), "{error}");
+		assert!(store.get(&[7; 32]).unwrap_err().to_string().contains("not in the local store"));
+		std::fs::remove_dir_all(&dir).unwrap();
+	}
+}

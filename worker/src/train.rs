@@ -1,0 +1,288 @@
+//! Training one work unit, checkpointed and resumable, and the learning proof it ends with.
+//!
+//! A unit's folder holds its checkpoints (`step-<next step>.safetensors`, the kernels'
+//! format) and `records.txt`, one line per step run so far (step, state hash, state root,
+//! batch root, loss bits). Both are written at every checkpoint, the records atomically,
+//! so after a crash or a restart the unit resumes from its last checkpoint with the
+//! records that lead to it, and the proof covers every step as if it had run at once.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, ensure, Context, Result};
+use polkadot_sdk::sp_runtime::{FixedU64, Perbill};
+use touchstone_kernels::arith::canonical_bits;
+use touchstone_kernels::job::checkpoint::Checkpoint;
+use touchstone_kernels::job::data::{hex, Dataset};
+use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
+use touchstone_kernels::job::trace::{state_root, StepRecord, Trainer};
+use touchstone_kernels::proof::chain::{anchor_hash, trace_leaf, ChainPoint};
+use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::merkle::MerkleTree;
+use touchstone_kernels::Backend;
+use touchstone_primitives::referee::StateOpening;
+use touchstone_primitives::{LearningProof, TrainingMetrics};
+
+use crate::store::parse_digest;
+
+/// Everything needed to train one unit.
+pub struct UnitWork {
+	/// The model.
+	pub model: ModelConfig,
+	/// The hyper-parameters.
+	pub train: TrainConfig,
+	/// The job's training set.
+	pub data: Dataset,
+	/// For a data shard, its samples; `None` for a step range.
+	pub shard: Option<Range<usize>>,
+	/// The first global step.
+	pub first_step: u32,
+	/// Steps in the unit.
+	pub steps: u32,
+	/// The state the unit starts from (parameters, then moments).
+	pub start_state: Vec<Vec<f32>>,
+	/// The unit's working folder.
+	pub dir: PathBuf,
+}
+
+/// What a finished unit hands to the chain and to the store.
+pub struct UnitResult {
+	/// The learning proof.
+	pub proof: LearningProof,
+	/// The opening of the last state hash, which proves the final state root.
+	pub final_state: StateOpening,
+	/// The final checkpoint's bytes: the model file whose hash the proof names.
+	pub final_model: Vec<u8>,
+}
+
+/// Progress reported while a unit trains.
+pub enum Progress {
+	/// `done` of the unit's steps have run.
+	Steps { done: u32 },
+	/// A checkpoint was written: commit it.
+	Checkpoint { step: u32, hash: Digest, bytes: Vec<u8> },
+}
+
+const RECORDS: &str = "records.txt";
+
+fn checkpoint_path(dir: &Path, next_step: u32) -> PathBuf {
+	dir.join(format!("step-{next_step:08}.safetensors"))
+}
+
+fn record_line(record: &StepRecord) -> String {
+	format!(
+		"{} {} {} {} {:08x}\n",
+		record.step,
+		hex(&record.state_hash),
+		hex(&record.state_root),
+		hex(&record.batch_root),
+		canonical_bits(record.loss)
+	)
+}
+
+fn parse_record(line: &str) -> Option<StepRecord> {
+	let mut fields = line.split(' ');
+	let step = fields.next()?.parse().ok()?;
+	let state_hash = parse_digest(fields.next()?)?;
+	let state_root = parse_digest(fields.next()?)?;
+	let batch_root = parse_digest(fields.next()?)?;
+	let loss = f32::from_bits(u32::from_str_radix(fields.next()?, 16).ok()?);
+	Some(StepRecord { step, loss, batch_root, state_root, state_hash })
+}
+
+/// Writes `records` atomically.
+fn save_records(dir: &Path, records: &[StepRecord]) -> Result<()> {
+	let text: String = records.iter().map(record_line).collect();
+	let partial = dir.join("records.partial");
+	std::fs::write(&partial, text)?;
+	std::fs::rename(&partial, dir.join(RECORDS))?;
+	Ok(())
+}
+
+/// The latest checkpoint in `dir` that the saved records lead to, with those records.
+fn resume_point(dir: &Path, first_step: u32) -> Result<Option<(Checkpoint, Vec<StepRecord>)>> {
+	let Ok(text) = std::fs::read_to_string(dir.join(RECORDS)) else { return Ok(None) };
+	let mut records: Vec<StepRecord> = Vec::new();
+	for line in text.lines() {
+		let record = parse_record(line).with_context(|| format!("{} is damaged", dir.join(RECORDS).display()))?;
+		records.push(record);
+	}
+	// The newest checkpoint whose chain point matches the records; newer checkpoints than
+	// the records (a crash between the two writes) are passed over.
+	let mut candidates: Vec<u32> = std::fs::read_dir(dir)?
+		.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+		.filter_map(|name| name.strip_prefix("step-")?.strip_suffix(".safetensors")?.parse().ok())
+		.collect();
+	candidates.sort_unstable_by(|a, b| b.cmp(a));
+	for next_step in candidates {
+		let Some(done) = next_step.checked_sub(first_step).map(|done| done as usize) else { continue };
+		if done == 0 || done > records.len() {
+			continue;
+		}
+		let bytes = std::fs::read(checkpoint_path(dir, next_step))?;
+		let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)) else { continue };
+		if records.get(done - 1).map(|record| record.state_hash) == Some(checkpoint.point.last_hash) {
+			records.truncate(done);
+			return Ok(Some((checkpoint, records)));
+		}
+	}
+	Ok(None)
+}
+
+/// Trains `work` on `backend` from its start or from its last local checkpoint, reporting
+/// progress; stops early (leaving the unit to resume) when `stop` is set. Returns `None`
+/// when stopped.
+pub fn run_unit<B: Backend>(
+	backend: B,
+	work: &UnitWork,
+	stop: &AtomicBool,
+	mut report: impl FnMut(Progress),
+) -> Result<Option<UnitResult>> {
+	std::fs::create_dir_all(&work.dir).with_context(|| format!("cannot create {}", work.dir.display()))?;
+	let end = work.first_step.checked_add(work.steps).context("unit ends past step 2³²")?;
+	let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let anchor = anchor_hash(&start_root);
+	let kernel = |error: B::Error| anyhow::anyhow!("training failed: {error:?}");
+	let (state, point, mut records) = match resume_point(&work.dir, work.first_step)? {
+		Some((checkpoint, records)) => {
+			tracing::info!(step = checkpoint.point.next_step, "resuming from the last local checkpoint");
+			(checkpoint.state, checkpoint.point, records)
+		},
+		None => (work.start_state.clone(), ChainPoint::anchored(work.first_step, &start_root), Vec::new()),
+	};
+	let mut trainer = Trainer::resume(backend, &work.model, &work.train, work.data.clone(), state, point).map_err(kernel)?;
+	if let Some(shard) = &work.shard {
+		trainer = trainer.on_shard(shard.clone()).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	}
+	report(Progress::Steps { done: trainer.next_step() - work.first_step });
+	while trainer.next_step() < end {
+		if stop.load(Ordering::Relaxed) {
+			return Ok(None);
+		}
+		records.push(trainer.step().map_err(kernel)?);
+		let next_step = trainer.next_step();
+		report(Progress::Steps { done: next_step - work.first_step });
+		if work.train.is_checkpoint_step(next_step, end) {
+			let checkpoint = Checkpoint::of(&mut trainer).map_err(kernel)?;
+			let bytes = checkpoint.to_bytes().map_err(|error| anyhow::anyhow!("{error}"))?;
+			let path = checkpoint_path(&work.dir, next_step);
+			std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+			save_records(&work.dir, &records)?;
+			report(Progress::Checkpoint { step: next_step, hash: digest_bytes(&bytes), bytes });
+		}
+	}
+	ensure!(records.len() == work.steps as usize, "the unit's records do not cover its steps");
+	let final_model = std::fs::read(checkpoint_path(&work.dir, end))?;
+	let params = trainer.params().map_err(kernel)?;
+	let accuracy = training_accuracy(&work.model, &params, &work.data)?;
+	Ok(Some(prove(&records, anchor, start_root, final_model, accuracy, work.train.checkpoint_interval)?))
+}
+
+/// Accuracy on (at most the first 4,096 samples of) the training set, reported with the proof.
+fn training_accuracy(model: &ModelConfig, params: &[Vec<f32>], data: &Dataset) -> Result<Perbill> {
+	let samples = data.len().min(4096);
+	let features = &data.features[..samples * data.feature_len];
+	let accuracy = model.accuracy(params, features, &data.labels[..samples]).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	Ok(Perbill::from_parts((accuracy.clamp(0.0, 1.0) * 1e9).round() as u32))
+}
+
+/// Builds the learning proof of a unit from its step records.
+fn prove(
+	records: &[StepRecord],
+	anchor: Digest,
+	start_root: Digest,
+	final_model: Vec<u8>,
+	accuracy: Perbill,
+	interval: u32,
+) -> Result<UnitResult> {
+	let Some((last, before)) = records.split_last() else { bail!("a unit has at least one step") };
+	let tree = MerkleTree::new(records.iter().map(|record| trace_leaf(&record.state_hash)).collect())
+		.map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let previous = before.last().map_or(anchor, |record| record.state_hash);
+	let final_state = StateOpening::Step {
+		previous,
+		state_root: last.state_root,
+		batch_root: last.batch_root,
+		loss: canonical_bits(last.loss),
+		proof: tree.proof(records.len() - 1).map_err(|error| anyhow::anyhow!("{error:?}"))?,
+	};
+	// The loss reported is the mean over the last checkpoint interval.
+	let window = records.len().min(interval.max(1) as usize);
+	let tail = &records[records.len() - window..];
+	let loss = tail.iter().map(|record| record.loss as f64).sum::<f64>() / window as f64;
+	let proof = LearningProof {
+		trace_root: tree.root().into(),
+		steps: records.len() as u32,
+		start_state_root: start_root.into(),
+		final_state_root: last.state_root.into(),
+		final_model_hash: digest_bytes(&final_model).into(),
+		metrics: TrainingMetrics { loss: FixedU64::from_inner((loss.max(0.0) * 1e9) as u64), accuracy },
+	};
+	Ok(UnitResult { proof, final_state, final_model })
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use touchstone_kernels::job::data::synthetic;
+	use touchstone_kernels::job::model::OptimizerConfig;
+	use touchstone_kernels::{Activation, CpuBackend};
+
+	fn work(dir: &Path) -> UnitWork {
+		let model = ModelConfig::Mlp { inputs: 8, hidden: vec![12], classes: 4, activation: Activation::Tanh };
+		let train = TrainConfig {
+			steps: 40,
+			batch_size: 16,
+			learning_rate: 100_000_000,
+			optimizer: OptimizerConfig::Sgd { momentum: 900_000_000 },
+			grad_clip_norm: None,
+			seed: 5,
+			checkpoint_interval: 10,
+		};
+		let data = synthetic(9, 96, 8, 4);
+		let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+		for _ in 0..10 {
+			trainer.step().unwrap();
+		}
+		let start_state = trainer.state().unwrap();
+		UnitWork { model, train, data, shard: None, first_step: 10, steps: 25, start_state, dir: dir.to_path_buf() }
+	}
+
+	/// A unit stopped after a checkpoint and resumed proves exactly what an uninterrupted
+	/// run proves, and its final state opening is accepted by the kernels' check.
+	#[test]
+	fn a_resumed_unit_proves_what_an_uninterrupted_one_does() {
+		let base = std::env::temp_dir().join(format!("touchstone-train-{}", std::process::id()));
+		let whole = run_unit(CpuBackend, &work(&base.join("whole")), &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+
+		let dir = base.join("resumed");
+		let stop = AtomicBool::new(false);
+		let mut checkpoints = Vec::new();
+		let stopped = run_unit(CpuBackend, &work(&dir), &stop, |progress| {
+			if let Progress::Checkpoint { step, .. } = progress {
+				checkpoints.push(step);
+				stop.store(true, Ordering::Relaxed);
+			}
+		})
+		.unwrap();
+		assert!(stopped.is_none());
+		assert_eq!(checkpoints, vec![20]);
+		// A checkpoint newer than the records (a crash between the writes) is passed over.
+		std::fs::write(checkpoint_path(&dir, 30), b"torn").unwrap();
+		let resumed = run_unit(CpuBackend, &work(&dir), &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		assert_eq!(resumed.proof, whole.proof);
+		assert_eq!(resumed.final_model, whole.final_model);
+		assert_eq!(resumed.proof.steps, 25);
+
+		let trace = touchstone_primitives::referee::TraceCommitment {
+			trace_root: whole.proof.trace_root.0,
+			first_step: 10,
+			steps: 25,
+			start_state_root: whole.proof.start_state_root.0,
+		};
+		let proven = touchstone_primitives::referee::final_state_root(&trace, &whole.final_state);
+		assert_eq!(proven.ok(), Some(whole.proof.final_state_root.0));
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+}

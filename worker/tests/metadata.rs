@@ -1,0 +1,20 @@
+//! The worker's calls and storage are generated from `worker/metadata.scale`. This test
+//! fails when that file is not the runtime's current metadata; regenerate it with
+//! `TOUCHSTONE_WRITE_METADATA=1 cargo test -p touchstone-worker --test metadata`.
+
+use std::path::Path;
+
+#[test]
+fn the_committed_metadata_is_the_runtimes() {
+	let opaque = touchstone_runtime::Runtime::metadata_at_version(16).expect("the runtime serves metadata v16");
+	let current: Vec<u8> = opaque.to_vec();
+	let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("metadata.scale");
+	if std::env::var_os("TOUCHSTONE_WRITE_METADATA").is_some() {
+		std::fs::write(&path, &current).unwrap();
+	}
+	let committed = std::fs::read(&path).unwrap();
+	assert!(
+		committed == current,
+		"worker/metadata.scale is stale: regenerate it with TOUCHSTONE_WRITE_METADATA=1 cargo test -p touchstone-worker --test metadata, then rebuild the worker"
+	);
+}
