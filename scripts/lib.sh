@@ -37,3 +37,38 @@ build_workspace() {
 	log "Building the workspace into $CARGO_TARGET_DIR"
 	(cd "$ROOT" && cargo build --workspace --locked --features touchstone-kernels/testing)
 }
+
+# The worker binary the run, test and benchmark commands use.
+export TOUCHSTONE_WORKER="$CARGO_TARGET_DIR/debug/touchstone-worker"
+
+# Starts a development chain (Alice validating, RPC on :9944) in the background, logging to
+# $1/node.log, and waits until its RPC answers. Its pid is appended to `pids`.
+start_dev_chain() {
+	log "Starting the development chain (state is discarded on exit; log: $1/node.log)"
+	"$TOUCHSTONE_NODE" --dev --tmp --rpc-cors all >"$1/node.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 120); do
+		if curl -sf -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"system_health"}' \
+			http://127.0.0.1:9944 >/dev/null; then
+			return 0
+		fi
+		sleep 1
+	done
+	echo "the development chain did not answer RPC within two minutes; see $1/node.log" >&2
+	return 1
+}
+
+# Starts a solver worker as Bob, with its data in $1/worker and Prometheus metrics on
+# :9616, logging to $1/solver.log. Its pid is appended to `pids`.
+start_solver() {
+	log "Starting a solver worker as Bob (log: $1/solver.log)"
+	"$TOUCHSTONE_WORKER" --data-dir "$1/worker" solve --key //Bob --metrics 127.0.0.1:9616 >"$1/solver.log" 2>&1 &
+	pids+=($!)
+}
+
+# Stops every process in `pids` and removes $work.
+stop_all() {
+	for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "${work:?}"
+}

@@ -22,33 +22,18 @@ done
 
 "$ROOT/scripts/setup.sh"
 build_workspace
-WORKER="$CARGO_TARGET_DIR/debug/touchstone-worker"
+WORKER="$TOUCHSTONE_WORKER"
 work="$(mktemp -d "${TMPDIR:-/tmp}/touchstone-run.XXXXXX")"
 pids=()
-stop_all() {
-	for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
 trap stop_all EXIT
 trap 'exit 130' INT TERM
-
-log "Starting the development chain (state is discarded on exit; log: $work/node.log)"
-"$TOUCHSTONE_NODE" --dev --tmp --rpc-cors all >"$work/node.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 120); do
-	curl -sf -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"system_health"}' \
-		http://127.0.0.1:9944 >/dev/null && break
-	sleep 1
-done
-
-log "Starting a solver worker as Bob (log: $work/solver.log)"
-"$WORKER" --data-dir "$work/worker" solve --key //Bob --metrics 127.0.0.1:9616 >"$work/solver.log" 2>&1 &
-pids+=($!)
+start_dev_chain "$work"
+start_solver "$work"
 
 log "Submitting the digits job as Alice, and following it until it is paid (about 7 minutes:"
 log "the last unit waits out its 5-minute challenge window)"
-submitted="$("$WORKER" --data-dir "$work/worker" submit --key //Alice --example digits --wait | tee /dev/stderr)"
+submitted="$("$WORKER" --data-dir "$work/worker" submit --key //Alice --example digits --wait)"
+echo "$submitted"
 job="$(sed -n 's/^job \([0-9]*\) submitted.*/\1/p' <<<"$submitted")"
 
 "$WORKER" --data-dir "$work/worker" fetch --job "$job" --out "$work/model.safetensors"

@@ -52,6 +52,21 @@ pub fn digits_split() -> Result<(Dataset, Dataset)> {
 	Ok(data.split(DIGITS_TEST_SAMPLES, DIGITS_SEED).map_err(|error| anyhow::anyhow!("{error}"))?)
 }
 
+/// The kernels' seeded synthetic set described by `SAMPLES:FEATURES:CLASSES:SEED`.
+pub fn synthetic_from(shape: &str) -> Result<Dataset> {
+	let fields: Vec<u64> = shape
+		.split(':')
+		.map(|field| field.parse::<u64>())
+		.collect::<Result<_, _>>()
+		.ok()
+		.filter(|fields: &Vec<u64>| fields.len() == 4)
+		.context("a synthetic dataset is written synthetic:SAMPLES:FEATURES:CLASSES:SEED")?;
+	let (samples, features, classes, seed) = (fields[0] as usize, fields[1] as usize, fields[2], fields[3]);
+	ensure!(samples > 0 && features > 0 && classes >= 2 && classes <= 1024, "synthetic dataset shape out of range");
+	ensure!(samples <= touchstone_kernels::job::data::MAX_SAMPLES, "at most 2²² samples");
+	Ok(touchstone_kernels::job::data::synthetic(seed, samples, features, classes as u32))
+}
+
 #[cfg(test)]
 mod tests {
 	use super::*;

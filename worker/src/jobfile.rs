@@ -8,8 +8,7 @@ use serde::Deserialize;
 use polkadot_sdk::sp_core::Get;
 use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
 use touchstone_kernels::job::data::Dataset;
-use touchstone_kernels::job::trace::{state_root, Trainer};
-use touchstone_kernels::CpuBackend;
+use touchstone_kernels::job::trace::state_root;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{
 	Activation, Aggregation, ContentRef, DatasetRef, Decomposition, DeviceKind, HardwareRequirements, HyperParams,
@@ -27,8 +26,9 @@ pub const UNIT: u128 = 1_000_000_000_000;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobFile {
-	/// The training set: a dataset file, relative to
-	/// the job file; or `"digits"` for the digits training split.
+	/// The training set: a dataset file, relative to the job file; `"digits"` for the
+	/// digits training split; or `"synthetic:SAMPLES:FEATURES:CLASSES:SEED"` for the
+	/// kernels' seeded synthetic classification set.
 	pub dataset: String,
 	/// The model.
 	pub model: ModelFile,
@@ -232,6 +232,8 @@ pub fn model_arch(model: &ModelFile) -> Result<ModelArch> {
 pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob> {
 	let train = if job.dataset == "digits" {
 		dataset::digits_split()?.0
+	} else if let Some(shape) = job.dataset.strip_prefix("synthetic:") {
+		dataset::synthetic_from(shape)?
 	} else {
 		let path = base.join(&job.dataset);
 		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the dataset {}", path.display()))?;
@@ -270,9 +272,7 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 	};
 	// The state the job starts from: the seeded weights and zeroed optimizer state, as
 	// the trainer builds them (which also validates the model against the dataset).
-	let mut trainer = Trainer::new(CpuBackend, &kernel_model(&model), &kernel_train(&hyper), train.clone())
-		.map_err(|error| anyhow::anyhow!("the model, hyper-parameters and dataset do not fit together: {error:?}"))?;
-	let initial = trainer.state().map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let initial = crate::train::initial_state(&kernel_model(&model), &kernel_train(&hyper), &train)?;
 	let initial_state_root = state_root(&initial).map_err(|error| anyhow::anyhow!("{error:?}"))?;
 	let price_per_unit = plancks("price_per_unit", job.price_per_unit)?;
 	let budget = match job.budget {

@@ -3,7 +3,7 @@
 //! `evaluate` take a job from a description to a tested model; `keys` manages
 //! identities. Verifier and challenger roles come as further subcommands.
 
-use touchstone_worker::{chain, dataset, jobfile, keys, solver, store};
+use touchstone_worker::{chain, dataset, jobfile, keys, solver, store, train};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +67,10 @@ enum Command {
 	},
 	/// Print a model's accuracy on a held-out test split.
 	Evaluate(EvaluateArgs),
+	/// Train a job locally, without a chain, exactly as solvers would (the same kernels,
+	/// checkpoints and proof): to try a job description before submitting it, and the
+	/// baseline the protocol's overhead is measured against.
+	Train(TrainArgs),
 	/// Generate or inspect account keys.
 	#[command(subcommand)]
 	Keys(KeysCommand),
@@ -91,6 +95,22 @@ struct SubmitArgs {
 enum Example {
 	/// The digits classifier: 1,000 steps in four units, about 98 % test accuracy.
 	Digits,
+}
+
+#[derive(clap::Args)]
+struct TrainArgs {
+	/// A job description file (TOML, or JSON by its extension).
+	#[arg(long, conflicts_with = "example", required_unless_present = "example")]
+	job: Option<PathBuf>,
+	/// A built-in job instead of a file.
+	#[arg(long, value_enum)]
+	example: Option<Example>,
+	/// The device to train on.
+	#[arg(long, value_enum, default_value = "cpu")]
+	backend: train::BackendKind,
+	/// Write the final model here.
+	#[arg(long)]
+	out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -126,7 +146,11 @@ fn default_data_dir() -> PathBuf {
 async fn main() {
 	let filter = tracing_subscriber::EnvFilter::try_from_default_env()
 		.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,subxt=warn,jsonrpsee=warn"));
-	tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+	tracing_subscriber::fmt()
+		.with_env_filter(filter)
+		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+		.with_writer(std::io::stderr)
+		.init();
 	if let Err(error) = run(Cli::parse()).await {
 		eprintln!("error: {error:#}");
 		std::process::exit(1);
@@ -161,9 +185,49 @@ async fn run(cli: Cli) -> Result<()> {
 			solver::Solver::new(chain, store, data_dir, args, stop)?.run().await
 		},
 		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
+		Command::Train(args) => train_locally(&data_dir, args),
 		Command::Status { job } => status(&cli.node, job).await,
 		Command::Fetch { job, out } => fetch(&cli.node, &data_dir, job, &out).await,
 	}
+}
+
+/// A job description from `--job FILE` or `--example`.
+fn describe(job: &Option<PathBuf>, example: Option<Example>) -> Result<(jobfile::JobFile, PathBuf)> {
+	match (job, example) {
+		(Some(path), _) => jobfile::read(path),
+		(None, Some(Example::Digits)) => Ok((jobfile::digits_example(), PathBuf::new())),
+		(None, None) => bail!("pass --job FILE or --example digits"),
+	}
+}
+
+fn train_locally(data_dir: &std::path::Path, args: TrainArgs) -> Result<()> {
+	let (job, base) = describe(&args.job, args.example)?;
+	let store = Store::open(data_dir)?;
+	let prepared = jobfile::prepare(&job, &base, &store)?;
+	let spec = &prepared.spec;
+	if !matches!(spec.decomposition, touchstone_primitives::Decomposition::StepRanges { .. }) {
+		bail!("train runs step-range jobs (one training run); a data-shard job trains one run per shard");
+	}
+	let (model, train) = (kernel_model(&spec.model), touchstone_primitives::referee::kernel_train(&spec.hyper));
+	let start_state = train::initial_state(&model, &train, &prepared.train)?;
+	let dir = data_dir.join("local").join(format!("{}-{}", std::process::id(), hex(&spec.initial_state_root.0)));
+	let work = train::UnitWork { model, train, data: prepared.train, shard: None, first_step: 0, steps: spec.hyper.steps, start_state, dir: dir.clone() };
+	let started = std::time::Instant::now();
+	let result = train::run_unit_on(args.backend, &work, &AtomicBool::new(false), |_| {})?.context("training stopped")?;
+	let seconds = started.elapsed().as_secs_f64();
+	let _ = std::fs::remove_dir_all(&dir);
+	println!(
+		"trained {} steps in {seconds:.2} s ({:.0} steps/s); final state root {}, model {}",
+		spec.hyper.steps,
+		spec.hyper.steps as f64 / seconds,
+		hex(&result.proof.final_state_root.0),
+		hex(&result.proof.final_model_hash.0)
+	);
+	if let Some(out) = args.out {
+		std::fs::write(&out, &result.final_model).with_context(|| format!("cannot write {}", out.display()))?;
+		println!("wrote {}", out.display());
+	}
+	Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -185,11 +249,7 @@ async fn shutdown_signal() {
 async fn submit(node: &str, data_dir: &std::path::Path, args: SubmitArgs) -> Result<()> {
 	let signer = args.key.keypair()?;
 	let store = Store::open(data_dir)?;
-	let (job, base) = match (&args.job, args.example) {
-		(Some(path), _) => jobfile::read(path)?,
-		(None, Some(Example::Digits)) => (jobfile::digits_example(), PathBuf::new()),
-		(None, None) => bail!("pass --job FILE or --example digits"),
-	};
+	let (job, base) = describe(&args.job, args.example)?;
 	let prepared = jobfile::prepare(&job, &base, &store)?;
 	let chain = Chain::connect(node).await?;
 	let spec = prepared.spec;
@@ -215,6 +275,7 @@ async fn submit(node: &str, data_dir: &std::path::Path, args: SubmitArgs) -> Res
 /// Follows `job` until it completes, printing each change of its units.
 async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
 	let mut last = String::new();
+	let started = std::time::Instant::now();
 	loop {
 		let at = chain.at().await?;
 		let job = chain.job(&at, job_id).await?.context("the job disappeared")?;
@@ -224,7 +285,7 @@ async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
 		}
 		let line = format!("job {job_id}: {:?}, units {}", job.status, states.join(" "));
 		if line != last {
-			eprintln!("{line}");
+			eprintln!("[{:>5.0} s] {line}", started.elapsed().as_secs_f64());
 			last = line;
 		}
 		if job.status != JobStatus::Active || job.is_finished() {

@@ -14,9 +14,8 @@ use subxt::utils::Static;
 use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::job::trace::{state_root, Trainer};
+use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::proof::hash::Digest;
-use touchstone_kernels::CpuBackend;
 use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{Checkpoint, JobId, UnitIndex, UnitScope, UnitState};
@@ -26,18 +25,8 @@ use crate::hardware::{self, Detected};
 use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
 use crate::store::{parse_digest, Store};
-use crate::train::{run_unit, Progress, UnitWork};
+use crate::train::{run_unit_on, BackendKind, Progress, UnitWork};
 use crate::dataset;
-
-/// The device a solver trains on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendKind {
-	/// The CPU reference kernels (exact mode), on every core.
-	Cpu,
-	/// The wgpu kernels on the best GPU adapter that passes the conformance self-test
-	/// (exact mode; bit-identical to the reference).
-	Wgpu,
-}
 
 /// What `solve` is told.
 #[derive(Clone, Debug, clap::Args)]
@@ -316,8 +305,7 @@ impl Solver {
 		};
 		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
 		let start_state = if start_root == spec.initial_state_root.0 {
-			let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).map_err(|error| anyhow!("{error:?}"))?;
-			let state = trainer.state().map_err(|error| anyhow!("{error:?}"))?;
+			let state = crate::train::initial_state(&model, &train, &data)?;
 			if state_root(&state).map_err(|error| anyhow!("{error:?}"))? != start_root {
 				bail!("the job's initial state root is not the state its seed gives: refusing the job");
 			}
@@ -352,14 +340,7 @@ impl Solver {
 			let report = |update| {
 				let _ = sender.send(update);
 			};
-			let result = match backend {
-				BackendKind::Cpu => run_unit(CpuBackend, &work, &stop, report),
-				BackendKind::Wgpu => {
-					let device = WgpuBackend::new().map_err(|error| anyhow!("no usable GPU adapter: {error:?}"))?;
-					run_unit(device, &work, &stop, report)
-				},
-			};
-			result.map(|done| done.map(|result| (result, work.dir)))
+			run_unit_on(backend, &work, &stop, report).map(|done| done.map(|result| (result, work.dir)))
 		});
 		let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
 			let bar = ProgressBar::new(steps as u64);
@@ -377,15 +358,37 @@ impl Solver {
 		let mut last_step = (Instant::now(), first_step);
 		let mut done_before = 0u32;
 		let mut tick = tokio::time::interval(Duration::from_secs(10));
-		loop {
+		let mut finished = false;
+		while !finished {
+			// Wait for news (or the heartbeat tick), then take everything already queued:
+			// while a commit waits for finality, training runs on, and only the newest
+			// checkpoint is committed next.
+			let mut updates = Vec::new();
 			tokio::select! {
 				update = progress.recv() => match update {
-					Some(Progress::Steps { done }) => {
+					Some(update) => updates.push(update),
+					None => finished = true,
+				},
+				_ = tick.tick() => {},
+			}
+			loop {
+				match progress.try_recv() {
+					Ok(update) => updates.push(update),
+					Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+					Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+						finished = true;
+						break;
+					},
+				}
+			}
+			for update in updates {
+				match update {
+					Progress::Steps { done } => {
 						bar.set_position(done as u64);
 						self.metrics.steps.inc_by(done.saturating_sub(done_before) as u64);
 						done_before = done;
 					},
-					Some(Progress::Checkpoint { step, hash, bytes }) => {
+					Progress::Checkpoint { step, hash, bytes } => {
 						self.store.put(&bytes)?;
 						self.metrics.artifact_bytes.inc_by(bytes.len() as u64);
 						let elapsed = last_step.0.elapsed().as_secs_f64();
@@ -393,22 +396,22 @@ impl Solver {
 							self.metrics.steps_per_second.set(step.saturating_sub(last_step.1) as f64 / elapsed);
 						}
 						last_step = (Instant::now(), step);
-						if !bar.is_hidden() {
-							bar.println(format!("checkpoint at step {step}: {}", hex(&hash)));
-						} else {
+						if bar.is_hidden() {
 							tracing::info!(job = job_id, unit = index, step, "checkpoint {}", hex(&hash));
+						} else {
+							bar.println(format!("checkpoint at step {step}: {}", hex(&hash)));
 						}
 						// The proof covers the unit's end: only earlier checkpoints are committed.
 						if step < end && step > last_committed {
 							pending = Some(Checkpoint { step, hash: hash.into() });
 						}
 					},
-					None => break,
-				},
-				_ = tick.tick() => {},
+				}
 			}
-			// Commit the newest checkpoint not yet committed; while a commit waits for
-			// finality, training runs on, and older ones are skipped.
+			// Once training is done the proof supersedes any checkpoint still pending.
+			if finished {
+				break;
+			}
 			if let Some(checkpoint) = pending.take() {
 				let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
 				match self.chain.send(&call, &self.signer).await {

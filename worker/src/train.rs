@@ -26,6 +26,29 @@ use touchstone_primitives::{LearningProof, TrainingMetrics};
 
 use crate::store::parse_digest;
 
+/// The device a solver trains on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+	/// The CPU reference kernels (exact mode), on every core.
+	Cpu,
+	/// The wgpu kernels on the best GPU adapter that passes the conformance self-test
+	/// (exact mode; bit-identical to the reference).
+	Wgpu,
+}
+
+/// [`run_unit`] on the device `kind` names.
+pub fn run_unit_on(kind: BackendKind, work: &UnitWork, stop: &AtomicBool, report: impl FnMut(Progress)) -> Result<Option<UnitResult>> {
+	match kind {
+		BackendKind::Cpu => run_unit(touchstone_kernels::CpuBackend, work, stop, report),
+		BackendKind::Wgpu => {
+			let device = touchstone_kernels_wgpu::WgpuBackend::new().map_err(|error| {
+				anyhow::anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
+			})?;
+			run_unit(device, work, stop, report)
+		},
+	}
+}
+
 /// Everything needed to train one unit.
 pub struct UnitWork {
 	/// The model.
@@ -65,6 +88,14 @@ pub enum Progress {
 }
 
 const RECORDS: &str = "records.txt";
+
+/// The state a job starts from: its seeded weights and zeroed optimizer state, as the
+/// trainer builds them (which also checks that the model fits the dataset).
+pub fn initial_state(model: &ModelConfig, train: &TrainConfig, data: &Dataset) -> Result<Vec<Vec<f32>>> {
+	let mut trainer = Trainer::new(touchstone_kernels::CpuBackend, model, train, data.clone())
+		.map_err(|error| anyhow::anyhow!("the model, hyper-parameters and dataset do not fit together: {error:?}"))?;
+	trainer.state().map_err(|error| anyhow::anyhow!("{error:?}"))
+}
 
 fn checkpoint_path(dir: &Path, next_step: u32) -> PathBuf {
 	dir.join(format!("step-{next_step:08}.safetensors"))
