@@ -8,6 +8,7 @@
 //! - [`train`]: training one unit, checkpointed and resumable, and its learning proof;
 //! - [`hardware`]: the declared hardware profile and the memory check;
 //! - [`solver`]: the solver role;
+//! - [`p2p`]: artifacts between workers over libp2p;
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod chain;
@@ -16,6 +17,7 @@ pub mod hardware;
 pub mod jobfile;
 pub mod keys;
 pub mod metrics;
+pub mod p2p;
 pub mod solver;
 pub mod store;
 pub mod train;

@@ -29,6 +29,11 @@ impl Store {
 		self.dir.join(hex(hash))
 	}
 
+	/// Where a transfer of `hash` from a peer accumulates until it is complete and checked.
+	pub fn partial_path(&self, hash: &Digest) -> PathBuf {
+		self.dir.join(format!("{}.partial", hex(hash)))
+	}
+
 	/// Whether the store holds `hash`.
 	pub fn contains(&self, hash: &Digest) -> bool {
 		self.path(hash).is_file()
@@ -40,9 +45,9 @@ impl Store {
 		let hash = digest_bytes(bytes);
 		let path = self.path(&hash);
 		if !path.is_file() {
-			let partial = path.with_extension("partial");
-			std::fs::write(&partial, bytes).with_context(|| format!("cannot write {}", partial.display()))?;
-			std::fs::rename(&partial, &path).with_context(|| format!("cannot write {}", path.display()))?;
+			let writing = path.with_extension("writing");
+			std::fs::write(&writing, bytes).with_context(|| format!("cannot write {}", writing.display()))?;
+			std::fs::rename(&writing, &path).with_context(|| format!("cannot write {}", path.display()))?;
 		}
 		Ok(hash)
 	}

@@ -1,0 +1,428 @@
+//! Artifacts between workers over libp2p: datasets, checkpoints and models, fetched by
+//! their content hash.
+//!
+//! - **Transport**: TCP with Noise and Yamux (the libp2p the node's networking compiles).
+//! - **Discovery**: peers given with `--peer`, peers found by mDNS on the LAN, and
+//!   Kademlia: every worker announces itself as a provider of each artifact it holds, and a
+//!   fetch asks the DHT who provides the hash.
+//! - **Exchange**: request-response on `/touchstone/artifact/1`; a request names a hash and
+//!   an offset, a response carries the artifact's length and up to one chunk (1 MiB).
+//!   Chunks are appended to a partial file in the store, so a transfer cut by a dropped
+//!   connection or a restart resumes where it stopped.
+//! - **Integrity**: nothing received is used before the whole artifact hashes to the name
+//!   it was asked for; a mismatch discards the partial file and is an error naming the
+//!   peer that sent it.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use codec::{Decode, Encode};
+use futures::prelude::*;
+use libp2p::identity::Keypair;
+use libp2p::kad::{self, store::MemoryStore, GetProvidersOk, QueryResult, RecordKey};
+use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
+use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
+use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use tokio::sync::{mpsc, oneshot};
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+
+use crate::store::Store;
+
+/// The exchange protocol.
+const PROTOCOL: StreamProtocol = StreamProtocol::new("/touchstone/artifact/1");
+/// Bytes per chunk.
+pub const CHUNK: usize = 1 << 20;
+/// The largest message the codec reads: a chunk and its framing.
+const MAX_MESSAGE: usize = CHUNK + 1024;
+/// How long one chunk request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request for part of an artifact.
+#[derive(Clone, Debug, Encode, Decode)]
+pub struct ChunkRequest {
+	/// The artifact.
+	pub hash: Digest,
+	/// The first byte wanted.
+	pub offset: u64,
+}
+
+/// The answer to a [`ChunkRequest`].
+#[derive(Clone, Debug, Encode, Decode)]
+pub enum ChunkResponse {
+	/// Up to [`CHUNK`] bytes from the offset asked for, and the artifact's whole length.
+	Chunk {
+		/// The artifact's length in bytes.
+		total: u64,
+		/// The bytes.
+		data: Vec<u8>,
+	},
+	/// The peer does not hold the artifact.
+	NotFound,
+}
+
+/// SCALE messages, each behind a 4-byte big-endian length.
+#[derive(Clone, Default)]
+pub struct ArtifactCodec;
+
+async fn read_message<T: AsyncRead + Unpin + Send, M: Decode>(io: &mut T) -> std::io::Result<M> {
+	let mut length = [0u8; 4];
+	io.read_exact(&mut length).await?;
+	let length = u32::from_be_bytes(length) as usize;
+	if length > MAX_MESSAGE {
+		return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "artifact message too large"));
+	}
+	let mut buffer = vec![0u8; length];
+	io.read_exact(&mut buffer).await?;
+	M::decode(&mut buffer.as_slice()).map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error.to_string()))
+}
+
+async fn write_message<T: AsyncWrite + Unpin + Send, M: Encode>(io: &mut T, message: M) -> std::io::Result<()> {
+	let bytes = message.encode();
+	io.write_all(&(bytes.len() as u32).to_be_bytes()).await?;
+	io.write_all(&bytes).await?;
+	io.close().await
+}
+
+#[async_trait::async_trait]
+impl request_response::Codec for ArtifactCodec {
+	type Protocol = StreamProtocol;
+	type Request = ChunkRequest;
+	type Response = ChunkResponse;
+
+	async fn read_request<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<ChunkRequest> {
+		read_message(io).await
+	}
+	async fn read_response<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<ChunkResponse> {
+		read_message(io).await
+	}
+	async fn write_request<T: AsyncWrite + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T, request: ChunkRequest) -> std::io::Result<()> {
+		write_message(io, request).await
+	}
+	async fn write_response<T: AsyncWrite + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T, response: ChunkResponse) -> std::io::Result<()> {
+		write_message(io, response).await
+	}
+}
+
+#[derive(NetworkBehaviour)]
+struct Behaviour {
+	artifacts: request_response::Behaviour<ArtifactCodec>,
+	kademlia: kad::Behaviour<MemoryStore>,
+	identify: identify::Behaviour,
+	mdns: Toggle<mdns::tokio::Behaviour>,
+}
+
+/// How a worker joins the network.
+#[derive(Clone, Debug, clap::Args)]
+pub struct NetworkArgs {
+	/// The address to accept peers on.
+	#[arg(long, default_value = "/ip4/0.0.0.0/tcp/0")]
+	pub p2p_listen: Multiaddr,
+	/// A peer to connect to, as a multiaddr ending in /p2p/<peer id>; repeatable.
+	#[arg(long = "peer")]
+	pub peers: Vec<Multiaddr>,
+	/// Do not look for peers on the local network with mDNS.
+	#[arg(long)]
+	pub no_mdns: bool,
+}
+
+enum Command {
+	Provide(Digest),
+	Providers(Digest, oneshot::Sender<Vec<PeerId>>),
+	Request(PeerId, ChunkRequest, oneshot::Sender<Result<ChunkResponse>>),
+	Peers(oneshot::Sender<Vec<PeerId>>),
+	Listening(oneshot::Sender<Vec<Multiaddr>>),
+}
+
+/// A handle on a running network node; dropping every handle stops it.
+#[derive(Clone)]
+pub struct Network {
+	commands: mpsc::UnboundedSender<Command>,
+	peer_id: PeerId,
+	store: Store,
+}
+
+/// Loads the worker's network identity from `path`, creating it on first use, so its
+/// peer id survives restarts.
+fn identity(path: &Path) -> Result<Keypair> {
+	if let Ok(bytes) = std::fs::read(path) {
+		return Keypair::from_protobuf_encoding(&bytes).with_context(|| format!("{} is not a network key", path.display()));
+	}
+	let keypair = Keypair::generate_ed25519();
+	let bytes = keypair.to_protobuf_encoding().map_err(|error| anyhow!("{error}"))?;
+	std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+	Ok(keypair)
+}
+
+impl Network {
+	/// Starts a network node serving `store`, with its identity in `data_dir`.
+	pub async fn start(args: &NetworkArgs, store: Store, data_dir: &Path) -> Result<Self> {
+		std::fs::create_dir_all(data_dir)?;
+		let keypair = identity(&data_dir.join("network-key"))?;
+		let peer_id = keypair.public().to_peer_id();
+		let mdns_enabled = !args.no_mdns;
+		let mut swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
+			.with_tokio()
+			.with_tcp(tcp::Config::default(), noise::Config::new, yamux::Config::default)
+			.map_err(|error| anyhow!("cannot set up the network transport: {error}"))?
+			.with_behaviour(|key| {
+				let peer_id = key.public().to_peer_id();
+				let mut kademlia = kad::Behaviour::new(peer_id, MemoryStore::new(peer_id));
+				kademlia.set_mode(Some(kad::Mode::Server));
+				let mdns = if mdns_enabled { mdns::tokio::Behaviour::new(mdns::Config::default(), peer_id).ok() } else { None };
+				Behaviour {
+					artifacts: request_response::Behaviour::new(
+						[(PROTOCOL, ProtocolSupport::Full)],
+						request_response::Config::default().with_request_timeout(REQUEST_TIMEOUT),
+					),
+					kademlia,
+					identify: identify::Behaviour::new(identify::Config::new("/touchstone/1".into(), key.public())),
+					mdns: mdns.into(),
+				}
+			})
+			.map_err(|error| anyhow!("cannot set up the network: {error}"))?
+			.with_swarm_config(|config| config.with_idle_connection_timeout(Duration::from_secs(120)))
+			.build();
+		swarm
+			.listen_on(args.p2p_listen.clone())
+			.with_context(|| format!("cannot listen on {}", args.p2p_listen))?;
+		for peer in &args.peers {
+			swarm.dial(peer.clone()).with_context(|| format!("cannot dial {peer}"))?;
+		}
+		let (commands, receiver) = mpsc::unbounded_channel();
+		tokio::spawn(event_loop(swarm, receiver, store.clone()));
+		let network = Self { commands, peer_id, store };
+		for hash in network.store.list() {
+			network.provide(hash);
+		}
+		Ok(network)
+	}
+
+	/// This node's peer id.
+	pub fn peer_id(&self) -> PeerId {
+		self.peer_id
+	}
+
+	/// The addresses this node listens on, each ending in its peer id (waits for at least one).
+	pub async fn listening(&self) -> Result<Vec<Multiaddr>> {
+		for _ in 0..100 {
+			let (reply, answer) = oneshot::channel();
+			self.send(Command::Listening(reply))?;
+			let addresses = answer.await?;
+			if !addresses.is_empty() {
+				return Ok(addresses.into_iter().map(|address| address.with(libp2p::multiaddr::Protocol::P2p(self.peer_id))).collect());
+			}
+			tokio::time::sleep(Duration::from_millis(50)).await;
+		}
+		bail!("the network is not listening on any address")
+	}
+
+	fn send(&self, command: Command) -> Result<()> {
+		self.commands.send(command).map_err(|_| anyhow!("the network node stopped"))
+	}
+
+	/// Announces that this node holds `hash`.
+	pub fn provide(&self, hash: Digest) {
+		let _ = self.send(Command::Provide(hash));
+	}
+
+	async fn providers(&self, hash: Digest) -> Vec<PeerId> {
+		let (reply, answer) = oneshot::channel();
+		if self.send(Command::Providers(hash, reply)).is_err() {
+			return Vec::new();
+		}
+		tokio::time::timeout(Duration::from_secs(10), answer).await.ok().and_then(Result::ok).unwrap_or_default()
+	}
+
+	async fn peers(&self) -> Vec<PeerId> {
+		let (reply, answer) = oneshot::channel();
+		if self.send(Command::Peers(reply)).is_err() {
+			return Vec::new();
+		}
+		answer.await.unwrap_or_default()
+	}
+
+	async fn request(&self, peer: PeerId, request: ChunkRequest) -> Result<ChunkResponse> {
+		let (reply, answer) = oneshot::channel();
+		self.send(Command::Request(peer, request, reply))?;
+		answer.await.map_err(|_| anyhow!("the network node stopped"))?
+	}
+
+	/// The artifact `hash`: from the local store, or else fetched from a peer that
+	/// provides it, checked, and stored. Waits up to `patience` for a provider to appear.
+	pub async fn fetch(&self, hash: Digest, patience: Duration) -> Result<Vec<u8>> {
+		if self.store.contains(&hash) {
+			return self.store.get(&hash);
+		}
+		let deadline = tokio::time::Instant::now() + patience;
+		let mut last_error = None;
+		loop {
+			let mut candidates = self.providers(hash).await;
+			for peer in self.peers().await {
+				if !candidates.contains(&peer) {
+					candidates.push(peer);
+				}
+			}
+			candidates.retain(|peer| *peer != self.peer_id);
+			for peer in candidates {
+				match self.fetch_from(peer, hash, None).await {
+					Ok(Some(bytes)) => return Ok(bytes),
+					Ok(None) => bail!("stopped early"),
+					Err(error) => {
+						tracing::warn!(%peer, "fetching {} failed: {error:#}", hex(&hash));
+						last_error = Some(error);
+					},
+				}
+			}
+			if tokio::time::Instant::now() >= deadline {
+				return Err(last_error.unwrap_or_else(|| {
+					anyhow!(
+						"artifact {} is not in the local store and no peer offers it: is a worker that holds it running and reachable? (pass --peer MULTIADDR)",
+						hex(&hash)
+					)
+				}));
+			}
+			tokio::time::sleep(Duration::from_secs(1)).await;
+		}
+	}
+
+	/// Fetches at most `chunks` chunks of `hash` from the first connected peer and stops,
+	/// leaving the partial file a later fetch resumes from: what a worker stopped in the
+	/// middle of a transfer leaves behind. Returns the bytes held so far.
+	pub async fn fetch_partially(&self, hash: Digest, chunks: usize) -> Result<u64> {
+		let peer = *self.peers().await.first().context("no peer connected")?;
+		self.fetch_from(peer, hash, Some(chunks)).await?;
+		Ok(std::fs::metadata(self.store.partial_path(&hash)).map(|meta| meta.len()).unwrap_or(0))
+	}
+
+	/// Fetches `hash` from `peer` chunk by chunk, resuming a partial file left by an
+	/// earlier attempt, and stores it once it checks out. With `limit`, stops after that
+	/// many chunks and returns `None`.
+	async fn fetch_from(&self, peer: PeerId, hash: Digest, limit: Option<usize>) -> Result<Option<Vec<u8>>> {
+		let partial = self.store.partial_path(&hash);
+		let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&partial)?;
+		let mut offset = file.metadata()?.len();
+		let mut fetched = 0usize;
+		loop {
+			if limit.is_some_and(|limit| fetched >= limit) {
+				return Ok(None);
+			}
+			fetched += 1;
+			let response = self.request(peer, ChunkRequest { hash, offset }).await?;
+			let (total, data) = match response {
+				ChunkResponse::NotFound => bail!("the peer does not hold it"),
+				ChunkResponse::Chunk { total, data } => (total, data),
+			};
+			let end = offset.saturating_add(data.len() as u64);
+			if end > total || (data.is_empty() && offset < total) {
+				bail!("the peer sent a malformed chunk");
+			}
+			file.write_all(&data)?;
+			offset = end;
+			if offset == total {
+				break;
+			}
+		}
+		file.flush()?;
+		drop(file);
+		let bytes = std::fs::read(&partial)?;
+		let _ = std::fs::remove_file(&partial);
+		let actual = digest_bytes(&bytes);
+		if actual != hash {
+			bail!("corrupt artifact {} from peer {peer}: its bytes hash to {}; discarded", hex(&hash), hex(&actual));
+		}
+		self.store.put(&bytes)?;
+		self.provide(hash);
+		Ok(Some(bytes))
+	}
+}
+
+/// Reads the chunk at `offset` of the artifact at `path`.
+fn read_chunk(path: &Path, offset: u64) -> ChunkResponse {
+	let read = || -> std::io::Result<ChunkResponse> {
+		let mut file = std::fs::File::open(path)?;
+		let total = file.metadata()?.len();
+		file.seek(SeekFrom::Start(offset.min(total)))?;
+		let mut data = Vec::with_capacity(CHUNK);
+		file.take(CHUNK as u64).read_to_end(&mut data)?;
+		Ok(ChunkResponse::Chunk { total, data })
+	};
+	read().unwrap_or(ChunkResponse::NotFound)
+}
+
+async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedReceiver<Command>, store: Store) {
+	let mut requests: HashMap<OutboundRequestId, oneshot::Sender<Result<ChunkResponse>>> = HashMap::new();
+	let mut provider_queries: HashMap<kad::QueryId, (oneshot::Sender<Vec<PeerId>>, HashSet<PeerId>)> = HashMap::new();
+	loop {
+		tokio::select! {
+			command = commands.recv() => match command {
+				None => return,
+				Some(Command::Provide(hash)) => {
+					let _ = swarm.behaviour_mut().kademlia.start_providing(RecordKey::new(&hash));
+				},
+				Some(Command::Providers(hash, reply)) => {
+					let id = swarm.behaviour_mut().kademlia.get_providers(RecordKey::new(&hash));
+					provider_queries.insert(id, (reply, HashSet::new()));
+				},
+				Some(Command::Request(peer, request, reply)) => {
+					let id = swarm.behaviour_mut().artifacts.send_request(&peer, request);
+					requests.insert(id, reply);
+				},
+				Some(Command::Peers(reply)) => {
+					let _ = reply.send(swarm.connected_peers().copied().collect());
+				},
+				Some(Command::Listening(reply)) => {
+					let _ = reply.send(swarm.listeners().cloned().collect());
+				},
+			},
+			event = swarm.select_next_some() => match event {
+				SwarmEvent::Behaviour(BehaviourEvent::Artifacts(request_response::Event::Message { message, .. })) => match message {
+					request_response::Message::Request { request, channel, .. } => {
+						let response = read_chunk(&store.path(&request.hash), request.offset);
+						let _ = swarm.behaviour_mut().artifacts.send_response(channel, response);
+					},
+					request_response::Message::Response { request_id, response } => {
+						if let Some(reply) = requests.remove(&request_id) {
+							let _ = reply.send(Ok(response));
+						}
+					},
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Artifacts(request_response::Event::OutboundFailure { request_id, error, .. })) => {
+					if let Some(reply) = requests.remove(&request_id) {
+						let _ = reply.send(Err(anyhow!("request failed: {error}")));
+					}
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Kademlia(kad::Event::OutboundQueryProgressed { id, result, step, .. })) => {
+					if let QueryResult::GetProviders(result) = result {
+						if let Some((_, found)) = provider_queries.get_mut(&id) {
+							if let Ok(GetProvidersOk::FoundProviders { providers, .. }) = result {
+								found.extend(providers);
+							}
+						}
+						if step.last {
+							if let Some((reply, found)) = provider_queries.remove(&id) {
+								let _ = reply.send(found.into_iter().collect());
+							}
+						}
+					}
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
+					for address in info.listen_addrs {
+						swarm.behaviour_mut().kademlia.add_address(&peer_id, address);
+					}
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Mdns(mdns::Event::Discovered(found))) => {
+					for (peer_id, address) in found {
+						swarm.behaviour_mut().kademlia.add_address(&peer_id, address.clone());
+						let _ = swarm.dial(address);
+					}
+				},
+				SwarmEvent::NewListenAddr { address, .. } => tracing::info!(%address, "artifact network listening"),
+				_ => {},
+			},
+		}
+	}
+}

@@ -1,0 +1,68 @@
+//! Two workers exchange an artifact over libp2p on loopback: the fetcher is restarted in
+//! the middle of the transfer and resumes where it stopped; an artifact whose bytes do
+//! not match its hash is refused; a hash nobody holds is a clear error, not a hang.
+
+use std::time::Duration;
+
+use touchstone_kernels::proof::hash::digest_bytes;
+use touchstone_worker::p2p::{Network, NetworkArgs, CHUNK};
+use touchstone_worker::store::Store;
+
+fn args(peers: Vec<libp2p::Multiaddr>) -> NetworkArgs {
+	NetworkArgs { p2p_listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(), peers, no_mdns: true }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused() {
+	let base = std::env::temp_dir().join(format!("touchstone-p2p-{}", std::process::id()));
+	let _ = std::fs::remove_dir_all(&base);
+	let (dir_a, dir_b) = (base.join("a"), base.join("b"));
+
+	// Three and a half chunks of bytes nobody would compress away.
+	let artifact: Vec<u8> = (0..(7 * CHUNK / 2) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+	let store_a = Store::open(&dir_a).unwrap();
+	let hash = store_a.put(&artifact).unwrap();
+	let a = Network::start(&args(vec![]), store_a.clone(), &dir_a).await.unwrap();
+	let address = a.listening().await.unwrap().remove(0);
+
+	// The fetcher takes one chunk, then stops as a crash would stop it.
+	let store_b = Store::open(&dir_b).unwrap();
+	{
+		let b = Network::start(&args(vec![address.clone()]), store_b.clone(), &dir_b).await.unwrap();
+		let mut held = Err(anyhow::anyhow!("never connected"));
+		for _ in 0..100 {
+			held = b.fetch_partially(hash, 1).await;
+			if held.is_ok() {
+				break;
+			}
+			tokio::time::sleep(Duration::from_millis(50)).await;
+		}
+		assert_eq!(held.unwrap(), CHUNK as u64);
+	}
+	assert!(!store_b.contains(&hash));
+
+	// Restarted with the same store and identity, it resumes from the partial file.
+	let b = Network::start(&args(vec![address.clone()]), store_b.clone(), &dir_b).await.unwrap();
+	let fetched = b.fetch(hash, Duration::from_secs(20)).await.unwrap();
+	assert_eq!(digest_bytes(&fetched), hash);
+	assert_eq!(fetched, artifact);
+	assert_eq!(store_b.get(&hash).unwrap(), artifact);
+	assert!(!store_b.partial_path(&hash).exists());
+
+	// A holds bytes under a name they do not hash to: B refuses them and keeps nothing.
+	let forged = digest_bytes(b"the real model");
+	std::fs::write(store_a.path(&forged), b"a different model").unwrap();
+	a.provide(forged);
+	let error = b.fetch(forged, Duration::from_secs(5)).await.unwrap_err().to_string();
+	assert!(error.contains("corrupt artifact"), "{error}");
+	assert!(!store_b.contains(&forged));
+	assert!(!store_b.partial_path(&forged).exists());
+
+	// Nobody holds this one: a clear error once the patience runs out.
+	let absent = digest_bytes(b"nobody has this");
+	let error = b.fetch(absent, Duration::from_secs(2)).await.unwrap_err().to_string();
+	assert!(error.contains("does not hold it") || error.contains("no peer offers it"), "{error}");
+
+	drop((a, b));
+	let _ = std::fs::remove_dir_all(&base);
+}
