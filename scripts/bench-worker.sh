@@ -19,7 +19,7 @@ trap 'exit 130' INT TERM
 start_dev_chain "$work"
 start_solver "$work"
 
-W=("$TOUCHSTONE_WORKER" --data-dir "$work/worker")
+W=("$TOUCHSTONE_WORKER" --data-dir "$work/submitter")
 printf '| job | steps | local (s) | through the chain, proven (s) | ratio | paid (s) |\n| --- | --- | --- | --- | --- | --- |\n'
 for job in "--example digits" "--job $ROOT/scripts/bench/synthetic-large.toml"; do
 	# shellcheck disable=SC2086
@@ -27,7 +27,7 @@ for job in "--example digits" "--job $ROOT/scripts/bench/synthetic-large.toml"; 
 	steps="$(sed -n 's/^trained \([0-9]*\) steps in.*/\1/p' <<<"$local_line")"
 	local_s="$(sed -n 's/^trained [0-9]* steps in \([0-9.]*\) s.*/\1/p' <<<"$local_line")"
 	# shellcheck disable=SC2086
-	"${W[@]}" submit --key //Alice $job --wait 2>"$work/progress.log" >"$work/submit.log"
+	"${W[@]}" submit --key //Alice $job --wait --peer "$SOLVER_PEER" 2>"$work/progress.log" >"$work/submit.log"
 	# The first progress line where no unit is still to be proven, and the last line.
 	proven_s="$(grep -E 'units( (Proven|Finalized))+$' "$work/progress.log" | head -1 | sed -n 's/^\[ *\([0-9]*\) s\].*/\1/p')"
 	paid_s="$(tail -1 "$work/progress.log" | sed -n 's/^\[ *\([0-9]*\) s\].*/\1/p')"

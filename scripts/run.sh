@@ -32,12 +32,15 @@ start_solver "$work"
 
 log "Submitting the digits job as Alice, and following it until it is paid (about 7 minutes:"
 log "the last unit waits out its 5-minute challenge window)"
-submitted="$("$WORKER" --data-dir "$work/worker" submit --key //Alice --example digits --wait)"
+# The submitter keeps its own data directory: the solver fetches the dataset from it, and
+# the final model comes back from the solver, over libp2p.
+submitter=("$WORKER" --data-dir "$work/submitter")
+submitted="$("${submitter[@]}" submit --key //Alice --example digits --wait --peer "$SOLVER_PEER")"
 echo "$submitted"
 job="$(sed -n 's/^job \([0-9]*\) submitted.*/\1/p' <<<"$submitted")"
 
-"$WORKER" --data-dir "$work/worker" fetch --job "$job" --out "$work/model.safetensors"
-"$WORKER" --data-dir "$work/worker" evaluate --example digits --model "$work/model.safetensors"
+"${submitter[@]}" fetch --job "$job" --out "$work/model.safetensors" --peer "$SOLVER_PEER"
+"${submitter[@]}" evaluate --example digits --model "$work/model.safetensors"
 
 if [ "$once" -eq 1 ]; then
 	exit 0

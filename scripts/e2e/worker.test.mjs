@@ -1,17 +1,20 @@
-// The worker end to end: a dev node, one solver (`touchstone-worker solve`), and the digits
-// job submitted through `touchstone-worker submit`. The job trains through the chain, the
-// solver is paid from escrow, the final model on-chain is the file the worker wrote, and
-// that model reaches the reference's pinned test accuracy.
+// The worker end to end, against a dev node: a solver (`touchstone-worker solve`) killed in
+// the middle of a unit resumes from its checkpoint after a restart and finishes the unit;
+// then the digits job, submitted through `touchstone-worker submit`, trains through the
+// chain, the solver is paid from escrow, the final model on-chain is the file the worker
+// wrote, and that model reaches the reference's pinned test accuracy. The submitter and
+// the solver keep separate artifact stores: the dataset and the model cross over libp2p.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake2AsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor } from './lib/node.mjs';
+import { startNode, waitFor, freePort } from './lib/node.mjs';
 
 const run = promisify(execFile);
 const UNIT = 10n ** 12n;
@@ -28,22 +31,22 @@ let api;
 let solver;
 let solverLog = '';
 let dataDir;
+let solverPeer;
 const keyring = new Keyring({ type: 'sr25519' });
 
-/** Runs a worker subcommand to completion; resolves with its stdout. */
+/** Runs a worker subcommand as the submitter (its own data directory); resolves with its stdout. */
 async function worker(args, timeout = 120_000) {
-  const { stdout } = await run(workerBinary(), ['--node', node.wsUrl, '--data-dir', dataDir, ...args], {
+  const { stdout } = await run(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, 'submitter'), ...args], {
     timeout,
     maxBuffer: 16 << 20,
   });
   return stdout;
 }
 
-before(async () => {
-  node = await startNode(['--dev', '--tmp'], { name: 'dev' });
-  api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
-  dataDir = mkdtempSync(join(tmpdir(), 'touchstone-worker-e2e-'));
-  solver = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', dataDir, 'solve', '--key', '//Bob'], {
+/** Starts the solver (Bob) with its own data directory; its output accumulates in `solverLog`. */
+function startSolver() {
+  const solverArgs = ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns'];
+  solver = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, 'solver'), ...solverArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, RUST_LOG: 'info' },
   });
@@ -53,6 +56,21 @@ before(async () => {
   };
   solver.stdout.on('data', keep);
   solver.stderr.on('data', keep);
+}
+
+/** A rejection that carries the solver's log, which says why. */
+const withSolverLog = (error) => { throw new Error(`${error.message}\nsolver log:\n${solverLog}`); };
+
+before(async () => {
+  node = await startNode(['--dev', '--tmp'], { name: 'dev' });
+  api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
+  dataDir = mkdtempSync(join(tmpdir(), 'touchstone-worker-e2e-'));
+  solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
+  startSolver();
+  const bob = keyring.addFromUri('//Bob');
+  await waitFor('the solver to register', async () => (await api.query.staking.nodes(bob.address)).isSome, {
+    timeoutMs: 120_000,
+  }).catch(withSolverLog);
 });
 
 after(async () => {
@@ -62,15 +80,42 @@ after(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
+test('a solver killed mid-unit resumes from its checkpoint and finishes the unit', { timeout: 600_000 }, async () => {
+  // Job 0 on this fresh chain: one 600-step unit. The submitter waits (serving the dataset
+  // over libp2p) in the background until the test ends.
+  const job = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'resume-job.toml');
+  const submitter = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, 'submitter'),
+    'submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns'], { stdio: 'ignore' });
+  try {
+    // Kill the solver (no chance to clean up) after its first checkpoint, before the unit ends.
+    await waitFor('the first checkpoint', () => /checkpoint [0-9a-f]{64} job=0 unit=0 step=100/.test(solverLog), {
+      timeoutMs: 300_000,
+      intervalMs: 100,
+    }).catch(withSolverLog);
+    solver.kill('SIGKILL');
+    await new Promise((resolve) => solver.once('exit', resolve));
+    assert.doesNotMatch(solverLog, /learning proof committed[^\n]*job=0 unit=0/, 'killed before the unit ended');
+    solverLog = '';
+    startSolver();
+    await waitFor('the unit to be proven', async () => {
+      const unit = await api.query.tasks.units(0, 0);
+      return unit.isSome && unit.unwrap().state.toString() === 'Proven';
+    }, { timeoutMs: 300_000 }).catch(withSolverLog);
+    assert.match(solverLog, /resuming from the last local checkpoint step=\d+/);
+    assert.doesNotMatch(solverLog, /job=0 unit=0 step=100\b/, 'the resumed run starts after step 100');
+  } finally {
+    submitter.kill('SIGINT');
+  }
+});
+
 test('a solver worker trains the digits job through the chain and is paid', { timeout: 900_000 }, async () => {
   const bob = keyring.addFromUri('//Bob');
-  await waitFor('the solver to register', async () => (await api.query.staking.nodes(bob.address)).isSome, {
-    timeoutMs: 120_000,
-  }).catch((error) => { throw new Error(`${error.message}\nsolver log:\n${solverLog}`); });
   const freeBefore = (await api.query.system.account(bob.address)).data.free.toBigInt();
 
-  const submitted = await worker(['submit', '--key', '//Alice', '--example', 'digits', '--wait'], 840_000)
-    .catch((error) => { throw new Error(`${error.message}\nsolver log:\n${solverLog}`); });
+  // The solver fetches the dataset from the submitter over libp2p, and the final model
+  // comes back the same way: the two keep separate artifact stores.
+  const submitted = await worker(['submit', '--key', '//Alice', '--example', 'digits', '--wait', '--peer', solverPeer, '--no-mdns'], 840_000)
+    .catch(withSolverLog);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
   assert.ok(Number.isInteger(jobId), submitted);
   assert.match(submitted, /completed: 4 units finalized, 0 failed/);
@@ -84,8 +129,9 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const freeAfter = (await api.query.system.account(bob.address)).data.free.toBigInt();
   assert.ok(freeAfter - freeBefore > 3n * UNIT, `Bob earned ${(freeAfter - freeBefore) / 10n ** 9n} mTST`);
 
+  assert.match(solverLog, /fetching the job's dataset/, 'the solver fetched the dataset from the submitter');
   const modelPath = join(dataDir, 'model.safetensors');
-  const fetched = await worker(['fetch', '--job', String(jobId), '--out', modelPath]);
+  const fetched = await worker(['fetch', '--job', String(jobId), '--out', modelPath, '--peer', solverPeer, '--no-mdns']);
   assert.match(fetched, /wrote/);
   const onChain = result.modelHash.toHex();
   const written = blake2AsHex(readFileSync(modelPath), 256);

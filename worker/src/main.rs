@@ -3,7 +3,7 @@
 //! `evaluate` take a job from a description to a tested model; `keys` manages
 //! identities. Verifier and challenger roles come as further subcommands.
 
-use touchstone_worker::{chain, dataset, jobfile, keys, solver, store, train};
+use touchstone_worker::{chain, dataset, jobfile, keys, p2p, solver, store, train};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +64,8 @@ enum Command {
 		/// The file to write.
 		#[arg(long, default_value = "model.safetensors")]
 		out: PathBuf,
+		#[command(flatten)]
+		network: p2p::NetworkArgs,
 	},
 	/// Print a model's accuracy on a held-out test split.
 	Evaluate(EvaluateArgs),
@@ -86,9 +88,12 @@ struct SubmitArgs {
 	/// A built-in job instead of a file.
 	#[arg(long, value_enum)]
 	example: Option<Example>,
-	/// Wait until the job completes, printing its progress.
+	/// Wait until the job completes, printing its progress, and serve the job's dataset
+	/// to solvers over the network meanwhile.
 	#[arg(long)]
 	wait: bool,
+	#[command(flatten)]
+	network: p2p::NetworkArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -182,12 +187,13 @@ async fn run(cli: Cli) -> Result<()> {
 				tracing::info!("shutting down: the current unit keeps its last checkpoint");
 				signal.store(true, Ordering::Relaxed);
 			});
-			solver::Solver::new(chain, store, data_dir, args, stop)?.run().await
+			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
+			solver::Solver::new(chain, network, store, data_dir, args, stop)?.run().await
 		},
 		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => train_locally(&data_dir, args),
 		Command::Status { job } => status(&cli.node, job).await,
-		Command::Fetch { job, out } => fetch(&cli.node, &data_dir, job, &out).await,
+		Command::Fetch { job, out, network } => fetch(&cli.node, &data_dir, job, &out, &network).await,
 	}
 }
 
@@ -252,6 +258,11 @@ async fn submit(node: &str, data_dir: &std::path::Path, args: SubmitArgs) -> Res
 	let (job, base) = describe(&args.job, args.example)?;
 	let prepared = jobfile::prepare(&job, &base, &store)?;
 	let chain = Chain::connect(node).await?;
+	// Solvers fetch the dataset from this process while it runs.
+	let network = p2p::Network::start(&args.network, store.clone(), data_dir).await?;
+	if !args.wait {
+		eprintln!("note: the dataset is served to solvers only while this command runs; pass --wait to keep serving it, or run a solver on the same --data-dir");
+	}
 	let spec = prepared.spec;
 	eprintln!(
 		"submitting: {} samples (dataset {}), {} steps, {:.3} TST per unit, {:.3} TST budget",
@@ -269,6 +280,7 @@ async fn submit(node: &str, data_dir: &std::path::Path, args: SubmitArgs) -> Res
 	if args.wait {
 		wait_for_job(&chain, submitted.job).await?;
 	}
+	drop(network);
 	Ok(())
 }
 
@@ -349,14 +361,25 @@ async fn status(node: &str, job: Option<JobId>) -> Result<()> {
 	Ok(())
 }
 
-async fn fetch(node: &str, data_dir: &std::path::Path, job_id: JobId, out: &std::path::Path) -> Result<()> {
+async fn fetch(
+	node: &str,
+	data_dir: &std::path::Path,
+	job_id: JobId,
+	out: &std::path::Path,
+	network: &p2p::NetworkArgs,
+) -> Result<()> {
 	let chain = Chain::connect(node).await?;
 	let at = chain.at().await?;
 	let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 	let result = job.result.with_context(|| format!("job {job_id} has no result yet ({:?}, {} of {} units final)", job.status, job.units_final, job.units))?;
 	let store = Store::open(data_dir)?;
 	let hash = result.model_hash.0;
-	let bytes = store.get(&hash).with_context(|| format!("the final model {} is not in this worker's store", hex(&hash)))?;
+	let bytes = if store.contains(&hash) {
+		store.get(&hash)?
+	} else {
+		let network = p2p::Network::start(network, store.clone(), data_dir).await?;
+		network.fetch(hash, Duration::from_secs(60)).await.context("fetching the final model from the solvers")?
+	};
 	// The file's hash is the one on-chain (the store checked it); its state must also be
 	// the one the chain proved.
 	let checkpoint = Checkpoint::from_bytes(&bytes, &hash).map_err(|error| anyhow!("{error}"))?;

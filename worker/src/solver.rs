@@ -24,6 +24,7 @@ use crate::chain::{runtime, AccountId, AtBlock, Chain, Job, WorkUnit};
 use crate::hardware::{self, Detected};
 use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
+use crate::p2p::{Network, NetworkArgs};
 use crate::store::{parse_digest, Store};
 use crate::train::{run_unit_on, BackendKind, Progress, UnitWork};
 use crate::dataset;
@@ -48,11 +49,14 @@ pub struct SolveArgs {
 	/// Serve Prometheus metrics at this address (for example 127.0.0.1:9616).
 	#[arg(long)]
 	pub metrics: Option<std::net::SocketAddr>,
+	#[command(flatten)]
+	pub network: NetworkArgs,
 }
 
 /// A running solver.
 pub struct Solver {
 	chain: Chain,
+	network: Network,
 	signer: Keypair,
 	me: AccountId,
 	store: Store,
@@ -71,7 +75,14 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 impl Solver {
 	/// Detects the hardware and prepares a solver; nothing is sent yet.
-	pub fn new(chain: Chain, store: Store, data_dir: PathBuf, args: SolveArgs, stop: Arc<AtomicBool>) -> Result<Self> {
+	pub fn new(
+		chain: Chain,
+		network: Network,
+		store: Store,
+		data_dir: PathBuf,
+		args: SolveArgs,
+		stop: Arc<AtomicBool>,
+	) -> Result<Self> {
 		let signer = args.key.keypair()?;
 		let me = signer.public_key().to_account_id();
 		let gpu = match args.backend {
@@ -91,6 +102,7 @@ impl Solver {
 		let units_dir = data_dir.join("units");
 		Ok(Self {
 			chain,
+			network,
 			signer,
 			me,
 			store,
@@ -225,7 +237,11 @@ impl Solver {
 
 	/// Accepts an offered unit this machine can train, or declines it with the reason.
 	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		match self.prepare(job_id, index, job, unit) {
+		let ready = match self.fetch_inputs(job_id, index, job, unit).await {
+			Ok(()) => self.prepare(job_id, index, job, unit),
+			Err(error) => Err(error),
+		};
+		match ready {
 			Ok(_) => {
 				self.chain.send(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
 				self.metrics.unit("accepted");
@@ -257,7 +273,11 @@ impl Solver {
 			{
 				continue;
 			}
-			if let Err(reason) = self.prepare(job_id, index, &job, &unit) {
+			let ready = match self.fetch_inputs(job_id, index, &job, &unit).await {
+				Ok(()) => self.prepare(job_id, index, &job, &unit).map(|_| ()),
+				Err(error) => Err(error),
+			};
+			if let Err(reason) = ready {
 				tracing::info!(job = job_id, unit = index, "not claiming the unit: {reason:#}");
 				self.refused.insert((job_id, index));
 				continue;
@@ -315,6 +335,44 @@ impl Solver {
 		};
 		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
 		Ok(UnitWork { model, train, data, shard, first_step, steps, start_state, dir })
+	}
+
+	/// Fetches what the unit starts from and this solver lacks, from the peers that hold
+	/// it: the job's dataset, and for a later step range the model the previous range
+	/// proved (named by its proof's model hash, and checked against the unit's start state
+	/// root).
+	async fn fetch_inputs(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		let patience = Duration::from_secs(30);
+		let dataset = job.spec.dataset.content.hash.0;
+		if !self.store.contains(&dataset) {
+			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
+			self.network.fetch(dataset, patience).await.context("the job's dataset")?;
+		}
+		let Some(start) = unit.start_state_root.map(|root| root.0) else { return Ok(()) };
+		if start == job.spec.initial_state_root.0 || self.state_with_root(&start).is_ok() {
+			return Ok(());
+		}
+		let at = self.chain.at().await?;
+		let previous = match index.checked_sub(1) {
+			Some(previous) => self.chain.unit(&at, job_id, previous).await?.and_then(|unit| unit.proof),
+			None => None,
+		};
+		let model = previous.context("the unit's start state is not a proven model this solver can fetch")?.final_model_hash.0;
+		tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&model));
+		let bytes = self.network.fetch(model, patience).await.context("the unit's start model")?;
+		let checkpoint = KernelCheckpoint::from_bytes(&bytes, &model).map_err(|error| anyhow!("{error}"))?;
+		if state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))? != start {
+			bail!("the previous range's model {} does not hold the unit's start state", hex(&model));
+		}
+		self.index_state(&start, &model)
+	}
+
+	/// Records that the model file `model` holds the state with root `root`.
+	fn index_state(&self, root: &Digest, model: &Digest) -> Result<()> {
+		let states = self.units_dir.join("states");
+		std::fs::create_dir_all(&states)?;
+		std::fs::write(states.join(hex(root)), hex(model))?;
+		Ok(())
 	}
 
 	/// A model state this solver holds, by its state root.
@@ -389,7 +447,7 @@ impl Solver {
 						done_before = done;
 					},
 					Progress::Checkpoint { step, hash, bytes } => {
-						self.store.put(&bytes)?;
+						self.network.provide(self.store.put(&bytes)?);
 						self.metrics.artifact_bytes.inc_by(bytes.len() as u64);
 						let elapsed = last_step.0.elapsed().as_secs_f64();
 						if elapsed > 0.0 {
@@ -430,10 +488,9 @@ impl Solver {
 			return Ok(());
 		};
 		let model_hash = self.store.put(&result.final_model)?;
+		self.network.provide(model_hash);
 		// Index the final state by its root, so the next step range can start from it.
-		let states = self.units_dir.join("states");
-		std::fs::create_dir_all(&states)?;
-		std::fs::write(states.join(hex(&result.proof.final_state_root.0)), hex(&model_hash))?;
+		self.index_state(&result.proof.final_state_root.0, &model_hash)?;
 		let proof = result.proof;
 		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(result.final_state));
 		self.chain.send(&call, &self.signer).await.context("committing the learning proof")?;
