@@ -22,6 +22,8 @@ pub struct Metrics {
 	pub earnings: Counter<U64>,
 	/// Artifact bytes written to the local store.
 	pub artifact_bytes: Counter<U64>,
+	/// Artifact-network peers connected.
+	pub peers: Gauge<U64>,
 }
 
 impl Metrics {
@@ -38,6 +40,7 @@ impl Metrics {
 			checkpoints: register(Counter::new("touchstone_worker_checkpoints_total", "Checkpoints committed")?, registry)?,
 			earnings: register(Counter::new("touchstone_worker_earnings_planck_total", "Plancks paid for finalized units")?, registry)?,
 			artifact_bytes: register(Counter::new("touchstone_worker_artifact_bytes_total", "Artifact bytes written to the local store")?, registry)?,
+			peers: register(Gauge::new("touchstone_worker_peers", "Artifact-network peers connected")?, registry)?,
 		})
 	}
 

@@ -237,7 +237,8 @@ impl Network {
 		tokio::time::timeout(Duration::from_secs(10), answer).await.ok().and_then(Result::ok).unwrap_or_default()
 	}
 
-	async fn peers(&self) -> Vec<PeerId> {
+	/// The peers connected now.
+	pub async fn peers(&self) -> Vec<PeerId> {
 		let (reply, answer) = oneshot::channel();
 		if self.send(Command::Peers(reply)).is_err() {
 			return Vec::new();

@@ -193,6 +193,7 @@ impl Solver {
 	/// One pass over the chain: answer offers, train what is accepted, finalize what is
 	/// due, and claim from the pool when idle.
 	async fn tick(&mut self) -> Result<()> {
+		self.metrics.peers.set(self.network.peers().await.len() as u64);
 		self.heartbeat_if_due().await?;
 		let at = self.chain.at().await?;
 		let now = at.block_number() as u32;
