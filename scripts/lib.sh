@@ -72,9 +72,11 @@ start_solver() {
 	pids+=($!)
 }
 
-# Stops every process in `pids` and removes $work.
+# Stops every process in `pids`, the last started first (workers before their node), and
+# removes $work.
 stop_all() {
-	for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+	local index
+	for ((index = ${#pids[@]} - 1; index >= 0; index--)); do kill -INT "${pids[index]}" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "${work:?}"
 }

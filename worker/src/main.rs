@@ -150,7 +150,7 @@ fn default_data_dir() -> PathBuf {
 #[tokio::main]
 async fn main() {
 	let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-		.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,subxt=warn,jsonrpsee=warn"));
+		.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,subxt=warn,jsonrpsee=warn,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_kad=error"));
 	tracing_subscriber::fmt()
 		.with_env_filter(filter)
 		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -126,9 +126,20 @@ impl Solver {
 			"solver starting"
 		);
 		self.ensure_registered().await?;
+		let stop = self.stop.clone();
+		let stopped = || async {
+			while !stop.load(Ordering::Relaxed) {
+				tokio::time::sleep(Duration::from_millis(200)).await;
+			}
+		};
 		while !self.stop.load(Ordering::Relaxed) {
-			if let Err(error) = self.tick().await {
-				tracing::warn!("{error:#}");
+			// A stop interrupts a pass even when the node is gone and a call would retry for
+			// ever; training stops at the step it is in, and the unit resumes on restart.
+			tokio::select! {
+				result = self.tick() => if let Err(error) = result {
+					tracing::warn!("{error:#}");
+				},
+				_ = stopped() => break,
 			}
 			for _ in 0..6 {
 				if self.stop.load(Ordering::Relaxed) {
