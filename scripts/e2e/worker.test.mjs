@@ -1,13 +1,15 @@
 // The worker end to end, against a dev node: a solver (`touchstone-worker solve`) killed in
-// the middle of a unit resumes from its checkpoint after a restart and finishes the unit;
-// then the digits job, submitted through `touchstone-worker submit`, trains through the
-// chain, the solver is paid from escrow, the final model on-chain is the file the worker
-// wrote, and that model reaches the reference's pinned test accuracy. The submitter and
-// the solver keep separate artifact stores: the dataset and the model cross over libp2p.
+// the middle of a unit resumes from its checkpoint after a restart and finishes the unit
+// (a job that starts from uploaded initial weights); then the digits job, submitted through
+// `touchstone-worker submit`, trains through the chain, the solver is paid from escrow, the
+// final model on-chain is the file the worker wrote, and that model reaches the reference's
+// pinned test accuracy. The submitter and the solver keep separate artifact stores: the
+// dataset, the initial weights and the model cross over libp2p, and `fetch` finds the
+// solver from the endpoint it advertised on-chain.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -80,10 +82,25 @@ after(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
+test('the solver advertises its endpoint on-chain', async () => {
+  const bob = keyring.addFromUri('//Bob');
+  await waitFor('the endpoint', async () => (await api.query.staking.endpoints(bob.address)).isSome, { timeoutMs: 60_000 })
+    .catch(withSolverLog);
+  const endpoint = new TextDecoder().decode((await api.query.staking.endpoints(bob.address)).unwrap().toU8a(true));
+  assert.match(endpoint, new RegExp(`^${solverPeer}/p2p/12D3Koo[1-9A-HJ-NP-Za-km-z]+$`));
+});
+
 test('a solver killed mid-unit resumes from its checkpoint and finishes the unit', { timeout: 600_000 }, async () => {
-  // Job 0 on this fresh chain: one 600-step unit. The submitter waits (serving the dataset
-  // over libp2p) in the background until the test ends.
-  const job = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'resume-job.toml');
+  // Job 0 on this fresh chain: one 600-step unit, starting from initial weights that the
+  // submitter trains for two steps first (`train --out`) and uploads with the job. The
+  // submitter waits (serving the dataset and the weights over libp2p) in the background.
+  const fixture = readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'resume-job.toml'), 'utf8');
+  const basePath = join(dataDir, 'base.safetensors');
+  const baseJob = join(dataDir, 'base.toml');
+  writeFileSync(baseJob, fixture.replace('steps = 600', 'steps = 2').replace('steps_per_unit = 600', 'steps_per_unit = 2'));
+  await worker(['train', '--job', baseJob, '--out', basePath]);
+  const job = join(dataDir, 'resume-job.toml');
+  writeFileSync(job, `initial_weights = ${JSON.stringify(basePath)}\n${fixture}`);
   const submitter = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, 'submitter'),
     'submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns'], { stdio: 'ignore' });
   try {
@@ -92,6 +109,7 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
       timeoutMs: 300_000,
       intervalMs: 100,
     }).catch(withSolverLog);
+    assert.match(solverLog, /fetching the job's initial weights/, 'the solver fetched the weights from the submitter');
     solver.kill('SIGKILL');
     await new Promise((resolve) => solver.once('exit', resolve));
     assert.doesNotMatch(solverLog, /learning proof committed[^\n]*job=0 unit=0/, 'killed before the unit ended');
@@ -102,6 +120,8 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
       return unit.isSome && unit.unwrap().state.toString() === 'Proven';
     }, { timeoutMs: 300_000 }).catch(withSolverLog);
     assert.match(solverLog, /resuming from the last local checkpoint step=\d+/);
+    const spec = (await api.query.tasks.jobs(0)).unwrap().spec;
+    assert.equal(spec.initialWeights.unwrap().hash.toHex(), blake2AsHex(readFileSync(basePath), 256));
     assert.doesNotMatch(solverLog, /job=0 unit=0 step=100\b/, 'the resumed run starts after step 100');
   } finally {
     submitter.kill('SIGINT');
@@ -131,7 +151,8 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
 
   assert.match(solverLog, /fetching the job's dataset/, 'the solver fetched the dataset from the submitter');
   const modelPath = join(dataDir, 'model.safetensors');
-  const fetched = await worker(['fetch', '--job', String(jobId), '--out', modelPath, '--peer', solverPeer, '--no-mdns']);
+  // No --peer: the solver is found from the endpoint it advertised on-chain.
+  const fetched = await worker(['fetch', '--job', String(jobId), '--out', modelPath, '--no-mdns']);
   assert.match(fetched, /wrote/);
   const onChain = result.modelHash.toHex();
   const written = blake2AsHex(readFileSync(modelPath), 256);

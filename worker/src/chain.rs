@@ -15,7 +15,7 @@ pub mod runtime {}
 
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use subxt::rpcs::client::reconnecting_rpc_client::ExponentialBackoff;
 use subxt::rpcs::client::ReconnectingRpcClient;
 use subxt::{OnlineClient, PolkadotConfig};
@@ -26,7 +26,7 @@ use touchstone_primitives::{JobId, UnitIndex};
 pub type Config = PolkadotConfig;
 /// An account on the chain.
 pub type AccountId = subxt::utils::AccountId32;
-/// The chain's state at one finalized block.
+/// The chain's state at one block (finalized, or the best one where said).
 pub type AtBlock = subxt::client::OnlineClientAtBlock<Config>;
 /// A work unit as stored.
 pub type WorkUnit = touchstone_primitives::WorkUnit<AccountId, u32>;
@@ -47,6 +47,34 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Chain {
 	api: OnlineClient<Config>,
+}
+
+/// How long a transaction may take to reach a block before it counts as lost.
+const INCLUSION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The node's best block as it changes: a background task follows the node's best-block
+/// stream (and follows it again after a reconnection).
+#[derive(Clone)]
+pub struct BestBlocks {
+	chain: Chain,
+	latest: tokio::sync::watch::Receiver<Option<subxt::client::Block<Config>>>,
+}
+
+impl BestBlocks {
+	/// The state at the latest best block; [`Self::next`] then waits for a newer one.
+	pub async fn at(&mut self) -> Result<AtBlock> {
+		let block = self.latest.borrow_and_update().clone();
+		match block {
+			Some(block) => block.at().await.context("cannot read the best block from the node"),
+			// Not one best block seen yet: the finalized state is the best known.
+			None => self.chain.at().await,
+		}
+	}
+
+	/// Waits until a best block newer than the last one read arrives, at most `patience`.
+	pub async fn next(&mut self, patience: Duration) {
+		let _ = tokio::time::timeout(patience, self.latest.changed()).await;
+	}
 }
 
 impl Chain {
@@ -82,8 +110,40 @@ impl Chain {
 		self.api.at_current_block().await.context("cannot read the finalized block from the node")
 	}
 
-	/// Signs `call` with `signer`, submits it and waits until it is finalized. A
-	/// transaction the runtime refuses is an error naming the runtime's error.
+	/// Follows the node's best block from now on.
+	pub fn follow_best(&self) -> BestBlocks {
+		let (sender, latest) = tokio::sync::watch::channel(None);
+		let api = self.api.clone();
+		tokio::spawn(async move {
+			// Ends when every receiver is gone.
+			while !sender.is_closed() {
+				match api.stream_best_blocks().await {
+					Ok(mut blocks) => {
+						while let Some(block) = blocks.next().await {
+							match block {
+								Ok(block) => {
+									if sender.send(Some(block)).is_err() {
+										return;
+									}
+								},
+								Err(error) => {
+									tracing::debug!("best-block stream: {error}");
+									break;
+								},
+							}
+						}
+					},
+					Err(error) => tracing::debug!("cannot follow best blocks: {error}"),
+				}
+				tokio::time::sleep(Duration::from_secs(1)).await;
+			}
+		});
+		BestBlocks { chain: self.clone(), latest }
+	}
+
+	/// Signs `call` with `signer`, submits it and waits until it is finalized: for calls
+	/// that move money (bonds, escrow, payouts). A transaction the runtime refuses is an
+	/// error naming the runtime's error.
 	pub async fn send<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
 		let at = self.at().await?;
 		let progress = at
@@ -92,6 +152,37 @@ impl Chain {
 			.await
 			.map_err(|error| anyhow!("the node refused the transaction: {error}"))?;
 		progress.wait_for_finalized_success().await.map_err(|error| anyhow!("{error}"))
+	}
+
+	/// Signs `call` with `signer`, submits it and waits until it is in a best block, with
+	/// its events: for calls that move no money (accepting, checkpoints, proofs,
+	/// heartbeats), so the protocol does not wait for finality between steps. A block that
+	/// leaves the best chain puts its transactions back in the pool, so a call included
+	/// once is included again; the nonce comes from the node, which counts the pool.
+	pub async fn send_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
+		use subxt::transactions::TransactionStatus;
+		let at = self.at().await?;
+		let mut progress = at
+			.tx()
+			.sign_and_submit_then_watch_default(call, signer)
+			.await
+			.map_err(|error| anyhow!("the node refused the transaction: {error}"))?;
+		let included = tokio::time::timeout(INCLUSION_TIMEOUT, async {
+			while let Some(status) = progress.next().await {
+				match status.map_err(|error| anyhow!("{error}"))? {
+					TransactionStatus::InBestBlock(block) | TransactionStatus::InFinalizedBlock(block) => {
+						return block.wait_for_success().await.map_err(|error| anyhow!("{error}"));
+					},
+					TransactionStatus::Error { message } => bail!("the transaction failed: {message}"),
+					TransactionStatus::Invalid { message } => bail!("the transaction is invalid: {message}"),
+					TransactionStatus::Dropped { message } => bail!("the transaction was dropped: {message}"),
+					_ => continue,
+				}
+			}
+			bail!("the node stopped reporting on the transaction")
+		})
+		.await;
+		included.map_err(|_| anyhow!("the transaction was not included within {} s", INCLUSION_TIMEOUT.as_secs()))?
 	}
 
 	/// A job, if it exists.
@@ -116,6 +207,34 @@ impl Chain {
 	pub async fn pool(&self, at: &AtBlock) -> Result<Vec<(JobId, UnitIndex)>> {
 		let value = at.storage().fetch(runtime::storage().tasks().pool(), ()).await?;
 		Ok(value.decode()?.0.into_iter().collect())
+	}
+
+	/// The endpoint (a multiaddr) where `node`'s worker accepts peers, if it advertises one.
+	pub async fn endpoint(&self, at: &AtBlock, node: &AccountId) -> Result<Option<String>> {
+		let value = at.storage().try_fetch(runtime::storage().staking().endpoints(), (node.clone(),)).await?;
+		Ok(value.map(|value| value.decode()).transpose()?.map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned()))
+	}
+
+	/// The endpoints advertised by the solvers of a job's units (at most `limit`, without
+	/// `except`): the peers that hold its dataset and the models its ranges proved.
+	pub async fn job_endpoints(&self, at: &AtBlock, job: JobId, units: UnitIndex, except: Option<&AccountId>, limit: usize) -> Result<Vec<String>> {
+		let mut solvers: Vec<AccountId> = Vec::new();
+		// Latest units first: they hold the newest models.
+		for index in (0..units).rev() {
+			if let Some(solver) = self.unit(at, job, index).await?.and_then(|unit| unit.solver) {
+				if Some(&solver) != except && !solvers.contains(&solver) {
+					solvers.push(solver);
+				}
+			}
+			if solvers.len() >= limit {
+				break;
+			}
+		}
+		let mut endpoints = Vec::new();
+		for solver in solvers {
+			endpoints.extend(self.endpoint(at, &solver).await?);
+		}
+		Ok(endpoints)
 	}
 
 	/// The next job id (the number of jobs ever submitted).

@@ -53,14 +53,67 @@ pub fn measure_cpu_gflops() -> u32 {
 	(flops / started.elapsed().as_secs_f64() / 1e9).round() as u32
 }
 
+/// A GPU a backend trains on.
+pub struct Gpu {
+	/// The device's name.
+	pub name: String,
+	/// Its memory in MiB, where known (host memory is used otherwise).
+	pub memory_mib: Option<u64>,
+}
+
+/// libtorch's first CUDA device, when this machine has one. tch builds against
+/// libtorch's CPU library, so libtorch's CUDA library is loaded first (found on the
+/// library path, or next to the libtorch the worker was built with) to register its
+/// kernels; then libtorch itself is asked. The name and memory come from `nvidia-smi`.
+pub fn torch_cuda() -> Option<Gpu> {
+	static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+	let loaded = *LOADED.get_or_init(|| {
+		let mut candidates = vec![std::path::PathBuf::from("libtorch_cuda.so")];
+		if let Some(libtorch) = option_env!("TOUCHSTONE_LIBTORCH") {
+			candidates.push(std::path::Path::new(libtorch).join("../site-packages/torch/lib/libtorch_cuda.so"));
+			candidates.push(std::path::Path::new(libtorch).join("lib/libtorch_cuda.so"));
+		}
+		candidates.iter().any(|path| {
+			// SAFETY: loading libtorch's own CUDA library runs its static initialisers,
+			// which register CUDA kernels with the libtorch already loaded; it is kept
+			// loaded for the life of the process.
+			match unsafe { libloading::Library::new(path) } {
+				Ok(library) => {
+					std::mem::forget(library);
+					true
+				},
+				Err(error) => {
+					tracing::debug!(path = %path.display(), "libtorch CUDA library not loaded: {error}");
+					false
+				},
+			}
+		})
+	});
+	if !loaded || !tch::Cuda::is_available() {
+		return None;
+	}
+	let query = std::process::Command::new("nvidia-smi")
+		.args(["--query-gpu=name,memory.total", "--format=csv,noheader,nounits", "--id=0"])
+		.output()
+		.ok()
+		.filter(|output| output.status.success())
+		.map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+	let (name, memory_mib) = match query.as_deref().and_then(|line| line.rsplit_once(',')) {
+		Some((name, memory)) => (name.trim().to_owned(), memory.trim().parse().ok()),
+		None => ("CUDA device 0".to_owned(), None),
+	};
+	Some(Gpu { name: format!("{name} (libtorch CUDA)"), memory_mib })
+}
+
 /// Detects this machine: the device the chosen backend trains on, its memory, and a
-/// measured throughput. `gpu` names the GPU adapter when training on one.
-pub fn detect(gpu: Option<String>, region: &str) -> Result<Detected> {
-	let total = meminfo("MemTotal:").unwrap_or(0);
-	let available = meminfo("MemAvailable:").unwrap_or(total);
-	let (device, model) = match gpu {
-		Some(adapter) => (DeviceKind::Gpu, adapter),
-		None => (DeviceKind::Cpu, cpu_model()),
+/// measured throughput. `gpu` is the GPU when training on one.
+pub fn detect(gpu: Option<Gpu>, region: &str) -> Result<Detected> {
+	let host_total = meminfo("MemTotal:").unwrap_or(0);
+	let host_available = meminfo("MemAvailable:").unwrap_or(host_total);
+	let (device, model, total, available) = match gpu {
+		Some(Gpu { name, memory_mib: Some(memory) }) => (DeviceKind::Gpu, name, memory, memory),
+		Some(Gpu { name, memory_mib: None }) => (DeviceKind::Gpu, name, host_total, host_available),
+		None => (DeviceKind::Cpu, cpu_model(), host_total, host_available),
 	};
 	let mut model = model.into_bytes();
 	model.truncate(touchstone_primitives::MAX_DEVICE_MODEL_LEN as usize);

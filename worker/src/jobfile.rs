@@ -7,7 +7,9 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use polkadot_sdk::sp_core::Get;
 use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
+use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::proof::hash::{digest_bytes, Digest};
 use touchstone_kernels::job::trace::state_root;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{
@@ -32,6 +34,16 @@ pub struct JobFile {
 	pub dataset: String,
 	/// The model.
 	pub model: ModelFile,
+	/// Weights to start from: a Touchstone model file (`fetch` and `train --out` write
+	/// them), relative to the job file. Its parameters are used, with fresh optimizer
+	/// state; the file is published to solvers like the dataset. Seeded weights when absent.
+	#[serde(default)]
+	pub initial_weights: Option<String>,
+	/// How proofs are checked: `"exact"` (the default: bit for bit, on the CPU reference or
+	/// wgpu) or `{ tolerance = { max_l2, max_linf, max_cosine_distance } }` (solvers may
+	/// train on libtorch; re-executions must land within these distances).
+	#[serde(default)]
+	pub verification: VerificationFile,
 	/// Training hyper-parameters.
 	pub train: TrainFile,
 	/// How the job is cut into units.
@@ -87,6 +99,17 @@ pub enum ActivationFile {
 	Gelu,
 }
 
+/// How a job's proofs are checked.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum VerificationFile {
+	/// Bit-exact re-execution.
+	#[default]
+	Exact,
+	/// Re-executions must land within these distances of the committed weights.
+	Tolerance { max_l2: f64, max_linf: f64, max_cosine_distance: f64 },
+}
+
 /// Training hyper-parameters.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,12 +157,15 @@ pub struct RequirementsFile {
 	pub min_throughput_gflops: u32,
 }
 
-/// A job ready to submit: its spec, and the dataset published to the store.
+/// A job ready to submit: its spec, with the dataset (and any initial weights) published
+/// to the store.
 pub struct PreparedJob {
 	/// The spec to submit.
 	pub spec: JobSpec<u128>,
 	/// The training set.
 	pub train: Dataset,
+	/// The state the job starts from, whose root the spec commits to.
+	pub initial_state: Vec<Vec<f32>>,
 }
 
 /// The built-in digits job: the digits classifier (64 → 64 → 10, ReLU) trained for 1,000
@@ -149,6 +175,8 @@ pub fn digits_example() -> JobFile {
 	JobFile {
 		dataset: "digits".into(),
 		model: ModelFile::Mlp { inputs: 64, hidden: vec![64], classes: 10, activation: ActivationFile::Relu },
+		initial_weights: None,
+		verification: VerificationFile::Exact,
 		train: TrainFile {
 			steps: 1000,
 			batch_size: 32,
@@ -270,10 +298,34 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		},
 		_ => bail!("units: give exactly one of steps_per_unit or shards, above zero"),
 	};
-	// The state the job starts from: the seeded weights and zeroed optimizer state, as
-	// the trainer builds them (which also validates the model against the dataset).
-	let initial = crate::train::initial_state(&kernel_model(&model), &kernel_train(&hyper), &train)?;
+	// The state the job starts from: the seeded or given weights and zeroed optimizer
+	// state, as the trainer builds them (which also validates the model against the data).
+	let initial_weights = match &job.initial_weights {
+		Some(name) => {
+			let path = base.join(name);
+			let bytes = std::fs::read(&path).with_context(|| format!("cannot read the initial weights {}", path.display()))?;
+			let checkpoint = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes))
+				.map_err(|error| anyhow::anyhow!("{} is not a Touchstone model file: {error}", path.display()))?;
+			Some((store.put(&bytes)?, checkpoint.state))
+		},
+		None => None,
+	};
+	let initial = crate::train::initial_state(
+		&kernel_model(&model),
+		&kernel_train(&hyper),
+		&train,
+		initial_weights.as_ref().map(|(_, state)| state.as_slice()),
+	)
+	.with_context(|| job.initial_weights.clone().map(|name| format!("with the initial weights {name}")).unwrap_or_default())?;
 	let initial_state_root = state_root(&initial).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let verification = match job.verification {
+		VerificationFile::Exact => VerificationMode::Exact,
+		VerificationFile::Tolerance { max_l2, max_linf, max_cosine_distance } => VerificationMode::Tolerance {
+			max_l2: fixed("verification.tolerance.max_l2", max_l2)?,
+			max_linf: fixed("verification.tolerance.max_linf", max_linf)?,
+			max_cosine_distance: fixed("verification.tolerance.max_cosine_distance", max_cosine_distance)?,
+		},
+	};
 	let price_per_unit = plancks("price_per_unit", job.price_per_unit)?;
 	let budget = match job.budget {
 		Some(budget) => plancks("budget", budget)?,
@@ -285,19 +337,22 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		Some("gpu") => Some(DeviceKind::Gpu),
 		Some(other) => bail!("requirements.device must be \"cpu\" or \"gpu\", not {other:?}"),
 	};
-	let location = format!("touchstone:{}", touchstone_kernels::job::data::hex(&file_hash));
+	let content = |hash: Digest| -> Result<ContentRef> {
+		let location = format!("touchstone:{}", touchstone_kernels::job::data::hex(&hash));
+		Ok(ContentRef { hash: hash.into(), location: bounded("location", location.into_bytes())? })
+	};
 	let spec = JobSpec {
 		model,
-		initial_weights: None,
+		initial_weights: initial_weights.map(|(hash, _)| content(hash)).transpose()?,
 		initial_state_root: initial_state_root.into(),
 		dataset: DatasetRef {
-			content: ContentRef { hash: file_hash.into(), location: bounded("location", location.into_bytes())? },
+			content: content(file_hash)?,
 			samples: train.len() as u32,
 			root: root.into(),
 		},
 		hyper,
 		decomposition,
-		verification: VerificationMode::Exact,
+		verification,
 		requirements: HardwareRequirements {
 			device,
 			min_memory_mib: job.requirements.min_memory_mib,
@@ -310,5 +365,5 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		unit_timeout: job.unit_timeout,
 		pool_timeout: job.pool_timeout,
 	};
-	Ok(PreparedJob { spec, train })
+	Ok(PreparedJob { spec, train, initial_state: initial })
 }

@@ -215,7 +215,7 @@ fn train_locally(data_dir: &std::path::Path, args: TrainArgs) -> Result<()> {
 		bail!("train runs step-range jobs (one training run); a data-shard job trains one run per shard");
 	}
 	let (model, train) = (kernel_model(&spec.model), touchstone_primitives::referee::kernel_train(&spec.hyper));
-	let start_state = train::initial_state(&model, &train, &prepared.train)?;
+	let start_state = prepared.initial_state;
 	let dir = data_dir.join("local").join(format!("{}-{}", std::process::id(), hex(&spec.initial_state_root.0)));
 	let work = train::UnitWork { model, train, data: prepared.train, shard: None, first_step: 0, steps: spec.hyper.steps, start_state, dir: dir.clone() };
 	let started = std::time::Instant::now();
@@ -311,7 +311,7 @@ async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
 			}
 			return Ok(());
 		}
-		tokio::time::sleep(Duration::from_secs(3)).await;
+		tokio::time::sleep(Duration::from_secs(1)).await;
 	}
 }
 
@@ -378,6 +378,14 @@ async fn fetch(
 		store.get(&hash)?
 	} else {
 		let network = p2p::Network::start(network, store.clone(), data_dir).await?;
+		// The solvers that trained the job hold its model: connect to the endpoints they
+		// advertise on-chain (peers given with --peer and found by mDNS are asked too).
+		for endpoint in chain.job_endpoints(&at, job_id, job.units, None, 8).await? {
+			match endpoint.parse() {
+				Ok(address) => network.dial(address),
+				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
+			}
+		}
 		network.fetch(hash, Duration::from_secs(60)).await.context("fetching the final model from the solvers")?
 	};
 	// The file's hash is the one on-chain (the store checked it); its state must also be

@@ -127,6 +127,11 @@ pub struct NetworkArgs {
 	/// Do not look for peers on the local network with mDNS.
 	#[arg(long)]
 	pub no_mdns: bool,
+	/// The address other workers reach this one at, when it differs from --p2p-listen (a
+	/// public IP or DNS name behind NAT or port forwarding), for example
+	/// /dns4/solver.example.org/tcp/30555. A solver advertises it on-chain.
+	#[arg(long)]
+	pub p2p_external: Option<Multiaddr>,
 }
 
 enum Command {
@@ -135,6 +140,7 @@ enum Command {
 	Request(PeerId, ChunkRequest, oneshot::Sender<Result<ChunkResponse>>),
 	Peers(oneshot::Sender<Vec<PeerId>>),
 	Listening(oneshot::Sender<Vec<Multiaddr>>),
+	Dial(Multiaddr),
 }
 
 /// A handle on a running network node; dropping every handle stops it.
@@ -218,6 +224,34 @@ impl Network {
 			tokio::time::sleep(Duration::from_millis(50)).await;
 		}
 		bail!("the network is not listening on any address")
+	}
+
+	/// Connects to the peer at `address` (a multiaddr ending in /p2p/<peer id>), for
+	/// example one a node advertises on-chain. Connecting happens in the background; a
+	/// fetch asks every connected peer.
+	pub fn dial(&self, address: Multiaddr) {
+		let _ = self.send(Command::Dial(address));
+	}
+
+	/// The address to advertise on-chain: `--p2p-external` with this node's peer id, or
+	/// else the first listening address that others could reach (not unspecified).
+	pub async fn advertised(&self, external: Option<&Multiaddr>) -> Result<Option<Multiaddr>> {
+		use libp2p::multiaddr::Protocol;
+		if let Some(external) = external {
+			let address = match external.iter().last() {
+				Some(Protocol::P2p(_)) => external.clone(),
+				_ => external.clone().with(Protocol::P2p(self.peer_id)),
+			};
+			return Ok(Some(address));
+		}
+		let reachable = |address: &Multiaddr| {
+			!address.iter().any(|part| match part {
+				Protocol::Ip4(ip) => ip.is_unspecified(),
+				Protocol::Ip6(ip) => ip.is_unspecified(),
+				_ => false,
+			})
+		};
+		Ok(self.listening().await?.into_iter().find(reachable))
 	}
 
 	fn send(&self, command: Command) -> Result<()> {
@@ -377,6 +411,11 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 				},
 				Some(Command::Listening(reply)) => {
 					let _ = reply.send(swarm.listeners().cloned().collect());
+				},
+				Some(Command::Dial(address)) => {
+					if let Err(error) = swarm.dial(address.clone()) {
+						tracing::warn!(%address, "cannot dial: {error}");
+					}
 				},
 			},
 			event = swarm.select_next_some() => match event {

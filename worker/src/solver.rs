@@ -18,9 +18,9 @@ use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::proof::hash::Digest;
 use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
-use touchstone_primitives::{Checkpoint, JobId, UnitIndex, UnitScope, UnitState};
+use touchstone_primitives::{Checkpoint, JobId, UnitIndex, UnitScope, UnitState, VerificationMode};
 
-use crate::chain::{runtime, AccountId, AtBlock, Chain, Job, WorkUnit};
+use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Job, WorkUnit};
 use crate::hardware::{self, Detected};
 use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
@@ -34,7 +34,9 @@ use crate::dataset;
 pub struct SolveArgs {
 	#[command(flatten)]
 	pub key: crate::keys::KeyArgs,
-	/// The device to train on.
+	/// The device to train on. Exact-mode jobs train bit for bit on `cpu` or `wgpu`; with
+	/// `tch`, tolerance-mode jobs train on libtorch (CUDA when present) and exact-mode
+	/// jobs on the CPU reference.
 	#[arg(long, value_enum, default_value = "cpu")]
 	pub backend: BackendKind,
 	/// The solver bond to post when registering, in TST (at least the chain's minimum).
@@ -56,6 +58,7 @@ pub struct SolveArgs {
 /// A running solver.
 pub struct Solver {
 	chain: Chain,
+	best: BestBlocks,
 	network: Network,
 	signer: Keypair,
 	me: AccountId,
@@ -91,7 +94,15 @@ impl Solver {
 				let backend = WgpuBackend::new().map_err(|error| {
 					anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
 				})?;
-				Some(backend.adapter_description())
+				Some(hardware::Gpu { name: backend.adapter_description(), memory_mib: None })
+			},
+			BackendKind::Tch => {
+				let cuda = hardware::torch_cuda();
+				match &cuda {
+					Some(gpu) => tracing::info!(device = %gpu.name, "libtorch sees a CUDA device: tolerance-mode jobs train on it"),
+					None => tracing::info!("libtorch sees no CUDA device: tolerance-mode jobs train on libtorch's CPU kernels"),
+				}
+				cuda
 			},
 		};
 		let detected = hardware::detect(gpu, &args.region)?;
@@ -101,6 +112,7 @@ impl Solver {
 		};
 		let units_dir = data_dir.join("units");
 		Ok(Self {
+			best: chain.follow_best(),
 			chain,
 			network,
 			signer,
@@ -126,6 +138,9 @@ impl Solver {
 			"solver starting"
 		);
 		self.ensure_registered().await?;
+		if let Err(error) = self.advertise_endpoint().await {
+			tracing::warn!("the endpoint is not advertised on-chain: {error:#}");
+		}
 		let stop = self.stop.clone();
 		let stopped = || async {
 			while !stop.load(Ordering::Relaxed) {
@@ -141,11 +156,10 @@ impl Solver {
 				},
 				_ = stopped() => break,
 			}
-			for _ in 0..6 {
-				if self.stop.load(Ordering::Relaxed) {
-					break;
-				}
-				tokio::time::sleep(Duration::from_millis(500)).await;
+			// The next pass starts as soon as the chain moves on.
+			tokio::select! {
+				_ = self.best.next(Duration::from_secs(6)) => {},
+				_ = stopped() => break,
 			}
 		}
 		tracing::info!("solver stopped");
@@ -191,12 +205,30 @@ impl Solver {
 		Ok(())
 	}
 
+	/// Advertises on-chain where this worker accepts peers (`--p2p-external`, or else its
+	/// listening address), unless the chain already holds that address.
+	async fn advertise_endpoint(&mut self) -> Result<()> {
+		let Some(address) = self.network.advertised(self.args.network.p2p_external.as_ref()).await? else {
+			tracing::info!("listening on no specific address: pass --p2p-external to advertise one on-chain");
+			return Ok(());
+		};
+		let text = address.to_string();
+		let at = self.chain.at().await?;
+		if self.chain.endpoint(&at, &self.me).await?.as_deref() == Some(text.as_str()) {
+			return Ok(());
+		}
+		let endpoint = runtime::runtime_types::bounded_collections::bounded_vec::BoundedVec(text.clone().into_bytes());
+		self.chain.send_in_block(&runtime::transactions().staking().set_endpoint(Some(endpoint)), &self.signer).await?;
+		tracing::info!(%address, "advertised the artifact endpoint on-chain");
+		Ok(())
+	}
+
 	/// Tells the chain the solver is online, at most once a minute.
 	async fn heartbeat_if_due(&mut self) -> Result<()> {
 		if self.last_heartbeat.is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
 			return Ok(());
 		}
-		self.chain.send(&runtime::transactions().staking().heartbeat(), &self.signer).await.context("heartbeat")?;
+		self.chain.send_in_block(&runtime::transactions().staking().heartbeat(), &self.signer).await.context("heartbeat")?;
 		self.last_heartbeat = Some(Instant::now());
 		Ok(())
 	}
@@ -206,7 +238,9 @@ impl Solver {
 	async fn tick(&mut self) -> Result<()> {
 		self.metrics.peers.set(self.network.peers().await.len() as u64);
 		self.heartbeat_if_due().await?;
-		let at = self.chain.at().await?;
+		// Work is read at the best block, so a unit is trained without waiting for
+		// finality; only paying out (finalize) waits for it.
+		let at = self.best.at().await?;
 		let now = at.block_number() as u32;
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let mut held = self.chain.solver_units(&at, &self.me).await?;
@@ -223,7 +257,8 @@ impl Solver {
 				},
 				UnitState::Assigned => {
 					let work = self.prepare(job_id, index, &job, &unit)?;
-					self.train(job_id, index, work, unit.last_checkpoint.map(|c| c.step)).await?;
+					let backend = self.backend_for(&job);
+					self.train(job_id, index, work, backend, unit.last_checkpoint.map(|c| c.step)).await?;
 					return Ok(());
 				},
 				UnitState::Proven => {
@@ -255,14 +290,14 @@ impl Solver {
 		};
 		match ready {
 			Ok(_) => {
-				self.chain.send(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
+				self.chain.send_in_block(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
 				self.metrics.unit("accepted");
 				tracing::info!(job = job_id, unit = index, "accepted the unit");
 			},
 			Err(reason) => {
 				tracing::warn!(job = job_id, unit = index, "declining the unit: {reason:#}");
 				self.refused.insert((job_id, index));
-				self.chain.send(&runtime::transactions().tasks().decline_unit(job_id, index), &self.signer).await?;
+				self.chain.send_in_block(&runtime::transactions().tasks().decline_unit(job_id, index), &self.signer).await?;
 				self.metrics.unit("declined");
 			},
 		}
@@ -294,7 +329,7 @@ impl Solver {
 				self.refused.insert((job_id, index));
 				continue;
 			}
-			match self.chain.send(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await {
+			match self.chain.send_in_block(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await {
 				Ok(_) => {
 					self.metrics.unit("claimed");
 					tracing::info!(job = job_id, unit = index, "claimed the unit");
@@ -311,9 +346,6 @@ impl Solver {
 	/// start state are here and check out against the chain, and it fits in memory.
 	fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
 		let spec = &job.spec;
-		if spec.initial_weights.is_some() {
-			bail!("jobs with uploaded initial weights are not supported by this worker yet");
-		}
 		let model = kernel_model(&spec.model);
 		let train = kernel_train(&spec.hyper);
 		let dataset_hash: Digest = spec.dataset.content.hash.0;
@@ -337,9 +369,22 @@ impl Solver {
 		};
 		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
 		let start_state = if start_root == spec.initial_state_root.0 {
-			let state = crate::train::initial_state(&model, &train, &data)?;
+			let weights = match &spec.initial_weights {
+				Some(weights) => {
+					let hash = weights.hash.0;
+					let bytes = self.store.get(&hash).with_context(|| {
+						format!("the job's initial weights {} are not available to this solver", hex(&hash))
+					})?;
+					let checkpoint = KernelCheckpoint::from_bytes(&bytes, &hash)
+						.map_err(|error| anyhow!("the job's initial weights are not a model file: {error}"))?;
+					Some(checkpoint.state)
+				},
+				None => None,
+			};
+			let state = crate::train::initial_state(&model, &train, &data, weights.as_deref())?;
 			if state_root(&state).map_err(|error| anyhow!("{error:?}"))? != start_root {
-				bail!("the job's initial state root is not the state its seed gives: refusing the job");
+				let source = if weights.is_some() { "initial weights" } else { "seed" };
+				bail!("the job's initial state root is not the state its {source} gives: refusing the job");
 			}
 			state
 		} else {
@@ -353,18 +398,42 @@ impl Solver {
 	/// it: the job's dataset, and for a later step range the model the previous range
 	/// proved (named by its proof's model hash, and checked against the unit's start state
 	/// root).
-	async fn fetch_inputs(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+	async fn fetch_inputs(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		let patience = Duration::from_secs(30);
 		let dataset = job.spec.dataset.content.hash.0;
+		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);
+		let start = unit.start_state_root.map(|root| root.0);
+		let from_initial = start == Some(job.spec.initial_state_root.0);
+		let missing = !self.store.contains(&dataset) ||
+			(from_initial && weights.is_some_and(|hash| !self.store.contains(&hash))) ||
+			start.is_some_and(|start| !from_initial && self.state_with_root(&start).is_err());
+		if !missing {
+			return Ok(());
+		}
+		// The solvers of the job's other units hold its inputs: connect to the endpoints
+		// they advertise on-chain.
+		let at = self.best.at().await?;
+		for endpoint in self.chain.job_endpoints(&at, job_id, job.units, Some(&self.me), 8).await? {
+			match endpoint.parse() {
+				Ok(address) => self.network.dial(address),
+				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
+			}
+		}
 		if !self.store.contains(&dataset) {
 			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
 			self.network.fetch(dataset, patience).await.context("the job's dataset")?;
 		}
-		let Some(start) = unit.start_state_root.map(|root| root.0) else { return Ok(()) };
-		if start == job.spec.initial_state_root.0 || self.state_with_root(&start).is_ok() {
+		let Some(start) = start else { return Ok(()) };
+		if from_initial {
+			if let Some(weights) = weights.filter(|hash| !self.store.contains(hash)) {
+				tracing::info!(job = job_id, "fetching the job's initial weights {} from peers", hex(&weights));
+				self.network.fetch(weights, patience).await.context("the job's initial weights")?;
+			}
 			return Ok(());
 		}
-		let at = self.chain.at().await?;
+		if self.state_with_root(&start).is_ok() {
+			return Ok(());
+		}
 		let previous = match index.checked_sub(1) {
 			Some(previous) => self.chain.unit(&at, job_id, previous).await?.and_then(|unit| unit.proof),
 			None => None,
@@ -397,15 +466,23 @@ impl Solver {
 		Ok(checkpoint.state)
 	}
 
+	/// The backend a job trains on: exact mode needs a bit-exact one (the CPU reference or
+	/// wgpu), so a libtorch solver trains exact-mode jobs on the reference.
+	fn backend_for(&self, job: &Job) -> BackendKind {
+		match (&job.spec.verification, self.args.backend) {
+			(VerificationMode::Exact, BackendKind::Tch) => BackendKind::Cpu,
+			(_, backend) => backend,
+		}
+	}
+
 	/// Trains an accepted unit, committing checkpoints as it goes, then commits the proof.
-	async fn train(&mut self, job_id: JobId, index: UnitIndex, work: UnitWork, committed: Option<u32>) -> Result<()> {
+	async fn train(&mut self, job_id: JobId, index: UnitIndex, work: UnitWork, backend: BackendKind, committed: Option<u32>) -> Result<()> {
 		let steps = work.steps;
 		let first_step = work.first_step;
 		let end = first_step + steps;
 		tracing::info!(job = job_id, unit = index, first_step = work.first_step, steps, "training");
 		let (sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
 		let stop = self.stop.clone();
-		let backend = self.args.backend;
 		let worker = tokio::task::spawn_blocking(move || {
 			let report = |update| {
 				let _ = sender.send(update);
@@ -484,7 +561,7 @@ impl Solver {
 			}
 			if let Some(checkpoint) = pending.take() {
 				let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
-				match self.chain.send(&call, &self.signer).await {
+				match self.chain.send_in_block(&call, &self.signer).await {
 					Ok(_) => {
 						last_committed = checkpoint.step;
 						self.metrics.checkpoints.inc();
@@ -505,7 +582,7 @@ impl Solver {
 		self.index_state(&result.proof.final_state_root.0, &model_hash)?;
 		let proof = result.proof;
 		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(result.final_state));
-		self.chain.send(&call, &self.signer).await.context("committing the learning proof")?;
+		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
 		self.metrics.proofs.inc();
 		self.metrics.unit("proven");
 		tracing::info!(

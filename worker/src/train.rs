@@ -34,6 +34,9 @@ pub enum BackendKind {
 	/// The wgpu kernels on the best GPU adapter that passes the conformance self-test
 	/// (exact mode; bit-identical to the reference).
 	Wgpu,
+	/// libtorch: CUDA when libtorch sees a device, else its CPU kernels. Fast, not
+	/// bit-reproducible: for tolerance-mode jobs only.
+	Tch,
 }
 
 /// [`run_unit`] on the device `kind` names.
@@ -45,6 +48,10 @@ pub fn run_unit_on(kind: BackendKind, work: &UnitWork, stop: &AtomicBool, report
 				anyhow::anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
 			})?;
 			run_unit(device, work, stop, report)
+		},
+		BackendKind::Tch => {
+			let device = if crate::hardware::torch_cuda().is_some() { tch::Device::Cuda(0) } else { tch::Device::Cpu };
+			run_unit(touchstone_kernels_tch::TchBackend::on(device), work, stop, report)
 		},
 	}
 }
@@ -89,12 +96,37 @@ pub enum Progress {
 
 const RECORDS: &str = "records.txt";
 
-/// The state a job starts from: its seeded weights and zeroed optimizer state, as the
-/// trainer builds them (which also checks that the model fits the dataset).
-pub fn initial_state(model: &ModelConfig, train: &TrainConfig, data: &Dataset) -> Result<Vec<Vec<f32>>> {
+/// The state a job starts from: its weights and zeroed optimizer state, as the trainer
+/// builds them (which also checks that the model fits the dataset). The weights are the
+/// seeded ones, or the parameters of `weights` (a model file's state: parameters first,
+/// then any optimizer moments, which are not carried over).
+pub fn initial_state(
+	model: &ModelConfig,
+	train: &TrainConfig,
+	data: &Dataset,
+	weights: Option<&[Vec<f32>]>,
+) -> Result<Vec<Vec<f32>>> {
 	let mut trainer = Trainer::new(touchstone_kernels::CpuBackend, model, train, data.clone())
 		.map_err(|error| anyhow::anyhow!("the model, hyper-parameters and dataset do not fit together: {error:?}"))?;
-	trainer.state().map_err(|error| anyhow::anyhow!("{error:?}"))
+	let mut state = trainer.state().map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	if let Some(weights) = weights {
+		let params = model.params().map_err(|error| anyhow::anyhow!("{error:?}"))?.len();
+		ensure!(
+			weights.len() >= params,
+			"the initial weights hold {} tensors and the model has {params} parameters",
+			weights.len()
+		);
+		for (index, (slot, tensor)) in state.iter_mut().zip(weights).take(params).enumerate() {
+			ensure!(
+				slot.len() == tensor.len(),
+				"initial weight tensor {index} has {} values and the model's parameter has {}: the weights are for another model",
+				tensor.len(),
+				slot.len()
+			);
+			slot.copy_from_slice(tensor);
+		}
+	}
+	Ok(state)
 }
 
 fn checkpoint_path(dir: &Path, next_step: u32) -> PathBuf {
@@ -314,6 +346,55 @@ mod tests {
 		};
 		let proven = touchstone_primitives::referee::final_state_root(&trace, &whole.final_state);
 		assert_eq!(proven.ok(), Some(whole.proof.final_state_root.0));
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// Initial weights replace the seeded parameters and leave the optimizer state zeroed;
+	/// weights shaped for another model are refused, naming the tensor.
+	#[test]
+	fn initial_weights_replace_the_seeded_parameters() {
+		let unit = work(Path::new("unused"));
+		let seeded = initial_state(&unit.model, &unit.train, &unit.data, None).unwrap();
+		// A trained state (parameters and non-zero moments), as a model file holds it.
+		let trained = unit.start_state.clone();
+		let params = unit.model.params().unwrap().len();
+		let state = initial_state(&unit.model, &unit.train, &unit.data, Some(&trained)).unwrap();
+		assert_eq!(&state[..params], &trained[..params]);
+		assert_ne!(&state[..params], &seeded[..params]);
+		assert!(state[params..].iter().all(|moment| moment.iter().all(|&value| value == 0.0)), "moments start at zero");
+		assert!(trained[params..].iter().any(|moment| moment.iter().any(|&value| value != 0.0)));
+		assert_ne!(state_root(&state).unwrap(), state_root(&seeded).unwrap());
+
+		let mut other = trained.clone();
+		other[1].push(0.0);
+		let error = initial_state(&unit.model, &unit.train, &unit.data, Some(&other)).unwrap_err();
+		assert!(error.to_string().contains("initial weight tensor 1"), "{error}");
+		let error = initial_state(&unit.model, &unit.train, &unit.data, Some(&trained[..1])).unwrap_err();
+		assert!(error.to_string().contains("hold 1 tensors"), "{error}");
+	}
+
+	/// A unit trains on libtorch (a tolerance-mode backend) with the same checkpoints and
+	/// proof shape, ending within a small distance of the reference's weights.
+	#[test]
+	fn a_unit_trains_on_libtorch_close_to_the_reference() {
+		let base = std::env::temp_dir().join(format!("touchstone-train-tch-{}", std::process::id()));
+		let unit = work(&base.join("reference"));
+		let reference = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		let mut checkpoints = Vec::new();
+		let torch = run_unit_on(BackendKind::Tch, &work(&base.join("tch")), &AtomicBool::new(false), |progress| {
+			if let Progress::Checkpoint { step, .. } = progress {
+				checkpoints.push(step);
+			}
+		})
+		.unwrap()
+		.unwrap();
+		assert_eq!(checkpoints, vec![20, 30, 35]);
+		assert_eq!(torch.proof.steps, 25);
+		assert_eq!(torch.proof.start_state_root, reference.proof.start_state_root);
+		let params = unit.model.params().unwrap().len();
+		let load = |bytes: &[u8]| Checkpoint::from_bytes(bytes, &digest_bytes(bytes)).unwrap().state[..params].to_vec();
+		let distance = touchstone_kernels::job::distance::Distance::between(&load(&torch.final_model), &load(&reference.final_model)).unwrap();
+		assert!(distance.linf < 1e-3 && distance.cosine < 1e-6, "{distance:?}");
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }

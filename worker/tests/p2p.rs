@@ -9,7 +9,7 @@ use touchstone_worker::p2p::{Network, NetworkArgs, CHUNK};
 use touchstone_worker::store::Store;
 
 fn args(peers: Vec<libp2p::Multiaddr>) -> NetworkArgs {
-	NetworkArgs { p2p_listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(), peers, no_mdns: true }
+	NetworkArgs { p2p_listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(), peers, no_mdns: true, p2p_external: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -140,6 +140,18 @@ mod benchmarks {
 	}
 
 	#[benchmark]
+	fn set_endpoint() {
+		// Worst case: the longest endpoint the runtime accepts, all checked as UTF-8.
+		let caller = registered::<T>("caller");
+		let mut address = b"/dns/".to_vec();
+		address.resize(T::MaxEndpointLength::get() as usize, b'a');
+		let endpoint = BoundedVec::truncate_from(address);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller.clone()), Some(endpoint.clone()));
+		assert_eq!(Endpoints::<T>::get(&caller), Some(endpoint));
+	}
+
+	#[benchmark]
 	fn reap() -> Result<(), BenchmarkError> {
 		// Worst case: every role bonded, so every bond moves to unbonding, and a full set
 		// of matured chunks to release first.

@@ -19,6 +19,8 @@
 //!   unbonding period ends.
 //! - [`Pallet::withdraw_unbonded`]: release matured unbonding funds.
 //! - [`Pallet::heartbeat`]: mark the node online.
+//! - [`Pallet::set_endpoint`]: advertise (or withdraw) the multiaddr where the node's
+//!   worker serves artifacts, so peers find it from the chain alone.
 //! - [`Pallet::deregister`]: leave, once no bond and no work remain.
 //! - [`Pallet::reap`]: anyone may remove a node that has been offline for `ReapDelay`
 //!   blocks with no work in hand; its bonds start unbonding. Free when it succeeds, so
@@ -133,6 +135,10 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxUnbondingChunks: Get<u32>;
 
+		/// Longest endpoint a node may advertise, in bytes (a multiaddr as text).
+		#[pallet::constant]
+		type MaxEndpointLength: Get<u32>;
+
 		/// Weights of this pallet's calls, from its benchmarks.
 		type WeightInfo: WeightInfo;
 	}
@@ -153,6 +159,7 @@ pub mod pallet {
 		impl DefaultConfig for TestDefaultConfig {
 			type MaxNodes = ConstU32<4>;
 			type MaxUnbondingChunks = ConstU32<3>;
+			type MaxEndpointLength = ConstU32<128>;
 			type WeightInfo = ();
 		}
 	}
@@ -184,6 +191,12 @@ pub mod pallet {
 		BoundedVec<UnbondingChunk<BalanceOf<T>, BlockNumberFor<T>>, UnbondingCapacity<T>>,
 		ValueQuery,
 	>;
+
+	/// Where each node's worker accepts peers: a libp2p multiaddr as UTF-8 text, ending
+	/// in `/p2p/<peer id>`. Artifacts (datasets, checkpoints, models) are fetched from it.
+	#[pallet::storage]
+	pub type Endpoints<T: Config> =
+		StorageMap<_, Blake2_128Concat, T::AccountId, BoundedVec<u8, T::MaxEndpointLength>>;
 
 	#[pallet::event]
 	#[pallet::generate_deposit(pub(super) fn deposit_event)]
@@ -244,6 +257,13 @@ pub mod pallet {
 		Heartbeat {
 			/// The node's account.
 			who: T::AccountId,
+		},
+		/// A node advertised where its worker accepts peers, or withdrew it (`None`).
+		EndpointSet {
+			/// The node's account.
+			who: T::AccountId,
+			/// The multiaddr, UTF-8; `None` when withdrawn.
+			endpoint: Option<Vec<u8>>,
 		},
 		/// A node left the registry.
 		NodeDeregistered {
@@ -310,6 +330,8 @@ pub mod pallet {
 		ZeroAmount,
 		/// The account cannot cover the bond.
 		InsufficientBalance,
+		/// An endpoint must be a multiaddr in UTF-8 text, starting with `/`.
+		InvalidEndpoint,
 	}
 
 	#[pallet::hooks]
@@ -526,6 +548,7 @@ pub mod pallet {
 			ensure!(node.roles.is_empty(), Error::<T>::StillBonded);
 			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
 			Nodes::<T>::remove(&who);
+			Endpoints::<T>::remove(&who);
 			Self::deposit_event(Event::NodeDeregistered { who });
 			Ok(())
 		}
@@ -584,11 +607,39 @@ pub mod pallet {
 				Unbonding::<T>::insert(&who, chunks);
 			}
 			Nodes::<T>::remove(&who);
+			Endpoints::<T>::remove(&who);
 			if !released.is_zero() {
 				Self::deposit_event(Event::Withdrawn { who: who.clone(), amount: released });
 			}
 			Self::deposit_event(Event::NodeReaped { who, by, unbonding });
 			Ok(Pays::No.into())
+		}
+
+		/// Advertise where the caller's worker accepts peers, as a libp2p multiaddr in UTF-8
+		/// text ending in its peer id (`/ip4/203.0.113.7/tcp/30555/p2p/12D3Koo…`), or withdraw
+		/// it with `None`. Submitters and other solvers fetch the artifacts this node holds
+		/// from there, with nothing but the chain to find it. The chain cannot check that the
+		/// address is reachable; it checks its form only.
+		///
+		/// Emits `EndpointSet`.
+		#[pallet::call_index(9)]
+		#[pallet::weight(T::WeightInfo::set_endpoint())]
+		pub fn set_endpoint(
+			origin: OriginFor<T>,
+			endpoint: Option<BoundedVec<u8, T::MaxEndpointLength>>,
+		) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			ensure!(Nodes::<T>::contains_key(&who), Error::<T>::NotRegistered);
+			match &endpoint {
+				Some(address) => {
+					let text = core::str::from_utf8(address).map_err(|_| Error::<T>::InvalidEndpoint)?;
+					ensure!(text.len() > 1 && text.starts_with('/'), Error::<T>::InvalidEndpoint);
+					Endpoints::<T>::insert(&who, address);
+				},
+				None => Endpoints::<T>::remove(&who),
+			}
+			Self::deposit_event(Event::EndpointSet { who, endpoint: endpoint.map(BoundedVec::into_inner) });
+			Ok(())
 		}
 	}
 
@@ -662,7 +713,8 @@ pub mod pallet {
 		///   role it does not list;
 		/// - a solver's bond covers the collateral of the units it holds, unless slashed;
 		/// - the unbonding hold of an account equals the sum of its unbonding chunks;
-		/// - the counted map's counter matches its contents.
+		/// - the counted map's counter matches its contents;
+		/// - only registered nodes advertise endpoints.
 		///
 		/// Compiled for `try-runtime`, and with `std` so that the tasks pallet's tests,
 		/// which run this pallet for real, check it after every test too.
@@ -694,6 +746,9 @@ pub mod pallet {
 				}
 			}
 			ensure!(nodes == Nodes::<T>::count(), "node counter out of sync");
+			for (who, _) in Endpoints::<T>::iter() {
+				ensure!(Nodes::<T>::contains_key(&who), "endpoint of an account that is not a node");
+			}
 			ensure!(nodes <= T::MaxNodes::get(), "more nodes than MaxNodes");
 			for (who, chunks) in Unbonding::<T>::iter() {
 				let listed =

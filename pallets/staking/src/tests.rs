@@ -2,7 +2,7 @@
 //! error path with `assert_noop!`, and the traits other pallets use.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects)]
 
-use crate::{mock::*, Error, Event, HoldReason, Nodes, Reputation, RoleSet, Unbonding, UnbondingChunk};
+use crate::{mock::*, Endpoints, Error, Event, HoldReason, Nodes, Reputation, RoleSet, Unbonding, UnbondingChunk};
 use polkadot_sdk::{
 	frame_support::{
 		assert_noop, assert_ok,
@@ -334,9 +334,12 @@ mod deregister {
 			BusyNodes::set(vec![1]);
 			assert_noop!(Staking::deregister(RuntimeOrigin::signed(1)), Error::<Test>::HasActiveWork);
 			BusyNodes::set(vec![]);
+			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(SOLVER_ADDRESS))));
 			assert_ok!(Staking::deregister(RuntimeOrigin::signed(1)));
 			System::assert_last_event(Event::NodeDeregistered { who: 1 }.into());
 			assert!(!Staking::is_registered(&1));
+			// Its endpoint leaves with it.
+			assert_eq!(Endpoints::<Test>::get(1), None);
 		});
 	}
 
@@ -344,6 +347,56 @@ mod deregister {
 	fn rejects_unregistered() {
 		ExtBuilder::default().build_and_execute(|| {
 			assert_noop!(Staking::deregister(RuntimeOrigin::signed(1)), Error::<Test>::NotRegistered);
+		});
+	}
+}
+
+const SOLVER_ADDRESS: &[u8] = b"/ip4/203.0.113.7/tcp/30555/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN";
+
+fn endpoint(text: &[u8]) -> BoundedVec<u8, polkadot_sdk::frame_support::traits::ConstU32<128>> {
+	BoundedVec::truncate_from(text.to_vec())
+}
+
+mod endpoint {
+	use super::*;
+
+	#[test]
+	fn a_node_advertises_and_withdraws_its_endpoint() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(SOLVER_ADDRESS))));
+			System::assert_last_event(Event::EndpointSet { who: 1, endpoint: Some(SOLVER_ADDRESS.to_vec()) }.into());
+			assert_eq!(Endpoints::<Test>::get(1).map(|e| e.into_inner()), Some(SOLVER_ADDRESS.to_vec()));
+			// A new address replaces the old one.
+			let moved = b"/dns4/solver.example/tcp/30555";
+			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(moved))));
+			assert_eq!(Endpoints::<Test>::get(1).map(|e| e.into_inner()), Some(moved.to_vec()));
+			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), None));
+			System::assert_last_event(Event::EndpointSet { who: 1, endpoint: None }.into());
+			assert_eq!(Endpoints::<Test>::get(1), None);
+		});
+	}
+
+	#[test]
+	fn rejects_an_unregistered_account() {
+		ExtBuilder::default().build_and_execute(|| {
+			assert_noop!(
+				Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(SOLVER_ADDRESS))),
+				Error::<Test>::NotRegistered
+			);
+		});
+	}
+
+	#[test]
+	fn rejects_what_is_not_a_multiaddr() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			for bad in [&b""[..], b"/", b"203.0.113.7:30555", &[b'/', 0xff, 0xfe]] {
+				assert_noop!(
+					Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(bad))),
+					Error::<Test>::InvalidEndpoint
+				);
+			}
 		});
 	}
 }
@@ -362,7 +415,9 @@ mod reap {
 			BusyNodes::set(vec![1]);
 			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::HasActiveWork);
 			BusyNodes::set(vec![]);
+			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(SOLVER_ADDRESS))));
 			let result = Staking::reap(RuntimeOrigin::signed(2), 1).unwrap();
+			assert_eq!(Endpoints::<Test>::get(1), None);
 			assert_eq!(result.pays_fee, polkadot_sdk::frame_support::dispatch::Pays::No);
 			let unbonding = MIN_SOLVER_BOND + MIN_VERIFIER_BOND;
 			System::assert_last_event(Event::NodeReaped { who: 1, by: 2, unbonding }.into());

@@ -51,6 +51,7 @@ pub trait WeightInfo {
 	fn heartbeat() -> Weight;
 	fn deregister() -> Weight;
 	fn set_min_price() -> Weight;
+	fn set_endpoint() -> Weight;
 	fn reap() -> Weight;
 }
 
@@ -64,11 +65,11 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	fn register() -> Weight {
 		// Proof size: measured `181`, estimated `3696` bytes.
-		// Minimum execution time: 194_565_000 picoseconds.
-		Weight::from_parts(278_803_000, 3696)
+		// Minimum execution time: 194_465_000 picoseconds.
+		Weight::from_parts(227_577_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(4))
 	}
@@ -78,8 +79,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn update_profile() -> Weight {
 		// Proof size: measured `369`, estimated `3706` bytes.
-		// Minimum execution time: 30_738_000 picoseconds.
-		Weight::from_parts(36_358_000, 3706)
+		// Minimum execution time: 29_786_000 picoseconds.
+		Weight::from_parts(35_918_000, 3706)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -88,18 +89,18 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	fn bond_more() -> Weight {
 		// Proof size: measured `519`, estimated `3696` bytes.
-		// Minimum execution time: 84_789_000 picoseconds.
-		Weight::from_parts(115_908_000, 3696)
+		// Minimum execution time: 84_428_000 picoseconds.
+		Weight::from_parts(93_105_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Staking::Nodes` (r:1 w:1)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:0)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Unbonding` (r:1 w:1)
@@ -108,23 +109,23 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	fn unbond() -> Weight {
 		// Proof size: measured `563`, estimated `3745` bytes.
-		// Minimum execution time: 137_779_000 picoseconds.
-		Weight::from_parts(158_277_000, 3745)
+		// Minimum execution time: 136_927_000 picoseconds.
+		Weight::from_parts(146_555_000, 3745)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(4))
 	}
 	/// Storage: `Staking::Unbonding` (r:1 w:1)
 	/// Proof: `Staking::Unbonding` (`max_values`: None, `max_size`: Some(280), added: 2755, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// The range of component `c` is `[1, 8]`.
 	fn withdraw_unbonded(c: u32, ) -> Weight {
 		// Proof size: measured `426 + c * (21 ±0)`, estimated `3745` bytes.
-		// Minimum execution time: 87_043_000 picoseconds.
-		Weight::from_parts(112_749_081, 3745)
-			.saturating_add(Weight::from_parts(721_147, 0).saturating_mul(c.into()))
+		// Minimum execution time: 85_270_000 picoseconds.
+		Weight::from_parts(95_882_521, 3745)
+			.saturating_add(Weight::from_parts(361_438, 0).saturating_mul(c.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -132,8 +133,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn heartbeat() -> Weight {
 		// Proof size: measured `363`, estimated `3696` bytes.
-		// Minimum execution time: 24_967_000 picoseconds.
-		Weight::from_parts(29_475_000, 3696)
+		// Minimum execution time: 24_115_000 picoseconds.
+		Weight::from_parts(28_744_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -143,19 +144,32 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::CounterForNodes` (r:1 w:1)
 	/// Proof: `Staking::CounterForNodes` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Endpoints` (r:0 w:1)
+	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn deregister() -> Weight {
 		// Proof size: measured `403`, estimated `3706` bytes.
-		// Minimum execution time: 35_386_000 picoseconds.
-		Weight::from_parts(41_508_000, 3706)
+		// Minimum execution time: 36_248_000 picoseconds.
+		Weight::from_parts(41_788_000, 3706)
 			.saturating_add(T::DbWeight::get().reads(3))
-			.saturating_add(T::DbWeight::get().writes(2))
+			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Staking::Nodes` (r:1 w:1)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn set_min_price() -> Weight {
 		// Proof size: measured `363`, estimated `3696` bytes.
-		// Minimum execution time: 24_626_000 picoseconds.
-		Weight::from_parts(28_694_000, 3696)
+		// Minimum execution time: 24_126_000 picoseconds.
+		Weight::from_parts(28_944_000, 3696)
+			.saturating_add(T::DbWeight::get().reads(1))
+			.saturating_add(T::DbWeight::get().writes(1))
+	}
+	/// Storage: `Staking::Nodes` (r:1 w:0)
+	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Endpoints` (r:0 w:1)
+	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
+	fn set_endpoint() -> Weight {
+		// Proof size: measured `208`, estimated `3696` bytes.
+		// Minimum execution time: 25_268_000 picoseconds.
+		Weight::from_parts(29_827_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -166,66 +180,73 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::Unbonding` (r:1 w:1)
 	/// Proof: `Staking::Unbonding` (`max_values`: None, `max_size`: Some(280), added: 2755, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
-	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(157), added: 2632, mode: `MaxEncodedLen`)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::CounterForNodes` (r:1 w:1)
 	/// Proof: `Staking::CounterForNodes` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Endpoints` (r:0 w:1)
+	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn reap() -> Weight {
 		// Proof size: measured `864`, estimated `3745` bytes.
-		// Minimum execution time: 399_349_000 picoseconds.
-		Weight::from_parts(504_486_000, 3745)
+		// Minimum execution time: 382_328_000 picoseconds.
+		Weight::from_parts(422_052_000, 3745)
 			.saturating_add(T::DbWeight::get().reads(6))
-			.saturating_add(T::DbWeight::get().writes(5))
+			.saturating_add(T::DbWeight::get().writes(6))
 	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn register() -> Weight {
-		Weight::from_parts(278_803_000, 3696)
+		Weight::from_parts(227_577_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(4))
 	}
 	fn update_profile() -> Weight {
-		Weight::from_parts(36_358_000, 3706)
+		Weight::from_parts(35_918_000, 3706)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn bond_more() -> Weight {
-		Weight::from_parts(115_908_000, 3696)
+		Weight::from_parts(93_105_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn unbond() -> Weight {
-		Weight::from_parts(158_277_000, 3745)
+		Weight::from_parts(146_555_000, 3745)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(4))
 	}
 	fn withdraw_unbonded(c: u32, ) -> Weight {
-		Weight::from_parts(112_749_081, 3745)
-			.saturating_add(Weight::from_parts(721_147, 0).saturating_mul(c.into()))
+		Weight::from_parts(95_882_521, 3745)
+			.saturating_add(Weight::from_parts(361_438, 0).saturating_mul(c.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn heartbeat() -> Weight {
-		Weight::from_parts(29_475_000, 3696)
+		Weight::from_parts(28_744_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn deregister() -> Weight {
-		Weight::from_parts(41_508_000, 3706)
+		Weight::from_parts(41_788_000, 3706)
 			.saturating_add(ParityDbWeight::get().reads(3))
-			.saturating_add(ParityDbWeight::get().writes(2))
+			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn set_min_price() -> Weight {
-		Weight::from_parts(28_694_000, 3696)
+		Weight::from_parts(28_944_000, 3696)
+			.saturating_add(ParityDbWeight::get().reads(1))
+			.saturating_add(ParityDbWeight::get().writes(1))
+	}
+	fn set_endpoint() -> Weight {
+		Weight::from_parts(29_827_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn reap() -> Weight {
-		Weight::from_parts(504_486_000, 3745)
+		Weight::from_parts(422_052_000, 3745)
 			.saturating_add(ParityDbWeight::get().reads(6))
-			.saturating_add(ParityDbWeight::get().writes(5))
+			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 }

@@ -166,6 +166,8 @@ impl pallet_touchstone_staking::Config for Runtime {
 	type ReputationSaturation = ConstU128<{ 1_000 * UNIT }>;
 	type MaxNodes = ConstU32<256>;
 	type MaxUnbondingChunks = ConstU32<8>;
+	// A multiaddr with a DNS name, a port and a peer id fits with room to spare.
+	type MaxEndpointLength = ConstU32<256>;
 	type WeightInfo = pallet_touchstone_staking::weights::SubstrateWeight<Runtime>;
 }
 
