@@ -121,11 +121,69 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
     }, { timeoutMs: 300_000 }).catch(withSolverLog);
     assert.match(solverLog, /resuming from the last local checkpoint step=\d+/);
     const spec = (await api.query.tasks.jobs(0)).unwrap().spec;
-    assert.equal(spec.initialWeights.unwrap().hash.toHex(), blake2AsHex(readFileSync(basePath), 256));
+    assert.equal(spec.initialWeights.unwrap().get('hash').toHex(), blake2AsHex(readFileSync(basePath), 256));
     assert.doesNotMatch(solverLog, /job=0 unit=0 step=100\b/, 'the resumed run starts after step 100');
   } finally {
     submitter.kill('SIGINT');
   }
+});
+
+/** Signs and sends `tx`; resolves with its events once it is in a block, or rejects with its error. */
+function send(tx, signer) {
+  return new Promise((resolve, reject) => {
+    let unsubscribe;
+    tx.signAndSend(signer, (result) => {
+      if (result.status.isInBlock) {
+        unsubscribe?.();
+        if (result.dispatchError?.isModule) {
+          const { section, name } = api.registry.findMetaError(result.dispatchError.asModule);
+          reject(new Error(`${section}.${name}`));
+        } else if (result.dispatchError) {
+          reject(new Error(result.dispatchError.toString()));
+        } else {
+          resolve(result.events.map(({ event }) => event));
+        }
+      } else if (result.isError) {
+        unsubscribe?.();
+        reject(new Error(`transaction failed: ${result.status.type}`));
+      }
+    }).then((u) => { unsubscribe = u; }, reject);
+  });
+}
+
+test('the solver defends its proof in a dispute and wins when the challenger falls silent', { timeout: 420_000 }, async () => {
+  // Charlie challenges the unit the resume test proved (job 0, unit 0, in its challenge
+  // window) with a trace root of its own, then never plays. The solver must answer each
+  // phase in time (or it loses by timeout), and ends the dispute once Charlie misses its
+  // deadline.
+  const charlie = keyring.addFromUri('//Charlie');
+  const profile = { device: 'Cpu', model: 'challenger', memoryMib: 1024, throughputGflops: 1, bandwidthMbps: 100, region: 'local' };
+  await send(api.tx.staking.register(profile, [['Challenger', 20n * UNIT]], 0), charlie);
+  const unit = (await api.query.tasks.units(0, 0)).unwrap();
+  assert.equal(unit.state.toString(), 'Proven');
+  const events = await send(api.tx.disputes.challenge(0, 0, '0x' + '42'.repeat(32)), charlie);
+  const opened = events.find((event) => event.section === 'disputes' && event.method === 'DisputeOpened');
+  assert.ok(opened, 'DisputeOpened was emitted');
+  const id = opened.data.dispute.toNumber();
+  const rulings = [];
+  const unsubscribe = await api.query.system.events((records) => {
+    for (const { event } of records) {
+      if (event.section === 'disputes' && event.method === 'DisputeResolved' && event.data.dispute.toNumber() === id) {
+        rulings.push(`${event.data.ruling.toString()} ${event.data.grounds.toString()}`);
+      }
+    }
+  });
+  try {
+    await waitFor('the dispute to end', () => rulings.length > 0, { timeoutMs: 360_000 }).catch(withSolverLog);
+  } finally {
+    unsubscribe();
+  }
+  assert.deepEqual(rulings, ['DefenderWins Timeout']);
+  assert.match(solverLog, new RegExp(`dispute: sent reveal[^\\n]*dispute=${id}`), 'the solver answered the first round');
+  assert.match(solverLog, new RegExp(`dispute: sent time_out[^\\n]*dispute=${id}`), 'the solver ended the dispute');
+  assert.equal((await api.query.disputes.unitDisputes([0, 0])).length, 0);
+  // The proof stands: the unit is still proven (and is finalized once its window passes).
+  assert.match((await api.query.tasks.units(0, 0)).unwrap().state.toString(), /Proven|Finalized/);
 });
 
 test('a solver worker trains the digits job through the chain and is paid', { timeout: 900_000 }, async () => {

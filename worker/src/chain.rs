@@ -10,6 +10,10 @@
 	substitute_type(path = "touchstone_primitives::HardwareProfile", with = "::subxt::utils::Static<::touchstone_primitives::HardwareProfile>"),
 	substitute_type(path = "touchstone_primitives::Checkpoint", with = "::subxt::utils::Static<::touchstone_primitives::Checkpoint>"),
 	substitute_type(path = "touchstone_kernels::referee::StateOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateOpening>"),
+	substitute_type(path = "touchstone_kernels::referee::Openings", with = "::subxt::utils::Static<::touchstone_primitives::referee::Openings>"),
+	substitute_type(path = "touchstone_kernels::referee::binding::StepBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::StepBinding>"),
+	substitute_type(path = "touchstone_kernels::proof::bisection::Reveal", with = "::subxt::utils::Static<::touchstone_primitives::referee::Reveal>"),
+	substitute_type(path = "touchstone_kernels::proof::merkle::MerkleProof", with = "::subxt::utils::Static<::touchstone_primitives::referee::MerkleProof>"),
 )]
 pub mod runtime {}
 
@@ -36,7 +40,7 @@ pub type Job = touchstone_primitives::Job<AccountId, u128, u32>;
 pub type Events = subxt::extrinsics::ExtrinsicEvents<Config>;
 
 /// Decodes a stored protocol type with its own codec (the runtime's encoding of it).
-fn decode<T: codec::Decode>(mut bytes: &[u8]) -> Result<T> {
+pub fn decode<T: codec::Decode>(mut bytes: &[u8]) -> Result<T> {
 	T::decode(&mut bytes).map_err(|error| anyhow!("cannot decode a stored value: {error}"))
 }
 

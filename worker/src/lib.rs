@@ -8,11 +8,13 @@
 //! - [`train`]: training one unit, checkpointed and resumable, and its learning proof;
 //! - [`hardware`]: the declared hardware profile and the memory check;
 //! - [`solver`]: the solver role;
+//! - [`defender`]: the solver's answers in disputes over its proofs;
 //! - [`p2p`]: artifacts between workers over libp2p;
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod chain;
 pub mod dataset;
+pub mod defender;
 pub mod hardware;
 pub mod jobfile;
 pub mod keys;

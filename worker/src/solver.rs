@@ -21,6 +21,7 @@ use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{Checkpoint, JobId, UnitIndex, UnitScope, UnitState, VerificationMode};
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Job, WorkUnit};
+use crate::defender::Move;
 use crate::hardware::{self, Detected};
 use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
@@ -261,7 +262,13 @@ impl Solver {
 					self.train(job_id, index, work, backend, unit.last_checkpoint.map(|c| c.step)).await?;
 					return Ok(());
 				},
-				UnitState::Proven => {
+				UnitState::Proven | UnitState::Challenged => {
+					if self.defend(&at, job_id, index, &job, &unit).await? {
+						return Ok(());
+					}
+					if unit.state == UnitState::Challenged {
+						continue;
+					}
 					let due = unit.proven_at.is_some_and(|at| now >= at.saturating_add(window));
 					let predecessor_final = match (job.spec.decomposition, index.checked_sub(1)) {
 						(touchstone_primitives::Decomposition::StepRanges { .. }, Some(previous)) => {
@@ -594,6 +601,43 @@ impl Solver {
 		);
 		tracing::debug!(dir = %dir.display(), "the unit's checkpoints stay for the challenge window");
 		Ok(())
+	}
+
+	/// Answers the disputes over this solver's proof of a unit: the next move of each one
+	/// that awaits it. Returns whether it sent anything (the chain then moved on).
+	async fn defend(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<bool> {
+		let disputes: Vec<_> = crate::defender::disputes_of(at, job_id, index)
+			.await?
+			.into_iter()
+			.filter(|(_, dispute)| dispute.defender == self.me)
+			.collect();
+		if disputes.is_empty() {
+			return Ok(false);
+		}
+		let work = self.prepare(job_id, index, job, unit)?;
+		let run = crate::defender::Run::load(&work).context("the unit's records, to answer a dispute")?;
+		let now = at.block_number() as u32;
+		let calls = runtime::transactions().disputes();
+		for (id, dispute) in disputes {
+			let Some(next) = run.next_move(&dispute, now)? else { continue };
+			let (name, sent) = match next {
+				Move::Reveal(reveal) => ("reveal", self.chain.send_in_block(&calls.reveal(id, reveal), &self.signer).await),
+				Move::BindStep(root, binding) => {
+					("bind_step", self.chain.send_in_block(&calls.bind_step(id, root, binding), &self.signer).await)
+				},
+				Move::BindOperator(root, proof) => {
+					("bind_operator", self.chain.send_in_block(&calls.bind_operator(id, root, proof), &self.signer).await)
+				},
+				Move::Resolve(openings) => ("resolve", self.chain.send(&calls.resolve(id, openings), &self.signer).await),
+				Move::TimeOut => ("time_out", self.chain.send(&calls.time_out(id), &self.signer).await),
+			};
+			match sent {
+				Ok(_) => tracing::info!(job = job_id, unit = index, dispute = id, round = dispute.rounds, "dispute: sent {name}"),
+				Err(error) => tracing::warn!(job = job_id, unit = index, dispute = id, "dispute: {name} refused: {error:#}"),
+			}
+			return Ok(true);
+		}
+		Ok(false)
 	}
 
 	/// Finalizes a proven unit whose window has passed, collecting its pay.

@@ -16,7 +16,7 @@ use touchstone_kernels::arith::canonical_bits;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
-use touchstone_kernels::job::trace::{state_root, StepRecord, Trainer};
+use touchstone_kernels::job::trace::{state_root, StepRecord, StepTrace, Trainer};
 use touchstone_kernels::proof::chain::{anchor_hash, trace_leaf, ChainPoint};
 use touchstone_kernels::proof::hash::{digest_bytes, Digest};
 use touchstone_kernels::proof::merkle::MerkleTree;
@@ -163,21 +163,64 @@ fn save_records(dir: &Path, records: &[StepRecord]) -> Result<()> {
 	Ok(())
 }
 
-/// The latest checkpoint in `dir` that the saved records lead to, with those records.
-fn resume_point(dir: &Path, first_step: u32) -> Result<Option<(Checkpoint, Vec<StepRecord>)>> {
-	let Ok(text) = std::fs::read_to_string(dir.join(RECORDS)) else { return Ok(None) };
-	let mut records: Vec<StepRecord> = Vec::new();
-	for line in text.lines() {
-		let record = parse_record(line).with_context(|| format!("{} is damaged", dir.join(RECORDS).display()))?;
-		records.push(record);
-	}
-	// The newest checkpoint whose chain point matches the records; newer checkpoints than
-	// the records (a crash between the two writes) are passed over.
-	let mut candidates: Vec<u32> = std::fs::read_dir(dir)?
+/// The step records saved in a unit's folder (none before its first checkpoint).
+pub fn saved_records(dir: &Path) -> Result<Vec<StepRecord>> {
+	let Ok(text) = std::fs::read_to_string(dir.join(RECORDS)) else { return Ok(Vec::new()) };
+	text.lines()
+		.map(|line| parse_record(line).with_context(|| format!("{} is damaged", dir.join(RECORDS).display())))
+		.collect()
+}
+
+/// The steps a unit's folder holds checkpoints for (each file named by the step it
+/// resumes at), newest first.
+fn checkpoint_steps(dir: &Path) -> Result<Vec<u32>> {
+	let mut steps: Vec<u32> = std::fs::read_dir(dir)?
 		.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
 		.filter_map(|name| name.strip_prefix("step-")?.strip_suffix(".safetensors")?.parse().ok())
 		.collect();
-	candidates.sort_unstable_by(|a, b| b.cmp(a));
+	steps.sort_unstable_by(|a, b| b.cmp(a));
+	Ok(steps)
+}
+
+/// The full trace of global step `step` of the unit in `work` (every operator's output
+/// and piece tree, for a dispute), re-executed on the reference from the newest
+/// checkpoint at or before it.
+pub fn trace_step(work: &UnitWork, step: u32) -> Result<StepTrace> {
+	let end = work.first_step.saturating_add(work.steps);
+	anyhow::ensure!((work.first_step..end).contains(&step), "step {step} is not in the unit");
+	let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let mut from = (work.start_state.clone(), ChainPoint::anchored(work.first_step, &start_root));
+	for next_step in checkpoint_steps(&work.dir)? {
+		if next_step > step || next_step <= work.first_step {
+			continue;
+		}
+		let bytes = std::fs::read(checkpoint_path(&work.dir, next_step))?;
+		if let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)) {
+			from = (checkpoint.state, checkpoint.point);
+			break;
+		}
+	}
+	let kernel = |error| anyhow::anyhow!("re-executing step {step} failed: {error:?}");
+	let mut trainer = Trainer::resume(touchstone_kernels::CpuBackend, &work.model, &work.train, work.data.clone(), from.0, from.1)
+		.map_err(kernel)?;
+	if let Some(shard) = &work.shard {
+		trainer = trainer.on_shard(shard.clone()).map_err(kernel)?;
+	}
+	while trainer.next_step() < step {
+		trainer.step().map_err(kernel)?;
+	}
+	trainer.trace_step().map_err(kernel)
+}
+
+/// The latest checkpoint in `dir` that the saved records lead to, with those records.
+fn resume_point(dir: &Path, first_step: u32) -> Result<Option<(Checkpoint, Vec<StepRecord>)>> {
+	let mut records = saved_records(dir)?;
+	if records.is_empty() {
+		return Ok(None);
+	}
+	// The newest checkpoint whose chain point matches the records; newer checkpoints than
+	// the records (a crash between the two writes) are passed over.
+	let candidates = checkpoint_steps(dir)?;
 	for next_step in candidates {
 		let Some(done) = next_step.checked_sub(first_step).map(|done| done as usize) else { continue };
 		if done == 0 || done > records.len() {
@@ -286,13 +329,14 @@ fn prove(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
 	use super::*;
 	use touchstone_kernels::job::data::synthetic;
 	use touchstone_kernels::job::model::OptimizerConfig;
 	use touchstone_kernels::{Activation, CpuBackend};
 
-	fn work(dir: &Path) -> UnitWork {
+	/// A 25-step unit from step 10 of a small MLP, checkpointing every 10 steps, in `dir`.
+	pub(crate) fn work(dir: &Path) -> UnitWork {
 		let model = ModelConfig::Mlp { inputs: 8, hidden: vec![12], classes: 4, activation: Activation::Tanh };
 		let train = TrainConfig {
 			steps: 40,

@@ -1,0 +1,235 @@
+//! The defender: a solver answers every dispute over its learning proofs from its own
+//! records, so an honest proof is never lost by silence.
+//!
+//! A dispute is three bisection games (steps, then the disputed step's operators, then the
+//! disputed operator's pieces) with a binding between levels, and ends with the referee
+//! judging one piece from the defender's openings (see `pallets/disputes`). Each round the
+//! solver reveals the children of its current node; the trees come from the unit's
+//! `records.txt` (the step level) and from re-executing the disputed step from the nearest
+//! checkpoint before it (the operator and piece levels). When the challenger misses a
+//! deadline, the solver ends the dispute by timeout and collects its share of the bond.
+
+use anyhow::{anyhow, Context, Result};
+use subxt::utils::Static;
+use touchstone_kernels::job::trace::StepTrace;
+use touchstone_kernels::proof::chain::trace_leaf;
+use touchstone_kernels::proof::graph::Graph;
+use touchstone_kernels::proof::merkle::MerkleTree;
+use touchstone_kernels::referee::{open_case, open_step_binding, RunOpening};
+use touchstone_primitives::referee::{self, reveal, Digest, Level};
+use touchstone_primitives::{JobId, UnitIndex};
+
+use crate::chain::{runtime, AccountId, AtBlock};
+use crate::train::{self, UnitWork};
+
+/// A dispute as the chain stores it.
+pub type Dispute = pallet_touchstone_disputes::DisputeInfo<AccountId, u128, u32>;
+/// A dispute's phase.
+pub use pallet_touchstone_disputes::Phase;
+
+/// The disputes open over unit `index` of `job`, with their ids.
+pub async fn disputes_of(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<Vec<(u64, Dispute)>> {
+	let ids = at.storage().fetch(runtime::storage().disputes().unit_disputes(), ((job, index),)).await?.decode()?.0;
+	let mut disputes = Vec::new();
+	for id in ids {
+		if let Some(value) = at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await? {
+			disputes.push((id, crate::chain::decode(value.bytes())?));
+		}
+	}
+	Ok(disputes)
+}
+
+/// What the defender sends next in a dispute, if anything is due from it.
+pub enum Move {
+	/// The children of its current node in this round's tree.
+	Reveal(Static<referee::Reveal>),
+	/// Its operator root of the disputed step, bound to its trace.
+	BindStep(Digest, Static<referee::StepBinding>),
+	/// Its piece root of the disputed operator, bound to its operator root.
+	BindOperator(Digest, Static<referee::MerkleProof>),
+	/// The openings the referee judges the disputed piece from.
+	Resolve(Static<referee::Openings>),
+	/// The challenger missed its deadline: end the dispute against it.
+	TimeOut,
+}
+
+/// The defender's run over one unit, rebuilt from the unit's folder.
+pub struct Run<'a> {
+	work: &'a UnitWork,
+	graph: Graph,
+	tree: MerkleTree,
+	dataset_tree: MerkleTree,
+	start_state_root: [u8; 32],
+}
+
+impl<'a> Run<'a> {
+	/// The run the unit in `work` proved, from its saved step records.
+	pub fn load(work: &'a UnitWork) -> Result<Self> {
+		let records = train::saved_records(&work.dir)?;
+		if records.len() != work.steps as usize {
+			anyhow::bail!("the unit's records in {} cover {} of its {} steps", work.dir.display(), records.len(), work.steps);
+		}
+		let tree = MerkleTree::new(records.iter().map(|record| trace_leaf(&record.state_hash)).collect())
+			.map_err(|error| anyhow!("{error:?}"))?;
+		let graph = Graph::build(&work.model, &work.train).map_err(|error| anyhow!("{error:?}"))?;
+		let dataset_tree = work.data.tree().map_err(|error| anyhow!("{error:?}"))?;
+		let start_state_root = touchstone_kernels::job::trace::state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
+		Ok(Self { work, graph, tree, dataset_tree, start_state_root })
+	}
+
+	fn opening(&self) -> RunOpening<'_> {
+		RunOpening {
+			trace: &self.tree,
+			first_step: self.work.first_step,
+			start_state_root: self.start_state_root,
+			dataset: &self.work.data,
+			dataset_tree: &self.dataset_tree,
+			shard: self.work.shard.clone().unwrap_or(0..self.work.data.len()),
+		}
+	}
+
+	fn trace(&self, step: u32) -> Result<StepTrace> {
+		train::trace_step(self.work, step)
+	}
+
+	/// The defender's move in `dispute` at block `now`, if one is due.
+	pub fn next_move(&self, dispute: &Dispute, now: u32) -> Result<Option<Move>> {
+		let step = || dispute.step.context("the dispute has no disputed step yet");
+		let operator = || dispute.operator.map(|operator| operator as usize).context("the dispute has no disputed operator yet");
+		// Whether each side has answered the current phase.
+		let (defender_done, challenger_done) = match &dispute.phase {
+			Phase::Bisect { reveals, .. } => (reveals.defender.is_some(), reveals.challenger.is_some()),
+			Phase::BindStep { roots } | Phase::BindOperator { roots } => (roots.defender.is_some(), roots.challenger.is_some()),
+			Phase::Judge => (false, true),
+		};
+		// A call sent now lands in the next block: once that is past the deadline, only a
+		// timeout can still be played.
+		if now >= dispute.deadline {
+			return Ok((defender_done && !challenger_done).then_some(Move::TimeOut));
+		}
+		if defender_done {
+			return Ok(None);
+		}
+		Ok(Some(match &dispute.phase {
+			Phase::Bisect { level, game, .. } => {
+				let revealed = match level {
+					Level::Steps => reveal(&self.tree, game.level, game.index),
+					Level::Operators => reveal(&self.trace(step()?)?.operators, game.level, game.index),
+					Level::Pieces { operator } => {
+						let trace = self.trace(step()?)?;
+						let pieces = trace.pieces.get(*operator as usize).context("the disputed operator is not in the step")?;
+						reveal(pieces, game.level, game.index)
+					},
+				};
+				Move::Reveal(Static(revealed))
+			},
+			Phase::BindStep { .. } => {
+				let trace = self.trace(step()?)?;
+				let binding = open_step_binding(&self.graph, &trace, &self.opening()).map_err(|error| anyhow!("{error:?}"))?;
+				Move::BindStep(trace.operators.root(), Static(binding))
+			},
+			Phase::BindOperator { .. } => {
+				let trace = self.trace(step()?)?;
+				let operator = operator()?;
+				let pieces = trace.pieces.get(operator).context("the disputed operator is not in the step")?;
+				let proof = trace.operators.proof(operator).map_err(|error| anyhow!("{error:?}"))?;
+				Move::BindOperator(pieces.root(), Static(proof))
+			},
+			Phase::Judge => {
+				let trace = self.trace(step()?)?;
+				let piece = dispute.piece.context("the dispute has no disputed piece yet")? as usize;
+				let (_, openings) =
+					open_case(&self.graph, &trace, &self.opening(), operator()?, piece).map_err(|error| anyhow!("{error:?}"))?;
+				Move::Resolve(Static(openings))
+			},
+		}))
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use crate::train::{run_unit, tests::work};
+	use pallet_touchstone_disputes::{DisputeInfo, Pair};
+	use std::sync::atomic::AtomicBool;
+	use touchstone_kernels::job::trace::{state_root, Trainer};
+	use touchstone_kernels::proof::bisection::Game;
+	use touchstone_kernels::proof::chain::ChainPoint;
+	use touchstone_kernels::CpuBackend;
+	use touchstone_primitives::referee::{bind_step, TraceCommitment};
+
+	fn dispute(phase: Phase, deadline: u32) -> Dispute {
+		DisputeInfo {
+			job: 0,
+			unit: 0,
+			defender: AccountId::from([1; 32]),
+			challenger: AccountId::from([2; 32]),
+			bond: 10,
+			challenger_trace_root: [9; 32],
+			step: None,
+			operator_roots: None,
+			operator: None,
+			piece_roots: None,
+			piece: None,
+			phase,
+			deadline,
+			rounds: 0,
+		}
+	}
+
+	/// The defender answers from its unit folder: a step re-executed from the nearest
+	/// checkpoint is the step it trained, and its binding of that step checks out against
+	/// the learning proof it committed. It reveals its own tree's children each round, and
+	/// once the challenger misses a deadline it plays the timeout.
+	#[test]
+	fn answers_from_the_unit_folder_bind_to_the_committed_proof() {
+		let base = std::env::temp_dir().join(format!("touchstone-defender-{}", std::process::id()));
+		let unit = work(&base);
+		let proof = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		let run = Run::load(&unit).unwrap();
+		assert_eq!(run.tree.root(), proof.trace_root.0);
+		let commitment = TraceCommitment {
+			trace_root: proof.trace_root.0,
+			first_step: unit.first_step,
+			steps: unit.steps,
+			start_state_root: proof.start_state_root.0,
+		};
+		let start = state_root(&unit.start_state).unwrap();
+		for step in [10, 11, 20, 27, 34] {
+			let trace = run.trace(step).unwrap();
+			let mut trainer = Trainer::resume(
+				CpuBackend,
+				&unit.model,
+				&unit.train,
+				unit.data.clone(),
+				unit.start_state.clone(),
+				ChainPoint::anchored(unit.first_step, &start),
+			)
+			.unwrap();
+			while trainer.next_step() < step {
+				trainer.step().unwrap();
+			}
+			assert_eq!(trace.operators.root(), trainer.trace_step().unwrap().operators.root(), "step {step}");
+			let binding = open_step_binding(&run.graph, &trace, &run.opening()).unwrap();
+			assert!(bind_step(&run.graph, &commitment, step, &trace.operators.root(), &binding).is_ok(), "step {step}");
+		}
+
+		let game = Game::new(unit.steps).unwrap();
+		let bisect = |reveals: Pair<Option<touchstone_primitives::referee::Reveal>>| Phase::Bisect {
+			level: Level::Steps,
+			game,
+			nodes: Pair { defender: proof.trace_root.0, challenger: [9; 32] },
+			reveals,
+		};
+		match run.next_move(&dispute(bisect(Pair::default()), 100), 50).unwrap() {
+			Some(Move::Reveal(Static(revealed))) => assert_eq!(revealed, reveal(&run.tree, game.level, game.index)),
+			_ => panic!("the defender reveals first"),
+		}
+		let answered = Pair { defender: Some(reveal(&run.tree, game.level, game.index)), challenger: None };
+		assert!(run.next_move(&dispute(bisect(answered.clone()), 100), 50).unwrap().is_none(), "waits for the challenger");
+		assert!(matches!(run.next_move(&dispute(bisect(answered), 100), 100).unwrap(), Some(Move::TimeOut)));
+		// Silent past the deadline itself, the defender can do nothing more.
+		assert!(run.next_move(&dispute(bisect(Pair::default()), 100), 100).unwrap().is_none());
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+}
