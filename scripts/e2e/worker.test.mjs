@@ -121,7 +121,9 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
     }, { timeoutMs: 300_000 }).catch(withSolverLog);
     assert.match(solverLog, /resuming from the last local checkpoint step=\d+/);
     const spec = (await api.query.tasks.jobs(0)).unwrap().spec;
-    assert.equal(spec.initialWeights.unwrap().get('hash').toHex(), blake2AsHex(readFileSync(basePath), 256));
+    // A ContentRef encodes its 32-byte hash first (`.hash` on a codec is its own digest).
+    const weightsHash = `0x${Buffer.from(spec.initialWeights.unwrap().toU8a().subarray(0, 32)).toString('hex')}`;
+    assert.equal(weightsHash, blake2AsHex(readFileSync(basePath), 256));
     assert.doesNotMatch(solverLog, /job=0 unit=0 step=100\b/, 'the resumed run starts after step 100');
   } finally {
     submitter.kill('SIGINT');
@@ -180,7 +182,10 @@ test('the solver defends its proof in a dispute and wins when the challenger fal
   }
   assert.deepEqual(rulings, ['DefenderWins Timeout']);
   assert.match(solverLog, new RegExp(`dispute: sent reveal[^\\n]*dispute=${id}`), 'the solver answered the first round');
-  assert.match(solverLog, new RegExp(`dispute: sent time_out[^\\n]*dispute=${id}`), 'the solver ended the dispute');
+  // The solver logs its timeout call once it is finalized, a few blocks after the event.
+  await waitFor('the solver to log its timeout call', () => new RegExp(`dispute: sent time_out[^\\n]*dispute=${id}`).test(solverLog), {
+    timeoutMs: 60_000,
+  }).catch(withSolverLog);
   assert.equal((await api.query.disputes.unitDisputes([0, 0])).length, 0);
   // The proof stands: the unit is still proven (and is finalized once its window passes).
   assert.match((await api.query.tasks.units(0, 0)).unwrap().state.toString(), /Proven|Finalized/);

@@ -17,11 +17,15 @@
 )]
 pub mod runtime {}
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use subxt::rpcs::client::reconnecting_rpc_client::ExponentialBackoff;
 use subxt::rpcs::client::ReconnectingRpcClient;
+use subxt::config::{DefaultExtrinsicParamsBuilder, RpcConfigFor};
+use subxt::rpcs::LegacyRpcMethods;
 use subxt::{OnlineClient, PolkadotConfig};
 use subxt_signer::sr25519::Keypair;
 use touchstone_primitives::{JobId, UnitIndex};
@@ -38,6 +42,8 @@ pub type WorkUnit = touchstone_primitives::WorkUnit<AccountId, u32>;
 pub type Job = touchstone_primitives::Job<AccountId, u128, u32>;
 /// The events a transaction emitted.
 pub type Events = subxt::extrinsics::ExtrinsicEvents<Config>;
+/// A submitted transaction's progress.
+type Progress = subxt::transactions::TransactionProgress<Config, subxt::client::OnlineClientAtBlockImpl<Config>>;
 
 /// Decodes a stored protocol type with its own codec (the runtime's encoding of it).
 pub fn decode<T: codec::Decode>(mut bytes: &[u8]) -> Result<T> {
@@ -51,6 +57,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Chain {
 	api: OnlineClient<Config>,
+	rpc: LegacyRpcMethods<RpcConfigFor<Config>>,
+	/// The next nonce of each account this process signs for: transactions follow one
+	/// another faster than blocks finalize, so the finalized state's nonce is stale. The
+	/// lock also keeps this process's transactions in order.
+	nonces: Arc<tokio::sync::Mutex<HashMap<[u8; 32], u64>>>,
 }
 
 /// How long a transaction may take to reach a block before it counts as lost.
@@ -98,8 +109,9 @@ impl Chain {
 		.await
 		.map_err(|_| anyhow!(unreachable()))?
 		.with_context(unreachable)?;
-		let api = OnlineClient::<Config>::from_rpc_client(rpc).await.with_context(unreachable)?;
-		let chain = Self { api };
+		let rpc = subxt::rpcs::RpcClient::new(rpc);
+		let api = OnlineClient::<Config>::from_rpc_client(rpc.clone()).await.with_context(unreachable)?;
+		let chain = Self { api, rpc: LegacyRpcMethods::new(rpc), nonces: Arc::default() };
 		// Refuse a node whose runtime this worker was not generated for, before any
 		// transaction is signed against it.
 		let at = chain.at().await?;
@@ -149,13 +161,40 @@ impl Chain {
 	/// that move money (bonds, escrow, payouts). A transaction the runtime refuses is an
 	/// error naming the runtime's error.
 	pub async fn send<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
+		let progress = self.submit(call, signer).await?;
+		let finalized = progress.wait_for_finalized_success().await.map_err(|error| anyhow!("{error}"));
+		if finalized.is_err() {
+			self.forget_nonce(signer).await;
+		}
+		finalized
+	}
+
+	/// Signs `call` with the signer's next nonce (the node's count, which includes its
+	/// pool, or one past this process's last transaction if that is higher) and submits it.
+	async fn submit<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Progress> {
 		let at = self.at().await?;
-		let progress = at
-			.tx()
-			.sign_and_submit_then_watch_default(call, signer)
-			.await
-			.map_err(|error| anyhow!("the node refused the transaction: {error}"))?;
-		progress.wait_for_finalized_success().await.map_err(|error| anyhow!("{error}"))
+		let account = signer.public_key().to_account_id();
+		let key = account.0;
+		let mut nonces = self.nonces.lock().await;
+		let pooled = self.rpc.system_account_next_index(&account).await.context("cannot read the account's nonce")?;
+		let nonce = nonces.get(&key).map_or(pooled, |&tracked| tracked.max(pooled));
+		let params = DefaultExtrinsicParamsBuilder::<Config>::new().nonce(nonce).build();
+		match at.tx().sign_and_submit_then_watch(call, signer, params).await {
+			Ok(progress) => {
+				nonces.insert(key, nonce.saturating_add(1));
+				Ok(progress)
+			},
+			Err(error) => {
+				nonces.remove(&key);
+				Err(anyhow!("the node refused the transaction: {error}"))
+			},
+		}
+	}
+
+	/// Drops the tracked nonce of `signer` after a transaction that may not have been
+	/// included, so the next one asks the node again.
+	async fn forget_nonce(&self, signer: &Keypair) {
+		self.nonces.lock().await.remove(&signer.public_key().to_account_id().0);
 	}
 
 	/// Signs `call` with `signer`, submits it and waits until it is in a best block, with
@@ -165,17 +204,13 @@ impl Chain {
 	/// once is included again; the nonce comes from the node, which counts the pool.
 	pub async fn send_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
 		use subxt::transactions::TransactionStatus;
-		let at = self.at().await?;
-		let mut progress = at
-			.tx()
-			.sign_and_submit_then_watch_default(call, signer)
-			.await
-			.map_err(|error| anyhow!("the node refused the transaction: {error}"))?;
+		let mut progress = self.submit(call, signer).await?;
+		// Ok(the dispatch's outcome) once in a block; Err when it never got there.
 		let included = tokio::time::timeout(INCLUSION_TIMEOUT, async {
 			while let Some(status) = progress.next().await {
 				match status.map_err(|error| anyhow!("{error}"))? {
 					TransactionStatus::InBestBlock(block) | TransactionStatus::InFinalizedBlock(block) => {
-						return block.wait_for_success().await.map_err(|error| anyhow!("{error}"));
+						return Ok(block.wait_for_success().await.map_err(|error| anyhow!("{error}")));
 					},
 					TransactionStatus::Error { message } => bail!("the transaction failed: {message}"),
 					TransactionStatus::Invalid { message } => bail!("the transaction is invalid: {message}"),
@@ -185,8 +220,16 @@ impl Chain {
 			}
 			bail!("the node stopped reporting on the transaction")
 		})
-		.await;
-		included.map_err(|_| anyhow!("the transaction was not included within {} s", INCLUSION_TIMEOUT.as_secs()))?
+		.await
+		.unwrap_or_else(|_| Err(anyhow!("the transaction was not included within {} s", INCLUSION_TIMEOUT.as_secs())));
+		match included {
+			Ok(outcome) => outcome,
+			Err(error) => {
+				// Not in a block: its nonce may be free again.
+				self.forget_nonce(signer).await;
+				Err(error)
+			},
+		}
 	}
 
 	/// A job, if it exists.
