@@ -315,8 +315,11 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		&kernel_train(&hyper),
 		&train,
 		initial_weights.as_ref().map(|(_, state)| state.as_slice()),
-	)
-	.with_context(|| job.initial_weights.clone().map(|name| format!("with the initial weights {name}")).unwrap_or_default())?;
+	);
+	let initial = match &job.initial_weights {
+		Some(name) => initial.with_context(|| format!("with the initial weights {name}"))?,
+		None => initial?,
+	};
 	let initial_state_root = state_root(&initial).map_err(|error| anyhow::anyhow!("{error:?}"))?;
 	let verification = match job.verification {
 		VerificationFile::Exact => VerificationMode::Exact,
