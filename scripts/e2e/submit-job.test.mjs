@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { startNode, waitFor } from './lib/node.mjs';
+import { startNode, waitFor, send } from './lib/node.mjs';
 
 const UNIT = 10n ** 12n;
 /** FixedU64 holds the value times 10^9. */
@@ -15,25 +15,6 @@ let alice;
 let bob;
 
 /** Signs and sends `tx`, resolving with the block hash and events once it is in a block. */
-function send(tx, signer) {
-  return new Promise((resolve, reject) => {
-    let unsubscribe;
-    tx.signAndSend(signer, (result) => {
-      if (result.status.isInBlock) {
-        unsubscribe?.();
-        resolve({
-          blockHash: result.status.asInBlock,
-          events: result.events.map(({ event }) => event),
-          dispatchError: result.dispatchError,
-        });
-      } else if (result.isError) {
-        unsubscribe?.();
-        reject(new Error(`transaction failed: ${result.status.type}`));
-      }
-    }).then((u) => { unsubscribe = u; }, reject);
-  });
-}
-
 function findEvent(events, section, method) {
   return events.find((event) => event.section === section && event.method === method);
 }

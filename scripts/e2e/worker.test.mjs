@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake2AsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort } from './lib/node.mjs';
+import { startNode, waitFor, freePort, send } from './lib/node.mjs';
 
 const run = promisify(execFile);
 const UNIT = 10n ** 12n;
@@ -130,27 +130,15 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
   }
 });
 
-/** Signs and sends `tx`; resolves with its events once it is in a block, or rejects with its error. */
-function send(tx, signer) {
-  return new Promise((resolve, reject) => {
-    let unsubscribe;
-    tx.signAndSend(signer, (result) => {
-      if (result.status.isInBlock) {
-        unsubscribe?.();
-        if (result.dispatchError?.isModule) {
-          const { section, name } = api.registry.findMetaError(result.dispatchError.asModule);
-          reject(new Error(`${section}.${name}`));
-        } else if (result.dispatchError) {
-          reject(new Error(result.dispatchError.toString()));
-        } else {
-          resolve(result.events.map(({ event }) => event));
-        }
-      } else if (result.isError) {
-        unsubscribe?.();
-        reject(new Error(`transaction failed: ${result.status.type}`));
-      }
-    }).then((u) => { unsubscribe = u; }, reject);
-  });
+/** Sends `tx`; resolves with its events, or rejects with the runtime's error name. */
+async function sendOk(tx, signer) {
+  const { events, dispatchError } = await send(tx, signer);
+  if (dispatchError?.isModule) {
+    const { section, name } = api.registry.findMetaError(dispatchError.asModule);
+    throw new Error(`${section}.${name}`);
+  }
+  if (dispatchError) throw new Error(dispatchError.toString());
+  return events;
 }
 
 test('the solver defends its proof in a dispute and wins when the challenger falls silent', { timeout: 420_000 }, async () => {
@@ -160,10 +148,10 @@ test('the solver defends its proof in a dispute and wins when the challenger fal
   // deadline.
   const charlie = keyring.addFromUri('//Charlie');
   const profile = { device: 'Cpu', model: 'challenger', memoryMib: 1024, throughputGflops: 1, bandwidthMbps: 100, region: 'local' };
-  await send(api.tx.staking.register(profile, [['Challenger', 20n * UNIT]], 0), charlie);
+  await sendOk(api.tx.staking.register(profile, [['Challenger', 20n * UNIT]], 0), charlie);
   const unit = (await api.query.tasks.units(0, 0)).unwrap();
   assert.equal(unit.state.toString(), 'Proven');
-  const events = await send(api.tx.disputes.challenge(0, 0, '0x' + '42'.repeat(32)), charlie);
+  const events = await sendOk(api.tx.disputes.challenge(0, 0, '0x' + '42'.repeat(32)), charlie);
   const opened = events.find((event) => event.section === 'disputes' && event.method === 'DisputeOpened');
   assert.ok(opened, 'DisputeOpened was emitted');
   const id = opened.data.dispute.toNumber();

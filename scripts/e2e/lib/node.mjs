@@ -119,3 +119,24 @@ export async function waitFor(what, check, { timeoutMs = 120_000, intervalMs = 1
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
+
+/** Signs and sends `tx`; resolves once it is in a block with its block hash, events and
+ * dispatch error (if any), or rejects if the pool refuses it. */
+export function send(tx, signer) {
+  return new Promise((resolve, reject) => {
+    let unsubscribe;
+    tx.signAndSend(signer, (result) => {
+      if (result.status.isInBlock) {
+        unsubscribe?.();
+        resolve({
+          blockHash: result.status.asInBlock,
+          events: result.events.map(({ event }) => event),
+          dispatchError: result.dispatchError,
+        });
+      } else if (result.isError) {
+        unsubscribe?.();
+        reject(new Error(`transaction failed: ${result.status.type}`));
+      }
+    }).then((u) => { unsubscribe = u; }, reject);
+  });
+}
