@@ -1,8 +1,8 @@
 // Starts and stops real touchstone-node processes for the end-to-end tests.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** The node binary: $TOUCHSTONE_NODE, else the debug build in the shared target dir. */
@@ -43,8 +43,38 @@ async function rpc(port, method, params = []) {
 /**
  * Starts `touchstone-node` with `args` plus fresh RPC, P2P and Prometheus ports, and
  * resolves once its RPC answers. The returned handle's `stop()` ends it.
+ *
+ * A node whose log stops growing for `stallMs` before its RPC answers is stuck in startup
+ * (seen once in CI: a restarted validator printed its network identity and then nothing
+ * for three minutes, and never reproduced in 40 local restarts). Its thread stacks are
+ * saved for diagnosis, it is killed, and it is started once more on fresh ports; the
+ * retry is reported on stderr, never hidden.
  */
-export async function startNode(args, { name = 'node', timeoutMs = 180_000 } = {}) {
+export async function startNode(args, { name = 'node', timeoutMs = 180_000, stallMs = 60_000 } = {}) {
+  try {
+    return await launch(args, { name, timeoutMs, stallMs });
+  } catch (error) {
+    if (!error.stalled) throw error;
+    process.stderr.write(`# ${name} stalled in startup; stacks in ${error.stacks}; starting it again\n`);
+    return launch(args, { name, timeoutMs, stallMs: timeoutMs });
+  }
+}
+
+/** Saves every thread's stack of a stuck process with gdb, when gdb is installed. */
+function saveStacks(pid) {
+  const file = join(tmpdir(), `touchstone-node-stall-${pid}.txt`);
+  try {
+    const stacks = execFileSync('gdb', ['-p', String(pid), '-batch', '-ex', 'thread apply all bt'], {
+      timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024,
+    });
+    writeFileSync(file, stacks);
+  } catch (error) {
+    writeFileSync(file, `no stacks: ${error.message}\n`);
+  }
+  return file;
+}
+
+async function launch(args, { name, timeoutMs, stallMs }) {
   const rpcPort = await freePort();
   const p2pPort = await freePort();
   const prometheusPort = await freePort();
@@ -60,7 +90,9 @@ export async function startNode(args, { name = 'node', timeoutMs = 180_000 } = {
   ];
   const child = spawn(nodeBinary(), fullArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
   const log = [];
+  let lastOutput = Date.now();
   const keep = (chunk) => {
+    lastOutput = Date.now();
     log.push(chunk.toString());
     if (log.length > 400) log.splice(0, log.length - 400);
     if (process.env.TOUCHSTONE_E2E_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
@@ -77,9 +109,14 @@ export async function startNode(args, { name = 'node', timeoutMs = 180_000 } = {
       await rpc(rpcPort, 'system_health');
       break;
     } catch {
-      if (Date.now() > deadline) {
+      const stalled = Date.now() - lastOutput > stallMs;
+      if (stalled || Date.now() > deadline) {
+        const stacks = stalled ? saveStacks(child.pid) : null;
         child.kill('SIGKILL');
-        throw new Error(`${name} did not answer RPC within ${timeoutMs} ms:\n${log.join('')}`);
+        const why = stalled ? `printed nothing for ${stallMs} ms` : `did not answer RPC within ${timeoutMs} ms`;
+        const error = new Error(`${name} ${why}:\n${log.join('')}`);
+        Object.assign(error, { stalled, stacks });
+        throw error;
       }
       await new Promise((r) => setTimeout(r, 500));
     }
