@@ -63,7 +63,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 102,
+	spec_version: 103,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 2,
@@ -89,7 +89,10 @@ pub const PRIMARY_PROBABILITY: (u64, u64) = (1, 4);
 pub const BABE_GENESIS_EPOCH_CONFIG: polkadot_sdk::sp_consensus_babe::BabeEpochConfiguration =
 	polkadot_sdk::sp_consensus_babe::BabeEpochConfiguration {
 		c: PRIMARY_PROBABILITY,
-		allowed_slots: polkadot_sdk::sp_consensus_babe::AllowedSlots::PrimaryAndSecondaryPlainSlots,
+		// Secondary slots carry a VRF output too, so every block brings fresh randomness:
+		// the verification pallet draws verifiers from the output of the first block after
+		// a proof (see `ParentVrfRandomness`).
+		allowed_slots: polkadot_sdk::sp_consensus_babe::AllowedSlots::PrimaryAndSecondaryVRFSlots,
 	};
 
 /// One TST, the native token, with 12 decimals.
@@ -197,4 +200,7 @@ mod runtime {
 
 	#[runtime::pallet_index(12)]
 	pub type Disputes = pallet_touchstone_disputes;
+
+	#[runtime::pallet_index(13)]
+	pub type Verification = pallet_touchstone_verification;
 }

@@ -336,7 +336,7 @@ pub mod pallet {
 		#[pallet::weight(T::WeightInfo::challenge())]
 		pub fn challenge(origin: OriginFor<T>, job: JobId, unit: UnitIndex, trace_root: Digest) -> DispatchResult {
 			let challenger = ensure_signed(origin)?;
-			Self::do_challenge(challenger, job, unit, trace_root)
+			Self::do_challenge(challenger, job, unit, trace_root, Role::Challenger)
 		}
 
 		/// Answer a round of bisection: the children of the caller's current node in the
@@ -438,13 +438,15 @@ pub mod pallet {
 			job: JobId,
 			unit: UnitIndex,
 			trace_root: Digest,
+			role: Role,
 		) -> DispatchResult {
 			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NotDisputable)?;
 			let now = frame_system::Pallet::<T>::block_number();
-			// The block the window ends in is the first the unit may be finalized in.
-			ensure!(now < proven.window_ends, Error::<T>::WindowClosed);
+			// The block the window ends in is the first the unit may be finalized in. A
+			// drawn verifier reports within its own round, which holds finalization back.
+			ensure!(role == Role::Verifier || now < proven.window_ends, Error::<T>::WindowClosed);
 			ensure!(challenger != proven.solver, Error::<T>::OwnProof);
-			ensure!(T::Nodes::is_bonded_for(&challenger, Role::Challenger), Error::<T>::NotBondedChallenger);
+			ensure!(T::Nodes::is_bonded_for(&challenger, role), Error::<T>::NotBondedChallenger);
 			ensure!(matches!(proven.verification, VerificationMode::Exact), Error::<T>::ToleranceNotSupported);
 			ensure!(trace_root != proven.trace.trace_root, Error::<T>::NoDisagreement);
 			let key = (job, unit);
@@ -877,5 +879,24 @@ impl<T: Config> touchstone_primitives::traits::ProofLifecycle<T::AccountId> for 
 
 	fn can_finalize(job: touchstone_primitives::JobId, unit: touchstone_primitives::UnitIndex) -> bool {
 		UnitDisputes::<T>::get((job, unit)).is_empty()
+	}
+
+	fn on_finalized(_: touchstone_primitives::JobId, _: touchstone_primitives::UnitIndex) -> alloc::vec::Vec<T::AccountId> {
+		alloc::vec::Vec::new()
+	}
+}
+
+impl<T: Config> touchstone_primitives::traits::OpenDispute<T::AccountId> for Pallet<T> {
+	fn open_for_verifier(
+		challenger: T::AccountId,
+		job: touchstone_primitives::JobId,
+		unit: touchstone_primitives::UnitIndex,
+		trace_root: [u8; 32],
+	) -> polkadot_sdk::sp_runtime::DispatchResult {
+		Self::do_challenge(challenger, job, unit, trace_root, touchstone_primitives::Role::Verifier)
+	}
+
+	fn open_weight() -> polkadot_sdk::frame_support::weights::Weight {
+		<T::WeightInfo as crate::WeightInfo>::challenge()
 	}
 }

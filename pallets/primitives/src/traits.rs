@@ -81,9 +81,9 @@ pub trait ActiveWork<AccountId, Balance> {
 }
 
 /// Hooks the verification and disputes pallets implement to follow proofs and hold back
-/// their finalization. `()` lets every challenge window simply elapse.
+/// their finalization. `()` lets every challenge window simply elapse; a pair runs both.
 pub trait ProofLifecycle<AccountId> {
-	/// A learning proof was committed for a unit.
+	/// A learning proof was committed for a unit. An error refuses the proof.
 	fn on_proof_submitted(
 		job: JobId,
 		unit: UnitIndex,
@@ -92,6 +92,14 @@ pub trait ProofLifecycle<AccountId> {
 	) -> DispatchResult;
 	/// Whether the unit may be finalized now that its challenge window has elapsed.
 	fn can_finalize(job: JobId, unit: UnitIndex) -> bool;
+	/// The unit is being finalized: returns the accounts that earned a share of its price
+	/// for checking it (the verifiers that attested it), and forgets the unit.
+	fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<AccountId>;
+	/// The weight of [`ProofLifecycle::on_finalized`] and of paying what it returns, at its
+	/// worst: added to the finalizing call's.
+	fn on_finalized_weight() -> polkadot_sdk::sp_runtime::Weight {
+		polkadot_sdk::sp_runtime::Weight::zero()
+	}
 }
 
 impl<AccountId> ProofLifecycle<AccountId> for () {
@@ -101,6 +109,55 @@ impl<AccountId> ProofLifecycle<AccountId> for () {
 	fn can_finalize(_: JobId, _: UnitIndex) -> bool {
 		true
 	}
+	fn on_finalized(_: JobId, _: UnitIndex) -> Vec<AccountId> {
+		Vec::new()
+	}
+}
+
+impl<AccountId, A: ProofLifecycle<AccountId>, B: ProofLifecycle<AccountId>> ProofLifecycle<AccountId> for (A, B) {
+	fn on_proof_submitted(job: JobId, unit: UnitIndex, solver: &AccountId, proof: &LearningProof) -> DispatchResult {
+		A::on_proof_submitted(job, unit, solver, proof)?;
+		B::on_proof_submitted(job, unit, solver, proof)
+	}
+	fn can_finalize(job: JobId, unit: UnitIndex) -> bool {
+		A::can_finalize(job, unit) && B::can_finalize(job, unit)
+	}
+	fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<AccountId> {
+		let mut earned = A::on_finalized(job, unit);
+		earned.extend(B::on_finalized(job, unit));
+		earned
+	}
+	fn on_finalized_weight() -> polkadot_sdk::sp_runtime::Weight {
+		A::on_finalized_weight().saturating_add(B::on_finalized_weight())
+	}
+}
+
+/// Draws of bonded, online verifiers, weighted by stake. Implemented by the staking
+/// pallet over a sum tree of verifier bonds, so a draw reads O(log n) storage items per
+/// pick and never scans or sorts the registry.
+pub trait VerifierDraw<AccountId> {
+	/// Up to `count` distinct verifiers, each pick made with probability proportional to
+	/// its verifier bond, from `seed`: online, bonded at least at the minimum, and none in
+	/// `exclude`. Deterministic given the seed and the registry. Makes at most
+	/// [`VerifierDraw::max_attempts`] picks, so it may return fewer when few qualify.
+	fn draw_verifiers(seed: &[u8; 32], count: u32, exclude: &[AccountId]) -> Vec<AccountId>;
+	/// The most picks a draw of `count` verifiers makes: the bound of its weight.
+	fn max_attempts(count: u32) -> u32 {
+		count.saturating_mul(4).saturating_add(4)
+	}
+	/// The weight of a draw of `count` verifiers at its worst.
+	fn draw_weight(count: u32) -> polkadot_sdk::sp_runtime::Weight;
+}
+
+/// Opening disputes on a verifier's behalf: a verifier that reveals a mismatch disputes
+/// the proof as a challenger would. Implemented by the disputes pallet.
+pub trait OpenDispute<AccountId> {
+	/// Opens a dispute of `challenger`, a drawn verifier of the unit, with its own trace
+	/// root, under the rules of a challenge (the challenge bond is held), except that the
+	/// challenger is bonded as a verifier and the unit's challenge window may have closed.
+	fn open_for_verifier(challenger: AccountId, job: JobId, unit: UnitIndex, trace_root: [u8; 32]) -> DispatchResult;
+	/// The weight of opening one.
+	fn open_weight() -> polkadot_sdk::sp_runtime::Weight;
 }
 
 /// A unit with a committed learning proof, as a dispute over it sees it: everything the
@@ -109,6 +166,8 @@ impl<AccountId> ProofLifecycle<AccountId> for () {
 pub struct ProvenUnit<AccountId, BlockNumber> {
 	/// The solver that committed the proof: the defender of any dispute.
 	pub solver: AccountId,
+	/// The job's submitter, who may not verify work it pays for.
+	pub owner: AccountId,
 	/// The job's model.
 	pub model: ModelArch,
 	/// The job's hyper-parameters.

@@ -230,6 +230,7 @@ impl<T: Config> Slash<T::AccountId, BalanceOf<T>> for Pallet<T> {
 		};
 		T::SlashDestination::on_unbalanced(rest);
 		Self::update_reputation(who, |r| r.slashed = r.slashed.saturating_add(1));
+		Self::sync_draw_weight(who);
 		Self::deposit_event(Event::Slashed { who: who.clone(), role, amount: slashed, reason });
 		Ok(slashed)
 	}

@@ -32,6 +32,7 @@ extern crate alloc;
 pub use pallet::*;
 pub use weights::WeightInfo;
 
+mod draw;
 mod impls;
 mod types;
 pub mod weights;
@@ -191,6 +192,28 @@ pub mod pallet {
 		BoundedVec<UnbondingChunk<BalanceOf<T>, BlockNumberFor<T>>, UnbondingCapacity<T>>,
 		ValueQuery,
 	>;
+
+	/// The verifier draw's slots: each verifier bonded at least at the minimum holds one,
+	/// with the weight (its verifier bond) the sum tree counts for it.
+	#[pallet::storage]
+	pub type DrawSlots<T: Config> = StorageMap<_, Twox64Concat, u32, (T::AccountId, u128)>;
+
+	/// Each drawable verifier's slot.
+	#[pallet::storage]
+	pub type DrawSlotOf<T: Config> = StorageMap<_, Blake2_128Concat, T::AccountId, u32>;
+
+	/// The draw's Fenwick sum tree over slot weights: node `i` (from 1) holds the sum of
+	/// slots `(i - lowbit(i), i]`; node `draw_capacity()` holds the total.
+	#[pallet::storage]
+	pub type DrawTree<T: Config> = StorageMap<_, Twox64Concat, u32, u128, ValueQuery>;
+
+	/// The highest slot ever used; slots above it are fresh.
+	#[pallet::storage]
+	pub type DrawSlotsUsed<T: Config> = StorageValue<_, u32, ValueQuery>;
+
+	/// Slots freed by verifiers that left the draw, reused first.
+	#[pallet::storage]
+	pub type FreeDrawSlots<T: Config> = StorageValue<_, BoundedVec<u32, T::MaxNodes>, ValueQuery>;
 
 	/// Where each node's worker accepts peers: a libp2p multiaddr as UTF-8 text, ending
 	/// in `/p2p/<peer id>`. Artifacts (datasets, checkpoints, models) are fetched from it.
@@ -404,6 +427,7 @@ pub mod pallet {
 				profile,
 				min_price,
 			});
+			Self::sync_draw_weight(&who);
 			for (role, amount) in bonds {
 				Self::deposit_event(Event::Bonded { who: who.clone(), role, amount });
 			}
@@ -446,6 +470,7 @@ pub mod pallet {
 				}
 				Self::hold(&who, role, amount)
 			})?;
+			Self::sync_draw_weight(&who);
 			Self::deposit_event(Event::Bonded { who, role, amount });
 			Ok(())
 		}
@@ -500,7 +525,9 @@ pub mod pallet {
 				}
 				Self::deposit_event(Event::Unbonded { who: who.clone(), role, amount, unlock_at });
 				Ok(())
-			})
+			})?;
+			Self::sync_draw_weight(&who);
+			Ok(())
 		}
 
 		/// Release every unbonding chunk of the caller whose period has ended.
@@ -608,6 +635,7 @@ pub mod pallet {
 			}
 			Nodes::<T>::remove(&who);
 			Endpoints::<T>::remove(&who);
+			Self::sync_draw_weight(&who);
 			if !released.is_zero() {
 				Self::deposit_event(Event::Withdrawn { who: who.clone(), amount: released });
 			}
@@ -714,7 +742,8 @@ pub mod pallet {
 		/// - a solver's bond covers the collateral of the units it holds, unless slashed;
 		/// - the unbonding hold of an account equals the sum of its unbonding chunks;
 		/// - the counted map's counter matches its contents;
-		/// - only registered nodes advertise endpoints.
+		/// - only registered nodes advertise endpoints;
+		/// - the verifier draw's sum tree matches the verifier bonds.
 		///
 		/// Compiled for `try-runtime`, and with `std` so that the tasks pallet's tests,
 		/// which run this pallet for real, check it after every test too.
@@ -757,7 +786,7 @@ pub mod pallet {
 				ensure!(held == listed, "unbonding hold differs from its chunks");
 				ensure!(!chunks.is_empty(), "empty unbonding entry left in storage");
 			}
-			Ok(())
+			Self::draw_try_state()
 		}
 	}
 }

@@ -691,3 +691,93 @@ mod slash {
 		});
 	}
 }
+
+mod verifier_draw {
+	use super::*;
+	use crate::{DrawSlotOf, DrawSlots};
+	use touchstone_primitives::traits::VerifierDraw;
+
+	fn register_verifier(who: u64, bond: u64) {
+		let bonds = BoundedVec::truncate_from(vec![(Role::Verifier, bond)]);
+		assert_ok!(Staking::register(RuntimeOrigin::signed(who), gpu_profile(), bonds, 0));
+	}
+
+	fn seed(n: u32) -> [u8; 32] {
+		polkadot_sdk::sp_io::hashing::blake2_256(&n.to_le_bytes())
+	}
+
+	#[test]
+	fn picks_in_proportion_to_stake() {
+		ExtBuilder::default().build_and_execute(|| {
+			// Bonds of 1, 1 and 2 units of 50: an expected 25 %, 25 % and 50 % of first picks.
+			register_verifier(1, 50);
+			register_verifier(2, 50);
+			register_verifier(3, 100);
+			assert_eq!(Staking::draw_total(), 200);
+			let mut firsts = [0u32; 4];
+			for n in 0..800 {
+				let drawn = Staking::draw_verifiers(&seed(n), 1, &[]);
+				firsts[drawn[0] as usize] += 1;
+			}
+			// Binomial standard deviations at n = 800 are 12 and 14: these bounds are over
+			// six of them wide, and the seeds are fixed, so the outcome is too.
+			assert!((120..=280).contains(&firsts[1]), "{firsts:?}");
+			assert!((120..=280).contains(&firsts[2]), "{firsts:?}");
+			assert!((320..=480).contains(&firsts[3]), "{firsts:?}");
+		});
+	}
+
+	#[test]
+	fn draws_distinct_online_verifiers_and_never_an_excluded_one() {
+		ExtBuilder::default().build_and_execute(|| {
+			for who in 1..=4 {
+				register_verifier(who, 50);
+			}
+			let drawn = Staking::draw_verifiers(&seed(7), 3, &[2]);
+			assert_eq!(drawn.len(), 3);
+			assert!(!drawn.contains(&2));
+			let mut sorted = drawn.clone();
+			sorted.sort();
+			sorted.dedup();
+			assert_eq!(sorted.len(), 3, "distinct");
+			// The same seed and registry draw the same verifiers, in the same order.
+			assert_eq!(Staking::draw_verifiers(&seed(7), 3, &[2]), drawn);
+
+			// Everyone but 4 goes offline: only 4 can be drawn.
+			run_to_block(HEARTBEAT_TIMEOUT + 2);
+			assert_ok!(Staking::heartbeat(RuntimeOrigin::signed(4)));
+			assert_eq!(Staking::draw_verifiers(&seed(7), 3, &[]), vec![4]);
+			// Nobody bonded: nobody drawn.
+			assert_eq!(Staking::draw_verifiers(&seed(7), 3, &[4]), Vec::<u64>::new());
+		});
+	}
+
+	#[test]
+	fn bond_changes_slashes_and_leaving_move_the_weights() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_verifier(1, 50);
+			register_solver(2);
+			assert_eq!(Staking::draw_total(), 50, "solvers are not drawn");
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(2), Role::Verifier, 60));
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(1), Role::Verifier, 25));
+			assert_eq!(Staking::draw_total(), 135);
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(2), Role::Verifier, 10));
+			assert_eq!(Staking::draw_total(), 125);
+			// A slash below the minimum takes the verifier out of the draw.
+			assert_ok!(<Staking as Slash<_, _>>::slash(&2, Role::Verifier, 1, SlashReason::MissedReveal, None));
+			assert_eq!(Staking::draw_total(), 75);
+			assert!(DrawSlotOf::<Test>::get(2).is_none());
+			// Its slot is reused by the next verifier, and topping up brings 2 back.
+			register_verifier(3, 50);
+			assert_eq!(DrawSlots::<Test>::get(2).map(|(who, _)| who), Some(3));
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(2), Role::Verifier, 1));
+			assert_eq!(Staking::draw_total(), 175);
+			// Unbonding the whole role and being reaped leave the draw.
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Verifier, 75));
+			assert_eq!(Staking::draw_total(), 100);
+			run_to_block(REAP_DELAY + 3);
+			assert_ok!(Staking::reap(RuntimeOrigin::signed(4), 3));
+			assert_eq!(Staking::draw_total(), 50);
+		});
+	}
+}

@@ -16,7 +16,7 @@ use polkadot_sdk::{
 	frame_system::{self, pallet_prelude::BlockNumberFor},
 	sp_io::hashing::blake2_256,
 	sp_runtime::{
-		traits::{Saturating, Zero},
+		traits::{CheckedDiv, Saturating, Zero},
 		DispatchError, DispatchResult, FixedU64, Perbill,
 	},
 };
@@ -439,15 +439,33 @@ impl<T: Config> Pallet<T> {
 		if T::Currency::can_deposit(&jackpot, to_jackpot, Provenance::Extant) != DepositConsequence::Success {
 			to_jackpot = Zero::zero();
 		}
-		let paid = price.saturating_sub(to_jackpot);
-		for (to, amount) in [(&solver, paid), (&jackpot, to_jackpot)] {
+		// The verifiers that attested the proof split their share; one that cannot receive
+		// its part (below the existential deposit) leaves it to the solver.
+		let attesters = T::ProofLifecycle::on_finalized(job_id, index);
+		let attester_count = BalanceOf::<T>::from(u32::try_from(attesters.len()).unwrap_or(u32::MAX));
+		let per_verifier = T::VerifierShare::get()
+			.mul_floor(price)
+			.checked_div(&attester_count)
+			.unwrap_or_else(Zero::zero);
+		let mut payees: Vec<(T::AccountId, BalanceOf<T>)> = Vec::new();
+		let mut to_verifiers = BalanceOf::<T>::zero();
+		for verifier in attesters {
+			if T::Currency::can_deposit(&verifier, per_verifier, Provenance::Extant) == DepositConsequence::Success {
+				to_verifiers = to_verifiers.saturating_add(per_verifier);
+				payees.push((verifier, per_verifier));
+			}
+		}
+		let paid = price.saturating_sub(to_jackpot).saturating_sub(to_verifiers);
+		payees.push((solver.clone(), paid));
+		payees.push((jackpot, to_jackpot));
+		for (to, amount) in payees {
 			if amount.is_zero() {
 				continue;
 			}
 			T::Currency::transfer_on_hold(
 				&HoldReason::JobEscrow.into(),
 				&job.owner,
-				to,
+				&to,
 				amount,
 				Precision::Exact,
 				Restriction::Free,
@@ -462,7 +480,7 @@ impl<T: Config> Pallet<T> {
 		Units::<T>::insert(job_id, index, unit);
 		T::Nodes::note_completed(&solver, price);
 		Self::note_units_final(&mut job, 1);
-		Self::deposit_event(Event::UnitFinalized { job: job_id, unit: index, solver, paid, to_jackpot });
+		Self::deposit_event(Event::UnitFinalized { job: job_id, unit: index, solver, paid, to_jackpot, to_verifiers });
 		let completed = job.is_finished();
 		let units = job.units;
 		Self::complete_if_done(job_id, job)?;
@@ -935,6 +953,7 @@ impl<T: Config> Pallet<T> {
 		};
 		Some(ProvenUnit {
 			solver: unit.solver?,
+			owner: job.owner,
 			trace: Self::trace_commitment(first, &proof),
 			data: DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples },
 			window_ends: unit.proven_at?.saturating_add(T::ChallengeWindow::get()),

@@ -184,6 +184,11 @@ pub mod pallet {
 		#[pallet::constant]
 		type JackpotShare: Get<Perbill>;
 
+		/// The share of each unit's price paid to the verifiers that attested its proof,
+		/// split equally. With no attesting verifier it goes to the solver.
+		#[pallet::constant]
+		type VerifierShare: Get<Perbill>;
+
 		/// The jackpot's account.
 		#[pallet::no_default]
 		type Jackpot: Get<Self::AccountId>;
@@ -231,6 +236,8 @@ pub mod pallet {
 			pub const FullCollateral: Perbill = Perbill::one();
 			/// A tenth of each unit's price funds the jackpot.
 			pub const TenthToJackpot: Perbill = Perbill::from_percent(10);
+			/// A tenth of each unit's price pays its verifiers.
+			pub const TenthToVerifiers: Perbill = Perbill::from_percent(10);
 		}
 
 		/// Small bounds for test runtimes.
@@ -249,6 +256,7 @@ pub mod pallet {
 			type MaxPoolWait = ConstU32<50>;
 			type CollateralRatio = FullCollateral;
 			type JackpotShare = TenthToJackpot;
+			type VerifierShare = TenthToVerifiers;
 			type MinUnitTimeout = ConstU32<2>;
 			type MaxAttempts = ConstU32<2>;
 			type WeightInfo = ();
@@ -421,10 +429,12 @@ pub mod pallet {
 			unit: UnitIndex,
 			/// The solver paid.
 			solver: T::AccountId,
-			/// What the solver was paid: the price less the jackpot's share.
+			/// What the solver was paid: the price less the jackpot's and verifiers' shares.
 			paid: BalanceOf<T>,
 			/// The jackpot's share of the price.
 			to_jackpot: BalanceOf<T>,
+			/// What the verifiers that attested the proof were paid, in all.
+			to_verifiers: BalanceOf<T>,
 		},
 		/// A solver made no progress by its deadline; the unit went back to the pool and
 		/// resumes from its last checkpoint.
@@ -722,7 +732,9 @@ pub mod pallet {
 		///
 		/// Emits `UnitFinalized`, and `JobCompleted` when it was the job's last open unit.
 		#[pallet::call_index(6)]
-		#[pallet::weight(T::WeightInfo::finalize_unit(T::MaxUnitsPerJob::get()))]
+		#[pallet::weight(
+			T::WeightInfo::finalize_unit(T::MaxUnitsPerJob::get()).saturating_add(T::ProofLifecycle::on_finalized_weight())
+		)]
 		pub fn finalize_unit(
 			origin: OriginFor<T>,
 			job: JobId,
@@ -730,7 +742,7 @@ pub mod pallet {
 		) -> DispatchResultWithPostInfo {
 			ensure_signed(origin)?;
 			let aggregated = Self::do_finalize_unit(job, unit)?;
-			Ok(Some(T::WeightInfo::finalize_unit(aggregated)).into())
+			Ok(Some(T::WeightInfo::finalize_unit(aggregated).saturating_add(T::ProofLifecycle::on_finalized_weight())).into())
 		}
 
 		/// Decline a unit the scheduler offered the caller. The unit goes back to the pool

@@ -71,6 +71,8 @@ parameter_types! {
 	pub static HoldFinalization: bool = false;
 	/// Whether the mock verification pallets refuse the next proofs.
 	pub static RejectProofs: bool = false;
+	/// The verifiers the mock verification pallet says attested every unit.
+	pub static Attesters: Vec<u64> = Vec::new();
 	/// Proofs the mock verification pallets were told about.
 	pub static ProofsSeen: Vec<(JobId, UnitIndex)> = Vec::new();
 }
@@ -87,6 +89,9 @@ impl ProofLifecycle<u64> for MockLifecycle {
 	}
 	fn can_finalize(_: JobId, _: UnitIndex) -> bool {
 		!HoldFinalization::get()
+	}
+	fn on_finalized(_: JobId, _: UnitIndex) -> Vec<u64> {
+		Attesters::get()
 	}
 }
 

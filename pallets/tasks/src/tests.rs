@@ -369,7 +369,7 @@ mod solver_path {
 			let (bob_before, jackpot_before) = (Balances::balance(&BOB), Balances::balance(&JACKPOT));
 			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
 			// A tenth of the price funds the jackpot.
-			System::assert_last_event(Event::UnitFinalized { job, unit: 0, solver: BOB, paid: 9, to_jackpot: 1 }.into());
+			System::assert_last_event(Event::UnitFinalized { job, unit: 0, solver: BOB, paid: 9, to_jackpot: 1, to_verifiers: 0 }.into());
 			assert_eq!(Balances::balance(&BOB), bob_before + 9);
 			assert_eq!(Balances::balance(&JACKPOT), jackpot_before + 1);
 			assert_eq!(escrowed(ALICE), 40);
@@ -970,6 +970,22 @@ mod hardening {
 			assert_eq!(Balances::balance(&JACKPOT), 0);
 			// Put the account back so the test's issuance check sees the same total.
 			assert_ok!(Balances::transfer(&ALICE, &JACKPOT, 2, Preservation::Expendable));
+		});
+	}
+
+	#[test]
+	fn attesting_verifiers_split_their_share_of_the_price() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			Attesters::set(vec![CHARLIE]);
+			let (bob_before, charlie_before) = (Balances::balance(&BOB), Balances::balance(&CHARLIE));
+			complete_unit(BOB, job, 0, 1);
+			// A tenth of the price of 10 to the jackpot, a tenth to Charlie, the rest to Bob.
+			assert!(System::events().iter().any(|record| record.event
+				== Event::UnitFinalized { job, unit: 0, solver: BOB, paid: 8, to_jackpot: 1, to_verifiers: 1 }.into()));
+			assert_eq!(Balances::balance(&BOB), bob_before + 8);
+			assert_eq!(Balances::balance(&CHARLIE), charlie_before + 1);
+			Attesters::set(Vec::new());
 		});
 	}
 

@@ -4,7 +4,7 @@
 use crate::{
 	AccountId, Babe, Balance, Balances, Block, Hash, Nonce, PalletInfo, Runtime, RuntimeCall,
 	RuntimeEvent, RuntimeFreezeReason, RuntimeHoldReason, RuntimeOrigin, RuntimeTask, Staking,
-	System, Tasks, Disputes, BlockNumber, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MILLI_UNIT, MINUTES, SLOT_DURATION, UNIT,
+	System, Tasks, Disputes, Verification, BlockNumber, EPOCH_DURATION_IN_BLOCKS, EXISTENTIAL_DEPOSIT, MILLI_UNIT, MINUTES, SLOT_DURATION, UNIT,
 	VERSION,
 };
 use polkadot_sdk::{
@@ -178,14 +178,17 @@ parameter_types! {
 	/// 2 % of each unit's price funds the jackpot (forced-error rewards); it is also what
 	/// farming reputation with self-dealt jobs costs.
 	pub const JackpotShare: Perbill = Perbill::from_percent(2);
+	/// 10 % of each unit's price pays the verifiers that attested its proof.
+	pub const VerifierShare: Perbill = Perbill::from_percent(10);
 }
 
 impl pallet_touchstone_tasks::Config for Runtime {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;
-	// A unit with an open dispute cannot be finalized.
-	type ProofLifecycle = Disputes;
+	// A unit cannot be finalized before its verification round concludes, nor while a
+	// dispute holds it.
+	type ProofLifecycle = (Verification, Disputes);
 	type MaxUnitsPerJob = ConstU32<64>;
 	type MaxOpenUnits = ConstU32<1024>;
 	type MaxUnitsPerSolver = ConstU32<16>;
@@ -199,6 +202,7 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type MaxPoolWait = ConstU32<{ 24 * 60 * MINUTES }>;
 	type CollateralRatio = CollateralRatio;
 	type JackpotShare = JackpotShare;
+	type VerifierShare = VerifierShare;
 	type Jackpot = JackpotAccount;
 	type Retention = ConstU32<{ 60 * MINUTES }>;
 	type AcceptanceTimeout = ConstU32<{ MINUTES }>;
@@ -247,3 +251,38 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;
 }
 
+
+/// The verification pallet's randomness: BABE's VRF output of the parent block's author,
+/// known since the parent block. Every block carries one (`PrimaryAndSecondaryVRFSlots`);
+/// a block without one (the first) gives randomness known since block zero, which no draw
+/// accepts.
+pub struct ParentVrfRandomness;
+
+impl polkadot_sdk::frame_support::traits::Randomness<Hash, BlockNumber> for ParentVrfRandomness {
+	fn random(subject: &[u8]) -> (Hash, BlockNumber) {
+		match pallet_babe::ParentBlockRandomness::<Runtime>::random(subject) {
+			(Some(random), known_since) => (random, known_since),
+			(None, _) => (Hash::zero(), 0),
+		}
+	}
+}
+
+impl pallet_touchstone_verification::Config for Runtime {
+	type Currency = Balances;
+	type Units = Tasks;
+	type Draw = Staking;
+	type Slash = Staking;
+	type Disputes = Disputes;
+	type Randomness = ParentVrfRandomness;
+	type VerifiersPerUnit = ConstU32<3>;
+	type SamplesPerVerifier = ConstU32<2>;
+	// Thirty seconds to re-execute two segments and commit, thirty to reveal: a round
+	// concludes 22 blocks after its proof, well inside the five-minute challenge window.
+	type CommitPeriod = ConstU32<10>;
+	type RevealPeriod = ConstU32<10>;
+	type MissedRevealSlash = ConstU128<{ UNIT }>;
+	// As many as there can be open units.
+	type MaxPendingDraws = ConstU32<1024>;
+	type MaxDrawsPerBlock = ConstU32<16>;
+	type WeightInfo = pallet_touchstone_verification::weights::SubstrateWeight<Runtime>;
+}

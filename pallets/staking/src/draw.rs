@@ -1,0 +1,181 @@
+//! The verifier draw: a Fenwick (binary indexed) sum tree over verifier bonds.
+//!
+//! Every verifier bonded at least at the minimum holds a slot whose weight is its verifier
+//! bond. Tree node `i` (from 1) holds the sum of the slots `(i - lowbit(i), i]`, so a
+//! weight changes with `log2 n` writes, and a pick, "the slot under a uniform point of
+//! the total", descends the tree with `log2 n` reads. No draw scans or sorts the registry.
+//! Liveness changes with time, not with a call, so it is checked at the pick: an offline
+//! verifier drawn is skipped and the pick is made again.
+
+use crate::pallet::*;
+use alloc::vec::Vec;
+use codec::Encode;
+use polkadot_sdk::{
+	frame_support::traits::Get,
+	sp_io::hashing::blake2_256,
+	sp_runtime::{traits::UniqueSaturatedInto, Weight},
+};
+use touchstone_primitives::{traits::VerifierDraw, Role};
+
+impl<T: Config> Pallet<T> {
+	/// Slots the tree has room for: `MaxNodes` rounded up to a power of two, so the root
+	/// node `capacity` holds the total.
+	pub fn draw_capacity() -> u32 {
+		T::MaxNodes::get().max(1).checked_next_power_of_two().unwrap_or(1 << 31)
+	}
+
+	/// The weight `who` should have in the draw: its verifier bond if it lists the role and
+	/// the bond meets the minimum (a slashed bond below it does not count until topped up).
+	fn draw_weight_of(who: &T::AccountId) -> u128 {
+		let listed = Nodes::<T>::get(who).is_some_and(|node| node.roles.contains(Role::Verifier));
+		let bond = Self::bonded(who, Role::Verifier);
+		if listed && bond >= Self::min_bond(Role::Verifier) {
+			bond.unique_saturated_into()
+		} else {
+			0
+		}
+	}
+
+	/// Brings `who`'s slot in the draw in line with its verifier bond: called after every
+	/// change to a verifier bond or role.
+	pub(crate) fn sync_draw_weight(who: &T::AccountId) {
+		let weight = Self::draw_weight_of(who);
+		match DrawSlotOf::<T>::get(who) {
+			Some(slot) => {
+				let old = DrawSlots::<T>::get(slot).map_or(0, |(_, old)| old);
+				if old == weight {
+					return;
+				}
+				Self::tree_add(slot, weight.saturating_sub(old), old.saturating_sub(weight));
+				if weight == 0 {
+					DrawSlots::<T>::remove(slot);
+					DrawSlotOf::<T>::remove(who);
+					// Cannot overflow: a freed slot was one of at most `MaxNodes` in use.
+					let _ = FreeDrawSlots::<T>::try_mutate(|free| free.try_push(slot));
+				} else {
+					DrawSlots::<T>::insert(slot, (who.clone(), weight));
+				}
+			},
+			None if weight > 0 => {
+				let slot = match FreeDrawSlots::<T>::mutate(|free| free.pop()) {
+					Some(slot) => slot,
+					None => {
+						let slot = DrawSlotsUsed::<T>::get().saturating_add(1);
+						// Registered verifiers are at most `MaxNodes`, so a slot is always free.
+						if slot > Self::draw_capacity() {
+							return;
+						}
+						DrawSlotsUsed::<T>::put(slot);
+						slot
+					},
+				};
+				DrawSlotOf::<T>::insert(who, slot);
+				DrawSlots::<T>::insert(slot, (who.clone(), weight));
+				Self::tree_add(slot, weight, 0);
+			},
+			None => {},
+		}
+	}
+
+	/// Adds `up` and takes `down` from slot `slot`'s weight in the tree.
+	fn tree_add(slot: u32, up: u128, down: u128) {
+		let capacity = Self::draw_capacity();
+		let mut node = slot;
+		while node > 0 && node <= capacity {
+			DrawTree::<T>::mutate(node, |sum| *sum = sum.saturating_add(up).saturating_sub(down));
+			node = node.saturating_add(node & node.wrapping_neg());
+		}
+	}
+
+	/// The total weight in the draw.
+	pub fn draw_total() -> u128 {
+		DrawTree::<T>::get(Self::draw_capacity())
+	}
+
+	/// The slot under `point`, a value below the total: the smallest slot whose prefix sum
+	/// exceeds it.
+	fn slot_at(mut point: u128) -> u32 {
+		let capacity = Self::draw_capacity();
+		let mut position = 0u32;
+		let mut step = capacity;
+		while step > 0 {
+			let next = position.saturating_add(step);
+			if next <= capacity {
+				let sum = DrawTree::<T>::get(next);
+				if sum <= point {
+					position = next;
+					point = point.saturating_sub(sum);
+				}
+			}
+			step >>= 1;
+		}
+		position.saturating_add(1)
+	}
+
+	/// Checks the draw: every slot's weight is its account's, every drawable verifier has
+	/// a slot, and the tree holds the sums of the slots.
+	#[cfg(any(feature = "try-runtime", feature = "std"))]
+	pub(crate) fn draw_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+		use polkadot_sdk::frame_support::ensure;
+		let capacity = Self::draw_capacity();
+		let mut weights = alloc::vec![0u128; capacity as usize + 1];
+		for (slot, (who, weight)) in DrawSlots::<T>::iter() {
+			ensure!(slot >= 1 && slot <= capacity, "draw slot outside the tree");
+			ensure!(DrawSlotOf::<T>::get(&who) == Some(slot), "draw slot not indexed by its account");
+			ensure!(weight > 0 && weight == Self::draw_weight_of(&who), "draw weight differs from the verifier bond");
+			weights[slot as usize] = weight;
+		}
+		for (who, slot) in DrawSlotOf::<T>::iter() {
+			ensure!(DrawSlots::<T>::get(slot).is_some_and(|(owner, _)| owner == who), "draw index names a foreign slot");
+		}
+		for (who, _) in Nodes::<T>::iter() {
+			ensure!(
+				Self::draw_weight_of(&who) == 0 || DrawSlotOf::<T>::contains_key(&who),
+				"bonded verifier missing from the draw"
+			);
+		}
+		for node in 1..=capacity {
+			let low = node & node.wrapping_neg();
+			let sum = ((node - low + 1)..=node).fold(0u128, |acc, slot| acc.saturating_add(weights[slot as usize]));
+			ensure!(DrawTree::<T>::get(node) == sum, "draw tree node differs from its slots' sum");
+		}
+		Ok(())
+	}
+}
+
+impl<T: Config> VerifierDraw<T::AccountId> for Pallet<T> {
+	fn draw_verifiers(seed: &[u8; 32], count: u32, exclude: &[T::AccountId]) -> Vec<T::AccountId> {
+		let mut drawn: Vec<T::AccountId> = Vec::new();
+		let total = Self::draw_total();
+		if total == 0 || count == 0 {
+			return drawn;
+		}
+		for attempt in 0..Self::max_attempts(count) {
+			if drawn.len() as u32 >= count {
+				break;
+			}
+			let pick = blake2_256(&(b"touchstone/draw", seed, attempt).encode());
+			let mut point = [0u8; 16];
+			point.copy_from_slice(&pick[..16]);
+			let slot = Self::slot_at(u128::from_le_bytes(point) % total);
+			let Some((who, _)) = DrawSlots::<T>::get(slot) else { continue };
+			let online = Nodes::<T>::get(&who).is_some_and(|node| Self::is_node_online(&node));
+			if online && !exclude.contains(&who) && !drawn.contains(&who) {
+				drawn.push(who);
+			}
+		}
+		drawn
+	}
+
+	fn draw_weight(count: u32) -> Weight {
+		// Per pick: the tree's root and one node per level, the slot, and the node record.
+		let levels = Self::draw_capacity().trailing_zeros().saturating_add(1);
+		let reads = u64::from(Self::max_attempts(count)).saturating_mul(u64::from(levels).saturating_add(3));
+		T::DbWeight::get().reads(reads).saturating_add(Weight::from_parts(
+			// Hashing and comparing, per pick, measured well under 10 µs.
+			10_000_000u64.saturating_mul(u64::from(Self::max_attempts(count))),
+			0,
+		))
+	}
+}
+

@@ -1,0 +1,593 @@
+//! # Touchstone verification
+//!
+//! Every committed learning proof is checked by verifiers the chain draws for it:
+//!
+//! 1. **Queued.** When a proof is committed ([`ProofLifecycle::on_proof_submitted`]), the
+//!    unit joins the draw queue. Nothing is drawn inside the solver's extrinsic.
+//! 2. **Drawn.** In a later block's `on_initialize`, once the runtime's randomness source
+//!    reports randomness determined *after* the commitment's block, `VerifiersPerUnit`
+//!    verifiers are drawn from the online, bonded verifiers, weighted by stake, excluding
+//!    the solver and the submitter ([`VerifierDraw`]). The solver could not know the seed
+//!    when it committed, so it cannot choose its verifiers or the segments they sample.
+//! 3. **Commit.** For `CommitPeriod` blocks each drawn verifier re-executes its
+//!    `SamplesPerVerifier` sampled segments ([`Pallet::sampled_segments`]) from the
+//!    solver's checkpoints and commits `blake2_256((verdict, salt, verifier))`.
+//! 4. **Reveal.** For `RevealPeriod` blocks after that it reveals the verdict and salt.
+//!    Verifiers cannot copy each other: commitments are hidden until every one is in, and
+//!    bind the verifier's account. A `Mismatch` opens a dispute at once, with the
+//!    verifier as challenger and its own trace root ([`OpenDispute`]).
+//! 5. **Concluded.** At the end of the reveal period every verifier that did not reveal is
+//!    slashed `MissedRevealSlash`, and the unit may be finalized (after its challenge
+//!    window, and once no dispute holds it). The verifiers that attested `Match` share the
+//!    tasks pallet's `VerifierShare` of the unit's price.
+//!
+//! A round whose proof no longer stands (overturned by a dispute) is voided: nobody is
+//! slashed or paid for it. With no verifier online and bonded, a proof relies on its
+//! challenge window alone. Tolerance-mode proofs are not verified yet: a bit-exact verdict
+//! cannot judge them.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub use pallet::*;
+pub use weights::WeightInfo;
+
+mod types;
+pub mod weights;
+
+#[cfg(test)]
+mod mock;
+#[cfg(test)]
+mod tests;
+
+pub use types::*;
+
+use polkadot_sdk::{frame_support, frame_system};
+
+#[frame_support::pallet]
+pub mod pallet {
+	use super::*;
+	use alloc::vec::Vec;
+	use codec::Encode;
+	use frame_support::{
+		pallet_prelude::*,
+		traits::{fungible::Inspect, Randomness},
+	};
+	use frame_system::pallet_prelude::*;
+	use polkadot_sdk::{
+		sp_core::H256,
+		sp_io::hashing::blake2_256,
+		sp_runtime::traits::{Saturating, Zero},
+	};
+	use touchstone_primitives::{
+		traits::{OpenDispute, Slash, UnitProofs, VerifierDraw},
+		JobId, Role, SlashReason, UnitIndex, VerificationMode,
+	};
+
+	/// The in-code storage version.
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+
+	#[pallet::pallet]
+	#[pallet::storage_version(STORAGE_VERSION)]
+	pub struct Pallet<T>(_);
+
+	#[pallet::config]
+	pub trait Config: polkadot_sdk::frame_system::Config {
+		/// The currency bonds are counted in.
+		type Currency: Inspect<Self::AccountId>;
+
+		/// Units with committed proofs: who solved and submitted them, and whether their
+		/// proofs still stand.
+		type Units: UnitProofs<Self::AccountId, BlockNumberFor<Self>>;
+
+		/// The stake-weighted draw of online verifiers.
+		type Draw: VerifierDraw<Self::AccountId>;
+
+		/// Slashing of verifiers that miss their reveal.
+		type Slash: Slash<Self::AccountId, BalanceOf<Self>>;
+
+		/// Opens the dispute a verifier's mismatch starts.
+		type Disputes: OpenDispute<Self::AccountId>;
+
+		/// The draw's randomness, with the block from which it is known: a unit is drawn
+		/// only from randomness known after the block its proof was committed in.
+		type Randomness: Randomness<H256, BlockNumberFor<Self>>;
+
+		/// Verifiers drawn for each proof.
+		#[pallet::constant]
+		type VerifiersPerUnit: Get<u32>;
+
+		/// Checkpoint segments each verifier re-executes.
+		#[pallet::constant]
+		type SamplesPerVerifier: Get<u32>;
+
+		/// Blocks after the draw in which verifiers commit their attestations.
+		#[pallet::constant]
+		type CommitPeriod: Get<BlockNumberFor<Self>>;
+
+		/// Blocks after the commit period in which verifiers reveal them.
+		#[pallet::constant]
+		type RevealPeriod: Get<BlockNumberFor<Self>>;
+
+		/// What a drawn verifier that does not reveal in time is slashed, from its verifier
+		/// bond.
+		#[pallet::constant]
+		type MissedRevealSlash: Get<BalanceOf<Self>>;
+
+		/// Most proofs waiting for their draw. A proof committed while the queue is full is
+		/// refused, and the solver submits it again a few blocks later.
+		#[pallet::constant]
+		type MaxPendingDraws: Get<u32>;
+
+		/// Most draws made in one block; the rest wait for the next.
+		#[pallet::constant]
+		type MaxDrawsPerBlock: Get<u32>;
+
+		/// Weights of this pallet's calls and hooks.
+		type WeightInfo: WeightInfo;
+	}
+
+	/// Proofs waiting for randomness to draw their verifiers, oldest first.
+	#[pallet::storage]
+	pub type PendingDraws<T: Config> = StorageValue<_, BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>, ValueQuery>;
+
+	/// The verification round of each unit whose proof is queued, drawn or concluded and
+	/// not yet finalized.
+	#[pallet::storage]
+	pub type Rounds<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), RoundOf<T>>;
+
+	/// The rounds whose reveal period ends at each block: `on_initialize` concludes them.
+	#[pallet::storage]
+	pub type Closing<T: Config> =
+		StorageMap<_, Twox64Concat, BlockNumberFor<T>, BoundedVec<(JobId, UnitIndex), T::MaxDrawsPerBlock>, ValueQuery>;
+
+	#[pallet::event]
+	#[pallet::generate_deposit(pub(super) fn deposit_event)]
+	pub enum Event<T: Config> {
+		/// Verifiers were drawn for a unit's proof.
+		VerifiersDrawn {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifiers, in draw order.
+			verifiers: Vec<T::AccountId>,
+			/// The round's seed: with a verifier's account it fixes the segments that
+			/// verifier samples ([`Pallet::sampled_segments`]).
+			seed: [u8; 32],
+			/// The first block commitments are no longer accepted in.
+			commit_ends: BlockNumberFor<T>,
+			/// The first block reveals are no longer accepted in.
+			reveal_ends: BlockNumberFor<T>,
+		},
+		/// No verifier could be drawn (none online and bonded): the proof relies on its
+		/// challenge window alone.
+		NoVerifiers {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+		},
+		/// A verifier committed its attestation.
+		Committed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifier.
+			verifier: T::AccountId,
+		},
+		/// A verifier revealed its attestation.
+		Revealed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifier.
+			verifier: T::AccountId,
+			/// What it found.
+			verdict: Verdict,
+		},
+		/// A drawn verifier did not reveal in time and was slashed.
+		RevealMissed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifier.
+			verifier: T::AccountId,
+			/// What it was slashed.
+			slashed: BalanceOf<T>,
+		},
+		/// A round's reveal period ended.
+		RoundConcluded {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// Verifiers that attested a match.
+			matched: u32,
+			/// Verifiers that attested a mismatch (each opened a dispute).
+			mismatched: u32,
+			/// Verifiers that did not reveal.
+			missed: u32,
+		},
+		/// A round ended without effect: its proof was overturned or replaced first.
+		RoundVoided {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+		},
+	}
+
+	#[pallet::error]
+	pub enum Error<T> {
+		/// The unit has no drawn verification round.
+		NoRound,
+		/// The caller was not drawn to verify this unit.
+		NotDrawn,
+		/// The commit period has ended.
+		CommitPeriodOver,
+		/// The caller already committed for this unit.
+		AlreadyCommitted,
+		/// The reveal period has not started: commitments are still accepted.
+		RevealNotOpen,
+		/// The reveal period has ended.
+		RevealPeriodOver,
+		/// The caller did not commit, or already revealed.
+		NothingToReveal,
+		/// The verdict and salt do not hash to the caller's commitment.
+		CommitmentMismatch,
+		/// Too many proofs wait for their draw; submit the proof again in a few blocks.
+		DrawQueueFull,
+	}
+
+	#[pallet::hooks]
+	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
+		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
+			let concluded = Self::conclude_due(now);
+			let drawn = Self::draw_due(now);
+			let verifiers = T::VerifiersPerUnit::get();
+			T::WeightInfo::on_initialize(concluded, drawn, verifiers)
+				.saturating_add(T::Draw::draw_weight(verifiers).saturating_mul(u64::from(drawn)))
+		}
+
+		fn integrity_test() {
+			assert!(T::VerifiersPerUnit::get() > 0, "VerifiersPerUnit must be positive");
+			assert!(T::SamplesPerVerifier::get() > 0, "SamplesPerVerifier must be positive");
+			assert!(!T::CommitPeriod::get().is_zero(), "CommitPeriod must be positive");
+			assert!(!T::RevealPeriod::get().is_zero(), "RevealPeriod must be positive");
+			assert!(!T::MissedRevealSlash::get().is_zero(), "MissedRevealSlash must be positive");
+			assert!(T::MaxDrawsPerBlock::get() > 0, "MaxDrawsPerBlock must be positive");
+			assert!(
+				T::MaxPendingDraws::get() >= T::MaxDrawsPerBlock::get(),
+				"the draw queue must hold at least a block's draws"
+			);
+		}
+
+		#[cfg(feature = "try-runtime")]
+		fn try_state(_n: BlockNumberFor<T>) -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+			Self::do_try_state()
+		}
+	}
+
+	#[pallet::call]
+	impl<T: Config> Pallet<T> {
+		/// Commit the caller's attestation of a unit it was drawn to verify:
+		/// `blake2_256(SCALE(verdict, salt, caller))`, with a random 32-byte `salt` kept
+		/// for the reveal. Accepted until the commit period ends.
+		///
+		/// Emits `Committed`.
+		#[pallet::call_index(0)]
+		#[pallet::weight(T::WeightInfo::commit())]
+		pub fn commit(origin: OriginFor<T>, job: JobId, unit: UnitIndex, commitment: H256) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			Rounds::<T>::try_mutate((job, unit), |round| -> DispatchResult {
+				let round = round.as_mut().ok_or(Error::<T>::NoRound)?;
+				let drawn = round.drawn.as_ref().ok_or(Error::<T>::NoRound)?;
+				ensure!(now < drawn.commit_ends, Error::<T>::CommitPeriodOver);
+				let attestation =
+					round.attestations.iter_mut().find(|a| a.verifier == who).ok_or(Error::<T>::NotDrawn)?;
+				ensure!(attestation.state == AttestationState::Drawn, Error::<T>::AlreadyCommitted);
+				attestation.state = AttestationState::Committed(commitment);
+				Ok(())
+			})?;
+			Self::deposit_event(Event::Committed { job, unit, verifier: who });
+			Ok(())
+		}
+
+		/// Reveal the caller's attestation: the verdict and salt it committed. Accepted from
+		/// the end of the commit period until the end of the reveal period. A `Mismatch`
+		/// opens a dispute over the proof with the caller as challenger and the trace root
+		/// it names, which holds the disputes pallet's challenge bond from the caller.
+		///
+		/// Emits `Revealed`, and the disputes pallet's `DisputeOpened` for a mismatch.
+		#[pallet::call_index(1)]
+		#[pallet::weight(T::WeightInfo::reveal().saturating_add(T::Disputes::open_weight()))]
+		pub fn reveal(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+			verdict: Verdict,
+			salt: [u8; 32],
+		) -> DispatchResultWithPostInfo {
+			let who = ensure_signed(origin)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			let mut round = Rounds::<T>::get((job, unit)).ok_or(Error::<T>::NoRound)?;
+			let drawn = round.drawn.as_ref().ok_or(Error::<T>::NoRound)?;
+			ensure!(now >= drawn.commit_ends, Error::<T>::RevealNotOpen);
+			ensure!(now < drawn.reveal_ends, Error::<T>::RevealPeriodOver);
+			let attestation = round.attestations.iter_mut().find(|a| a.verifier == who).ok_or(Error::<T>::NotDrawn)?;
+			let AttestationState::Committed(commitment) = attestation.state else {
+				return Err(Error::<T>::NothingToReveal.into());
+			};
+			ensure!(Self::commitment(&verdict, &salt, &who) == commitment, Error::<T>::CommitmentMismatch);
+			attestation.state = AttestationState::Revealed(verdict.clone());
+			Rounds::<T>::insert((job, unit), round);
+			let opened = match &verdict {
+				Verdict::Match => false,
+				Verdict::Mismatch { trace_root } => {
+					T::Disputes::open_for_verifier(who.clone(), job, unit, *trace_root)?;
+					true
+				},
+			};
+			Self::deposit_event(Event::Revealed { job, unit, verifier: who, verdict });
+			let weight = T::WeightInfo::reveal();
+			Ok(Some(if opened { weight.saturating_add(T::Disputes::open_weight()) } else { weight }).into())
+		}
+	}
+
+	impl<T: Config> Pallet<T> {
+		/// What a verifier commits: `blake2_256(SCALE(verdict, salt, verifier))`. Binding the
+		/// account stops a verifier from committing another's commitment unseen.
+		pub fn commitment(verdict: &Verdict, salt: &[u8; 32], verifier: &T::AccountId) -> H256 {
+			H256(blake2_256(&(verdict, salt, verifier).encode()))
+		}
+
+		/// The checkpoint segments `verifier` re-executes in a unit cut into `segments`
+		/// segments (steps over the checkpoint interval, rounded up): `SamplesPerVerifier`
+		/// distinct indices from `0`, or all of them if there are fewer, drawn from the
+		/// round's seed and the verifier's account.
+		pub fn sampled_segments(seed: &[u8; 32], verifier: &T::AccountId, segments: u32) -> Vec<u32> {
+			let wanted = T::SamplesPerVerifier::get().min(segments);
+			let mut chosen: Vec<u32> = Vec::new();
+			let mut counter = 0u32;
+			// Each pick is new with probability at least 1/2 while fewer than half are
+			// chosen; past that, the remaining indices are taken in order from a pick.
+			while (chosen.len() as u32) < wanted {
+				let pick = blake2_256(&(b"touchstone/segments", seed, verifier, counter).encode());
+				let mut word = [0u8; 4];
+				word.copy_from_slice(&pick[..4]);
+				let mut index = u32::from_le_bytes(word) % segments;
+				while chosen.contains(&index) {
+					index = index.saturating_add(1) % segments;
+				}
+				chosen.push(index);
+				counter = counter.saturating_add(1);
+			}
+			chosen
+		}
+
+		/// Concludes every round whose reveal period ends at `now`; returns how many.
+		fn conclude_due(now: BlockNumberFor<T>) -> u32 {
+			let due = Closing::<T>::take(now);
+			for key in due.iter() {
+				Self::conclude(*key, now);
+			}
+			due.len() as u32
+		}
+
+		/// Ends a round's reveal period: voids it if its proof no longer stands, else
+		/// slashes every drawn verifier that did not reveal.
+		fn conclude((job, unit): (JobId, UnitIndex), now: BlockNumberFor<T>) {
+			let Some(mut round) = Rounds::<T>::get((job, unit)) else { return };
+			// The unit may have been proven again since: its new round closes later.
+			if round.drawn.as_ref().is_none_or(|drawn| drawn.reveal_ends != now) {
+				return;
+			}
+			if !Self::proof_stands(job, unit, &round.trace_root) {
+				Rounds::<T>::remove((job, unit));
+				Self::deposit_event(Event::RoundVoided { job, unit });
+				return;
+			}
+			let (mut matched, mut mismatched, mut missed) = (0u32, 0u32, 0u32);
+			for attestation in round.attestations.iter_mut() {
+				match attestation.state {
+					AttestationState::Revealed(Verdict::Match) => matched = matched.saturating_add(1),
+					AttestationState::Revealed(Verdict::Mismatch { .. }) => mismatched = mismatched.saturating_add(1),
+					AttestationState::Drawn | AttestationState::Committed(_) | AttestationState::Missed => {
+						missed = missed.saturating_add(1);
+						attestation.state = AttestationState::Missed;
+						// A verifier that left the registry and withdrew has nothing left to
+						// take; the slash takes what there is.
+						let slashed = T::Slash::slash(
+							&attestation.verifier,
+							Role::Verifier,
+							T::MissedRevealSlash::get(),
+							SlashReason::MissedReveal,
+							None,
+						)
+						.unwrap_or_else(|_| Zero::zero());
+						Self::deposit_event(Event::RevealMissed {
+							job,
+							unit,
+							verifier: attestation.verifier.clone(),
+							slashed,
+						});
+					},
+				}
+			}
+			round.concluded = true;
+			Rounds::<T>::insert((job, unit), round);
+			Self::deposit_event(Event::RoundConcluded { job, unit, matched, mismatched, missed });
+		}
+
+		/// Draws the verifiers of queued proofs whose randomness is known, up to
+		/// `MaxDrawsPerBlock`; returns how many draws were made.
+		fn draw_due(now: BlockNumberFor<T>) -> u32 {
+			let mut queue = PendingDraws::<T>::get();
+			let mut drawn = 0u32;
+			let mut taken = 0usize;
+			for (job, unit) in queue.iter().copied() {
+				if drawn >= T::MaxDrawsPerBlock::get() {
+					break;
+				}
+				let Some(mut round) = Rounds::<T>::get((job, unit)) else {
+					taken = taken.saturating_add(1);
+					continue;
+				};
+				if round.drawn.is_some() {
+					// A duplicate entry of a unit proven again: already drawn.
+					taken = taken.saturating_add(1);
+					continue;
+				}
+				let subject = (b"touchstone/verification", job, unit, round.trace_root).encode();
+				let (random, known_since) = T::Randomness::random(&subject);
+				// Randomness known at or before the commitment's block could have been
+				// known to the solver: wait. The queue is in commitment order, so every
+				// later entry waits too.
+				if known_since <= round.committed_at {
+					break;
+				}
+				taken = taken.saturating_add(1);
+				drawn = drawn.saturating_add(1);
+				Self::draw(job, unit, &mut round, random.0, now);
+			}
+			if taken > 0 {
+				let rest: Vec<_> = queue.iter().skip(taken).copied().collect();
+				queue = BoundedVec::truncate_from(rest);
+				PendingDraws::<T>::put(queue);
+			}
+			drawn
+		}
+
+		/// Draws a round's verifiers from `seed` and opens its commit period.
+		fn draw(job: JobId, unit: UnitIndex, round: &mut RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
+			let proven = match T::Units::proven_unit(job, unit) {
+				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
+				_ => {
+					Rounds::<T>::remove((job, unit));
+					Self::deposit_event(Event::RoundVoided { job, unit });
+					return;
+				},
+			};
+			if !matches!(proven.verification, VerificationMode::Exact) {
+				// A bit-exact verdict cannot judge a tolerance-mode proof.
+				Rounds::<T>::remove((job, unit));
+				Self::deposit_event(Event::NoVerifiers { job, unit });
+				return;
+			}
+			let verifiers =
+				T::Draw::draw_verifiers(&seed, T::VerifiersPerUnit::get(), &[proven.solver, proven.owner]);
+			if verifiers.is_empty() {
+				Rounds::<T>::remove((job, unit));
+				Self::deposit_event(Event::NoVerifiers { job, unit });
+				return;
+			}
+			let commit_ends = now.saturating_add(T::CommitPeriod::get());
+			let reveal_ends = commit_ends.saturating_add(T::RevealPeriod::get());
+			// All of a block's draws close in the same block, and there are at most
+			// `MaxDrawsPerBlock` of them, so this cannot overflow.
+			let _ = Closing::<T>::try_mutate(reveal_ends, |closing| closing.try_push((job, unit)));
+			round.attestations = BoundedVec::truncate_from(
+				verifiers
+					.iter()
+					.map(|verifier| Attestation { verifier: verifier.clone(), state: AttestationState::Drawn })
+					.collect(),
+			);
+			round.drawn = Some(DrawnRound { seed, commit_ends, reveal_ends });
+			Rounds::<T>::insert((job, unit), round.clone());
+			Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
+		}
+
+		/// Whether the unit's proof with `trace_root` still stands.
+		fn proof_stands(job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> bool {
+			T::Units::proven_unit(job, unit).is_some_and(|proven| proven.trace.trace_root == *trace_root)
+		}
+
+		/// Checks the pallet's invariants:
+		/// - every queued proof has a round, not yet drawn;
+		/// - a drawn round has between one and `VerifiersPerUnit` distinct verifiers, and
+		///   closes after it opened;
+		/// - a round still open is listed to close at its reveal end; a concluded one has
+		///   no attestation left unrevealed.
+		#[cfg(any(feature = "try-runtime", feature = "std"))]
+		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+			for key in PendingDraws::<T>::get() {
+				ensure!(Rounds::<T>::contains_key(key), "queued draw without a round");
+			}
+			for (key, round) in Rounds::<T>::iter() {
+				let Some(drawn) = round.drawn.as_ref() else {
+					ensure!(!round.concluded, "a round concluded before its draw");
+					ensure!(PendingDraws::<T>::get().contains(&key), "an undrawn round not queued");
+					continue;
+				};
+				let count = round.attestations.len() as u32;
+				ensure!(count >= 1 && count <= T::VerifiersPerUnit::get(), "drawn round of a wrong size");
+				for (i, attestation) in round.attestations.iter().enumerate() {
+					ensure!(
+						!round.attestations.iter().skip(i.saturating_add(1)).any(|a| a.verifier == attestation.verifier),
+						"a verifier drawn twice"
+					);
+				}
+				ensure!(drawn.commit_ends < drawn.reveal_ends, "a round closes before its reveals open");
+				if round.concluded {
+					ensure!(
+						round.attestations.iter().all(|a| matches!(
+							a.state,
+							AttestationState::Revealed(_) | AttestationState::Missed
+						)),
+						"a concluded round with an attestation pending"
+					);
+				} else {
+					ensure!(Closing::<T>::get(drawn.reveal_ends).contains(&key), "an open round not set to close");
+				}
+			}
+			Ok(())
+		}
+	}
+
+	impl<T: Config> touchstone_primitives::traits::ProofLifecycle<T::AccountId> for Pallet<T> {
+		fn on_proof_submitted(
+			job: JobId,
+			unit: UnitIndex,
+			_solver: &T::AccountId,
+			proof: &touchstone_primitives::LearningProof,
+		) -> DispatchResult {
+			PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).map_err(|_| Error::<T>::DrawQueueFull)?;
+			// A proof committed again (after an overturn) replaces the old round; a round
+			// still listed to close is concluded as voided then, or is already gone.
+			Rounds::<T>::insert(
+				(job, unit),
+				Round {
+					trace_root: proof.trace_root.0,
+					committed_at: frame_system::Pallet::<T>::block_number(),
+					drawn: None,
+					attestations: BoundedVec::new(),
+					concluded: false,
+				},
+			);
+			Ok(())
+		}
+
+		fn can_finalize(job: JobId, unit: UnitIndex) -> bool {
+			Rounds::<T>::get((job, unit)).is_none_or(|round| round.concluded)
+		}
+
+		fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<T::AccountId> {
+			let Some(round) = Rounds::<T>::take((job, unit)) else { return Vec::new() };
+			round
+				.attestations
+				.into_iter()
+				.filter(|a| a.state == AttestationState::Revealed(Verdict::Match))
+				.map(|a| a.verifier)
+				.collect()
+		}
+
+		fn on_finalized_weight() -> Weight {
+			T::WeightInfo::on_finalized(T::VerifiersPerUnit::get())
+		}
+	}
+}

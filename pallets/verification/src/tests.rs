@@ -1,0 +1,327 @@
+//! Verification rounds played in the mock runtime with the real staking, tasks and
+//! disputes pallets: the draw, commit-reveal, missed reveals, the mismatch that opens a
+//! dispute, and payment at finalization. The proofs are bookkeeping traces (well formed
+//! at their ends); the disputes pallet's tests play disputes over real kernel traces.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
+use crate::{mock::*, AttestationState, Error, Event, PendingDraws, Rounds, Verdict};
+use polkadot_sdk::{
+	frame_support::{assert_noop, assert_ok, traits::fungible::Inspect},
+	sp_runtime::{BoundedVec, FixedU64, Perbill},
+};
+use touchstone_primitives::{
+	referee::filler_trace, Activation, ContentRef, DatasetRef, Decomposition, HardwareRequirements, HyperParams,
+	JobSpec, LearningProof, ModelArch, Optimizer, Role, TrainingMetrics, UnitScope, UnitState, VerificationMode,
+};
+
+/// A one-unit job of 10 steps, checkpointed every 2.
+fn spec() -> JobSpec<u64> {
+	JobSpec {
+		model: ModelArch::Mlp {
+			inputs: 4,
+			hidden: BoundedVec::truncate_from(vec![6]),
+			classes: 3,
+			activation: Activation::Tanh,
+		},
+		initial_weights: None,
+		initial_state_root: [6; 32].into(),
+		dataset: DatasetRef {
+			content: ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"file:///d".to_vec()) },
+			samples: 24,
+			root: [2; 32].into(),
+		},
+		hyper: HyperParams {
+			steps: 10,
+			batch_size: 4,
+			learning_rate: FixedU64::from_rational(1, 10),
+			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
+			grad_clip_norm: None,
+			seed: 11,
+			checkpoint_interval: 2,
+		},
+		decomposition: Decomposition::StepRanges { steps_per_unit: 10 },
+		verification: VerificationMode::Exact,
+		requirements: HardwareRequirements {
+			device: None,
+			min_memory_mib: 0,
+			min_throughput_gflops: 0,
+			min_bandwidth_mbps: 0,
+			region: None,
+		},
+		price_per_unit: PRICE,
+		budget: PRICE,
+		unit_timeout: 20,
+		pool_timeout: 20,
+	}
+}
+
+/// Submits the job as `OWNER`, and has `SOLVER` claim and prove its unit; returns the
+/// job id and the proof's trace root.
+fn prove() -> (u64, [u8; 32]) {
+	prove_as(SOLVER)
+}
+
+/// As [`prove`], with `solver` solving.
+fn prove_as(solver: u64) -> (u64, [u8; 32]) {
+	let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+	assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec()));
+	assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, 0));
+	let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
+	let UnitScope::Steps { first_step, steps } = unit.scope else { panic!("a step range") };
+	let start = unit.start_state_root.unwrap();
+	let (tree, opening) = filler_trace(first_step, steps, start.0, [51; 32], 9).unwrap();
+	let proof = LearningProof {
+		trace_root: tree.root().into(),
+		steps,
+		start_state_root: start,
+		final_state_root: [51; 32].into(),
+		final_model_hash: [52; 32].into(),
+		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
+	};
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, 0, proof, opening));
+	(job, tree.root())
+}
+
+/// The verifiers drawn for `job`'s unit.
+fn drawn(job: u64) -> Vec<u64> {
+	Rounds::<Test>::get((job, 0)).unwrap().attestations.iter().map(|a| a.verifier).collect()
+}
+
+fn salt(who: u64) -> [u8; 32] {
+	[who as u8; 32]
+}
+
+fn commit(who: u64, job: u64, verdict: &Verdict) -> polkadot_sdk::sp_runtime::DispatchResult {
+	let commitment = Verification::commitment(verdict, &salt(who), &who);
+	Verification::commit(RuntimeOrigin::signed(who), job, 0, commitment)
+}
+
+fn reveal(who: u64, job: u64, verdict: Verdict) -> polkadot_sdk::sp_runtime::DispatchResultWithInfo<polkadot_sdk::frame_support::dispatch::PostDispatchInfo> {
+	Verification::reveal(RuntimeOrigin::signed(who), job, 0, verdict, salt(who))
+}
+
+fn unit_state(job: u64) -> UnitState {
+	pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap().state
+}
+
+#[test]
+fn verifiers_are_drawn_only_from_randomness_known_after_the_proof() {
+	// The owner is a bonded verifier too: it must never verify its own job.
+	build_and_execute(&[OWNER, 6, 7, 8, 9], || {
+		let (job, root) = prove();
+		assert_eq!(PendingDraws::<Test>::get().to_vec(), vec![(job, 0)]);
+		// Block 2's randomness is the parent's (block 1's), the proof's own block: too early.
+		run_to_block(2);
+		assert!(Rounds::<Test>::get((job, 0)).unwrap().drawn.is_none());
+		run_to_block(3);
+		let round = Rounds::<Test>::get((job, 0)).unwrap();
+		let drawn_round = round.drawn.clone().unwrap();
+		assert_eq!(round.trace_root, root);
+		let verifiers = drawn(job);
+		assert_eq!(verifiers.len() as u32, VERIFIERS_PER_UNIT);
+		assert!(!verifiers.contains(&OWNER) && !verifiers.contains(&SOLVER));
+		assert!(PendingDraws::<Test>::get().is_empty());
+		assert_eq!(
+			verification_events(),
+			vec![Event::VerifiersDrawn {
+				job,
+				unit: 0,
+				verifiers,
+				seed: drawn_round.seed,
+				commit_ends: 3 + COMMIT_PERIOD,
+				reveal_ends: 3 + COMMIT_PERIOD + REVEAL_PERIOD,
+			}]
+		);
+		// Unconcluded, the round holds finalization back past the challenge window.
+		run_to_block(1 + CHALLENGE_WINDOW);
+		assert_noop!(
+			Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0),
+			pallet_touchstone_tasks::Error::<Test>::FinalizationBlocked
+		);
+	});
+}
+
+#[test]
+fn honest_verifiers_are_paid_and_a_silent_one_is_slashed() {
+	build_and_execute(&VERIFIERS, || {
+		let (job, _) = prove();
+		run_to_block(3);
+		let verifiers = drawn(job);
+		let (first, second, silent) = (verifiers[0], verifiers[1], verifiers[2]);
+		assert_ok!(commit(first, job, &Verdict::Match));
+		assert_ok!(commit(second, job, &Verdict::Match));
+		run_to_block(3 + COMMIT_PERIOD);
+		assert_ok!(reveal(first, job, Verdict::Match));
+		assert_ok!(reveal(second, job, Verdict::Match));
+		verification_events();
+		let (jackpot_before, silent_bond) =
+			(Balances::balance(&JACKPOT), pallet_touchstone_staking::Pallet::<Test>::bonded(&silent, Role::Verifier));
+		run_to_block(3 + COMMIT_PERIOD + REVEAL_PERIOD);
+		assert_eq!(
+			verification_events(),
+			vec![
+				Event::RevealMissed { job, unit: 0, verifier: silent, slashed: MISSED_REVEAL_SLASH },
+				Event::RoundConcluded { job, unit: 0, matched: 2, mismatched: 0, missed: 1 },
+			]
+		);
+		assert_eq!(
+			pallet_touchstone_staking::Pallet::<Test>::bonded(&silent, Role::Verifier),
+			silent_bond - MISSED_REVEAL_SLASH
+		);
+		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + MISSED_REVEAL_SLASH);
+
+		// Finalized: a tenth of the price to the jackpot, a tenth split by the two that
+		// attested, the rest to the solver.
+		let before: Vec<u64> = [first, second, silent, SOLVER].iter().map(|who| Balances::balance(who)).collect();
+		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+		assert_eq!(Balances::balance(&first), before[0] + 5);
+		assert_eq!(Balances::balance(&second), before[1] + 5);
+		assert_eq!(Balances::balance(&silent), before[2]);
+		assert_eq!(Balances::balance(&SOLVER), before[3] + 80);
+		assert_eq!(unit_state(job), UnitState::Finalized);
+		assert!(Rounds::<Test>::get((job, 0)).is_none());
+	});
+}
+
+#[test]
+fn a_mismatch_opens_a_dispute_with_the_verifier_as_challenger() {
+	build_and_execute(&VERIFIERS, || {
+		let (job, root) = prove();
+		run_to_block(3);
+		let verifiers = drawn(job);
+		let (reporter, confused, attester) = (verifiers[0], verifiers[1], verifiers[2]);
+		let mismatch = Verdict::Mismatch { trace_root: [77; 32] };
+		// A "mismatch" naming the proof's own trace root is no disagreement.
+		let same = Verdict::Mismatch { trace_root: root };
+		assert_ok!(commit(reporter, job, &mismatch));
+		assert_ok!(commit(confused, job, &same));
+		assert_ok!(commit(attester, job, &Verdict::Match));
+		run_to_block(3 + COMMIT_PERIOD);
+		assert_ok!(reveal(reporter, job, mismatch.clone()));
+		assert_noop!(reveal(confused, job, same), pallet_touchstone_disputes::Error::<Test>::NoDisagreement);
+		assert_ok!(reveal(attester, job, Verdict::Match));
+		assert_eq!(unit_state(job), UnitState::Challenged);
+		let disputes = pallet_touchstone_disputes::UnitDisputes::<Test>::get((job, 0));
+		assert_eq!(disputes.len(), 1);
+		let id = disputes[0];
+		let dispute = pallet_touchstone_disputes::Disputes::<Test>::get(id).unwrap();
+		assert_eq!((dispute.challenger, dispute.defender, dispute.challenger_trace_root), (reporter, SOLVER, [77; 32]));
+
+		// The round concludes (the confused verifier never revealed, and is slashed), but
+		// the dispute still holds the unit.
+		run_to_block(3 + COMMIT_PERIOD + REVEAL_PERIOD);
+		let events = verification_events();
+		assert!(events.contains(&Event::RoundConcluded { job, unit: 0, matched: 1, mismatched: 1, missed: 1 }));
+		run_to_block(dispute.deadline + 1);
+		assert_noop!(
+			Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0),
+			pallet_touchstone_tasks::Error::<Test>::UnitNotProven
+		);
+		// Neither side plays: the challenger brought the case and loses its bond. The
+		// proof stands with its window open again, and only the attester is paid.
+		assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), id));
+		assert_eq!(unit_state(job), UnitState::Proven);
+		run_to_block(dispute.deadline + 1 + CHALLENGE_WINDOW);
+		let before: Vec<u64> = [reporter, attester].iter().map(|who| Balances::balance(who)).collect();
+		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+		assert_eq!(Balances::balance(&reporter), before[0]);
+		assert_eq!(Balances::balance(&attester), before[1] + 10);
+	});
+}
+
+#[test]
+fn attestations_follow_the_rules_or_change_nothing() {
+	build_and_execute(&VERIFIERS, || {
+		let (job, _) = prove();
+		assert_noop!(commit(6, job, &Verdict::Match), Error::<Test>::NoRound);
+		run_to_block(3);
+		let verifiers = drawn(job);
+		let outsider = *VERIFIERS.iter().find(|who| !verifiers.contains(who)).unwrap();
+		let verifier = verifiers[0];
+		assert_noop!(commit(outsider, job, &Verdict::Match), Error::<Test>::NotDrawn);
+		assert_noop!(reveal(verifier, job, Verdict::Match), Error::<Test>::RevealNotOpen);
+		assert_ok!(commit(verifier, job, &Verdict::Match));
+		assert_noop!(commit(verifier, job, &Verdict::Match), Error::<Test>::AlreadyCommitted);
+		run_to_block(3 + COMMIT_PERIOD);
+		assert_noop!(commit(verifiers[1], job, &Verdict::Match), Error::<Test>::CommitPeriodOver);
+		assert_noop!(reveal(verifiers[1], job, Verdict::Match), Error::<Test>::NothingToReveal);
+		// Another verdict than the one committed does not open.
+		assert_noop!(
+			reveal(verifier, job, Verdict::Mismatch { trace_root: [3; 32] }),
+			Error::<Test>::CommitmentMismatch
+		);
+		assert_ok!(reveal(verifier, job, Verdict::Match));
+		assert_noop!(reveal(verifier, job, Verdict::Match), Error::<Test>::NothingToReveal);
+		run_to_block(3 + COMMIT_PERIOD + REVEAL_PERIOD);
+		assert_noop!(reveal(verifiers[1], job, Verdict::Match), Error::<Test>::RevealPeriodOver);
+		let round = Rounds::<Test>::get((job, 0)).unwrap();
+		assert!(round.concluded);
+		assert_eq!(round.attestations[0].state, AttestationState::Revealed(Verdict::Match));
+		assert_eq!(round.attestations[1].state, AttestationState::Missed);
+	});
+}
+
+#[test]
+fn with_no_verifier_bonded_a_proof_stands_on_its_challenge_window() {
+	build_and_execute(&[], || {
+		let (job, _) = prove();
+		run_to_block(3);
+		assert_eq!(verification_events(), vec![Event::NoVerifiers { job, unit: 0 }]);
+		assert!(Rounds::<Test>::get((job, 0)).is_none());
+		run_to_block(1 + CHALLENGE_WINDOW);
+		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+	});
+}
+
+#[test]
+fn a_full_queue_refuses_the_proof_until_draws_free_it() {
+	build_and_execute(&VERIFIERS, || {
+		// Four queued proofs fill the queue (MaxPendingDraws = 4) within one block; a
+		// solver holds two units at most, so three solvers share them.
+		for solver in [3, 4] {
+			register(solver, &[(Role::Solver, 1_000)]);
+		}
+		for solver in [SOLVER, SOLVER, 3, 3] {
+			prove_as(solver);
+		}
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec()));
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(4), job, 0));
+		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
+		let start = unit.start_state_root.unwrap();
+		let (tree, opening) = filler_trace(0, 10, start.0, [51; 32], 9).unwrap();
+		let proof = LearningProof {
+			trace_root: tree.root().into(),
+			steps: 10,
+			start_state_root: start,
+			final_state_root: [51; 32].into(),
+			final_model_hash: [52; 32].into(),
+			metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
+		};
+		assert_noop!(
+			Tasks::submit_proof(RuntimeOrigin::signed(4), job, 0, proof.clone(), opening.clone()),
+			Error::<Test>::DrawQueueFull
+		);
+		// Two draws a block (MaxDrawsPerBlock = 2) make room.
+		run_to_block(3);
+		assert_eq!(PendingDraws::<Test>::get().len(), 2);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(4), job, 0, proof, opening));
+	});
+}
+
+#[test]
+fn sampled_segments_are_distinct_in_range_and_fixed_by_seed_and_verifier() {
+	let seed = [5u8; 32];
+	for segments in [1u32, 2, 3, 5, 50] {
+		let picked = Verification::sampled_segments(&seed, &6, segments);
+		assert_eq!(picked.len() as u32, segments.min(2));
+		assert!(picked.iter().all(|segment| *segment < segments));
+		let mut distinct = picked.clone();
+		distinct.sort();
+		distinct.dedup();
+		assert_eq!(distinct.len(), picked.len());
+		assert_eq!(Verification::sampled_segments(&seed, &6, segments), picked);
+	}
+	// Other verifiers sample other segments (for these fixed seeds).
+	assert_ne!(Verification::sampled_segments(&seed, &6, 50), Verification::sampled_segments(&seed, &7, 50));
+}

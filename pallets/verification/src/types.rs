@@ -1,0 +1,98 @@
+//! The records of a verification round.
+
+use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
+use polkadot_sdk::{
+	frame_support::{pallet_prelude::BoundedVec, traits::fungible::Inspect},
+	frame_system::pallet_prelude::BlockNumberFor,
+	sp_core::H256,
+};
+use scale_info::TypeInfo;
+
+/// A balance of the pallet's currency.
+pub type BalanceOf<T> =
+	<<T as crate::Config>::Currency as Inspect<<T as polkadot_sdk::frame_system::Config>::AccountId>>::Balance;
+
+/// A stored round.
+pub type RoundOf<T> = Round<
+	<T as polkadot_sdk::frame_system::Config>::AccountId,
+	BlockNumberFor<T>,
+	<T as crate::Config>::VerifiersPerUnit,
+>;
+
+/// What a verifier found re-executing its sampled segments.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub enum Verdict {
+	/// Every sampled segment reproduced the solver's step hashes.
+	Match,
+	/// A sampled segment did not. `trace_root` is the verifier's own trace root over the
+	/// unit's steps, with which it plays the dispute its reveal opens.
+	Mismatch {
+		/// The verifier's trace root.
+		trace_root: [u8; 32],
+	},
+}
+
+/// Where one drawn verifier stands in its round.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub enum AttestationState {
+	/// Drawn; nothing committed yet.
+	Drawn,
+	/// Committed this hash of its verdict, salt and account.
+	Committed(H256),
+	/// Revealed this verdict.
+	Revealed(Verdict),
+	/// Did not reveal in time, and was slashed.
+	Missed,
+}
+
+/// One drawn verifier and its attestation.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct Attestation<AccountId> {
+	/// The verifier.
+	pub verifier: AccountId,
+	/// Its attestation so far.
+	pub state: AttestationState,
+}
+
+/// The draw of a round: its seed and periods.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct DrawnRound<BlockNumber> {
+	/// The randomness the verifiers were drawn from, which also fixes their samples.
+	pub seed: [u8; 32],
+	/// The first block commitments are no longer accepted in; reveals open here.
+	pub commit_ends: BlockNumber,
+	/// The first block reveals are no longer accepted in; the round concludes here.
+	pub reveal_ends: BlockNumber,
+}
+
+/// The verification of one committed proof.
+#[derive(
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	polkadot_sdk::frame_support::CloneNoBound,
+	polkadot_sdk::frame_support::PartialEqNoBound,
+	polkadot_sdk::frame_support::EqNoBound,
+	polkadot_sdk::frame_support::DebugNoBound,
+)]
+#[scale_info(skip_type_params(MaxVerifiers))]
+#[codec(mel_bound(AccountId: MaxEncodedLen, BlockNumber: MaxEncodedLen))]
+pub struct Round<
+	AccountId: Clone + PartialEq + Eq + core::fmt::Debug,
+	BlockNumber: Clone + PartialEq + Eq + core::fmt::Debug,
+	MaxVerifiers: polkadot_sdk::frame_support::traits::Get<u32>,
+> {
+	/// The trace root of the proof under verification: a round whose unit no longer
+	/// stands on it is void.
+	pub trace_root: [u8; 32],
+	/// The block the proof was committed in: the draw waits for randomness known after it.
+	pub committed_at: BlockNumber,
+	/// The draw, once made.
+	pub drawn: Option<DrawnRound<BlockNumber>>,
+	/// The drawn verifiers and their attestations.
+	pub attestations: BoundedVec<Attestation<AccountId>, MaxVerifiers>,
+	/// Whether the reveal period ended (missed reveals slashed).
+	pub concluded: bool,
+}
