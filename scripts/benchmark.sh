@@ -3,7 +3,7 @@
 # `touchstone-node benchmark pallet`. Needs the node built with runtime-benchmarks in the
 # release profile, which this script does (a second build of the node, in its own folder,
 # about 50 minutes cold on the 2-core VM), so host functions run at release speed.
-#   scripts/benchmark.sh [steps] [repeat] [pallet...]   (pallets: staking, tasks, disputes; default all)
+#   scripts/benchmark.sh [steps] [repeat] [pallet...]   (pallets: staking, tasks, disputes, verification; default all)
 source "$(dirname "$0")/lib.sh"
 # A build folder of its own: the runtime-benchmarks runtime must never share the wasm
 # builder's output with the node the tests and the dev chain use.
@@ -17,7 +17,7 @@ log "Building touchstone-node (release) with runtime-benchmarks"
 # The runtime blob the build embeds, with the benchmarking API; genesis from its preset.
 runtime="$CARGO_TARGET_DIR/release/wbuild/touchstone-runtime/touchstone_runtime.wasm"
 pallets=("${@:3}")
-[ ${#pallets[@]} -gt 0 ] || pallets=(staking tasks disputes)
+[ ${#pallets[@]} -gt 0 ] || pallets=(staking tasks disputes verification)
 for pallet in "${pallets[@]}"; do
 	log "Benchmarking pallet_touchstone_$pallet (steps $steps, repeat $repeat)"
 	"$TOUCHSTONE_NODE" benchmark pallet \

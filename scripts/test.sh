@@ -14,7 +14,7 @@ log "The kernels build no_std for the runtime's wasm target"
 "$ROOT/kernels/scripts/check-wasm.sh"
 
 log "Benchmarks, run as tests"
-(cd "$ROOT" && cargo test --locked -p pallet-touchstone-staking -p pallet-touchstone-tasks -p pallet-touchstone-disputes --features runtime-benchmarks)
+(cd "$ROOT" && cargo test --locked -p pallet-touchstone-staking -p pallet-touchstone-tasks -p pallet-touchstone-disputes -p pallet-touchstone-verification --features runtime-benchmarks)
 
 log "End-to-end tests against real nodes"
 (cd "$ROOT/scripts/e2e" && npm test)

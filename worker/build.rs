@@ -5,6 +5,14 @@
 
 fn main() {
 	println!("cargo:rerun-if-env-changed=LIBTORCH");
+	// subxt's code generation reads `metadata.scale` without telling cargo: a fingerprint
+	// of it in the environment rebuilds the worker whenever the metadata is regenerated.
+	println!("cargo:rerun-if-changed=metadata.scale");
+	let metadata = std::fs::read("metadata.scale").unwrap_or_default();
+	let fingerprint = metadata.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+		(hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+	});
+	println!("cargo:rustc-env=TOUCHSTONE_METADATA_FINGERPRINT={fingerprint:016x}");
 	if let Ok(libtorch) = std::env::var("LIBTORCH") {
 		// DT_RPATH rather than DT_RUNPATH: it also applies to libtorch's own dependencies.
 		println!("cargo:rustc-link-arg=-Wl,--disable-new-dtags");

@@ -1,6 +1,6 @@
 //! The runtime's benchmark registry: what `touchstone-node benchmark pallet` measures.
 
-use crate::{AllPalletsWithSystem, Disputes, Runtime, Staking, Tasks};
+use crate::{AllPalletsWithSystem, Disputes, Runtime, Staking, Tasks, Verification};
 use alloc::{string::String, vec::Vec};
 use polkadot_sdk::{
 	frame_benchmarking::{BenchmarkBatch, BenchmarkConfig, BenchmarkList},
@@ -14,6 +14,7 @@ polkadot_sdk::frame_benchmarking::define_benchmarks!(
 	[pallet_touchstone_staking, Staking]
 	[pallet_touchstone_tasks, Tasks]
 	[pallet_touchstone_disputes, Disputes]
+	[pallet_touchstone_verification, Verification]
 );
 
 /// Lists the benchmarks and the storage they touch.

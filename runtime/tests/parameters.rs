@@ -19,3 +19,20 @@ fn unbonding_outlasts_the_longest_dispute() {
 	let longest_dispute = MAX_DISPUTE_PHASES * response;
 	assert!(unbonding > window + longest_dispute, "unbonding {unbonding} ≤ {window} + {longest_dispute}");
 }
+
+/// A verifier that reports a mismatch opens its dispute at the end of its round, which may
+/// come after the challenge window: the unbonding period outlasts the round as well, and a
+/// round concludes inside the window when the draw is prompt, so verification does not
+/// delay honest pay.
+#[test]
+fn unbonding_outlasts_a_verification_round_and_its_dispute() {
+	let unbonding: u32 = <Runtime as pallet_touchstone_staking::Config>::UnbondingPeriod::get();
+	let window: u32 = <Runtime as pallet_touchstone_tasks::Config>::ChallengeWindow::get();
+	let commit: u32 = <Runtime as pallet_touchstone_verification::Config>::CommitPeriod::get();
+	let reveal: u32 = <Runtime as pallet_touchstone_verification::Config>::RevealPeriod::get();
+	// The earliest draw is two blocks after the proof: randomness from the block after it.
+	let round = 2 + commit + reveal;
+	assert!(round < window, "a prompt round ({round} blocks) ends inside the window ({window})");
+	let longest_dispute = MAX_DISPUTE_PHASES * DISPUTE_RESPONSE_WINDOW;
+	assert!(unbonding > window + round + longest_dispute, "unbonding {unbonding} too short");
+}

@@ -4,18 +4,16 @@
 //! trace ([`crate::benchmark_case`]).
 
 use super::*;
-use alloc::vec;
 use polkadot_sdk::{
 	frame_benchmarking::v2::*,
 	frame_support::traits::Get,
 	frame_system::{self, RawOrigin},
-	sp_runtime::{traits::Saturating, BoundedVec, FixedU64, Perbill},
+	sp_runtime::{traits::Saturating, FixedU64, Perbill},
 };
 use crate::benchmark_case::{recorded, BenchmarkCase};
 use touchstone_primitives::{
-	referee::{filler_trace, reveal, MerkleTree, Reveal},
-	Activation, ContentRef, DatasetRef, Decomposition, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof,
-	ModelArch, Optimizer, Role, TrainingMetrics, VerificationMode,
+	referee::{bookkeeping_spec, filler_trace, reveal, MerkleTree, Reveal},
+	Decomposition, JobId, JobSpec, LearningProof, Role, TrainingMetrics,
 };
 
 /// Steps of the benchmarks' units.
@@ -27,43 +25,7 @@ const FINAL: [u8; 32] = [3; 32];
 
 /// A small job the chain accepts, of `units` step ranges; the helper sets its price.
 fn spec<T: Config>(units: u32) -> JobSpec<BalanceOf<T>> {
-	JobSpec {
-		model: ModelArch::Mlp {
-			inputs: 4,
-			hidden: BoundedVec::truncate_from(vec![6]),
-			classes: 3,
-			activation: Activation::Tanh,
-		},
-		initial_weights: None,
-		initial_state_root: INITIAL.into(),
-		dataset: DatasetRef {
-			content: ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"bench".to_vec()) },
-			samples: 24,
-			root: [4; 32].into(),
-		},
-		hyper: HyperParams {
-			steps: STEPS.saturating_mul(units),
-			batch_size: 4,
-			learning_rate: FixedU64::from_rational(1, 10),
-			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
-			grad_clip_norm: None,
-			seed: 1,
-			checkpoint_interval: STEPS,
-		},
-		decomposition: Decomposition::StepRanges { steps_per_unit: STEPS },
-		verification: VerificationMode::Exact,
-		requirements: HardwareRequirements {
-			device: None,
-			min_memory_mib: 0,
-			min_throughput_gflops: 0,
-			min_bandwidth_mbps: 0,
-			region: None,
-		},
-		price_per_unit: Default::default(),
-		budget: Default::default(),
-		unit_timeout: 20,
-		pool_timeout: 20,
-	}
+	bookkeeping_spec(STEPS, units, STEPS, INITIAL)
 }
 
 /// A step-level tree over the unit's steps: the defender's (salt 0) or a challenger's.

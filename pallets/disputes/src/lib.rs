@@ -71,19 +71,7 @@ pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 
 /// Sets up what the benchmarks need from other pallets.
 #[cfg(feature = "runtime-benchmarks")]
-pub trait BenchmarkHelper<AccountId, Balance> {
-	/// Funds `who` and registers it for `role` with that role's minimum bond.
-	fn register(who: &AccountId, role: touchstone_primitives::Role);
-	/// Funds `owner` and submits `spec` as it; `solver` takes unit 0 and commits `proof`,
-	/// whose final state `final_state` opens. Returns the job.
-	fn prove(
-		owner: &AccountId,
-		spec: touchstone_primitives::JobSpec<Balance>,
-		solver: &AccountId,
-		proof: touchstone_primitives::LearningProof,
-		final_state: touchstone_primitives::referee::StateOpening,
-	) -> Option<touchstone_primitives::JobId>;
-}
+pub use touchstone_primitives::traits::ProofSetup as BenchmarkHelper;
 
 #[frame_support::pallet]
 pub mod pallet {

@@ -188,3 +188,53 @@ pub fn filler_trace(
 	let opening = StateOpening::Step { previous: before_last, state_root: final_state_root, batch_root, loss, proof };
 	Some((tree, opening))
 }
+
+/// A small job the chain accepts, for tests and benchmarks of the chain's bookkeeping: a
+/// 4→6→3 tanh MLP over 24 samples, `units` step ranges of `steps_per_unit` steps each,
+/// checkpointed every `checkpoint_interval` steps, from `initial_state_root`. Its price
+/// and budget are zero: the caller sets them.
+pub fn bookkeeping_spec<Balance: Default>(
+	steps_per_unit: u32,
+	units: u32,
+	checkpoint_interval: u32,
+	initial_state_root: Digest,
+) -> crate::JobSpec<Balance> {
+	use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
+	crate::JobSpec {
+		model: ModelArch::Mlp {
+			inputs: 4,
+			hidden: BoundedVec::truncate_from(alloc::vec![6]),
+			classes: 3,
+			activation: Activation::Tanh,
+		},
+		initial_weights: None,
+		initial_state_root: initial_state_root.into(),
+		dataset: DatasetRef {
+			content: crate::ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"bench".to_vec()) },
+			samples: 24,
+			root: [4; 32].into(),
+		},
+		hyper: HyperParams {
+			steps: steps_per_unit.saturating_mul(units),
+			batch_size: 4,
+			learning_rate: FixedU64::from_rational(1, 10),
+			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
+			grad_clip_norm: None,
+			seed: 1,
+			checkpoint_interval,
+		},
+		decomposition: crate::Decomposition::StepRanges { steps_per_unit },
+		verification: crate::VerificationMode::Exact,
+		requirements: crate::HardwareRequirements {
+			device: None,
+			min_memory_mib: 0,
+			min_throughput_gflops: 0,
+			min_bandwidth_mbps: 0,
+			region: None,
+		},
+		price_per_unit: Default::default(),
+		budget: Default::default(),
+		unit_timeout: 20,
+		pool_timeout: 20,
+	}
+}

@@ -212,3 +212,20 @@ pub trait UnitProofs<AccountId, BlockNumber> {
 	/// The weight of overturning a unit and rolling back `rolled_back` later ranges.
 	fn overturn_weight(rolled_back: u32) -> polkadot_sdk::sp_runtime::Weight;
 }
+
+/// What benchmarks of the pallets that judge proofs need from the rest of the runtime: a
+/// funded, registered node, and a unit proven through the tasks pallet. Implemented by the
+/// runtime (and the test runtimes) over the real staking and tasks pallets.
+pub trait ProofSetup<AccountId, Balance> {
+	/// Funds `who` and registers it for `role` with that role's minimum bond.
+	fn register(who: &AccountId, role: Role);
+	/// Funds `owner` and submits `spec` as it; `solver` takes unit 0 and commits `proof`,
+	/// whose final state `final_state` opens. Returns the job.
+	fn prove(
+		owner: &AccountId,
+		spec: crate::JobSpec<Balance>,
+		solver: &AccountId,
+		proof: LearningProof,
+		final_state: crate::referee::StateOpening,
+	) -> Option<JobId>;
+}

@@ -111,6 +111,8 @@ impl pallet_touchstone_tasks::Config for Test {
 	type Jackpot = Jackpot;
 	type AcceptanceTimeout = ConstU64<3>;
 	type ChallengeWindow = ConstU64<CHALLENGE_WINDOW>;
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = BenchmarkHelper;
 }
 
 impl pallet_touchstone_disputes::Config for Test {
@@ -127,6 +129,8 @@ impl pallet_touchstone_disputes::Config for Test {
 	type MaxDisputesPerUnit = ConstU32<4>;
 	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
 	type WeightInfo = ();
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = BenchmarkHelper;
 }
 
 impl pallet_touchstone_verification::Config for Test {
@@ -144,6 +148,50 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<4>;
 	type MaxDrawsPerBlock = ConstU32<2>;
 	type WeightInfo = ();
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = BenchmarkHelper;
+}
+
+/// Registers nodes and proves units through the real staking and tasks pallets, for the
+/// benchmarks (run as tests here).
+#[cfg(feature = "runtime-benchmarks")]
+pub struct BenchmarkHelper;
+
+#[cfg(feature = "runtime-benchmarks")]
+impl pallet_touchstone_tasks::BenchmarkHelper<u64> for BenchmarkHelper {
+	fn register_solver(who: &u64, _: HardwareProfile) {
+		<Self as touchstone_primitives::traits::ProofSetup<u64, u64>>::register(who, Role::Solver);
+	}
+	fn register_unfit_solver(who: &u64) {
+		<Self as touchstone_primitives::traits::ProofSetup<u64, u64>>::register(who, Role::Solver);
+	}
+}
+
+#[cfg(feature = "runtime-benchmarks")]
+impl touchstone_primitives::traits::ProofSetup<u64, u64> for BenchmarkHelper {
+	fn register(who: &u64, role: Role) {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(who, BALANCE);
+		register(*who, &[(role, 1_000)]);
+	}
+
+	fn prove(
+		owner: &u64,
+		mut spec: touchstone_primitives::JobSpec<u64>,
+		solver: &u64,
+		proof: touchstone_primitives::LearningProof,
+		final_state: touchstone_primitives::referee::StateOpening,
+	) -> Option<touchstone_primitives::JobId> {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(owner, BALANCE);
+		spec.price_per_unit = PRICE;
+		spec.budget = PRICE * u64::from(spec.hyper.steps / spec.hyper.checkpoint_interval.max(1)).max(1);
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
+		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
+		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;
+		Some(job)
+	}
 }
 
 /// A CPU node's profile.

@@ -7,52 +7,19 @@
 use crate::{mock::*, AttestationState, Error, Event, PendingDraws, Rounds, Verdict};
 use polkadot_sdk::{
 	frame_support::{assert_noop, assert_ok, traits::fungible::Inspect},
-	sp_runtime::{BoundedVec, FixedU64, Perbill},
+	sp_runtime::{FixedU64, Perbill},
 };
 use touchstone_primitives::{
-	referee::filler_trace, Activation, ContentRef, DatasetRef, Decomposition, HardwareRequirements, HyperParams,
-	JobSpec, LearningProof, ModelArch, Optimizer, Role, TrainingMetrics, UnitScope, UnitState, VerificationMode,
+	referee::{bookkeeping_spec, filler_trace},
+	JobSpec, LearningProof, Role, TrainingMetrics, UnitScope, UnitState,
 };
 
 /// A one-unit job of 10 steps, checkpointed every 2.
 fn spec() -> JobSpec<u64> {
-	JobSpec {
-		model: ModelArch::Mlp {
-			inputs: 4,
-			hidden: BoundedVec::truncate_from(vec![6]),
-			classes: 3,
-			activation: Activation::Tanh,
-		},
-		initial_weights: None,
-		initial_state_root: [6; 32].into(),
-		dataset: DatasetRef {
-			content: ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"file:///d".to_vec()) },
-			samples: 24,
-			root: [2; 32].into(),
-		},
-		hyper: HyperParams {
-			steps: 10,
-			batch_size: 4,
-			learning_rate: FixedU64::from_rational(1, 10),
-			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
-			grad_clip_norm: None,
-			seed: 11,
-			checkpoint_interval: 2,
-		},
-		decomposition: Decomposition::StepRanges { steps_per_unit: 10 },
-		verification: VerificationMode::Exact,
-		requirements: HardwareRequirements {
-			device: None,
-			min_memory_mib: 0,
-			min_throughput_gflops: 0,
-			min_bandwidth_mbps: 0,
-			region: None,
-		},
-		price_per_unit: PRICE,
-		budget: PRICE,
-		unit_timeout: 20,
-		pool_timeout: 20,
-	}
+	let mut spec = bookkeeping_spec(10, 1, 2, [6; 32]);
+	spec.price_per_unit = PRICE;
+	spec.budget = PRICE;
+	spec
 }
 
 /// Submits the job as `OWNER`, and has `SOLVER` claim and prove its unit; returns the

@@ -285,4 +285,6 @@ impl pallet_touchstone_verification::Config for Runtime {
 	type MaxPendingDraws = ConstU32<1024>;
 	type MaxDrawsPerBlock = ConstU32<16>;
 	type WeightInfo = pallet_touchstone_verification::weights::SubstrateWeight<Runtime>;
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = crate::benchmarks::StakingHelper;
 }

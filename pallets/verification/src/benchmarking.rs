@@ -1,0 +1,184 @@
+//! Benchmarks of the verification pallet's calls and hooks, over a unit proven through the
+//! real tasks pallet and verifiers registered in the real staking pallet.
+
+use super::*;
+use alloc::vec::Vec;
+use polkadot_sdk::{
+	frame_benchmarking::v2::*,
+	frame_support::{pallet_prelude::BoundedVec, traits::Get},
+	frame_system::{self, RawOrigin},
+	sp_runtime::{FixedU64, Perbill, Saturating},
+};
+use touchstone_primitives::{
+	referee::{bookkeeping_spec, filler_trace},
+	traits::{ProofLifecycle, ProofSetup},
+	JobId, LearningProof, Role, TrainingMetrics,
+};
+
+/// Steps of the benchmarks' unit.
+const STEPS: u32 = 16;
+/// Its initial state root.
+const INITIAL: [u8; 32] = [2; 32];
+
+/// A one-unit job whose unit a registered solver proved; returns the job.
+fn proven<T: Config>() -> Result<JobId, BenchmarkError> {
+	let owner: T::AccountId = account("owner", 0, 0);
+	let solver: T::AccountId = account("solver", 0, 0);
+	T::BenchmarkHelper::register(&solver, Role::Solver);
+	let (tree, opening) = filler_trace(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
+	let proof = LearningProof {
+		trace_root: tree.root().into(),
+		steps: STEPS,
+		start_state_root: INITIAL.into(),
+		final_state_root: [3; 32].into(),
+		final_model_hash: [5; 32].into(),
+		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
+	};
+	T::BenchmarkHelper::prove(&owner, bookkeeping_spec(STEPS, 1, STEPS, INITIAL), &solver, proof, opening)
+		.ok_or(BenchmarkError::Stop("the unit could not be proven"))
+}
+
+/// `count` registered, online verifiers.
+fn verifiers<T: Config>(count: u32) -> Vec<T::AccountId> {
+	(0..count)
+		.map(|index| {
+			let who: T::AccountId = account("verifier", index, 0);
+			T::BenchmarkHelper::register(&who, Role::Verifier);
+			who
+		})
+		.collect()
+}
+
+/// A proven unit whose round is drawn with `attesters` as its verifiers, in `state`, its
+/// commit period ending now and its reveal period one block later; returns the job.
+fn drawn_round<T: Config>(attesters: &[T::AccountId], state: AttestationState) -> Result<JobId, BenchmarkError> {
+	let job = proven::<T>()?;
+	let mut round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round queued"))?;
+	let now = frame_system::Pallet::<T>::block_number();
+	let reveal_ends = now.saturating_add(1u32.into());
+	round.attestations = BoundedVec::truncate_from(
+		attesters.iter().map(|verifier| Attestation { verifier: verifier.clone(), state: state.clone() }).collect(),
+	);
+	round.drawn = Some(DrawnRound { seed: [7; 32], commit_ends: now, reveal_ends });
+	Rounds::<T>::insert((job, 0), round);
+	PendingDraws::<T>::kill();
+	Closing::<T>::try_mutate(reveal_ends, |closing| closing.try_push((job, 0)))
+		.map_err(|_| BenchmarkError::Stop("closing list full"))?;
+	Ok(job)
+}
+
+#[benchmarks]
+mod benchmarks {
+	use super::*;
+
+	#[benchmark]
+	fn commit() -> Result<(), BenchmarkError> {
+		let pool = verifiers::<T>(T::VerifiersPerUnit::get());
+		let caller = pool.last().cloned().ok_or(BenchmarkError::Stop("no verifier"))?;
+		let job = drawn_round::<T>(&pool, AttestationState::Drawn)?;
+		// The commit period is still open one block earlier.
+		let now = frame_system::Pallet::<T>::block_number();
+		Rounds::<T>::mutate((job, 0), |round| {
+			if let Some(drawn) = round.as_mut().and_then(|round| round.drawn.as_mut()) {
+				drawn.commit_ends = now.saturating_add(1u32.into());
+				drawn.reveal_ends = now.saturating_add(2u32.into());
+			}
+		});
+		Closing::<T>::remove(now.saturating_add(1u32.into()));
+		Closing::<T>::try_mutate(now.saturating_add(2u32.into()), |closing| closing.try_push((job, 0)))
+			.map_err(|_| BenchmarkError::Stop("closing list full"))?;
+		let commitment = Pallet::<T>::commitment(&Verdict::Match, &[1; 32], &caller);
+
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller.clone()), job, 0, commitment);
+
+		let round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;
+		assert!(round.attestations.iter().any(|a| a.verifier == caller && a.state == AttestationState::Committed(commitment)));
+		Ok(())
+	}
+
+	#[benchmark]
+	fn reveal() -> Result<(), BenchmarkError> {
+		let pool = verifiers::<T>(T::VerifiersPerUnit::get());
+		let caller = pool.last().cloned().ok_or(BenchmarkError::Stop("no verifier"))?;
+		let commitment = Pallet::<T>::commitment(&Verdict::Match, &[1; 32], &caller);
+		let job = drawn_round::<T>(&pool, AttestationState::Committed(commitment))?;
+
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller.clone()), job, 0, Verdict::Match, [1; 32]);
+
+		let round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;
+		assert!(round.attestations.iter().any(|a| a.verifier == caller && a.state == AttestationState::Revealed(Verdict::Match)));
+		Ok(())
+	}
+
+	/// `on_initialize` with nothing due: the closing list and the queue read.
+	#[benchmark]
+	fn on_initialize_idle() {
+		let now = frame_system::Pallet::<T>::block_number();
+		#[block]
+		{
+			Pallet::<T>::conclude_due(now);
+			Pallet::<T>::draw_due(now);
+		}
+	}
+
+	/// One draw of a proven unit's verifiers from a pool twice the size of a round, with
+	/// the stake-weighted picks in the staking pallet's sum tree.
+	#[benchmark]
+	fn draw_round() -> Result<(), BenchmarkError> {
+		verifiers::<T>(T::VerifiersPerUnit::get().saturating_mul(2));
+		let job = proven::<T>()?;
+		let mut round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round queued"))?;
+		let now = frame_system::Pallet::<T>::block_number();
+
+		#[block]
+		{
+			Pallet::<T>::draw(job, 0, &mut round, [7; 32], now);
+		}
+
+		let drawn = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;
+		assert_eq!(drawn.attestations.len() as u32, T::VerifiersPerUnit::get());
+		Ok(())
+	}
+
+	/// Concluding a round of `v` verifiers none of which revealed: `v` slashes.
+	#[benchmark]
+	fn conclude_round(v: Linear<1, { T::VerifiersPerUnit::get() }>) -> Result<(), BenchmarkError> {
+		let pool = verifiers::<T>(v);
+		let job = drawn_round::<T>(&pool, AttestationState::Drawn)?;
+		let reveal_ends = frame_system::Pallet::<T>::block_number().saturating_add(1u32.into());
+
+		#[block]
+		{
+			Pallet::<T>::conclude((job, 0), reveal_ends);
+		}
+
+		let round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;
+		assert!(round.concluded && round.attestations.iter().all(|a| a.state == AttestationState::Missed));
+		Ok(())
+	}
+
+	/// Handing over the `v` verifiers that attested a unit at its finalization.
+	#[benchmark]
+	fn on_finalized(v: Linear<0, { T::VerifiersPerUnit::get() }>) -> Result<(), BenchmarkError> {
+		let pool = verifiers::<T>(v);
+		let job = drawn_round::<T>(&pool, AttestationState::Revealed(Verdict::Match))?;
+		Rounds::<T>::mutate((job, 0), |round| {
+			if let Some(round) = round.as_mut() {
+				round.concluded = true;
+			}
+		});
+		let paid;
+
+		#[block]
+		{
+			paid = <Pallet<T> as ProofLifecycle<T::AccountId>>::on_finalized(job, 0);
+		}
+
+		assert_eq!(paid.len() as u32, v);
+		Ok(())
+	}
+
+	impl_benchmark_test_suite!(Pallet, crate::mock::new_test_ext(&[]), crate::mock::Test);
+}
