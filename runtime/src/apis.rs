@@ -1,5 +1,5 @@
 //! The runtime APIs: the standard set a BABE/GRANDPA chain needs, plus `TasksApi` for
-//! workers.
+//! workers and `VerificationApi` for verifiers.
 
 use crate::{
 	configs::EpochDuration,
@@ -27,7 +27,7 @@ use polkadot_sdk::{
 	sp_session, sp_transaction_pool,
 	sp_version::RuntimeVersion,
 };
-use touchstone_primitives::{JobId, JobState, SolverUnit};
+use touchstone_primitives::{JobId, JobState, SolverUnit, UnitIndex};
 
 impl_runtime_apis! {
 	impl sp_api::Core<Block> for Runtime {
@@ -253,6 +253,12 @@ impl_runtime_apis! {
 
 		fn job_state(job: JobId) -> Option<JobState<AccountId, Balance, BlockNumber>> {
 			Tasks::job_state(job)
+		}
+	}
+
+	impl touchstone_primitives::VerificationApi<Block, AccountId> for Runtime {
+		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>> {
+			crate::Verification::samples(job, unit, &verifier)
 		}
 	}
 

@@ -3,7 +3,8 @@
 // (a job that starts from uploaded initial weights); then the digits job, submitted through
 // `touchstone-worker submit`, trains through the chain, the solver is paid from escrow, the
 // final model on-chain is the file the worker wrote, and that model reaches the reference's
-// pinned test accuracy. The submitter and the solver keep separate artifact stores: the
+// pinned test accuracy, with every one of its proofs verified in a round of verifiers the
+// chain draws. The submitter and the solver keep separate artifact stores: the
 // dataset, the initial weights and the model cross over libp2p, and `fetch` finds the
 // solver from the endpoint it advertised on-chain.
 import { test, before, after } from 'node:test';
@@ -17,6 +18,7 @@ import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake2AsHex } from '@polkadot/util-crypto';
 import { startNode, waitFor, freePort, send } from './lib/node.mjs';
+import { startVerifiers } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
 const UNIT = 10n ** 12n;
@@ -179,9 +181,14 @@ test('the solver defends its proof in a dispute and wins when the challenger fal
   assert.match((await api.query.tasks.units(0, 0)).unwrap().state.toString(), /Proven|Finalized/);
 });
 
-test('a solver worker trains the digits job through the chain and is paid', { timeout: 900_000 }, async () => {
+test('a solver worker trains the digits job through the chain and is paid', { timeout: 900_000 }, async (t) => {
   const bob = keyring.addFromUri('//Bob');
   const freeBefore = (await api.query.system.account(bob.address)).data.free.toBigInt();
+  // Every proof of this job is verified: Dave and Eve attest in each round they are drawn
+  // for, Ferdie is drawn too and never answers.
+  const [dave, eve, ferdie] = ['//Dave', '//Eve', '//Ferdie'].map((uri) => keyring.addFromUri(uri));
+  const verifiers = await startVerifiers(api, { attesting: [dave, eve], silent: [ferdie], bond: 100n * UNIT });
+  t.after(() => verifiers.stop());
 
   // The solver fetches the dataset from the submitter over libp2p, and the final model
   // comes back the same way: the two keep separate artifact stores.
@@ -196,9 +203,35 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   assert.equal(job.escrow.toBigInt(), 0n, 'the escrow was paid out');
   const result = job.result.unwrap();
 
-  // Four units at 1 TST, less the jackpot's 2 %, less Bob's transaction fees.
+  // Four units at 1 TST, less the jackpot's 2 % and the verifiers' 10 %, less Bob's fees.
   const freeAfter = (await api.query.system.account(bob.address)).data.free.toBigInt();
   assert.ok(freeAfter - freeBefore > 3n * UNIT, `Bob earned ${(freeAfter - freeBefore) / 10n ** 9n} mTST`);
+
+  // Each unit's proof had a round: the three verifiers drawn (never Alice, the submitter,
+  // nor Bob, the solver), two attestations, Ferdie slashed for his missed reveal, and the
+  // attesters paid a tenth of the unit's price between them.
+  assert.equal(verifiers.failure(), null, `a verifier failed: ${verifiers.failure()}`);
+  const mine = (method) => verifiers.events.filter((e) => e.method === method && Number(e.data.job) === jobId);
+  const drawn = mine('VerifiersDrawn');
+  assert.equal(drawn.length, 4, JSON.stringify(verifiers.events));
+  for (const round of drawn) {
+    assert.deepEqual(new Set(round.data.verifiers), new Set([dave.address, eve.address, ferdie.address]));
+  }
+  const concluded = mine('RoundConcluded').map((e) => [e.data.matched, e.data.mismatched, e.data.missed]);
+  assert.deepEqual(concluded, [[2, 0, 1], [2, 0, 1], [2, 0, 1], [2, 0, 1]]);
+  const missed = mine('RevealMissed');
+  assert.ok(missed.every((e) => e.data.verifier === ferdie.address && BigInt(e.data.slashed) === UNIT), JSON.stringify(missed));
+  assert.equal(missed.length, 4);
+  const finalized = verifiers.events.filter((e) => e.method === 'UnitFinalized' && Number(e.data.job) === jobId);
+  assert.equal(finalized.length, 4);
+  assert.ok(finalized.every((e) => BigInt(e.data.toVerifiers) === UNIT / 10n), JSON.stringify(finalized));
+  // Each attester asked the runtime API for its segments: two distinct ones, or every
+  // segment of a unit that has fewer.
+  assert.equal(verifiers.samples.filter((s) => s.job === jobId).length, 8);
+  for (const { segments } of verifiers.samples) {
+    assert.ok(Array.isArray(segments) && segments.length >= 1 && segments.length <= 2 && new Set(segments).size === segments.length, JSON.stringify(segments));
+  }
+  t.diagnostic(`rounds drawn at blocks ${drawn.map((e) => e.block).join(', ')}; concluded at ${mine('RoundConcluded').map((e) => e.block).join(', ')}`);
 
   assert.match(solverLog, /fetching the job's dataset/, 'the solver fetched the dataset from the submitter');
   const modelPath = join(dataDir, 'model.safetensors');

@@ -1,4 +1,4 @@
-//! The runtime API workers and clients use to find work and read jobs.
+//! The runtime APIs workers and clients use to find work, read jobs and verify proofs.
 
 use crate::{Job, JobId, UnitIndex, WorkUnit};
 use alloc::vec::Vec;
@@ -41,5 +41,16 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 
 		/// A job and its units, or `None` if no such job exists.
 		fn job_state(job: JobId) -> Option<JobState<AccountId, Balance, BlockNumber>>;
+	}
+
+	/// What verifiers ask the chain.
+	pub trait VerificationApi<AccountId>
+	where
+		AccountId: Codec,
+	{
+		/// The checkpoint segments `verifier` must re-execute for the unit's proof, from
+		/// 0 (segment `i` starts after the unit's first step plus `i` checkpoint
+		/// intervals), or `None` if it was not drawn for the unit's current round.
+		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>>;
 	}
 }

@@ -100,6 +100,9 @@ pub trait ProofLifecycle<AccountId> {
 	fn on_finalized_weight() -> polkadot_sdk::sp_runtime::Weight {
 		polkadot_sdk::sp_runtime::Weight::zero()
 	}
+	/// The unit's proof is void: overturned, or rolled back with the step range it started
+	/// from. Whatever was kept about it can go.
+	fn on_proof_dropped(_job: JobId, _unit: UnitIndex) {}
 }
 
 impl<AccountId> ProofLifecycle<AccountId> for () {
@@ -129,6 +132,10 @@ impl<AccountId, A: ProofLifecycle<AccountId>, B: ProofLifecycle<AccountId>> Proo
 	}
 	fn on_finalized_weight() -> polkadot_sdk::sp_runtime::Weight {
 		A::on_finalized_weight().saturating_add(B::on_finalized_weight())
+	}
+	fn on_proof_dropped(job: JobId, unit: UnitIndex) {
+		A::on_proof_dropped(job, unit);
+		B::on_proof_dropped(job, unit);
 	}
 }
 

@@ -66,21 +66,31 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
 	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotOf` (r:1 w:1)
+	/// Proof: `Staking::DrawSlotOf` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::FreeDrawSlots` (r:1 w:1)
+	/// Proof: `Staking::FreeDrawSlots` (`max_values`: Some(1), `max_size`: Some(1026), added: 1521, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotsUsed` (r:1 w:1)
+	/// Proof: `Staking::DrawSlotsUsed` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawTree` (r:9 w:9)
+	/// Proof: `Staking::DrawTree` (`max_values`: None, `max_size`: Some(28), added: 2503, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlots` (r:0 w:1)
+	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
 	fn register() -> Weight {
-		// Proof size: measured `181`, estimated `3696` bytes.
-		// Minimum execution time: 194_465_000 picoseconds.
-		Weight::from_parts(227_577_000, 3696)
-			.saturating_add(T::DbWeight::get().reads(4))
-			.saturating_add(T::DbWeight::get().writes(4))
+		// Proof size: measured `181`, estimated `23517` bytes.
+		// Minimum execution time: 243_216_000 picoseconds.
+		Weight::from_parts(277_811_000, 23517)
+			.saturating_add(T::DbWeight::get().reads(16))
+			.saturating_add(T::DbWeight::get().writes(17))
 	}
 	/// Storage: `Tasks::SolverUnits` (r:1 w:0)
 	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Nodes` (r:1 w:1)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn update_profile() -> Weight {
-		// Proof size: measured `369`, estimated `3706` bytes.
-		// Minimum execution time: 29_786_000 picoseconds.
-		Weight::from_parts(35_918_000, 3706)
+		// Proof size: measured `468`, estimated `3706` bytes.
+		// Minimum execution time: 30_036_000 picoseconds.
+		Weight::from_parts(33_984_000, 3706)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -90,12 +100,22 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
 	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotOf` (r:1 w:1)
+	/// Proof: `Staking::DrawSlotOf` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::FreeDrawSlots` (r:1 w:1)
+	/// Proof: `Staking::FreeDrawSlots` (`max_values`: Some(1), `max_size`: Some(1026), added: 1521, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotsUsed` (r:1 w:1)
+	/// Proof: `Staking::DrawSlotsUsed` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawTree` (r:9 w:9)
+	/// Proof: `Staking::DrawTree` (`max_values`: None, `max_size`: Some(28), added: 2503, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlots` (r:0 w:1)
+	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
 	fn bond_more() -> Weight {
-		// Proof size: measured `519`, estimated `3696` bytes.
-		// Minimum execution time: 84_428_000 picoseconds.
-		Weight::from_parts(93_105_000, 3696)
-			.saturating_add(T::DbWeight::get().reads(3))
-			.saturating_add(T::DbWeight::get().writes(3))
+		// Proof size: measured `519`, estimated `23517` bytes.
+		// Minimum execution time: 127_469_000 picoseconds.
+		Weight::from_parts(146_145_000, 23517)
+			.saturating_add(T::DbWeight::get().reads(15))
+			.saturating_add(T::DbWeight::get().writes(16))
 	}
 	/// Storage: `Staking::Nodes` (r:1 w:1)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
@@ -107,11 +127,15 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Unbonding` (`max_values`: None, `max_size`: Some(280), added: 2755, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotOf` (r:1 w:0)
+	/// Proof: `Staking::DrawSlotOf` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlots` (r:1 w:0)
+	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
 	fn unbond() -> Weight {
-		// Proof size: measured `563`, estimated `3745` bytes.
-		// Minimum execution time: 136_927_000 picoseconds.
-		Weight::from_parts(146_555_000, 3745)
-			.saturating_add(T::DbWeight::get().reads(5))
+		// Proof size: measured `778`, estimated `3745` bytes.
+		// Minimum execution time: 151_274_000 picoseconds.
+		Weight::from_parts(160_221_000, 3745)
+			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(4))
 	}
 	/// Storage: `Staking::Unbonding` (r:1 w:1)
@@ -122,19 +146,19 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// The range of component `c` is `[1, 8]`.
 	fn withdraw_unbonded(c: u32, ) -> Weight {
-		// Proof size: measured `426 + c * (21 ±0)`, estimated `3745` bytes.
-		// Minimum execution time: 85_270_000 picoseconds.
-		Weight::from_parts(95_882_521, 3745)
-			.saturating_add(Weight::from_parts(361_438, 0).saturating_mul(c.into()))
+		// Proof size: measured `524 + c * (21 ±0)`, estimated `3745` bytes.
+		// Minimum execution time: 84_659_000 picoseconds.
+		Weight::from_parts(113_010_133, 3745)
+			.saturating_add(Weight::from_parts(1_395_205, 0).saturating_mul(c.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Staking::Nodes` (r:1 w:1)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn heartbeat() -> Weight {
-		// Proof size: measured `363`, estimated `3696` bytes.
-		// Minimum execution time: 24_115_000 picoseconds.
-		Weight::from_parts(28_744_000, 3696)
+		// Proof size: measured `462`, estimated `3696` bytes.
+		// Minimum execution time: 24_676_000 picoseconds.
+		Weight::from_parts(28_554_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -148,17 +172,17 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn deregister() -> Weight {
 		// Proof size: measured `403`, estimated `3706` bytes.
-		// Minimum execution time: 36_248_000 picoseconds.
-		Weight::from_parts(41_788_000, 3706)
+		// Minimum execution time: 34_876_000 picoseconds.
+		Weight::from_parts(38_242_000, 3706)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Staking::Nodes` (r:1 w:1)
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn set_min_price() -> Weight {
-		// Proof size: measured `363`, estimated `3696` bytes.
-		// Minimum execution time: 24_126_000 picoseconds.
-		Weight::from_parts(28_944_000, 3696)
+		// Proof size: measured `462`, estimated `3696` bytes.
+		// Minimum execution time: 23_664_000 picoseconds.
+		Weight::from_parts(26_830_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -167,9 +191,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::Endpoints` (r:0 w:1)
 	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn set_endpoint() -> Weight {
-		// Proof size: measured `208`, estimated `3696` bytes.
-		// Minimum execution time: 25_268_000 picoseconds.
-		Weight::from_parts(29_827_000, 3696)
+		// Proof size: measured `307`, estimated `3696` bytes.
+		// Minimum execution time: 25_036_000 picoseconds.
+		Weight::from_parts(29_696_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -185,68 +209,76 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::CounterForNodes` (r:1 w:1)
 	/// Proof: `Staking::CounterForNodes` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotOf` (r:1 w:1)
+	/// Proof: `Staking::DrawSlotOf` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlots` (r:1 w:1)
+	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawTree` (r:9 w:9)
+	/// Proof: `Staking::DrawTree` (`max_values`: None, `max_size`: Some(28), added: 2503, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::FreeDrawSlots` (r:1 w:1)
+	/// Proof: `Staking::FreeDrawSlots` (`max_values`: Some(1), `max_size`: Some(1026), added: 1521, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Endpoints` (r:0 w:1)
 	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn reap() -> Weight {
-		// Proof size: measured `864`, estimated `3745` bytes.
-		// Minimum execution time: 382_328_000 picoseconds.
-		Weight::from_parts(422_052_000, 3745)
-			.saturating_add(T::DbWeight::get().reads(6))
-			.saturating_add(T::DbWeight::get().writes(6))
+		// Proof size: measured `1373`, estimated `23517` bytes.
+		// Minimum execution time: 453_701_000 picoseconds.
+		Weight::from_parts(503_615_000, 23517)
+			.saturating_add(T::DbWeight::get().reads(18))
+			.saturating_add(T::DbWeight::get().writes(18))
 	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn register() -> Weight {
-		Weight::from_parts(227_577_000, 3696)
-			.saturating_add(ParityDbWeight::get().reads(4))
-			.saturating_add(ParityDbWeight::get().writes(4))
+		Weight::from_parts(277_811_000, 23517)
+			.saturating_add(ParityDbWeight::get().reads(16))
+			.saturating_add(ParityDbWeight::get().writes(17))
 	}
 	fn update_profile() -> Weight {
-		Weight::from_parts(35_918_000, 3706)
+		Weight::from_parts(33_984_000, 3706)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn bond_more() -> Weight {
-		Weight::from_parts(93_105_000, 3696)
-			.saturating_add(ParityDbWeight::get().reads(3))
-			.saturating_add(ParityDbWeight::get().writes(3))
+		Weight::from_parts(146_145_000, 23517)
+			.saturating_add(ParityDbWeight::get().reads(15))
+			.saturating_add(ParityDbWeight::get().writes(16))
 	}
 	fn unbond() -> Weight {
-		Weight::from_parts(146_555_000, 3745)
-			.saturating_add(ParityDbWeight::get().reads(5))
+		Weight::from_parts(160_221_000, 3745)
+			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(4))
 	}
 	fn withdraw_unbonded(c: u32, ) -> Weight {
-		Weight::from_parts(95_882_521, 3745)
-			.saturating_add(Weight::from_parts(361_438, 0).saturating_mul(c.into()))
+		Weight::from_parts(113_010_133, 3745)
+			.saturating_add(Weight::from_parts(1_395_205, 0).saturating_mul(c.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn heartbeat() -> Weight {
-		Weight::from_parts(28_744_000, 3696)
+		Weight::from_parts(28_554_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn deregister() -> Weight {
-		Weight::from_parts(41_788_000, 3706)
+		Weight::from_parts(38_242_000, 3706)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn set_min_price() -> Weight {
-		Weight::from_parts(28_944_000, 3696)
+		Weight::from_parts(26_830_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn set_endpoint() -> Weight {
-		Weight::from_parts(29_827_000, 3696)
+		Weight::from_parts(29_696_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn reap() -> Weight {
-		Weight::from_parts(422_052_000, 3745)
-			.saturating_add(ParityDbWeight::get().reads(6))
-			.saturating_add(ParityDbWeight::get().writes(6))
+		Weight::from_parts(503_615_000, 23517)
+			.saturating_add(ParityDbWeight::get().reads(18))
+			.saturating_add(ParityDbWeight::get().writes(18))
 	}
 }

@@ -995,6 +995,9 @@ impl<T: Config> Pallet<T> {
 		ensure!(unit.state == UnitState::Challenged, Error::<T>::NotDisputable);
 		let key = (job_id, index);
 		let rolled_back = Self::roll_back_successors(&job, job_id, index)?;
+		for dropped in core::iter::once(index).chain(rolled_back.iter().copied()) {
+			T::ProofLifecycle::on_proof_dropped(job_id, dropped);
+		}
 		let price = job.spec.price_per_unit;
 		let solver = unit.solver.clone().ok_or(Error::<T>::NotDisputable)?;
 		if !diverged {

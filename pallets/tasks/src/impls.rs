@@ -102,6 +102,9 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>> for Pallet<T> {
 		// The sweep's benchmarked time-out of a unit whose later ranges fail with it does the
 		// same work per later range as a roll-back: a read and a write of the unit, the
 		// solver's list and exposure, and an event.
-		<T::WeightInfo as crate::WeightInfo>::time_out(rolled_back.saturating_add(1))
+		// Each unit's proof is dropped from the verification records too: one removal.
+		let units = rolled_back.saturating_add(1);
+		<T::WeightInfo as crate::WeightInfo>::time_out(units)
+			.saturating_add(T::DbWeight::get().reads_writes(u64::from(units), u64::from(units)))
 	}
 }

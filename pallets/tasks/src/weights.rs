@@ -75,7 +75,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::CounterForNodes` (r:1 w:0)
 	/// Proof: `Staking::CounterForNodes` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:0 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:64)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:0 w:64)
@@ -83,9 +83,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn submit_job(u: u32, ) -> Weight {
 		// Proof size: measured `444`, estimated `13775` bytes.
-		// Minimum execution time: 454_764_000 picoseconds.
-		Weight::from_parts(475_933_830, 13775)
-			.saturating_add(Weight::from_parts(5_945_210, 0).saturating_mul(u.into()))
+		// Minimum execution time: 466_455_000 picoseconds.
+		Weight::from_parts(512_960_667, 13775)
+			.saturating_add(Weight::from_parts(6_404_882, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(9))
 			.saturating_add(T::DbWeight::get().writes(6))
 			.saturating_add(T::DbWeight::get().writes((2_u64).saturating_mul(u.into())))
@@ -95,15 +95,15 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn scan_registry(n: u32, ) -> Weight {
 		// Proof size: measured `197 + n * (85 ±0)`, estimated `3696 + n * (2706 ±0)` bytes.
-		// Minimum execution time: 16_561_000 picoseconds.
-		Weight::from_parts(9_145_600, 3696)
-			.saturating_add(Weight::from_parts(5_791_646, 0).saturating_mul(n.into()))
+		// Minimum execution time: 17_062_000 picoseconds.
+		Weight::from_parts(18_021_365, 3696)
+			.saturating_add(Weight::from_parts(7_956_650, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
@@ -119,9 +119,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn cancel_job(u: u32, ) -> Weight {
 		// Proof size: measured `1322 + u * (127 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 119_273_000 picoseconds.
-		Weight::from_parts(76_223_863, 13775)
-			.saturating_add(Weight::from_parts(57_115_187, 0).saturating_mul(u.into()))
+		// Minimum execution time: 125_605_000 picoseconds.
+		Weight::from_parts(52_901_278, 13775)
+			.saturating_add(Weight::from_parts(67_874_065, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(6))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(6))
@@ -129,7 +129,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Nodes` (r:1 w:0)
@@ -146,13 +146,13 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn claim_unit() -> Weight {
 		// Proof size: measured `15223`, estimated `13775` bytes.
-		// Minimum execution time: 144_391_000 picoseconds.
-		Weight::from_parts(165_390_000, 13775)
+		// Minimum execution time: 142_999_000 picoseconds.
+		Weight::from_parts(185_399_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
@@ -165,58 +165,64 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn decline_unit() -> Weight {
 		// Proof size: measured `1414`, estimated `13775` bytes.
-		// Minimum execution time: 57_528_000 picoseconds.
-		Weight::from_parts(60_774_000, 13775)
+		// Minimum execution time: 58_850_000 picoseconds.
+		Weight::from_parts(64_401_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn accept_unit() -> Weight {
-		// Proof size: measured `1287`, estimated `4606` bytes.
-		// Minimum execution time: 41_758_000 picoseconds.
-		Weight::from_parts(44_834_000, 4606)
+		// Proof size: measured `1287`, estimated `4638` bytes.
+		// Minimum execution time: 42_690_000 picoseconds.
+		Weight::from_parts(47_389_000, 4638)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn commit_checkpoint() -> Weight {
-		// Proof size: measured `1283`, estimated `4606` bytes.
-		// Minimum execution time: 42_640_000 picoseconds.
-		Weight::from_parts(45_696_000, 4606)
+		// Proof size: measured `1283`, estimated `4638` bytes.
+		// Minimum execution time: 44_293_000 picoseconds.
+		Weight::from_parts(70_813_000, 4638)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:2 w:2)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
+	/// Storage: `Verification::PendingDraws` (r:1 w:1)
+	/// Proof: `Verification::PendingDraws` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
+	/// Storage: `Verification::Rounds` (r:0 w:1)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(297), added: 2772, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn submit_proof() -> Weight {
-		// Proof size: measured `1326`, estimated `13775` bytes.
-		// Minimum execution time: 69_491_000 picoseconds.
-		Weight::from_parts(74_791_000, 13775)
-			.saturating_add(T::DbWeight::get().reads(4))
-			.saturating_add(T::DbWeight::get().writes(5))
+		// Proof size: measured `1332`, estimated `13775` bytes.
+		// Minimum execution time: 78_918_000 picoseconds.
+		Weight::from_parts(114_465_000, 13775)
+			.saturating_add(T::DbWeight::get().reads(5))
+			.saturating_add(T::DbWeight::get().writes(7))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
+	/// Storage: `Verification::Rounds` (r:1 w:1)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(297), added: 2772, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::UnitDisputes` (r:1 w:0)
-	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(53), added: 2528, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:3 w:3)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
@@ -233,17 +239,17 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn finalize_unit(u: u32, ) -> Weight {
-		// Proof size: measured `1946 + u * (289 ±0)`, estimated `8799 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 208_030_000 picoseconds.
-		Weight::from_parts(222_495_204, 8799)
-			.saturating_add(Weight::from_parts(6_840_482, 0).saturating_mul(u.into()))
-			.saturating_add(T::DbWeight::get().reads(11))
+		// Proof size: measured `2072 + u * (289 ±0)`, estimated `8799 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 231_655_000 picoseconds.
+		Weight::from_parts(294_056_845, 8799)
+			.saturating_add(Weight::from_parts(5_921_746, 0).saturating_mul(u.into()))
+			.saturating_add(T::DbWeight::get().reads(12))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
-			.saturating_add(T::DbWeight::get().writes(11))
+			.saturating_add(T::DbWeight::get().writes(12))
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
@@ -263,9 +269,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn time_out(u: u32, ) -> Weight {
 		// Proof size: measured `15298 + u * (28 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 195_968_000 picoseconds.
-		Weight::from_parts(176_150_174, 13775)
-			.saturating_add(Weight::from_parts(53_803_958, 0).saturating_mul(u.into()))
+		// Minimum execution time: 206_428_000 picoseconds.
+		Weight::from_parts(145_841_360, 13775)
+			.saturating_add(Weight::from_parts(62_873_611, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(8))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(8))
@@ -273,7 +279,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:64 w:64)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
@@ -282,10 +288,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn remove_job(u: u32, ) -> Weight {
-		// Proof size: measured `1349 + u * (47 ±0)`, estimated `4606 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 78_557_000 picoseconds.
-		Weight::from_parts(79_615_735, 4606)
-			.saturating_add(Weight::from_parts(1_523_925, 0).saturating_mul(u.into()))
+		// Proof size: measured `1381 + u * (47 ±0)`, estimated `4638 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 81_733_000 picoseconds.
+		Weight::from_parts(85_706_529, 4638)
+			.saturating_add(Weight::from_parts(1_699_681, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(3))
@@ -307,7 +313,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::SolverExposure` (r:256 w:1)
 	/// Proof: `Tasks::SolverExposure` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1141), added: 3616, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:16 w:16)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:32)
@@ -316,10 +322,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn schedule(a: u32, n: u32, ) -> Weight {
 		// Proof size: measured `1331 + a * (127 ±0) + n * (159 ±0)`, estimated `13775 + a * (2847 ±0) + n * (2716 ±0)` bytes.
-		// Minimum execution time: 464_632_000 picoseconds.
-		Weight::from_parts(483_217_000, 13775)
-			.saturating_add(Weight::from_parts(9_760_657, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(25_698_597, 0).saturating_mul(n.into()))
+		// Minimum execution time: 815_972_000 picoseconds.
+		Weight::from_parts(106_162_849, 13775)
+			.saturating_add(Weight::from_parts(4_576_200, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(32_903_869, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(T::DbWeight::get().reads((4_u64).saturating_mul(n.into())))
@@ -333,22 +339,22 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn submit_job(u: u32, ) -> Weight {
-		Weight::from_parts(475_933_830, 13775)
-			.saturating_add(Weight::from_parts(5_945_210, 0).saturating_mul(u.into()))
+		Weight::from_parts(512_960_667, 13775)
+			.saturating_add(Weight::from_parts(6_404_882, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(9))
 			.saturating_add(ParityDbWeight::get().writes(6))
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(u.into())))
 	}
 	fn scan_registry(n: u32, ) -> Weight {
-		Weight::from_parts(9_145_600, 3696)
-			.saturating_add(Weight::from_parts(5_791_646, 0).saturating_mul(n.into()))
+		Weight::from_parts(18_021_365, 3696)
+			.saturating_add(Weight::from_parts(7_956_650, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	fn cancel_job(u: u32, ) -> Weight {
-		Weight::from_parts(76_223_863, 13775)
-			.saturating_add(Weight::from_parts(57_115_187, 0).saturating_mul(u.into()))
+		Weight::from_parts(52_901_278, 13775)
+			.saturating_add(Weight::from_parts(67_874_065, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(6))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(6))
@@ -356,41 +362,41 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn claim_unit() -> Weight {
-		Weight::from_parts(165_390_000, 13775)
+		Weight::from_parts(185_399_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn decline_unit() -> Weight {
-		Weight::from_parts(60_774_000, 13775)
+		Weight::from_parts(64_401_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn accept_unit() -> Weight {
-		Weight::from_parts(44_834_000, 4606)
+		Weight::from_parts(47_389_000, 4638)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn commit_checkpoint() -> Weight {
-		Weight::from_parts(45_696_000, 4606)
+		Weight::from_parts(70_813_000, 4638)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn submit_proof() -> Weight {
-		Weight::from_parts(74_791_000, 13775)
-			.saturating_add(ParityDbWeight::get().reads(4))
-			.saturating_add(ParityDbWeight::get().writes(5))
+		Weight::from_parts(114_465_000, 13775)
+			.saturating_add(ParityDbWeight::get().reads(5))
+			.saturating_add(ParityDbWeight::get().writes(7))
 	}
 	fn finalize_unit(u: u32, ) -> Weight {
-		Weight::from_parts(222_495_204, 8799)
-			.saturating_add(Weight::from_parts(6_840_482, 0).saturating_mul(u.into()))
-			.saturating_add(ParityDbWeight::get().reads(11))
+		Weight::from_parts(294_056_845, 8799)
+			.saturating_add(Weight::from_parts(5_921_746, 0).saturating_mul(u.into()))
+			.saturating_add(ParityDbWeight::get().reads(12))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
-			.saturating_add(ParityDbWeight::get().writes(11))
+			.saturating_add(ParityDbWeight::get().writes(12))
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn time_out(u: u32, ) -> Weight {
-		Weight::from_parts(176_150_174, 13775)
-			.saturating_add(Weight::from_parts(53_803_958, 0).saturating_mul(u.into()))
+		Weight::from_parts(145_841_360, 13775)
+			.saturating_add(Weight::from_parts(62_873_611, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(8))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(8))
@@ -398,8 +404,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn remove_job(u: u32, ) -> Weight {
-		Weight::from_parts(79_615_735, 4606)
-			.saturating_add(Weight::from_parts(1_523_925, 0).saturating_mul(u.into()))
+		Weight::from_parts(85_706_529, 4638)
+			.saturating_add(Weight::from_parts(1_699_681, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(3))
@@ -407,9 +413,9 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		Weight::from_parts(483_217_000, 13775)
-			.saturating_add(Weight::from_parts(9_760_657, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(25_698_597, 0).saturating_mul(n.into()))
+		Weight::from_parts(106_162_849, 13775)
+			.saturating_add(Weight::from_parts(4_576_200, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(32_903_869, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(ParityDbWeight::get().reads((4_u64).saturating_mul(n.into())))

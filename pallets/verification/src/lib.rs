@@ -126,6 +126,12 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxDrawsPerBlock: Get<u32>;
 
+		/// Blocks after its proof within which a round must be drawn. A round the
+		/// randomness source never served in time is dropped (`DrawExpired`), so a stalled
+		/// source delays no unit's pay for longer than this.
+		#[pallet::constant]
+		type DrawTimeout: Get<BlockNumberFor<Self>>;
+
 		/// Weights of this pallet's calls and hooks.
 		type WeightInfo: WeightInfo;
 
@@ -166,6 +172,14 @@ pub mod pallet {
 			commit_ends: BlockNumberFor<T>,
 			/// The first block reveals are no longer accepted in.
 			reveal_ends: BlockNumberFor<T>,
+		},
+		/// No randomness newer than the proof came within `DrawTimeout` blocks: the round
+		/// is dropped and the proof relies on its challenge window alone.
+		DrawExpired {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
 		},
 		/// No verifier could be drawn (none online and bonded): the proof relies on its
 		/// challenge window alone.
@@ -275,6 +289,8 @@ pub mod pallet {
 				T::MaxPendingDraws::get() >= T::MaxDrawsPerBlock::get(),
 				"the draw queue must hold at least a block's draws"
 			);
+			// The randomness of the block after the proof is first usable two blocks on.
+			assert!(T::DrawTimeout::get() >= 2u32.into(), "DrawTimeout must leave room for a draw");
 		}
 
 		#[cfg(feature = "try-runtime")]
@@ -365,8 +381,8 @@ pub mod pallet {
 			let wanted = T::SamplesPerVerifier::get().min(segments);
 			let mut chosen: Vec<u32> = Vec::new();
 			let mut counter = 0u32;
-			// Each pick is new with probability at least 1/2 while fewer than half are
-			// chosen; past that, the remaining indices are taken in order from a pick.
+			// A pick already chosen moves on to the next index not chosen, so every pick
+			// adds one and the loop ends after `wanted` picks.
 			while (chosen.len() as u32) < wanted {
 				let pick = blake2_256(&(b"touchstone/segments", seed, verifier, counter).encode());
 				let mut word = [0u8; 4];
@@ -379,6 +395,20 @@ pub mod pallet {
 				counter = counter.saturating_add(1);
 			}
 			chosen
+		}
+
+		/// The segments `verifier` re-executes in the unit's current round, or `None` if it
+		/// was not drawn for it. Backs the `VerificationApi::samples` runtime API.
+		pub fn samples(job: JobId, unit: UnitIndex, verifier: &T::AccountId) -> Option<Vec<u32>> {
+			let round = Rounds::<T>::get((job, unit))?;
+			let drawn = round.drawn.as_ref()?;
+			if !round.attestations.iter().any(|a| a.verifier == *verifier) {
+				return None;
+			}
+			let proven = T::Units::proven_unit(job, unit)?;
+			let interval = proven.hyper.checkpoint_interval.max(1);
+			let segments = proven.trace.steps.div_ceil(interval);
+			Some(Self::sampled_segments(&drawn.seed, verifier, segments))
 		}
 
 		/// Concludes every round whose reveal period ends at `now`; returns how many.
@@ -435,8 +465,8 @@ pub mod pallet {
 			Self::deposit_event(Event::RoundConcluded { job, unit, matched, mismatched, missed });
 		}
 
-		/// Draws the verifiers of queued proofs whose randomness is known, up to
-		/// `MaxDrawsPerBlock`; returns how many draws were made.
+		/// Draws the verifiers of queued proofs whose randomness is known, and drops those
+		/// past `DrawTimeout`, up to `MaxDrawsPerBlock` in all; returns how many.
 		pub(crate) fn draw_due(now: BlockNumberFor<T>) -> u32 {
 			let mut queue = PendingDraws::<T>::get();
 			let mut drawn = 0u32;
@@ -460,7 +490,15 @@ pub mod pallet {
 				// known to the solver: wait. The queue is in commitment order, so every
 				// later entry waits too.
 				if known_since <= round.committed_at {
-					break;
+					if now <= Self::draw_deadline(&round) {
+						break;
+					}
+					// Counted as a draw, so expiries share the per-block bound and its weight.
+					taken = taken.saturating_add(1);
+					drawn = drawn.saturating_add(1);
+					Rounds::<T>::remove((job, unit));
+					Self::deposit_event(Event::DrawExpired { job, unit });
+					continue;
 				}
 				taken = taken.saturating_add(1);
 				drawn = drawn.saturating_add(1);
@@ -513,22 +551,25 @@ pub mod pallet {
 			Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
 		}
 
+		/// The last block a round may be drawn in.
+		fn draw_deadline(round: &RoundOf<T>) -> BlockNumberFor<T> {
+			round.committed_at.saturating_add(T::DrawTimeout::get())
+		}
+
 		/// Whether the unit's proof with `trace_root` still stands.
 		fn proof_stands(job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> bool {
 			T::Units::proven_unit(job, unit).is_some_and(|proven| proven.trace.trace_root == *trace_root)
 		}
 
 		/// Checks the pallet's invariants:
-		/// - every queued proof has a round, not yet drawn;
+		/// - every undrawn round is queued (a queued unit whose proof was dropped has no
+		///   round, and its entry is skipped);
 		/// - a drawn round has between one and `VerifiersPerUnit` distinct verifiers, and
 		///   closes after it opened;
 		/// - a round still open is listed to close at its reveal end; a concluded one has
 		///   no attestation left unrevealed.
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
-			for key in PendingDraws::<T>::get() {
-				ensure!(Rounds::<T>::contains_key(key), "queued draw without a round");
-			}
 			for (key, round) in Rounds::<T>::iter() {
 				let Some(drawn) = round.drawn.as_ref() else {
 					ensure!(!round.concluded, "a round concluded before its draw");
@@ -584,17 +625,29 @@ pub mod pallet {
 		}
 
 		fn can_finalize(job: JobId, unit: UnitIndex) -> bool {
-			Rounds::<T>::get((job, unit)).is_none_or(|round| round.concluded)
+			let now = frame_system::Pallet::<T>::block_number();
+			// An undrawn round past its deadline is expired even before the hook drops it.
+			Rounds::<T>::get((job, unit)).is_none_or(|round| {
+				round.concluded || (round.drawn.is_none() && now > Self::draw_deadline(&round))
+			})
 		}
 
 		fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<T::AccountId> {
 			let Some(round) = Rounds::<T>::take((job, unit)) else { return Vec::new() };
+			// An expired round's queue entry finds no round and is skipped.
 			round
 				.attestations
 				.into_iter()
 				.filter(|a| a.state == AttestationState::Revealed(Verdict::Match))
 				.map(|a| a.verifier)
 				.collect()
+		}
+
+		fn on_proof_dropped(job: JobId, unit: UnitIndex) {
+			// Its queue entry, or its place in `Closing`, finds no round and is skipped.
+			if Rounds::<T>::take((job, unit)).is_some() {
+				Self::deposit_event(Event::RoundVoided { job, unit });
+			}
 		}
 
 		fn on_finalized_weight() -> Weight {

@@ -197,6 +197,26 @@ fn a_mismatch_opens_a_dispute_with_the_verifier_as_challenger() {
 }
 
 #[test]
+fn a_dropped_proof_voids_its_round_and_nobody_is_slashed() {
+	use touchstone_primitives::traits::ProofLifecycle;
+	build_and_execute(&VERIFIERS, || {
+		let (job, _) = prove();
+		run_to_block(3);
+		let verifier = drawn(job)[0];
+		assert_ok!(commit(verifier, job, &Verdict::Match));
+		verification_events();
+		// The tasks pallet drops the proof when a dispute overturns it (or rolls it back).
+		<Verification as ProofLifecycle<u64>>::on_proof_dropped(job, 0);
+		assert_eq!(verification_events(), vec![Event::RoundVoided { job, unit: 0 }]);
+		assert_noop!(reveal(verifier, job, Verdict::Match), Error::<Test>::NoRound);
+		let jackpot = Balances::balance(&JACKPOT);
+		run_to_block(3 + COMMIT_PERIOD + REVEAL_PERIOD + 1);
+		assert!(verification_events().is_empty(), "nothing concludes");
+		assert_eq!(Balances::balance(&JACKPOT), jackpot, "nobody slashed");
+	});
+}
+
+#[test]
 fn attestations_follow_the_rules_or_change_nothing() {
 	build_and_execute(&VERIFIERS, || {
 		let (job, _) = prove();
@@ -235,6 +255,24 @@ fn with_no_verifier_bonded_a_proof_stands_on_its_challenge_window() {
 		run_to_block(3);
 		assert_eq!(verification_events(), vec![Event::NoVerifiers { job, unit: 0 }]);
 		assert!(Rounds::<Test>::get((job, 0)).is_none());
+		run_to_block(1 + CHALLENGE_WINDOW);
+		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+	});
+}
+
+#[test]
+fn a_round_the_randomness_never_serves_expires_and_frees_the_unit() {
+	build_and_execute(&VERIFIERS, || {
+		RandomnessStalled::set(true);
+		let (job, _) = prove();
+		// Before the deadline the round waits, and holds finalization back.
+		run_to_block(1 + DRAW_TIMEOUT);
+		assert!(Rounds::<Test>::get((job, 0)).is_some());
+		assert!(!<Verification as touchstone_primitives::traits::ProofLifecycle<u64>>::can_finalize(job, 0));
+		run_to_block(2 + DRAW_TIMEOUT);
+		assert_eq!(verification_events(), vec![Event::DrawExpired { job, unit: 0 }]);
+		assert!(Rounds::<Test>::get((job, 0)).is_none() && PendingDraws::<Test>::get().is_empty());
+		RandomnessStalled::set(false);
 		run_to_block(1 + CHALLENGE_WINDOW);
 		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
 	});

@@ -284,6 +284,9 @@ impl pallet_touchstone_verification::Config for Runtime {
 	// As many as there can be open units.
 	type MaxPendingDraws = ConstU32<1024>;
 	type MaxDrawsPerBlock = ConstU32<16>;
+	// Every block carries fresh randomness, so a draw waits two blocks; half the challenge
+	// window is the most a stalled source may hold a unit's pay.
+	type DrawTimeout = ConstU32<50>;
 	type WeightInfo = pallet_touchstone_verification::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;
