@@ -46,7 +46,7 @@ async function rpc(port, method, params = []) {
  *
  * A node whose log stops growing for `stallMs` before its RPC answers is stuck in startup
  * (seen once in CI: a restarted validator printed its network identity and then nothing
- * for three minutes, and never reproduced in 40 local restarts). Its thread stacks are
+ * for three minutes, and not reproduced in ten local restarts). Its thread stacks are
  * saved for diagnosis, it is killed, and it is started once more on fresh ports; the
  * retry is reported on stderr, never hidden.
  */
