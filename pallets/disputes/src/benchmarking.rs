@@ -8,12 +8,12 @@ use polkadot_sdk::{
 	frame_benchmarking::v2::*,
 	frame_support::traits::Get,
 	frame_system::{self, RawOrigin},
-	sp_runtime::{traits::Saturating, FixedU64, Perbill},
+	sp_runtime::traits::Saturating,
 };
 use crate::benchmark_case::{recorded, BenchmarkCase};
 use touchstone_primitives::{
-	referee::{bookkeeping_spec, filler_trace, reveal, MerkleTree, Reveal},
-	Decomposition, JobId, JobSpec, LearningProof, Role, TrainingMetrics,
+	referee::{bookkeeping_spec, filler_proof, filler_trace, reveal, MerkleTree, Reveal},
+	Decomposition, JobId, JobSpec, Role,
 };
 
 /// Steps of the benchmarks' units.
@@ -38,15 +38,8 @@ fn proven<T: Config>(units: u32) -> Result<(JobId, T::AccountId, MerkleTree), Be
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
-	let (defender, opening) = tree(0)?;
-	let proof = LearningProof {
-		trace_root: defender.root().into(),
-		steps: STEPS,
-		start_state_root: INITIAL.into(),
-		final_state_root: FINAL.into(),
-		final_model_hash: [5; 32].into(),
-		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
-	};
+	let (proof, opening, defender) =
+		filler_proof(0, STEPS, INITIAL, FINAL, 0).ok_or(BenchmarkError::Stop("no trace"))?;
 	let job = T::BenchmarkHelper::prove(&owner, spec::<T>(units), &solver, proof, opening)
 		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
 	Ok((job, solver, defender))

@@ -189,6 +189,30 @@ pub fn filler_trace(
 	Some((tree, opening))
 }
 
+/// A learning proof over [`filler_trace`]'s trace, for tests and benchmarks of the chain's
+/// bookkeeping: `steps` steps from `first_step`, anchored at `start_state_root` and ending
+/// at `final_state_root`, with a fixed model hash and metrics. Returns the proof, the
+/// opening of its final state, and its step-level tree.
+pub fn filler_proof(
+	first_step: u32,
+	steps: u32,
+	start_state_root: Digest,
+	final_state_root: Digest,
+	salt: u8,
+) -> Option<(crate::LearningProof, StateOpening, MerkleTree)> {
+	use polkadot_sdk::sp_runtime::{FixedU64, Perbill};
+	let (tree, opening) = filler_trace(first_step, steps, start_state_root, final_state_root, salt)?;
+	let proof = crate::LearningProof {
+		trace_root: tree.root().into(),
+		steps,
+		start_state_root: start_state_root.into(),
+		final_state_root: final_state_root.into(),
+		final_model_hash: [5; 32].into(),
+		metrics: crate::TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
+	};
+	Some((proof, opening, tree))
+}
+
 /// A small job the chain accepts, for tests and benchmarks of the chain's bookkeeping: a
 /// 4→6→3 tanh MLP over 24 samples, `units` step ranges of `steps_per_unit` steps each,
 /// checkpointed every `checkpoint_interval` steps, from `initial_state_root`. Its price

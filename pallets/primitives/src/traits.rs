@@ -103,6 +103,10 @@ pub trait ProofLifecycle<AccountId> {
 	/// The unit's proof is void: overturned, or rolled back with the step range it started
 	/// from. Whatever was kept about it can go.
 	fn on_proof_dropped(_job: JobId, _unit: UnitIndex) {}
+	/// The weight of [`ProofLifecycle::on_proof_dropped`] for one unit.
+	fn on_proof_dropped_weight() -> polkadot_sdk::sp_runtime::Weight {
+		polkadot_sdk::sp_runtime::Weight::zero()
+	}
 }
 
 impl<AccountId> ProofLifecycle<AccountId> for () {
@@ -136,6 +140,9 @@ impl<AccountId, A: ProofLifecycle<AccountId>, B: ProofLifecycle<AccountId>> Proo
 	fn on_proof_dropped(job: JobId, unit: UnitIndex) {
 		A::on_proof_dropped(job, unit);
 		B::on_proof_dropped(job, unit);
+	}
+	fn on_proof_dropped_weight() -> polkadot_sdk::sp_runtime::Weight {
+		A::on_proof_dropped_weight().saturating_add(B::on_proof_dropped_weight())
 	}
 }
 

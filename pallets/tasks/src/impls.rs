@@ -9,7 +9,7 @@ use polkadot_sdk::{
 	sp_runtime::{DispatchError, DispatchResult},
 };
 use touchstone_primitives::{
-	traits::{ActiveWork, UnitProofs},
+	traits::{ActiveWork, ProofLifecycle, UnitProofs},
 	JobId, JobState, JobStatus, SolverUnit, UnitIndex,
 };
 
@@ -102,9 +102,9 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>> for Pallet<T> {
 		// The sweep's benchmarked time-out of a unit whose later ranges fail with it does the
 		// same work per later range as a roll-back: a read and a write of the unit, the
 		// solver's list and exposure, and an event.
-		// Each unit's proof is dropped from the verification records too: one removal.
+		// Each unit's proof is dropped, and the proof lifecycle told of it.
 		let units = rolled_back.saturating_add(1);
 		<T::WeightInfo as crate::WeightInfo>::time_out(units)
-			.saturating_add(T::DbWeight::get().reads_writes(u64::from(units), u64::from(units)))
+			.saturating_add(T::ProofLifecycle::on_proof_dropped_weight().saturating_mul(u64::from(units)))
 	}
 }

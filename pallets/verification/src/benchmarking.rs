@@ -7,12 +7,12 @@ use polkadot_sdk::{
 	frame_benchmarking::v2::*,
 	frame_support::{pallet_prelude::BoundedVec, traits::Get},
 	frame_system::{self, RawOrigin},
-	sp_runtime::{FixedU64, Perbill, Saturating},
+	sp_runtime::Saturating,
 };
 use touchstone_primitives::{
-	referee::{bookkeeping_spec, filler_trace},
+	referee::{bookkeeping_spec, filler_proof},
 	traits::{ProofLifecycle, ProofSetup},
-	JobId, LearningProof, Role, TrainingMetrics,
+	JobId, Role,
 };
 
 /// Steps of the benchmarks' unit.
@@ -29,15 +29,7 @@ fn proven<T: Config>() -> Result<JobId, BenchmarkError> {
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
-	let (tree, opening) = filler_trace(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
-	let proof = LearningProof {
-		trace_root: tree.root().into(),
-		steps: STEPS,
-		start_state_root: INITIAL.into(),
-		final_state_root: [3; 32].into(),
-		final_model_hash: [5; 32].into(),
-		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
-	};
+	let (proof, opening, _) = filler_proof(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
 	T::BenchmarkHelper::prove(&owner, bookkeeping_spec(STEPS, 1, STEPS, INITIAL), &solver, proof, opening)
 		.ok_or(BenchmarkError::Stop("the unit could not be proven"))
 }
@@ -133,12 +125,12 @@ mod benchmarks {
 	fn draw_round() -> Result<(), BenchmarkError> {
 		verifiers::<T>(T::VerifiersPerUnit::get().saturating_mul(2));
 		let job = proven::<T>()?;
-		let mut round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round queued"))?;
+		let round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round queued"))?;
 		let now = frame_system::Pallet::<T>::block_number();
 
 		#[block]
 		{
-			Pallet::<T>::draw(job, 0, &mut round, [7; 32], now);
+			Pallet::<T>::draw(job, 0, round, [7; 32], now);
 		}
 
 		let drawn = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;

@@ -475,7 +475,7 @@ pub mod pallet {
 				if drawn >= T::MaxDrawsPerBlock::get() {
 					break;
 				}
-				let Some(mut round) = Rounds::<T>::get((job, unit)) else {
+				let Some(round) = Rounds::<T>::get((job, unit)) else {
 					taken = taken.saturating_add(1);
 					continue;
 				};
@@ -502,7 +502,7 @@ pub mod pallet {
 				}
 				taken = taken.saturating_add(1);
 				drawn = drawn.saturating_add(1);
-				Self::draw(job, unit, &mut round, random.0, now);
+				Self::draw(job, unit, round, random.0, now);
 			}
 			if taken > 0 {
 				let rest: Vec<_> = queue.iter().skip(taken).copied().collect();
@@ -513,7 +513,7 @@ pub mod pallet {
 		}
 
 		/// Draws a round's verifiers from `seed` and opens its commit period.
-		pub(crate) fn draw(job: JobId, unit: UnitIndex, round: &mut RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
+		pub(crate) fn draw(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
 			let proven = match T::Units::proven_unit(job, unit) {
 				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
 				_ => {
@@ -547,7 +547,7 @@ pub mod pallet {
 					.collect(),
 			);
 			round.drawn = Some(DrawnRound { seed, commit_ends, reveal_ends });
-			Rounds::<T>::insert((job, unit), round.clone());
+			Rounds::<T>::insert((job, unit), round);
 			Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
 		}
 
@@ -648,6 +648,10 @@ pub mod pallet {
 			if Rounds::<T>::take((job, unit)).is_some() {
 				Self::deposit_event(Event::RoundVoided { job, unit });
 			}
+		}
+
+		fn on_proof_dropped_weight() -> Weight {
+			T::DbWeight::get().reads_writes(1, 1)
 		}
 
 		fn on_finalized_weight() -> Weight {

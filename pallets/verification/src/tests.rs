@@ -5,13 +5,10 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 
 use crate::{mock::*, AttestationState, Error, Event, PendingDraws, Rounds, Verdict};
-use polkadot_sdk::{
-	frame_support::{assert_noop, assert_ok, traits::fungible::Inspect},
-	sp_runtime::{FixedU64, Perbill},
-};
+use polkadot_sdk::frame_support::{assert_noop, assert_ok, traits::fungible::Inspect};
 use touchstone_primitives::{
-	referee::{bookkeeping_spec, filler_trace},
-	JobSpec, LearningProof, Role, TrainingMetrics, UnitScope, UnitState,
+	referee::{bookkeeping_spec, filler_proof, StateOpening},
+	JobSpec, LearningProof, Role, UnitScope, UnitState,
 };
 
 /// A one-unit job of 10 steps, checkpointed every 2.
@@ -30,23 +27,28 @@ fn prove() -> (u64, [u8; 32]) {
 
 /// As [`prove`], with `solver` solving.
 fn prove_as(solver: u64) -> (u64, [u8; 32]) {
+	let job = claimed_by(solver);
+	let (proof, opening) = proof_for(job);
+	let root = proof.trace_root.0;
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, 0, proof, opening));
+	(job, root)
+}
+
+/// Submits the job as `OWNER` and has `solver` claim its unit; returns the job id.
+fn claimed_by(solver: u64) -> u64 {
 	let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
 	assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec()));
 	assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, 0));
+	job
+}
+
+/// A bookkeeping proof of `job`'s unit, anchored at its start, and its final-state opening.
+fn proof_for(job: u64) -> (LearningProof, StateOpening) {
 	let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
 	let UnitScope::Steps { first_step, steps } = unit.scope else { panic!("a step range") };
 	let start = unit.start_state_root.unwrap();
-	let (tree, opening) = filler_trace(first_step, steps, start.0, [51; 32], 9).unwrap();
-	let proof = LearningProof {
-		trace_root: tree.root().into(),
-		steps,
-		start_state_root: start,
-		final_state_root: [51; 32].into(),
-		final_model_hash: [52; 32].into(),
-		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
-	};
-	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, 0, proof, opening));
-	(job, tree.root())
+	let (proof, opening, _) = filler_proof(first_step, steps, start.0, [51; 32], 9).unwrap();
+	(proof, opening)
 }
 
 /// The verifiers drawn for `job`'s unit.
@@ -289,20 +291,8 @@ fn a_full_queue_refuses_the_proof_until_draws_free_it() {
 		for solver in [SOLVER, SOLVER, 3, 3] {
 			prove_as(solver);
 		}
-		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
-		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec()));
-		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(4), job, 0));
-		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
-		let start = unit.start_state_root.unwrap();
-		let (tree, opening) = filler_trace(0, 10, start.0, [51; 32], 9).unwrap();
-		let proof = LearningProof {
-			trace_root: tree.root().into(),
-			steps: 10,
-			start_state_root: start,
-			final_state_root: [51; 32].into(),
-			final_model_hash: [52; 32].into(),
-			metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
-		};
+		let job = claimed_by(4);
+		let (proof, opening) = proof_for(job);
 		assert_noop!(
 			Tasks::submit_proof(RuntimeOrigin::signed(4), job, 0, proof.clone(), opening.clone()),
 			Error::<Test>::DrawQueueFull
