@@ -28,7 +28,9 @@ use subxt::config::{DefaultExtrinsicParamsBuilder, RpcConfigFor};
 use subxt::rpcs::LegacyRpcMethods;
 use subxt::{OnlineClient, PolkadotConfig};
 use subxt_signer::sr25519::Keypair;
-use touchstone_primitives::{JobId, UnitIndex};
+use touchstone_primitives::{JobId, Role, UnitIndex};
+
+use crate::jobfile::UNIT;
 
 /// The chain's configuration: Polkadot's account, address, signature and hashing types.
 pub type Config = PolkadotConfig;
@@ -294,5 +296,86 @@ impl Chain {
 	pub async fn free_balance(&self, at: &AtBlock, who: &AccountId) -> Result<u128> {
 		let value = at.storage().fetch(runtime::storage().system().account(), (who.clone(),)).await?;
 		Ok(value.decode()?.data.free)
+	}
+
+	/// Registers `signer` for `role` with a bond of `bond_tst` TST, unless it is registered
+	/// already; a node registered without that role is an error that says what to do.
+	pub async fn ensure_registered(
+		&self,
+		signer: &Keypair,
+		role: Role,
+		bond_tst: f64,
+		profile: touchstone_primitives::HardwareProfile,
+		min_price: u128,
+	) -> Result<()> {
+		use runtime::runtime_types::touchstone_primitives::Role as ChainRole;
+		let me = signer.public_key().to_account_id();
+		let (name, chain_role) = match role {
+			Role::Solver => ("solver", ChainRole::Solver),
+			Role::Verifier => ("verifier", ChainRole::Verifier),
+			Role::Challenger => ("challenger", ChainRole::Challenger),
+		};
+		let at = self.at().await?;
+		if let Some(node) = at.storage().try_fetch(runtime::storage().staking().nodes(), (me.clone(),)).await? {
+			let roles = node.decode()?.roles;
+			let has = match role {
+				Role::Solver => roles.solver,
+				Role::Verifier => roles.verifier,
+				Role::Challenger => roles.challenger,
+			};
+			if !has {
+				bail!("{me} is registered, but not as a {name}: bond for the {name} role (staking.bondMore) or use another key");
+			}
+			tracing::info!("already registered as a {name}");
+			return Ok(());
+		}
+		let bond = (bond_tst * UNIT as f64) as u128;
+		let constants = runtime::constants().staking();
+		let min_bond: u128 = match role {
+			Role::Solver => at.constants().entry(constants.min_solver_bond())?,
+			Role::Verifier => at.constants().entry(constants.min_verifier_bond())?,
+			Role::Challenger => at.constants().entry(constants.min_challenger_bond())?,
+		};
+		if bond < min_bond {
+			bail!("--bond {bond_tst} TST is below the chain's minimum {name} bond of {} TST", min_bond / UNIT);
+		}
+		let free = self.free_balance(&at, &me).await?;
+		// The bond plus a margin for transaction fees.
+		if free < bond.saturating_add(UNIT) {
+			bail!(
+				"balance too low for the bond: {me} holds {:.3} TST, the bond is {bond_tst} TST plus fees. Fund the account or pass a smaller --bond",
+				free as f64 / UNIT as f64,
+			);
+		}
+		let bonds = runtime::runtime_types::bounded_collections::bounded_vec::BoundedVec(vec![(chain_role, bond)]);
+		let call = runtime::transactions().staking().register(subxt::utils::Static(profile), bonds, min_price);
+		self.send(&call, signer).await.with_context(|| format!("registering as a {name}"))?;
+		tracing::info!(bond_tst, "registered as a {name}");
+		Ok(())
+	}
+}
+
+/// How often a node tells the chain it is online.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
+
+/// When a node last told the chain it is online: it does so about once a minute, so the
+/// scheduler offers it work and the verifier draw counts it.
+#[derive(Default)]
+pub struct Heartbeat(Option<std::time::Instant>);
+
+impl Heartbeat {
+	/// Marks a heartbeat as just sent (registration counts as one).
+	pub fn sent(&mut self) {
+		self.0 = Some(std::time::Instant::now());
+	}
+
+	/// Sends a heartbeat unless one went out within the last minute.
+	pub async fn send_if_due(&mut self, chain: &Chain, signer: &Keypair) -> Result<()> {
+		if self.0.is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
+			return Ok(());
+		}
+		chain.send_in_block(&runtime::transactions().staking().heartbeat(), signer).await.context("heartbeat")?;
+		self.sent();
+		Ok(())
 	}
 }

@@ -7,15 +7,18 @@
 //! - [`dataset`] and [`jobfile`]: datasets as artifacts, and job descriptions;
 //! - [`train`]: training one unit, checkpointed and resumable, and its learning proof;
 //! - [`hardware`]: the declared hardware profile and the memory check;
+//! - [`inputs`]: what a unit starts from, fetched and checked;
 //! - [`solver`]: the solver role;
-//! - [`defender`]: the solver's answers in disputes over its proofs;
+//! - [`verifier`]: the verifier role;
+//! - [`dispute`]: playing disputes, as the defender or as the challenger;
 //! - [`p2p`]: artifacts between workers over libp2p;
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod chain;
 pub mod dataset;
-pub mod defender;
+pub mod dispute;
 pub mod hardware;
+pub mod inputs;
 pub mod jobfile;
 pub mod keys;
 pub mod metrics;
@@ -23,3 +26,4 @@ pub mod p2p;
 pub mod solver;
 pub mod store;
 pub mod train;
+pub mod verifier;

@@ -3,7 +3,7 @@
 //! `evaluate` take a job from a description to a tested model; `keys` manages
 //! identities. Verifier and challenger roles come as further subcommands.
 
-use touchstone_worker::{chain, dataset, jobfile, keys, p2p, solver, store, train};
+use touchstone_worker::{chain, dataset, jobfile, keys, p2p, solver, store, train, verifier};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +46,10 @@ enum Command {
 	/// with checkpoints, commit learning proofs and collect pay. Stops cleanly on Ctrl-C,
 	/// leaving the current unit to resume from its last checkpoint.
 	Solve(solver::SolveArgs),
+	/// Run a verifier: register and bond, and in every round the chain draws this node for,
+	/// re-execute the unit, commit and reveal the verdict, and play the dispute a mismatch
+	/// opens. Stops cleanly on Ctrl-C.
+	Verify(verifier::VerifyArgs),
 	/// Submit a training job (a TOML or JSON description, or a built-in example): publish
 	/// its dataset, commit its roots, hold its budget in escrow, and print its id.
 	Submit(SubmitArgs),
@@ -162,6 +166,19 @@ async fn main() {
 	}
 }
 
+/// A flag set on Ctrl-C or SIGTERM, after logging that the worker is shutting down and
+/// `kept`: what survives for a restart.
+fn stop_on_signal(kept: &'static str) -> Arc<AtomicBool> {
+	let stop = Arc::new(AtomicBool::new(false));
+	let signal = stop.clone();
+	tokio::spawn(async move {
+		shutdown_signal().await;
+		tracing::info!("shutting down: {kept}");
+		signal.store(true, Ordering::Relaxed);
+	});
+	stop
+}
+
 async fn run(cli: Cli) -> Result<()> {
 	let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
 	match cli.command {
@@ -178,17 +195,14 @@ async fn run(cli: Cli) -> Result<()> {
 		},
 		Command::Evaluate(args) => evaluate(&cli.node, args).await,
 		Command::Solve(args) => {
-			let store = Store::open(&data_dir)?;
-			let chain = Chain::connect(&cli.node).await?;
-			let stop = Arc::new(AtomicBool::new(false));
-			let signal = stop.clone();
-			tokio::spawn(async move {
-				shutdown_signal().await;
-				tracing::info!("shutting down: the current unit keeps its last checkpoint");
-				signal.store(true, Ordering::Relaxed);
-			});
+			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
 			solver::Solver::new(chain, network, store, data_dir, args, stop)?.run().await
+		},
+		Command::Verify(args) => {
+			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
+			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
+			verifier::Verifier::new(chain, network, store, data_dir, args, stop)?.run().await
 		},
 		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => train_locally(&data_dir, args),
@@ -217,7 +231,7 @@ fn train_locally(data_dir: &std::path::Path, args: TrainArgs) -> Result<()> {
 	let (model, train) = (kernel_model(&spec.model), touchstone_primitives::referee::kernel_train(&spec.hyper));
 	let start_state = prepared.initial_state;
 	let dir = data_dir.join("local").join(format!("{}-{}", std::process::id(), hex(&spec.initial_state_root.0)));
-	let work = train::UnitWork { model, train, data: prepared.train, shard: None, first_step: 0, steps: spec.hyper.steps, start_state, dir: dir.clone() };
+	let work = train::UnitWork { model, train, data: prepared.train, shard: None, first_step: 0, steps: spec.hyper.steps, start_state, dir: dir.clone(), fault: None };
 	let started = std::time::Instant::now();
 	let result = train::run_unit_on(args.backend, &work, &AtomicBool::new(false), |_| {})?.context("training stopped")?;
 	let seconds = started.elapsed().as_secs_f64();

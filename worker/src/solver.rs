@@ -8,27 +8,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use subxt::utils::Static;
 use subxt_signer::sr25519::Keypair;
-use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::job::trace::state_root;
-use touchstone_kernels::proof::hash::Digest;
+use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels_wgpu::WgpuBackend;
-use touchstone_primitives::referee::{kernel_model, kernel_train};
-use touchstone_primitives::{Checkpoint, JobId, UnitIndex, UnitScope, UnitState, VerificationMode};
+use touchstone_primitives::{Checkpoint, JobId, Role, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Job, WorkUnit};
-use crate::defender::Move;
+use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, WorkUnit};
+use crate::dispute::Party;
 use crate::hardware::{self, Detected};
+use crate::inputs::Inputs;
 use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
 use crate::p2p::{Network, NetworkArgs};
-use crate::store::{parse_digest, Store};
+use crate::store::Store;
 use crate::train::{run_unit_on, BackendKind, Progress, UnitWork};
-use crate::dataset;
 
 /// What `solve` is told.
 #[derive(Clone, Debug, clap::Args)]
@@ -54,28 +51,33 @@ pub struct SolveArgs {
 	pub metrics: Option<std::net::SocketAddr>,
 	#[command(flatten)]
 	pub network: NetworkArgs,
+	/// Test equipment, never for real work: corrupt one value of the forward pass at this
+	/// global step of every unit that contains it, commit the corrupted proof and defend it
+	/// as if it were honest. Verifiers and challengers catch it and the bond is slashed; it
+	/// exists to rehearse a dispute against a dishonest solver end to end.
+	#[arg(long, value_name = "STEP", hide = true)]
+	pub inject_fault: Option<u32>,
 }
+
+/// The operator `--inject-fault` corrupts: the first layer's output, which every later
+/// value of the step depends on.
+const FAULTED_OPERATOR: usize = 1;
 
 /// A running solver.
 pub struct Solver {
 	chain: Chain,
 	best: BestBlocks,
-	network: Network,
 	signer: Keypair,
 	me: AccountId,
-	store: Store,
-	units_dir: PathBuf,
+	inputs: Inputs,
 	args: SolveArgs,
 	detected: Detected,
 	metrics: Metrics,
 	stop: Arc<AtomicBool>,
 	/// Units this process gave up on (cannot train them): not claimed again.
 	refused: BTreeSet<(JobId, UnitIndex)>,
-	last_heartbeat: Option<Instant>,
+	heartbeat: Heartbeat,
 }
-
-/// Blocks in a minute: heartbeats go out about this often.
-const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 impl Solver {
 	/// Detects the hardware and prepares a solver; nothing is sent yet.
@@ -111,21 +113,19 @@ impl Solver {
 			Some(address) => Metrics::serve(address)?,
 			None => Metrics::unserved()?,
 		};
-		let units_dir = data_dir.join("units");
+		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me: me.clone() };
 		Ok(Self {
 			best: chain.follow_best(),
 			chain,
-			network,
+			inputs,
 			signer,
 			me,
-			store,
-			units_dir,
 			args,
 			detected,
 			metrics,
 			stop,
 			refused: BTreeSet::new(),
-			last_heartbeat: None,
+			heartbeat: Heartbeat::default(),
 		})
 	}
 
@@ -169,47 +169,17 @@ impl Solver {
 
 	/// Registers as a solver with the bond, unless registered already.
 	async fn ensure_registered(&mut self) -> Result<()> {
-		let at = self.chain.at().await?;
-		let node = at.storage().try_fetch(runtime::storage().staking().nodes(), (self.me.clone(),)).await?;
-		if let Some(node) = node {
-			let node = node.decode()?;
-			if !node.roles.solver {
-				bail!("{} is registered, but not as a solver: bond for the solver role (staking.bondMore) or use another key", self.me);
-			}
-			tracing::info!("already registered as a solver");
-			return Ok(());
-		}
-		let bond = (self.args.bond * UNIT as f64) as u128;
-		let min_bond: u128 = at.constants().entry(runtime::constants().staking().min_solver_bond())?;
-		if bond < min_bond {
-			bail!("--bond {} TST is below the chain's minimum solver bond of {} TST", self.args.bond, min_bond / UNIT);
-		}
-		let free = self.chain.free_balance(&at, &self.me).await?;
-		// The bond plus a margin for transaction fees.
-		if free < bond.saturating_add(UNIT) {
-			bail!(
-				"balance too low for the bond: {} holds {:.3} TST, the bond is {} TST plus fees. Fund the account or pass a smaller --bond",
-				self.me,
-				free as f64 / UNIT as f64,
-				self.args.bond
-			);
-		}
-		let bonds = runtime::runtime_types::bounded_collections::bounded_vec::BoundedVec(vec![(
-			runtime::runtime_types::touchstone_primitives::Role::Solver,
-			bond,
-		)]);
 		let min_price = (self.args.min_price * UNIT as f64) as u128;
-		let call = runtime::transactions().staking().register(Static(self.detected.profile.clone()), bonds, min_price);
-		self.chain.send(&call, &self.signer).await.context("registering as a solver")?;
-		self.last_heartbeat = Some(Instant::now());
-		tracing::info!(bond_tst = self.args.bond, "registered as a solver");
+		let profile = self.detected.profile.clone();
+		self.chain.ensure_registered(&self.signer, Role::Solver, self.args.bond, profile, min_price).await?;
+		self.heartbeat.sent();
 		Ok(())
 	}
 
 	/// Advertises on-chain where this worker accepts peers (`--p2p-external`, or else its
 	/// listening address), unless the chain already holds that address.
 	async fn advertise_endpoint(&mut self) -> Result<()> {
-		let Some(address) = self.network.advertised(self.args.network.p2p_external.as_ref()).await? else {
+		let Some(address) = self.inputs.network.advertised(self.args.network.p2p_external.as_ref()).await? else {
 			tracing::info!("listening on no specific address: pass --p2p-external to advertise one on-chain");
 			return Ok(());
 		};
@@ -226,18 +196,13 @@ impl Solver {
 
 	/// Tells the chain the solver is online, at most once a minute.
 	async fn heartbeat_if_due(&mut self) -> Result<()> {
-		if self.last_heartbeat.is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
-			return Ok(());
-		}
-		self.chain.send_in_block(&runtime::transactions().staking().heartbeat(), &self.signer).await.context("heartbeat")?;
-		self.last_heartbeat = Some(Instant::now());
-		Ok(())
+		self.heartbeat.send_if_due(&self.chain, &self.signer).await
 	}
 
 	/// One pass over the chain: answer offers, train what is accepted, finalize what is
 	/// due, and claim from the pool when idle.
 	async fn tick(&mut self) -> Result<()> {
-		self.metrics.peers.set(self.network.peers().await.len() as u64);
+		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
 		self.heartbeat_if_due().await?;
 		// Work is read at the best block, so a unit is trained without waiting for
 		// finality; only paying out (finalize) waits for it.
@@ -349,128 +314,22 @@ impl Solver {
 		Ok(())
 	}
 
-	/// Everything needed to train a unit, or why this solver cannot: its dataset and
-	/// start state are here and check out against the chain, and it fits in memory.
+	/// Everything needed to train a unit, or why this solver cannot (see
+	/// [`Inputs::prepare`]); with `--inject-fault`, the fault it is told to inject.
 	fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
-		let spec = &job.spec;
-		let model = kernel_model(&spec.model);
-		let train = kernel_train(&spec.hyper);
-		let dataset_hash: Digest = spec.dataset.content.hash.0;
-		let bytes = self.store.get(&dataset_hash).with_context(|| {
-			format!("the job's dataset {} is not available to this solver", hex(&dataset_hash))
-		})?;
-		let data = dataset::from_bytes(&bytes)?;
-		let root = data.root().map_err(|error| anyhow!("{error:?}"))?;
-		if root != spec.dataset.root.0 || data.len() != spec.dataset.samples as usize {
-			bail!("the dataset does not match the job's dataset root: refusing to train on it");
-		}
-		let needed = hardware::unit_memory_mib(&model, &train, &data)?;
-		if needed > self.detected.available_mib {
-			bail!("the unit needs about {needed} MiB and {} MiB are available", self.detected.available_mib);
-		}
-		let (first_step, steps, shard) = match unit.scope {
-			UnitScope::Steps { first_step, steps } => (first_step, steps, None),
-			UnitScope::Shard { first_sample, samples } => {
-				(0, spec.hyper.steps, Some(first_sample as usize..(first_sample + samples) as usize))
-			},
-		};
-		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
-		let start_state = if start_root == spec.initial_state_root.0 {
-			let weights = match &spec.initial_weights {
-				Some(weights) => {
-					let hash = weights.hash.0;
-					let bytes = self.store.get(&hash).with_context(|| {
-						format!("the job's initial weights {} are not available to this solver", hex(&hash))
-					})?;
-					let checkpoint = KernelCheckpoint::from_bytes(&bytes, &hash)
-						.map_err(|error| anyhow!("the job's initial weights are not a model file: {error}"))?;
-					Some(checkpoint.state)
-				},
-				None => None,
-			};
-			let state = crate::train::initial_state(&model, &train, &data, weights.as_deref())?;
-			if state_root(&state).map_err(|error| anyhow!("{error:?}"))? != start_root {
-				let source = if weights.is_some() { "initial weights" } else { "seed" };
-				bail!("the job's initial state root is not the state its {source} gives: refusing the job");
-			}
-			state
-		} else {
-			self.state_with_root(&start_root)?
-		};
-		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
-		Ok(UnitWork { model, train, data, shard, first_step, steps, start_state, dir })
+		let mut work = self.inputs.prepare(job_id, index, job, unit, self.detected.available_mib)?;
+		work.fault = self
+			.args
+			.inject_fault
+			.filter(|step| (work.first_step..work.first_step.saturating_add(work.steps)).contains(step))
+			.map(|step| Fault::Output { step, operator: FAULTED_OPERATOR, output: 0, element: 0, bit: 20 });
+		Ok(work)
 	}
 
-	/// Fetches what the unit starts from and this solver lacks, from the peers that hold
-	/// it: the job's dataset, and for a later step range the model the previous range
-	/// proved (named by its proof's model hash, and checked against the unit's start state
-	/// root).
+	/// Fetches what the unit starts from and this solver lacks (see [`Inputs::fetch`]).
 	async fn fetch_inputs(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		let patience = Duration::from_secs(30);
-		let dataset = job.spec.dataset.content.hash.0;
-		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);
-		let start = unit.start_state_root.map(|root| root.0);
-		let from_initial = start == Some(job.spec.initial_state_root.0);
-		let missing = !self.store.contains(&dataset) ||
-			(from_initial && weights.is_some_and(|hash| !self.store.contains(&hash))) ||
-			start.is_some_and(|start| !from_initial && self.state_with_root(&start).is_err());
-		if !missing {
-			return Ok(());
-		}
-		// The solvers of the job's other units hold its inputs: connect to the endpoints
-		// they advertise on-chain.
 		let at = self.best.at().await?;
-		for endpoint in self.chain.job_endpoints(&at, job_id, job.units, Some(&self.me), 8).await? {
-			match endpoint.parse() {
-				Ok(address) => self.network.dial(address),
-				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
-			}
-		}
-		if !self.store.contains(&dataset) {
-			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
-			self.network.fetch(dataset, patience).await.context("the job's dataset")?;
-		}
-		let Some(start) = start else { return Ok(()) };
-		if from_initial {
-			if let Some(weights) = weights.filter(|hash| !self.store.contains(hash)) {
-				tracing::info!(job = job_id, "fetching the job's initial weights {} from peers", hex(&weights));
-				self.network.fetch(weights, patience).await.context("the job's initial weights")?;
-			}
-			return Ok(());
-		}
-		if self.state_with_root(&start).is_ok() {
-			return Ok(());
-		}
-		let previous = match index.checked_sub(1) {
-			Some(previous) => self.chain.unit(&at, job_id, previous).await?.and_then(|unit| unit.proof),
-			None => None,
-		};
-		let model = previous.context("the unit's start state is not a proven model this solver can fetch")?.final_model_hash.0;
-		tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&model));
-		let bytes = self.network.fetch(model, patience).await.context("the unit's start model")?;
-		let checkpoint = KernelCheckpoint::from_bytes(&bytes, &model).map_err(|error| anyhow!("{error}"))?;
-		if state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))? != start {
-			bail!("the previous range's model {} does not hold the unit's start state", hex(&model));
-		}
-		self.index_state(&start, &model)
-	}
-
-	/// Records that the model file `model` holds the state with root `root`.
-	fn index_state(&self, root: &Digest, model: &Digest) -> Result<()> {
-		let states = self.units_dir.join("states");
-		std::fs::create_dir_all(&states)?;
-		std::fs::write(states.join(hex(root)), hex(model))?;
-		Ok(())
-	}
-
-	/// A model state this solver holds, by its state root.
-	fn state_with_root(&self, root: &Digest) -> Result<Vec<Vec<f32>>> {
-		let index = self.units_dir.join("states").join(hex(root));
-		let text = std::fs::read_to_string(&index)
-			.with_context(|| format!("the unit starts from state {}, which this solver does not hold", hex(root)))?;
-		let hash = parse_digest(text.trim()).context("damaged state index")?;
-		let checkpoint = KernelCheckpoint::from_bytes(&self.store.get(&hash)?, &hash).map_err(|error| anyhow!("{error}"))?;
-		Ok(checkpoint.state)
+		self.inputs.fetch(&self.chain, &at, job_id, index, job, unit).await
 	}
 
 	/// The backend a job trains on: exact mode needs a bit-exact one (the CPU reference or
@@ -543,7 +402,7 @@ impl Solver {
 						done_before = done;
 					},
 					Progress::Checkpoint { step, hash, bytes } => {
-						self.network.provide(self.store.put(&bytes)?);
+						self.inputs.network.provide(self.inputs.store.put(&bytes)?);
 						self.metrics.artifact_bytes.inc_by(bytes.len() as u64);
 						let elapsed = last_step.0.elapsed().as_secs_f64();
 						if elapsed > 0.0 {
@@ -583,10 +442,10 @@ impl Solver {
 			tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
 			return Ok(());
 		};
-		let model_hash = self.store.put(&result.final_model)?;
-		self.network.provide(model_hash);
+		let model_hash = self.inputs.store.put(&result.final_model)?;
+		self.inputs.network.provide(model_hash);
 		// Index the final state by its root, so the next step range can start from it.
-		self.index_state(&result.proof.final_state_root.0, &model_hash)?;
+		self.inputs.index_state(&result.proof.final_state_root.0, &model_hash)?;
 		let proof = result.proof;
 		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(result.final_state));
 		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
@@ -606,38 +465,8 @@ impl Solver {
 	/// Answers the disputes over this solver's proof of a unit: the next move of each one
 	/// that awaits it. Returns whether it sent anything (the chain then moved on).
 	async fn defend(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<bool> {
-		let disputes: Vec<_> = crate::defender::disputes_of(at, job_id, index)
-			.await?
-			.into_iter()
-			.filter(|(_, dispute)| dispute.defender == self.me)
-			.collect();
-		if disputes.is_empty() {
-			return Ok(false);
-		}
-		let work = self.prepare(job_id, index, job, unit)?;
-		let run = crate::defender::Run::load(&work).context("the unit's records, to answer a dispute")?;
-		let now = at.block_number() as u32;
-		let calls = runtime::transactions().disputes();
-		for (id, dispute) in disputes {
-			let Some(next) = run.next_move(&dispute, now)? else { continue };
-			let (name, sent) = match next {
-				Move::Reveal(reveal) => ("reveal", self.chain.send_in_block(&calls.reveal(id, reveal), &self.signer).await),
-				Move::BindStep(root, binding) => {
-					("bind_step", self.chain.send_in_block(&calls.bind_step(id, root, binding), &self.signer).await)
-				},
-				Move::BindOperator(root, proof) => {
-					("bind_operator", self.chain.send_in_block(&calls.bind_operator(id, root, proof), &self.signer).await)
-				},
-				Move::Resolve(openings) => ("resolve", self.chain.send(&calls.resolve(id, openings), &self.signer).await),
-				Move::TimeOut => ("time_out", self.chain.send(&calls.time_out(id), &self.signer).await),
-			};
-			match sent {
-				Ok(_) => tracing::info!(job = job_id, unit = index, dispute = id, round = dispute.rounds, "dispute: sent {name}"),
-				Err(error) => tracing::warn!(job = job_id, unit = index, dispute = id, "dispute: {name} refused: {error:#}"),
-			}
-			return Ok(true);
-		}
-		Ok(false)
+		let prepare = || self.prepare(job_id, index, job, unit);
+		crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Defender, prepare).await
 	}
 
 	/// Finalizes a proven unit whose window has passed, collecting its pay.

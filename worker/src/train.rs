@@ -15,6 +15,7 @@ use polkadot_sdk::sp_runtime::{FixedU64, Perbill};
 use touchstone_kernels::arith::canonical_bits;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
+use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::job::trace::{state_root, StepRecord, StepTrace, Trainer};
 use touchstone_kernels::proof::chain::{anchor_hash, trace_leaf, ChainPoint};
@@ -74,6 +75,9 @@ pub struct UnitWork {
 	pub start_state: Vec<Vec<f32>>,
 	/// The unit's working folder.
 	pub dir: PathBuf,
+	/// A fault to inject (`solve --inject-fault`, test equipment): training and every
+	/// re-execution for a dispute apply it, so the run stays consistent with its proof.
+	pub fault: Option<Fault>,
 }
 
 /// What a finished unit hands to the chain and to the store.
@@ -206,6 +210,9 @@ pub fn trace_step(work: &UnitWork, step: u32) -> Result<StepTrace> {
 	if let Some(shard) = &work.shard {
 		trainer = trainer.on_shard(shard.clone()).map_err(kernel)?;
 	}
+	if let Some(fault) = work.fault {
+		trainer.inject(fault);
+	}
 	while trainer.next_step() < step {
 		trainer.step().map_err(kernel)?;
 	}
@@ -260,6 +267,9 @@ pub fn run_unit<B: Backend>(
 	let mut trainer = Trainer::resume(backend, &work.model, &work.train, work.data.clone(), state, point).map_err(kernel)?;
 	if let Some(shard) = &work.shard {
 		trainer = trainer.on_shard(shard.clone()).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	}
+	if let Some(fault) = work.fault {
+		trainer.inject(fault);
 	}
 	report(Progress::Steps { done: trainer.next_step() - work.first_step });
 	while trainer.next_step() < end {
@@ -353,7 +363,7 @@ pub(crate) mod tests {
 			trainer.step().unwrap();
 		}
 		let start_state = trainer.state().unwrap();
-		UnitWork { model, train, data, shard: None, first_step: 10, steps: 25, start_state, dir: dir.to_path_buf() }
+		UnitWork { model, train, data, shard: None, first_step: 10, steps: 25, start_state, dir: dir.to_path_buf(), fault: None }
 	}
 
 	/// A unit stopped after a checkpoint and resumed proves exactly what an uninterrupted

@@ -1,13 +1,14 @@
-//! The defender: a solver answers every dispute over its learning proofs from its own
-//! records, so an honest proof is never lost by silence.
+//! Playing disputes: a solver defends its learning proofs, and a verifier that found a
+//! mismatch plays the dispute its reveal opened, each from its own run of the unit, so an
+//! honest side never loses by silence.
 //!
 //! A dispute is three bisection games (steps, then the disputed step's operators, then the
 //! disputed operator's pieces) with a binding between levels, and ends with the referee
-//! judging one piece from the defender's openings (see `pallets/disputes`). Each round the
-//! solver reveals the children of its current node; the trees come from the unit's
+//! judging one piece from the defender's openings (see `pallets/disputes`). Each round a
+//! side reveals the children of its current node; the trees come from the unit's
 //! `records.txt` (the step level) and from re-executing the disputed step from the nearest
-//! checkpoint before it (the operator and piece levels). When the challenger misses a
-//! deadline, the solver ends the dispute by timeout and collects its share of the bond.
+//! checkpoint before it (the operator and piece levels). When the other side misses a
+//! deadline, the side that answered ends the dispute by timeout and collects its share.
 
 use anyhow::{anyhow, Context, Result};
 use subxt::utils::Static;
@@ -19,13 +20,13 @@ use touchstone_kernels::referee::{open_case, open_step_binding, RunOpening};
 use touchstone_primitives::referee::{self, reveal, Digest, Level};
 use touchstone_primitives::{JobId, UnitIndex};
 
-use crate::chain::{runtime, AccountId, AtBlock};
+use crate::chain::{runtime, AccountId, AtBlock, Chain};
 use crate::train::{self, UnitWork};
 
 /// A dispute as the chain stores it.
 pub type Dispute = pallet_touchstone_disputes::DisputeInfo<AccountId, u128, u32>;
-/// A dispute's phase.
-pub use pallet_touchstone_disputes::Phase;
+/// A dispute's phase, and its two sides.
+pub use pallet_touchstone_disputes::{Party, Phase};
 
 /// The disputes open over unit `index` of `job`, with their ids.
 pub async fn disputes_of(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<Vec<(u64, Dispute)>> {
@@ -39,7 +40,7 @@ pub async fn disputes_of(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<V
 	Ok(disputes)
 }
 
-/// What the defender sends next in a dispute, if anything is due from it.
+/// What a side sends next in a dispute, if anything is due from it.
 pub enum Move {
 	/// The children of its current node in this round's tree.
 	Reveal(Static<referee::Reveal>),
@@ -49,11 +50,11 @@ pub enum Move {
 	BindOperator(Digest, Static<referee::MerkleProof>),
 	/// The openings the referee judges the disputed piece from.
 	Resolve(Static<referee::Openings>),
-	/// The challenger missed its deadline: end the dispute against it.
+	/// The other side missed its deadline: end the dispute against it.
 	TimeOut,
 }
 
-/// The defender's run over one unit, rebuilt from the unit's folder.
+/// One side's run over a unit, rebuilt from the unit's folder.
 pub struct Run<'a> {
 	work: &'a UnitWork,
 	graph: Graph,
@@ -92,8 +93,10 @@ impl<'a> Run<'a> {
 		train::trace_step(self.work, step)
 	}
 
-	/// The defender's move in `dispute` at block `now`, if one is due.
-	pub fn next_move(&self, dispute: &Dispute, now: u32) -> Result<Option<Move>> {
+	/// The move of `side` in `dispute` at block `now`, if one is due. Only the defender
+	/// opens the judged piece: the referee checks the defender's claim, so a challenger in
+	/// that phase waits, and ends the dispute by timeout if the defender stays silent.
+	pub fn next_move(&self, dispute: &Dispute, side: Party, now: u32) -> Result<Option<Move>> {
 		let step = || dispute.step.context("the dispute has no disputed step yet");
 		let operator = || dispute.operator.map(|operator| operator as usize).context("the dispute has no disputed operator yet");
 		// Whether each side has answered the current phase.
@@ -102,12 +105,16 @@ impl<'a> Run<'a> {
 			Phase::BindStep { roots } | Phase::BindOperator { roots } => (roots.defender.is_some(), roots.challenger.is_some()),
 			Phase::Judge => (false, true),
 		};
+		let (mine_done, theirs_done) = match side {
+			Party::Defender => (defender_done, challenger_done),
+			Party::Challenger => (challenger_done, defender_done),
+		};
 		// A call sent now lands in the next block: once that is past the deadline, only a
 		// timeout can still be played.
 		if now >= dispute.deadline {
-			return Ok((defender_done && !challenger_done).then_some(Move::TimeOut));
+			return Ok((mine_done && !theirs_done).then_some(Move::TimeOut));
 		}
-		if defender_done {
+		if mine_done {
 			return Ok(None);
 		}
 		Ok(Some(match &dispute.phase {
@@ -144,6 +151,54 @@ impl<'a> Run<'a> {
 			},
 		}))
 	}
+}
+
+/// Sends `side`'s next move in each dispute over unit `index` of `job` that `me` plays on
+/// that side, answering from its run of the unit, which `prepare` says where to find
+/// (called only when a dispute is open). Returns whether it sent anything (the chain then
+/// moved on, and the caller reads it again before sending more).
+pub async fn play(
+	chain: &Chain,
+	signer: &subxt_signer::sr25519::Keypair,
+	at: &AtBlock,
+	(job, index): (JobId, UnitIndex),
+	side: Party,
+	prepare: impl FnOnce() -> Result<UnitWork>,
+) -> Result<bool> {
+	let me = signer.public_key().to_account_id();
+	let mine: Vec<_> = disputes_of(at, job, index)
+		.await?
+		.into_iter()
+		.filter(|(_, dispute)| match side {
+			Party::Defender => dispute.defender == me,
+			Party::Challenger => dispute.challenger == me,
+		})
+		.collect();
+	if mine.is_empty() {
+		return Ok(false);
+	}
+	let work = prepare()?;
+	let run = Run::load(&work).context("the unit's records, to play a dispute")?;
+	let now = at.block_number() as u32;
+	let calls = runtime::transactions().disputes();
+	for (id, dispute) in mine {
+		let Some(next) = run.next_move(&dispute, side, now)? else { continue };
+		let (name, sent) = match next {
+			Move::Reveal(reveal) => ("reveal", chain.send_in_block(&calls.reveal(id, reveal), signer).await),
+			Move::BindStep(root, binding) => ("bind_step", chain.send_in_block(&calls.bind_step(id, root, binding), signer).await),
+			Move::BindOperator(root, proof) => {
+				("bind_operator", chain.send_in_block(&calls.bind_operator(id, root, proof), signer).await)
+			},
+			Move::Resolve(openings) => ("resolve", chain.send(&calls.resolve(id, openings), signer).await),
+			Move::TimeOut => ("time_out", chain.send(&calls.time_out(id), signer).await),
+		};
+		match sent {
+			Ok(_) => tracing::info!(job, unit = index, dispute = id, round = dispute.rounds, ?side, "dispute: sent {name}"),
+			Err(error) => tracing::warn!(job, unit = index, dispute = id, ?side, "dispute: {name} refused: {error:#}"),
+		}
+		return Ok(true);
+	}
+	Ok(false)
 }
 
 #[cfg(test)]
@@ -221,15 +276,23 @@ mod tests {
 			nodes: Pair { defender: proof.trace_root.0, challenger: [9; 32] },
 			reveals,
 		};
-		match run.next_move(&dispute(bisect(Pair::default()), 100), 50).unwrap() {
+		match run.next_move(&dispute(bisect(Pair::default()), 100), Party::Defender, 50).unwrap() {
 			Some(Move::Reveal(Static(revealed))) => assert_eq!(revealed, reveal(&run.tree, game.level, game.index)),
 			_ => panic!("the defender reveals first"),
 		}
 		let answered = Pair { defender: Some(reveal(&run.tree, game.level, game.index)), challenger: None };
-		assert!(run.next_move(&dispute(bisect(answered.clone()), 100), 50).unwrap().is_none(), "waits for the challenger");
-		assert!(matches!(run.next_move(&dispute(bisect(answered), 100), 100).unwrap(), Some(Move::TimeOut)));
+		assert!(run.next_move(&dispute(bisect(answered.clone()), 100), Party::Defender, 50).unwrap().is_none(), "waits for the challenger");
+		assert!(matches!(run.next_move(&dispute(bisect(answered.clone()), 100), Party::Defender, 100).unwrap(), Some(Move::TimeOut)));
 		// Silent past the deadline itself, the defender can do nothing more.
-		assert!(run.next_move(&dispute(bisect(Pair::default()), 100), 100).unwrap().is_none());
+		assert!(run.next_move(&dispute(bisect(Pair::default()), 100), Party::Defender, 100).unwrap().is_none());
+		// The same run on the challenger's side: it answers the round the defender answered,
+		// and past the deadline has nothing left to play.
+		assert!(matches!(run.next_move(&dispute(bisect(answered.clone()), 100), Party::Challenger, 50).unwrap(), Some(Move::Reveal(_))));
+		assert!(run.next_move(&dispute(bisect(answered), 100), Party::Challenger, 100).unwrap().is_none());
+		// In the referee's phase only the defender opens the piece; the challenger waits
+		// for the deadline and then ends the dispute against a silent defender.
+		assert!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 50).unwrap().is_none());
+		assert!(matches!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 100).unwrap(), Some(Move::TimeOut)));
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }

@@ -1,0 +1,160 @@
+//! What a unit starts from: the job's dataset and the unit's start state, fetched from
+//! peers, checked against the chain's roots, and turned into the work a solver trains or a
+//! verifier re-executes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::job::trace::state_root;
+use touchstone_kernels::proof::hash::Digest;
+use touchstone_primitives::referee::{kernel_model, kernel_train};
+use touchstone_primitives::{JobId, UnitIndex, UnitScope};
+
+use crate::chain::{AccountId, AtBlock, Chain, Job, WorkUnit};
+use crate::dataset;
+use crate::hardware;
+use crate::p2p::Network;
+use crate::store::{parse_digest, Store};
+use crate::train::UnitWork;
+
+/// A worker's artifacts and the folder its units are worked in.
+pub struct Inputs {
+	/// The content-addressed artifact store.
+	pub store: Store,
+	/// The libp2p node artifacts are fetched through and served from.
+	pub network: Network,
+	/// Where units are worked: one folder per unit and start state, and `states/`, the
+	/// index from state roots to the model files that hold them.
+	pub units_dir: PathBuf,
+	/// The worker's account: its own advertised endpoint is not dialled.
+	pub me: AccountId,
+}
+
+impl Inputs {
+	/// Everything needed to train a unit, or why this worker cannot: its dataset and
+	/// start state are here and check out against the chain, and it fits in the
+	/// `available_mib` of memory.
+	pub fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, available_mib: u64) -> Result<UnitWork> {
+		let spec = &job.spec;
+		let model = kernel_model(&spec.model);
+		let train = kernel_train(&spec.hyper);
+		let dataset_hash: Digest = spec.dataset.content.hash.0;
+		let bytes = self.store.get(&dataset_hash).with_context(|| {
+			format!("the job's dataset {} is not available to this worker", hex(&dataset_hash))
+		})?;
+		let data = dataset::from_bytes(&bytes)?;
+		let root = data.root().map_err(|error| anyhow!("{error:?}"))?;
+		if root != spec.dataset.root.0 || data.len() != spec.dataset.samples as usize {
+			bail!("the dataset does not match the job's dataset root: refusing to train on it");
+		}
+		let needed = hardware::unit_memory_mib(&model, &train, &data)?;
+		if needed > available_mib {
+			bail!("the unit needs about {needed} MiB and {available_mib} MiB are available");
+		}
+		let (first_step, steps, shard) = match unit.scope {
+			UnitScope::Steps { first_step, steps } => (first_step, steps, None),
+			UnitScope::Shard { first_sample, samples } => {
+				(0, spec.hyper.steps, Some(first_sample as usize..(first_sample + samples) as usize))
+			},
+		};
+		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
+		let start_state = if start_root == spec.initial_state_root.0 {
+			let weights = match &spec.initial_weights {
+				Some(weights) => {
+					let hash = weights.hash.0;
+					let bytes = self.store.get(&hash).with_context(|| {
+						format!("the job's initial weights {} are not available to this worker", hex(&hash))
+					})?;
+					let checkpoint = KernelCheckpoint::from_bytes(&bytes, &hash)
+						.map_err(|error| anyhow!("the job's initial weights are not a model file: {error}"))?;
+					Some(checkpoint.state)
+				},
+				None => None,
+			};
+			let state = crate::train::initial_state(&model, &train, &data, weights.as_deref())?;
+			if state_root(&state).map_err(|error| anyhow!("{error:?}"))? != start_root {
+				let source = if weights.is_some() { "initial weights" } else { "seed" };
+				bail!("the job's initial state root is not the state its {source} gives: refusing the job");
+			}
+			state
+		} else {
+			self.state_with_root(&start_root)?
+		};
+		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
+		Ok(UnitWork { model, train, data, shard, first_step, steps, start_state, dir, fault: None })
+	}
+
+	/// Fetches what the unit starts from and this worker lacks, from the peers that hold
+	/// it: the job's dataset, and for a later step range the model the previous range
+	/// proved (named by its proof's model hash, and checked against the unit's start state
+	/// root). `at` is the chain state the unit was read at.
+	pub async fn fetch(&self, chain: &Chain, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		let patience = Duration::from_secs(30);
+		let dataset = job.spec.dataset.content.hash.0;
+		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);
+		let start = unit.start_state_root.map(|root| root.0);
+		let from_initial = start == Some(job.spec.initial_state_root.0);
+		let missing = !self.store.contains(&dataset) ||
+			(from_initial && weights.is_some_and(|hash| !self.store.contains(&hash))) ||
+			start.is_some_and(|start| !from_initial && self.state_with_root(&start).is_err());
+		if !missing {
+			return Ok(());
+		}
+		// The solvers of the job's other units hold its inputs: connect to the endpoints
+		// they advertise on-chain.
+		for endpoint in chain.job_endpoints(at, job_id, job.units, Some(&self.me), 8).await? {
+			match endpoint.parse() {
+				Ok(address) => self.network.dial(address),
+				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
+			}
+		}
+		if !self.store.contains(&dataset) {
+			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
+			self.network.fetch(dataset, patience).await.context("the job's dataset")?;
+		}
+		let Some(start) = start else { return Ok(()) };
+		if from_initial {
+			if let Some(weights) = weights.filter(|hash| !self.store.contains(hash)) {
+				tracing::info!(job = job_id, "fetching the job's initial weights {} from peers", hex(&weights));
+				self.network.fetch(weights, patience).await.context("the job's initial weights")?;
+			}
+			return Ok(());
+		}
+		if self.state_with_root(&start).is_ok() {
+			return Ok(());
+		}
+		let previous = match index.checked_sub(1) {
+			Some(previous) => chain.unit(at, job_id, previous).await?.and_then(|unit| unit.proof),
+			None => None,
+		};
+		let model = previous.context("the unit's start state is not a proven model this worker can fetch")?.final_model_hash.0;
+		tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&model));
+		let bytes = self.network.fetch(model, patience).await.context("the unit's start model")?;
+		let checkpoint = KernelCheckpoint::from_bytes(&bytes, &model).map_err(|error| anyhow!("{error}"))?;
+		if state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))? != start {
+			bail!("the previous range's model {} does not hold the unit's start state", hex(&model));
+		}
+		self.index_state(&start, &model)
+	}
+
+	/// Records that the model file `model` holds the state with root `root`.
+	pub fn index_state(&self, root: &Digest, model: &Digest) -> Result<()> {
+		let states = self.units_dir.join("states");
+		std::fs::create_dir_all(&states)?;
+		std::fs::write(states.join(hex(root)), hex(model))?;
+		Ok(())
+	}
+
+	/// A model state this worker holds, by its state root.
+	pub fn state_with_root(&self, root: &Digest) -> Result<Vec<Vec<f32>>> {
+		let index = self.units_dir.join("states").join(hex(root));
+		let text = std::fs::read_to_string(&index)
+			.with_context(|| format!("the unit starts from state {}, which this worker does not hold", hex(root)))?;
+		let hash = parse_digest(text.trim()).context("damaged state index")?;
+		let checkpoint = KernelCheckpoint::from_bytes(&self.store.get(&hash)?, &hash).map_err(|error| anyhow!("{error}"))?;
+		Ok(checkpoint.state)
+	}
+}

@@ -1,0 +1,249 @@
+//! The verifier role: register and bond as a verifier; in every round the chain draws this
+//! node for, re-execute the unit from its anchor, commit the verdict (`Match`, or
+//! `Mismatch` with this node's own trace root), reveal it once reveals open, and play to
+//! its end the dispute a mismatch opens.
+//!
+//! The chain names a few checkpoint segments for each verifier to check
+//! (`VerificationApi::samples`). The chain commits only the unit's anchor and its end, not
+//! the state at each checkpoint, so a segment in the middle of a unit cannot be started
+//! from a committed state: this verifier re-executes the whole unit, which covers its
+//! samples, and compares trace roots. The cost is one training run of the unit on the CPU
+//! reference, the bit-exact backend every exact-mode job is judged by.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use codec::{Decode, Encode};
+use pallet_touchstone_verification::{AttestationState, Verdict};
+use polkadot_sdk::sp_core::ConstU32;
+use subxt_signer::sr25519::Keypair;
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::proof::hash::digest_bytes;
+use touchstone_primitives::{JobId, Role, UnitIndex, UnitState, VerificationMode};
+
+use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat};
+use crate::dispute::Party;
+use crate::hardware::{self, Detected};
+use crate::inputs::Inputs;
+use crate::p2p::{Network, NetworkArgs};
+use crate::store::Store;
+use crate::train::run_unit;
+
+/// What `verify` is told.
+#[derive(Clone, Debug, clap::Args)]
+pub struct VerifyArgs {
+	#[command(flatten)]
+	pub key: crate::keys::KeyArgs,
+	/// The verifier bond to post when registering, in TST (at least the chain's minimum).
+	/// A missed reveal is slashed from it.
+	#[arg(long, default_value_t = 100.0)]
+	pub bond: f64,
+	/// Region tag declared on registration.
+	#[arg(long, default_value = "local")]
+	pub region: String,
+	#[command(flatten)]
+	pub network: NetworkArgs,
+}
+
+/// A verification round as the chain stores it (the bound only limits decoding).
+type Round = pallet_touchstone_verification::Round<AccountId, u32, ConstU32<1024>>;
+
+/// A running verifier.
+pub struct Verifier {
+	chain: Chain,
+	best: BestBlocks,
+	signer: Keypair,
+	me: AccountId,
+	inputs: Inputs,
+	args: VerifyArgs,
+	detected: Detected,
+	stop: Arc<AtomicBool>,
+	heartbeat: Heartbeat,
+	/// One file per committed verdict, with its salt: a restarted verifier still reveals.
+	verdicts_dir: PathBuf,
+}
+
+impl Verifier {
+	/// Detects the hardware and prepares a verifier; nothing is sent yet.
+	pub fn new(chain: Chain, network: Network, store: Store, data_dir: PathBuf, args: VerifyArgs, stop: Arc<AtomicBool>) -> Result<Self> {
+		let signer = args.key.keypair()?;
+		let me = signer.public_key().to_account_id();
+		let detected = hardware::detect(None, &args.region)?;
+		let verdicts_dir = data_dir.join("verdicts");
+		std::fs::create_dir_all(&verdicts_dir).with_context(|| format!("cannot create {}", verdicts_dir.display()))?;
+		// Kept apart from a solver's units: this folder holds this node's own runs.
+		let inputs = Inputs { store, network, units_dir: data_dir.join("verified"), me: me.clone() };
+		Ok(Self { best: chain.follow_best(), chain, signer, me, inputs, args, detected, stop, heartbeat: Heartbeat::default(), verdicts_dir })
+	}
+
+	/// Runs until `stop` is set.
+	pub async fn run(mut self) -> Result<()> {
+		tracing::info!(account = %self.me, "verifier starting");
+		let profile = self.detected.profile.clone();
+		self.chain.ensure_registered(&self.signer, Role::Verifier, self.args.bond, profile, 0).await?;
+		self.heartbeat.sent();
+		let stop = self.stop.clone();
+		let stopped = || async {
+			while !stop.load(Ordering::Relaxed) {
+				tokio::time::sleep(Duration::from_millis(200)).await;
+			}
+		};
+		while !self.stop.load(Ordering::Relaxed) {
+			tokio::select! {
+				result = self.tick() => if let Err(error) = result {
+					tracing::warn!("{error:#}");
+				},
+				_ = stopped() => break,
+			}
+			tokio::select! {
+				_ = self.best.next(Duration::from_secs(6)) => {},
+				_ = stopped() => break,
+			}
+		}
+		tracing::info!("verifier stopped");
+		Ok(())
+	}
+
+	/// One pass over the chain: the next move in a dispute this verifier opened, else the
+	/// next commit or reveal due in a round it was drawn for.
+	async fn tick(&mut self) -> Result<()> {
+		self.heartbeat.send_if_due(&self.chain, &self.signer).await?;
+		let at = self.best.at().await?;
+		if self.play_disputes(&at).await? {
+			return Ok(());
+		}
+		let now = at.block_number() as u32;
+		let mut rounds = at.storage().iter(runtime::storage().verification().rounds(), ()).await?;
+		let mut due = Vec::new();
+		while let Some(entry) = rounds.next().await {
+			let entry = entry?;
+			let ((job, unit),) = entry.key()?.decode()?;
+			let round: Round = decode(entry.value().bytes())?;
+			let Some(drawn) = &round.drawn else { continue };
+			let Some(mine) = round.attestations.iter().find(|a| a.verifier == self.me) else { continue };
+			match mine.state {
+				AttestationState::Drawn if now < drawn.commit_ends => due.push((job, unit, round.trace_root, false)),
+				AttestationState::Committed(_) if now >= drawn.commit_ends && now < drawn.reveal_ends => {
+					due.push((job, unit, round.trace_root, true))
+				},
+				_ => {},
+			}
+		}
+		for (job, unit, trace_root, reveal) in due {
+			let result = if reveal { self.reveal(job, unit, &trace_root).await } else { self.commit(&at, job, unit, &trace_root).await };
+			if let Err(error) = result {
+				tracing::warn!(job, unit, "verification: {error:#}");
+			}
+		}
+		Ok(())
+	}
+
+	/// Re-executes the unit, then commits the verdict on it.
+	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<()> {
+		let path = self.verdict_path(job_id, index, trace_root);
+		let (verdict, salt) = match std::fs::read(&path) {
+			Ok(bytes) => <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?,
+			Err(_) => {
+				let verdict = self.verdict(at, job_id, index, trace_root).await?;
+				let mut salt = [0u8; 32];
+				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
+				// Saved before the commitment goes out: without the salt it cannot be revealed.
+				std::fs::write(&path, (verdict.clone(), salt).encode()).with_context(|| format!("cannot write {}", path.display()))?;
+				(verdict, salt)
+			},
+		};
+		let commitment = digest_bytes(&(&verdict, &salt, &self.me).encode());
+		let call = runtime::transactions().verification().commit(job_id, index, subxt::utils::H256(commitment));
+		self.chain.send_in_block(&call, &self.signer).await.context("committing the verdict")?;
+		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: committed");
+		Ok(())
+	}
+
+	/// Reveals the verdict committed on the unit.
+	async fn reveal(&mut self, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<()> {
+		use runtime::runtime_types::pallet_touchstone_verification::types::Verdict as ChainVerdict;
+		let path = self.verdict_path(job_id, index, trace_root);
+		let bytes = std::fs::read(&path).with_context(|| format!("the committed verdict {} is gone: it cannot be revealed", path.display()))?;
+		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
+		let chain_verdict = match verdict {
+			Verdict::Match => ChainVerdict::Match,
+			Verdict::Mismatch { trace_root } => ChainVerdict::Mismatch { trace_root },
+		};
+		let call = runtime::transactions().verification().reveal(job_id, index, chain_verdict, salt);
+		self.chain.send_in_block(&call, &self.signer).await.context("revealing the verdict")?;
+		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: revealed");
+		Ok(())
+	}
+
+	/// Re-executes the unit whose proof has `trace_root` and compares: `Match` when this
+	/// node's trace root is the solver's, else `Mismatch` with its own.
+	async fn verdict(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<Verdict> {
+		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
+		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
+		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
+			bail!("the unit no longer stands on the proof drawn for");
+		}
+		if job.spec.verification != VerificationMode::Exact {
+			bail!("tolerance-mode verification is not supported by this worker yet");
+		}
+		let samples = at
+			.runtime_apis()
+			.call(runtime::runtime_apis().verification_api().samples(job_id, index, self.me.clone()))
+			.await
+			.context("asking the chain for this verifier's samples")?;
+		tracing::info!(job = job_id, unit = index, ?samples, "verification: drawn; re-executing the unit");
+		self.inputs.fetch(&self.chain, at, job_id, index, &job, &unit).await?;
+		let work = self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib)?;
+		let stop = self.stop.clone();
+		let result = tokio::task::spawn_blocking(move || run_unit(touchstone_kernels::CpuBackend, &work, &stop, |_| {}))
+			.await
+			.context("the re-execution thread failed")??
+			.context("stopped before the re-execution finished")?;
+		let mine = result.proof.trace_root.0;
+		Ok(if mine == *trace_root {
+			Verdict::Match
+		} else {
+			tracing::warn!(job = job_id, unit = index, solver = %hex(trace_root), mine = %hex(&mine), "verification: the unit's trace does not reproduce");
+			Verdict::Mismatch { trace_root: mine }
+		})
+	}
+
+	/// Plays the next move in a dispute this verifier opened with a mismatch, answering
+	/// from its own run of the unit. Returns whether it sent anything.
+	async fn play_disputes(&mut self, at: &AtBlock) -> Result<bool> {
+		let mut disputes = at.storage().iter(runtime::storage().disputes().disputes(), ()).await?;
+		let mut units = BTreeSet::new();
+		while let Some(entry) = disputes.next().await {
+			let dispute: crate::dispute::Dispute = decode(entry?.value().bytes())?;
+			if dispute.challenger == self.me {
+				units.insert((dispute.job, dispute.unit));
+			}
+		}
+		for (job_id, index) in units {
+			let (Some(job), Some(unit)) = (self.chain.job(at, job_id).await?, self.chain.unit(at, job_id, index).await?) else {
+				continue;
+			};
+			let prepare = || self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib);
+			if crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await? {
+				return Ok(true);
+			}
+		}
+		Ok(false)
+	}
+
+	fn verdict_path(&self, job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> PathBuf {
+		self.verdicts_dir.join(format!("{job}-{unit}-{}", hex(trace_root)))
+	}
+}
+
+/// A verdict's name in the log.
+fn verdict_name(verdict: &Verdict) -> &'static str {
+	match verdict {
+		Verdict::Match => "match",
+		Verdict::Mismatch { .. } => "mismatch",
+	}
+}
