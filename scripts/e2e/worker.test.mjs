@@ -4,7 +4,10 @@
 // `touchstone-worker submit`, trains through the chain, the solver is paid from escrow, the
 // final model on-chain is the file the worker wrote, and that model reaches the reference's
 // pinned test accuracy, with every one of its proofs verified in a round of verifiers the
-// chain draws. The submitter and the solver keep separate artifact stores: the
+// chain draws: two verifier workers (`touchstone-worker verify`) re-execute each unit and
+// attest. Last, the solver is restarted as a liar (one corrupted value at one step): the
+// verifiers catch it, one plays the dispute its mismatch opens through all three levels,
+// the runtime's referee rules against the liar and its bond is slashed. The submitter and the solver keep separate artifact stores: the
 // dataset, the initial weights and the model cross over libp2p, and `fetch` finds the
 // solver from the endpoint it advertised on-chain.
 import { test, before, after } from 'node:test';
@@ -18,7 +21,7 @@ import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake2AsHex } from '@polkadot/util-crypto';
 import { startNode, waitFor, freePort, send } from './lib/node.mjs';
-import { startVerifiers } from './lib/verifiers.mjs';
+import { watchVerification } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
 const UNIT = 10n ** 12n;
@@ -32,10 +35,14 @@ function workerBinary() {
 
 let node;
 let api;
+/** The verification watcher the digits test starts; the liar test reads its events too. */
+let verification;
 let solver;
 let solverLog = '';
 let dataDir;
 let solverPeer;
+/** The verifier workers, by key, with their logs. */
+const verifierWorkers = new Map();
 const keyring = new Keyring({ type: 'sr25519' });
 
 /** Runs a worker subcommand as the submitter (its own data directory); resolves with its stdout. */
@@ -48,8 +55,8 @@ async function worker(args, timeout = 120_000) {
 }
 
 /** Starts the solver (Bob) with its own data directory; its output accumulates in `solverLog`. */
-function startSolver() {
-  const solverArgs = ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns'];
+function startSolver(extra = []) {
+  const solverArgs = ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns', ...extra];
   solver = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, 'solver'), ...solverArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, RUST_LOG: 'info' },
@@ -62,8 +69,27 @@ function startSolver() {
   solver.stderr.on('data', keep);
 }
 
-/** A rejection that carries the solver's log, which says why. */
-const withSolverLog = (error) => { throw new Error(`${error.message}\nsolver log:\n${solverLog}`); };
+/** Starts a verifier worker for `uri` with its own data directory and log. */
+function startVerifierWorker(uri) {
+  const name = uri.replace('//', '').toLowerCase();
+  const args = ['--node', node.wsUrl, '--data-dir', join(dataDir, name), 'verify', '--key', uri,
+    '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns'];
+  const entry = { log: '', process: spawn(workerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'info' } }) };
+  const keep = (chunk) => {
+    entry.log += chunk.toString();
+    if (process.env.TOUCHSTONE_E2E_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
+  };
+  entry.process.stdout.on('data', keep);
+  entry.process.stderr.on('data', keep);
+  verifierWorkers.set(uri, entry);
+  return entry;
+}
+
+/** A rejection that carries the workers' logs, which say why. */
+const withSolverLog = (error) => {
+  const verifiers = [...verifierWorkers].map(([uri, { log }]) => `\nverifier ${uri} log:\n${log}`).join('');
+  throw new Error(`${error.message}\nsolver log:\n${solverLog}${verifiers}`);
+};
 
 before(async () => {
   node = await startNode(['--dev', '--tmp'], { name: 'dev' });
@@ -79,6 +105,7 @@ before(async () => {
 
 after(async () => {
   solver?.kill('SIGINT');
+  for (const { process: verifier } of verifierWorkers.values()) verifier.kill('SIGINT');
   await api?.disconnect();
   await node?.stop();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
@@ -184,11 +211,16 @@ test('the solver defends its proof in a dispute and wins when the challenger fal
 test('a solver worker trains the digits job through the chain and is paid', { timeout: 900_000 }, async (t) => {
   const bob = keyring.addFromUri('//Bob');
   const freeBefore = (await api.query.system.account(bob.address)).data.free.toBigInt();
-  // Every proof of this job is verified: Dave and Eve attest in each round they are drawn
-  // for, Ferdie is drawn too and never answers.
+  // Every proof of this job is verified: Dave and Eve run verifier workers that re-execute
+  // each unit they are drawn for and attest; Ferdie is drawn too and never answers.
   const [dave, eve, ferdie] = ['//Dave', '//Eve', '//Ferdie'].map((uri) => keyring.addFromUri(uri));
-  const verifiers = await startVerifiers(api, { attesting: [dave, eve], silent: [ferdie], bond: 100n * UNIT });
-  t.after(() => verifiers.stop());
+  for (const uri of ['//Dave', '//Eve']) startVerifierWorker(uri);
+  await waitFor('the verifier workers to register', async () =>
+    (await api.query.staking.nodes(dave.address)).isSome && (await api.query.staking.nodes(eve.address)).isSome, {
+    timeoutMs: 120_000,
+  }).catch(withSolverLog);
+  const verifiers = await watchVerification(api, { silent: [ferdie], bond: 100n * UNIT });
+  verification = verifiers;
 
   // The solver fetches the dataset from the submitter over libp2p, and the final model
   // comes back the same way: the two keep separate artifact stores.
@@ -225,11 +257,14 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const finalized = verifiers.events.filter((e) => e.method === 'UnitFinalized' && Number(e.data.job) === jobId);
   assert.equal(finalized.length, 4);
   assert.ok(finalized.every((e) => BigInt(e.data.toVerifiers) === UNIT / 10n), JSON.stringify(finalized));
-  // Each attester asked the runtime API for its segments: two distinct ones, or every
-  // segment of a unit that has fewer.
-  assert.equal(verifiers.samples.filter((s) => s.job === jobId).length, 8);
-  for (const { segments } of verifiers.samples) {
-    assert.ok(Array.isArray(segments) && segments.length >= 1 && segments.length <= 2 && new Set(segments).size === segments.length, JSON.stringify(segments));
+  // Each verifier worker re-executed every unit and revealed a match, after asking the
+  // runtime API for its samples: two distinct segments.
+  for (const uri of ['//Dave', '//Eve']) {
+    const { log } = verifierWorkers.get(uri);
+    for (let unit = 0; unit < 4; unit += 1) {
+      assert.match(log, new RegExp(`verification: drawn; re-executing the unit job=${jobId} unit=${unit} samples=\\[\\d+, \\d+\\]`), `${uri} unit ${unit}`);
+      assert.match(log, new RegExp(`verification: revealed job=${jobId} unit=${unit} verdict="?match`), `${uri} unit ${unit}`);
+    }
   }
   t.diagnostic(`rounds drawn at blocks ${drawn.map((e) => e.block).join(', ')}; concluded at ${mine('RoundConcluded').map((e) => e.block).join(', ')}`);
 
@@ -245,4 +280,59 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const evaluated = await worker(['evaluate', '--example', 'digits', '--model', modelPath]);
   // The reference's accuracy on this run is pinned (kernels/tests/digits.rs): 352/360.
   assert.match(evaluated, /test accuracy 97\.8 % \(352\/360\)/);
+});
+
+test('a solver that lies at one step is caught by a verifier, loses at the referee and is slashed', { timeout: 600_000 }, async (t) => {
+  // Bob restarts as a liar: one value of the forward pass at global step 100 is corrupted
+  // (`--inject-fault`, test equipment), so the first unit of the next digits job proves a
+  // trace no honest run reproduces. Dave's and Eve's verifier workers are drawn, re-execute
+  // the unit, and reveal mismatches; each opens a dispute that the verifier plays from its
+  // own run while Bob defends his, step by step, operator by operator, piece by piece,
+  // until the runtime's referee recomputes the disputed piece.
+  t.after(() => verification?.stop());
+  const bob = keyring.addFromUri('//Bob');
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  startSolver(['--inject-fault', '100']);
+  // Bob and the verifiers hold the digits dataset already: the submitter need not stay.
+  const submitted = await worker(['submit', '--key', '//Alice', '--example', 'digits', '--no-mdns']);
+  const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
+  assert.ok(Number.isInteger(jobId), submitted);
+  const mine = (section, method) => verification.events.filter((e) => e.section === section && e.method === method && Number(e.data.job) === jobId);
+  await waitFor('a dispute over the lie to be resolved', () => mine('disputes', 'DisputeResolved').length > 0, {
+    timeoutMs: 540_000,
+  }).catch(withSolverLog);
+
+  // Each verifier's mismatch opened a dispute; the first one the referee decides overturns
+  // the proof, and the other is dismissed or decided the same way.
+  const resolutions = mine('disputes', 'DisputeResolved');
+  const resolved = resolutions.find((e) => e.data.grounds === 'Referee') ?? resolutions[0];
+  const opened = mine('disputes', 'DisputeOpened').find((e) => e.data.dispute === resolved.data.dispute);
+  assert.ok(opened, JSON.stringify(verification.events.filter((e) => e.section === 'disputes')));
+  assert.equal(resolved.data.unit, 0);
+  assert.equal(resolved.data.ruling, 'ChallengerWins');
+  assert.equal(resolved.data.grounds, 'Referee', 'the referee decided, not a timeout');
+  assert.equal(opened.data.defender, bob.address);
+  const winner = [...verifierWorkers.keys()].find((uri) => keyring.addFromUri(uri).address === opened.data.challenger);
+  assert.ok(winner, `the challenger ${opened.data.challenger} is a verifier worker`);
+  assert.ok(BigInt(resolved.data.toWinner) > 0n && BigInt(resolved.data.forfeited) > 0n, JSON.stringify(resolved.data));
+  // The verifiers both revealed a mismatch; the winner played every level of the game.
+  assert.ok(mine('verification', 'Revealed').length >= 1, JSON.stringify(mine('verification', 'Revealed')));
+  const winnerLog = verifierWorkers.get(winner).log;
+  for (const move of ['reveal', 'bind_step', 'bind_operator']) {
+    assert.match(winnerLog, new RegExp(`dispute: sent ${move}[^\\n]*dispute=${resolved.data.dispute}`), `${winner} sent ${move}`);
+  }
+  // Bob opened his claim to the referee; he logs the call once it is finalized, a few
+  // blocks after the event.
+  await waitFor('the solver to log its resolve call', () => new RegExp(`dispute: sent resolve[^\\n]*dispute=${resolved.data.dispute}`).test(solverLog), {
+    timeoutMs: 60_000,
+  }).catch(withSolverLog);
+  // Bob's solver bond paid for the lie.
+  const slashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === bob.address);
+  assert.ok(slashed.length >= 1 && slashed.every((e) => e.data.role === 'Solver' && BigInt(e.data.amount) > 0n), JSON.stringify(slashed));
+  // The unit's lying proof is gone: it went back to be trained again.
+  const unit = (await api.query.tasks.units(jobId, 0)).unwrap();
+  assert.ok(unit.proof.isNone || unit.proof.unwrap().traceRoot.toHex() !== opened.data.traceRoot, unit.toString());
+  t.diagnostic(`dispute ${resolved.data.dispute}: opened at block ${opened.block}, resolved at ${resolved.block}`);
 });

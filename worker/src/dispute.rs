@@ -295,4 +295,37 @@ mod tests {
 		assert!(matches!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 100).unwrap(), Some(Move::TimeOut)));
 		std::fs::remove_dir_all(&base).unwrap();
 	}
+
+	/// A unit trained with an injected fault (`solve --inject-fault`) proves a trace no
+	/// honest run gives, and its re-execution for a dispute replays the fault: the liar's
+	/// operator trees of the faulted step bind to its own commitment, so a dispute against
+	/// it is played to the referee rather than lost on a binding.
+	#[test]
+	fn a_faulted_unit_is_replayed_consistently_for_its_dispute() {
+		let base = std::env::temp_dir().join(format!("touchstone-liar-{}", std::process::id()));
+		let honest = work(&base.join("honest"));
+		let mut liar = work(&base.join("liar"));
+		liar.fault = Some(touchstone_kernels::job::fault::Fault::Output { step: 20, operator: 1, output: 0, element: 0, bit: 20 });
+		let honest_proof = run_unit(CpuBackend, &honest, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		let liar_proof = run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		assert_ne!(honest_proof.trace_root, liar_proof.trace_root);
+		assert_eq!(honest_proof.start_state_root, liar_proof.start_state_root);
+		let (honest_run, liar_run) = (Run::load(&honest).unwrap(), Run::load(&liar).unwrap());
+		assert_eq!(liar_run.tree.root(), liar_proof.trace_root.0);
+		let commitment = TraceCommitment {
+			trace_root: liar_proof.trace_root.0,
+			first_step: liar.first_step,
+			steps: liar.steps,
+			start_state_root: liar_proof.start_state_root.0,
+		};
+		for step in [19, 20, 21] {
+			let trace = liar_run.trace(step).unwrap();
+			let binding = open_step_binding(&liar_run.graph, &trace, &liar_run.opening()).unwrap();
+			assert!(bind_step(&liar_run.graph, &commitment, step, &trace.operators.root(), &binding).is_ok(), "step {step}");
+		}
+		// The runs agree before the faulted step and differ from it on.
+		assert_eq!(honest_run.trace(19).unwrap().operators.root(), liar_run.trace(19).unwrap().operators.root());
+		assert_ne!(honest_run.trace(20).unwrap().operators.root(), liar_run.trace(20).unwrap().operators.root());
+		std::fs::remove_dir_all(&base).unwrap();
+	}
 }

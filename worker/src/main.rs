@@ -50,6 +50,9 @@ enum Command {
 	/// re-execute the unit, commit and reveal the verdict, and play the dispute a mismatch
 	/// opens. Stops cleanly on Ctrl-C.
 	Verify(verifier::VerifyArgs),
+	/// Check one unit's standing proof by re-executing it; if it does not reproduce,
+	/// dispute it as a challenger and play the dispute to its end.
+	Challenge(verifier::ChallengeArgs),
 	/// Submit a training job (a TOML or JSON description, or a built-in example): publish
 	/// its dataset, commit its roots, hold its budget in escrow, and print its id.
 	Submit(SubmitArgs),
@@ -203,6 +206,13 @@ async fn run(cli: Cli) -> Result<()> {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
 			verifier::Verifier::new(chain, network, store, data_dir, args, stop)?.run().await
+		},
+		Command::Challenge(args) => {
+			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
+			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
+			let (job, unit, bond) = (args.job, args.unit, args.bond);
+			let settings = verifier::VerifyArgs { key: args.key, bond, region: "local".into(), network: args.network };
+			verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?.challenge(job, unit, bond).await
 		},
 		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => train_locally(&data_dir, args),

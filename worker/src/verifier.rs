@@ -1,7 +1,9 @@
 //! The verifier role: register and bond as a verifier; in every round the chain draws this
 //! node for, re-execute the unit from its anchor, commit the verdict (`Match`, or
 //! `Mismatch` with this node's own trace root), reveal it once reveals open, and play to
-//! its end the dispute a mismatch opens.
+//! its end the dispute a mismatch opens. The challenger role (`challenge`) is the same
+//! re-execution without a draw: it disputes one proof that does not reproduce, and plays
+//! the dispute to its end.
 //!
 //! The chain names a few checkpoint segments for each verifier to check
 //! (`VerificationApi::samples`). The chain commits only the unit's anchor and its end, not
@@ -45,6 +47,25 @@ pub struct VerifyArgs {
 	/// Region tag declared on registration.
 	#[arg(long, default_value = "local")]
 	pub region: String,
+	#[command(flatten)]
+	pub network: NetworkArgs,
+}
+
+/// What `challenge` is told.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ChallengeArgs {
+	#[command(flatten)]
+	pub key: crate::keys::KeyArgs,
+	/// The job.
+	#[arg(long)]
+	pub job: JobId,
+	/// The unit whose standing proof to check.
+	#[arg(long)]
+	pub unit: UnitIndex,
+	/// The challenger bond to post when registering, in TST (at least the chain's
+	/// minimum). A challenge also holds the disputes pallet's challenge bond.
+	#[arg(long, default_value_t = 20.0)]
+	pub bond: f64,
 	#[command(flatten)]
 	pub network: NetworkArgs,
 }
@@ -182,20 +203,33 @@ impl Verifier {
 	/// Re-executes the unit whose proof has `trace_root` and compares: `Match` when this
 	/// node's trace root is the solver's, else `Mismatch` with its own.
 	async fn verdict(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<Verdict> {
-		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
-		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
-		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
-			bail!("the unit no longer stands on the proof drawn for");
-		}
-		if job.spec.verification != VerificationMode::Exact {
-			bail!("tolerance-mode verification is not supported by this worker yet");
-		}
 		let samples = at
 			.runtime_apis()
 			.call(runtime::runtime_apis().verification_api().samples(job_id, index, self.me.clone()))
 			.await
-			.context("asking the chain for this verifier's samples")?;
+			.context("asking the chain for this verifier's samples")?
+			.context("this verifier is not drawn for the unit's proof")?;
 		tracing::info!(job = job_id, unit = index, ?samples, "verification: drawn; re-executing the unit");
+		let mine = self.reexecute(at, job_id, index, trace_root).await?;
+		Ok(if mine == *trace_root {
+			Verdict::Match
+		} else {
+			tracing::warn!(job = job_id, unit = index, solver = %hex(trace_root), mine = %hex(&mine), "verification: the unit's trace does not reproduce");
+			Verdict::Mismatch { trace_root: mine }
+		})
+	}
+
+	/// Re-executes the unit, which must still stand on the proof with `trace_root`, on the
+	/// CPU reference; returns this node's trace root.
+	async fn reexecute(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<[u8; 32]> {
+		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
+		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
+		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
+			bail!("the unit no longer stands on the proof with trace root {}", hex(trace_root));
+		}
+		if job.spec.verification != VerificationMode::Exact {
+			bail!("tolerance-mode jobs cannot be re-executed bit for bit, and this worker does not verify them yet");
+		}
 		self.inputs.fetch(&self.chain, at, job_id, index, &job, &unit).await?;
 		let work = self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib)?;
 		let stop = self.stop.clone();
@@ -203,13 +237,64 @@ impl Verifier {
 			.await
 			.context("the re-execution thread failed")??
 			.context("stopped before the re-execution finished")?;
-		let mine = result.proof.trace_root.0;
-		Ok(if mine == *trace_root {
-			Verdict::Match
-		} else {
-			tracing::warn!(job = job_id, unit = index, solver = %hex(trace_root), mine = %hex(&mine), "verification: the unit's trace does not reproduce");
-			Verdict::Mismatch { trace_root: mine }
-		})
+		Ok(result.proof.trace_root.0)
+	}
+
+	/// `challenge`: re-executes unit `index` of `job_id` and, if its standing proof does
+	/// not reproduce, disputes it and plays the dispute to its end. Returns once the
+	/// proof reproduces (nothing to dispute) or the dispute has ended.
+	pub async fn challenge(mut self, job_id: JobId, index: UnitIndex, bond_tst: f64) -> Result<()> {
+		let profile = self.detected.profile.clone();
+		self.chain.ensure_registered(&self.signer, Role::Challenger, bond_tst, profile, 0).await?;
+		let at = self.best.at().await?;
+		let unit = self.chain.unit(&at, job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
+		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to challenge")?;
+		let mine = crate::dispute::disputes_of(&at, job_id, index).await?.into_iter().find(|(_, d)| d.challenger == self.me);
+		let id = match mine {
+			// A restart goes on with the dispute it opened.
+			Some((id, _)) => id,
+			None => {
+				if unit.state != UnitState::Proven {
+					bail!("unit {index} of job {job_id} has no proof open to challenge (it is {:?})", unit.state);
+				}
+				println!("re-executing unit {index} of job {job_id} on the CPU reference");
+				let root = self.reexecute(&at, job_id, index, &theirs).await?;
+				if root == theirs {
+					println!("the proof reproduces bit for bit (trace root {}): nothing to challenge", hex(&theirs));
+					return Ok(());
+				}
+				println!("the proof does not reproduce: its trace root is {}, this run's is {}", hex(&theirs), hex(&root));
+				let events = self
+					.chain
+					.send(&runtime::transactions().disputes().challenge(job_id, index, root), &self.signer)
+					.await
+					.context("opening the dispute")?;
+				events
+					.find_first::<runtime::disputes::events::DisputeOpened>()
+					.transpose()?
+					.context("the challenge was included but opened no dispute")?
+					.dispute
+			},
+		};
+		println!("dispute {id} open; answering every round until it ends");
+		while !self.stop.load(Ordering::Relaxed) {
+			let at = self.best.at().await?;
+			if at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await?.is_none() {
+				let after = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
+				if after == Some(theirs) {
+					println!("dispute {id} ended and the proof stands: the challenge lost");
+				} else {
+					println!("dispute {id} ended and the proof is overturned: the challenge won");
+				}
+				return Ok(());
+			}
+			if let Err(error) = self.play_disputes(&at).await {
+				tracing::warn!("{error:#}");
+			}
+			self.best.next(Duration::from_secs(6)).await;
+		}
+		println!("stopped with dispute {id} open: run the same command again to go on playing it");
+		Ok(())
 	}
 
 	/// Plays the next move in a dispute this verifier opened with a mismatch, answering
