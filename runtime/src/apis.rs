@@ -1,5 +1,5 @@
 //! The runtime APIs: the standard set a BABE/GRANDPA chain needs, plus `TasksApi` for
-//! workers and `VerificationApi` for verifiers.
+//! workers, `VerificationApi` for verifiers and `DisputesApi` for the parties to disputes.
 
 use crate::{
 	configs::EpochDuration,
@@ -259,6 +259,16 @@ impl_runtime_apis! {
 	impl touchstone_primitives::VerificationApi<Block, AccountId> for Runtime {
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>> {
 			crate::Verification::samples(job, unit, &verifier)
+		}
+	}
+
+	impl touchstone_primitives::DisputesApi<Block, AccountId, BlockNumber> for Runtime {
+		fn dispute(id: u64) -> Option<touchstone_primitives::DisputeStatus<AccountId, BlockNumber>> {
+			crate::Disputes::status(id)
+		}
+
+		fn unit_disputes(job: JobId, unit: UnitIndex) -> Vec<u64> {
+			crate::Disputes::unit_disputes(job, unit)
 		}
 	}
 

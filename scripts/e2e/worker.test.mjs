@@ -300,6 +300,29 @@ test('a solver that lies at one step is caught by a verifier, loses at the refer
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
   assert.ok(Number.isInteger(jobId), submitted);
   const mine = (section, method) => verification.events.filter((e) => e.section === section && e.method === method && Number(e.data.job) === jobId);
+  // While a dispute is played, storage and the runtime API tell the same story about it,
+  // read at one block.
+  await waitFor('a dispute over the lie to open', () => mine('disputes', 'DisputeOpened').length > 0, {
+    timeoutMs: 300_000,
+  }).catch(withSolverLog);
+  const firstId = mine('disputes', 'DisputeOpened')[0].data.dispute;
+  const at = await api.at(await api.rpc.chain.getBlockHash());
+  const [stored, status, listed] = await Promise.all([
+    at.query.disputes.disputes(firstId),
+    at.call.disputesApi.dispute(firstId),
+    at.call.disputesApi.unitDisputes(jobId, 0),
+  ]);
+  assert.ok(stored.isSome && status.isSome, `dispute ${firstId} is open: ${stored} / ${status}`);
+  const [record, view] = [stored.unwrap(), status.unwrap()];
+  assert.equal(view.job.toNumber(), jobId);
+  assert.equal(view.unit.toNumber(), 0);
+  assert.equal(view.defender.toString(), bob.address);
+  assert.equal(view.challenger.toString(), record.challenger.toString());
+  assert.equal(view.deadline.toNumber(), record.deadline.toNumber());
+  assert.equal(view.rounds.toNumber(), record.rounds.toNumber());
+  assert.ok(listed.map((id) => id.toNumber()).includes(firstId), listed.toString());
+  t.diagnostic(`dispute ${firstId} at block ${(await at.query.system.number()).toNumber()}: ${JSON.stringify(view.toHuman())}`);
+
   await waitFor('a dispute over the lie to be resolved', () => mine('disputes', 'DisputeResolved').length > 0, {
     timeoutMs: 540_000,
   }).catch(withSolverLog);

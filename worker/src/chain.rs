@@ -94,6 +94,36 @@ impl BestBlocks {
 	}
 }
 
+/// A worker role that makes one pass over the chain at every new best block.
+pub trait EveryBlock {
+	/// One pass. An error is logged, and the next block tries again.
+	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>>;
+	/// The best blocks the passes follow.
+	fn best_blocks(&mut self) -> &mut BestBlocks;
+}
+
+/// Runs `role`'s passes, each as soon as the chain moves on, until `stop` is set. A stop
+/// interrupts a pass even when the node is gone and a call would retry for ever.
+pub async fn run_every_block(role: &mut impl EveryBlock, stop: &std::sync::atomic::AtomicBool) {
+	let stopped = || async {
+		while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+			tokio::time::sleep(Duration::from_millis(200)).await;
+		}
+	};
+	while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+		tokio::select! {
+			result = role.pass() => if let Err(error) = result {
+				tracing::warn!("{error:#}");
+			},
+			_ = stopped() => break,
+		}
+		tokio::select! {
+			_ = role.best_blocks().next(Duration::from_secs(6)) => {},
+			_ = stopped() => break,
+		}
+	}
+}
+
 impl Chain {
 	/// Connects to the node at `url`. The connection reconnects by itself, with
 	/// exponential backoff up to ten seconds, whenever the node goes away.

@@ -153,10 +153,12 @@ impl<'a> Run<'a> {
 	}
 }
 
-/// Sends `side`'s next move in each dispute over unit `index` of `job` that `me` plays on
-/// that side, answering from its run of the unit, which `prepare` says where to find
-/// (called only when a dispute is open). Returns whether it sent anything (the chain then
-/// moved on, and the caller reads it again before sending more).
+/// Sends `side`'s next move in every dispute over unit `index` of `job` that the signer
+/// plays on that side, answering from its run of the unit, which `prepare` says where to
+/// find (called only when a dispute is open). Every dispute due an answer gets one in the
+/// same pass: several challengers of one proof must not starve one another into a
+/// timeout. Returns whether it sent anything (the chain then moved on, and the caller
+/// reads it again before sending more).
 pub async fn play(
 	chain: &Chain,
 	signer: &subxt_signer::sr25519::Keypair,
@@ -181,6 +183,7 @@ pub async fn play(
 	let run = Run::load(&work).context("the unit's records, to play a dispute")?;
 	let now = at.block_number() as u32;
 	let calls = runtime::transactions().disputes();
+	let mut sent_any = false;
 	for (id, dispute) in mine {
 		let Some(next) = run.next_move(&dispute, side, now)? else { continue };
 		let (name, sent) = match next {
@@ -196,9 +199,9 @@ pub async fn play(
 			Ok(_) => tracing::info!(job, unit = index, dispute = id, round = dispute.rounds, ?side, "dispute: sent {name}"),
 			Err(error) => tracing::warn!(job, unit = index, dispute = id, ?side, "dispute: {name} refused: {error:#}"),
 		}
-		return Ok(true);
+		sent_any = true;
 	}
-	Ok(false)
+	Ok(sent_any)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,16 @@ pub struct Solver {
 	heartbeat: Heartbeat,
 }
 
+impl crate::chain::EveryBlock for Solver {
+	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
+		self.tick()
+	}
+
+	fn best_blocks(&mut self) -> &mut BestBlocks {
+		&mut self.best
+	}
+}
+
 impl Solver {
 	/// Detects the hardware and prepares a solver; nothing is sent yet.
 	pub fn new(
@@ -142,27 +152,10 @@ impl Solver {
 		if let Err(error) = self.advertise_endpoint().await {
 			tracing::warn!("the endpoint is not advertised on-chain: {error:#}");
 		}
+		// Training stops at the step it is in, and the unit resumes from its last checkpoint
+		// on restart.
 		let stop = self.stop.clone();
-		let stopped = || async {
-			while !stop.load(Ordering::Relaxed) {
-				tokio::time::sleep(Duration::from_millis(200)).await;
-			}
-		};
-		while !self.stop.load(Ordering::Relaxed) {
-			// A stop interrupts a pass even when the node is gone and a call would retry for
-			// ever; training stops at the step it is in, and the unit resumes on restart.
-			tokio::select! {
-				result = self.tick() => if let Err(error) = result {
-					tracing::warn!("{error:#}");
-				},
-				_ = stopped() => break,
-			}
-			// The next pass starts as soon as the chain moves on.
-			tokio::select! {
-				_ = self.best.next(Duration::from_secs(6)) => {},
-				_ = stopped() => break,
-			}
-		}
+		crate::chain::run_every_block(&mut self, &stop).await;
 		tracing::info!("solver stopped");
 		Ok(())
 	}

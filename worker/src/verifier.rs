@@ -88,6 +88,16 @@ pub struct Verifier {
 	verdicts_dir: PathBuf,
 }
 
+impl crate::chain::EveryBlock for Verifier {
+	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
+		self.tick()
+	}
+
+	fn best_blocks(&mut self) -> &mut BestBlocks {
+		&mut self.best
+	}
+}
+
 impl Verifier {
 	/// Detects the hardware and prepares a verifier; nothing is sent yet.
 	pub fn new(chain: Chain, network: Network, store: Store, data_dir: PathBuf, args: VerifyArgs, stop: Arc<AtomicBool>) -> Result<Self> {
@@ -107,24 +117,9 @@ impl Verifier {
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Verifier, self.args.bond, profile, 0).await?;
 		self.heartbeat.sent();
+		// A re-execution stops at the step it is in; committed verdicts stay on disk.
 		let stop = self.stop.clone();
-		let stopped = || async {
-			while !stop.load(Ordering::Relaxed) {
-				tokio::time::sleep(Duration::from_millis(200)).await;
-			}
-		};
-		while !self.stop.load(Ordering::Relaxed) {
-			tokio::select! {
-				result = self.tick() => if let Err(error) = result {
-					tracing::warn!("{error:#}");
-				},
-				_ = stopped() => break,
-			}
-			tokio::select! {
-				_ = self.best.next(Duration::from_secs(6)) => {},
-				_ = stopped() => break,
-			}
-		}
+		crate::chain::run_every_block(&mut self, &stop).await;
 		tracing::info!("verifier stopped");
 		Ok(())
 	}

@@ -607,6 +607,42 @@ pub mod pallet {
 			Self::conclude(id, info, &proven, ruling, Grounds::Referee)
 		}
 
+		/// Where dispute `id` stands, or `None` if it is not open. Backs
+		/// `DisputesApi::dispute`.
+		pub fn status(id: DisputeId) -> Option<touchstone_primitives::DisputeStatus<T::AccountId, BlockNumberFor<T>>> {
+			use touchstone_primitives::DisputeStage;
+			let info = Disputes::<T>::get(id)?;
+			let (stage, awaiting_defender, awaiting_challenger) = match &info.phase {
+				Phase::Bisect { level, reveals, .. } => {
+					(DisputeStage::Bisect(*level), reveals.defender.is_none(), reveals.challenger.is_none())
+				},
+				Phase::BindStep { roots } => (DisputeStage::BindStep, roots.defender.is_none(), roots.challenger.is_none()),
+				Phase::BindOperator { roots } => {
+					(DisputeStage::BindOperator, roots.defender.is_none(), roots.challenger.is_none())
+				},
+				Phase::Judge => (DisputeStage::Judge, true, false),
+			};
+			Some(touchstone_primitives::DisputeStatus {
+				job: info.job,
+				unit: info.unit,
+				defender: info.defender,
+				challenger: info.challenger,
+				stage,
+				step: info.step,
+				operator: info.operator,
+				piece: info.piece,
+				rounds: info.rounds,
+				deadline: info.deadline,
+				awaiting_defender,
+				awaiting_challenger,
+			})
+		}
+
+		/// The ids of the disputes open over a unit. Backs `DisputesApi::unit_disputes`.
+		pub fn unit_disputes(job: JobId, unit: UnitIndex) -> Vec<DisputeId> {
+			UnitDisputes::<T>::get((job, unit)).into_inner()
+		}
+
 		pub(crate) fn do_time_out(id: DisputeId) -> Result<Weight, DispatchError> {
 			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
 			let now = frame_system::Pallet::<T>::block_number();

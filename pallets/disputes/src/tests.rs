@@ -886,3 +886,46 @@ fn an_overturn_dismisses_disputes_over_the_ranges_it_rolls_back() {
 		assert_eq!(solver_bond(SECOND_SOLVER), SOLVER_BOND);
 	});
 }
+
+/// `DisputesApi`'s view of a dispute follows the game: the stage, the positions found so
+/// far and whose answer the chain waits for, until the dispute ends and is no longer listed.
+#[test]
+fn the_status_follows_the_game_until_the_ruling() {
+	use touchstone_primitives::DisputeStage;
+	let job = TinyJob::new(8, 1);
+	build_and_execute(|| {
+		let id = job.submit();
+		let mut liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
+		let mut honest = Run::train(&job, 0, 8, None);
+		prove(id, 0, SOLVER, &liar);
+		let dispute = challenge(id, 0, CHALLENGER, &honest);
+		assert_eq!(Disputes::unit_disputes(id, 0), vec![dispute]);
+		let status = Disputes::status(dispute).unwrap();
+		assert_eq!((status.job, status.unit, status.defender, status.challenger), (id, 0, SOLVER, CHALLENGER));
+		assert_eq!(status.stage, DisputeStage::Bisect(Level::Steps));
+		assert_eq!((status.step, status.rounds), (None, 0));
+		assert_eq!(status.deadline, DisputeRecords::<Test>::get(dispute).unwrap().deadline);
+		assert!(status.awaiting_defender && status.awaiting_challenger);
+		assert_ok!(liar.answer(dispute, SOLVER));
+		let status = Disputes::status(dispute).unwrap();
+		assert!(!status.awaiting_defender && status.awaiting_challenger);
+		assert_ok!(honest.answer(dispute, CHALLENGER));
+		assert_eq!(Disputes::status(dispute).unwrap().rounds, 1);
+		// Played to the referee's stage: the disputed step, operator and piece are known,
+		// and only the defender owes the openings.
+		while DisputeRecords::<Test>::get(dispute).unwrap().phase != Phase::Judge {
+			assert_ok!(liar.answer(dispute, SOLVER));
+			assert_ok!(honest.answer(dispute, CHALLENGER));
+		}
+		let status = Disputes::status(dispute).unwrap();
+		assert_eq!(status.stage, DisputeStage::Judge);
+		assert_eq!(status.step, Some(5));
+		assert_eq!(status.operator, Some(1));
+		assert!(status.piece.is_some());
+		assert!(status.awaiting_defender && !status.awaiting_challenger);
+		assert_ok!(liar.answer(dispute, SOLVER));
+		assert_eq!(Disputes::status(dispute), None);
+		assert!(Disputes::unit_disputes(id, 0).is_empty());
+		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
+	});
+}

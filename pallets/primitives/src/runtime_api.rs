@@ -1,5 +1,7 @@
-//! The runtime APIs workers and clients use to find work, read jobs and verify proofs.
+//! The runtime APIs workers and clients use to find work, read jobs, verify proofs and
+//! follow disputes.
 
+use crate::referee::Level;
 use crate::{Job, JobId, UnitIndex, WorkUnit};
 use alloc::vec::Vec;
 use codec::{Codec, Decode, Encode};
@@ -27,6 +29,50 @@ pub struct JobState<AccountId, Balance, BlockNumber> {
 	pub units: Vec<WorkUnit<AccountId, BlockNumber>>,
 }
 
+/// The stage a dispute is in.
+#[derive(Encode, Decode, TypeInfo, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DisputeStage {
+	/// A round of bisection at this level: both sides reveal their node's children.
+	Bisect(Level),
+	/// Both sides bind their operator root of the disputed step to their trace.
+	BindStep,
+	/// Both sides bind their piece root of the disputed operator to their operator root.
+	BindOperator,
+	/// The defender opens the disputed piece to the referee.
+	Judge,
+}
+
+/// Where an open dispute stands, as the runtime API reports it: the positions found so far,
+/// the stage, and whose answer the chain is waiting for.
+#[derive(Encode, Decode, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct DisputeStatus<AccountId, BlockNumber> {
+	/// The job.
+	pub job: JobId,
+	/// The disputed unit.
+	pub unit: UnitIndex,
+	/// The solver whose proof is disputed.
+	pub defender: AccountId,
+	/// The challenger.
+	pub challenger: AccountId,
+	/// The stage it is in.
+	pub stage: DisputeStage,
+	/// The disputed global step, once the step level ended.
+	pub step: Option<u32>,
+	/// The disputed operator, once the operator level ended.
+	pub operator: Option<u32>,
+	/// The disputed piece, once the piece level ended.
+	pub piece: Option<u32>,
+	/// Bisection rounds played so far, over all levels.
+	pub rounds: u32,
+	/// The last block the stage's answers are accepted in; after it, anyone may end the
+	/// dispute against a side that still owes one.
+	pub deadline: BlockNumber,
+	/// Whether the defender still owes an answer in this stage.
+	pub awaiting_defender: bool,
+	/// Whether the challenger still owes an answer in this stage.
+	pub awaiting_challenger: bool,
+}
+
 polkadot_sdk::sp_api::decl_runtime_apis! {
 	/// What workers ask the chain: which units to work on, and where a job stands.
 	pub trait TasksApi<AccountId, Balance, BlockNumber>
@@ -52,5 +98,18 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 		/// 0 (segment `i` starts after the unit's first step plus `i` checkpoint
 		/// intervals), or `None` if it was not drawn for the unit's current round.
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>>;
+	}
+
+	/// What challengers, defenders and their clients ask the chain about disputes.
+	pub trait DisputesApi<AccountId, BlockNumber>
+	where
+		AccountId: Codec,
+		BlockNumber: Codec,
+	{
+		/// Where dispute `id` stands, or `None` if no dispute with that id is open.
+		fn dispute(id: u64) -> Option<DisputeStatus<AccountId, BlockNumber>>;
+
+		/// The ids of the disputes open over unit `unit` of `job`.
+		fn unit_disputes(job: JobId, unit: UnitIndex) -> Vec<u64>;
 	}
 }
