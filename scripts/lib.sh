@@ -72,6 +72,15 @@ start_solver() {
 	pids+=($!)
 }
 
+# Starts a verifier worker as Dave in the background, logging to $1/verifier.log: it is
+# drawn for every proof, re-executes the unit and attests. Its pid is appended to `pids`.
+start_verifier() {
+	log "Starting a verifier worker as Dave (log: $1/verifier.log)"
+	"$TOUCHSTONE_WORKER" --data-dir "$1/verifier" verify --key //Dave \
+		--p2p-listen /ip4/127.0.0.1/tcp/0 >"$1/verifier.log" 2>&1 &
+	pids+=($!)
+}
+
 # Stops every process in `pids`, the last started first (workers before their node), and
 # removes $work.
 stop_all() {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds, and trains a real model through the chain: starts a
-# development chain (one validator, Alice, a block every 3 seconds) and one solver worker
-# (Bob), submits the digits job (Alice pays), waits while the units are trained, proven,
-# and paid after their challenge windows, fetches the final model by its on-chain hash and
-# prints its test accuracy.
+# development chain (one validator, Alice, a block every 3 seconds), one solver worker
+# (Bob) and one verifier worker (Dave), submits the digits job (Alice pays), waits while
+# the units are trained, proven, re-executed by the verifier, and paid after their
+# challenge windows, fetches the final model by its on-chain hash and prints its test
+# accuracy.
 #
-#   scripts/run.sh          then keeps the chain and the solver running: RPC on
+#   scripts/run.sh          then keeps the chain and the workers running: RPC on
 #                           ws://127.0.0.1:9944, node metrics on :9615, solver metrics
 #                           on :9616. Ctrl-C stops everything.
 #   scripts/run.sh --once   stops everything and exits 0 after printing the accuracy.
@@ -29,6 +30,7 @@ trap stop_all EXIT
 trap 'exit 130' INT TERM
 start_dev_chain "$work"
 start_solver "$work"
+start_verifier "$work"
 
 log "Submitting the digits job as Alice, and following it until it is paid (about 7 minutes:"
 log "the last unit waits out its 5-minute challenge window)"
@@ -41,10 +43,13 @@ job="$(sed -n 's/^job \([0-9]*\) submitted.*/\1/p' <<<"$submitted")"
 
 "${submitter[@]}" fetch --job "$job" --out "$work/model.safetensors" --peer "$SOLVER_PEER"
 "${submitter[@]}" evaluate --example digits --model "$work/model.safetensors"
+# Each unit is paid only after its verification round concludes, so every reveal is in.
+attested="$(grep -c "verification: revealed" "$work/verifier.log" || true)"
+echo "the verifier re-executed the job's units and revealed $attested verdicts (log: $work/verifier.log)"
 
 if [ "$once" -eq 1 ]; then
 	exit 0
 fi
-log "The chain and the solver keep running. Try: $WORKER status"
-log "Ctrl-C stops both."
+log "The chain, the solver and the verifier keep running. Try: $WORKER status"
+log "Ctrl-C stops them all."
 wait "${pids[0]}"

@@ -124,14 +124,18 @@ impl Verifier {
 		Ok(())
 	}
 
-	/// One pass over the chain: the next move in a dispute this verifier opened, else the
-	/// next commit or reveal due in a round it was drawn for.
+	/// One pass over the chain: the next move in each dispute this verifier opened, then
+	/// every commit and reveal due in the rounds it was drawn for. Both in every pass: a
+	/// dispute can outlast a commit period, and a verifier busy with one must not miss
+	/// its next round.
 	async fn tick(&mut self) -> Result<()> {
 		self.heartbeat.send_if_due(&self.chain, &self.signer).await?;
 		let at = self.best.at().await?;
-		if self.play_disputes(&at).await? {
-			return Ok(());
+		if let Err(error) = self.play_disputes(&at).await {
+			tracing::warn!("dispute: {error:#}");
 		}
+		// Moves wait for their blocks: the rounds are read at the newest one.
+		let at = self.best.at().await?;
 		let now = at.block_number() as u32;
 		let mut rounds = at.storage().iter(runtime::storage().verification().rounds(), ()).await?;
 		let mut due = Vec::new();
@@ -292,9 +296,9 @@ impl Verifier {
 		Ok(())
 	}
 
-	/// Plays the next move in a dispute this verifier opened with a mismatch, answering
-	/// from its own run of the unit. Returns whether it sent anything.
-	async fn play_disputes(&mut self, at: &AtBlock) -> Result<bool> {
+	/// Plays the next move in each dispute this verifier opened, answering from its own
+	/// run of the unit.
+	async fn play_disputes(&mut self, at: &AtBlock) -> Result<()> {
 		let mut disputes = at.storage().iter(runtime::storage().disputes().disputes(), ()).await?;
 		let mut units = BTreeSet::new();
 		while let Some(entry) = disputes.next().await {
@@ -308,11 +312,9 @@ impl Verifier {
 				continue;
 			};
 			let prepare = || self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib);
-			if crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await? {
-				return Ok(true);
-			}
+			crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await?;
 		}
-		Ok(false)
+		Ok(())
 	}
 
 	fn verdict_path(&self, job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> PathBuf {
