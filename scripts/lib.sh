@@ -81,6 +81,19 @@ start_verifier() {
 	pids+=($!)
 }
 
+# Waits until the worker logging to $1 says it is registered (its bond is on-chain), at
+# most two minutes; a job submitted before any solver is registered is refused.
+wait_registered() {
+	for _ in $(seq 120); do
+		if grep -q "registered as a" "$1"; then
+			return 0
+		fi
+		sleep 1
+	done
+	echo "the worker did not register within two minutes; see $1" >&2
+	return 1
+}
+
 # Stops every process in `pids`, the last started first (workers before their node), and
 # removes $work.
 stop_all() {

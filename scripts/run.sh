@@ -31,6 +31,8 @@ trap 'exit 130' INT TERM
 start_dev_chain "$work"
 start_solver "$work"
 start_verifier "$work"
+wait_registered "$work/solver.log"
+wait_registered "$work/verifier.log"
 
 log "Submitting the digits job as Alice, and following it until it is paid (about 7 minutes:"
 log "the last unit waits out its 5-minute challenge window)"
