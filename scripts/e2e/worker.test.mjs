@@ -7,9 +7,9 @@
 // chain draws: two verifier workers (`touchstone-worker verify`) re-execute each unit and
 // attest. Last, the solver is restarted as a liar (one corrupted value at one step): the
 // verifiers catch it, one plays the dispute its mismatch opens through all three levels,
-// the runtime's referee rules against the liar and its bond is slashed. The submitter and the solver keep separate artifact stores: the
-// dataset, the initial weights and the model cross over libp2p, and `fetch` finds the
-// solver from the endpoint it advertised on-chain.
+// the runtime's referee rules against the liar and its bond is slashed. The submitter and
+// the solver keep separate artifact stores: the dataset, the initial weights and the model
+// cross over libp2p, and `fetch` finds the solver from the endpoint it advertised on-chain.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
