@@ -235,6 +235,16 @@ mod tests {
 		}
 	}
 
+	/// What the referee takes from a unit's learning proof.
+	fn commitment_of(unit: &UnitWork, proof: &touchstone_primitives::LearningProof) -> TraceCommitment {
+		TraceCommitment {
+			trace_root: proof.trace_root.0,
+			first_step: unit.first_step,
+			steps: unit.steps,
+			start_state_root: proof.start_state_root.0,
+		}
+	}
+
 	/// The defender answers from its unit folder: a step re-executed from the nearest
 	/// checkpoint is the step it trained, and its binding of that step checks out against
 	/// the learning proof it committed. It reveals its own tree's children each round, and
@@ -246,12 +256,7 @@ mod tests {
 		let proof = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
 		let run = Run::load(&unit).unwrap();
 		assert_eq!(run.tree.root(), proof.trace_root.0);
-		let commitment = TraceCommitment {
-			trace_root: proof.trace_root.0,
-			first_step: unit.first_step,
-			steps: unit.steps,
-			start_state_root: proof.start_state_root.0,
-		};
+		let commitment = commitment_of(&unit, &proof);
 		let start = state_root(&unit.start_state).unwrap();
 		for step in [10, 11, 20, 27, 34] {
 			let trace = run.trace(step).unwrap();
@@ -315,12 +320,7 @@ mod tests {
 		assert_eq!(honest_proof.start_state_root, liar_proof.start_state_root);
 		let (honest_run, liar_run) = (Run::load(&honest).unwrap(), Run::load(&liar).unwrap());
 		assert_eq!(liar_run.tree.root(), liar_proof.trace_root.0);
-		let commitment = TraceCommitment {
-			trace_root: liar_proof.trace_root.0,
-			first_step: liar.first_step,
-			steps: liar.steps,
-			start_state_root: liar_proof.start_state_root.0,
-		};
+		let commitment = commitment_of(&liar, &liar_proof);
 		for step in [19, 20, 21] {
 			let trace = liar_run.trace(step).unwrap();
 			let binding = open_step_binding(&liar_run.graph, &trace, &liar_run.opening()).unwrap();

@@ -210,9 +210,10 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Challenge(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			let (job, unit, bond) = (args.job, args.unit, args.bond);
-			let settings = verifier::VerifyArgs { key: args.key, bond, region: "local".into(), network: args.network };
-			verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?.challenge(job, unit, bond).await
+			let (job, unit) = (args.job, args.unit);
+			// The bond is the challenger bond here.
+			let settings = verifier::VerifyArgs { key: args.key, bond: args.bond, region: "local".into(), network: args.network };
+			verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?.challenge(job, unit).await
 		},
 		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => train_locally(&data_dir, args),

@@ -35,7 +35,7 @@ use crate::p2p::{Network, NetworkArgs};
 use crate::store::Store;
 use crate::train::run_unit;
 
-/// What `verify` is told.
+/// What `verify` is told (and, built from [`ChallengeArgs`], what `challenge` is).
 #[derive(Clone, Debug, clap::Args)]
 pub struct VerifyArgs {
 	#[command(flatten)]
@@ -242,9 +242,9 @@ impl Verifier {
 	/// `challenge`: re-executes unit `index` of `job_id` and, if its standing proof does
 	/// not reproduce, disputes it and plays the dispute to its end. Returns once the
 	/// proof reproduces (nothing to dispute) or the dispute has ended.
-	pub async fn challenge(mut self, job_id: JobId, index: UnitIndex, bond_tst: f64) -> Result<()> {
+	pub async fn challenge(mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
 		let profile = self.detected.profile.clone();
-		self.chain.ensure_registered(&self.signer, Role::Challenger, bond_tst, profile, 0).await?;
+		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		let at = self.best.at().await?;
 		let unit = self.chain.unit(&at, job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
 		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to challenge")?;
