@@ -47,7 +47,7 @@ job="$(sed -n 's/^job \([0-9]*\) submitted.*/\1/p' <<<"$submitted")"
 "${submitter[@]}" evaluate --example digits --model "$work/model.safetensors"
 # Each unit is paid only after its verification round concludes, so every reveal is in.
 attested="$(grep -c "verification: revealed" "$work/verifier.log" || true)"
-echo "the verifier re-executed the job's units and revealed $attested verdicts (log: $work/verifier.log)"
+echo "the verifier re-executed its samples of the job's units and revealed $attested verdicts (log: $work/verifier.log)"
 
 if [ "$once" -eq 1 ]; then
 	exit 0

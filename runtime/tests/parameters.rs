@@ -36,3 +36,15 @@ fn unbonding_outlasts_a_verification_round_and_its_dispute() {
 	let longest_dispute = MAX_DISPUTE_PHASES * DISPUTE_RESPONSE_WINDOW;
 	assert!(unbonding > window + round + longest_dispute, "unbonding {unbonding} too short");
 }
+
+/// A verifier that attests a lie it re-executed loses more than one that stays silent, and
+/// no more than the verifier bond the chain demands, so a minimally bonded verifier can
+/// always pay it in full.
+#[test]
+fn a_false_attestation_costs_the_minimum_verifier_bond() {
+	let slash: u128 = <Runtime as pallet_touchstone_verification::Config>::FalseAttestationSlash::get();
+	let missed: u128 = <Runtime as pallet_touchstone_verification::Config>::MissedRevealSlash::get();
+	let minimum: u128 = <Runtime as pallet_touchstone_staking::Config>::MinVerifierBond::get();
+	assert!(slash > missed, "a false attestation ({slash}) must cost more than silence ({missed})");
+	assert!(slash <= minimum, "a minimally bonded verifier ({minimum}) cannot pay the slash ({slash})");
+}

@@ -41,7 +41,7 @@ let solver;
 let solverLog = '';
 let dataDir;
 let solverPeer;
-/** The verifier workers, by key, with their logs. */
+/** The verifier workers and the watching challenger, by key, with their logs. */
 const verifierWorkers = new Map();
 const keyring = new Keyring({ type: 'sr25519' });
 
@@ -69,10 +69,10 @@ function startSolver(extra = []) {
   solver.stderr.on('data', keep);
 }
 
-/** Starts a verifier worker for `uri` with its own data directory and log. */
-function startVerifierWorker(uri) {
+/** Starts a verifier worker for `uri` (or, with `command`, another checking subcommand) with its own data directory and log. */
+function startVerifierWorker(uri, command = ['verify']) {
   const name = uri.replace('//', '').toLowerCase();
-  const args = ['--node', node.wsUrl, '--data-dir', join(dataDir, name), 'verify', '--key', uri,
+  const args = ['--node', node.wsUrl, '--data-dir', join(dataDir, name), ...command, '--key', uri,
     '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns'];
   const entry = { log: '', process: spawn(workerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'info' } }) };
   const keep = (chunk) => {
@@ -212,9 +212,13 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const bob = keyring.addFromUri('//Bob');
   const freeBefore = (await api.query.system.account(bob.address)).data.free.toBigInt();
   // Every proof of this job is verified: Dave and Eve run verifier workers that re-execute
-  // each unit they are drawn for and attest; Ferdie is drawn too and never answers.
+  // the segments they are drawn for, from Bob's checkpoints, and attest; Ferdie is drawn
+  // too and never answers.
   const [dave, eve, ferdie] = ['//Dave', '//Eve', '//Ferdie'].map((uri) => keyring.addFromUri(uri));
   for (const uri of ['//Dave', '//Eve']) startVerifierWorker(uri);
+  // Charlie, a challenger since the dispute test, watches every proof open to challenge
+  // with segments of his own choosing; he runs on into the liar test.
+  startVerifierWorker('//Charlie', ['challenge', '--watch']);
   await waitFor('the verifier workers to register', async () =>
     (await api.query.staking.nodes(dave.address)).isSome && (await api.query.staking.nodes(eve.address)).isSome, {
     timeoutMs: 120_000,
@@ -257,15 +261,24 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const finalized = verifiers.events.filter((e) => e.method === 'UnitFinalized' && Number(e.data.job) === jobId);
   assert.equal(finalized.length, 4);
   assert.ok(finalized.every((e) => BigInt(e.data.toVerifiers) === UNIT / 10n), JSON.stringify(finalized));
-  // Each verifier worker re-executed every unit and revealed a match, after asking the
-  // runtime API for its samples: two distinct segments.
+  // Each verifier worker asked the runtime API for its samples (two distinct segments of
+  // the five in a unit), re-executed just those from Bob's checkpoints, checked against
+  // the trace manifest Bob serves, and revealed a match without running any unit whole.
   for (const uri of ['//Dave', '//Eve']) {
     const { log } = verifierWorkers.get(uri);
     for (let unit = 0; unit < 4; unit += 1) {
-      assert.match(log, new RegExp(`verification: drawn; re-executing the unit job=${jobId} unit=${unit} samples=\\[\\d+, \\d+\\]`), `${uri} unit ${unit}`);
+      assert.match(log, new RegExp(`verification: drawn; re-executing the sampled segments job=${jobId} unit=${unit} samples=\\[\\d, \\d\\]`), `${uri} unit ${unit}`);
+      assert.match(log, new RegExp(`verification: every sampled segment reproduces job=${jobId} unit=${unit}\\b`), `${uri} unit ${unit}`);
       assert.match(log, new RegExp(`verification: revealed job=${jobId} unit=${unit} verdict="?match`), `${uri} unit ${unit}`);
     }
+    assert.doesNotMatch(log, /re-executing the whole unit/, `${uri} re-executed a whole unit`);
   }
+  // Charlie's watcher checked each unit by two random segments and disputed nothing.
+  const watcherLog = verifierWorkers.get('//Charlie').log;
+  for (let unit = 0; unit < 4; unit += 1) {
+    assert.match(watcherLog, new RegExp(`watch: every sampled segment reproduces job=${jobId} unit=${unit}\\b`), `watched unit ${unit}`);
+  }
+  assert.doesNotMatch(watcherLog, /dispute opened/);
   t.diagnostic(`rounds drawn at blocks ${drawn.map((e) => e.block).join(', ')}; concluded at ${mine('RoundConcluded').map((e) => e.block).join(', ')}`);
 
   assert.match(solverLog, /fetching the job's dataset/, 'the solver fetched the dataset from the submitter');
@@ -285,10 +298,12 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
 test('a solver that lies at one step is caught by a verifier, loses at the referee and is slashed', { timeout: 600_000 }, async (t) => {
   // Bob restarts as a liar: one value of the forward pass at global step 100 is corrupted
   // (`--inject-fault`, test equipment), so the first unit of the next digits job proves a
-  // trace no honest run reproduces. Dave's and Eve's verifier workers are drawn, re-execute
-  // the unit, and reveal mismatches; each opens a dispute that the verifier plays from its
-  // own run while Bob defends his, step by step, operator by operator, piece by piece,
-  // until the runtime's referee recomputes the disputed piece.
+  // trace no honest run reproduces. This job checkpoints only at each unit's end, so every
+  // verifier's sample is the whole unit and covers the lie. Dave's and Eve's verifier
+  // workers are drawn, find their sample does not reproduce, re-execute the unit for a
+  // trace root of their own, and reveal mismatches; each opens a dispute that the verifier
+  // plays from its own run while Bob defends his, step by step, operator by operator,
+  // piece by piece, until the runtime's referee recomputes the disputed piece.
   t.after(() => verification?.stop());
   const bob = keyring.addFromUri('//Bob');
   solver.kill('SIGINT');
@@ -296,7 +311,8 @@ test('a solver that lies at one step is caught by a verifier, loses at the refer
   solverLog = '';
   startSolver(['--inject-fault', '100']);
   // Bob and the verifiers hold the digits dataset already: the submitter need not stay.
-  const submitted = await worker(['submit', '--key', '//Alice', '--example', 'digits', '--no-mdns']);
+  const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
+  const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
   assert.ok(Number.isInteger(jobId), submitted);
   const mine = (section, method) => verification.events.filter((e) => e.section === section && e.method === method && Number(e.data.job) === jobId);
@@ -343,6 +359,10 @@ test('a solver that lies at one step is caught by a verifier, loses at the refer
   // The verifiers both revealed a mismatch; the winner played every level of the game.
   assert.ok(mine('verification', 'Revealed').length >= 1, JSON.stringify(mine('verification', 'Revealed')));
   const winnerLog = verifierWorkers.get(winner).log;
+  // Charlie's watcher found the lie in its own sample (this job's only segment of the
+  // unit) and disputed it too.
+  assert.match(verifierWorkers.get('//Charlie').log, new RegExp(`watch: the proof does not reproduce; dispute opened job=${jobId} unit=0\\b`));
+  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce; re-executing the whole unit job=${jobId} unit=0 step=100\\b`));
   for (const move of ['reveal', 'bind_step', 'bind_operator']) {
     assert.match(winnerLog, new RegExp(`dispute: sent ${move}[^\\n]*dispute=${resolved.data.dispute}`), `${winner} sent ${move}`);
   }

@@ -103,14 +103,7 @@ impl Inputs {
 		if !missing {
 			return Ok(());
 		}
-		// The solvers of the job's other units hold its inputs: connect to the endpoints
-		// they advertise on-chain.
-		for endpoint in chain.job_endpoints(at, job_id, job.units, Some(&self.me), 8).await? {
-			match endpoint.parse() {
-				Ok(address) => self.network.dial(address),
-				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
-			}
-		}
+		self.connect(chain, at, job_id, job).await?;
 		if !self.store.contains(&dataset) {
 			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
 			self.network.fetch(dataset, patience).await.context("the job's dataset")?;
@@ -138,6 +131,18 @@ impl Inputs {
 			bail!("the previous range's model {} does not hold the unit's start state", hex(&model));
 		}
 		self.index_state(&start, &model)
+	}
+
+	/// Connects to the endpoints the solvers of the job's units advertise on-chain: they
+	/// hold its inputs, their units' checkpoints and their trace manifests.
+	pub async fn connect(&self, chain: &Chain, at: &AtBlock, job_id: JobId, job: &Job) -> Result<()> {
+		for endpoint in chain.job_endpoints(at, job_id, job.units, Some(&self.me), 8).await? {
+			match endpoint.parse() {
+				Ok(address) => self.network.dial(address),
+				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
+			}
+		}
+		Ok(())
 	}
 
 	/// Records that the model file `model` holds the state with root `root`.

@@ -10,6 +10,7 @@
 //! - [`inputs`]: what a unit starts from, fetched and checked;
 //! - [`solver`]: the solver role;
 //! - [`verifier`]: the verifier role;
+//! - [`samples`]: trace manifests, and re-executing one checkpoint segment against one;
 //! - [`dispute`]: playing disputes, as the defender or as the challenger;
 //! - [`p2p`]: artifacts between workers over libp2p;
 //! - [`metrics`]: Prometheus metrics.
@@ -23,6 +24,7 @@ pub mod jobfile;
 pub mod keys;
 pub mod metrics;
 pub mod p2p;
+pub mod samples;
 pub mod solver;
 pub mod store;
 pub mod train;

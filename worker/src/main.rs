@@ -51,7 +51,8 @@ enum Command {
 	/// opens. Stops cleanly on Ctrl-C.
 	Verify(verifier::VerifyArgs),
 	/// Check one unit's standing proof by re-executing it; if it does not reproduce,
-	/// dispute it as a challenger and play the dispute to its end.
+	/// dispute it as a challenger and play the dispute to its end. With --watch, check
+	/// every proof open to challenge as it appears. Stops cleanly on Ctrl-C.
 	Challenge(verifier::ChallengeArgs),
 	/// Submit a training job (a TOML or JSON description, or a built-in example): publish
 	/// its dataset, commit its roots, hold its budget in escrow, and print its id.
@@ -210,10 +211,14 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Challenge(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			let (job, unit) = (args.job, args.unit);
+			let (job, unit, watch) = (args.job, args.unit, args.watch);
 			// The bond is the challenger bond here.
 			let settings = verifier::VerifyArgs { key: args.key, bond: args.bond, region: "local".into(), network: args.network };
-			verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?.challenge(job, unit).await
+			let challenger = verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?;
+			match (job, unit) {
+				(Some(job), Some(unit)) if !watch => challenger.challenge(job, unit).await,
+				_ => challenger.watch().await,
+			}
 		},
 		Command::Submit(args) => submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => train_locally(&data_dir, args),

@@ -10,8 +10,9 @@
 //!   Chunks are appended to a partial file in the store, so a transfer cut by a dropped
 //!   connection or a restart resumes where it stopped.
 //! - **Integrity**: nothing received is used before the whole artifact hashes to the name
-//!   it was asked for; a mismatch discards the partial file and is an error naming the
-//!   peer that sent it.
+//!   it was asked for (a unit's trace manifest, named by its trace root, must rebuild
+//!   it); a mismatch discards the partial file and is an error naming the peer that sent
+//!   it.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -28,9 +29,9 @@ use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
 use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{mpsc, oneshot};
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::hash::Digest;
 
-use crate::store::Store;
+use crate::store::{hashes_to, Check, Store};
 
 /// The exchange protocol.
 const PROTOCOL: StreamProtocol = StreamProtocol::new("/touchstone/artifact/1");
@@ -289,8 +290,14 @@ impl Network {
 	/// The artifact `hash`: from the local store, or else fetched from a peer that
 	/// provides it, checked, and stored. Waits up to `patience` for a provider to appear.
 	pub async fn fetch(&self, hash: Digest, patience: Duration) -> Result<Vec<u8>> {
+		self.fetch_with(hash, patience, &hashes_to(hash)).await
+	}
+
+	/// As [`Network::fetch`], for an artifact named by something other than its hash (a
+	/// unit's trace manifest, by its trace root): `check` decides whether bytes are it.
+	pub async fn fetch_with(&self, hash: Digest, patience: Duration, check: &Check<'_>) -> Result<Vec<u8>> {
 		if self.store.contains(&hash) {
-			return self.store.get(&hash);
+			return self.store.get_with(&hash, check);
 		}
 		let deadline = tokio::time::Instant::now() + patience;
 		let mut last_error = None;
@@ -303,7 +310,7 @@ impl Network {
 			}
 			candidates.retain(|peer| *peer != self.peer_id);
 			for peer in candidates {
-				match self.fetch_from(peer, hash, None).await {
+				match self.fetch_from(peer, hash, None, check).await {
 					Ok(Some(bytes)) => return Ok(bytes),
 					Ok(None) => bail!("stopped early"),
 					Err(error) => {
@@ -329,14 +336,14 @@ impl Network {
 	/// middle of a transfer leaves behind. Returns the bytes held so far.
 	pub async fn fetch_partially(&self, hash: Digest, chunks: usize) -> Result<u64> {
 		let peer = *self.peers().await.first().context("no peer connected")?;
-		self.fetch_from(peer, hash, Some(chunks)).await?;
+		self.fetch_from(peer, hash, Some(chunks), &hashes_to(hash)).await?;
 		Ok(std::fs::metadata(self.store.partial_path(&hash)).map(|meta| meta.len()).unwrap_or(0))
 	}
 
 	/// Fetches `hash` from `peer` chunk by chunk, resuming a partial file left by an
-	/// earlier attempt, and stores it once it checks out. With `limit`, stops after that
-	/// many chunks and returns `None`.
-	async fn fetch_from(&self, peer: PeerId, hash: Digest, limit: Option<usize>) -> Result<Option<Vec<u8>>> {
+	/// earlier attempt, and stores it once `check` accepts it. With `limit`, stops after
+	/// that many chunks and returns `None`.
+	async fn fetch_from(&self, peer: PeerId, hash: Digest, limit: Option<usize>, check: &Check<'_>) -> Result<Option<Vec<u8>>> {
 		let partial = self.store.partial_path(&hash);
 		let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&partial)?;
 		let mut offset = file.metadata()?.len();
@@ -365,11 +372,10 @@ impl Network {
 		drop(file);
 		let bytes = std::fs::read(&partial)?;
 		let _ = std::fs::remove_file(&partial);
-		let actual = digest_bytes(&bytes);
-		if actual != hash {
-			bail!("corrupt artifact {} from peer {peer}: its bytes hash to {}; discarded", hex(&hash), hex(&actual));
+		if let Err(error) = check(&bytes) {
+			bail!("corrupt artifact {} from peer {peer}: {error:#}; discarded", hex(&hash));
 		}
-		self.store.put(&bytes)?;
+		self.store.put_as(&hash, &bytes)?;
 		self.provide(hash);
 		Ok(Some(bytes))
 	}

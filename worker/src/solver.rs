@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use subxt::utils::Static;
 use subxt_signer::sr25519::Keypair;
@@ -346,7 +346,7 @@ impl Solver {
 			let report = |update| {
 				let _ = sender.send(update);
 			};
-			run_unit_on(backend, &work, &stop, report).map(|done| done.map(|result| (result, work.dir)))
+			run_unit_on(backend, &work, &stop, report).map(|done| done.map(|result| (result, work)))
 		});
 		let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
 			let bar = ProgressBar::new(steps as u64);
@@ -431,7 +431,7 @@ impl Solver {
 			self.heartbeat_if_due().await?;
 		}
 		bar.finish_and_clear();
-		let Some((result, dir)) = worker.await.context("the training thread failed")?? else {
+		let Some((result, work)) = worker.await.context("the training thread failed")?? else {
 			tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
 			return Ok(());
 		};
@@ -439,6 +439,10 @@ impl Solver {
 		self.inputs.network.provide(model_hash);
 		// Index the final state by its root, so the next step range can start from it.
 		self.inputs.index_state(&result.proof.final_state_root.0, &model_hash)?;
+		// Served before the proof goes out: verifiers check their samples against it.
+		let manifest = crate::samples::write_manifest(&work, &self.inputs.store)?;
+		ensure!(manifest == result.proof.trace_root.0, "the unit's trace manifest does not build its proof's trace root");
+		self.inputs.network.provide(manifest);
 		let proof = result.proof;
 		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(result.final_state));
 		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
@@ -451,7 +455,7 @@ impl Solver {
 			loss = proof.metrics.loss.into_inner() as f64 / 1e9,
 			"learning proof committed; the unit is paid once its challenge window passes"
 		);
-		tracing::debug!(dir = %dir.display(), "the unit's checkpoints stay for the challenge window");
+		tracing::debug!(dir = %work.dir.display(), "the unit's checkpoints stay for the challenge window");
 		Ok(())
 	}
 

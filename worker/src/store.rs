@@ -1,5 +1,6 @@
 //! The local content-addressed artifact store: datasets, initial weights, checkpoints and
-//! final models, each a file named by the BLAKE2b-256 of its bytes.
+//! final models, each a file named by the BLAKE2b-256 of its bytes; and units' trace
+//! manifests, each named by the trace root its state hashes build.
 //!
 //! Every read checks the bytes against their name before handing them out, so a file
 //! damaged on disk is an error, never a silent wrong model.
@@ -43,23 +44,34 @@ impl Store {
 	/// whole file or none.
 	pub fn put(&self, bytes: &[u8]) -> Result<Digest> {
 		let hash = digest_bytes(bytes);
-		let path = self.path(&hash);
+		self.put_as(&hash, bytes)?;
+		Ok(hash)
+	}
+
+	/// Stores `bytes` under `name`: the hash of the bytes, or another name their readers
+	/// check them against ([`Store::get_with`]). Atomic, as [`Store::put`].
+	pub fn put_as(&self, name: &Digest, bytes: &[u8]) -> Result<()> {
+		let path = self.path(name);
 		if !path.is_file() {
 			let writing = path.with_extension("writing");
 			std::fs::write(&writing, bytes).with_context(|| format!("cannot write {}", writing.display()))?;
 			std::fs::rename(&writing, &path).with_context(|| format!("cannot write {}", path.display()))?;
 		}
-		Ok(hash)
+		Ok(())
 	}
 
 	/// Reads the artifact `hash`, checking its bytes against it.
 	pub fn get(&self, hash: &Digest) -> Result<Vec<u8>> {
-		let path = self.path(hash);
+		self.get_with(hash, &hashes_to(*hash))
+	}
+
+	/// Reads the artifact stored under `name`, which `check` must accept.
+	pub fn get_with(&self, name: &Digest, check: &Check<'_>) -> Result<Vec<u8>> {
+		let path = self.path(name);
 		let bytes = std::fs::read(&path)
-			.with_context(|| format!("artifact {} is not in the local store ({})", hex(hash), path.display()))?;
-		let actual = digest_bytes(&bytes);
-		if actual != *hash {
-			bail!("artifact {} is corrupt on disk: its bytes hash to {}; delete {} and fetch it again", hex(hash), hex(&actual), path.display());
+			.with_context(|| format!("artifact {} is not in the local store ({})", hex(name), path.display()))?;
+		if let Err(error) = check(&bytes) {
+			bail!("artifact {} is corrupt on disk: {error:#}; delete {} and fetch it again", hex(name), path.display());
 		}
 		Ok(bytes)
 	}
@@ -71,6 +83,20 @@ impl Store {
 			.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
 			.filter_map(|name| parse_digest(&name))
 			.collect()
+	}
+}
+
+/// What an artifact's bytes must pass to be used under its name.
+pub type Check<'a> = dyn Fn(&[u8]) -> Result<()> + Send + Sync + 'a;
+
+/// The check of an artifact named by its hash: its bytes hash to `hash`.
+pub fn hashes_to(hash: Digest) -> impl Fn(&[u8]) -> Result<()> + Send + Sync {
+	move |bytes| {
+		let actual = digest_bytes(bytes);
+		if actual != hash {
+			bail!("its bytes hash to {}", hex(&actual));
+		}
+		Ok(())
 	}
 }
 

@@ -133,7 +133,8 @@ pub fn initial_state(
 	Ok(state)
 }
 
-fn checkpoint_path(dir: &Path, next_step: u32) -> PathBuf {
+/// Where the checkpoint that resumes at global step `next_step` lives in a unit's folder.
+pub(crate) fn checkpoint_path(dir: &Path, next_step: u32) -> PathBuf {
 	dir.join(format!("step-{next_step:08}.safetensors"))
 }
 
@@ -177,7 +178,7 @@ pub fn saved_records(dir: &Path) -> Result<Vec<StepRecord>> {
 
 /// The steps a unit's folder holds checkpoints for (each file named by the step it
 /// resumes at), newest first.
-fn checkpoint_steps(dir: &Path) -> Result<Vec<u32>> {
+pub(crate) fn checkpoint_steps(dir: &Path) -> Result<Vec<u32>> {
 	let mut steps: Vec<u32> = std::fs::read_dir(dir)?
 		.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
 		.filter_map(|name| name.strip_prefix("step-")?.strip_suffix(".safetensors")?.parse().ok())
@@ -205,18 +206,26 @@ pub fn trace_step(work: &UnitWork, step: u32) -> Result<StepTrace> {
 		}
 	}
 	let kernel = |error| anyhow::anyhow!("re-executing step {step} failed: {error:?}");
-	let mut trainer = Trainer::resume(touchstone_kernels::CpuBackend, &work.model, &work.train, work.data.clone(), from.0, from.1)
-		.map_err(kernel)?;
+	let mut trainer = reference_trainer(work, from.0, from.1)?;
+	while trainer.next_step() < step {
+		trainer.step().map_err(kernel)?;
+	}
+	trainer.trace_step().map_err(kernel)
+}
+
+/// A reference trainer for the unit in `work`, at `point` from `state`: on the unit's
+/// shard, and with its fault, if any.
+pub(crate) fn reference_trainer(work: &UnitWork, state: Vec<Vec<f32>>, point: ChainPoint) -> Result<Trainer<touchstone_kernels::CpuBackend>> {
+	let kernel = |error| anyhow::anyhow!("the unit cannot be re-executed: {error:?}");
+	let mut trainer =
+		Trainer::resume(touchstone_kernels::CpuBackend, &work.model, &work.train, work.data.clone(), state, point).map_err(kernel)?;
 	if let Some(shard) = &work.shard {
 		trainer = trainer.on_shard(shard.clone()).map_err(kernel)?;
 	}
 	if let Some(fault) = work.fault {
 		trainer.inject(fault);
 	}
-	while trainer.next_step() < step {
-		trainer.step().map_err(kernel)?;
-	}
-	trainer.trace_step().map_err(kernel)
+	Ok(trainer)
 }
 
 /// The latest checkpoint in `dir` that the saved records lead to, with those records.

@@ -1,16 +1,17 @@
 //! The verifier role: register and bond as a verifier; in every round the chain draws this
-//! node for, re-execute the unit from its anchor, commit the verdict (`Match`, or
-//! `Mismatch` with this node's own trace root), reveal it once reveals open, and play to
-//! its end the dispute a mismatch opens. The challenger role (`challenge`) is the same
-//! re-execution without a draw: it disputes one proof that does not reproduce, and plays
-//! the dispute to its end.
+//! node for, re-execute the checkpoint segments the chain names for it
+//! (`VerificationApi::samples`), commit the verdict (`Match`, or `Mismatch` with this
+//! node's own trace root), reveal it once reveals open, and play to its end the dispute a
+//! mismatch opens. The challenger role (`challenge`) re-executes a whole unit without a
+//! draw: it disputes one proof that does not reproduce, and plays the dispute to its end.
 //!
-//! The chain names a few checkpoint segments for each verifier to check
-//! (`VerificationApi::samples`). The chain commits only the unit's anchor and its end, not
-//! the state at each checkpoint, so a segment in the middle of a unit cannot be started
-//! from a committed state: this verifier re-executes the whole unit, which covers its
-//! samples, and compares trace roots. The cost is one training run of the unit on the CPU
-//! reference, the bit-exact backend every exact-mode job is judged by.
+//! A sample is re-executed on the CPU reference (the bit-exact backend every exact-mode
+//! job is judged by) from the solver's checkpoint before it, checked against the unit's
+//! trace manifest ([`crate::samples`]). When every sample reproduces the verdict is
+//! `Match`. When one does not, or the solver does not serve what the samples need, the
+//! verifier re-executes the whole unit from its chain-fixed start: a `Mismatch` names a
+//! trace root over the whole unit, the one its dispute is played with, and a solver whose
+//! trace is right but whose checkpoints are not still gets a `Match`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -25,15 +26,16 @@ use polkadot_sdk::sp_core::ConstU32;
 use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::hash::digest_bytes;
-use touchstone_primitives::{JobId, Role, UnitIndex, UnitState, VerificationMode};
+use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat};
+use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, WorkUnit};
 use crate::dispute::Party;
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::p2p::{Network, NetworkArgs};
+use crate::samples::{replay_segment, segment_start, TraceManifest};
 use crate::store::Store;
-use crate::train::run_unit;
+use crate::train::{run_unit, UnitWork};
 
 /// What `verify` is told (and, built from [`ChallengeArgs`], what `challenge` is).
 #[derive(Clone, Debug, clap::Args)]
@@ -57,11 +59,16 @@ pub struct ChallengeArgs {
 	#[command(flatten)]
 	pub key: crate::keys::KeyArgs,
 	/// The job.
-	#[arg(long)]
-	pub job: JobId,
+	#[arg(long, requires = "unit", required_unless_present = "watch")]
+	pub job: Option<JobId>,
 	/// The unit whose standing proof to check.
-	#[arg(long)]
-	pub unit: UnitIndex,
+	#[arg(long, requires = "job", required_unless_present = "watch")]
+	pub unit: Option<UnitIndex>,
+	/// Instead of one unit, watch the chain: check every exact-mode proof open to
+	/// challenge by two segments chosen at random here, dispute the ones that do not
+	/// reproduce, and play those disputes. Runs until stopped.
+	#[arg(long, conflicts_with_all = ["job", "unit"])]
+	pub watch: bool,
 	/// The challenger bond to post when registering, in TST (at least the chain's
 	/// minimum). A challenge also holds the disputes pallet's challenge bond.
 	#[arg(long, default_value_t = 20.0)]
@@ -208,19 +215,92 @@ impl Verifier {
 			.await
 			.context("asking the chain for this verifier's samples")?
 			.context("this verifier is not drawn for the unit's proof")?;
-		tracing::info!(job = job_id, unit = index, ?samples, "verification: drawn; re-executing the unit");
-		let mine = self.reexecute(at, job_id, index, trace_root).await?;
-		Ok(if mine == *trace_root {
-			Verdict::Match
-		} else {
-			tracing::warn!(job = job_id, unit = index, solver = %hex(trace_root), mine = %hex(&mine), "verification: the unit's trace does not reproduce");
-			Verdict::Mismatch { trace_root: mine }
+		tracing::info!(job = job_id, unit = index, ?samples, "verification: drawn; re-executing the sampled segments");
+		Ok(match self.check_proof(at, (job_id, index), trace_root, Samples::Drawn(&samples), "verification").await? {
+			None => Verdict::Match,
+			Some(mine) => Verdict::Mismatch { trace_root: mine },
 		})
 	}
 
-	/// Re-executes the unit, which must still stand on the proof with `trace_root`, on the
-	/// CPU reference; returns this node's trace root.
-	async fn reexecute(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<[u8; 32]> {
+	/// Checks the proof with `trace_root` by re-executing `samples`, and when one does not
+	/// reproduce (or cannot be checked), the whole unit. Returns this node's trace root
+	/// over the unit when it differs from the proof's, `None` when the proof holds. Log
+	/// lines start with `role`.
+	async fn check_proof(
+		&mut self,
+		at: &AtBlock,
+		(job_id, index): (JobId, UnitIndex),
+		trace_root: &[u8; 32],
+		samples: Samples<'_>,
+		role: &str,
+	) -> Result<Option<[u8; 32]>> {
+		match self.check_samples(at, job_id, index, trace_root, samples).await {
+			Ok(None) => {
+				tracing::info!(job = job_id, unit = index, "{role}: every sampled segment reproduces");
+				return Ok(None);
+			},
+			Ok(Some(step)) => {
+				tracing::warn!(job = job_id, unit = index, step, "{role}: a sampled segment does not reproduce; re-executing the whole unit")
+			},
+			Err(error) => tracing::warn!(
+				job = job_id,
+				unit = index,
+				"{role}: the samples could not be checked ({error:#}); re-executing the whole unit"
+			),
+		}
+		let mine = self.reexecute(at, job_id, index, trace_root).await?;
+		if mine == *trace_root {
+			tracing::info!(job = job_id, unit = index, "{role}: the whole unit reproduces");
+			return Ok(None);
+		}
+		tracing::warn!(job = job_id, unit = index, solver = %hex(trace_root), mine = %hex(&mine), "{role}: the unit's trace does not reproduce");
+		Ok(Some(mine))
+	}
+
+	/// Re-executes the segments `samples` of the unit, which must still stand on the proof
+	/// with `trace_root`, from the solver's checkpoints; returns the first step that does
+	/// not reproduce, or `None` when every one does.
+	async fn check_samples(
+		&mut self,
+		at: &AtBlock,
+		job_id: JobId,
+		index: UnitIndex,
+		trace_root: &[u8; 32],
+		samples: Samples<'_>,
+	) -> Result<Option<u32>> {
+		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
+		let patience = Duration::from_secs(30);
+		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
+		let bytes = self.inputs.network.fetch_with(*trace_root, patience, &check).await.context("the unit's trace manifest")?;
+		let manifest = Arc::new(TraceManifest::checked(&bytes, trace_root)?);
+		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
+		let samples = match samples {
+			Samples::Drawn(drawn) => drawn.to_vec(),
+			Samples::Random(wanted) => random_segments(segments.count(), wanted)?,
+		};
+		tracing::debug!(job = job_id, unit = index, ?samples, "re-executing segments");
+		for sample in samples {
+			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
+			let checkpoint = match manifest.checkpoint(range.start) {
+				Some(hash) => Some((hash, self.inputs.network.fetch(hash, patience).await.context("a sampled segment's checkpoint")?)),
+				None => None,
+			};
+			let (state, point) =
+				segment_start(&work, &manifest, range.start, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))?;
+			let (work, manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
+			let differs = tokio::task::spawn_blocking(move || replay_segment(&work, &manifest, range, state, point, &stop))
+				.await
+				.context("the re-execution thread failed")??;
+			if differs.is_some() {
+				return Ok(differs);
+			}
+		}
+		Ok(None)
+	}
+
+	/// The work of re-executing the unit, which must still stand on the proof with
+	/// `trace_root`, with its inputs fetched and checked.
+	async fn standing_work(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<UnitWork> {
 		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
 		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
 		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
@@ -229,8 +309,15 @@ impl Verifier {
 		if job.spec.verification != VerificationMode::Exact {
 			bail!("tolerance-mode jobs cannot be re-executed bit for bit, and this worker does not verify them yet");
 		}
+		self.inputs.connect(&self.chain, at, job_id, &job).await?;
 		self.inputs.fetch(&self.chain, at, job_id, index, &job, &unit).await?;
-		let work = self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib)?;
+		self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib)
+	}
+
+	/// Re-executes the unit, which must still stand on the proof with `trace_root`, on the
+	/// CPU reference from its start; returns this node's trace root.
+	async fn reexecute(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<[u8; 32]> {
+		let work = self.standing_work(at, job_id, index, trace_root).await?;
 		let stop = self.stop.clone();
 		let result = tokio::task::spawn_blocking(move || run_unit(touchstone_kernels::CpuBackend, &work, &stop, |_| {}))
 			.await
@@ -263,16 +350,7 @@ impl Verifier {
 					return Ok(());
 				}
 				println!("the proof does not reproduce: its trace root is {}, this run's is {}", hex(&theirs), hex(&root));
-				let events = self
-					.chain
-					.send(&runtime::transactions().disputes().challenge(job_id, index, root), &self.signer)
-					.await
-					.context("opening the dispute")?;
-				events
-					.find_first::<runtime::disputes::events::DisputeOpened>()
-					.transpose()?
-					.context("the challenge was included but opened no dispute")?
-					.dispute
+				self.open_dispute(job_id, index, root).await?
 			},
 		};
 		println!("dispute {id} open; answering every round until it ends");
@@ -294,6 +372,85 @@ impl Verifier {
 		}
 		println!("stopped with dispute {id} open: run the same command again to go on playing it");
 		Ok(())
+	}
+
+	/// `challenge --watch`: checks every exact-mode proof open to challenge, once, by two
+	/// segments chosen here at random, which its solver cannot know; a proof whose sample
+	/// does not reproduce is re-executed whole and, if its trace root differs, disputed.
+	/// Every pass also plays the disputes this node opened. Runs until stopped.
+	pub async fn watch(mut self) -> Result<()> {
+		let profile = self.detected.profile.clone();
+		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
+		tracing::info!(account = %self.me, "watch: checking every proof open to challenge");
+		let mut checked = BTreeSet::new();
+		while !self.stop.load(Ordering::Relaxed) {
+			let at = self.best.at().await?;
+			if let Err(error) = self.play_disputes(&at).await {
+				tracing::warn!("dispute: {error:#}");
+			}
+			let at = self.best.at().await?;
+			for (job_id, index, theirs) in self.open_proofs(&at).await? {
+				if self.stop.load(Ordering::Relaxed) || !checked.insert((job_id, index, theirs)) {
+					continue;
+				}
+				if let Err(error) = self.watch_unit(&at, job_id, index, &theirs).await {
+					tracing::warn!(job = job_id, unit = index, "watch: {error:#}");
+				}
+			}
+			self.best.next(Duration::from_secs(6)).await;
+		}
+		tracing::info!("watcher stopped");
+		Ok(())
+	}
+
+	/// The proofs open to challenge at `at`: units `Proven` inside their challenge window,
+	/// of exact-mode jobs, solved by another node; with their trace roots.
+	async fn open_proofs(&self, at: &AtBlock) -> Result<Vec<(JobId, UnitIndex, [u8; 32])>> {
+		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
+		let now = at.block_number() as u32;
+		let mut units = at.storage().iter(runtime::storage().tasks().units(), ()).await?;
+		let mut open = Vec::new();
+		while let Some(entry) = units.next().await {
+			let entry = entry?;
+			let (job_id, index) = entry.key()?.decode()?;
+			let unit: WorkUnit = decode(entry.value().bytes())?;
+			let (Some(proof), Some(proven_at)) = (unit.proof, unit.proven_at) else { continue };
+			if unit.state != UnitState::Proven || now >= proven_at.saturating_add(window) || unit.solver.as_ref() == Some(&self.me) {
+				continue;
+			}
+			open.push((job_id, index, proof.trace_root.0));
+		}
+		let mut exact = Vec::new();
+		for (job_id, index, root) in open {
+			if self.chain.job(at, job_id).await?.is_some_and(|job| job.spec.verification == VerificationMode::Exact) {
+				exact.push((job_id, index, root));
+			}
+		}
+		Ok(exact)
+	}
+
+	/// Checks one proof by two random segments and disputes it if it does not reproduce.
+	async fn watch_unit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, theirs: &[u8; 32]) -> Result<()> {
+		if let Some(mine) = self.check_proof(at, (job_id, index), theirs, Samples::Random(2), "watch").await? {
+			let id = self.open_dispute(job_id, index, mine).await?;
+			tracing::warn!(job = job_id, unit = index, dispute = id, "watch: the proof does not reproduce; dispute opened");
+		}
+		Ok(())
+	}
+
+	/// Disputes unit `index` of `job_id` with this node's trace root `mine`; returns the
+	/// dispute.
+	async fn open_dispute(&self, job_id: JobId, index: UnitIndex, mine: [u8; 32]) -> Result<u64> {
+		let events = self
+			.chain
+			.send(&runtime::transactions().disputes().challenge(job_id, index, mine), &self.signer)
+			.await
+			.context("opening the dispute")?;
+		Ok(events
+			.find_first::<runtime::disputes::events::DisputeOpened>()
+			.transpose()?
+			.context("the challenge was included but opened no dispute")?
+			.dispute)
 	}
 
 	/// Plays the next move in each dispute this verifier opened, answering from its own
@@ -320,6 +477,27 @@ impl Verifier {
 	fn verdict_path(&self, job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> PathBuf {
 		self.verdicts_dir.join(format!("{job}-{unit}-{}", hex(trace_root)))
 	}
+}
+
+/// Which segments of a unit to re-execute.
+enum Samples<'a> {
+	/// The ones the chain drew for this verifier.
+	Drawn(&'a [u32]),
+	/// This many, chosen at random here.
+	Random(u32),
+}
+
+/// `wanted` distinct segments of `count` (all of them if there are fewer), chosen with
+/// this machine's randomness.
+fn random_segments(count: u32, wanted: u32) -> Result<Vec<u32>> {
+	let mut left: Vec<u32> = (0..count).collect();
+	let mut chosen = Vec::new();
+	while chosen.len() < wanted as usize && !left.is_empty() {
+		let mut bytes = [0u8; 4];
+		getrandom::getrandom(&mut bytes).context("no randomness to choose segments")?;
+		chosen.push(left.swap_remove(u32::from_le_bytes(bytes) as usize % left.len()));
+	}
+	Ok(chosen)
 }
 
 /// A verdict's name in the log.

@@ -27,7 +27,9 @@
 //! jackpot), and its unit is redone; a challenger that loses forfeits its bond, shared
 //! the same way between the defender and the jackpot. Several challengers may dispute one
 //! proof; once one wins, the others' disputes are moot and their bonds returned, so no one
-//! is paid twice. A unit cannot be finalized while any dispute over it is open.
+//! is paid twice. A unit cannot be finalized while any dispute over it is open. When a
+//! proof is overturned, the verifiers that attested it over the disputed step are slashed
+//! too ([`AttestationJudge`]), `WinnerShare` of it to the challenger.
 //!
 //! The pallet sees units only through [`UnitProofs`], bonds through [`ComputeNodes`] and
 //! [`Slash`], and tells the tasks pallet whether a unit may be finalized through
@@ -95,7 +97,7 @@ pub mod pallet {
 			bind_operator, bind_step, judge, job_graph, level_leaves, Digest, Dispute, Foul, Game, Level,
 			MerkleProof, Openings, Position, RefereeError, Reveal, StepBinding, TraceCommitment,
 		},
-		traits::{ComputeNodes, Slash, UnitProofs},
+		traits::{AttestationJudge, ComputeNodes, Slash, UnitProofs},
 		JobId, Role, SlashReason, UnitIndex, VerificationMode,
 	};
 
@@ -124,6 +126,10 @@ pub mod pallet {
 
 		/// Slashing of a losing solver's bond.
 		type Slash: Slash<Self::AccountId, BalanceOf<Self>>;
+
+		/// Judges the attestations of a proof a dispute overturns: the verifiers that
+		/// attested `Match` over the disputed step are slashed, `WinnerShare` to the winner.
+		type Attestations: AttestationJudge<Self::AccountId>;
 
 		/// Where the part of a forfeited challenge bond that does not go to the winner goes.
 		type Jackpot: Get<Self::AccountId>;
@@ -755,9 +761,17 @@ pub mod pallet {
 						SlashReason::InvalidProof,
 						Some((&info.challenger, T::WinnerShare::get())),
 					)?;
+					// Judged while the proof still stands: its round names the attesters.
+					T::Attestations::proof_overturned(
+						info.job,
+						info.unit,
+						info.step,
+						(&info.challenger, T::WinnerShare::get()),
+					);
 					let moot = T::Units::reject_proof(info.job, info.unit)?;
 					let dismissed = Self::dismiss_moot(info.job, info.unit, &moot)?;
-					aftermath = Self::ruling_weight(moot.len() as u32, dismissed);
+					aftermath = Self::ruling_weight(moot.len() as u32, dismissed)
+						.saturating_add(T::Attestations::proof_overturned_weight());
 					(slashed, T::WinnerShare::get().mul_floor(slashed))
 				},
 				Ruling::Diverged => {
@@ -831,10 +845,11 @@ pub mod pallet {
 		}
 
 		/// The most a ruling's aftermath can weigh: every later range of the largest job
-		/// rolled back, and every unit's dispute slots full.
+		/// rolled back, every unit's dispute slots full, and the proof's attesters judged.
 		pub fn worst_ruling_weight() -> Weight {
 			let units = T::Units::max_units_per_job();
 			Self::ruling_weight(units.saturating_sub(1), units.saturating_mul(T::MaxDisputesPerUnit::get()))
+				.saturating_add(T::Attestations::proof_overturned_weight())
 		}
 
 		/// Removes dispute `id` from storage.

@@ -1,14 +1,18 @@
-//! A test runtime: System, Balances, the real staking and tasks pallets, and this pallet,
-//! wired as the runtime wires them.
+//! A test runtime: System, Balances, the real staking, tasks and verification pallets, and
+//! this pallet, wired as the runtime wires them. Verifiers are drawn only in tests that
+//! register some; elsewhere a proof's round finds none and leaves it to its challengers.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects)]
 
 use crate as pallet_touchstone_disputes;
+use codec::Encode;
 use polkadot_sdk::{
 	frame_support::{
 		self, derive_impl, parameter_types,
-		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
+		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64, Randomness},
 	},
-	frame_system, pallet_balances, sp_io,
+	frame_system, pallet_balances,
+	sp_core::H256,
+	sp_io::{self, hashing::blake2_256},
 	sp_runtime::{BoundedVec, BuildStorage, Perbill},
 };
 use touchstone_primitives::{DeviceKind, HardwareProfile, Role};
@@ -22,6 +26,7 @@ frame_support::construct_runtime!(
 		Staking: pallet_touchstone_staking,
 		Tasks: pallet_touchstone_tasks,
 		Disputes: pallet_touchstone_disputes,
+		Verification: pallet_touchstone_verification,
 	}
 );
 
@@ -64,10 +69,26 @@ pub const SOLVER_SLASH: u64 = 500;
 pub const CHALLENGE_WINDOW: u64 = 5;
 /// Blocks each side has to answer.
 pub const RESPONSE_WINDOW: u64 = 10;
+/// A verifier's bond.
+pub const VERIFIER_BOND: u64 = 300;
+/// What a verifier that attested a lie it re-executed is slashed.
+pub const FALSE_ATTESTATION_SLASH: u64 = 100;
+/// Blocks of the verifiers' commit period; their reveal period is twice as long. A round
+/// drawn two blocks after its proof has its reveals in before the challenge window ends.
+pub const COMMIT_PERIOD: u64 = 1;
 
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
 	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
+}
+
+/// Randomness determined by the parent block, as BABE's VRF output of the parent's author.
+pub struct ParentRandomness;
+impl Randomness<H256, u64> for ParentRandomness {
+	fn random(subject: &[u8]) -> (H256, u64) {
+		let parent = System::block_number().saturating_sub(1);
+		(H256(blake2_256(&(subject, parent).encode())), parent)
+	}
 }
 
 #[derive_impl(pallet_touchstone_staking::config_preludes::TestDefaultConfig)]
@@ -91,7 +112,7 @@ impl pallet_touchstone_tasks::Config for Test {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;
-	type ProofLifecycle = Disputes;
+	type ProofLifecycle = (Verification, Disputes);
 	type MinPricePerUnit = ConstU64<5>;
 	type JobDepositBase = ConstU64<3>;
 	type JobDepositPerUnit = ConstU64<1>;
@@ -109,6 +130,7 @@ impl pallet_touchstone_disputes::Config for Test {
 	type Units = Tasks;
 	type Nodes = Staking;
 	type Slash = Staking;
+	type Attestations = Verification;
 	type Jackpot = Jackpot;
 	type ChallengeBond = ConstU64<CHALLENGE_BOND>;
 	type SolverSlash = ConstU64<SOLVER_SLASH>;
@@ -116,6 +138,27 @@ impl pallet_touchstone_disputes::Config for Test {
 	type ResponseWindow = ConstU64<RESPONSE_WINDOW>;
 	type MaxDisputesPerUnit = ConstU32<4>;
 	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
+	type WeightInfo = ();
+	#[cfg(feature = "runtime-benchmarks")]
+	type BenchmarkHelper = BenchmarkHelper;
+}
+
+impl pallet_touchstone_verification::Config for Test {
+	type Currency = Balances;
+	type Units = Tasks;
+	type Draw = Staking;
+	type Slash = Staking;
+	type Disputes = Disputes;
+	type Randomness = ParentRandomness;
+	type VerifiersPerUnit = ConstU32<3>;
+	type SamplesPerVerifier = ConstU32<2>;
+	type CommitPeriod = ConstU64<COMMIT_PERIOD>;
+	type RevealPeriod = ConstU64<{ 2 * COMMIT_PERIOD }>;
+	type MissedRevealSlash = ConstU64<10>;
+	type FalseAttestationSlash = ConstU64<FALSE_ATTESTATION_SLASH>;
+	type MaxPendingDraws = ConstU32<16>;
+	type MaxDrawsPerBlock = ConstU32<4>;
+	type DrawTimeout = ConstU64<4>;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = BenchmarkHelper;
@@ -209,6 +252,7 @@ pub fn build_and_execute(test: impl FnOnce()) {
 		Disputes::do_try_state().unwrap_or_else(|e| panic!("disputes try_state failed: {e:?}"));
 		Tasks::do_try_state().unwrap_or_else(|e| panic!("tasks try_state failed: {e:?}"));
 		Staking::do_try_state().unwrap_or_else(|e| panic!("staking try_state failed: {e:?}"));
+		Verification::do_try_state().unwrap_or_else(|e| panic!("verification try_state failed: {e:?}"));
 		assert_eq!(Balances::total_issuance(), issuance, "total issuance changed");
 	});
 }

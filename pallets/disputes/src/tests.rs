@@ -664,6 +664,120 @@ fn two_challengers_of_one_lie_are_paid_once() {
 	});
 }
 
+/// Accounts registered as verifiers in the attestation tests.
+const VERIFIERS: [u64; 3] = [6, 7, 8];
+
+fn verifier_bond(who: u64) -> u64 {
+	<Staking as touchstone_primitives::traits::ComputeNodes<u64, u64>>::bond(&who, Role::Verifier)
+}
+
+/// Has every drawn verifier of `job`'s unit 0 commit and then reveal `Match`, advancing
+/// through the commit period; the round must be drawn.
+fn attest_match(job: u64) {
+	use pallet_touchstone_verification::Verdict;
+	let drawn = pallet_touchstone_verification::Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap();
+	for who in VERIFIERS {
+		let commitment = Verification::commitment(&Verdict::Match, &[who as u8; 32], &who);
+		assert_ok!(Verification::commit(RuntimeOrigin::signed(who), job, 0, commitment));
+	}
+	run_to_block(drawn.commit_ends);
+	for who in VERIFIERS {
+		assert_ok!(Verification::reveal(RuntimeOrigin::signed(who), job, 0, Verdict::Match, [who as u8; 32]).map(|_| ()));
+	}
+}
+
+/// The verification pallet's `FalseAttestation` events since the last reset, as
+/// (verifier, step, slashed).
+fn false_attestations() -> Vec<(u64, u32, u64)> {
+	System::events()
+		.into_iter()
+		.filter_map(|record| match record.event {
+			RuntimeEvent::Verification(pallet_touchstone_verification::Event::FalseAttestation {
+				verifier, step, slashed, ..
+			}) => Some((verifier, step, slashed)),
+			_ => None,
+		})
+		.collect()
+}
+
+#[test]
+fn verifiers_that_attested_a_lie_they_re_executed_are_slashed_when_it_falls() {
+	// Eight steps checkpointed every two: four segments, of which each verifier samples two.
+	let mut job = TinyJob::new(8, 1);
+	job.spec.hyper.checkpoint_interval = 2;
+	job.train.checkpoint_interval = 2;
+	let lie_step = 5;
+	build_and_execute(|| {
+		for who in VERIFIERS {
+			register(who, Role::Verifier, VERIFIER_BOND);
+		}
+		let id = job.submit();
+		let mut liar = Run::train(&job, 0, 8, Some(output_fault(lie_step, 1)));
+		let mut honest = Run::train(&job, 0, 8, None);
+		prove(id, 0, SOLVER, &liar);
+		// Drawn from randomness known only after the proof's block.
+		run_to_block(3);
+		attest_match(id);
+		// A verifier re-executes its segments from the solver's checkpoints, so only the
+		// segment holding the lie shows it: the others attested truly.
+		let (sampled, unsampled): (Vec<u64>, Vec<u64>) = VERIFIERS
+			.into_iter()
+			.partition(|who| Verification::samples(id, 0, who).unwrap().contains(&(lie_step / 2)));
+		assert!(!sampled.is_empty() && !unsampled.is_empty(), "this draw leaves both kinds: {sampled:?}");
+
+		let dispute = challenge(id, 0, CHALLENGER, &honest);
+		let (challenger_before, jackpot_before) = (Balances::balance(&CHALLENGER), Balances::balance(&JACKPOT));
+		System::reset_events();
+		play(dispute, &mut liar, &mut honest);
+		let slashed = false_attestations();
+		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
+
+		let expected: Vec<_> = sampled.iter().map(|who| (*who, lie_step, FALSE_ATTESTATION_SLASH)).collect();
+		assert_eq!(slashed, expected);
+		for who in &sampled {
+			assert_eq!(verifier_bond(*who), VERIFIER_BOND - FALSE_ATTESTATION_SLASH);
+		}
+		for who in &unsampled {
+			assert_eq!(verifier_bond(*who), VERIFIER_BOND);
+		}
+		// Each slash is shared as the solver's is: half to the challenger, half to the jackpot.
+		let to_each = (SOLVER_SLASH + sampled.len() as u64 * FALSE_ATTESTATION_SLASH) / 2;
+		assert_eq!(Balances::balance(&CHALLENGER), challenger_before + to_each + CHALLENGE_BOND);
+		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + to_each);
+		// The round of the overturned proof is gone: nobody is paid for attesting it.
+		assert!(pallet_touchstone_verification::Rounds::<Test>::get((id, 0)).is_none());
+	});
+}
+
+#[test]
+fn a_solver_silent_before_the_step_is_found_costs_its_attesters_nothing() {
+	let job = TinyJob::new(8, 1);
+	build_and_execute(|| {
+		for who in VERIFIERS {
+			register(who, Role::Verifier, VERIFIER_BOND);
+		}
+		let id = job.submit();
+		let liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
+		let mut honest = Run::train(&job, 0, 8, None);
+		prove(id, 0, SOLVER, &liar);
+		run_to_block(3);
+		attest_match(id);
+		let dispute = challenge(id, 0, CHALLENGER, &honest);
+		// The challenger answers the first round; the solver never does.
+		assert_ok!(honest.answer(dispute, CHALLENGER));
+		let deadline = DisputeRecords::<Test>::get(dispute).unwrap().deadline;
+		run_to_block(deadline + 1);
+		System::reset_events();
+		assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), dispute));
+		// The silence shows no step wrong, so no attestation is judged false.
+		assert!(false_attestations().is_empty());
+		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Timeout));
+		for who in VERIFIERS {
+			assert_eq!(verifier_bond(who), VERIFIER_BOND);
+		}
+	});
+}
+
 #[test]
 fn an_overturned_range_rolls_back_the_ranges_that_started_from_it() {
 	let job = TinyJob::new(8, 2);

@@ -94,9 +94,10 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 	where
 		AccountId: Codec,
 	{
-		/// The checkpoint segments `verifier` must re-execute for the unit's proof, from
-		/// 0 (segment `i` starts after the unit's first step plus `i` checkpoint
-		/// intervals), or `None` if it was not drawn for the unit's current round.
+		/// The checkpoint segments `verifier` must re-execute for the unit's proof, as
+		/// indices from 0 into the unit's [`Segments`](crate::Segments) (segment 0 starts
+		/// at the unit's first step, each later one at a checkpoint), or `None` if it was
+		/// not drawn for the unit's current round.
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>>;
 	}
 

@@ -174,6 +174,34 @@ pub trait OpenDispute<AccountId> {
 	fn open_weight() -> polkadot_sdk::sp_runtime::Weight;
 }
 
+/// How disputes judge the attestations of a proof they overturn. Implemented by the
+/// verification pallet; `()` judges nothing.
+pub trait AttestationJudge<AccountId> {
+	/// A dispute overturned the unit's standing proof. `step` is the disputed global step
+	/// when the step level ended (a ruling by the referee, or a timeout after it); `None`
+	/// when the defender fell silent earlier, which shows no step wrong. Every verifier
+	/// that attested `Match` and re-executed the segment holding `step` attested falsely:
+	/// it is slashed from its verifier bond, `reward`'s share to the winner. Called before
+	/// the proof is dropped. Returns how many verifiers were slashed.
+	fn proof_overturned(
+		job: JobId,
+		unit: UnitIndex,
+		step: Option<u32>,
+		reward: (&AccountId, Perbill),
+	) -> u32;
+	/// The weight of [`AttestationJudge::proof_overturned`] at its worst.
+	fn proof_overturned_weight() -> polkadot_sdk::sp_runtime::Weight;
+}
+
+impl<AccountId> AttestationJudge<AccountId> for () {
+	fn proof_overturned(_: JobId, _: UnitIndex, _: Option<u32>, _: (&AccountId, Perbill)) -> u32 {
+		0
+	}
+	fn proof_overturned_weight() -> polkadot_sdk::sp_runtime::Weight {
+		polkadot_sdk::sp_runtime::Weight::zero()
+	}
+}
+
 /// A unit with a committed learning proof, as a dispute over it sees it: everything the
 /// game and the referee judge against, from the tasks pallet's records.
 #[derive(Clone, PartialEq, Eq, Debug)]

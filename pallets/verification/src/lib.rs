@@ -60,11 +60,14 @@ pub mod pallet {
 	use polkadot_sdk::{
 		sp_core::H256,
 		sp_io::hashing::blake2_256,
-		sp_runtime::traits::{Saturating, Zero},
+		sp_runtime::{
+			traits::{Saturating, Zero},
+			Perbill,
+		},
 	};
 	use touchstone_primitives::{
-		traits::{OpenDispute, Slash, UnitProofs, VerifierDraw},
-		JobId, Role, SlashReason, UnitIndex, VerificationMode,
+		traits::{AttestationJudge, OpenDispute, Slash, UnitProofs, VerifierDraw},
+		JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
@@ -116,6 +119,11 @@ pub mod pallet {
 		/// bond.
 		#[pallet::constant]
 		type MissedRevealSlash: Get<BalanceOf<Self>>;
+
+		/// What a verifier that attested `Match` over the step a dispute proved wrong is
+		/// slashed, from its verifier bond.
+		#[pallet::constant]
+		type FalseAttestationSlash: Get<BalanceOf<Self>>;
 
 		/// Most proofs waiting for their draw. A proof committed while the queue is full is
 		/// refused, and the solver submits it again a few blocks later.
@@ -220,6 +228,20 @@ pub mod pallet {
 			/// What it was slashed.
 			slashed: BalanceOf<T>,
 		},
+		/// A verifier attested `Match` over the step a dispute then proved wrong: it was
+		/// slashed, a share to the dispute's winner.
+		FalseAttestation {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifier.
+			verifier: T::AccountId,
+			/// The disputed global step, in a segment the verifier re-executed.
+			step: u32,
+			/// What it was slashed.
+			slashed: BalanceOf<T>,
+		},
 		/// A round's reveal period ended.
 		RoundConcluded {
 			/// The job.
@@ -284,6 +306,11 @@ pub mod pallet {
 			assert!(!T::CommitPeriod::get().is_zero(), "CommitPeriod must be positive");
 			assert!(!T::RevealPeriod::get().is_zero(), "RevealPeriod must be positive");
 			assert!(!T::MissedRevealSlash::get().is_zero(), "MissedRevealSlash must be positive");
+			// A false attestation costs more than staying silent, or silence would pay.
+			assert!(
+				T::FalseAttestationSlash::get() > T::MissedRevealSlash::get(),
+				"FalseAttestationSlash must exceed MissedRevealSlash"
+			);
 			assert!(T::MaxDrawsPerBlock::get() > 0, "MaxDrawsPerBlock must be positive");
 			assert!(
 				T::MaxPendingDraws::get() >= T::MaxDrawsPerBlock::get(),
@@ -374,7 +401,8 @@ pub mod pallet {
 		}
 
 		/// The checkpoint segments `verifier` re-executes in a unit cut into `segments`
-		/// segments (steps over the checkpoint interval, rounded up): `SamplesPerVerifier`
+		/// segments ([`Segments`]: the stretches between the solver's checkpoints, on the
+		/// job's global grid of checkpoint steps): `SamplesPerVerifier`
 		/// distinct indices from `0`, or all of them if there are fewer, drawn from the
 		/// round's seed and the verifier's account.
 		pub fn sampled_segments(seed: &[u8; 32], verifier: &T::AccountId, segments: u32) -> Vec<u32> {
@@ -406,9 +434,12 @@ pub mod pallet {
 				return None;
 			}
 			let proven = T::Units::proven_unit(job, unit)?;
-			let interval = proven.hyper.checkpoint_interval.max(1);
-			let segments = proven.trace.steps.div_ceil(interval);
-			Some(Self::sampled_segments(&drawn.seed, verifier, segments))
+			Some(Self::sampled_segments(&drawn.seed, verifier, Self::segments(&proven).count()))
+		}
+
+		/// The checkpoint segments of the proven unit.
+		fn segments(proven: &ProvenUnitOf<T>) -> Segments {
+			Segments::new(proven.trace.first_step, proven.trace.steps, proven.hyper.checkpoint_interval)
 		}
 
 		/// Concludes every round whose reveal period ends at `now`; returns how many.
@@ -551,6 +582,13 @@ pub mod pallet {
 			Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
 		}
 
+		/// One payment to an account outside the benchmarked calls: a transfer from a hold,
+		/// as a solver's pay from escrow (the hold and both accounts: 3 reads, 3 writes,
+		/// about 40 µs). It bounds a share of a slash paid to a dispute's winner too.
+		fn payment_weight() -> Weight {
+			Weight::from_parts(40_000_000, 0).saturating_add(T::DbWeight::get().reads_writes(3, 3))
+		}
+
 		/// The last block a round may be drawn in.
 		fn draw_deadline(round: &RoundOf<T>) -> BlockNumberFor<T> {
 			round.committed_at.saturating_add(T::DrawTimeout::get())
@@ -656,10 +694,72 @@ pub mod pallet {
 
 		fn on_finalized_weight() -> Weight {
 			let verifiers = T::VerifiersPerUnit::get();
-			// The tasks pallet pays each verifier from escrow: a hold transfer, as its
-			// solver's pay (the hold, both accounts: 3 reads, 3 writes, about 40 µs).
-			let transfer = Weight::from_parts(40_000_000, 0).saturating_add(T::DbWeight::get().reads_writes(3, 3));
-			T::WeightInfo::on_finalized(verifiers).saturating_add(transfer.saturating_mul(u64::from(verifiers)))
+			// The tasks pallet pays each verifier from escrow.
+			T::WeightInfo::on_finalized(verifiers).saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers)))
+		}
+	}
+
+	impl<T: Config> AttestationJudge<T::AccountId> for Pallet<T> {
+		fn proof_overturned(
+			job: JobId,
+			unit: UnitIndex,
+			step: Option<u32>,
+			(winner, share): (&T::AccountId, Perbill),
+		) -> u32 {
+			// A defender silent before the step level ended showed no step wrong.
+			let Some(step) = step else { return 0 };
+			let Some(round) = Rounds::<T>::get((job, unit)) else { return 0 };
+			let Some(drawn) = round.drawn.as_ref() else { return 0 };
+			let Some(proven) = T::Units::proven_unit(job, unit) else { return 0 };
+			// A round of an earlier proof of the unit judged another trace.
+			if proven.trace.trace_root != round.trace_root {
+				return 0;
+			}
+			let segments = Self::segments(&proven);
+			let Some(segment) = segments.of_step(step) else { return 0 };
+			let segments = segments.count();
+			let mut slashed_count = 0u32;
+			for attestation in round.attestations.iter() {
+				if attestation.state != AttestationState::Revealed(Verdict::Match) {
+					continue;
+				}
+				// A verifier re-executes its samples from the solver's checkpoints, so a lie
+				// shows only in the segment that holds it: one that did not sample it
+				// attested nothing false.
+				if !Self::sampled_segments(&drawn.seed, &attestation.verifier, segments).contains(&segment) {
+					continue;
+				}
+				// The staking pallet refuses a reward to the slashed account itself: a
+				// verifier that overturned the proof it attested pays all to the jackpot.
+				let reward = (attestation.verifier != *winner).then_some((winner, share));
+				let slashed = T::Slash::slash(
+					&attestation.verifier,
+					Role::Verifier,
+					T::FalseAttestationSlash::get(),
+					SlashReason::FalseAttestation,
+					reward,
+				)
+				.unwrap_or_else(|_| Zero::zero());
+				slashed_count = slashed_count.saturating_add(1);
+				Self::deposit_event(Event::FalseAttestation {
+					job,
+					unit,
+					verifier: attestation.verifier.clone(),
+					step,
+					slashed,
+				});
+			}
+			slashed_count
+		}
+
+		fn proof_overturned_weight() -> Weight {
+			let verifiers = T::VerifiersPerUnit::get();
+			// `conclude_round(v)` is benchmarked slashing `v` verifiers of a stored round:
+			// the same reads and slashes. Each false attestation's slash also pays the
+			// winner its share, and the unit's proof is read (its job and unit).
+			T::WeightInfo::conclude_round(verifiers)
+				.saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers)))
+				.saturating_add(T::DbWeight::get().reads(2))
 		}
 	}
 }

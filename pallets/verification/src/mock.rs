@@ -128,6 +128,7 @@ impl pallet_touchstone_disputes::Config for Test {
 	type Units = Tasks;
 	type Nodes = Staking;
 	type Slash = Staking;
+	type Attestations = Verification;
 	type Jackpot = Jackpot;
 	type ChallengeBond = ConstU64<200>;
 	type SolverSlash = ConstU64<500>;
@@ -152,6 +153,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type CommitPeriod = ConstU64<COMMIT_PERIOD>;
 	type RevealPeriod = ConstU64<REVEAL_PERIOD>;
 	type MissedRevealSlash = ConstU64<MISSED_REVEAL_SLASH>;
+	type FalseAttestationSlash = ConstU64<{ 4 * MISSED_REVEAL_SLASH }>;
 	type MaxPendingDraws = ConstU32<4>;
 	type MaxDrawsPerBlock = ConstU32<2>;
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;

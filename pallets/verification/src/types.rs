@@ -12,6 +12,10 @@ use scale_info::TypeInfo;
 pub type BalanceOf<T> =
 	<<T as crate::Config>::Currency as Inspect<<T as polkadot_sdk::frame_system::Config>::AccountId>>::Balance;
 
+/// A unit with a committed proof, as the tasks pallet reports it.
+pub type ProvenUnitOf<T> =
+	touchstone_primitives::traits::ProvenUnit<<T as polkadot_sdk::frame_system::Config>::AccountId, BlockNumberFor<T>>;
+
 /// A stored round.
 pub type RoundOf<T> = Round<
 	<T as polkadot_sdk::frame_system::Config>::AccountId,

@@ -234,6 +234,7 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type Units = Tasks;
 	type Nodes = Staking;
 	type Slash = Staking;
+	type Attestations = Verification;
 	type Jackpot = JackpotAccount;
 	type ChallengeBond = ConstU128<{ 10 * UNIT }>;
 	// The minimum solver bond: a solver that lies loses at least the floor it had to post.
@@ -281,6 +282,9 @@ impl pallet_touchstone_verification::Config for Runtime {
 	type CommitPeriod = ConstU32<10>;
 	type RevealPeriod = ConstU32<10>;
 	type MissedRevealSlash = ConstU128<{ UNIT }>;
+	// The minimum verifier bond, as a lying solver's slash is the minimum solver bond: a
+	// verifier that attests a lie it re-executed loses at least the floor it posted.
+	type FalseAttestationSlash = ConstU128<{ 50 * UNIT }>;
 	// As many as there can be open units.
 	type MaxPendingDraws = ConstU32<1024>;
 	type MaxDrawsPerBlock = ConstU32<16>;

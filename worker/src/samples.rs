@@ -1,0 +1,222 @@
+//! Sampled verification: what a solver serves about a proven unit besides its model files
+//! (the trace manifest), and re-executing one checkpoint segment of the unit against it.
+//!
+//! The chain commits a unit's trace root: the Merkle root of its per-step state hashes. The
+//! solver serves the unit's *trace manifest*: every step's state hash, which must rebuild
+//! that root, and the content hashes of its checkpoints. The manifest is named by the trace
+//! root in the artifact network, and checked by rebuilding the root, not by hashing its
+//! bytes. A verifier re-executes a segment from the checkpoint before it, once the
+//! checkpoint checks out against the manifest (its chain point's last state hash is the
+//! manifest's hash of the step before, and chains from the checkpoint's own state root), or
+//! from the unit's chain-fixed start for the first segment. Every step it runs must then
+//! give the manifest's state hash. A lie shows only in the segment that holds it: the
+//! segments after it start from the liar's own checkpoints and reproduce.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use codec::{Decode, Encode};
+use touchstone_kernels::job::checkpoint::Checkpoint;
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::job::trace::state_root;
+use touchstone_kernels::proof::chain::{state_hash, trace_leaf, ChainPoint};
+use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::merkle;
+
+use crate::train::{checkpoint_path, checkpoint_steps, reference_trainer, saved_records, UnitWork};
+
+/// What a solver serves about a unit it proved, under the unit's trace root.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct TraceManifest {
+	/// The state hash after each of the unit's steps, in order: their leaves build the
+	/// trace root.
+	pub state_hashes: Vec<Digest>,
+	/// The unit's checkpoints, oldest first: the global step each resumes at, and the hash
+	/// of its model file.
+	pub checkpoints: Vec<(u32, Digest)>,
+}
+
+impl TraceManifest {
+	/// The manifest of the unit trained in `work.dir`: its saved records, and the
+	/// checkpoint files there that those records lead to (a torn or stale file is left out).
+	pub fn of_unit(work: &UnitWork) -> Result<Self> {
+		let records = saved_records(&work.dir)?;
+		ensure!(records.len() == work.steps as usize, "the unit's records do not cover its steps: it has not finished training");
+		let mut checkpoints = Vec::new();
+		for next_step in checkpoint_steps(&work.dir)?.into_iter().rev() {
+			let Some(done) = next_step.checked_sub(work.first_step).and_then(|done| done.checked_sub(1)) else { continue };
+			let bytes = std::fs::read(checkpoint_path(&work.dir, next_step))?;
+			let hash = digest_bytes(&bytes);
+			let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &hash) else { continue };
+			if records.get(done as usize).map(|record| record.state_hash) == Some(checkpoint.point.last_hash) {
+				checkpoints.push((next_step, hash));
+			}
+		}
+		Ok(Self { state_hashes: records.iter().map(|record| record.state_hash).collect(), checkpoints })
+	}
+
+	/// The root the state hashes build.
+	pub fn trace_root(&self) -> Result<Digest> {
+		merkle::root(self.state_hashes.iter().map(trace_leaf).collect()).map_err(|error| anyhow!("{error:?}"))
+	}
+
+	/// Decodes a manifest and checks that it is the one of the trace with `trace_root`.
+	pub fn checked(bytes: &[u8], trace_root: &Digest) -> Result<Self> {
+		let manifest = Self::decode(&mut &bytes[..]).context("not a trace manifest")?;
+		let root = manifest.trace_root()?;
+		ensure!(root == *trace_root, "its state hashes build the trace root {}, not {}", hex(&root), hex(trace_root));
+		Ok(manifest)
+	}
+
+	/// The hash of the checkpoint that resumes at global step `next_step`, if the manifest
+	/// names one.
+	pub fn checkpoint(&self, next_step: u32) -> Option<Digest> {
+		self.checkpoints.iter().find(|(step, _)| *step == next_step).map(|(_, hash)| *hash)
+	}
+
+	/// The state hash after global step `step` of a unit that starts at `first_step`.
+	fn state_hash_after(&self, first_step: u32, step: u32) -> Option<Digest> {
+		self.state_hashes.get(step.checked_sub(first_step)? as usize).copied()
+	}
+}
+
+/// Where a segment of the unit in `work` starts from: the unit's own start for a segment
+/// at its first step; otherwise the checkpoint `checkpoint` (its hash and bytes), which must
+/// resume at `start` and agree with the manifest.
+pub fn segment_start(
+	work: &UnitWork,
+	manifest: &TraceManifest,
+	start: u32,
+	checkpoint: Option<(&Digest, &[u8])>,
+) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
+	if start == work.first_step {
+		let root = state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
+		return Ok((work.start_state.clone(), ChainPoint::anchored(start, &root)));
+	}
+	let (hash, bytes) = checkpoint.with_context(|| format!("the segment from step {start} needs the checkpoint taken there"))?;
+	let checkpoint = Checkpoint::from_bytes(bytes, hash).map_err(|error| anyhow!("checkpoint {}: {error}", hex(hash)))?;
+	let point = checkpoint.point;
+	ensure!(point.next_step == start, "checkpoint {} resumes at step {}, not {start}", hex(hash), point.next_step);
+	let last = start.checked_sub(1).context("no step before the segment")?;
+	let expected = manifest.state_hash_after(work.first_step, last).context("the manifest has no state hash before the segment")?;
+	if point.last_hash != expected {
+		bail!("checkpoint {} does not continue the proven trace: its last state hash is not the trace's at step {last}", hex(hash));
+	}
+	let root = state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))?;
+	if state_hash(&point.previous_hash, last, &root, &point.last_batch_root, point.last_loss) != point.last_hash {
+		bail!("checkpoint {} holds another state than the one the trace commits after step {last}", hex(hash));
+	}
+	Ok((checkpoint.state, point))
+}
+
+/// Re-executes the steps `range` of the unit in `work` on the reference, from `state` at
+/// `point`, comparing each state hash with the manifest's. Returns the first step that
+/// does not reproduce, `None` when all do, or an error when stopped.
+pub fn replay_segment(
+	work: &UnitWork,
+	manifest: &TraceManifest,
+	range: Range<u32>,
+	state: Vec<Vec<f32>>,
+	point: ChainPoint,
+	stop: &AtomicBool,
+) -> Result<Option<u32>> {
+	ensure!(point.next_step == range.start, "the segment starts at step {}, its start state at {}", range.start, point.next_step);
+	let mut trainer = reference_trainer(work, state, point)?;
+	for step in range {
+		if stop.load(Ordering::Relaxed) {
+			bail!("stopped while re-executing step {step}");
+		}
+		let record = trainer.step().map_err(|error| anyhow!("re-executing step {step} failed: {error:?}"))?;
+		if Some(record.state_hash) != manifest.state_hash_after(work.first_step, step) {
+			return Ok(Some(step));
+		}
+	}
+	Ok(None)
+}
+
+/// Writes the manifest of the finished unit in `work` where a solver serves it: in its
+/// artifact store, named by the unit's trace root. Returns the root.
+pub fn write_manifest(work: &UnitWork, store: &crate::store::Store) -> Result<Digest> {
+	let manifest = TraceManifest::of_unit(work)?;
+	let root = manifest.trace_root()?;
+	store.put_as(&root, &manifest.encode())?;
+	Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use crate::train::{run_unit, tests::work};
+	use touchstone_kernels::job::fault::Fault;
+	use touchstone_kernels::CpuBackend;
+	use touchstone_primitives::Segments;
+
+	/// Replays every segment of the unit trained in `work` against its own manifest, each
+	/// from its checkpoint; returns the first step each one fails at.
+	fn replay_all(work: &UnitWork) -> Vec<Option<u32>> {
+		let manifest = TraceManifest::of_unit(work).unwrap();
+		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
+		(0..segments.count())
+			.map(|index| {
+				let range = segments.range(index).unwrap();
+				let bytes = manifest.checkpoint(range.start).map(|hash| (hash, std::fs::read(checkpoint_path(&work.dir, range.start)).unwrap()));
+				let (state, point) =
+					segment_start(work, &manifest, range.start, bytes.as_ref().map(|(hash, bytes)| (hash, &bytes[..]))).unwrap();
+				replay_segment(work, &manifest, range, state, point, &AtomicBool::new(false)).unwrap()
+			})
+			.collect()
+	}
+
+	/// An honest unit's manifest rebuilds its trace root and every segment reproduces from
+	/// its checkpoint; a liar's own manifest shows its lie in exactly the segment that holds
+	/// it, since the later segments start from the liar's checkpoints.
+	#[test]
+	fn a_lie_shows_only_in_the_segment_that_holds_it() {
+		let base = std::env::temp_dir().join(format!("touchstone-samples-{}", std::process::id()));
+		let honest = work(&base.join("honest"));
+		let proof = run_unit(CpuBackend, &honest, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		let manifest = TraceManifest::of_unit(&honest).unwrap();
+		assert_eq!(manifest.trace_root().unwrap(), proof.trace_root.0);
+		assert_eq!(manifest.checkpoints.iter().map(|(step, _)| *step).collect::<Vec<_>>(), vec![20, 30, 35]);
+		assert_eq!(TraceManifest::checked(&manifest.encode(), &proof.trace_root.0).unwrap(), manifest);
+		assert!(TraceManifest::checked(&manifest.encode(), &[7; 32]).is_err());
+		// Segments 10..20, 20..30, 30..35.
+		assert_eq!(replay_all(&honest), vec![None, None, None]);
+
+		let mut liar = work(&base.join("liar"));
+		liar.fault = Some(Fault::Output { step: 24, operator: 1, output: 0, element: 0, bit: 20 });
+		run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		// Re-executed without the fault, as a verifier does.
+		liar.fault = None;
+		assert_eq!(replay_all(&liar), vec![None, Some(24), None]);
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// A checkpoint that does not continue the manifest's trace, or holds another state than
+	/// the trace commits, is refused before anything is re-executed.
+	#[test]
+	fn a_checkpoint_that_does_not_fit_the_trace_is_refused() {
+		let base = std::env::temp_dir().join(format!("touchstone-samples-bad-{}", std::process::id()));
+		let unit = work(&base.join("unit"));
+		run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		let manifest = TraceManifest::of_unit(&unit).unwrap();
+		let load = |step| Checkpoint::from_bytes(&std::fs::read(checkpoint_path(&unit.dir, step)).unwrap(), &manifest.checkpoint(step).unwrap()).unwrap();
+		let start = |checkpoint: &Checkpoint, at: u32| {
+			let bytes = checkpoint.to_bytes().unwrap();
+			segment_start(&unit, &manifest, at, Some((&digest_bytes(&bytes), &bytes))).map(|_| ())
+		};
+		assert!(start(&load(20), 20).is_ok());
+		// Another segment's checkpoint.
+		assert!(start(&load(30), 20).unwrap_err().to_string().contains("resumes at step 30"));
+		// The right chain point over another state.
+		let mut altered = load(20);
+		altered.state[0][0] += 1.0;
+		assert!(start(&altered, 20).unwrap_err().to_string().contains("holds another state"));
+		// A chain point off the trace.
+		let mut detached = load(20);
+		detached.point.last_hash = [9; 32];
+		assert!(start(&detached, 20).unwrap_err().to_string().contains("does not continue the proven trace"));
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+}
