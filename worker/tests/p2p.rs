@@ -1,11 +1,15 @@
 //! Two workers exchange an artifact over libp2p on loopback: the fetcher is restarted in
 //! the middle of the transfer and resumes where it stopped; an artifact whose bytes do
-//! not match its hash is refused; a hash nobody holds is a clear error, not a hang.
+//! not match its hash is refused; a unit's trace manifest crosses under its trace root,
+//! and one that does not rebuild the root is refused; a hash nobody holds is a clear
+//! error, not a hang.
 
 use std::time::Duration;
 
 use touchstone_kernels::proof::hash::digest_bytes;
+use codec::Encode;
 use touchstone_worker::p2p::{Network, NetworkArgs, CHUNK};
+use touchstone_worker::samples::TraceManifest;
 use touchstone_worker::store::Store;
 
 fn args(peers: Vec<libp2p::Multiaddr>) -> NetworkArgs {
@@ -57,6 +61,25 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	assert!(error.contains("corrupt artifact"), "{error}");
 	assert!(!store_b.contains(&forged));
 	assert!(!store_b.partial_path(&forged).exists());
+
+	// A trace manifest is named by the root its state hashes build, not by its bytes' hash.
+	let manifest = TraceManifest { state_hashes: vec![[1; 32], [2; 32], [3; 32]], checkpoints: vec![(2, [4; 32])] };
+	let root = manifest.trace_root().unwrap();
+	store_a.put_as(&root, &manifest.encode()).unwrap();
+	a.provide(root);
+	let check = |bytes: &[u8]| TraceManifest::checked(bytes, &root).map(|_| ());
+	let fetched = b.fetch_with(root, Duration::from_secs(20), &check).await.unwrap();
+	assert_eq!(TraceManifest::checked(&fetched, &root).unwrap(), manifest);
+	assert!(store_b.get_with(&root, &check).is_ok());
+	// One whose hashes build another root is refused under that root.
+	let other = TraceManifest { state_hashes: vec![[9; 32]], checkpoints: vec![] };
+	let claimed = digest_bytes(b"a trace root");
+	store_a.put_as(&claimed, &other.encode()).unwrap();
+	a.provide(claimed);
+	let check = |bytes: &[u8]| TraceManifest::checked(bytes, &claimed).map(|_| ());
+	let error = b.fetch_with(claimed, Duration::from_secs(5), &check).await.unwrap_err().to_string();
+	assert!(error.contains("corrupt artifact") && error.contains("build the trace root"), "{error}");
+	assert!(!store_b.contains(&claimed));
 
 	// Nobody holds this one: a clear error once the patience runs out.
 	let absent = digest_bytes(b"nobody has this");
