@@ -295,21 +295,28 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   assert.match(evaluated, /test accuracy 97\.8 % \(352\/360\)/);
 });
 
-test('a solver that lies at one step is caught by a verifier, loses at the referee and is slashed', { timeout: 600_000 }, async (t) => {
+test('a solver that lies at one step is caught, loses at the referee and is slashed, with the verifier that attested it', { timeout: 600_000 }, async (t) => {
   // Bob restarts as a liar: one value of the forward pass at global step 100 is corrupted
   // (`--inject-fault`, test equipment), so the first unit of the next digits job proves a
   // trace no honest run reproduces. This job checkpoints only at each unit's end, so every
-  // verifier's sample is the whole unit and covers the lie. Dave's and Eve's verifier
-  // workers are drawn, find their sample does not reproduce, re-execute the unit for a
-  // trace root of their own, and reveal mismatches; each opens a dispute that the verifier
-  // plays from its own run while Bob defends his, step by step, operator by operator,
-  // piece by piece, until the runtime's referee recomputes the disputed piece.
+  // sample is the whole unit and covers the lie. Charlie's watcher and Dave's verifier
+  // worker find their sample does not reproduce, re-execute the unit for a trace root of
+  // their own, and dispute it (Dave by revealing a mismatch); each plays its dispute from
+  // its own run while Bob defends his, step by step, operator by operator, piece by piece,
+  // until the runtime's referee recomputes the disputed piece. Eve, now lazy, attests a
+  // match without looking and pays for it when the proof falls.
   t.after(() => verification?.stop());
   const bob = keyring.addFromUri('//Bob');
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
   startSolver(['--inject-fault', '100']);
+  // Eve restarts as a lazy verifier (`--attest-without-checking`, test equipment): she
+  // attests a match to whatever she is drawn for, without re-executing anything.
+  const lazy = verifierWorkers.get('//Eve').process;
+  lazy.kill('SIGINT');
+  await new Promise((resolve) => lazy.once('exit', resolve));
+  startVerifierWorker('//Eve', ['verify', '--attest-without-checking']);
   // Bob and the verifiers hold the digits dataset already: the submitter need not stay.
   const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
@@ -371,6 +378,16 @@ test('a solver that lies at one step is caught by a verifier, loses at the refer
   await waitFor('the solver to log its resolve call', () => new RegExp(`dispute: sent resolve[^\\n]*dispute=${resolved.data.dispute}`).test(solverLog), {
     timeoutMs: 60_000,
   }).catch(withSolverLog);
+  // Eve's lazy match covered the lie: the job has one segment per unit, so her sample
+  // held the disputed step, and the overturn slashed her the false attestation's 50 TST.
+  const eve = keyring.addFromUri('//Eve');
+  const verdictName = (verdict) => (typeof verdict === 'string' ? verdict : Object.keys(verdict)[0]).toLowerCase();
+  const eveRevealed = mine('verification', 'Revealed').filter((e) => e.data.verifier === eve.address);
+  assert.deepEqual(eveRevealed.map((e) => verdictName(e.data.verdict)), ['match'], JSON.stringify(mine('verification', 'Revealed')));
+  const falseAttestations = mine('verification', 'FalseAttestation').map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
+  assert.deepEqual(falseAttestations, [[eve.address, 100, 50n * UNIT]]);
+  const eveSlashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === eve.address);
+  assert.ok(eveSlashed.some((e) => e.data.role === 'Verifier' && BigInt(e.data.amount) === 50n * UNIT), JSON.stringify(eveSlashed));
   // Bob's solver bond paid for the lie.
   const slashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === bob.address);
   assert.ok(slashed.length >= 1 && slashed.every((e) => e.data.role === 'Solver' && BigInt(e.data.amount) > 0n), JSON.stringify(slashed));

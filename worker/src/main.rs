@@ -213,7 +213,13 @@ async fn run(cli: Cli) -> Result<()> {
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
 			let (job, unit, watch) = (args.job, args.unit, args.watch);
 			// The bond is the challenger bond here.
-			let settings = verifier::VerifyArgs { key: args.key, bond: args.bond, region: "local".into(), network: args.network };
+			let settings = verifier::VerifyArgs {
+				key: args.key,
+				bond: args.bond,
+				region: "local".into(),
+				network: args.network,
+				attest_without_checking: false,
+			};
 			let challenger = verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?;
 			match (job, unit) {
 				(Some(job), Some(unit)) if !watch => challenger.challenge(job, unit).await,
