@@ -382,7 +382,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   // held the disputed step, and the overturn slashed her the false attestation's 50 TST.
   const eve = keyring.addFromUri('//Eve');
   const verdictName = (verdict) => (typeof verdict === 'string' ? verdict : Object.keys(verdict)[0]).toLowerCase();
-  const eveRevealed = mine('verification', 'Revealed').filter((e) => e.data.verifier === eve.address);
+  const eveRevealed = mine('verification', 'Revealed').filter((e) => e.data.verifier === eve.address && e.data.unit === 0);
   assert.deepEqual(eveRevealed.map((e) => verdictName(e.data.verdict)), ['match'], JSON.stringify(mine('verification', 'Revealed')));
   const falseAttestations = mine('verification', 'FalseAttestation').map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
   assert.deepEqual(falseAttestations, [[eve.address, 100, 50n * UNIT]]);
