@@ -20,11 +20,15 @@
 //!    slashed `MissedRevealSlash`, and the unit may be finalized (after its challenge
 //!    window, and once no dispute holds it). The verifiers that attested `Match` share the
 //!    tasks pallet's `VerifierShare` of the unit's price.
+//! 6. **Judged.** When a dispute overturns the proof ([`AttestationJudge`]), every
+//!    verifier that revealed `Match` and sampled the segment holding the disputed step is
+//!    slashed `FalseAttestationSlash`, a share to the dispute's winner: its samples start
+//!    from the solver's checkpoints, so the lie was in front of it.
 //!
-//! A round whose proof no longer stands (overturned by a dispute) is voided: nobody is
-//! slashed or paid for it. With no verifier online and bonded, a proof relies on its
-//! challenge window alone. Tolerance-mode proofs are not verified yet: a bit-exact verdict
-//! cannot judge them.
+//! A round whose proof no longer stands (overturned by a dispute) is otherwise voided:
+//! nobody else is slashed or paid for it. With no verifier online and bonded, a proof
+//! relies on its challenge window alone. Tolerance-mode proofs are not verified yet: a
+//! bit-exact verdict cannot judge them.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
