@@ -260,6 +260,11 @@ impl_runtime_apis! {
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>> {
 			crate::Verification::samples(job, unit, &verifier)
 		}
+
+		fn forced_error_rate() -> polkadot_sdk::sp_runtime::Perbill {
+			use polkadot_sdk::frame_support::traits::Get;
+			crate::configs::ForcedErrorRate::get()
+		}
 	}
 
 	impl touchstone_primitives::DisputesApi<Block, AccountId, BlockNumber> for Runtime {

@@ -82,10 +82,32 @@ impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balanc
 
 	fn prove(
 		owner: &crate::AccountId,
-		mut spec: touchstone_primitives::JobSpec<crate::Balance>,
+		spec: touchstone_primitives::JobSpec<crate::Balance>,
 		solver: &crate::AccountId,
 		proof: touchstone_primitives::LearningProof,
 		final_state: touchstone_primitives::referee::StateOpening,
+	) -> Option<touchstone_primitives::JobId> {
+		let job = Self::take(owner, spec, solver)?;
+		// The solver's forced-error secret, with its randomness recorded as the hook would
+		// a block later: the benchmarks cannot wait for BABE.
+		pallet_touchstone_verification::Secrets::<Runtime>::insert(
+			(job, 0),
+			pallet_touchstone_verification::SecretCommitment {
+				solver: solver.clone(),
+				hash: polkadot_sdk::sp_core::H256([0; 32]),
+				committed_at: 0,
+				rate: polkadot_sdk::sp_runtime::Perbill::zero(),
+				random: Some([0; 32]),
+			},
+		);
+		Tasks::submit_proof(RawOrigin::Signed(solver.clone()).into(), job, 0, proof, final_state).ok()?;
+		Some(job)
+	}
+
+	fn take(
+		owner: &crate::AccountId,
+		mut spec: touchstone_primitives::JobSpec<crate::Balance>,
+		solver: &crate::AccountId,
 	) -> Option<touchstone_primitives::JobId> {
 		use polkadot_sdk::frame_support::traits::{fungible::Mutate, Get};
 		let price: crate::Balance = <Runtime as pallet_touchstone_tasks::Config>::MinPricePerUnit::get();
@@ -95,7 +117,6 @@ impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balanc
 		let job = pallet_touchstone_tasks::NextJobId::<Runtime>::get();
 		Tasks::submit_job(RawOrigin::Signed(owner.clone()).into(), spec).ok()?;
 		Tasks::claim_unit(RawOrigin::Signed(solver.clone()).into(), job, 0).ok()?;
-		Tasks::submit_proof(RawOrigin::Signed(solver.clone()).into(), job, 0, proof, final_state).ok()?;
 		Some(job)
 	}
 }

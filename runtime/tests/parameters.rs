@@ -48,3 +48,22 @@ fn a_false_attestation_costs_the_minimum_verifier_bond() {
 	assert!(slash > missed, "a false attestation ({slash}) must cost more than silence ({missed})");
 	assert!(slash <= minimum, "a minimally bonded verifier ({minimum}) cannot pay the slash ({slash})");
 }
+
+/// Forced errors pay for checking: a unit's catchers share the verifiers' fair pay for it
+/// over the forced-error rate, so a verifier that checks every round earns at least what it
+/// would if every unit were checked and paid, and one payout leaves two thirds of the
+/// jackpot. The rate is a storage parameter: read at genesis, its default.
+#[test]
+fn a_forced_error_pays_the_fair_pay_over_the_rate() {
+	use polkadot_sdk::sp_runtime::Perbill;
+	polkadot_sdk::sp_io::TestExternalities::default().execute_with(|| {
+		let rate: Perbill = <Runtime as pallet_touchstone_verification::Config>::ForcedErrorRate::get();
+		let cap: Perbill = <Runtime as pallet_touchstone_verification::Config>::MaxForcedErrorPayout::get();
+		let share: Perbill = <Runtime as pallet_touchstone_tasks::Config>::VerifierShare::get();
+		assert_eq!(rate, Perbill::from_percent(1));
+		assert!(cap <= Perbill::from_rational(1u32, 3u32));
+		let price: u128 = 1_000_000_000_000;
+		let fair = share.mul_floor(price);
+		assert_eq!(rate.saturating_reciprocal_mul(fair), 100 * fair);
+	});
+}

@@ -5,7 +5,10 @@
 // final model on-chain is the file the worker wrote, and that model reaches the reference's
 // pinned test accuracy, with every one of its proofs verified in a round of verifiers the
 // chain draws: two verifier workers (`touchstone-worker verify`) re-execute each unit and
-// attest. Last, the solver is restarted as a liar (one corrupted value at one step): the
+// attest. Then one unit is forced to carry an error: the solver commits a proof wrong at
+// one step on purpose, the verifiers catch it and are paid from the jackpot, the solver
+// reveals its secret and the honest proof, which replaces the forced one, and nobody is
+// slashed. Last, the solver is restarted as a liar (one corrupted value at one step): the
 // verifiers catch it, one plays the dispute its mismatch opens through all three levels,
 // the runtime's referee rules against the liar and its bond is slashed. The submitter and
 // the solver keep separate artifact stores: the dataset, the initial weights and the model
@@ -19,7 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { blake2AsHex } from '@polkadot/util-crypto';
+import { blake2AsHex, xxhashAsHex } from '@polkadot/util-crypto';
 import { startNode, waitFor, freePort, send } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
@@ -96,6 +99,9 @@ before(async () => {
   api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
   dataDir = mkdtempSync(join(tmpdir(), 'touchstone-worker-e2e-'));
   solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
+  // One unit in a billion is forced: the solver commits and reveals a secret for every
+  // unit, as on a real chain, and no unit here is forced unless a test says so.
+  await setForcedErrorRate(1);
   startSolver();
   const bob = keyring.addFromUri('//Bob');
   await waitFor('the solver to register', async () => (await api.query.staking.nodes(bob.address)).isSome, {
@@ -158,6 +164,17 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
     submitter.kill('SIGINT');
   }
 });
+
+/**
+ * Sets the runtime's forced-error rate, in parts per billion, as the sudo key (Alice): the
+ * rate is a runtime parameter kept in storage under `twox_128(":ForcedErrorRate:")`.
+ */
+async function setForcedErrorRate(partsPerBillion) {
+  const key = xxhashAsHex(':ForcedErrorRate:', 128);
+  const value = api.createType('Perbill', partsPerBillion).toHex();
+  await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, value]])), keyring.addFromUri('//Alice'));
+  assert.equal((await api.call.verificationApi.forcedErrorRate()).toNumber(), partsPerBillion);
+}
 
 /** Sends `tx`; resolves with its events, or rejects with the runtime's error name. */
 async function sendOk(tx, signer) {
@@ -293,6 +310,49 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const evaluated = await worker(['evaluate', '--example', 'digits', '--model', modelPath]);
   // The reference's accuracy on this run is pinned (kernels/tests/digits.rs): 352/360.
   assert.match(evaluated, /test accuracy 97\.8 % \(352\/360\)/);
+});
+
+test('a forced error is caught by the verifiers and paid from the jackpot, and the honest proof replaces it', { timeout: 600_000 }, async (t) => {
+  // Every unit is forced while the rate is one; a unit is judged by the rate in force when
+  // its solver committed its secret, so the rate goes back down once Bob has. The job has
+  // one segment, so both verifier workers sample the step Bob gets wrong.
+  const [bob, dave, eve] = ['//Bob', '//Dave', '//Eve'].map((uri) => keyring.addFromUri(uri));
+  await setForcedErrorRate(1_000_000_000);
+  const forcedJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'forced-job.toml');
+  const submitted = await worker(['submit', '--key', '//Alice', '--job', forcedJob, '--no-mdns']);
+  const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
+  assert.ok(Number.isInteger(jobId), submitted);
+  const mine = (method) => verification.events.filter((e) => e.section === 'verification' && e.method === method && Number(e.data.job) === jobId);
+  try {
+    await waitFor('Bob to commit his secret', () => mine('SecretCommitted').length > 0, { timeoutMs: 180_000 }).catch(withSolverLog);
+  } finally {
+    await setForcedErrorRate(1);
+  }
+  await waitFor('the forced round to pay its catchers', () => mine('ForcedErrorPaid').length > 0, { timeoutMs: 300_000 })
+    .catch(withSolverLog);
+  const [revealed] = mine('ForcedErrorRevealed');
+  assert.ok(revealed, JSON.stringify(mine('SecretRevealed')));
+  assert.match(solverLog, new RegExp(`the unit is forced: committing a proof wrong at this step on purpose[^\n]*job=${jobId} unit=0 step=${revealed.data.step}\b`));
+  // Both verifier workers re-executed the segment and revealed a mismatch; Ferdie missed.
+  const [paid] = mine('ForcedErrorPaid');
+  assert.deepEqual(new Set(paid.data.caught), new Set([dave.address, eve.address]), JSON.stringify(paid.data));
+  // The fair pay for checking the unit (a tenth of its 1 TST) over a rate of one, shared.
+  assert.equal(BigInt(paid.data.each), UNIT / 10n / 2n);
+  // The honest proof replaced the forced one and is verified in a round of its own.
+  await waitFor("the honest proof's round to conclude", () => mine('RoundConcluded').length >= 2, { timeoutMs: 240_000 })
+    .catch(withSolverLog);
+  const concluded = mine('RoundConcluded').map((e) => [e.data.matched, e.data.mismatched, e.data.missed]);
+  assert.deepEqual(concluded, [[0, 2, 1], [2, 0, 1]]);
+  const unit = (await api.query.tasks.units(jobId, 0)).unwrap();
+  assert.match(unit.state.toString(), /Proven|Finalized/);
+  assert.match(solverLog, new RegExp(`the honest proof replaced the forced one job=${jobId} unit=0`));
+  // Nobody lied: Bob's bond is whole, and every dispute over the forced proof (a verifier's
+  // mismatch revealed before Bob's secret, Charlie's watcher) was dismissed.
+  const slashedBob = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === bob.address);
+  assert.deepEqual(slashedBob, []);
+  assert.equal(verification.events.filter((e) => e.section === 'disputes' && e.method === 'DisputeResolved' && Number(e.data.job) === jobId).length, 0);
+  assert.equal((await api.query.disputes.unitDisputes([jobId, 0])).length, 0);
+  t.diagnostic(`forced at step ${revealed.data.step}: revealed at block ${revealed.block}, paid at ${paid.block}`);
 });
 
 test('a solver that lies at one step is caught, loses at the referee and is slashed, with the verifier that attested it', { timeout: 600_000 }, async (t) => {

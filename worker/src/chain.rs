@@ -42,6 +42,10 @@ pub type AtBlock = subxt::client::OnlineClientAtBlock<Config>;
 pub type WorkUnit = touchstone_primitives::WorkUnit<AccountId, u32>;
 /// A job as stored.
 pub type Job = touchstone_primitives::Job<AccountId, u128, u32>;
+/// A verification round as stored.
+pub type Round = pallet_touchstone_verification::Round<AccountId, u32, polkadot_sdk::sp_core::ConstU32<1024>>;
+/// A solver's forced-error secret commitment as stored.
+pub type SecretCommitment = pallet_touchstone_verification::SecretCommitment<AccountId, u32>;
 /// The events a transaction emitted.
 pub type Events = subxt::extrinsics::ExtrinsicEvents<Config>;
 /// A submitted transaction's progress.
@@ -274,6 +278,24 @@ impl Chain {
 	pub async fn unit(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<WorkUnit>> {
 		let value = at.storage().try_fetch(runtime::storage().tasks().units(), (job, unit)).await?;
 		value.map(|value| decode(value.bytes())).transpose()
+	}
+
+	/// The verification round of a unit's proof, if one is open.
+	pub async fn round(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<Round>> {
+		let value = at.storage().try_fetch(runtime::storage().verification().rounds(), ((job, unit),)).await?;
+		value.map(|value| decode(value.bytes())).transpose()
+	}
+
+	/// The forced-error secret commitment of a unit's solver, until its proof is committed.
+	pub async fn secret(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<SecretCommitment>> {
+		let value = at.storage().try_fetch(runtime::storage().verification().secrets(), ((job, unit),)).await?;
+		value.map(|value| decode(value.bytes())).transpose()
+	}
+
+	/// The chance, in force at `at`, that a unit must carry a forced error.
+	pub async fn forced_error_rate(&self, at: &AtBlock) -> Result<polkadot_sdk::sp_runtime::Perbill> {
+		let rate = at.runtime_apis().call(runtime::runtime_apis().verification_api().forced_error_rate()).await?;
+		Ok(polkadot_sdk::sp_runtime::Perbill::from_parts(rate.0))
 	}
 
 	/// The units `solver` holds.

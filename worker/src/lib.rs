@@ -11,6 +11,7 @@
 //! - [`solver`]: the solver role;
 //! - [`verifier`]: the verifier role;
 //! - [`samples`]: trace manifests, and re-executing one checkpoint segment against one;
+//! - [`forced`]: forced errors, the secret a solver commits and the proof it gets wrong;
 //! - [`dispute`]: playing disputes, as the defender or as the challenger;
 //! - [`p2p`]: artifacts between workers over libp2p;
 //! - [`metrics`]: Prometheus metrics.
@@ -18,6 +19,7 @@
 pub mod chain;
 pub mod dataset;
 pub mod dispute;
+pub mod forced;
 pub mod hardware;
 pub mod inputs;
 pub mod jobfile;

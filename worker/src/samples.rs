@@ -145,7 +145,7 @@ pub fn write_manifest(work: &UnitWork, store: &crate::store::Store) -> Result<Di
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
 	use super::*;
 	use crate::train::{run_unit, tests::work};
 	use touchstone_kernels::job::fault::Fault;
@@ -155,7 +155,13 @@ mod tests {
 	/// Replays every segment of the unit trained in `work` against its own manifest, each
 	/// from its checkpoint; returns the first step each one fails at.
 	fn replay_all(work: &UnitWork) -> Vec<Option<u32>> {
-		let manifest = TraceManifest::of_unit(work).unwrap();
+		replay_against(work, &TraceManifest::of_unit(work).unwrap())
+	}
+
+	/// Replays every segment of the unit trained in `work` against `manifest`, each from
+	/// its checkpoint; returns the first step each one fails at.
+	pub(crate) fn replay_against(work: &UnitWork, manifest: &TraceManifest) -> Vec<Option<u32>> {
+		let manifest = manifest.clone();
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		(0..segments.count())
 			.map(|index| {

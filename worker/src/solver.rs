@@ -15,10 +15,12 @@ use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels_wgpu::WgpuBackend;
-use touchstone_primitives::{Checkpoint, JobId, Role, UnitIndex, UnitState, VerificationMode};
+use touchstone_primitives::referee::StateOpening;
+use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitState, VerificationMode};
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, WorkUnit};
 use crate::dispute::Party;
+use crate::forced::{ForcedUnit, Secrets};
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::jobfile::UNIT;
@@ -76,6 +78,8 @@ pub struct Solver {
 	stop: Arc<AtomicBool>,
 	/// Units this process gave up on (cannot train them): not claimed again.
 	refused: BTreeSet<(JobId, UnitIndex)>,
+	/// The forced-error secrets of the units it took, and its forced units' reveals, on disk.
+	secrets: Secrets,
 	heartbeat: Heartbeat,
 }
 
@@ -135,6 +139,7 @@ impl Solver {
 			metrics,
 			stop,
 			refused: BTreeSet::new(),
+			secrets: Secrets::open(data_dir.join("secrets"))?,
 			heartbeat: Heartbeat::default(),
 		})
 	}
@@ -215,13 +220,22 @@ impl Solver {
 					return Ok(());
 				},
 				UnitState::Assigned => {
+					if self.commit_secret(&at, job_id, index).await? {
+						return Ok(());
+					}
 					let work = self.prepare(job_id, index, &job, &unit)?;
 					let backend = self.backend_for(&job);
-					self.train(job_id, index, work, backend, unit.last_checkpoint.map(|c| c.step)).await?;
+					let exact = matches!(job.spec.verification, VerificationMode::Exact);
+					self.train(job_id, index, work, backend, unit.last_checkpoint.map(|c| c.step), exact).await?;
 					return Ok(());
 				},
 				UnitState::Proven | UnitState::Challenged => {
-					if self.defend(&at, job_id, index, &job, &unit).await? {
+					if self.reveal_secret(&at, job_id, index, &unit).await? {
+						return Ok(());
+					}
+					// A forced proof is not defended: its error is deliberate, and the reveal
+					// dismisses every dispute over it.
+					if self.secrets.forced(job_id, index).is_none() && self.defend(&at, job_id, index, &job, &unit).await? {
 						return Ok(());
 					}
 					if unit.state == UnitState::Challenged {
@@ -335,7 +349,15 @@ impl Solver {
 	}
 
 	/// Trains an accepted unit, committing checkpoints as it goes, then commits the proof.
-	async fn train(&mut self, job_id: JobId, index: UnitIndex, work: UnitWork, backend: BackendKind, committed: Option<u32>) -> Result<()> {
+	async fn train(
+		&mut self,
+		job_id: JobId,
+		index: UnitIndex,
+		work: UnitWork,
+		backend: BackendKind,
+		committed: Option<u32>,
+		exact: bool,
+	) -> Result<()> {
 		let steps = work.steps;
 		let first_step = work.first_step;
 		let end = first_step + steps;
@@ -443,8 +465,8 @@ impl Solver {
 		let manifest = crate::samples::write_manifest(&work, &self.inputs.store)?;
 		ensure!(manifest == result.proof.trace_root.0, "the unit's trace manifest does not build its proof's trace root");
 		self.inputs.network.provide(manifest);
-		let proof = result.proof;
-		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(result.final_state));
+		let (proof, final_state) = self.forced_if_drawn(job_id, index, &work, exact, result.proof, result.final_state).await?;
+		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(final_state));
 		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
 		self.metrics.proofs.inc();
 		self.metrics.unit("proven");
@@ -457,6 +479,112 @@ impl Solver {
 		);
 		tracing::debug!(dir = %work.dir.display(), "the unit's checkpoints stay for the challenge window");
 		Ok(())
+	}
+
+	/// Commits a forced-error secret for a unit this solver holds and has not proven, if
+	/// forced errors are on and it has not committed one. Returns whether it sent anything.
+	async fn commit_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex) -> Result<bool> {
+		if self.chain.forced_error_rate(at).await?.is_zero() {
+			return Ok(false);
+		}
+		if let Some(commitment) = self.chain.secret(at, job_id, index).await? {
+			if commitment.solver == self.me {
+				if self.secrets.secret(job_id, index, &commitment.hash.0).is_none() {
+					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
+				}
+				return Ok(false);
+			}
+		}
+		let (_, hash) = self.secrets.create(job_id, index)?;
+		self.chain
+			.send_in_block(&runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(hash)), &self.signer)
+			.await
+			.context("committing the forced-error secret")?;
+		tracing::info!(job = job_id, unit = index, "committed a forced-error secret");
+		Ok(true)
+	}
+
+	/// The proof to commit for a trained unit: the honest one, or, when the unit is forced
+	/// (its secret and the randomness the chain recorded after it say so), one wrong on
+	/// purpose at one step, keeping the honest one for the reveal. Waits for that
+	/// randomness, a block or two after the secret.
+	async fn forced_if_drawn(
+		&mut self,
+		job_id: JobId,
+		index: UnitIndex,
+		work: &UnitWork,
+		exact: bool,
+		honest: LearningProof,
+		final_state: StateOpening,
+	) -> Result<(LearningProof, StateOpening)> {
+		let mut waited = 0;
+		let (secret, random, rate) = loop {
+			let at = self.best.at().await?;
+			// No commitment of this solver's: forced errors were off when it took the unit.
+			let Some(commitment) = self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) else {
+				return Ok((honest, final_state));
+			};
+			let Some(secret) = self.secrets.secret(job_id, index, &commitment.hash.0) else { return Ok((honest, final_state)) };
+			if let Some(random) = commitment.random {
+				// The rate in force when the secret was committed is the one the unit is judged by.
+				break (secret, random, commitment.rate);
+			}
+			waited += 1;
+			ensure!(waited < 30, "the chain has not recorded randomness after this unit's forced-error secret");
+			self.best.next(Duration::from_secs(6)).await;
+		};
+		// A tolerance-mode proof is not re-executed by verifiers: nothing to catch.
+		if !exact || !touchstone_primitives::forced_error(&secret, &random, job_id, index, rate) {
+			return Ok((honest, final_state));
+		}
+		let Some(step) = crate::forced::forced_step(work, &secret) else {
+			tracing::warn!(job = job_id, unit = index, "the unit is forced but too short to carry a forced error; committing the honest proof");
+			return Ok((honest, final_state));
+		};
+		let (forced, opening) = crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)?;
+		self.inputs.network.provide(forced.trace_root.0);
+		tracing::info!(
+			job = job_id,
+			unit = index,
+			step,
+			"the unit is forced: committing a proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
+		);
+		self.secrets.save_forced(job_id, index, &ForcedUnit { step, honest, final_state })?;
+		Ok((forced, opening))
+	}
+
+	/// Reveals the forced-error secret of a proven unit once its verifiers' commit period
+	/// is over, with the honest proof if the unit is forced; forgets a forced unit once its
+	/// honest proof stands. Returns whether it sent anything.
+	async fn reveal_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, unit: &WorkUnit) -> Result<bool> {
+		use pallet_touchstone_verification::SolverSecret;
+		use runtime::runtime_types::pallet_touchstone_verification::types::ForcedErrorReveal;
+		let forced = self.secrets.forced(job_id, index);
+		if let (Some(forced), Some(proof)) = (forced.as_ref(), unit.proof.as_ref()) {
+			if forced.honest.trace_root == proof.trace_root {
+				tracing::info!(job = job_id, unit = index, "the honest proof replaced the forced one");
+				self.secrets.forget_forced(job_id, index);
+			}
+		}
+		let Some(round) = self.chain.round(at, job_id, index).await? else { return Ok(false) };
+		let now = at.block_number() as u32;
+		let due = round.drawn.as_ref().is_some_and(|drawn| now >= drawn.commit_ends && now < drawn.reveal_ends);
+		let SolverSecret::Awaited { hash, .. } = round.secret else { return Ok(false) };
+		if !due {
+			return Ok(false);
+		}
+		let Some(secret) = self.secrets.secret(job_id, index, &hash.0) else {
+			tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: it cannot be revealed");
+			return Ok(false);
+		};
+		let forced = forced.map(|forced| ForcedErrorReveal { step: forced.step, honest: Static(forced.honest), final_state: Static(forced.final_state) });
+		let was_forced = forced.is_some();
+		self.chain
+			.send_in_block(&runtime::transactions().verification().reveal_secret(job_id, index, secret, forced), &self.signer)
+			.await
+			.context("revealing the forced-error secret")?;
+		tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
+		Ok(true)
 	}
 
 	/// Answers the disputes over this solver's proof of a unit: the next move of each one

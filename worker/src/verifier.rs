@@ -22,13 +22,12 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use codec::{Decode, Encode};
 use pallet_touchstone_verification::{AttestationState, Verdict};
-use polkadot_sdk::sp_core::ConstU32;
 use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::hash::digest_bytes;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, WorkUnit};
+use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, WorkUnit};
 use crate::dispute::Party;
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
@@ -83,7 +82,6 @@ pub struct ChallengeArgs {
 }
 
 /// A verification round as the chain stores it (the bound only limits decoding).
-type Round = pallet_touchstone_verification::Round<AccountId, u32, ConstU32<1024>>;
 
 /// A running verifier.
 pub struct Verifier {

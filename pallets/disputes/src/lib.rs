@@ -69,6 +69,7 @@ pub type DisputeOf<T> =
 pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	<T as frame_system::Config>::AccountId,
 	frame_system::pallet_prelude::BlockNumberFor<T>,
+	BalanceOf<T>,
 >;
 
 /// Sets up what the benchmarks need from other pallets.
@@ -119,7 +120,7 @@ pub mod pallet {
 		type RuntimeHoldReason: From<HoldReason>;
 
 		/// Units with committed proofs: what a dispute judges and what it moves.
-		type Units: UnitProofs<Self::AccountId, BlockNumberFor<Self>>;
+		type Units: UnitProofs<Self::AccountId, BlockNumberFor<Self>, BalanceOf<Self>>;
 
 		/// The compute-node registry: who is bonded as a challenger.
 		type Nodes: ComputeNodes<Self::AccountId, BalanceOf<Self>>;
@@ -279,6 +280,10 @@ pub mod pallet {
 		NotAParty,
 		/// The dispute is not in the phase this call answers.
 		WrongPhase,
+		/// The proof may carry a forced error its solver has not revealed yet, or carries
+		/// one and is about to be replaced: nothing may rule against the solver until the
+		/// verification round's reveal period ends. Try again then.
+		RulingHeld,
 		/// The caller already answered this phase.
 		AlreadyAnswered,
 		/// The phase's deadline has passed.
@@ -749,6 +754,10 @@ pub mod pallet {
 			ruling: Ruling,
 			grounds: Grounds,
 		) -> Result<Weight, DispatchError> {
+			// A forced error is no lie: the solver is not slashed for it.
+			if ruling == Ruling::ChallengerWins {
+				ensure!(!T::Attestations::holds_rulings(info.job, info.unit), Error::<T>::RulingHeld);
+			}
 			Self::forget(id, &info);
 			let mut aftermath = Weight::zero();
 			let (forfeited, to_winner) = match ruling {
@@ -820,7 +829,7 @@ pub mod pallet {
 		/// Dismisses every other dispute over `unit` and every dispute over the `moot`
 		/// units of `job`, returning their bonds: the proofs they dispute are gone. Returns
 		/// how many it dismissed.
-		fn dismiss_moot(job: JobId, unit: UnitIndex, moot: &[UnitIndex]) -> Result<u32, DispatchError> {
+		pub(crate) fn dismiss_moot(job: JobId, unit: UnitIndex, moot: &[UnitIndex]) -> Result<u32, DispatchError> {
 			let mut dismissed = 0u32;
 			for index in core::iter::once(unit).chain(moot.iter().copied()) {
 				let ids: Vec<DisputeId> = UnitDisputes::<T>::take((job, index)).into_inner();
@@ -937,5 +946,25 @@ impl<T: Config> touchstone_primitives::traits::OpenDispute<T::AccountId> for Pal
 
 	fn open_weight() -> polkadot_sdk::frame_support::weights::Weight {
 		<T::WeightInfo as crate::WeightInfo>::challenge()
+	}
+
+	fn dismiss_all(
+		job: touchstone_primitives::JobId,
+		unit: touchstone_primitives::UnitIndex,
+	) -> Result<u32, polkadot_sdk::sp_runtime::DispatchError> {
+		let dismissed = Self::dismiss_moot(job, unit, &[])?;
+		use touchstone_primitives::traits::UnitProofs;
+		if <T as Config>::Units::proven_unit(job, unit).is_some_and(|proven| proven.challenged) {
+			<T as Config>::Units::close_challenge(job, unit)?;
+		}
+		Ok(dismissed)
+	}
+
+	fn dismiss_all_weight() -> polkadot_sdk::frame_support::weights::Weight {
+		// Each dismissal is bounded by the benchmarked `challenge` (see `ruling_weight`);
+		// closing the challenge reads and writes the unit.
+		<T::WeightInfo as crate::WeightInfo>::challenge()
+			.saturating_mul(u64::from(<T::MaxDisputesPerUnit as frame_support::traits::Get<u32>>::get()))
+			.saturating_add(<<T as frame_system::Config>::DbWeight as frame_support::traits::Get<_>>::get().reads_writes(2, 1))
 	}
 }

@@ -78,6 +78,9 @@ pub const FALSE_ATTESTATION_SLASH: u64 = 100;
 pub const COMMIT_PERIOD: u64 = 1;
 
 parameter_types! {
+	/// The chance a unit is forced: zero (off) unless a test turns forced errors on.
+	pub static ForcedErrorRate: Perbill = Perbill::zero();
+	pub ThirdOfTheJackpot: Perbill = Perbill::from_rational(1u32, 3u32);
 	pub const Jackpot: u64 = JACKPOT;
 	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
 }
@@ -149,6 +152,9 @@ impl pallet_touchstone_verification::Config for Test {
 	type Draw = Staking;
 	type Slash = Staking;
 	type Disputes = Disputes;
+	type Jackpot = Jackpot;
+	type ForcedErrorRate = ForcedErrorRate;
+	type MaxForcedErrorPayout = ThirdOfTheJackpot;
 	type Randomness = ParentRandomness;
 	type VerifiersPerUnit = ConstU32<3>;
 	type SamplesPerVerifier = ConstU32<2>;
@@ -202,6 +208,17 @@ impl crate::BenchmarkHelper<u64, u64> for BenchmarkHelper {
 		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
 		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
 		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;
+		Some(job)
+	}
+
+	fn take(owner: &u64, mut spec: touchstone_primitives::JobSpec<u64>, solver: &u64) -> Option<touchstone_primitives::JobId> {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(owner, BALANCE);
+		spec.price_per_unit = 10;
+		spec.budget = 10 * 8;
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
+		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
 		Some(job)
 	}
 }

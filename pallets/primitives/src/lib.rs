@@ -274,6 +274,21 @@ pub struct HyperParams {
 	pub checkpoint_interval: u32,
 }
 
+/// Whether a unit's proof must carry a forced error: its solver committed
+/// `blake2_256(secret)` when it took the unit, and the chain recorded `random` after that.
+/// The unit is forced when `blake2_256(SCALE("touchstone/forced-error", secret, random, job,
+/// unit))`, its first four bytes read as a little-endian fraction of 2^32, is below `rate`.
+/// The solver knows the answer before it commits its proof; nobody else can until it
+/// reveals `secret`, and it could not steer it: `secret` was fixed before `random` existed.
+pub fn forced_error(secret: &[u8; 32], random: &[u8; 32], job: JobId, unit: UnitIndex, rate: Perbill) -> bool {
+	use polkadot_sdk::sp_runtime::traits::{BlakeTwo256, Hash};
+	let draw = BlakeTwo256::hash(&(b"touchstone/forced-error", secret, random, job, unit).encode()).0;
+	let value = u64::from(u32::from_le_bytes([draw[0], draw[1], draw[2], draw[3]]));
+	// rate × 2^32, exact: at most 10^9 × 2^32 < 2^62.
+	let threshold = u64::from(rate.deconstruct()).saturating_mul(1 << 32) / 1_000_000_000;
+	value < threshold
+}
+
 /// The checkpoint segments of a unit: the stretches of steps between the checkpoints its
 /// solver writes, after every step that ends on a multiple of the job's checkpoint interval
 /// and after the unit's last step. Each starts from a checkpoint, or from the unit's start;
@@ -678,6 +693,8 @@ pub enum SlashReason {
 	FailedChallenge,
 	/// A verifier committed an attestation and did not reveal it in time.
 	MissedReveal,
+	/// A solver did not reveal its forced-error secret in time.
+	MissedSecretReveal,
 }
 
 #[cfg(test)]

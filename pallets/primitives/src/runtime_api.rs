@@ -99,6 +99,12 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 		/// at the unit's first step, each later one at a checkpoint), or `None` if it was
 		/// not drawn for the unit's current round.
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>>;
+
+		/// The chance, in force now, that a unit's proof must carry a forced error: with a
+		/// solver's secret and the randomness recorded after it, it decides whether the
+		/// unit is forced ([`forced_error`](crate::forced_error)). Zero when forced errors
+		/// are off, and solvers owe no secret.
+		fn forced_error_rate() -> polkadot_sdk::sp_runtime::Perbill;
 	}
 
 	/// What challengers, defenders and their clients ask the chain about disputes.

@@ -172,6 +172,12 @@ pub trait OpenDispute<AccountId> {
 	fn open_for_verifier(challenger: AccountId, job: JobId, unit: UnitIndex, trace_root: [u8; 32]) -> DispatchResult;
 	/// The weight of opening one.
 	fn open_weight() -> polkadot_sdk::sp_runtime::Weight;
+	/// Dismisses every dispute over the unit, returning the challengers' bonds, and moves
+	/// the unit back to `Proven`: its proof carried a forced error, so nobody lied.
+	/// Returns how many it dismissed.
+	fn dismiss_all(job: JobId, unit: UnitIndex) -> Result<u32, DispatchError>;
+	/// The weight of [`OpenDispute::dismiss_all`] at its worst.
+	fn dismiss_all_weight() -> polkadot_sdk::sp_runtime::Weight;
 }
 
 /// How disputes judge the attestations of a proof they overturn. Implemented by the
@@ -191,6 +197,13 @@ pub trait AttestationJudge<AccountId> {
 	) -> u32;
 	/// The weight of [`AttestationJudge::proof_overturned`] at its worst.
 	fn proof_overturned_weight() -> polkadot_sdk::sp_runtime::Weight;
+	/// Whether a dispute may not yet rule against the unit's solver: its proof may carry
+	/// a forced error, which is known only once the solver reveals its secret, or it does
+	/// carry one and is about to be replaced by the honest proof. Bounded in time by the
+	/// verification round's reveal period.
+	fn holds_rulings(_job: JobId, _unit: UnitIndex) -> bool {
+		false
+	}
 }
 
 impl<AccountId> AttestationJudge<AccountId> for () {
@@ -205,9 +218,12 @@ impl<AccountId> AttestationJudge<AccountId> for () {
 /// A unit with a committed learning proof, as a dispute over it sees it: everything the
 /// game and the referee judge against, from the tasks pallet's records.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct ProvenUnit<AccountId, BlockNumber> {
+pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	/// The solver that committed the proof: the defender of any dispute.
 	pub solver: AccountId,
+	/// What the unit pays its verifiers, together, when it is finalized: the fair pay for
+	/// checking it, from which forced-error payouts are reckoned.
+	pub verifier_pay: Balance,
 	/// The job's submitter, who may not verify work it pays for.
 	pub owner: AccountId,
 	/// The job's model.
@@ -230,9 +246,25 @@ pub struct ProvenUnit<AccountId, BlockNumber> {
 
 /// How the disputes pallet reads and moves units with committed proofs. Implemented by
 /// the tasks pallet; the disputes pallet never reads its storage.
-pub trait UnitProofs<AccountId, BlockNumber> {
+pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// The unit, while its proof stands (`Proven` or `Challenged`).
-	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, BlockNumber>>;
+	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, BlockNumber, Balance>>;
+	/// The solver that accepted the unit and has not committed its proof yet (`Assigned`).
+	fn assigned_solver(job: JobId, unit: UnitIndex) -> Option<AccountId>;
+	/// Checks that `proof`, with `final_state` opening its final state root against its
+	/// trace, may replace the unit's standing proof: the same steps, start, final state and
+	/// final model, over another trace.
+	fn check_replacement(
+		job: JobId,
+		unit: UnitIndex,
+		proof: &LearningProof,
+		final_state: &crate::referee::StateOpening,
+	) -> DispatchResult;
+	/// Replaces the unit's standing proof with `proof`, checked by
+	/// [`UnitProofs::check_replacement`]: the first carried a forced error. The unit is
+	/// `Proven` again with a full challenge window, and the proof lifecycle is told of the
+	/// new proof. The step ranges that started from the unit's model stand: it is the same.
+	fn replace_proof(job: JobId, unit: UnitIndex, proof: LearningProof) -> DispatchResult;
 	/// A dispute opened: the unit moves to `Challenged` (if it is not already) and cannot
 	/// be finalized until every dispute over it ends.
 	fn open_challenge(job: JobId, unit: UnitIndex) -> DispatchResult;
@@ -261,6 +293,9 @@ pub trait UnitProofs<AccountId, BlockNumber> {
 pub trait ProofSetup<AccountId, Balance> {
 	/// Funds `who` and registers it for `role` with that role's minimum bond.
 	fn register(who: &AccountId, role: Role);
+	/// Funds `owner` and submits `spec` as it; `solver` takes unit 0 and holds it, its
+	/// proof not committed. Returns the job.
+	fn take(owner: &AccountId, spec: crate::JobSpec<Balance>, solver: &AccountId) -> Option<JobId>;
 	/// Funds `owner` and submits `spec` as it; `solver` takes unit 0 and commits `proof`,
 	/// whose final state `final_state` opens. Returns the job.
 	fn prove(

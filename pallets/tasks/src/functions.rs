@@ -953,6 +953,7 @@ impl<T: Config> Pallet<T> {
 		};
 		Some(ProvenUnit {
 			solver: unit.solver?,
+			verifier_pay: T::VerifierShare::get().mul_floor(job.spec.price_per_unit),
 			owner: job.owner,
 			trace: Self::trace_commitment(first, &proof),
 			data: DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples },
@@ -962,6 +963,54 @@ impl<T: Config> Pallet<T> {
 			hyper: job.spec.hyper,
 			verification: job.spec.verification,
 		})
+	}
+
+	/// Checks that `proof` may replace the standing proof of a unit whose proof carried a
+	/// forced error: the same steps, start, final state and final model, over another
+	/// trace whose final state `final_state` opens. The later step ranges started from
+	/// that final model, so they stand.
+	pub(crate) fn check_replacement(
+		job_id: JobId,
+		index: UnitIndex,
+		proof: &LearningProof,
+		final_state: &StateOpening,
+	) -> DispatchResult {
+		let job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
+		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		ensure!(matches!(unit.state, UnitState::Proven | UnitState::Challenged), Error::<T>::UnitNotProven);
+		let standing = unit.proof.ok_or(Error::<T>::UnitNotProven)?;
+		let (first, _) = Self::step_range(&job, &unit);
+		ensure!(
+			proof.steps == standing.steps
+				&& proof.start_state_root == standing.start_state_root
+				&& proof.final_state_root == standing.final_state_root
+				&& proof.final_model_hash == standing.final_model_hash
+				&& proof.trace_root != standing.trace_root,
+			Error::<T>::NotAReplacement
+		);
+		let trace = Self::trace_commitment(first, proof);
+		ensure!(
+			final_state_root(&trace, final_state).ok() == Some(proof.final_state_root.0),
+			Error::<T>::InvalidFinalState
+		);
+		Ok(())
+	}
+
+	/// Replaces a unit's standing proof with one [`Self::check_replacement`] accepted. The
+	/// unit is `Proven` again, its challenge window open in full.
+	pub(crate) fn replace_proof(job_id: JobId, index: UnitIndex, proof: LearningProof) -> DispatchResult {
+		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		ensure!(matches!(unit.state, UnitState::Proven | UnitState::Challenged), Error::<T>::UnitNotProven);
+		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
+		T::ProofLifecycle::on_proof_submitted(job_id, index, &solver, &proof)?;
+		let now = frame_system::Pallet::<T>::block_number();
+		unit.state = UnitState::Proven;
+		unit.proof = Some(proof);
+		unit.proven_at = Some(now);
+		Units::<T>::insert(job_id, index, unit);
+		let window_ends = now.saturating_add(T::ChallengeWindow::get());
+		Self::deposit_event(Event::ProofSubmitted { job: job_id, unit: index, solver, proof, window_ends });
+		Ok(())
 	}
 
 	/// Moves a unit between `Proven` and `Challenged`.

@@ -73,9 +73,28 @@ impl<T: Config> Pallet<T> {
 	}
 }
 
-impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>> for Pallet<T> {
+impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pallet<T> {
 	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnitOf<T>> {
 		Self::proven_unit(job, unit)
+	}
+
+	fn assigned_solver(job: JobId, unit: UnitIndex) -> Option<T::AccountId> {
+		Units::<T>::get(job, unit)
+			.filter(|unit| unit.state == touchstone_primitives::UnitState::Assigned && unit.accepted)
+			.and_then(|unit| unit.solver)
+	}
+
+	fn check_replacement(
+		job: JobId,
+		unit: UnitIndex,
+		proof: &touchstone_primitives::LearningProof,
+		final_state: &touchstone_primitives::referee::StateOpening,
+	) -> DispatchResult {
+		Self::check_replacement(job, unit, proof, final_state)
+	}
+
+	fn replace_proof(job: JobId, unit: UnitIndex, proof: touchstone_primitives::LearningProof) -> DispatchResult {
+		Self::replace_proof(job, unit, proof)
 	}
 
 	fn open_challenge(job: JobId, unit: UnitIndex) -> DispatchResult {

@@ -68,6 +68,7 @@ pub type WorkUnitOf<T> = touchstone_primitives::WorkUnit<
 pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	<T as frame_system::Config>::AccountId,
 	frame_system::pallet_prelude::BlockNumberFor<T>,
+	BalanceOf<T>,
 >;
 
 /// What falls due at a block: the sweep in `on_initialize` handles each entry once.
@@ -609,6 +610,9 @@ pub mod pallet {
 		/// The unit has no standing proof (`Proven` or `Challenged`), or is not in the state
 		/// the dispute step needs.
 		NotDisputable,
+		/// A proof offered to replace one that carried a forced error differs from it in
+		/// more than its trace: its steps, start, final state and final model must be the same.
+		NotAReplacement,
 	}
 
 	#[pallet::hooks]

@@ -10,10 +10,13 @@ use polkadot_sdk::{
 	sp_runtime::Saturating,
 };
 use touchstone_primitives::{
+	forced_error,
 	referee::{bookkeeping_spec, filler_proof},
 	traits::{ProofLifecycle, ProofSetup},
 	JobId, Role,
 };
+use codec::Encode;
+use polkadot_sdk::sp_core::H256;
 
 /// Steps of the benchmarks' unit.
 const STEPS: u32 = 16;
@@ -173,6 +176,90 @@ mod benchmarks {
 		}
 
 		assert_eq!(paid.len() as u32, v);
+		Ok(())
+	}
+
+	/// The solver of an accepted unit commits its secret: the commitment and the queue.
+	#[benchmark]
+	fn commit_secret() -> Result<(), BenchmarkError> {
+		let owner: T::AccountId = account("owner", 0, 0);
+		let solver: T::AccountId = account("solver", 0, 0);
+		T::BenchmarkHelper::register(&solver, Role::Solver);
+		let job = T::BenchmarkHelper::take(&owner, bookkeeping_spec(STEPS, 1, STEPS, INITIAL), &solver)
+			.ok_or(BenchmarkError::Stop("the unit could not be taken"))?;
+		Secrets::<T>::remove((job, 0));
+		PendingSecrets::<T>::kill();
+
+		#[extrinsic_call]
+		_(RawOrigin::Signed(solver.clone()), job, 0, H256([9; 32]));
+
+		assert!(Secrets::<T>::get((job, 0)).is_some_and(|c| c.solver == solver));
+		Ok(())
+	}
+
+	/// The solver reveals its secret. At its worst the unit is forced (when forced errors
+	/// are on): the honest proof's final state is checked against its trace.
+	#[benchmark]
+	fn reveal_secret() -> Result<(), BenchmarkError> {
+		let pool = verifiers::<T>(T::VerifiersPerUnit::get());
+		let job = drawn_round::<T>(&pool, AttestationState::Drawn)?;
+		let solver: T::AccountId = account("solver", 0, 0);
+		let secret = [4u8; 32];
+		let rate = T::ForcedErrorRate::get();
+		// Randomness that makes the unit forced, if forced errors are on.
+		let random = (0u32..100_000)
+			.map(|i| polkadot_sdk::sp_io::hashing::blake2_256(&i.encode()))
+			.find(|random| rate.is_zero() || forced_error(&secret, random, job, 0, rate))
+			.ok_or(BenchmarkError::Stop("no forcing randomness"))?;
+		Rounds::<T>::mutate((job, 0), |round| {
+			if let Some(round) = round.as_mut() {
+				round.secret =
+					SolverSecret::Awaited { hash: H256(polkadot_sdk::sp_io::hashing::blake2_256(&secret)), random, rate };
+			}
+		});
+		let forced = if rate.is_zero() {
+			None
+		} else {
+			let (honest, final_state, _) =
+				filler_proof(0, STEPS, INITIAL, [3; 32], 1).ok_or(BenchmarkError::Stop("no trace"))?;
+			Some(ForcedErrorReveal { step: 1, honest, final_state })
+		};
+
+		#[extrinsic_call]
+		_(RawOrigin::Signed(solver), job, 0, secret, forced);
+
+		let round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;
+		assert!(matches!(round.secret, SolverSecret::Revealed | SolverSecret::Forced { .. }));
+		Ok(())
+	}
+
+	/// The hook records the randomness of one queued secret.
+	#[benchmark]
+	fn record_randomness() -> Result<(), BenchmarkError> {
+		frame_system::Pallet::<T>::set_block_number(10u32.into());
+		let solver: T::AccountId = account("solver", 0, 0);
+		Secrets::<T>::insert(
+			(0, 0),
+			SecretCommitment {
+				solver,
+				hash: H256([9; 32]),
+				committed_at: 0u32.into(),
+				rate: T::ForcedErrorRate::get(),
+				random: None,
+			},
+		);
+		PendingSecrets::<T>::put(BoundedVec::truncate_from(alloc::vec![(0, 0)]));
+		let now = frame_system::Pallet::<T>::block_number();
+		let recorded;
+
+		#[block]
+		{
+			recorded = Pallet::<T>::record_due(now);
+		}
+
+		// A randomness source that knows nothing newer than block zero records nothing;
+		// the benchmark still measured the read.
+		assert!(recorded <= 1);
 		Ok(())
 	}
 

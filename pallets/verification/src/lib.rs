@@ -25,6 +25,16 @@
 //!    slashed `FalseAttestationSlash`, a share to the dispute's winner: its samples start
 //!    from the solver's checkpoints, so the lie was in front of it.
 //!
+//! 7. **Forced errors.** While `ForcedErrorRate` is not zero, a solver commits the hash of
+//!    a secret for each unit it accepts ([`Pallet::commit_secret`]); a later block's hook
+//!    records randomness, and the two decide whether the unit is forced
+//!    ([`touchstone_primitives::forced_error`]). Only the solver knows. A forced solver
+//!    commits a proof wrong at one step on purpose and reveals the secret in the reveal
+//!    period ([`Pallet::reveal_secret`]) with its honest proof: the disputes over the forced
+//!    proof are dismissed, the verifiers that caught the error are paid from the jackpot
+//!    when the round concludes, and the honest proof replaces the forced one, in a round of
+//!    its own. Every solver reveals; a missing reveal is slashed `MissedRevealSlash`.
+//!
 //! A round whose proof no longer stands (overturned by a dispute) is otherwise voided:
 //! nobody else is slashed or paid for it. With no verifier online and bonded, a proof
 //! relies on its challenge window alone. Tolerance-mode proofs are not verified yet: a
@@ -58,7 +68,11 @@ pub mod pallet {
 	use codec::Encode;
 	use frame_support::{
 		pallet_prelude::*,
-		traits::{fungible::Inspect, Randomness},
+		traits::{
+			fungible::{Inspect, Mutate},
+			tokens::{Fortitude, Preservation},
+			Randomness,
+		},
 	};
 	use frame_system::pallet_prelude::*;
 	use polkadot_sdk::{
@@ -71,7 +85,7 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		traits::{AttestationJudge, OpenDispute, Slash, UnitProofs, VerifierDraw},
-		JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
+		forced_error, JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
@@ -83,12 +97,12 @@ pub mod pallet {
 
 	#[pallet::config]
 	pub trait Config: polkadot_sdk::frame_system::Config {
-		/// The currency bonds are counted in.
-		type Currency: Inspect<Self::AccountId>;
+		/// The currency bonds are counted in; forced-error payouts move it from the jackpot.
+		type Currency: Mutate<Self::AccountId>;
 
 		/// Units with committed proofs: who solved and submitted them, and whether their
 		/// proofs still stand.
-		type Units: UnitProofs<Self::AccountId, BlockNumberFor<Self>>;
+		type Units: UnitProofs<Self::AccountId, BlockNumberFor<Self>, BalanceOf<Self>>;
 
 		/// The stake-weighted draw of online verifiers.
 		type Draw: VerifierDraw<Self::AccountId>;
@@ -96,8 +110,12 @@ pub mod pallet {
 		/// Slashing of verifiers that miss their reveal.
 		type Slash: Slash<Self::AccountId, BalanceOf<Self>>;
 
-		/// Opens the dispute a verifier's mismatch starts.
+		/// Opens the dispute a verifier's mismatch starts, and dismisses the disputes over a
+		/// proof that carried a forced error.
 		type Disputes: OpenDispute<Self::AccountId>;
+
+		/// The jackpot: forced-error payouts come from it.
+		type Jackpot: Get<Self::AccountId>;
 
 		/// The draw's randomness, with the block from which it is known: a unit is drawn
 		/// only from randomness known after the block its proof was committed in.
@@ -128,6 +146,15 @@ pub mod pallet {
 		/// slashed, from its verifier bond.
 		#[pallet::constant]
 		type FalseAttestationSlash: Get<BalanceOf<Self>>;
+
+		/// The chance that a unit's proof must carry a forced error. Zero turns forced
+		/// errors off: solvers then owe no secret.
+		#[pallet::constant]
+		type ForcedErrorRate: Get<Perbill>;
+
+		/// The most of the jackpot one forced error pays out, to all its catchers together.
+		#[pallet::constant]
+		type MaxForcedErrorPayout: Get<Perbill>;
 
 		/// Most proofs waiting for their draw. A proof committed while the queue is full is
 		/// refused, and the solver submits it again a few blocks later.
@@ -160,6 +187,16 @@ pub mod pallet {
 	/// not yet finalized.
 	#[pallet::storage]
 	pub type Rounds<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), RoundOf<T>>;
+
+	/// Solvers' forced-error secret commitments, by unit, from when the solver takes the
+	/// unit until its proof is committed.
+	#[pallet::storage]
+	pub type Secrets<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), SecretCommitmentOf<T>>;
+
+	/// Secret commitments waiting for randomness newer than themselves, oldest first.
+	#[pallet::storage]
+	pub type PendingSecrets<T: Config> =
+		StorageValue<_, BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>, ValueQuery>;
 
 	/// The rounds whose reveal period ends at each block: `on_initialize` concludes them.
 	#[pallet::storage]
@@ -259,6 +296,68 @@ pub mod pallet {
 			/// Verifiers that did not reveal.
 			missed: u32,
 		},
+		/// A solver committed its forced-error secret for a unit it holds.
+		SecretCommitted {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+		},
+		/// The randomness that, with the solver's secret, decides whether the unit is
+		/// forced was recorded ([`Secrets`]). The solver may commit its proof now.
+		SecretRandomness {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+		},
+		/// A solver revealed its secret: the unit was not forced.
+		SecretRevealed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+		},
+		/// A solver revealed its secret and the honest proof: the committed proof carries a
+		/// forced error at `step`. The disputes over it were dismissed; the round's catchers
+		/// are paid when it concludes, and the honest proof replaces the forced one.
+		ForcedErrorRevealed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The step the solver made wrong.
+			step: u32,
+			/// The disputes dismissed, their bonds returned.
+			dismissed: u32,
+		},
+		/// A solver did not reveal its secret in time and was slashed.
+		SecretRevealMissed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// What it was slashed.
+			slashed: BalanceOf<T>,
+		},
+		/// A forced round concluded: the verifiers that attested `Mismatch` over the forced
+		/// step were paid from the jackpot, and the honest proof replaced the forced one.
+		ForcedErrorPaid {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The forced step.
+			step: u32,
+			/// The verifiers that caught it.
+			caught: Vec<T::AccountId>,
+			/// What each of them was paid.
+			each: BalanceOf<T>,
+		},
 		/// A round ended without effect: its proof was overturned or replaced first.
 		RoundVoided {
 			/// The job.
@@ -286,8 +385,27 @@ pub mod pallet {
 		NothingToReveal,
 		/// The verdict and salt do not hash to the caller's commitment.
 		CommitmentMismatch,
-		/// Too many proofs wait for their draw; submit the proof again in a few blocks.
+		/// Too many proofs wait for their draw, or secrets for their randomness; try again
+		/// in a few blocks.
 		DrawQueueFull,
+		/// Only the solver that accepted the unit, before it commits its proof, may do this.
+		NotUnitSolver,
+		/// The solver already committed a secret for this unit.
+		SecretAlreadyCommitted,
+		/// Forced errors are on and the solver committed no secret for the unit: commit one
+		/// with `commit_secret`, then the proof a block later.
+		SecretNotCommitted,
+		/// The randomness after the solver's secret commitment is not recorded yet: commit
+		/// the proof in a block or two.
+		SecretRandomnessPending,
+		/// The secret does not hash to the solver's commitment.
+		SecretMismatch,
+		/// The unit is not forced: reveal the secret without an honest proof.
+		NotForced,
+		/// The unit is forced: reveal the secret with the honest proof and the forced step.
+		HonestProofMissing,
+		/// The forced step is not one of the unit's steps.
+		StepOutsideUnit,
 	}
 
 	#[pallet::hooks]
@@ -295,13 +413,17 @@ pub mod pallet {
 		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
 			let concluded = Self::conclude_due(now);
 			let drawn = Self::draw_due(now);
+			let recorded = Self::record_due(now);
 			let verifiers = T::VerifiersPerUnit::get();
 			// A draw's benchmark picks a round from a pool of online verifiers; the staking
 			// pallet's bound on its picks covers draws that skip offline ones.
 			let per_draw = T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(verifiers));
+			// `on_initialize_idle` is measured before secrets were queued: one more read.
 			T::WeightInfo::on_initialize_idle()
-				.saturating_add(T::WeightInfo::conclude_round(verifiers).saturating_mul(u64::from(concluded)))
+				.saturating_add(T::DbWeight::get().reads(1))
+				.saturating_add(Self::conclusion_weight().saturating_mul(u64::from(concluded)))
 				.saturating_add(per_draw.saturating_mul(u64::from(drawn)))
+				.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded)))
 		}
 
 		fn integrity_test() {
@@ -319,6 +441,17 @@ pub mod pallet {
 			assert!(
 				T::MaxPendingDraws::get() >= T::MaxDrawsPerBlock::get(),
 				"the draw queue must hold at least a block's draws"
+			);
+			// Truebit's bounds: forced errors are rare, and one payout leaves the jackpot for
+			// the next two.
+			assert!(
+				T::ForcedErrorRate::get() <= Perbill::from_percent(10),
+				"ForcedErrorRate must be at most 10 %"
+			);
+			assert!(
+				!T::MaxForcedErrorPayout::get().is_zero()
+					&& T::MaxForcedErrorPayout::get() <= Perbill::from_rational(1u32, 3u32),
+				"MaxForcedErrorPayout must be positive and at most a third"
 			);
 			// The randomness of the block after the proof is first usable two blocks on.
 			assert!(T::DrawTimeout::get() >= 2u32.into(), "DrawTimeout must leave room for a draw");
@@ -383,9 +516,12 @@ pub mod pallet {
 			};
 			ensure!(Self::commitment(&verdict, &salt, &who) == commitment, Error::<T>::CommitmentMismatch);
 			attestation.state = AttestationState::Revealed(verdict.clone());
+			let forced = matches!(round.secret, SolverSecret::Forced { .. });
 			Rounds::<T>::insert((job, unit), round);
 			let opened = match &verdict {
 				Verdict::Match => false,
+				// The solver already showed the error is forced: nobody lied, nothing to dispute.
+				Verdict::Mismatch { .. } if forced => false,
 				Verdict::Mismatch { trace_root } => {
 					T::Disputes::open_for_verifier(who.clone(), job, unit, *trace_root)?;
 					true
@@ -394,6 +530,80 @@ pub mod pallet {
 			Self::deposit_event(Event::Revealed { job, unit, verifier: who, verdict });
 			let weight = T::WeightInfo::reveal();
 			Ok(Some(if opened { weight.saturating_add(T::Disputes::open_weight()) } else { weight }).into())
+		}
+
+		/// Commit the caller's forced-error secret for a unit it accepted and has not proven:
+		/// `blake2_256(secret)` of a fresh random 32-byte `secret`, kept for the reveal. In a
+		/// later block the chain records randomness; with the secret it decides whether the
+		/// unit's proof must carry a forced error ([`touchstone_primitives::forced_error`]),
+		/// which only the solver can tell until it reveals. While `ForcedErrorRate` is not
+		/// zero, a proof is accepted only after this commitment and that randomness.
+		///
+		/// Emits `SecretCommitted`, and `SecretRandomness` in a later block.
+		#[pallet::call_index(2)]
+		#[pallet::weight(T::WeightInfo::commit_secret())]
+		pub fn commit_secret(origin: OriginFor<T>, job: JobId, unit: UnitIndex, hash: H256) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			ensure!(T::Units::assigned_solver(job, unit).as_ref() == Some(&who), Error::<T>::NotUnitSolver);
+			// One secret per solver and unit: a second, once the randomness is known, would
+			// let the solver choose whether it is forced.
+			ensure!(
+				Secrets::<T>::get((job, unit)).is_none_or(|commitment| commitment.solver != who),
+				Error::<T>::SecretAlreadyCommitted
+			);
+			PendingSecrets::<T>::try_mutate(|queue| queue.try_push((job, unit))).map_err(|_| Error::<T>::DrawQueueFull)?;
+			let committed_at = frame_system::Pallet::<T>::block_number();
+			let rate = T::ForcedErrorRate::get();
+			Secrets::<T>::insert((job, unit), SecretCommitment { solver: who.clone(), hash, committed_at, rate, random: None });
+			Self::deposit_event(Event::SecretCommitted { job, unit, solver: who });
+			Ok(())
+		}
+
+		/// Reveal the caller's forced-error secret for the unit it proved, in the round's
+		/// reveal period: once every verifier's verdict is committed, so none can learn from
+		/// it. If the unit was forced, `forced` carries the step made wrong and the honest
+		/// proof, which replaces the committed one when the round concludes; every dispute
+		/// over the forced proof is dismissed with its bond returned. A solver that does not
+		/// reveal in time is slashed `MissedRevealSlash`.
+		///
+		/// Emits `SecretRevealed`, or `ForcedErrorRevealed` (and the disputes pallet's
+		/// `DisputeDismissed`).
+		#[pallet::call_index(3)]
+		#[pallet::weight(T::WeightInfo::reveal_secret().saturating_add(T::Disputes::dismiss_all_weight()))]
+		pub fn reveal_secret(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+			secret: [u8; 32],
+			forced: Option<ForcedErrorReveal>,
+		) -> DispatchResultWithPostInfo {
+			let who = ensure_signed(origin)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			let mut round = Rounds::<T>::get((job, unit)).ok_or(Error::<T>::NoRound)?;
+			let drawn = round.drawn.as_ref().ok_or(Error::<T>::NoRound)?;
+			ensure!(now >= drawn.commit_ends, Error::<T>::RevealNotOpen);
+			ensure!(now < drawn.reveal_ends, Error::<T>::RevealPeriodOver);
+			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NoRound)?;
+			ensure!(proven.solver == who && proven.trace.trace_root == round.trace_root, Error::<T>::NotUnitSolver);
+			let SolverSecret::Awaited { hash, random, rate } = round.secret else {
+				return Err(Error::<T>::NothingToReveal.into());
+			};
+			ensure!(H256(blake2_256(&secret)) == hash, Error::<T>::SecretMismatch);
+			if !forced_error(&secret, &random, job, unit, rate) {
+				ensure!(forced.is_none(), Error::<T>::NotForced);
+				round.secret = SolverSecret::Revealed;
+				Rounds::<T>::insert((job, unit), round);
+				Self::deposit_event(Event::SecretRevealed { job, unit });
+				return Ok(Some(T::WeightInfo::reveal_secret()).into());
+			}
+			let ForcedErrorReveal { step, honest, final_state } = forced.ok_or(Error::<T>::HonestProofMissing)?;
+			ensure!(Self::segments(&proven).of_step(step).is_some(), Error::<T>::StepOutsideUnit);
+			T::Units::check_replacement(job, unit, &honest, &final_state)?;
+			round.secret = SolverSecret::Forced { step, honest, rate };
+			Rounds::<T>::insert((job, unit), round);
+			let dismissed = T::Disputes::dismiss_all(job, unit)?;
+			Self::deposit_event(Event::ForcedErrorRevealed { job, unit, step, dismissed });
+			Ok(().into())
 		}
 	}
 
@@ -456,18 +666,23 @@ pub mod pallet {
 		}
 
 		/// Ends a round's reveal period: voids it if its proof no longer stands, else
-		/// slashes every drawn verifier that did not reveal.
+		/// slashes every drawn verifier that did not reveal, and the solver if it owed its
+		/// secret and did not reveal it. A forced round pays its catchers and hands the unit
+		/// its honest proof.
 		pub(crate) fn conclude((job, unit): (JobId, UnitIndex), now: BlockNumberFor<T>) {
 			let Some(mut round) = Rounds::<T>::get((job, unit)) else { return };
 			// The unit may have been proven again since: its new round closes later.
 			if round.drawn.as_ref().is_none_or(|drawn| drawn.reveal_ends != now) {
 				return;
 			}
-			if !Self::proof_stands(job, unit, &round.trace_root) {
-				Rounds::<T>::remove((job, unit));
-				Self::deposit_event(Event::RoundVoided { job, unit });
-				return;
-			}
+			let proven = match T::Units::proven_unit(job, unit) {
+				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
+				_ => {
+					Rounds::<T>::remove((job, unit));
+					Self::deposit_event(Event::RoundVoided { job, unit });
+					return;
+				},
+			};
 			let (mut matched, mut mismatched, mut missed) = (0u32, 0u32, 0u32);
 			for attestation in round.attestations.iter_mut() {
 				match attestation.state {
@@ -496,8 +711,132 @@ pub mod pallet {
 				}
 			}
 			round.concluded = true;
-			Rounds::<T>::insert((job, unit), round);
 			Self::deposit_event(Event::RoundConcluded { job, unit, matched, mismatched, missed });
+			match core::mem::replace(&mut round.secret, SolverSecret::NotRequired) {
+				SolverSecret::Awaited { .. } => {
+					let slashed = T::Slash::slash(
+						&proven.solver,
+						Role::Solver,
+						T::MissedRevealSlash::get(),
+						SlashReason::MissedSecretReveal,
+						None,
+					)
+					.unwrap_or_else(|_| Zero::zero());
+					Self::deposit_event(Event::SecretRevealMissed { job, unit, solver: proven.solver.clone(), slashed });
+					round.secret = SolverSecret::Missed;
+				},
+				SolverSecret::Forced { step, honest, rate } => {
+					Self::pay_catchers(job, unit, &round, &proven, step, rate);
+					// Disputes opened since the reveal judge the forced trace too.
+					let _ = T::Disputes::dismiss_all(job, unit);
+					// The stored round is still `Forced`, which tells `on_proof_submitted` that
+					// the honest proof owes no secret; the replacement's own round takes its
+					// place.
+					if T::Units::replace_proof(job, unit, honest).is_ok() {
+						return;
+					}
+					// Only a full draw queue refuses it: the forced proof then stands as if
+					// revealed unforced, open to challenge like any other.
+					round.secret = SolverSecret::Revealed;
+				},
+				other => round.secret = other,
+			}
+			Rounds::<T>::insert((job, unit), round);
+		}
+
+		/// Pays the verifiers of a forced round that caught its error from the jackpot: those
+		/// that revealed `Mismatch` and re-executed the segment holding the forced `step`.
+		/// Together they get the fair pay for checking the unit divided by the forced-error
+		/// rate, so checking pays in expectation, but at most `MaxForcedErrorPayout` of the
+		/// jackpot; they share it equally.
+		fn pay_catchers(
+			job: JobId,
+			unit: UnitIndex,
+			round: &RoundOf<T>,
+			proven: &ProvenUnitOf<T>,
+			step: u32,
+			rate: Perbill,
+		) {
+			let segments = Self::segments(proven);
+			let (Some(drawn), Some(segment)) = (round.drawn.as_ref(), segments.of_step(step)) else { return };
+			let caught: Vec<T::AccountId> = round
+				.attestations
+				.iter()
+				.filter(|a| matches!(a.state, AttestationState::Revealed(Verdict::Mismatch { .. })))
+				.filter(|a| Self::sampled_segments(&drawn.seed, &a.verifier, segments.count()).contains(&segment))
+				.map(|a| a.verifier.clone())
+				.collect();
+			let jackpot = T::Jackpot::get();
+			let available = T::Currency::reducible_balance(&jackpot, Preservation::Preserve, Fortitude::Polite);
+			let fair = rate.saturating_reciprocal_mul(proven.verifier_pay);
+			let total = fair.min(T::MaxForcedErrorPayout::get().mul_floor(available));
+			let each = if caught.is_empty() { Zero::zero() } else { total / (caught.len() as u32).into() };
+			let mut paid = Vec::new();
+			for verifier in caught {
+				// A catcher that cannot receive (say, below the existential deposit) is skipped.
+				if !each.is_zero() && T::Currency::transfer(&jackpot, &verifier, each, Preservation::Preserve).is_err() {
+					continue;
+				}
+				paid.push(verifier);
+			}
+			Self::deposit_event(Event::ForcedErrorPaid { job, unit, step, caught: paid, each });
+		}
+
+		/// Records the randomness of queued secret commitments once it is newer than them,
+		/// up to `MaxDrawsPerBlock`; returns how many. A solver's proof waits for it.
+		pub(crate) fn record_due(_now: BlockNumberFor<T>) -> u32 {
+			let mut queue = PendingSecrets::<T>::get();
+			if queue.is_empty() {
+				return 0;
+			}
+			let mut recorded = 0u32;
+			let mut taken = 0usize;
+			for (job, unit) in queue.iter().copied() {
+				if recorded >= T::MaxDrawsPerBlock::get() {
+					break;
+				}
+				let Some(mut commitment) = Secrets::<T>::get((job, unit)) else {
+					taken = taken.saturating_add(1);
+					continue;
+				};
+				if commitment.random.is_some() {
+					taken = taken.saturating_add(1);
+					continue;
+				}
+				let subject = (b"touchstone/forced-error", job, unit, commitment.hash).encode();
+				let (random, known_since) = T::Randomness::random(&subject);
+				// Randomness the solver could know when it committed would let it pick its
+				// secret: wait, and every later entry with it.
+				if known_since <= commitment.committed_at {
+					break;
+				}
+				commitment.random = Some(random.0);
+				Secrets::<T>::insert((job, unit), commitment);
+				Self::deposit_event(Event::SecretRandomness { job, unit });
+				taken = taken.saturating_add(1);
+				recorded = recorded.saturating_add(1);
+			}
+			if taken > 0 {
+				queue = BoundedVec::truncate_from(queue.iter().skip(taken).copied().collect());
+				PendingSecrets::<T>::put(queue);
+			}
+			recorded
+		}
+
+		/// The weight of concluding one round at its worst: every verifier slashed, and a
+		/// forced round's catchers paid, its disputes dismissed and its proof replaced.
+		fn conclusion_weight() -> Weight {
+			let verifiers = T::VerifiersPerUnit::get();
+			T::WeightInfo::conclude_round(verifiers)
+				.saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers).saturating_add(1)))
+				.saturating_add(T::Disputes::dismiss_all_weight())
+				.saturating_add(Self::replacement_weight())
+		}
+
+		/// Replacing a forced proof: the tasks pallet reads and writes the job and unit, and
+		/// this pallet queues the new round, as for a proof committed (about 30 µs).
+		fn replacement_weight() -> Weight {
+			Weight::from_parts(30_000_000, 0).saturating_add(T::DbWeight::get().reads_writes(4, 4))
 		}
 
 		/// Draws the verifiers of queued proofs whose randomness is known, and drops those
@@ -531,8 +870,13 @@ pub mod pallet {
 					// Counted as a draw, so expiries share the per-block bound and its weight.
 					taken = taken.saturating_add(1);
 					drawn = drawn.saturating_add(1);
-					Rounds::<T>::remove((job, unit));
 					Self::deposit_event(Event::DrawExpired { job, unit });
+					// The solver still owes its secret: a round without verifiers takes it.
+					if matches!(round.secret, SolverSecret::Awaited { .. }) {
+						Self::open_periods(job, unit, round, [0; 32], Vec::new(), now);
+					} else {
+						Rounds::<T>::remove((job, unit));
+					}
 					continue;
 				}
 				taken = taken.saturating_add(1);
@@ -548,7 +892,7 @@ pub mod pallet {
 		}
 
 		/// Draws a round's verifiers from `seed` and opens its commit period.
-		pub(crate) fn draw(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
+		pub(crate) fn draw(job: JobId, unit: UnitIndex, round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
 			let proven = match T::Units::proven_unit(job, unit) {
 				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
 				_ => {
@@ -566,10 +910,28 @@ pub mod pallet {
 			let verifiers =
 				T::Draw::draw_verifiers(&seed, T::VerifiersPerUnit::get(), &[proven.solver, proven.owner]);
 			if verifiers.is_empty() {
-				Rounds::<T>::remove((job, unit));
 				Self::deposit_event(Event::NoVerifiers { job, unit });
+				// The solver still owes its secret: a forced proof must be replaced even
+				// when nobody could check it.
+				if matches!(round.secret, SolverSecret::Awaited { .. }) {
+					Self::open_periods(job, unit, round, seed, Vec::new(), now);
+				} else {
+					Rounds::<T>::remove((job, unit));
+				}
 				return;
 			}
+			Self::open_periods(job, unit, round, seed, verifiers, now);
+		}
+
+		/// Opens a round's commit and reveal periods for `verifiers`, drawn from `seed`.
+		fn open_periods(
+			job: JobId,
+			unit: UnitIndex,
+			mut round: RoundOf<T>,
+			seed: [u8; 32],
+			verifiers: Vec<T::AccountId>,
+			now: BlockNumberFor<T>,
+		) {
 			let commit_ends = now.saturating_add(T::CommitPeriod::get());
 			let reveal_ends = commit_ends.saturating_add(T::RevealPeriod::get());
 			// All of a block's draws close in the same block, and there are at most
@@ -598,18 +960,14 @@ pub mod pallet {
 			round.committed_at.saturating_add(T::DrawTimeout::get())
 		}
 
-		/// Whether the unit's proof with `trace_root` still stands.
-		fn proof_stands(job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> bool {
-			T::Units::proven_unit(job, unit).is_some_and(|proven| proven.trace.trace_root == *trace_root)
-		}
-
 		/// Checks the pallet's invariants:
 		/// - every undrawn round is queued (a queued unit whose proof was dropped has no
 		///   round, and its entry is skipped);
-		/// - a drawn round has between one and `VerifiersPerUnit` distinct verifiers, and
-		///   closes after it opened;
+		/// - a drawn round has at most `VerifiersPerUnit` distinct verifiers, at least one
+		///   unless it stays only to take its solver's secret, and closes after it opened;
 		/// - a round still open is listed to close at its reveal end; a concluded one has
-		///   no attestation left unrevealed.
+		///   no attestation left unrevealed and owes no secret;
+		/// - every secret commitment waiting for randomness is queued.
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			for (key, round) in Rounds::<T>::iter() {
@@ -619,7 +977,10 @@ pub mod pallet {
 					continue;
 				};
 				let count = round.attestations.len() as u32;
-				ensure!(count >= 1 && count <= T::VerifiersPerUnit::get(), "drawn round of a wrong size");
+				// A round drawn empty stays only to take its solver's secret.
+				let owes_secret = matches!(round.secret, SolverSecret::Awaited { .. } | SolverSecret::Forced { .. });
+				ensure!(count >= 1 || owes_secret || round.concluded, "drawn round of a wrong size");
+				ensure!(count <= T::VerifiersPerUnit::get(), "drawn round of a wrong size");
 				for (i, attestation) in round.attestations.iter().enumerate() {
 					ensure!(
 						!round.attestations.iter().skip(i.saturating_add(1)).any(|a| a.verifier == attestation.verifier),
@@ -635,9 +996,17 @@ pub mod pallet {
 						)),
 						"a concluded round with an attestation pending"
 					);
+					ensure!(
+						!matches!(round.secret, SolverSecret::Awaited { .. } | SolverSecret::Forced { .. }),
+						"a concluded round owes a secret"
+					);
 				} else {
 					ensure!(Closing::<T>::get(drawn.reveal_ends).contains(&key), "an open round not set to close");
 				}
+			}
+			let queued = PendingSecrets::<T>::get();
+			for (key, commitment) in Secrets::<T>::iter() {
+				ensure!(commitment.random.is_some() || queued.contains(&key), "a secret waiting for randomness not queued");
 			}
 			Ok(())
 		}
@@ -647,9 +1016,20 @@ pub mod pallet {
 		fn on_proof_submitted(
 			job: JobId,
 			unit: UnitIndex,
-			_solver: &T::AccountId,
+			solver: &T::AccountId,
 			proof: &touchstone_primitives::LearningProof,
 		) -> DispatchResult {
+			let replacing = Rounds::<T>::get((job, unit)).is_some_and(|round| matches!(round.secret, SolverSecret::Forced { .. }));
+			let secret = if replacing || T::ForcedErrorRate::get().is_zero() {
+				SolverSecret::NotRequired
+			} else {
+				let commitment = Secrets::<T>::get((job, unit))
+					.filter(|commitment| commitment.solver == *solver)
+					.ok_or(Error::<T>::SecretNotCommitted)?;
+				let random = commitment.random.ok_or(Error::<T>::SecretRandomnessPending)?;
+				Secrets::<T>::remove((job, unit));
+				SolverSecret::Awaited { hash: commitment.hash, random, rate: commitment.rate }
+			};
 			PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).map_err(|_| Error::<T>::DrawQueueFull)?;
 			// A proof committed again (after an overturn) replaces the old round; a round
 			// still listed to close is concluded as voided then, or is already gone.
@@ -661,6 +1041,7 @@ pub mod pallet {
 					drawn: None,
 					attestations: BoundedVec::new(),
 					concluded: false,
+					secret,
 				},
 			);
 			Ok(())
@@ -670,7 +1051,10 @@ pub mod pallet {
 			let now = frame_system::Pallet::<T>::block_number();
 			// An undrawn round past its deadline is expired even before the hook drops it.
 			Rounds::<T>::get((job, unit)).is_none_or(|round| {
-				round.concluded || (round.drawn.is_none() && now > Self::draw_deadline(&round))
+				round.concluded
+					|| (round.drawn.is_none()
+						&& now > Self::draw_deadline(&round)
+						&& !matches!(round.secret, SolverSecret::Awaited { .. }))
 			})
 		}
 
@@ -754,6 +1138,14 @@ pub mod pallet {
 				});
 			}
 			slashed_count
+		}
+
+		fn holds_rulings(job: JobId, unit: UnitIndex) -> bool {
+			Rounds::<T>::get((job, unit)).is_some_and(|round| match round.secret {
+				SolverSecret::Awaited { .. } => !round.concluded,
+				SolverSecret::Forced { .. } => true,
+				SolverSecret::NotRequired | SolverSecret::Revealed | SolverSecret::Missed => false,
+			})
 		}
 
 		fn proof_overturned_weight() -> Weight {

@@ -76,6 +76,9 @@ parameter_types! {
 }
 
 parameter_types! {
+	/// The chance a unit is forced: zero (off) unless a test turns forced errors on.
+	pub static ForcedErrorRate: Perbill = Perbill::zero();
+	pub ThirdOfTheJackpot: Perbill = Perbill::from_rational(1u32, 3u32);
 	/// Whether the randomness source has stalled (serves nothing newer than genesis).
 	pub static RandomnessStalled: bool = false;
 }
@@ -147,6 +150,9 @@ impl pallet_touchstone_verification::Config for Test {
 	type Draw = Staking;
 	type Slash = Staking;
 	type Disputes = Disputes;
+	type Jackpot = Jackpot;
+	type ForcedErrorRate = ForcedErrorRate;
+	type MaxForcedErrorPayout = ThirdOfTheJackpot;
 	type Randomness = ParentRandomness;
 	type VerifiersPerUnit = ConstU32<VERIFIERS_PER_UNIT>;
 	type SamplesPerVerifier = ConstU32<2>;
@@ -200,6 +206,17 @@ impl touchstone_primitives::traits::ProofSetup<u64, u64> for BenchmarkHelper {
 		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
 		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
 		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;
+		Some(job)
+	}
+
+	fn take(owner: &u64, mut spec: touchstone_primitives::JobSpec<u64>, solver: &u64) -> Option<touchstone_primitives::JobId> {
+		use polkadot_sdk::frame_support::traits::fungible::Mutate;
+		Balances::set_balance(owner, BALANCE);
+		spec.price_per_unit = PRICE;
+		spec.budget = PRICE * u64::from(spec.hyper.steps / spec.hyper.checkpoint_interval.max(1)).max(1);
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
+		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
 		Some(job)
 	}
 }

@@ -320,3 +320,188 @@ fn sampled_segments_are_distinct_in_range_and_fixed_by_seed_and_verifier() {
 	// Other verifiers sample other segments (for these fixed seeds).
 	assert_ne!(Verification::sampled_segments(&seed, &6, 50), Verification::sampled_segments(&seed, &7, 50));
 }
+
+/// The hash a solver commits for `secret`.
+fn secret_hash(secret: &[u8; 32]) -> polkadot_sdk::sp_core::H256 {
+	polkadot_sdk::sp_core::H256(polkadot_sdk::sp_io::hashing::blake2_256(secret))
+}
+
+/// Has `SOLVER` claim a new job's unit and commit `secret`; moves on until the chain has
+/// recorded the randomness after it. Returns the job.
+fn take_with_secret(secret: &[u8; 32]) -> u64 {
+	let job = claimed_by(SOLVER);
+	assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret_hash(secret)));
+	run_to_block(System::block_number() + 2);
+	assert!(crate::Secrets::<Test>::get((job, 0)).unwrap().random.is_some());
+	job
+}
+
+#[test]
+fn a_forced_error_is_caught_and_paid_from_the_jackpot_and_the_honest_proof_replaces_it() {
+	use crate::{ForcedErrorReveal, SolverSecret};
+	use polkadot_sdk::frame_support::traits::{
+		fungible::{InspectHold, Mutate},
+		tokens::Preservation,
+	};
+	build_and_execute(&VERIFIERS, || {
+		// Every unit is forced: the fair pay for checking a unit (a tenth of its price) over
+		// a rate of one is paid to its catchers, a third of the jackpot at most.
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::one());
+		assert_ok!(Balances::transfer(&5, &JACKPOT, 300, Preservation::Expendable));
+		let secret = [42u8; 32];
+		let job = claimed_by(SOLVER);
+		let (forced, opening) = proof_for(job);
+		// No proof before the secret and its randomness.
+		assert_noop!(
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening.clone()),
+			Error::<Test>::SecretNotCommitted
+		);
+		assert_noop!(
+			Verification::commit_secret(RuntimeOrigin::signed(OWNER), job, 0, secret_hash(&secret)),
+			Error::<Test>::NotUnitSolver
+		);
+		assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret_hash(&secret)));
+		assert_noop!(
+			Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret_hash(&[1; 32])),
+			Error::<Test>::SecretAlreadyCommitted
+		);
+		assert_noop!(
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening.clone()),
+			Error::<Test>::SecretRandomnessPending
+		);
+		run_to_block(3);
+		// The solver knows it is forced; it commits a proof wrong on purpose and keeps the
+		// honest one, which differs in its trace only.
+		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
+		let start = unit.start_state_root.unwrap().0;
+		let (honest, honest_opening, _) = filler_proof(0, 10, start, [51; 32], 10).unwrap();
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening));
+		// Until the solver reveals, no dispute may rule against it: the proof may be forced.
+		let holds = || <Verification as touchstone_primitives::traits::AttestationJudge<u64>>::holds_rulings(job, 0);
+		assert!(holds());
+		run_to_block(5);
+		let verifiers = drawn(job);
+		let (catcher, fooled, silent) = (verifiers[0], verifiers[1], verifiers[2]);
+		// The error sits in a segment the catcher re-executes.
+		let seed = Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap().seed;
+		let segments = touchstone_primitives::Segments::new(0, 10, 2);
+		let sampled = Verification::sampled_segments(&seed, &catcher, segments.count());
+		let step = segments.range(sampled[0]).unwrap().start;
+		let mismatch = Verdict::Mismatch { trace_root: honest.trace_root.0 };
+		assert_ok!(commit(catcher, job, &mismatch));
+		assert_ok!(commit(fooled, job, &Verdict::Match));
+		run_to_block(5 + COMMIT_PERIOD);
+		// Revealed before the solver's secret, the mismatch opens a dispute.
+		assert_ok!(reveal(catcher, job, mismatch));
+		assert_eq!(unit_state(job), UnitState::Challenged);
+		let held = Balances::balance_on_hold(
+			&pallet_touchstone_disputes::HoldReason::ChallengeBond.into(),
+			&catcher,
+		);
+		assert!(held > 0);
+		let reveal_secret = |forced| Verification::reveal_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret, forced);
+		assert_noop!(reveal_secret(None), Error::<Test>::HonestProofMissing);
+		assert_noop!(
+			Verification::reveal_secret(RuntimeOrigin::signed(SOLVER), job, 0, [0; 32], None),
+			Error::<Test>::SecretMismatch
+		);
+		let outside = ForcedErrorReveal { step: 10, honest, final_state: honest_opening.clone() };
+		assert_noop!(reveal_secret(Some(outside)), Error::<Test>::StepOutsideUnit);
+		let (_, wrong_end_opening, _) = filler_proof(0, 10, start, [52; 32], 10).unwrap();
+		let wrong = ForcedErrorReveal { step, honest, final_state: wrong_end_opening };
+		assert_noop!(reveal_secret(Some(wrong)), pallet_touchstone_tasks::Error::<Test>::InvalidFinalState);
+		verification_events();
+		assert_ok!(reveal_secret(Some(ForcedErrorReveal { step, honest, final_state: honest_opening })));
+		assert_eq!(verification_events(), vec![Event::ForcedErrorRevealed { job, unit: 0, step, dismissed: 1 }]);
+		// The dispute is dismissed, its bond returned, and the unit is no longer held.
+		assert_eq!(
+			Balances::balance_on_hold(&pallet_touchstone_disputes::HoldReason::ChallengeBond.into(), &catcher),
+			0
+		);
+		assert_eq!(unit_state(job), UnitState::Proven);
+		assert!(matches!(Rounds::<Test>::get((job, 0)).unwrap().secret, SolverSecret::Forced { .. }));
+		// Nor while the forced proof stands.
+		assert!(holds());
+		assert_ok!(reveal(fooled, job, Verdict::Match));
+
+		let (catcher_before, fooled_before, jackpot_before) =
+			(Balances::balance(&catcher), Balances::balance(&fooled), Balances::balance(&JACKPOT));
+		let solver_bond = pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver);
+		run_to_block(5 + COMMIT_PERIOD + REVEAL_PERIOD);
+		let events = verification_events();
+		assert!(events.contains(&Event::RevealMissed { job, unit: 0, verifier: silent, slashed: MISSED_REVEAL_SLASH }));
+		// The fair pay is a tenth of the price (10) over a rate of one, under a third of the jackpot.
+		assert!(events.contains(&Event::ForcedErrorPaid { job, unit: 0, step, caught: vec![catcher], each: PRICE / 10 }));
+		assert_eq!(Balances::balance(&catcher), catcher_before + PRICE / 10);
+		assert_eq!(Balances::balance(&fooled), fooled_before);
+		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + MISSED_REVEAL_SLASH - PRICE / 10);
+		// The solver is not penalised, and its honest proof now stands, verified afresh.
+		assert_eq!(pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver), solver_bond);
+		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
+		assert_eq!((unit.state, unit.proof.unwrap().trace_root), (UnitState::Proven, honest.trace_root));
+		let round = Rounds::<Test>::get((job, 0)).unwrap();
+		assert_eq!((round.trace_root, round.secret), (honest.trace_root.0, SolverSecret::NotRequired));
+		assert!(!holds());
+		let now = System::block_number();
+		run_to_block(now + 2);
+		for verifier in drawn(job) {
+			assert_ok!(commit(verifier, job, &Verdict::Match));
+		}
+		run_to_block(now + 2 + COMMIT_PERIOD);
+		for verifier in drawn(job) {
+			assert_ok!(reveal(verifier, job, Verdict::Match));
+		}
+		run_to_block(now + CHALLENGE_WINDOW + COMMIT_PERIOD + REVEAL_PERIOD);
+		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+		assert_eq!(unit_state(job), UnitState::Finalized);
+	});
+}
+
+#[test]
+fn a_solver_reveals_an_unforced_secret_and_a_silent_one_is_slashed() {
+	use crate::SolverSecret;
+	build_and_execute(&VERIFIERS, || {
+		// One in a billion: no unit here is forced.
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
+		let secret = [7u8; 32];
+		let job = take_with_secret(&secret);
+		let (proof, opening) = proof_for(job);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+		let proven_at = System::block_number();
+		run_to_block(proven_at + 2);
+		assert_noop!(
+			Verification::reveal_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret, None),
+			Error::<Test>::RevealNotOpen
+		);
+		run_to_block(proven_at + 2 + COMMIT_PERIOD);
+		assert_noop!(
+			Verification::reveal_secret(RuntimeOrigin::signed(OWNER), job, 0, secret, None),
+			Error::<Test>::NotUnitSolver
+		);
+		verification_events();
+		assert_ok!(Verification::reveal_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret, None));
+		assert_eq!(verification_events(), vec![Event::SecretRevealed { job, unit: 0 }]);
+		assert_eq!(Rounds::<Test>::get((job, 0)).unwrap().secret, SolverSecret::Revealed);
+		assert!(!<Verification as touchstone_primitives::traits::AttestationJudge<u64>>::holds_rulings(job, 0));
+		assert_noop!(
+			Verification::reveal_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret, None),
+			Error::<Test>::NothingToReveal
+		);
+
+		// A second unit whose solver never reveals its secret: slashed at the conclusion.
+		let second = take_with_secret(&[8; 32]);
+		let (proof, opening) = proof_for(second);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), second, 0, proof, opening));
+		let bond = pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver);
+		let proven_at = System::block_number();
+		run_to_block(proven_at + 2 + COMMIT_PERIOD + REVEAL_PERIOD);
+		assert!(verification_events().contains(&Event::SecretRevealMissed {
+			job: second,
+			unit: 0,
+			solver: SOLVER,
+			slashed: MISSED_REVEAL_SLASH
+		}));
+		assert_eq!(pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver), bond - MISSED_REVEAL_SLASH);
+		assert_eq!(Rounds::<Test>::get((second, 0)).unwrap().secret, SolverSecret::Missed);
+	});
+}

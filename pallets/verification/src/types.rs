@@ -13,8 +13,73 @@ pub type BalanceOf<T> =
 	<<T as crate::Config>::Currency as Inspect<<T as polkadot_sdk::frame_system::Config>::AccountId>>::Balance;
 
 /// A unit with a committed proof, as the tasks pallet reports it.
-pub type ProvenUnitOf<T> =
-	touchstone_primitives::traits::ProvenUnit<<T as polkadot_sdk::frame_system::Config>::AccountId, BlockNumberFor<T>>;
+pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
+	<T as polkadot_sdk::frame_system::Config>::AccountId,
+	BlockNumberFor<T>,
+	BalanceOf<T>,
+>;
+
+/// A stored forced-error secret commitment.
+pub type SecretCommitmentOf<T> =
+	SecretCommitment<<T as polkadot_sdk::frame_system::Config>::AccountId, BlockNumberFor<T>>;
+
+/// A solver's commitment to its forced-error secret for a unit it holds.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct SecretCommitment<AccountId, BlockNumber> {
+	/// The solver that committed it.
+	pub solver: AccountId,
+	/// `blake2_256(secret)`.
+	pub hash: H256,
+	/// The block it was committed in: the randomness is taken from a later one.
+	pub committed_at: BlockNumber,
+	/// The forced-error rate when it was committed: the unit is judged by it, so a change
+	/// of the rate cannot change what the solver was told.
+	pub rate: polkadot_sdk::sp_runtime::Perbill,
+	/// The randomness recorded after the commitment, once known. With the secret it decides
+	/// whether the unit is forced ([`touchstone_primitives::forced_error`]).
+	pub random: Option<[u8; 32]>,
+}
+
+/// The honest proof a forced solver reveals with its secret, and where it put the error.
+#[derive(Encode, Decode, DecodeWithMemTracking, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct ForcedErrorReveal {
+	/// The global step whose state hash the committed proof got wrong on purpose.
+	pub step: u32,
+	/// The unit's honest learning proof: the same as the committed one but for its trace.
+	pub honest: touchstone_primitives::LearningProof,
+	/// The opening of the honest proof's final state root against its trace root.
+	pub final_state: touchstone_primitives::referee::StateOpening,
+}
+
+/// Where a round stands with its solver's forced-error secret.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub enum SolverSecret {
+	/// None is owed: forced errors are off, or the proof replaces a forced one.
+	NotRequired,
+	/// The solver owes the reveal of the secret hashing to `hash`, in the reveal period.
+	Awaited {
+		/// `blake2_256(secret)`, committed when the solver took the unit.
+		hash: H256,
+		/// The randomness recorded after that commitment.
+		random: [u8; 32],
+		/// The forced-error rate the unit is judged by.
+		rate: polkadot_sdk::sp_runtime::Perbill,
+	},
+	/// Revealed: the unit was not forced.
+	Revealed,
+	/// Revealed: the unit was forced. The proof under verification is wrong at `step` on
+	/// purpose, and `honest` replaces it when the round concludes.
+	Forced {
+		/// The step the solver made wrong.
+		step: u32,
+		/// The proof that replaces the forced one.
+		honest: touchstone_primitives::LearningProof,
+		/// The forced-error rate the unit was judged by: the payout is reckoned from it.
+		rate: polkadot_sdk::sp_runtime::Perbill,
+	},
+	/// Not revealed in time: the solver was slashed, and the proof is treated as honest.
+	Missed,
+}
 
 /// A stored round.
 pub type RoundOf<T> = Round<
@@ -99,4 +164,6 @@ pub struct Round<
 	pub attestations: BoundedVec<Attestation<AccountId>, MaxVerifiers>,
 	/// Whether the reveal period ended (missed reveals slashed).
 	pub concluded: bool,
+	/// The solver's forced-error secret, owed or revealed.
+	pub secret: SolverSecret,
 }

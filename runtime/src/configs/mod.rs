@@ -268,12 +268,24 @@ impl polkadot_sdk::frame_support::traits::Randomness<Hash, BlockNumber> for Pare
 	}
 }
 
+parameter_types! {
+	/// The chance that a unit's proof must carry a forced error: one in a hundred. Kept in
+	/// storage under `twox_128(":ForcedErrorRate:")`, so a network's governance (sudo, on a
+	/// development chain) can tune it without a runtime upgrade; zero turns forced errors off.
+	pub storage ForcedErrorRate: Perbill = Perbill::from_percent(1);
+	/// Truebit's cap: one forced error pays out at most a third of the jackpot.
+	pub MaxForcedErrorPayout: Perbill = Perbill::from_rational(1u32, 3u32);
+}
+
 impl pallet_touchstone_verification::Config for Runtime {
 	type Currency = Balances;
 	type Units = Tasks;
 	type Draw = Staking;
 	type Slash = Staking;
 	type Disputes = Disputes;
+	type Jackpot = JackpotAccount;
+	type ForcedErrorRate = ForcedErrorRate;
+	type MaxForcedErrorPayout = MaxForcedErrorPayout;
 	type Randomness = ParentVrfRandomness;
 	type VerifiersPerUnit = ConstU32<3>;
 	type SamplesPerVerifier = ConstU32<2>;
