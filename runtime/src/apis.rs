@@ -262,7 +262,6 @@ impl_runtime_apis! {
 		}
 
 		fn forced_error_rate() -> polkadot_sdk::sp_runtime::Perbill {
-			use polkadot_sdk::frame_support::traits::Get;
 			crate::configs::ForcedErrorRate::get()
 		}
 	}
