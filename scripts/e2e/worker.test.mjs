@@ -22,6 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
+import { u8aToHex } from '@polkadot/util';
 import { blake2AsHex, xxhashAsHex } from '@polkadot/util-crypto';
 import { startNode, waitFor, freePort, send } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
@@ -171,7 +172,8 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
  */
 async function setForcedErrorRate(partsPerBillion) {
   const key = xxhashAsHex(':ForcedErrorRate:', 128);
-  const value = api.createType('Perbill', partsPerBillion).toHex();
+  // SCALE, little-endian (`toHex` of a number type is big-endian).
+  const value = u8aToHex(api.createType('Perbill', partsPerBillion).toU8a());
   await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, value]])), keyring.addFromUri('//Alice'));
   assert.equal((await api.call.verificationApi.forcedErrorRate()).toNumber(), partsPerBillion);
 }
@@ -332,7 +334,7 @@ test('a forced error is caught by the verifiers and paid from the jackpot, and t
     .catch(withSolverLog);
   const [revealed] = mine('ForcedErrorRevealed');
   assert.ok(revealed, JSON.stringify(mine('SecretRevealed')));
-  assert.match(solverLog, new RegExp(`the unit is forced: committing a proof wrong at this step on purpose[^\n]*job=${jobId} unit=0 step=${revealed.data.step}\b`));
+  assert.match(solverLog, new RegExp(`the unit is forced: committing a proof wrong at this step on purpose[^\\n]*job=${jobId} unit=0 step=${revealed.data.step}\\b`));
   // Both verifier workers re-executed the segment and revealed a mismatch; Ferdie missed.
   const [paid] = mine('ForcedErrorPaid');
   assert.deepEqual(new Set(paid.data.caught), new Set([dave.address, eve.address]), JSON.stringify(paid.data));

@@ -785,42 +785,52 @@ pub mod pallet {
 		/// Records the randomness of queued secret commitments once it is newer than them,
 		/// up to `MaxDrawsPerBlock`; returns how many. A solver's proof waits for it.
 		pub(crate) fn record_due(_now: BlockNumberFor<T>) -> u32 {
-			let mut queue = PendingSecrets::<T>::get();
-			if queue.is_empty() {
-				return 0;
-			}
-			let mut recorded = 0u32;
-			let mut taken = 0usize;
-			for (job, unit) in queue.iter().copied() {
-				if recorded >= T::MaxDrawsPerBlock::get() {
-					break;
-				}
-				let Some(mut commitment) = Secrets::<T>::get((job, unit)) else {
-					taken = taken.saturating_add(1);
-					continue;
-				};
+			let queue = PendingSecrets::<T>::get();
+			let recorded = Self::walk_queue(&queue, |(job, unit)| {
+				let Some(mut commitment) = Secrets::<T>::get((job, unit)) else { return Queued::Stale };
 				if commitment.random.is_some() {
-					taken = taken.saturating_add(1);
-					continue;
+					return Queued::Stale;
 				}
 				let subject = (b"touchstone/forced-error", job, unit, commitment.hash).encode();
 				let (random, known_since) = T::Randomness::random(&subject);
 				// Randomness the solver could know when it committed would let it pick its
-				// secret: wait, and every later entry with it.
+				// secret: wait.
 				if known_since <= commitment.committed_at {
-					break;
+					return Queued::Wait;
 				}
 				commitment.random = Some(random.0);
 				Secrets::<T>::insert((job, unit), commitment);
 				Self::deposit_event(Event::SecretRandomness { job, unit });
+				Queued::Handled
+			});
+			if let Some(rest) = recorded.1 {
+				PendingSecrets::<T>::put(rest);
+			}
+			recorded.0
+		}
+
+		/// Walks a queue of units in commitment order, up to `MaxDrawsPerBlock` handled:
+		/// stale and handled entries leave it, and the first entry that must wait stops the
+		/// walk, since every later one waits too. Returns how many were handled, and the
+		/// queue's rest when it changed.
+		fn walk_queue<S: Get<u32>>(
+			queue: &BoundedVec<(JobId, UnitIndex), S>,
+			mut handle: impl FnMut((JobId, UnitIndex)) -> Queued,
+		) -> (u32, Option<BoundedVec<(JobId, UnitIndex), S>>) {
+			let (mut handled, mut taken) = (0u32, 0usize);
+			for key in queue.iter().copied() {
+				if handled >= T::MaxDrawsPerBlock::get() {
+					break;
+				}
+				match handle(key) {
+					Queued::Stale => {},
+					Queued::Wait => break,
+					Queued::Handled => handled = handled.saturating_add(1),
+				}
 				taken = taken.saturating_add(1);
-				recorded = recorded.saturating_add(1);
 			}
-			if taken > 0 {
-				queue = BoundedVec::truncate_from(queue.iter().skip(taken).copied().collect());
-				PendingSecrets::<T>::put(queue);
-			}
-			recorded
+			let rest = (taken > 0).then(|| BoundedVec::truncate_from(queue.iter().skip(taken).copied().collect()));
+			(handled, rest)
 		}
 
 		/// The weight of concluding one round at its worst: every verifier slashed, and a
@@ -842,34 +852,23 @@ pub mod pallet {
 		/// Draws the verifiers of queued proofs whose randomness is known, and drops those
 		/// past `DrawTimeout`, up to `MaxDrawsPerBlock` in all; returns how many.
 		pub(crate) fn draw_due(now: BlockNumberFor<T>) -> u32 {
-			let mut queue = PendingDraws::<T>::get();
-			let mut drawn = 0u32;
-			let mut taken = 0usize;
-			for (job, unit) in queue.iter().copied() {
-				if drawn >= T::MaxDrawsPerBlock::get() {
-					break;
-				}
-				let Some(round) = Rounds::<T>::get((job, unit)) else {
-					taken = taken.saturating_add(1);
-					continue;
-				};
+			let queue = PendingDraws::<T>::get();
+			let drawn = Self::walk_queue(&queue, |(job, unit)| {
+				let Some(round) = Rounds::<T>::get((job, unit)) else { return Queued::Stale };
 				if round.drawn.is_some() {
 					// A duplicate entry of a unit proven again: already drawn.
-					taken = taken.saturating_add(1);
-					continue;
+					return Queued::Stale;
 				}
 				let subject = (b"touchstone/verification", job, unit, round.trace_root).encode();
 				let (random, known_since) = T::Randomness::random(&subject);
 				// Randomness known at or before the commitment's block could have been
-				// known to the solver: wait. The queue is in commitment order, so every
-				// later entry waits too.
-				if known_since <= round.committed_at {
-					if now <= Self::draw_deadline(&round) {
-						break;
-					}
+				// known to the solver: wait.
+				if known_since > round.committed_at {
+					Self::draw(job, unit, round, random.0, now);
+				} else if now <= Self::draw_deadline(&round) {
+					return Queued::Wait;
+				} else {
 					// Counted as a draw, so expiries share the per-block bound and its weight.
-					taken = taken.saturating_add(1);
-					drawn = drawn.saturating_add(1);
 					Self::deposit_event(Event::DrawExpired { job, unit });
 					// The solver still owes its secret: a round without verifiers takes it.
 					if matches!(round.secret, SolverSecret::Awaited { .. }) {
@@ -877,18 +876,13 @@ pub mod pallet {
 					} else {
 						Rounds::<T>::remove((job, unit));
 					}
-					continue;
 				}
-				taken = taken.saturating_add(1);
-				drawn = drawn.saturating_add(1);
-				Self::draw(job, unit, round, random.0, now);
+				Queued::Handled
+			});
+			if let Some(rest) = drawn.1 {
+				PendingDraws::<T>::put(rest);
 			}
-			if taken > 0 {
-				let rest: Vec<_> = queue.iter().skip(taken).copied().collect();
-				queue = BoundedVec::truncate_from(rest);
-				PendingDraws::<T>::put(queue);
-			}
-			drawn
+			drawn.0
 		}
 
 		/// Draws a round's verifiers from `seed` and opens its commit period.

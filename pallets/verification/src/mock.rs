@@ -193,18 +193,12 @@ impl touchstone_primitives::traits::ProofSetup<u64, u64> for BenchmarkHelper {
 
 	fn prove(
 		owner: &u64,
-		mut spec: touchstone_primitives::JobSpec<u64>,
+		spec: touchstone_primitives::JobSpec<u64>,
 		solver: &u64,
 		proof: touchstone_primitives::LearningProof,
 		final_state: touchstone_primitives::referee::StateOpening,
 	) -> Option<touchstone_primitives::JobId> {
-		use polkadot_sdk::frame_support::traits::fungible::Mutate;
-		Balances::set_balance(owner, BALANCE);
-		spec.price_per_unit = PRICE;
-		spec.budget = PRICE * u64::from(spec.hyper.steps / spec.hyper.checkpoint_interval.max(1)).max(1);
-		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
-		Tasks::submit_job(RuntimeOrigin::signed(*owner), spec).ok()?;
-		Tasks::claim_unit(RuntimeOrigin::signed(*solver), job, 0).ok()?;
+		let job = Self::take(owner, spec, solver)?;
 		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;
 		Some(job)
 	}

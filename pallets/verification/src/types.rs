@@ -167,3 +167,13 @@ pub struct Round<
 	/// The solver's forced-error secret, owed or revealed.
 	pub secret: SolverSecret,
 }
+
+/// What a walk of a queue of units does with one entry.
+pub(crate) enum Queued {
+	/// Its unit no longer needs it: it leaves the queue.
+	Stale,
+	/// It must wait, and every entry after it too.
+	Wait,
+	/// Done: it leaves the queue, and counts against the block's bound.
+	Handled,
+}
