@@ -10,8 +10,11 @@ fn main() {
 		// looked up in it.
 		const HINT: &str = "WASM_BUILD_WORKSPACE_HINT";
 		if std::env::var_os(HINT).is_none() {
-			let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-			std::env::set_var(HINT, workspace);
+			// Read when the script runs, not baked in when it compiles: the shared build
+			// folder reuses one compiled script for every clone of the workspace.
+			if let Some(manifest_dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
+				std::env::set_var(HINT, std::path::Path::new(&manifest_dir).join(".."));
+			}
 		}
 		substrate_wasm_builder::WasmBuilder::build_using_defaults();
 	}

@@ -67,3 +67,32 @@ fn a_forced_error_pays_the_fair_pay_over_the_rate() {
 		assert_eq!(rate.saturating_reciprocal_mul(fair), 100 * fair);
 	});
 }
+
+/// At the largest job the chain accepts, one resolution costs at most a twentieth of a
+/// block: the openings of the costliest piece any accepted job may have
+/// (`MAX_PIECE_COST`) fit `MaxOpeningsLen`, and judging openings that large is charged
+/// under 5 % of the block's compute. The ruling's aftermath (later step ranges rolled
+/// back, other disputes dismissed) is charged on top, by what the ruling does.
+#[test]
+fn a_resolution_at_the_largest_accepted_job_costs_at_most_a_twentieth_of_a_block() {
+	use touchstone_kernels::referee::{MAX_OPENED_PIECES, MAX_OPENED_SEGMENTS};
+	use touchstone_primitives::referee::MAX_PIECE_COST;
+	let max_openings: u32 = <Runtime as pallet_touchstone_disputes::Config>::MaxOpeningsLen::get();
+	// Words at four bytes, every hash counted as if sent (leaf hashes are not), and per
+	// opened segment or piece its index, length prefix and multiproof index, with 1 KiB
+	// for the fixed fields.
+	let bound = MAX_PIECE_COST.words * 4 +
+		MAX_PIECE_COST.hashes * 32 +
+		9 * (MAX_OPENED_SEGMENTS + MAX_OPENED_PIECES) as u64 +
+		1024;
+	assert!(bound <= u64::from(max_openings), "the costliest piece's openings ({bound} bytes) exceed {max_openings}");
+	let charged = pallet_touchstone_disputes::Pallet::<Runtime>::resolve_weight(max_openings);
+	let block = touchstone_runtime::configs::RuntimeBlockWeights::get().max_block;
+	let share = charged.ref_time() as f64 / block.ref_time() as f64;
+	println!(
+		"resolve at MaxOpeningsLen ({max_openings} bytes, openings bound {bound}): {:.1} ms, {:.2} % of a block",
+		charged.ref_time() as f64 / 1e9,
+		share * 100.0
+	);
+	assert!(charged.ref_time() * 20 <= block.ref_time(), "resolve is charged {:.2} % of a block", share * 100.0);
+}

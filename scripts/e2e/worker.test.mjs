@@ -1,18 +1,20 @@
 // The worker end to end, against a dev node: a solver (`touchstone-worker solve`) killed in
 // the middle of a unit resumes from its checkpoint after a restart and finishes the unit
 // (a job that starts from uploaded initial weights); then the digits job, submitted through
-// `touchstone-worker submit`, trains through the chain, the solver is paid from escrow, the
-// final model on-chain is the file the worker wrote, and that model reaches the reference's
-// pinned test accuracy, with every one of its proofs verified in a round of verifiers the
-// chain draws: two verifier workers (`touchstone-worker verify`) re-execute each unit and
-// attest. Then one unit is forced to carry an error: the solver commits a proof wrong at
-// one step on purpose, the verifiers catch it and are paid from the jackpot, the solver
-// reveals its secret and the honest proof, which replaces the forced one, and nobody is
-// slashed. Last, the solver is restarted as a liar (one corrupted value at one step): the
-// verifiers catch it, one plays the dispute its mismatch opens through all three levels,
-// the runtime's referee rules against the liar and its bond is slashed. The submitter and
-// the solver keep separate artifact stores: the dataset, the initial weights and the model
-// cross over libp2p, and `fetch` finds the solver from the endpoint it advertised on-chain.
+// `touchstone-worker submit`, trains through the chain with every one of its proofs
+// verified in a round of verifiers the chain draws: two verifier workers
+// (`touchstone-worker verify`) re-execute their samples of each unit and attest. While its
+// challenge windows run, one unit of another job is forced to carry an error: the solver
+// commits a proof wrong at one step on purpose, the verifiers catch it and are paid from the
+// jackpot, the solver reveals its secret and the honest proof, which replaces the forced
+// one, and nobody is slashed. Then the solver is restarted as a liar (one corrupted value at
+// one step): the verifiers catch it, one plays the dispute its mismatch opens through all
+// three levels, the runtime's referee rules against the liar and its bond is slashed. Last,
+// the digits job completes: the solver is paid from escrow, the final model on-chain is the
+// file the worker wrote, and that model reaches the reference's pinned test accuracy. The
+// submitters and the solver keep separate artifact stores: the dataset, the initial weights
+// and the model cross over libp2p, and `fetch` finds the solver from the endpoint it
+// advertised on-chain.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
@@ -111,6 +113,8 @@ before(async () => {
 });
 
 after(async () => {
+  verification?.stop();
+  digits?.process.kill('SIGINT');
   solver?.kill('SIGINT');
   for (const { process: verifier } of verifierWorkers.values()) verifier.kill('SIGINT');
   await api?.disconnect();
@@ -227,9 +231,31 @@ test('the solver defends its proof in a dispute and wins when the challenger fal
   assert.match((await api.query.tasks.units(0, 0)).unwrap().state.toString(), /Proven|Finalized/);
 });
 
-test('a solver worker trains the digits job through the chain and is paid', { timeout: 900_000 }, async (t) => {
-  const bob = keyring.addFromUri('//Bob');
-  const freeBefore = (await api.query.system.account(bob.address)).data.free.toBigInt();
+/**
+ * The digits job's submitter (`submit --wait`, its own data directory), which serves the
+ * dataset and waits in the background while the forced-error and liar tests run inside the
+ * job's challenge window; the last test reads its output.
+ */
+let digits;
+
+/** Starts a worker subcommand in the background; `output()` is what it printed so far, `done` its whole stdout. */
+function backgroundWorker(dir, args) {
+  const child = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, dir), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => { stdout += chunk.toString(); });
+  child.stderr.on('data', (chunk) => { stderr += chunk.toString(); });
+  const done = new Promise((resolve, reject) => {
+    child.once('exit', (code, signal) => (code === 0 ? resolve(stdout) : reject(new Error(`${args[0]} exited ${code ?? signal}:\n${stdout}${stderr}`))));
+  });
+  // Read in the last test; until then a failure must not go unhandled.
+  done.catch(() => {});
+  return { process: child, done, output: () => stdout };
+}
+
+test('a solver worker trains the digits job through the chain and each proof is verified', { timeout: 600_000 }, async (t) => {
   // Every proof of this job is verified: Dave and Eve run verifier workers that re-execute
   // the segments they are drawn for, from Bob's checkpoints, and attest; Ferdie is drawn
   // too and never answers.
@@ -247,26 +273,18 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
 
   // The solver fetches the dataset from the submitter over libp2p, and the final model
   // comes back the same way: the two keep separate artifact stores.
-  const submitted = await worker(['submit', '--key', '//Alice', '--example', 'digits', '--wait', '--peer', solverPeer, '--no-mdns'], 840_000)
+  digits = backgroundWorker('digits-submitter', ['submit', '--key', '//Alice', '--example', 'digits', '--wait', '--peer', solverPeer, '--no-mdns']);
+  await waitFor('the digits job to be submitted', () => /job (\d+) submitted/.test(digits.output()), { timeoutMs: 120_000 })
     .catch(withSolverLog);
-  const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
-  assert.ok(Number.isInteger(jobId), submitted);
-  assert.match(submitted, /completed: 4 units finalized, 0 failed/);
+  digits.jobId = Number(/job (\d+) submitted/.exec(digits.output())[1]);
+  const jobId = digits.jobId;
 
-  const job = (await api.query.tasks.jobs(jobId)).unwrap();
-  assert.equal(job.status.toString(), 'Completed');
-  assert.equal(job.escrow.toBigInt(), 0n, 'the escrow was paid out');
-  const result = job.result.unwrap();
-
-  // Four units at 1 TST, less the jackpot's 2 % and the verifiers' 10 %, less Bob's fees.
-  const freeAfter = (await api.query.system.account(bob.address)).data.free.toBigInt();
-  assert.ok(freeAfter - freeBefore > 3n * UNIT, `Bob earned ${(freeAfter - freeBefore) / 10n ** 9n} mTST`);
-
-  // Each unit's proof had a round: the three verifiers drawn (never Alice, the submitter,
-  // nor Bob, the solver), two attestations, Ferdie slashed for his missed reveal, and the
-  // attesters paid a tenth of the unit's price between them.
-  assert.equal(verifiers.failure(), null, `a verifier failed: ${verifiers.failure()}`);
+  // Each unit's proof has a round: the three verifiers drawn (never Alice, the submitter,
+  // nor Bob, the solver), two attestations, Ferdie slashed for his missed reveal.
   const mine = (method) => verifiers.events.filter((e) => e.method === method && Number(e.data.job) === jobId);
+  await waitFor("every unit's round to conclude", () => mine('RoundConcluded').length >= 4, { timeoutMs: 480_000 })
+    .catch(withSolverLog);
+  assert.equal(verifiers.failure(), null, `a verifier failed: ${verifiers.failure()}`);
   const drawn = mine('VerifiersDrawn');
   assert.equal(drawn.length, 4, JSON.stringify(verifiers.events));
   for (const round of drawn) {
@@ -277,9 +295,6 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
   const missed = mine('RevealMissed');
   assert.ok(missed.every((e) => e.data.verifier === ferdie.address && BigInt(e.data.slashed) === UNIT), JSON.stringify(missed));
   assert.equal(missed.length, 4);
-  const finalized = verifiers.events.filter((e) => e.method === 'UnitFinalized' && Number(e.data.job) === jobId);
-  assert.equal(finalized.length, 4);
-  assert.ok(finalized.every((e) => BigInt(e.data.toVerifiers) === UNIT / 10n), JSON.stringify(finalized));
   // Each verifier worker asked the runtime API for its samples (two distinct segments of
   // the five in a unit), re-executed just those from Bob's checkpoints, checked against
   // the trace manifest Bob serves, and revealed a match without running any unit whole.
@@ -292,26 +307,14 @@ test('a solver worker trains the digits job through the chain and is paid', { ti
     }
     assert.doesNotMatch(log, /re-executing the whole unit/, `${uri} re-executed a whole unit`);
   }
-  // Charlie's watcher checked each unit by two random segments and disputed nothing.
-  const watcherLog = verifierWorkers.get('//Charlie').log;
-  for (let unit = 0; unit < 4; unit += 1) {
-    assert.match(watcherLog, new RegExp(`watch: every sampled segment reproduces job=${jobId} unit=${unit}\\b`), `watched unit ${unit}`);
-  }
-  assert.doesNotMatch(watcherLog, /dispute opened/);
-  t.diagnostic(`rounds drawn at blocks ${drawn.map((e) => e.block).join(', ')}; concluded at ${mine('RoundConcluded').map((e) => e.block).join(', ')}`);
-
+  // Charlie's watcher checks each unit by two random segments and disputes nothing.
+  await waitFor('the watcher to check every unit', () => {
+    const watcherLog = verifierWorkers.get('//Charlie').log;
+    return [0, 1, 2, 3].every((unit) => new RegExp(`watch: every sampled segment reproduces job=${jobId} unit=${unit}\\b`).test(watcherLog));
+  }, { timeoutMs: 120_000 }).catch(withSolverLog);
+  assert.doesNotMatch(verifierWorkers.get('//Charlie').log, /dispute opened/);
   assert.match(solverLog, /fetching the job's dataset/, 'the solver fetched the dataset from the submitter');
-  const modelPath = join(dataDir, 'model.safetensors');
-  // No --peer: the solver is found from the endpoint it advertised on-chain.
-  const fetched = await worker(['fetch', '--job', String(jobId), '--out', modelPath, '--no-mdns']);
-  assert.match(fetched, /wrote/);
-  const onChain = result.modelHash.toHex();
-  const written = blake2AsHex(readFileSync(modelPath), 256);
-  assert.equal(written, onChain, 'the final model hash on-chain is the hash of the file the worker wrote');
-
-  const evaluated = await worker(['evaluate', '--example', 'digits', '--model', modelPath]);
-  // The reference's accuracy on this run is pinned (kernels/tests/digits.rs): 352/360.
-  assert.match(evaluated, /test accuracy 97\.8 % \(352\/360\)/);
+  t.diagnostic(`rounds drawn at blocks ${drawn.map((e) => e.block).join(', ')}; concluded at ${mine('RoundConcluded').map((e) => e.block).join(', ')}`);
 });
 
 test('a forced error is caught by the verifiers and paid from the jackpot, and the honest proof replaces it', { timeout: 600_000 }, async (t) => {
@@ -367,7 +370,6 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   // its own run while Bob defends his, step by step, operator by operator, piece by piece,
   // until the runtime's referee recomputes the disputed piece. Eve, now lazy, attests a
   // match without looking and pays for it when the proof falls.
-  t.after(() => verification?.stop());
   const bob = keyring.addFromUri('//Bob');
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
@@ -457,4 +459,38 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   const unit = (await api.query.tasks.units(jobId, 0)).unwrap();
   assert.ok(unit.proof.isNone || unit.proof.unwrap().traceRoot.toHex() !== opened.data.traceRoot, unit.toString());
   t.diagnostic(`dispute ${resolved.data.dispute}: opened at block ${opened.block}, resolved at ${resolved.block}`);
+});
+
+test('the digits job completes after its window: the solver is paid, and the model on-chain is the file fetched and reaches the pinned accuracy', { timeout: 600_000 }, async () => {
+  // The job's challenge windows ran while the forced-error and liar tests played.
+  const submitted = await digits.done.catch(withSolverLog);
+  const jobId = digits.jobId;
+  assert.match(submitted, /completed: 4 units finalized, 0 failed/);
+  const job = (await api.query.tasks.jobs(jobId)).unwrap();
+  assert.equal(job.status.toString(), 'Completed');
+  assert.equal(job.escrow.toBigInt(), 0n, 'the escrow was paid out');
+  const result = job.result.unwrap();
+
+  // Each unit's 1 TST went to Bob, less the jackpot's 2 % and the attesting verifiers' 10 %.
+  const bob = keyring.addFromUri('//Bob');
+  const finalized = verification.events.filter((e) => e.method === 'UnitFinalized' && Number(e.data.job) === jobId);
+  assert.equal(finalized.length, 4);
+  for (const { data } of finalized) {
+    assert.equal(data.solver, bob.address);
+    assert.equal(BigInt(data.toVerifiers), UNIT / 10n, JSON.stringify(data));
+    assert.equal(BigInt(data.toJackpot), UNIT / 50n, JSON.stringify(data));
+    assert.equal(BigInt(data.paid), UNIT - UNIT / 10n - UNIT / 50n, JSON.stringify(data));
+  }
+
+  const modelPath = join(dataDir, 'model.safetensors');
+  // No --peer: the solver is found from the endpoint it advertised on-chain.
+  const fetched = await worker(['fetch', '--job', String(jobId), '--out', modelPath, '--no-mdns']);
+  assert.match(fetched, /wrote/);
+  const onChain = result.modelHash.toHex();
+  const written = blake2AsHex(readFileSync(modelPath), 256);
+  assert.equal(written, onChain, 'the final model hash on-chain is the hash of the file the worker wrote');
+
+  const evaluated = await worker(['evaluate', '--example', 'digits', '--model', modelPath]);
+  // The reference's accuracy on this run is pinned (kernels/tests/digits.rs): 352/360.
+  assert.match(evaluated, /test accuracy 97\.8 % \(352\/360\)/);
 });

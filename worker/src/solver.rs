@@ -484,9 +484,7 @@ impl Solver {
 	/// Commits a forced-error secret for a unit this solver holds and has not proven, if
 	/// forced errors are on and it has not committed one. Returns whether it sent anything.
 	async fn commit_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex) -> Result<bool> {
-		if self.chain.forced_error_rate(at).await?.is_zero() {
-			return Ok(false);
-		}
+		// The commitment first: once it is in, the rate need not be read again.
 		if let Some(commitment) = self.chain.secret(at, job_id, index).await? {
 			if commitment.solver == self.me {
 				if self.secrets.secret(job_id, index, &commitment.hash.0).is_none() {
@@ -494,6 +492,9 @@ impl Solver {
 				}
 				return Ok(false);
 			}
+		}
+		if self.chain.forced_error_rate(at).await?.is_zero() {
+			return Ok(false);
 		}
 		let (_, hash) = self.secrets.create(job_id, index)?;
 		self.chain

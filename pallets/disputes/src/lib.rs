@@ -421,15 +421,24 @@ pub mod pallet {
 	/// digits-sized step; `benchmark_case.rs`). A test checks it against the recording.
 	pub const RESOLVE_BENCHMARK_BYTES: u32 = 16_117;
 
+	/// The storage reads and writes of the `resolve` benchmark (`weights.rs`), which do not
+	/// grow with the openings. A test checks them against the weights.
+	pub const RESOLVE_BENCHMARK_READS_WRITES: (u64, u64) = (13, 13);
+
 	impl<T: Config> Pallet<T> {
 		/// The weight of judging openings of `bytes` encoded bytes: the benchmarked
-		/// resolution, scaled by how many times larger they are than the benchmark's. The
-		/// referee's work (words recomputed, hashes checked) grows with what is opened, so
-		/// this bounds it; the call is charged at `MaxOpeningsLen` and refunded to the
+		/// resolution, plus its execution time once more for every further multiple of the
+		/// benchmark's openings it needs. The referee's work (words recomputed, hashes
+		/// checked) grows with what is opened, so this bounds it; the storage the call
+		/// touches does not. The call is charged at `MaxOpeningsLen` and refunded to the
 		/// openings' real size.
 		pub fn resolve_weight(bytes: u32) -> Weight {
-			let scale = bytes.div_ceil(RESOLVE_BENCHMARK_BYTES).max(1);
-			T::WeightInfo::resolve().saturating_mul(u64::from(scale))
+			let multiples = bytes.div_ceil(RESOLVE_BENCHMARK_BYTES).max(1);
+			let benchmarked = T::WeightInfo::resolve();
+			let (reads, writes) = RESOLVE_BENCHMARK_READS_WRITES;
+			let storage = T::DbWeight::get().reads_writes(reads, writes).ref_time();
+			let execution = Weight::from_parts(benchmarked.ref_time().saturating_sub(storage), 0);
+			benchmarked.saturating_add(execution.saturating_mul(u64::from(multiples.saturating_sub(1))))
 		}
 
 		pub(crate) fn do_challenge(

@@ -1043,3 +1043,21 @@ fn the_status_follows_the_game_until_the_ruling() {
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
 	});
 }
+
+/// `resolve_weight` scales the benchmark's execution time, not its storage: the counts it
+/// takes off are the ones the generated weights hold, in both of their implementations.
+#[test]
+fn the_resolve_weight_takes_off_the_benchmarks_own_storage_counts() {
+	let (reads, writes) = crate::RESOLVE_BENCHMARK_READS_WRITES;
+	let source = include_str!("weights.rs");
+	let bodies: Vec<&str> = source
+		.split("fn resolve() -> Weight {")
+		.skip(1)
+		.map(|rest| rest.split('}').next().unwrap())
+		.collect();
+	assert_eq!(bodies.len(), 2, "the runtime's weights and the mocks'");
+	for body in bodies {
+		assert!(body.contains(&format!(".reads({reads}))")), "{body}");
+		assert!(body.contains(&format!(".writes({writes}))")), "{body}");
+	}
+}

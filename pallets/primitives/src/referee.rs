@@ -19,10 +19,14 @@ pub use touchstone_kernels::referee::{
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
 /// words opened, Merkle hashes checked and operators rebuilt
-/// (`touchstone_kernels::referee::worst_piece`). Every shape inside the encoding bounds
-/// (`MAX_LAYERS`, `MAX_CLASSES`, `u32` element counts, `MAX_DATASET_SAMPLES`) fits
-/// under it; the disputes pallet's resolution weight is benchmarked at it.
-pub const MAX_PIECE_COST: PieceCost = PieceCost { words: 70_000, hashes: 80_000, operators: 256 };
+/// (`touchstone_kernels::referee::worst_piece`). Any piece's words fit (a contraction's
+/// K-chunk reads at most 66,560, a loss piece at `MAX_CLASSES` 34,912); the hashes allow
+/// a K-chunk whose inputs lie in trees of up to 2²⁴ leaves (a state, a dataset or an
+/// operator's pieces of up to 2²⁴ segments of 32 words), and a job with deeper trees is
+/// refused (`DisputeTooCostly`). Its openings (about 1.9 MB) fit the runtime's
+/// `MaxOpeningsLen` of 2 MiB, at which one resolution is charged under 5 % of a block (a
+/// runtime test checks both).
+pub const MAX_PIECE_COST: PieceCost = PieceCost { words: 70_000, hashes: 52_000, operators: 256 };
 
 /// Why a job's shape cannot be accepted: the referee could not judge its disputes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

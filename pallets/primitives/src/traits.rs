@@ -71,13 +71,29 @@ pub trait Slash<AccountId, Balance> {
 	) -> Result<Balance, DispatchError>;
 }
 
-/// The work a node has in hand. A node with work cannot leave, change its hardware, or
-/// take its solver bond below the collateral its work needs.
+/// The work a node has in hand, by role. A node with work in a role cannot drop that
+/// role's bond or leave the registry; one holding units cannot change its hardware or take
+/// its solver bond below the collateral its units need. Implemented by the tasks pallet
+/// (units held as a solver) and the verification pallet (rounds drawn in as a verifier,
+/// until their units are final); a pair adds both.
 pub trait ActiveWork<AccountId, Balance> {
-	/// Units assigned to `who` that are not final yet.
-	fn active_units(who: &AccountId) -> u32;
+	/// How much work `who` has in hand as `role` that is not final yet.
+	fn active_work(who: &AccountId, role: Role) -> u32;
 	/// The solver bond `who` must keep for the units it holds.
 	fn required_collateral(who: &AccountId) -> Balance;
+}
+
+impl<AccountId, Balance: polkadot_sdk::sp_runtime::Saturating, A, B> ActiveWork<AccountId, Balance> for (A, B)
+where
+	A: ActiveWork<AccountId, Balance>,
+	B: ActiveWork<AccountId, Balance>,
+{
+	fn active_work(who: &AccountId, role: Role) -> u32 {
+		A::active_work(who, role).saturating_add(B::active_work(who, role))
+	}
+	fn required_collateral(who: &AccountId) -> Balance {
+		A::required_collateral(who).saturating_add(B::required_collateral(who))
+	}
 }
 
 /// Hooks the verification and disputes pallets implement to follow proofs and hold back
@@ -100,8 +116,9 @@ pub trait ProofLifecycle<AccountId> {
 	fn on_finalized_weight() -> polkadot_sdk::sp_runtime::Weight {
 		polkadot_sdk::sp_runtime::Weight::zero()
 	}
-	/// The unit's proof is void: overturned, or rolled back with the step range it started
-	/// from. Whatever was kept about it can go.
+	/// The unit's proof, or the work toward one, is void: overturned, rolled back with the
+	/// step range it started from, or its solver ran out of time before proving it.
+	/// Whatever was kept about it can go.
 	fn on_proof_dropped(_job: JobId, _unit: UnitIndex) {}
 	/// The weight of [`ProofLifecycle::on_proof_dropped`] for one unit.
 	fn on_proof_dropped_weight() -> polkadot_sdk::sp_runtime::Weight {

@@ -339,7 +339,8 @@ pub mod pallet {
 		NothingToWithdraw,
 		/// The node still holds bonds; unbond them first.
 		StillBonded,
-		/// The node has units in hand; finish them first.
+		/// The node has work in hand in the role (units as a solver, verification rounds as
+		/// a verifier, until their units are final); finish it first.
 		HasActiveWork,
 		/// Unbonding would take the solver bond below the collateral its units need.
 		BelowCollateral,
@@ -443,7 +444,7 @@ pub mod pallet {
 		pub fn update_profile(origin: OriginFor<T>, profile: HardwareProfile) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			Self::ensure_valid_profile(&profile)?;
-			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
+			ensure!(T::ActiveWork::active_work(&who, Role::Solver) == 0, Error::<T>::HasActiveWork);
 			Nodes::<T>::try_mutate(&who, |node| -> DispatchResult {
 				let node = node.as_mut().ok_or(Error::<T>::NotRegistered)?;
 				node.profile = profile.clone();
@@ -476,8 +477,9 @@ pub mod pallet {
 		}
 
 		/// Start unbonding `amount` of the caller's bond for `role`. What remains must be
-		/// zero, which drops the role, or at least the role's minimum. The funds stay held,
-		/// and slashable, for `UnbondingPeriod` blocks.
+		/// zero, which drops the role (refused while the node has work in it: units held
+		/// as a solver, rounds drawn in as a verifier), or at least the role's minimum. The
+		/// funds stay held, and slashable, for `UnbondingPeriod` blocks.
 		///
 		/// Emits `Unbonded`.
 		#[pallet::call_index(3)]
@@ -494,10 +496,7 @@ pub mod pallet {
 				let amount = amount.min(bonded);
 				let remainder = bonded.saturating_sub(amount);
 				if remainder.is_zero() {
-					ensure!(
-						role != Role::Solver || T::ActiveWork::active_units(&who) == 0,
-						Error::<T>::HasActiveWork
-					);
+					ensure!(T::ActiveWork::active_work(&who, role) == 0, Error::<T>::HasActiveWork);
 					node.roles.remove(role);
 				} else {
 					ensure!(remainder >= Self::min_bond(role), Error::<T>::RemainderBelowMinimum);
@@ -573,7 +572,7 @@ pub mod pallet {
 			let who = ensure_signed(origin)?;
 			let node = Nodes::<T>::get(&who).ok_or(Error::<T>::NotRegistered)?;
 			ensure!(node.roles.is_empty(), Error::<T>::StillBonded);
-			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
+			ensure!(!Self::has_active_work(&who), Error::<T>::HasActiveWork);
 			Nodes::<T>::remove(&who);
 			Endpoints::<T>::remove(&who);
 			Self::deposit_event(Event::NodeDeregistered { who });
@@ -611,7 +610,7 @@ pub mod pallet {
 				now.saturating_sub(node.last_heartbeat) > T::ReapDelay::get(),
 				Error::<T>::NodeNotIdle
 			);
-			ensure!(T::ActiveWork::active_units(&who) == 0, Error::<T>::HasActiveWork);
+			ensure!(!Self::has_active_work(&who), Error::<T>::HasActiveWork);
 			// Matured chunks go back to the owner first, as `withdraw_unbonded` would.
 			let released = Self::release_matured(&who, now)?;
 			let unlock_at = now.saturating_add(T::UnbondingPeriod::get());
@@ -679,6 +678,11 @@ pub mod pallet {
 				Role::Verifier => T::MinVerifierBond::get(),
 				Role::Challenger => T::MinChallengerBond::get(),
 			}
+		}
+
+		/// Whether `who` has work in hand in any role.
+		fn has_active_work(who: &T::AccountId) -> bool {
+			Role::ALL.iter().any(|&role| T::ActiveWork::active_work(who, role) > 0)
 		}
 
 		/// What `who` holds as its bond for `role`.

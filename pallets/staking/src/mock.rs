@@ -54,17 +54,17 @@ pub const REPUTATION_SATURATION: u64 = 10_000;
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
 	/// Nodes the mock's tasks pallet says have work in hand.
-	pub static BusyNodes: Vec<u64> = Vec::new();
+	pub static BusyNodes: Vec<(u64, Role)> = Vec::new();
 	/// The collateral the mock's tasks pallet says each node's units need.
 	pub static Collateral: Vec<(u64, u64)> = Vec::new();
 }
 
-/// Stands in for the tasks pallet: a node has work when listed in `BusyNodes`, and needs
-/// the collateral `Collateral` lists for it.
+/// Stands in for the tasks and verification pallets: a node has work in a role when
+/// `BusyNodes` lists it with that role, and needs the collateral `Collateral` lists for it.
 pub struct MockActiveWork;
 impl ActiveWork<u64, u64> for MockActiveWork {
-	fn active_units(who: &u64) -> u32 {
-		u32::from(BusyNodes::get().contains(who))
+	fn active_work(who: &u64, role: Role) -> u32 {
+		u32::from(BusyNodes::get().contains(&(*who, role)))
 	}
 	fn required_collateral(who: &u64) -> u64 {
 		Collateral::get().iter().find(|(node, _)| node == who).map_or(0, |(_, amount)| *amount)

@@ -256,6 +256,31 @@ mod unbond_and_withdraw {
 	}
 
 	#[test]
+	fn work_in_one_role_holds_only_that_roles_bond() {
+		ExtBuilder::default().build_and_execute(|| {
+			let bonds = min_bonds(&[Role::Solver, Role::Verifier]);
+			assert_ok!(Staking::register(RuntimeOrigin::signed(1), gpu_profile(), bonds, 0));
+			// Drawn in a verification round: the verifier bond stays until the unit is final.
+			BusyNodes::set(vec![(1, Role::Verifier)]);
+			assert_noop!(
+				Staking::unbond(RuntimeOrigin::signed(1), Role::Verifier, MIN_VERIFIER_BOND),
+				Error::<Test>::HasActiveWork
+			);
+			assert_noop!(Staking::deregister(RuntimeOrigin::signed(1)), Error::<Test>::StillBonded);
+			// Its solver role holds no unit: that bond may go, and the hardware may change.
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, MIN_SOLVER_BOND));
+			assert_ok!(Staking::update_profile(RuntimeOrigin::signed(1), gpu_profile()));
+			BusyNodes::set(vec![]);
+			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Verifier, MIN_VERIFIER_BOND));
+			// With no role left but a round still open, it may not leave either.
+			BusyNodes::set(vec![(1, Role::Verifier)]);
+			assert_noop!(Staking::deregister(RuntimeOrigin::signed(1)), Error::<Test>::HasActiveWork);
+			BusyNodes::set(vec![]);
+			assert_ok!(Staking::deregister(RuntimeOrigin::signed(1)));
+		});
+	}
+
+	#[test]
 	fn rejects_bad_unbonds() {
 		ExtBuilder::default().build_and_execute(|| {
 			assert_noop!(
@@ -272,7 +297,7 @@ mod unbond_and_withdraw {
 				Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, 1),
 				Error::<Test>::RemainderBelowMinimum
 			);
-			BusyNodes::set(vec![1]);
+			BusyNodes::set(vec![(1, Role::Solver)]);
 			assert_noop!(
 				Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, MIN_SOLVER_BOND),
 				Error::<Test>::HasActiveWork
@@ -331,7 +356,7 @@ mod deregister {
 			register_solver(1);
 			assert_noop!(Staking::deregister(RuntimeOrigin::signed(1)), Error::<Test>::StillBonded);
 			assert_ok!(Staking::unbond(RuntimeOrigin::signed(1), Role::Solver, MIN_SOLVER_BOND));
-			BusyNodes::set(vec![1]);
+			BusyNodes::set(vec![(1, Role::Solver)]);
 			assert_noop!(Staking::deregister(RuntimeOrigin::signed(1)), Error::<Test>::HasActiveWork);
 			BusyNodes::set(vec![]);
 			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(SOLVER_ADDRESS))));
@@ -412,7 +437,7 @@ mod reap {
 			System::set_block_number(1 + REAP_DELAY);
 			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::NodeNotIdle);
 			System::set_block_number(2 + REAP_DELAY);
-			BusyNodes::set(vec![1]);
+			BusyNodes::set(vec![(1, Role::Solver)]);
 			assert_noop!(Staking::reap(RuntimeOrigin::signed(2), 1), Error::<Test>::HasActiveWork);
 			BusyNodes::set(vec![]);
 			assert_ok!(Staking::set_endpoint(RuntimeOrigin::signed(1), Some(endpoint(SOLVER_ADDRESS))));
@@ -508,7 +533,7 @@ mod price_and_collateral {
 	fn hardware_cannot_change_while_units_are_held() {
 		ExtBuilder::default().build_and_execute(|| {
 			register_solver(1);
-			BusyNodes::set(vec![1]);
+			BusyNodes::set(vec![(1, Role::Solver)]);
 			let mut smaller = gpu_profile();
 			smaller.memory_mib = 1;
 			assert_noop!(

@@ -360,27 +360,12 @@ impl<T: Config> Pallet<T> {
 		// The anchor is the chain's, never the solver's: a dispute over the unit's first
 		// step is judged against it.
 		ensure!(unit.start_state_root == Some(proof.start_state_root), Error::<T>::WrongStartState);
-		let trace = Self::trace_commitment(first, &proof);
-		ensure!(
-			final_state_root(&trace, &final_state).ok() == Some(proof.final_state_root.0),
-			Error::<T>::InvalidFinalState
-		);
+		Self::check_final_state(first, &proof, &final_state)?;
 		T::ProofLifecycle::on_proof_submitted(job_id, index, &solver, &proof)?;
 
 		let now = frame_system::Pallet::<T>::block_number();
 		Self::clear_deadline(&mut unit, (job_id, index));
-		unit.state = UnitState::Proven;
-		unit.proof = Some(proof);
-		unit.proven_at = Some(now);
-		Units::<T>::insert(job_id, index, unit);
-		let window_ends = now.saturating_add(T::ChallengeWindow::get());
-		Self::deposit_event(Event::ProofSubmitted {
-			job: job_id,
-			unit: index,
-			solver,
-			proof,
-			window_ends,
-		});
+		Self::stand_proof(job_id, index, unit, solver, proof);
 
 		// The next step range starts from this unit's final model.
 		let next = index.saturating_add(1);
@@ -396,6 +381,29 @@ impl<T: Config> Pallet<T> {
 			}
 		}
 		Ok(())
+	}
+
+	/// Checks that `final_state` opens the proof's final state root against its trace: a
+	/// dispute over the unit's last step is judged against that state.
+	fn check_final_state(first_step: u32, proof: &LearningProof, final_state: &StateOpening) -> DispatchResult {
+		let trace = Self::trace_commitment(first_step, proof);
+		ensure!(
+			final_state_root(&trace, final_state).ok() == Some(proof.final_state_root.0),
+			Error::<T>::InvalidFinalState
+		);
+		Ok(())
+	}
+
+	/// Makes `proof` the unit's standing proof, proven now, so its challenge window opens
+	/// in full, and says so.
+	fn stand_proof(job_id: JobId, index: UnitIndex, mut unit: WorkUnitOf<T>, solver: T::AccountId, proof: LearningProof) {
+		let now = frame_system::Pallet::<T>::block_number();
+		unit.state = UnitState::Proven;
+		unit.proof = Some(proof);
+		unit.proven_at = Some(now);
+		Units::<T>::insert(job_id, index, unit);
+		let window_ends = now.saturating_add(T::ChallengeWindow::get());
+		Self::deposit_event(Event::ProofSubmitted { job: job_id, unit: index, solver, proof, window_ends });
 	}
 
 	/// A unit's learning proof as the referee takes it.
@@ -585,7 +593,8 @@ impl<T: Config> Pallet<T> {
 							Jobs::<T>::get(job).map_or(0, |job| job.units),
 					};
 					weight.saturating_accrue(match due {
-						Due::Unit(_) => T::WeightInfo::time_out(units),
+						Due::Unit(_) =>
+							T::WeightInfo::time_out(units).saturating_add(T::ProofLifecycle::on_proof_dropped_weight()),
 						Due::Removal(_) => T::WeightInfo::remove_job(units),
 					});
 					// Each entry is handled in its own storage layer, so a failure leaves
@@ -647,6 +656,8 @@ impl<T: Config> Pallet<T> {
 		let price = job.spec.price_per_unit;
 		T::Nodes::note_failed(&solver, price);
 		Self::release_solver(&mut unit, key, price);
+		// What the solver committed toward a proof (a forced-error secret) goes with it.
+		T::ProofLifecycle::on_proof_dropped(key.0, key.1);
 		unit.passed_by = Some(solver.clone());
 		// A cancelled job takes no new solver; a unit out of attempts fails for good.
 		if unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
@@ -988,28 +999,17 @@ impl<T: Config> Pallet<T> {
 				&& proof.trace_root != standing.trace_root,
 			Error::<T>::NotAReplacement
 		);
-		let trace = Self::trace_commitment(first, proof);
-		ensure!(
-			final_state_root(&trace, final_state).ok() == Some(proof.final_state_root.0),
-			Error::<T>::InvalidFinalState
-		);
-		Ok(())
+		Self::check_final_state(first, proof, final_state)
 	}
 
 	/// Replaces a unit's standing proof with one [`Self::check_replacement`] accepted. The
 	/// unit is `Proven` again, its challenge window open in full.
 	pub(crate) fn replace_proof(job_id: JobId, index: UnitIndex, proof: LearningProof) -> DispatchResult {
-		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
+		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
 		ensure!(matches!(unit.state, UnitState::Proven | UnitState::Challenged), Error::<T>::UnitNotProven);
 		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
 		T::ProofLifecycle::on_proof_submitted(job_id, index, &solver, &proof)?;
-		let now = frame_system::Pallet::<T>::block_number();
-		unit.state = UnitState::Proven;
-		unit.proof = Some(proof);
-		unit.proven_at = Some(now);
-		Units::<T>::insert(job_id, index, unit);
-		let window_ends = now.saturating_add(T::ChallengeWindow::get());
-		Self::deposit_event(Event::ProofSubmitted { job: job_id, unit: index, solver, proof, window_ends });
+		Self::stand_proof(job_id, index, unit, solver, proof);
 		Ok(())
 	}
 

@@ -10,12 +10,15 @@ use polkadot_sdk::{
 };
 use touchstone_primitives::{
 	traits::{ActiveWork, ProofLifecycle, UnitProofs},
-	JobId, JobState, JobStatus, SolverUnit, UnitIndex,
+	JobId, JobState, JobStatus, Role, SolverUnit, UnitIndex,
 };
 
 impl<T: Config> ActiveWork<T::AccountId, BalanceOf<T>> for Pallet<T> {
-	fn active_units(who: &T::AccountId) -> u32 {
-		SolverUnits::<T>::decode_len(who).unwrap_or(0) as u32
+	fn active_work(who: &T::AccountId, role: Role) -> u32 {
+		match role {
+			Role::Solver => SolverUnits::<T>::decode_len(who).unwrap_or(0) as u32,
+			Role::Verifier | Role::Challenger => 0,
+		}
 	}
 
 	fn required_collateral(who: &T::AccountId) -> BalanceOf<T> {

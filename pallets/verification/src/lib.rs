@@ -188,8 +188,14 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type Rounds<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), RoundOf<T>>;
 
+	/// How many rounds each verifier is drawn in, from the draw until the round is gone
+	/// (its unit final, or its proof void). A verifier cannot drop its bond while it has
+	/// any: a `Match` can still be proven false until the unit is final.
+	#[pallet::storage]
+	pub type DrawnRounds<T: Config> = StorageMap<_, Blake2_128Concat, T::AccountId, u32, OptionQuery>;
+
 	/// Solvers' forced-error secret commitments, by unit, from when the solver takes the
-	/// unit until its proof is committed.
+	/// unit until its proof is committed or its solver loses the unit.
 	#[pallet::storage]
 	pub type Secrets<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), SecretCommitmentOf<T>>;
 
@@ -678,7 +684,7 @@ pub mod pallet {
 			let proven = match T::Units::proven_unit(job, unit) {
 				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
 				_ => {
-					Rounds::<T>::remove((job, unit));
+					Self::remove_round((job, unit));
 					Self::deposit_event(Event::RoundVoided { job, unit });
 					return;
 				},
@@ -691,16 +697,7 @@ pub mod pallet {
 					AttestationState::Drawn | AttestationState::Committed(_) | AttestationState::Missed => {
 						missed = missed.saturating_add(1);
 						attestation.state = AttestationState::Missed;
-						// A verifier that left the registry and withdrew has nothing left to
-						// take; the slash takes what there is.
-						let slashed = T::Slash::slash(
-							&attestation.verifier,
-							Role::Verifier,
-							T::MissedRevealSlash::get(),
-							SlashReason::MissedReveal,
-							None,
-						)
-						.unwrap_or_else(|_| Zero::zero());
+						let slashed = Self::slash_missed(&attestation.verifier, Role::Verifier, SlashReason::MissedReveal);
 						Self::deposit_event(Event::RevealMissed {
 							job,
 							unit,
@@ -714,14 +711,7 @@ pub mod pallet {
 			Self::deposit_event(Event::RoundConcluded { job, unit, matched, mismatched, missed });
 			match core::mem::replace(&mut round.secret, SolverSecret::NotRequired) {
 				SolverSecret::Awaited { .. } => {
-					let slashed = T::Slash::slash(
-						&proven.solver,
-						Role::Solver,
-						T::MissedRevealSlash::get(),
-						SlashReason::MissedSecretReveal,
-						None,
-					)
-					.unwrap_or_else(|_| Zero::zero());
+					let slashed = Self::slash_missed(&proven.solver, Role::Solver, SlashReason::MissedSecretReveal);
 					Self::deposit_event(Event::SecretRevealMissed { job, unit, solver: proven.solver.clone(), slashed });
 					round.secret = SolverSecret::Missed;
 				},
@@ -742,6 +732,13 @@ pub mod pallet {
 				other => round.secret = other,
 			}
 			Rounds::<T>::insert((job, unit), round);
+		}
+
+		/// Slashes `MissedRevealSlash` from `who`'s bond for `role`, for a reveal it owed and
+		/// did not make; returns what was taken. A party that left the registry and withdrew
+		/// has nothing left to take: the slash takes what there is.
+		fn slash_missed(who: &T::AccountId, role: Role, reason: SlashReason) -> BalanceOf<T> {
+			T::Slash::slash(who, role, T::MissedRevealSlash::get(), reason, None).unwrap_or_else(|_| Zero::zero())
 		}
 
 		/// Pays the verifiers of a forced round that caught its error from the jackpot: those
@@ -938,6 +935,9 @@ pub mod pallet {
 					.collect(),
 			);
 			round.drawn = Some(DrawnRound { seed, commit_ends, reveal_ends });
+			for verifier in &verifiers {
+				DrawnRounds::<T>::mutate(verifier, |count| *count = Some(count.unwrap_or(0).saturating_add(1)));
+			}
 			Rounds::<T>::insert((job, unit), round);
 			Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
 		}
@@ -947,6 +947,17 @@ pub mod pallet {
 		/// about 40 µs). It bounds a share of a slash paid to a dispute's winner too.
 		fn payment_weight() -> Weight {
 			Weight::from_parts(40_000_000, 0).saturating_add(T::DbWeight::get().reads_writes(3, 3))
+		}
+
+		/// Removes a unit's round, and counts it off each of its verifiers' `DrawnRounds`.
+		fn remove_round(key: (JobId, UnitIndex)) -> Option<RoundOf<T>> {
+			let round = Rounds::<T>::take(key)?;
+			for attestation in round.attestations.iter() {
+				DrawnRounds::<T>::mutate_exists(&attestation.verifier, |count| {
+					*count = count.and_then(|count| count.checked_sub(1)).filter(|count| *count > 0);
+				});
+			}
+			Some(round)
 		}
 
 		/// The last block a round may be drawn in.
@@ -998,11 +1009,41 @@ pub mod pallet {
 					ensure!(Closing::<T>::get(drawn.reveal_ends).contains(&key), "an open round not set to close");
 				}
 			}
+			// Every verifier's count of rounds is the rounds it is drawn in.
+			let mut drawn_in = alloc::collections::BTreeMap::<T::AccountId, u32>::new();
+			for (_, round) in Rounds::<T>::iter() {
+				for attestation in round.attestations.iter() {
+					let count = drawn_in.entry(attestation.verifier.clone()).or_default();
+					*count = count.saturating_add(1);
+				}
+			}
+			ensure!(
+				DrawnRounds::<T>::iter().collect::<alloc::collections::BTreeMap<_, _>>() == drawn_in,
+				"a verifier's count of drawn rounds is not the rounds it is drawn in"
+			);
 			let queued = PendingSecrets::<T>::get();
 			for (key, commitment) in Secrets::<T>::iter() {
 				ensure!(commitment.random.is_some() || queued.contains(&key), "a secret waiting for randomness not queued");
+				// A proof takes its secret; work dropped before one drops it.
+				ensure!(
+					T::Units::assigned_solver(key.0, key.1).as_ref() == Some(&commitment.solver),
+					"a secret of a unit its solver no longer works on"
+				);
 			}
 			Ok(())
+		}
+	}
+
+	impl<T: Config> touchstone_primitives::traits::ActiveWork<T::AccountId, BalanceOf<T>> for Pallet<T> {
+		fn active_work(who: &T::AccountId, role: Role) -> u32 {
+			match role {
+				Role::Verifier => DrawnRounds::<T>::get(who).unwrap_or(0),
+				Role::Solver | Role::Challenger => 0,
+			}
+		}
+
+		fn required_collateral(_who: &T::AccountId) -> BalanceOf<T> {
+			Zero::zero()
 		}
 	}
 
@@ -1025,8 +1066,10 @@ pub mod pallet {
 				SolverSecret::Awaited { hash: commitment.hash, random, rate: commitment.rate }
 			};
 			PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).map_err(|_| Error::<T>::DrawQueueFull)?;
-			// A proof committed again (after an overturn) replaces the old round; a round
-			// still listed to close is concluded as voided then, or is already gone.
+			// A proof committed again (after an overturn, or an honest one replacing a forced
+			// one) replaces the old round; a round still listed to close is concluded as
+			// voided then, or is already gone.
+			Self::remove_round((job, unit));
 			Rounds::<T>::insert(
 				(job, unit),
 				Round {
@@ -1053,7 +1096,7 @@ pub mod pallet {
 		}
 
 		fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<T::AccountId> {
-			let Some(round) = Rounds::<T>::take((job, unit)) else { return Vec::new() };
+			let Some(round) = Self::remove_round((job, unit)) else { return Vec::new() };
 			// An expired round's queue entry finds no round and is skipped.
 			round
 				.attestations
@@ -1065,13 +1108,16 @@ pub mod pallet {
 
 		fn on_proof_dropped(job: JobId, unit: UnitIndex) {
 			// Its queue entry, or its place in `Closing`, finds no round and is skipped.
-			if Rounds::<T>::take((job, unit)).is_some() {
+			if Self::remove_round((job, unit)).is_some() {
 				Self::deposit_event(Event::RoundVoided { job, unit });
 			}
+			// A secret committed for work that will not be proven: the unit's next solver
+			// commits its own. Its place in `PendingSecrets` finds nothing and is skipped.
+			Secrets::<T>::remove((job, unit));
 		}
 
 		fn on_proof_dropped_weight() -> Weight {
-			T::DbWeight::get().reads_writes(1, 1)
+			T::DbWeight::get().reads_writes(1, 2)
 		}
 
 		fn on_finalized_weight() -> Weight {

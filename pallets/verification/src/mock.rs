@@ -97,7 +97,7 @@ impl pallet_touchstone_staking::Config for Test {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type SlashDestination = ResolveTo<Jackpot, Balances>;
-	type ActiveWork = Tasks;
+	type ActiveWork = (Tasks, Verification);
 	type MinSolverBond = ConstU64<100>;
 	type MinVerifierBond = ConstU64<50>;
 	type MinChallengerBond = ConstU64<20>;

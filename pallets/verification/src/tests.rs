@@ -117,6 +117,13 @@ fn honest_verifiers_are_paid_and_a_silent_one_is_slashed() {
 		run_to_block(3);
 		let verifiers = drawn(job);
 		let (first, second, silent) = (verifiers[0], verifiers[1], verifiers[2]);
+		// Drawn, a verifier keeps its bond until the unit is final: its `Match` can still
+		// be proven false until then.
+		assert!(verifiers.iter().all(|who| crate::DrawnRounds::<Test>::get(who) == Some(1)));
+		assert_noop!(
+			Staking::unbond(RuntimeOrigin::signed(first), Role::Verifier, VERIFIER_BOND),
+			pallet_touchstone_staking::Error::<Test>::HasActiveWork
+		);
 		assert_ok!(commit(first, job, &Verdict::Match));
 		assert_ok!(commit(second, job, &Verdict::Match));
 		run_to_block(3 + COMMIT_PERIOD);
@@ -149,6 +156,8 @@ fn honest_verifiers_are_paid_and_a_silent_one_is_slashed() {
 		assert_eq!(Balances::balance(&SOLVER), before[3] + 80);
 		assert_eq!(unit_state(job), UnitState::Finalized);
 		assert!(Rounds::<Test>::get((job, 0)).is_none());
+		assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+		assert_ok!(Staking::unbond(RuntimeOrigin::signed(first), Role::Verifier, VERIFIER_BOND));
 	});
 }
 
@@ -503,5 +512,22 @@ fn a_solver_reveals_an_unforced_secret_and_a_silent_one_is_slashed() {
 		}));
 		assert_eq!(pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver), bond - MISSED_REVEAL_SLASH);
 		assert_eq!(Rounds::<Test>::get((second, 0)).unwrap().secret, SolverSecret::Missed);
+	});
+}
+
+#[test]
+fn a_secret_of_work_that_times_out_goes_with_it_and_the_next_solver_commits_its_own() {
+	build_and_execute(&VERIFIERS, || {
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
+		let job = take_with_secret(&[9; 32]);
+		// The solver never proves: the unit's deadline passes and the sweep takes it back.
+		let timeout = u64::from(spec().unit_timeout);
+		run_to_block(System::block_number() + timeout + 2);
+		assert_eq!(unit_state(job), UnitState::Reassigned);
+		assert!(crate::Secrets::<Test>::get((job, 0)).is_none());
+		// Whoever takes it next commits a new secret, judged by randomness after it.
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
+		assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 0, secret_hash(&[10; 32])));
+		assert_eq!(crate::Secrets::<Test>::get((job, 0)).unwrap().hash, secret_hash(&[10; 32]));
 	});
 }
