@@ -57,6 +57,46 @@ impl pallet_touchstone_tasks::BenchmarkHelper<crate::AccountId> for StakingHelpe
 		};
 		Self::register_solver(who, profile);
 	}
+
+	fn ready_proof(job: touchstone_primitives::JobId, unit: touchstone_primitives::UnitIndex, solver: &crate::AccountId) {
+		commit_secret(job, unit, solver);
+	}
+
+	fn ready_finalize(job: touchstone_primitives::JobId, unit: touchstone_primitives::UnitIndex) {
+		// The round its hooks would have drawn and concluded: the benchmarks cannot wait
+		// for BABE.
+		settle_round(job, unit, |round| round.concluded = true);
+	}
+}
+
+/// Marks the solver's forced-error secret of a unit's round revealed (the unit was not
+/// forced), then applies `change` to the round.
+fn settle_round(
+	job: touchstone_primitives::JobId,
+	unit: touchstone_primitives::UnitIndex,
+	change: impl FnOnce(&mut pallet_touchstone_verification::RoundOf<Runtime>),
+) {
+	pallet_touchstone_verification::Rounds::<Runtime>::mutate((job, unit), |round| {
+		if let Some(round) = round {
+			round.secret = pallet_touchstone_verification::SolverSecret::Revealed;
+			change(round);
+		}
+	});
+}
+
+/// Stores `solver`'s forced-error secret commitment for a unit, with its randomness
+/// recorded as the hook would a block later: the benchmarks cannot wait for BABE.
+fn commit_secret(job: touchstone_primitives::JobId, unit: touchstone_primitives::UnitIndex, solver: &crate::AccountId) {
+	pallet_touchstone_verification::Secrets::<Runtime>::insert(
+		(job, unit),
+		pallet_touchstone_verification::SecretCommitment {
+			solver: solver.clone(),
+			hash: polkadot_sdk::sp_core::H256([0; 32]),
+			committed_at: 0,
+			rate: polkadot_sdk::sp_runtime::Perbill::zero(),
+			random: Some([0; 32]),
+		},
+	);
 }
 
 impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balance> for StakingHelper {
@@ -88,19 +128,10 @@ impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balanc
 		final_state: touchstone_primitives::referee::StateOpening,
 	) -> Option<touchstone_primitives::JobId> {
 		let job = Self::take(owner, spec, solver)?;
-		// The solver's forced-error secret, with its randomness recorded as the hook would
-		// a block later: the benchmarks cannot wait for BABE.
-		pallet_touchstone_verification::Secrets::<Runtime>::insert(
-			(job, 0),
-			pallet_touchstone_verification::SecretCommitment {
-				solver: solver.clone(),
-				hash: polkadot_sdk::sp_core::H256([0; 32]),
-				committed_at: 0,
-				rate: polkadot_sdk::sp_runtime::Perbill::zero(),
-				random: Some([0; 32]),
-			},
-		);
+		commit_secret(job, 0, solver);
 		Tasks::submit_proof(RawOrigin::Signed(solver.clone()).into(), job, 0, proof, final_state).ok()?;
+		// A ruling waits for the solver's secret: revealed, the unit was not forced.
+		settle_round(job, 0, |_| {});
 		Some(job)
 	}
 

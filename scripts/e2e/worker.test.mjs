@@ -182,6 +182,22 @@ async function setForcedErrorRate(partsPerBillion) {
   assert.equal((await api.call.verificationApi.forcedErrorRate()).toNumber(), partsPerBillion);
 }
 
+/**
+ * Dry-runs `tx` signed by `signer` at the best block (nothing is sent, no nonce is spent);
+ * resolves with the runtime's error name, or null if it would succeed.
+ */
+async function dryRunError(tx, signer) {
+  const signed = await tx.signAsync(signer);
+  const applied = await api.rpc.system.dryRun(signed.toHex());
+  assert.ok(applied.isOk, `the pool would refuse it: ${applied}`);
+  const outcome = applied.asOk;
+  if (outcome.isOk) return null;
+  const error = outcome.asErr;
+  if (!error.isModule) return error.toString();
+  const { section, name } = api.registry.findMetaError(error.asModule);
+  return `${section}.${name}`;
+}
+
 /** Sends `tx`; resolves with its events, or rejects with the runtime's error name. */
 async function sendOk(tx, signer) {
   const { events, dispatchError } = await send(tx, signer);
@@ -295,6 +311,10 @@ test('a solver worker trains the digits job through the chain and each proof is 
   const missed = mine('RevealMissed');
   assert.ok(missed.every((e) => e.data.verifier === ferdie.address && BigInt(e.data.slashed) === UNIT), JSON.stringify(missed));
   assert.equal(missed.length, 4);
+  // Drawn in four rounds whose units are not final yet, Ferdie cannot take his verifier
+  // bond back: a `Match` can be proven false until then.
+  assert.equal((await api.query.verification.drawnRounds(ferdie.address)).unwrap().toNumber(), 4);
+  assert.equal(await dryRunError(api.tx.staking.unbond('Verifier', 100n * UNIT), ferdie), 'staking.HasActiveWork');
   // Each verifier worker asked the runtime API for its samples (two distinct segments of
   // the five in a unit), re-executed just those from Bob's checkpoints, checked against
   // the trace manifest Bob serves, and revealed a match without running any unit whole.

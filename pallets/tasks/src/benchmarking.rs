@@ -253,6 +253,7 @@ mod benchmarks {
 		let job = submitted::<T>(two_ranges)?;
 		claim::<T>(&who, job, 0)?;
 		let (commitment, opening) = proof::<T>(job, 0, STEPS / 2)?;
+		T::BenchmarkHelper::ready_proof(job, 0, &who);
 		#[extrinsic_call]
 		_(RawOrigin::Signed(who), job, 0, commitment, opening);
 		assert_eq!(Units::<T>::get(job, 1).map(|u| u.state), Some(UnitState::Pending));
@@ -267,10 +268,14 @@ mod benchmarks {
 		let holders = claim_all::<T>(job, u, first)?;
 		for (unit, who) in holders.iter().enumerate() {
 			let (commitment, opening) = proof::<T>(job, unit as u32, STEPS)?;
+			T::BenchmarkHelper::ready_proof(job, unit as u32, who);
 			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, commitment, opening)
 				.map_err(|_| BenchmarkError::Stop("submit_proof failed"))?;
 		}
 		advance::<T>(T::ChallengeWindow::get());
+		for unit in 0..u {
+			T::BenchmarkHelper::ready_finalize(job, unit);
+		}
 		let caller = funded::<T>("caller", 0);
 		for unit in 1..u {
 			Tasks::<T>::finalize_unit(RawOrigin::Signed(caller.clone()).into(), job, unit)

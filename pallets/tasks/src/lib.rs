@@ -90,6 +90,12 @@ pub trait BenchmarkHelper<AccountId> {
 	fn register_solver(who: &AccountId, profile: touchstone_primitives::HardwareProfile);
 	/// Registers `who` as a solver whose hardware meets no job the benchmarks submit.
 	fn register_unfit_solver(who: &AccountId);
+	/// Readies what the runtime's proof lifecycle asks of `solver` before it proves `unit`
+	/// (a forced-error secret committed and its randomness recorded, say).
+	fn ready_proof(_job: touchstone_primitives::JobId, _unit: touchstone_primitives::UnitIndex, _solver: &AccountId) {}
+	/// Readies what the runtime's proof lifecycle asks before a proven `unit` is finalized,
+	/// past its challenge window (its verification round concluded, say).
+	fn ready_finalize(_job: touchstone_primitives::JobId, _unit: touchstone_primitives::UnitIndex) {}
 }
 
 #[frame_support::pallet]

@@ -1117,7 +1117,9 @@ pub mod pallet {
 		}
 
 		fn on_proof_dropped_weight() -> Weight {
-			T::DbWeight::get().reads_writes(1, 2)
+			// The round, each of its verifiers' counts, and the secret.
+			let verifiers = u64::from(T::VerifiersPerUnit::get());
+			T::DbWeight::get().reads_writes(verifiers.saturating_add(1), verifiers.saturating_add(2))
 		}
 
 		fn on_finalized_weight() -> Weight {
