@@ -165,6 +165,12 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<16>;
 	type MaxDrawsPerBlock = ConstU32<4>;
 	type DrawTimeout = ConstU64<4>;
+	type EscalationCommittee = ConstU32<3>;
+	type ToleranceMargin = ConstU32<2>;
+	type MaxThresholdChallenges = ConstU32<1>;
+	type InvalidProofSlash = ConstU64<500>;
+	type WinnerShare = HalfToWinner;
+	type Nodes = Staking;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = BenchmarkHelper;

@@ -363,6 +363,83 @@ pub enum VerificationMode {
 	},
 }
 
+impl VerificationMode {
+	/// The submitter's ceilings of a tolerance-mode job: the profiled thresholds never
+	/// exceed them. `None` for exact mode.
+	pub fn ceiling(&self) -> Option<Distance> {
+		match self {
+			VerificationMode::Exact => None,
+			VerificationMode::Tolerance { max_l2, max_linf, max_cosine_distance } => {
+				Some(Distance { l2: *max_l2, linf: *max_linf, cosine: *max_cosine_distance })
+			},
+		}
+	}
+}
+
+/// How far one set of model parameters is from another, over all parameters concatenated:
+/// the L2 norm and the largest absolute value of their difference, and one minus their
+/// cosine similarity. Tolerance mode's measure, and its thresholds.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	Debug, Default,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct Distance {
+	/// ‖a − b‖₂.
+	pub l2: FixedU64,
+	/// max |aᵢ − bᵢ|.
+	pub linf: FixedU64,
+	/// 1 − a·b / (‖a‖ ‖b‖).
+	pub cosine: FixedU64,
+}
+
+impl Distance {
+	/// Whether every component is at most `bound`'s.
+	pub fn within(&self, bound: &Distance) -> bool {
+		self.l2 <= bound.l2 && self.linf <= bound.linf && self.cosine <= bound.cosine
+	}
+
+	/// The componentwise smaller of the two.
+	pub fn min(&self, other: &Distance) -> Distance {
+		Distance { l2: self.l2.min(other.l2), linf: self.linf.min(other.linf), cosine: self.cosine.min(other.cosine) }
+	}
+
+	/// Every component multiplied by `factor`, saturating.
+	pub fn scaled(&self, factor: u32) -> Distance {
+		let scale = |value: FixedU64| FixedU64::from_inner(value.into_inner().saturating_mul(u64::from(factor)));
+		Distance { l2: scale(self.l2), linf: scale(self.linf), cosine: scale(self.cosine) }
+	}
+
+	/// The componentwise median of `distances` (the lower one of an even count); `None`
+	/// for none. Each component is taken on its own, so no single report sets them all.
+	pub fn median(distances: &[Distance]) -> Option<Distance> {
+		if distances.is_empty() {
+			return None;
+		}
+		let middle = (distances.len().saturating_sub(1)) / 2;
+		let component = |pick: fn(&Distance) -> FixedU64| {
+			let mut values: alloc::vec::Vec<FixedU64> = distances.iter().map(pick).collect();
+			values.sort();
+			values.get(middle).copied().unwrap_or_default()
+		};
+		Some(Distance { l2: component(|d| d.l2), linf: component(|d| d.linf), cosine: component(|d| d.cosine) })
+	}
+}
+
+/// The thresholds a tolerance-mode job's proofs are judged by, profiled on the chain.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	Debug, Default,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct ToleranceProfile {
+	/// The profiled thresholds: a re-executed segment within them matches. `None` until
+	/// the job's first verification round profiles it, and again after a challenge.
+	pub thresholds: Option<Distance>,
+	/// How many times the thresholds were challenged and profiled again.
+	pub challenges: u32,
+}
+
 /// How unit results combine into the job's result, for data-parallel jobs.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
@@ -669,6 +746,8 @@ pub struct Job<AccountId, Balance, BlockNumber> {
 	pub result: Option<JobResult>,
 	/// The block from which the job's records may be removed, once every unit is final.
 	pub removable_at: Option<BlockNumber>,
+	/// The profiled thresholds of a tolerance-mode job; unused in exact mode.
+	pub tolerance: ToleranceProfile,
 }
 
 impl<AccountId, Balance, BlockNumber> Job<AccountId, Balance, BlockNumber> {

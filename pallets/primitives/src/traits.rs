@@ -3,8 +3,8 @@
 
 use crate::referee::{DataCommitment, TraceCommitment};
 use crate::{
-	HardwareProfile, HardwareRequirements, HyperParams, JobId, LearningProof, ModelArch, Role, SlashReason, UnitIndex,
-	VerificationMode,
+	Distance, HardwareProfile, HardwareRequirements, HyperParams, JobId, LearningProof, ModelArch, Role, SlashReason,
+	ToleranceProfile, UnitIndex, VerificationMode,
 };
 use alloc::vec::Vec;
 use polkadot_sdk::sp_runtime::{DispatchError, DispatchResult, Perbill};
@@ -261,6 +261,18 @@ pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	pub challenged: bool,
 }
 
+/// A tolerance-mode job, as the verification pallet sees it: who may challenge its
+/// thresholds, and what bounds them.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ToleranceJob<AccountId> {
+	/// The job's submitter.
+	pub owner: AccountId,
+	/// The submitter's ceilings: profiled thresholds never exceed them.
+	pub ceiling: Distance,
+	/// The thresholds profiled so far.
+	pub profile: ToleranceProfile,
+}
+
 /// How the disputes pallet reads and moves units with committed proofs. Implemented by
 /// the tasks pallet; the disputes pallet never reads its storage.
 pub trait UnitProofs<AccountId, BlockNumber, Balance> {
@@ -298,6 +310,11 @@ pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// proven inputs): nobody is at fault. The unit fails and is refunded, with every later
 	/// step range. Returns the rolled-back units, as [`UnitProofs::reject_proof`].
 	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError>;
+	/// The job, if it exists and is verified in tolerance mode.
+	fn tolerance_job(job: JobId) -> Option<ToleranceJob<AccountId>>;
+	/// Stores the profiled thresholds of a tolerance-mode job, or clears them (`None`) for
+	/// a new profiling after a challenge, which counts the challenge.
+	fn set_thresholds(job: JobId, thresholds: Option<Distance>) -> DispatchResult;
 	/// The most units a job has: the most step ranges one overturn can roll back is one less.
 	fn max_units_per_job() -> u32;
 	/// The weight of overturning a unit and rolling back `rolled_back` later ranges.

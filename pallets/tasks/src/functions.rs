@@ -102,6 +102,7 @@ impl<T: Config> Pallet<T> {
 				submitted_at: now,
 				result: None,
 				removable_at: None,
+				tolerance: Default::default(),
 			},
 		);
 		Self::deposit_event(Event::JobSubmitted { job: job_id, owner, units: unit_count, escrow });

@@ -116,6 +116,23 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 		Self::overturn(job, unit, true)
 	}
 
+	fn tolerance_job(job: JobId) -> Option<touchstone_primitives::traits::ToleranceJob<T::AccountId>> {
+		let info = Jobs::<T>::get(job)?;
+		let ceiling = info.spec.verification.ceiling()?;
+		Some(touchstone_primitives::traits::ToleranceJob { owner: info.owner, ceiling, profile: info.tolerance })
+	}
+
+	fn set_thresholds(job: JobId, thresholds: Option<touchstone_primitives::Distance>) -> DispatchResult {
+		Jobs::<T>::try_mutate(job, |info| -> DispatchResult {
+			let info = info.as_mut().ok_or(Error::<T>::JobNotFound)?;
+			if thresholds.is_none() {
+				info.tolerance.challenges = info.tolerance.challenges.saturating_add(1);
+			}
+			info.tolerance.thresholds = thresholds;
+			Ok(())
+		})
+	}
+
 	fn max_units_per_job() -> u32 {
 		T::MaxUnitsPerJob::get()
 	}

@@ -12,9 +12,10 @@ use polkadot_sdk::{
 use touchstone_primitives::{
 	forced_error,
 	referee::{bookkeeping_spec, filler_proof},
-	traits::{ProofLifecycle, ProofSetup},
-	JobId, Role,
+	traits::{ProofLifecycle, ProofSetup, UnitProofs},
+	Distance, JobId, Role, VerificationMode,
 };
+use polkadot_sdk::sp_runtime::FixedU64;
 use codec::Encode;
 use polkadot_sdk::sp_core::H256;
 
@@ -260,6 +261,30 @@ mod benchmarks {
 		// A randomness source that knows nothing newer than block zero records nothing;
 		// the benchmark still measured the read.
 		assert!(recorded <= 1);
+		Ok(())
+	}
+
+	/// A bonded solver (the costlier of the two who may) challenges a tolerance-mode job's
+	/// profiled thresholds.
+	#[benchmark]
+	fn challenge_thresholds() -> Result<(), BenchmarkError> {
+		let now = frame_system::Pallet::<T>::block_number();
+		frame_system::Pallet::<T>::set_block_number(now.max(1u32.into()));
+		let owner: T::AccountId = account("owner", 0, 0);
+		let solver: T::AccountId = account("solver", 0, 0);
+		T::BenchmarkHelper::register(&solver, Role::Solver);
+		let (proof, opening, _) = filler_proof(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
+		let mut spec = bookkeeping_spec(STEPS, 1, STEPS, INITIAL);
+		let ceiling = FixedU64::from_u32(1);
+		spec.verification = VerificationMode::Tolerance { max_l2: ceiling, max_linf: ceiling, max_cosine_distance: ceiling };
+		let job = T::BenchmarkHelper::prove(&owner, spec, &solver, proof, opening)
+			.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
+		T::Units::set_thresholds(job, Some(Distance::default())).map_err(|_| BenchmarkError::Stop("no job"))?;
+
+		#[extrinsic_call]
+		_(RawOrigin::Signed(solver), job);
+
+		assert!(T::Units::tolerance_job(job).is_some_and(|info| info.profile.thresholds.is_none()));
 		Ok(())
 	}
 

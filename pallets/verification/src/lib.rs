@@ -84,8 +84,8 @@ pub mod pallet {
 		},
 	};
 	use touchstone_primitives::{
-		traits::{AttestationJudge, OpenDispute, Slash, UnitProofs, VerifierDraw},
-		forced_error, JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
+		traits::{AttestationJudge, ComputeNodes, OpenDispute, Slash, UnitProofs, VerifierDraw},
+		forced_error, Distance, JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
@@ -170,6 +170,34 @@ pub mod pallet {
 		/// source delays no unit's pay for longer than this.
 		#[pallet::constant]
 		type DrawTimeout: Get<BlockNumberFor<Self>>;
+
+		/// Members of an escalation committee: a tolerance-mode proof that a verifier
+		/// measured beyond its job's thresholds is judged by the majority of this many
+		/// verifiers, drawn afresh. At least `VerifiersPerUnit`, and odd.
+		#[pallet::constant]
+		type EscalationCommittee: Get<u32>;
+
+		/// A tolerance-mode job's thresholds are its verifiers' median profile times this
+		/// factor, capped by the submitter's ceilings.
+		#[pallet::constant]
+		type ToleranceMargin: Get<u32>;
+
+		/// Most times one job's thresholds may be challenged and profiled again.
+		#[pallet::constant]
+		type MaxThresholdChallenges: Get<u32>;
+
+		/// What a solver whose tolerance-mode proof an escalation committee overturned is
+		/// slashed, from its solver bond.
+		#[pallet::constant]
+		type InvalidProofSlash: Get<BalanceOf<Self>>;
+
+		/// The share of a slash paid to a winner of an escalation; the rest goes to the
+		/// runtime's slash destination.
+		#[pallet::constant]
+		type WinnerShare: Get<Perbill>;
+
+		/// The registry: bonded solvers may challenge a job's thresholds.
+		type Nodes: ComputeNodes<Self::AccountId, BalanceOf<Self>>;
 
 		/// Weights of this pallet's calls and hooks.
 		type WeightInfo: WeightInfo;
@@ -371,6 +399,76 @@ pub mod pallet {
 			/// The unit.
 			unit: UnitIndex,
 		},
+		/// A profiling round concluded: the job's thresholds are set.
+		ThresholdsProfiled {
+			/// The job.
+			job: JobId,
+			/// The thresholds: the median profile times `ToleranceMargin`, capped by the
+			/// job's ceilings (the ceilings themselves when no profile was revealed).
+			thresholds: Distance,
+			/// How many profiles were revealed.
+			profiles: u32,
+		},
+		/// A job's thresholds were challenged: the next round drawn for one of its units
+		/// profiles them again.
+		ThresholdsChallenged {
+			/// The job.
+			job: JobId,
+			/// Who challenged them.
+			by: T::AccountId,
+			/// The thresholds cleared.
+			previous: Distance,
+		},
+		/// A tolerance round's verifiers measured segments beyond the thresholds: the unit
+		/// is held (`Challenged`) and an escalation committee will be drawn.
+		EscalationOpened {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The flagged segments, which every member re-executes.
+			segments: Vec<u32>,
+		},
+		/// An escalation committee decided.
+		EscalationDecided {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The decision.
+			outcome: EscalationOutcome,
+			/// Members that measured a flagged segment beyond the thresholds.
+			beyond: u32,
+			/// Members that measured every flagged segment within them.
+			within: u32,
+			/// Members that did not reveal (each slashed `MissedRevealSlash`).
+			missed: u32,
+		},
+		/// A verifier's distance lost an escalation (it flagged a proof the committee
+		/// upheld, or measured a proof the committee overturned within the thresholds): it
+		/// was slashed, a share to a winner.
+		WrongDistance {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifier.
+			verifier: T::AccountId,
+			/// What it was slashed.
+			slashed: BalanceOf<T>,
+		},
+		/// An escalation committee overturned a tolerance-mode proof: its solver was
+		/// slashed, and the unit went back to the pool (or failed).
+		ToleranceProofRejected {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// What it was slashed.
+			slashed: BalanceOf<T>,
+		},
 	}
 
 	#[pallet::error]
@@ -412,6 +510,19 @@ pub mod pallet {
 		HonestProofMissing,
 		/// The forced step is not one of the unit's steps.
 		StepOutsideUnit,
+		/// The verdict is not of the round's kind: `Match` or `Mismatch` in exact mode,
+		/// `Measured` (with a profile exactly in a profiling round) in tolerance mode.
+		WrongVerdict,
+		/// A `Measured` verdict names a segment the verifier was not given.
+		SegmentNotSampled,
+		/// The job does not exist or is not verified in tolerance mode.
+		NotToleranceJob,
+		/// The job's thresholds are not profiled yet: nothing to challenge.
+		NotProfiled,
+		/// Only the job's submitter or a bonded solver may challenge its thresholds.
+		NotEntitled,
+		/// The job's thresholds were challenged `MaxThresholdChallenges` times already.
+		ThresholdChallengeLimit,
 	}
 
 	#[pallet::hooks]
@@ -420,10 +531,10 @@ pub mod pallet {
 			let concluded = Self::conclude_due(now);
 			let drawn = Self::draw_due(now);
 			let recorded = Self::record_due(now);
-			let verifiers = T::VerifiersPerUnit::get();
 			// A draw's benchmark picks a round from a pool of online verifiers; the staking
-			// pallet's bound on its picks covers draws that skip offline ones.
-			let per_draw = T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(verifiers));
+			// pallet's bound on its picks covers draws that skip offline ones. An
+			// escalation's committee is the largest draw.
+			let per_draw = T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(Self::largest_draw()));
 			// `on_initialize_idle` is measured before secrets were queued: one more read.
 			T::WeightInfo::on_initialize_idle()
 				.saturating_add(T::DbWeight::get().reads(1))
@@ -461,6 +572,21 @@ pub mod pallet {
 			);
 			// The randomness of the block after the proof is first usable two blocks on.
 			assert!(T::DrawTimeout::get() >= 2u32.into(), "DrawTimeout must leave room for a draw");
+			// A committee outvotes the round it judges, and never ties when all reveal.
+			assert!(
+				T::EscalationCommittee::get() >= T::VerifiersPerUnit::get() && T::EscalationCommittee::get() % 2 == 1,
+				"EscalationCommittee must be odd and at least VerifiersPerUnit"
+			);
+			// Thresholds below the profiled distance would fail honest solvers.
+			assert!(T::ToleranceMargin::get() >= 1, "ToleranceMargin must be at least 1");
+			assert!(
+				T::InvalidProofSlash::get() > T::FalseAttestationSlash::get(),
+				"InvalidProofSlash must exceed FalseAttestationSlash"
+			);
+			assert!(
+				!T::WinnerShare::get().is_zero() && T::WinnerShare::get() < Perbill::one(),
+				"WinnerShare must leave a share to each side"
+			);
 		}
 
 		#[cfg(feature = "try-runtime")]
@@ -522,9 +648,16 @@ pub mod pallet {
 			};
 			ensure!(Self::commitment(&verdict, &salt, &who) == commitment, Error::<T>::CommitmentMismatch);
 			attestation.state = AttestationState::Revealed(verdict.clone());
+			Self::check_verdict(job, unit, &round, &who, &verdict)?;
 			let forced = matches!(round.secret, SolverSecret::Forced { .. });
 			Rounds::<T>::insert((job, unit), round);
 			let opened = match &verdict {
+				// Distances are judged together when the round concludes.
+				Verdict::Measured { .. } => {
+					Self::deposit_event(Event::Revealed { job, unit, verifier: who, verdict });
+					// The unit's proof was read for the verifier's samples.
+					return Ok(Some(T::WeightInfo::reveal().saturating_add(T::DbWeight::get().reads(2))).into());
+				},
 				Verdict::Match => false,
 				// The solver already showed the error is forced: nobody lied, nothing to dispute.
 				Verdict::Mismatch { .. } if forced => false,
@@ -611,6 +744,26 @@ pub mod pallet {
 			Self::deposit_event(Event::ForcedErrorRevealed { job, unit, step, dismissed });
 			Ok(().into())
 		}
+
+		/// Challenge a tolerance-mode job's profiled thresholds, as its submitter (they are
+		/// too loose to catch a wrong proof) or as a bonded solver (too tight for an honest
+		/// one). They are cleared: until the next round drawn for one of the job's units
+		/// profiles them again, rounds are judged by the submitter's ceilings. At most
+		/// `MaxThresholdChallenges` per job.
+		///
+		/// Emits `ThresholdsChallenged`.
+		#[pallet::call_index(4)]
+		#[pallet::weight(T::WeightInfo::challenge_thresholds())]
+		pub fn challenge_thresholds(origin: OriginFor<T>, job: JobId) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			let info = T::Units::tolerance_job(job).ok_or(Error::<T>::NotToleranceJob)?;
+			ensure!(who == info.owner || T::Nodes::is_bonded_for(&who, Role::Solver), Error::<T>::NotEntitled);
+			let previous = info.profile.thresholds.ok_or(Error::<T>::NotProfiled)?;
+			ensure!(info.profile.challenges < T::MaxThresholdChallenges::get(), Error::<T>::ThresholdChallengeLimit);
+			T::Units::set_thresholds(job, None)?;
+			Self::deposit_event(Event::ThresholdsChallenged { job, by: who, previous });
+			Ok(())
+		}
 	}
 
 	impl<T: Config> Pallet<T> {
@@ -648,13 +801,68 @@ pub mod pallet {
 		/// The segments `verifier` re-executes in the unit's current round, or `None` if it
 		/// was not drawn for it. Backs the `VerificationApi::samples` runtime API.
 		pub fn samples(job: JobId, unit: UnitIndex, verifier: &T::AccountId) -> Option<Vec<u32>> {
-			let round = Rounds::<T>::get((job, unit))?;
+			Self::round_samples(job, unit, &Rounds::<T>::get((job, unit))?, verifier)
+		}
+
+		/// The segments `verifier` re-executes in `round`: its own sample, or every flagged
+		/// segment in an escalation. `None` if it is not drawn in the round.
+		fn round_samples(job: JobId, unit: UnitIndex, round: &RoundOf<T>, verifier: &T::AccountId) -> Option<Vec<u32>> {
 			let drawn = round.drawn.as_ref()?;
 			if !round.attestations.iter().any(|a| a.verifier == *verifier) {
 				return None;
 			}
+			if let RoundKind::Escalation { flagged, .. } = &round.kind {
+				return Some(flagged.to_vec());
+			}
 			let proven = T::Units::proven_unit(job, unit)?;
 			Some(Self::sampled_segments(&drawn.seed, verifier, Self::segments(&proven).count()))
+		}
+
+		/// Checks that a revealed verdict is of the round's kind, and that a distance names a
+		/// segment the verifier re-executed.
+		fn check_verdict(
+			job: JobId,
+			unit: UnitIndex,
+			round: &RoundOf<T>,
+			verifier: &T::AccountId,
+			verdict: &Verdict,
+		) -> DispatchResult {
+			let (segment, profiled) = match (&round.kind, verdict) {
+				(RoundKind::Exact, Verdict::Match | Verdict::Mismatch { .. }) => return Ok(()),
+				(RoundKind::Tolerance { profiling }, Verdict::Measured { segment, profile, .. }) => {
+					(segment, profile.is_some() == *profiling)
+				},
+				(RoundKind::Escalation { .. }, Verdict::Measured { segment, profile, .. }) => (segment, profile.is_none()),
+				_ => return Err(Error::<T>::WrongVerdict.into()),
+			};
+			ensure!(profiled, Error::<T>::WrongVerdict);
+			ensure!(
+				Self::round_samples(job, unit, round, verifier).is_some_and(|samples| samples.contains(segment)),
+				Error::<T>::SegmentNotSampled
+			);
+			Ok(())
+		}
+
+		/// Whether a revealed verdict endorses the proof: `Match`, or a distance within
+		/// `bound` (the job's thresholds).
+		fn endorses(verdict: &Verdict, bound: Option<&Distance>) -> bool {
+			match verdict {
+				Verdict::Match => true,
+				Verdict::Mismatch { .. } => false,
+				Verdict::Measured { distance, .. } => bound.is_some_and(|bound| distance.within(bound)),
+			}
+		}
+
+		/// The thresholds a tolerance-mode job's distances are judged by now: the profiled
+		/// ones, or the submitter's ceilings until they are profiled.
+		fn bound(job: JobId) -> Option<Distance> {
+			let info = T::Units::tolerance_job(job)?;
+			Some(info.profile.thresholds.unwrap_or(info.ceiling))
+		}
+
+		/// The most verifiers one draw picks: an escalation committee's.
+		fn largest_draw() -> u32 {
+			T::EscalationCommittee::get().max(T::VerifiersPerUnit::get())
 		}
 
 		/// The checkpoint segments of the proven unit.
@@ -689,26 +897,34 @@ pub mod pallet {
 					return;
 				},
 			};
-			let (mut matched, mut mismatched, mut missed) = (0u32, 0u32, 0u32);
-			for attestation in round.attestations.iter_mut() {
-				match attestation.state {
-					AttestationState::Revealed(Verdict::Match) => matched = matched.saturating_add(1),
-					AttestationState::Revealed(Verdict::Mismatch { .. }) => mismatched = mismatched.saturating_add(1),
-					AttestationState::Drawn | AttestationState::Committed(_) | AttestationState::Missed => {
-						missed = missed.saturating_add(1);
-						attestation.state = AttestationState::Missed;
-						let slashed = Self::slash_missed(&attestation.verifier, Role::Verifier, SlashReason::MissedReveal);
-						Self::deposit_event(Event::RevealMissed {
-							job,
-							unit,
-							verifier: attestation.verifier.clone(),
-							slashed,
-						});
-					},
+			if matches!(round.kind, RoundKind::Escalation { .. }) {
+				return Self::conclude_escalation(job, unit, round, &proven);
+			}
+			let missed = Self::slash_unrevealed(job, unit, &mut round.attestations);
+			let bound = match round.kind {
+				RoundKind::Tolerance { profiling } => Self::settle_thresholds(job, profiling, &round.attestations),
+				_ => None,
+			};
+			let (mut matched, mut mismatched) = (0u32, 0u32);
+			let mut flagged: Vec<u32> = Vec::new();
+			for attestation in round.attestations.iter() {
+				let AttestationState::Revealed(verdict) = &attestation.state else { continue };
+				if Self::endorses(verdict, bound.as_ref()) {
+					matched = matched.saturating_add(1);
+					continue;
+				}
+				mismatched = mismatched.saturating_add(1);
+				if let Verdict::Measured { segment, .. } = verdict {
+					if !flagged.contains(segment) {
+						flagged.push(*segment);
+					}
 				}
 			}
 			round.concluded = true;
 			Self::deposit_event(Event::RoundConcluded { job, unit, matched, mismatched, missed });
+			if !flagged.is_empty() {
+				return Self::escalate(job, unit, round, flagged, now);
+			}
 			match core::mem::replace(&mut round.secret, SolverSecret::NotRequired) {
 				SolverSecret::Awaited { .. } => {
 					let slashed = Self::slash_missed(&proven.solver, Role::Solver, SlashReason::MissedSecretReveal);
@@ -732,6 +948,199 @@ pub mod pallet {
 				other => round.secret = other,
 			}
 			Rounds::<T>::insert((job, unit), round);
+		}
+
+		/// Marks every drawn verifier that did not reveal as `Missed` and slashes it
+		/// `MissedRevealSlash`; returns how many missed.
+		fn slash_unrevealed<S: Get<u32>>(
+			job: JobId,
+			unit: UnitIndex,
+			attestations: &mut BoundedVec<Attestation<T::AccountId>, S>,
+		) -> u32 {
+			let mut missed = 0u32;
+			for attestation in attestations.iter_mut() {
+				match attestation.state {
+					AttestationState::Revealed(_) => continue,
+					AttestationState::Missed => {},
+					AttestationState::Drawn | AttestationState::Committed(_) => {
+						attestation.state = AttestationState::Missed;
+						let verifier = attestation.verifier.clone();
+						let slashed = Self::slash_missed(&verifier, Role::Verifier, SlashReason::MissedReveal);
+						Self::deposit_event(Event::RevealMissed { job, unit, verifier, slashed });
+					},
+				}
+				missed = missed.saturating_add(1);
+			}
+			missed
+		}
+
+		/// The thresholds a concluding tolerance round judges by. A profiling round of a job
+		/// still without thresholds sets them: the componentwise median of the revealed
+		/// profiles times `ToleranceMargin`, capped by the job's ceilings. With no profile
+		/// revealed the job stays unprofiled (the next round profiles) and this round is
+		/// judged by the ceilings.
+		fn settle_thresholds(
+			job: JobId,
+			profiling: bool,
+			attestations: &BoundedVec<Attestation<T::AccountId>, T::EscalationCommittee>,
+		) -> Option<Distance> {
+			let info = T::Units::tolerance_job(job)?;
+			if let Some(thresholds) = info.profile.thresholds {
+				return Some(thresholds);
+			}
+			let profiles: Vec<Distance> = attestations
+				.iter()
+				.filter_map(|a| match &a.state {
+					AttestationState::Revealed(Verdict::Measured { profile: Some(profile), .. }) => Some(*profile),
+					_ => None,
+				})
+				.collect();
+			let Some(median) = Distance::median(&profiles).filter(|_| profiling) else { return Some(info.ceiling) };
+			let thresholds = median.scaled(T::ToleranceMargin::get()).min(&info.ceiling);
+			if T::Units::set_thresholds(job, Some(thresholds)).is_ok() {
+				Self::deposit_event(Event::ThresholdsProfiled { job, thresholds, profiles: profiles.len() as u32 });
+			}
+			Some(thresholds)
+		}
+
+		/// Turns a concluded tolerance round whose verifiers measured `flagged` segments
+		/// beyond the thresholds into an escalation: the unit is held (`Challenged`), and a
+		/// committee is drawn from randomness known only after this block. With the draw
+		/// queue full the round stays concluded, undecided.
+		fn escalate(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, flagged: Vec<u32>, now: BlockNumberFor<T>) {
+			let Some(drawn) = round.drawn.clone() else { return };
+			if PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).is_err()
+				|| T::Units::open_challenge(job, unit).is_err()
+			{
+				Rounds::<T>::insert((job, unit), round);
+				Self::deposit_event(Event::EscalationDecided {
+					job,
+					unit,
+					outcome: EscalationOutcome::Undecided,
+					beyond: 0,
+					within: 0,
+					missed: 0,
+				});
+				return;
+			}
+			// The tolerance round's verifiers stay counted in `DrawnRounds`: the committee's
+			// decision judges them.
+			let verifiers = BoundedVec::truncate_from(core::mem::take(&mut round.attestations).into_inner());
+			round.kind =
+				RoundKind::Escalation { flagged: BoundedVec::truncate_from(flagged.clone()), verifiers, seed: drawn.seed };
+			round.drawn = None;
+			round.committed_at = now;
+			round.concluded = false;
+			Rounds::<T>::insert((job, unit), round);
+			Self::deposit_event(Event::EscalationOpened { job, unit, segments: flagged });
+		}
+
+		/// An escalation without a committee (none could be drawn in time): the unit is
+		/// released, its proof standing, and nobody is slashed for a distance.
+		fn escalation_undecided(job: JobId, unit: UnitIndex, mut round: RoundOf<T>) {
+			let _ = T::Units::close_challenge(job, unit);
+			round.concluded = true;
+			Rounds::<T>::insert((job, unit), round);
+			Self::deposit_event(Event::EscalationDecided {
+				job,
+				unit,
+				outcome: EscalationOutcome::Undecided,
+				beyond: 0,
+				within: 0,
+				missed: 0,
+			});
+		}
+
+		/// Ends an escalation's reveal period. The majority of the members that revealed
+		/// decides; the losers (members on the minority side, and the tolerance round's
+		/// verifiers whose distances the decision contradicts) are slashed
+		/// `FalseAttestationSlash`, `WinnerShare` of each to a winner in turn. An overturned
+		/// proof's solver is slashed `InvalidProofSlash` and the unit rejected; otherwise the
+		/// unit is released, its proof standing.
+		fn conclude_escalation(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, proven: &ProvenUnitOf<T>) {
+			let missed = Self::slash_unrevealed(job, unit, &mut round.attestations);
+			let bound = Self::bound(job);
+			let RoundKind::Escalation { flagged, verifiers, seed } = round.kind.clone() else { return };
+			let (mut beyond, mut within) = (Vec::new(), Vec::new());
+			for attestation in round.attestations.iter() {
+				let AttestationState::Revealed(verdict) = &attestation.state else { continue };
+				let side = if Self::endorses(verdict, bound.as_ref()) { &mut within } else { &mut beyond };
+				side.push(attestation.verifier.clone());
+			}
+			let outcome = match beyond.len().cmp(&within.len()) {
+				core::cmp::Ordering::Greater => EscalationOutcome::Overturned,
+				core::cmp::Ordering::Less => EscalationOutcome::Upheld,
+				core::cmp::Ordering::Equal => EscalationOutcome::Undecided,
+			};
+			Self::deposit_event(Event::EscalationDecided {
+				job,
+				unit,
+				outcome,
+				beyond: beyond.len() as u32,
+				within: within.len() as u32,
+				missed,
+			});
+			// The tolerance round's verifiers that revealed: those that flagged the proof, and
+			// those that endorsed it having re-executed a flagged segment (one that did not
+			// sample one attested nothing the committee judged).
+			let segments = Self::segments(proven).count();
+			let (mut accusers, mut endorsers) = (Vec::new(), Vec::new());
+			for attestation in verifiers.iter() {
+				let AttestationState::Revealed(verdict) = &attestation.state else { continue };
+				if !Self::endorses(verdict, bound.as_ref()) {
+					accusers.push(attestation.verifier.clone());
+				} else if Self::sampled_segments(&seed, &attestation.verifier, segments)
+					.iter()
+					.any(|segment| flagged.contains(segment))
+				{
+					endorsers.push(attestation.verifier.clone());
+				}
+			}
+			match outcome {
+				EscalationOutcome::Overturned => {
+					accusers.extend(beyond);
+					endorsers.extend(within);
+					Self::slash_losers(job, unit, &endorsers, &accusers);
+					let reward = accusers.first().map(|winner| (winner, T::WinnerShare::get()));
+					let slashed =
+						T::Slash::slash(&proven.solver, Role::Solver, T::InvalidProofSlash::get(), SlashReason::InvalidProof, reward)
+							.unwrap_or_else(|_| Zero::zero());
+					Self::deposit_event(Event::ToleranceProofRejected { job, unit, solver: proven.solver.clone(), slashed });
+					// Drops the round with the proof (`on_proof_dropped`).
+					if T::Units::reject_proof(job, unit).is_ok() {
+						return;
+					}
+				},
+				EscalationOutcome::Upheld => {
+					accusers.extend(beyond);
+					Self::slash_losers(job, unit, &accusers, &within);
+					let _ = T::Units::close_challenge(job, unit);
+				},
+				EscalationOutcome::Undecided => {
+					let _ = T::Units::close_challenge(job, unit);
+				},
+			}
+			round.concluded = true;
+			Rounds::<T>::insert((job, unit), round);
+		}
+
+		/// Slashes each of `losers` `FalseAttestationSlash` from its verifier bond,
+		/// `WinnerShare` of it to one of `winners` in turn (to the jackpot alone if there is
+		/// none, or if the winner is the loser itself).
+		fn slash_losers(job: JobId, unit: UnitIndex, losers: &[T::AccountId], winners: &[T::AccountId]) {
+			for (turn, verifier) in losers.iter().enumerate() {
+				let winner = winners.get(turn.checked_rem(winners.len()).unwrap_or(0)).filter(|winner| *winner != verifier);
+				let reward = winner.map(|winner| (winner, T::WinnerShare::get()));
+				let slashed = T::Slash::slash(
+					verifier,
+					Role::Verifier,
+					T::FalseAttestationSlash::get(),
+					SlashReason::FalseAttestation,
+					reward,
+				)
+				.unwrap_or_else(|_| Zero::zero());
+				Self::deposit_event(Event::WrongDistance { job, unit, verifier: verifier.clone(), slashed });
+			}
 		}
 
 		/// Slashes `MissedRevealSlash` from `who`'s bond for `role`, for a reveal it owed and
@@ -834,10 +1243,19 @@ pub mod pallet {
 		/// forced round's catchers paid, its disputes dismissed and its proof replaced.
 		fn conclusion_weight() -> Weight {
 			let verifiers = T::VerifiersPerUnit::get();
-			T::WeightInfo::conclude_round(verifiers)
+			let exact = T::WeightInfo::conclude_round(verifiers)
 				.saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers).saturating_add(1)))
 				.saturating_add(T::Disputes::dismiss_all_weight())
-				.saturating_add(Self::replacement_weight())
+				.saturating_add(Self::replacement_weight());
+			// An escalation's: the committee and the round it judges slashed (the solver too),
+			// each paying a winner, the thresholds read and the unit overturned with every
+			// later range; or a tolerance round setting thresholds and queueing the draw.
+			let judged = verifiers.saturating_add(T::EscalationCommittee::get());
+			let escalation = T::WeightInfo::conclude_round(judged)
+				.saturating_add(Self::payment_weight().saturating_mul(u64::from(judged).saturating_add(1)))
+				.saturating_add(T::Units::overturn_weight(T::Units::max_units_per_job().saturating_sub(1)))
+				.saturating_add(T::DbWeight::get().reads_writes(3, 3));
+			exact.max(escalation)
 		}
 
 		/// Replacing a forced proof: the tasks pallet reads and writes the job and unit, and
@@ -856,7 +1274,8 @@ pub mod pallet {
 					// A duplicate entry of a unit proven again: already drawn.
 					return Queued::Stale;
 				}
-				let subject = (b"touchstone/verification", job, unit, round.trace_root).encode();
+				let escalation = matches!(round.kind, RoundKind::Escalation { .. });
+				let subject = (b"touchstone/verification", job, unit, round.trace_root, escalation).encode();
 				let (random, known_since) = T::Randomness::random(&subject);
 				// Randomness known at or before the commitment's block could have been
 				// known to the solver: wait.
@@ -868,7 +1287,9 @@ pub mod pallet {
 					// Counted as a draw, so expiries share the per-block bound and its weight.
 					Self::deposit_event(Event::DrawExpired { job, unit });
 					// The solver still owes its secret: a round without verifiers takes it.
-					if matches!(round.secret, SolverSecret::Awaited { .. }) {
+					if matches!(round.kind, RoundKind::Escalation { .. }) {
+						Self::escalation_undecided(job, unit, round);
+					} else if matches!(round.secret, SolverSecret::Awaited { .. }) {
 						Self::open_periods(job, unit, round, [0; 32], Vec::new(), now);
 					} else {
 						Rounds::<T>::remove((job, unit));
@@ -882,8 +1303,9 @@ pub mod pallet {
 			drawn.0
 		}
 
-		/// Draws a round's verifiers from `seed` and opens its commit period.
-		pub(crate) fn draw(job: JobId, unit: UnitIndex, round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
+		/// Draws a round's verifiers (an escalation's committee) from `seed` and opens its
+		/// commit period.
+		pub(crate) fn draw(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
 			let proven = match T::Units::proven_unit(job, unit) {
 				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
 				_ => {
@@ -892,16 +1314,22 @@ pub mod pallet {
 					return;
 				},
 			};
-			if !matches!(proven.verification, VerificationMode::Exact) {
-				// A bit-exact verdict cannot judge a tolerance-mode proof.
-				Rounds::<T>::remove((job, unit));
-				Self::deposit_event(Event::NoVerifiers { job, unit });
-				return;
+			let escalation = matches!(round.kind, RoundKind::Escalation { .. });
+			if !escalation {
+				round.kind = match proven.verification {
+					VerificationMode::Exact => RoundKind::Exact,
+					VerificationMode::Tolerance { .. } => RoundKind::Tolerance {
+						profiling: T::Units::tolerance_job(job).is_some_and(|info| info.profile.thresholds.is_none()),
+					},
+				};
 			}
-			let verifiers =
-				T::Draw::draw_verifiers(&seed, T::VerifiersPerUnit::get(), &[proven.solver, proven.owner]);
+			let count = if escalation { T::EscalationCommittee::get() } else { T::VerifiersPerUnit::get() };
+			let verifiers = T::Draw::draw_verifiers(&seed, count, &[proven.solver, proven.owner]);
 			if verifiers.is_empty() {
 				Self::deposit_event(Event::NoVerifiers { job, unit });
+				if escalation {
+					return Self::escalation_undecided(job, unit, round);
+				}
 				// The solver still owes its secret: a forced proof must be replaced even
 				// when nobody could check it.
 				if matches!(round.secret, SolverSecret::Awaited { .. }) {
@@ -949,10 +1377,20 @@ pub mod pallet {
 			Weight::from_parts(40_000_000, 0).saturating_add(T::DbWeight::get().reads_writes(3, 3))
 		}
 
+		/// Every verifier drawn in a round: its attestations, and an escalation's tolerance
+		/// round's verifiers, whom the committee judges.
+		fn drawn_in(round: &RoundOf<T>) -> impl Iterator<Item = &Attestation<T::AccountId>> {
+			let judged = match &round.kind {
+				RoundKind::Escalation { verifiers, .. } => &verifiers[..],
+				RoundKind::Exact | RoundKind::Tolerance { .. } => &[],
+			};
+			round.attestations.iter().chain(judged.iter())
+		}
+
 		/// Removes a unit's round, and counts it off each of its verifiers' `DrawnRounds`.
 		fn remove_round(key: (JobId, UnitIndex)) -> Option<RoundOf<T>> {
 			let round = Rounds::<T>::take(key)?;
-			for attestation in round.attestations.iter() {
+			for attestation in Self::drawn_in(&round) {
 				DrawnRounds::<T>::mutate_exists(&attestation.verifier, |count| {
 					*count = count.and_then(|count| count.checked_sub(1)).filter(|count| *count > 0);
 				});
@@ -976,8 +1414,13 @@ pub mod pallet {
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			for (key, round) in Rounds::<T>::iter() {
+				let escalation = matches!(round.kind, RoundKind::Escalation { .. });
 				let Some(drawn) = round.drawn.as_ref() else {
-					ensure!(!round.concluded, "a round concluded before its draw");
+					// An escalation no committee could be drawn for is decided undrawn.
+					if round.concluded {
+						ensure!(escalation, "a round concluded before its draw");
+						continue;
+					}
 					ensure!(PendingDraws::<T>::get().contains(&key), "an undrawn round not queued");
 					continue;
 				};
@@ -985,7 +1428,8 @@ pub mod pallet {
 				// A round drawn empty stays only to take its solver's secret.
 				let owes_secret = matches!(round.secret, SolverSecret::Awaited { .. } | SolverSecret::Forced { .. });
 				ensure!(count >= 1 || owes_secret || round.concluded, "drawn round of a wrong size");
-				ensure!(count <= T::VerifiersPerUnit::get(), "drawn round of a wrong size");
+				let size = if escalation { T::EscalationCommittee::get() } else { T::VerifiersPerUnit::get() };
+				ensure!(count <= size, "drawn round of a wrong size");
 				for (i, attestation) in round.attestations.iter().enumerate() {
 					ensure!(
 						!round.attestations.iter().skip(i.saturating_add(1)).any(|a| a.verifier == attestation.verifier),
@@ -1012,7 +1456,7 @@ pub mod pallet {
 			// Every verifier's count of rounds is the rounds it is drawn in.
 			let mut drawn_in = alloc::collections::BTreeMap::<T::AccountId, u32>::new();
 			for (_, round) in Rounds::<T>::iter() {
-				for attestation in round.attestations.iter() {
+				for attestation in Self::drawn_in(&round) {
 					let count = drawn_in.entry(attestation.verifier.clone()).or_default();
 					*count = count.saturating_add(1);
 				}
@@ -1055,7 +1499,12 @@ pub mod pallet {
 			proof: &touchstone_primitives::LearningProof,
 		) -> DispatchResult {
 			let replacing = Rounds::<T>::get((job, unit)).is_some_and(|round| matches!(round.secret, SolverSecret::Forced { .. }));
+			// Forced errors are exact mode's: a distance has no error a solver could place
+			// for verifiers to find and the chain to recognise.
 			let secret = if replacing || T::ForcedErrorRate::get().is_zero() {
+				SolverSecret::NotRequired
+			} else if T::Units::tolerance_job(job).is_some() {
+				Secrets::<T>::remove((job, unit));
 				SolverSecret::NotRequired
 			} else {
 				let commitment = Secrets::<T>::get((job, unit))
@@ -1076,6 +1525,7 @@ pub mod pallet {
 					trace_root: proof.trace_root.0,
 					committed_at: frame_system::Pallet::<T>::block_number(),
 					drawn: None,
+					kind: RoundKind::Exact,
 					attestations: BoundedVec::new(),
 					concluded: false,
 					secret,
@@ -1098,12 +1548,15 @@ pub mod pallet {
 		fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<T::AccountId> {
 			let Some(round) = Self::remove_round((job, unit)) else { return Vec::new() };
 			// An expired round's queue entry finds no round and is skipped.
-			round
-				.attestations
-				.into_iter()
-				.filter(|a| a.state == AttestationState::Revealed(Verdict::Match))
-				.map(|a| a.verifier)
-				.collect()
+			let bound = if matches!(round.kind, RoundKind::Exact) { None } else { Self::bound(job) };
+			let mut earned: Vec<T::AccountId> = Vec::new();
+			for attestation in Self::drawn_in(&round) {
+				let AttestationState::Revealed(verdict) = &attestation.state else { continue };
+				if Self::endorses(verdict, bound.as_ref()) && !earned.contains(&attestation.verifier) {
+					earned.push(attestation.verifier.clone());
+				}
+			}
+			earned
 		}
 
 		fn on_proof_dropped(job: JobId, unit: UnitIndex) {
@@ -1123,9 +1576,13 @@ pub mod pallet {
 		}
 
 		fn on_finalized_weight() -> Weight {
-			let verifiers = T::VerifiersPerUnit::get();
-			// The tasks pallet pays each verifier from escrow.
-			T::WeightInfo::on_finalized(verifiers).saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers)))
+			// An escalated round's committee shares the pay with the round's own verifiers.
+			let verifiers = T::VerifiersPerUnit::get().saturating_add(T::EscalationCommittee::get());
+			// The tasks pallet pays each verifier from escrow; a tolerance job's thresholds are
+			// read.
+			T::WeightInfo::on_finalized(verifiers)
+				.saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers)))
+				.saturating_add(T::DbWeight::get().reads(1))
 		}
 	}
 

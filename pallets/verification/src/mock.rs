@@ -69,6 +69,10 @@ pub const CHALLENGE_WINDOW: u64 = 5;
 pub const PRICE: u64 = 100;
 /// Blocks after a proof within which its round must be drawn.
 pub const DRAW_TIMEOUT: u64 = 4;
+/// Members of an escalation committee.
+pub const ESCALATION_COMMITTEE: u32 = 3;
+/// Profiled thresholds are the median profile times this.
+pub const TOLERANCE_MARGIN: u32 = 2;
 
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
@@ -163,6 +167,12 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<4>;
 	type MaxDrawsPerBlock = ConstU32<2>;
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
+	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
+	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;
+	type MaxThresholdChallenges = ConstU32<1>;
+	type InvalidProofSlash = ConstU64<500>;
+	type WinnerShare = HalfToWinner;
+	type Nodes = Staking;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = BenchmarkHelper;

@@ -531,3 +531,315 @@ fn a_secret_of_work_that_times_out_goes_with_it_and_the_next_solver_commits_its_
 		assert_eq!(crate::Secrets::<Test>::get((job, 0)).unwrap().hash, secret_hash(&[10; 32]));
 	});
 }
+
+/// Tolerance mode: a job whose proofs are judged by distance.
+mod tolerance {
+	use super::*;
+	use crate::{EscalationOutcome, RoundKind};
+	use polkadot_sdk::sp_runtime::FixedU64;
+	use touchstone_primitives::{Distance, VerificationMode};
+
+	/// A distance, in thousandths (L2, L∞) and millionths (cosine).
+	fn distance(l2: u64, linf: u64, cosine: u64) -> Distance {
+		Distance {
+			l2: FixedU64::from_rational(l2.into(), 1_000),
+			linf: FixedU64::from_rational(linf.into(), 1_000),
+			cosine: FixedU64::from_rational(cosine.into(), 1_000_000),
+		}
+	}
+
+	/// The submitter's ceilings: L2 1, L∞ 0.5, cosine 10⁻².
+	fn ceiling() -> Distance {
+		distance(1_000, 500, 10_000)
+	}
+
+	/// Submits a tolerance-mode job as `OWNER`, has `SOLVER` prove it, and draws its round.
+	fn proven_and_drawn() -> u64 {
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		let mut spec = spec();
+		let Distance { l2, linf, cosine } = ceiling();
+		spec.verification = VerificationMode::Tolerance { max_l2: l2, max_linf: linf, max_cosine_distance: cosine };
+		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec));
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
+		let (proof, opening) = proof_for(job);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+		run_to_block(System::block_number() + 2);
+		assert!(Rounds::<Test>::get((job, 0)).unwrap().drawn.is_some());
+		job
+	}
+
+	/// `who`'s verdict over its first sampled segment.
+	fn measured(who: u64, job: u64, measured: Distance, profile: Option<Distance>) -> Verdict {
+		let segment = Verification::samples(job, 0, &who).unwrap()[0];
+		Verdict::Measured { segment, distance: measured, profile }
+	}
+
+	/// Commits every `(verifier, verdict)`, then reveals them once the commit period ends.
+	fn attest(job: u64, verdicts: &[(u64, Verdict)]) {
+		for (who, verdict) in verdicts {
+			assert_ok!(commit(*who, job, verdict));
+		}
+		let drawn = Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap();
+		run_to_block(drawn.commit_ends);
+		for (who, verdict) in verdicts {
+			assert_ok!(reveal(*who, job, verdict.clone()));
+		}
+	}
+
+	/// Runs to the end of the unit's current round.
+	fn conclude(job: u64) {
+		run_to_block(Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap().reveal_ends);
+	}
+
+	fn thresholds(job: u64) -> Option<Distance> {
+		pallet_touchstone_tasks::Jobs::<Test>::get(job).unwrap().tolerance.thresholds
+	}
+
+	fn verifier_bond(who: u64) -> u64 {
+		pallet_touchstone_staking::Pallet::<Test>::bonded(&who, Role::Verifier)
+	}
+
+	#[test]
+	fn the_first_round_profiles_the_thresholds_and_verifiers_within_them_are_paid() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			let round = Rounds::<Test>::get((job, 0)).unwrap();
+			assert_eq!(round.kind, RoundKind::Tolerance { profiling: true });
+			// No secret is owed: forced errors are exact mode's.
+			assert!(matches!(round.secret, crate::SolverSecret::NotRequired));
+			let verifiers = drawn(job);
+			// An exact-mode verdict, or a distance without the profile, is refused.
+			let (first, second) = (verifiers[0], verifiers[1]);
+			let unprofiled = measured(second, job, distance(10, 1, 10), None);
+			assert_ok!(commit(first, job, &Verdict::Match));
+			assert_ok!(commit(second, job, &unprofiled));
+			run_to_block(round.drawn.clone().unwrap().commit_ends);
+			assert_noop!(reveal(first, job, Verdict::Match), Error::<Test>::WrongVerdict);
+			assert_noop!(reveal(second, job, unprofiled), Error::<Test>::WrongVerdict);
+			conclude(job);
+			// With no profile revealed the job stays unprofiled; the silent are slashed.
+			assert_eq!(thresholds(job), None);
+			assert_eq!(verifier_bond(first), VERIFIER_BOND - MISSED_REVEAL_SLASH);
+		});
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			let verifiers = drawn(job);
+			// The median of each component, whichever report it comes from.
+			let profiles = [distance(100, 20, 100), distance(200, 40, 200), distance(300, 10, 300)];
+			let mut verdicts: Vec<(u64, Verdict)> = verifiers
+				.iter()
+				.zip(profiles)
+				.map(|(who, profile)| (*who, measured(*who, job, distance(10, 1, 10), Some(profile))))
+				.collect();
+			// A distance naming a segment the verifier was not given is refused.
+			let (who, Verdict::Measured { distance: near, profile, .. }) = verdicts[0].clone() else { unreachable!() };
+			let unsampled = (0..5).find(|s| !Verification::samples(job, 0, &who).unwrap().contains(s)).unwrap();
+			let wrong = Verdict::Measured { segment: unsampled, distance: near, profile };
+			assert_ok!(commit(who, job, &wrong));
+			verdicts.remove(0);
+			attest(job, &verdicts);
+			assert_noop!(reveal(who, job, wrong), Error::<Test>::SegmentNotSampled);
+			verification_events();
+			conclude(job);
+			// Two profiles revealed, (200, 40, 200) and (300, 10, 300): the lower median of
+			// each component on its own, times the margin.
+			let expected = distance(400, 20, 400);
+			assert_eq!(distance(200, 10, 200).scaled(TOLERANCE_MARGIN), expected);
+			assert_eq!(thresholds(job), Some(expected));
+			let events = verification_events();
+			assert!(events.contains(&Event::ThresholdsProfiled { job, thresholds: expected, profiles: 2 }));
+			assert!(events.contains(&Event::RoundConcluded { job, unit: 0, matched: 2, mismatched: 0, missed: 1 }));
+			// Within the thresholds: paid at finalization.
+			run_to_block(System::block_number().max(1 + CHALLENGE_WINDOW));
+			let before: Vec<u64> = verdicts.iter().map(|(who, _)| Balances::balance(who)).collect();
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+			for ((who, _), before) in verdicts.iter().zip(before) {
+				assert!(Balances::balance(who) > before, "verifier {who} paid");
+			}
+			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+		});
+	}
+
+	/// Profiles every verifier of the round within the thresholds but `accuser`, which
+	/// measures `accused` on its first segment; concludes the round. Returns the round's
+	/// verifiers.
+	fn round_with_accuser(job: u64, accused: Distance) -> Vec<u64> {
+		let verifiers = drawn(job);
+		let verdicts: Vec<(u64, Verdict)> = verifiers
+			.iter()
+			.enumerate()
+			.map(|(i, who)| {
+				let measured_distance = if i == 0 { accused } else { distance(10, 1, 10) };
+				(*who, measured(*who, job, measured_distance, Some(distance(200, 40, 200))))
+			})
+			.collect();
+		attest(job, &verdicts);
+		conclude(job);
+		verifiers
+	}
+
+	/// Has every committee member measure the flagged segment at `measured`.
+	fn committee_measures(job: u64, measured_distance: Distance) -> Vec<u64> {
+		run_to_block(System::block_number() + 2);
+		let round = Rounds::<Test>::get((job, 0)).unwrap();
+		let RoundKind::Escalation { flagged, .. } = &round.kind else { panic!("an escalation") };
+		let segment = flagged[0];
+		let committee = drawn(job);
+		assert_eq!(committee.len() as u32, ESCALATION_COMMITTEE);
+		assert!(!committee.contains(&SOLVER) && !committee.contains(&OWNER));
+		let verdicts: Vec<(u64, Verdict)> = committee
+			.iter()
+			.map(|who| (*who, Verdict::Measured { segment, distance: measured_distance, profile: None }))
+			.collect();
+		attest(job, &verdicts);
+		verification_events();
+		conclude(job);
+		committee
+	}
+
+	#[test]
+	fn a_distance_beyond_the_thresholds_escalates_and_the_committee_overturns_the_proof() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			let solver_bond = pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver);
+			let verifiers = round_with_accuser(job, distance(3_000, 300, 50_000));
+			let round = Rounds::<Test>::get((job, 0)).unwrap();
+			let RoundKind::Escalation { flagged, .. } = &round.kind else { panic!("an escalation") };
+			assert_eq!(flagged.len(), 1);
+			assert!(round.drawn.is_none() && !round.concluded);
+			// The unit is held while the committee judges.
+			assert_eq!(unit_state(job), UnitState::Challenged);
+			let committee = committee_measures(job, distance(2_000, 200, 40_000));
+			let events = verification_events();
+			assert!(events.contains(&Event::EscalationDecided {
+				job,
+				unit: 0,
+				outcome: EscalationOutcome::Overturned,
+				beyond: 3,
+				within: 0,
+				missed: 0
+			}));
+			assert!(events.contains(&Event::ToleranceProofRejected { job, unit: 0, solver: SOLVER, slashed: 500 }));
+			assert_eq!(
+				pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver),
+				solver_bond - 500
+			);
+			// The unit goes back to the pool, its round gone, every count released.
+			assert_eq!(unit_state(job), UnitState::Reassigned);
+			assert!(Rounds::<Test>::get((job, 0)).is_none());
+			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+			// The round's verifiers that endorsed the flagged segment lost; the accuser won.
+			let accuser = verifiers[0];
+			for who in &verifiers[1..] {
+				let endorsed_flagged = Verification::sampled_segments(
+					&round_seed(&round),
+					who,
+					5,
+				)
+				.contains(&flagged[0]);
+				let lost = events.iter().any(|e| matches!(e, Event::WrongDistance { verifier, .. } if verifier == who));
+				assert_eq!(lost, endorsed_flagged, "verifier {who}");
+			}
+			assert!(!events.iter().any(|e| matches!(e, Event::WrongDistance { verifier, .. } if *verifier == accuser)));
+			assert!(committee.iter().all(|who| !events
+				.iter()
+				.any(|e| matches!(e, Event::WrongDistance { verifier, .. } if verifier == who))));
+		});
+	}
+
+	/// The tolerance round's seed an escalation keeps.
+	fn round_seed(round: &crate::RoundOf<Test>) -> [u8; 32] {
+		match &round.kind {
+			RoundKind::Escalation { seed, .. } => *seed,
+			_ => round.drawn.clone().unwrap().seed,
+		}
+	}
+
+	#[test]
+	fn the_committee_upholds_an_honest_proof_and_the_accuser_is_slashed() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			let verifiers = round_with_accuser(job, distance(3_000, 300, 50_000));
+			let accuser = verifiers[0];
+			committee_measures(job, distance(20, 2, 20));
+			let events = verification_events();
+			assert!(events.contains(&Event::EscalationDecided {
+				job,
+				unit: 0,
+				outcome: EscalationOutcome::Upheld,
+				beyond: 0,
+				within: 3,
+				missed: 0
+			}));
+			// Its accuser is slashed, and nobody else.
+			let slashed: Vec<&Event<Test>> =
+				events.iter().filter(|e| matches!(e, Event::WrongDistance { .. })).collect();
+			assert_eq!(slashed, vec![&Event::WrongDistance { job, unit: 0, verifier: accuser, slashed: 40 }]);
+			// The proof stands: the unit is `Proven` again, its window open in full, and it
+			// finalizes, paying those within the thresholds.
+			assert_eq!(unit_state(job), UnitState::Proven);
+			run_to_block(System::block_number() + CHALLENGE_WINDOW);
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+		});
+	}
+
+	#[test]
+	fn a_silent_committee_leaves_the_proof_standing_and_is_slashed() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			round_with_accuser(job, distance(3_000, 300, 50_000));
+			run_to_block(System::block_number() + 2);
+			let committee = drawn(job);
+			verification_events();
+			conclude(job);
+			let events = verification_events();
+			assert!(events.contains(&Event::EscalationDecided {
+				job,
+				unit: 0,
+				outcome: EscalationOutcome::Undecided,
+				beyond: 0,
+				within: 0,
+				missed: committee.len() as u32
+			}));
+			assert!(!events.iter().any(|e| matches!(e, Event::WrongDistance { .. })));
+			assert_eq!(unit_state(job), UnitState::Proven);
+		});
+	}
+
+	#[test]
+	fn thresholds_are_challenged_by_the_owner_or_a_solver_and_profiled_again() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			assert_noop!(
+				Verification::challenge_thresholds(RuntimeOrigin::signed(OWNER), job),
+				Error::<Test>::NotProfiled
+			);
+			round_with_accuser(job, distance(10, 1, 10));
+			let profiled = thresholds(job).unwrap();
+			assert_eq!(profiled, distance(200, 40, 200).scaled(TOLERANCE_MARGIN));
+			// A verifier that is neither the owner nor a bonded solver may not.
+			assert_noop!(
+				Verification::challenge_thresholds(RuntimeOrigin::signed(VERIFIERS[0]), job),
+				Error::<Test>::NotEntitled
+			);
+			assert_ok!(Verification::challenge_thresholds(RuntimeOrigin::signed(SOLVER), job));
+			assert_eq!(thresholds(job), None);
+			assert!(verification_events().contains(&Event::ThresholdsChallenged { job, by: SOLVER, previous: profiled }));
+			// Once per job here (`MaxThresholdChallenges`).
+			pallet_touchstone_tasks::Jobs::<Test>::mutate(job, |info| {
+				info.as_mut().unwrap().tolerance.thresholds = Some(profiled)
+			});
+			assert_noop!(
+				Verification::challenge_thresholds(RuntimeOrigin::signed(OWNER), job),
+				Error::<Test>::ThresholdChallengeLimit
+			);
+			// An exact-mode job has no thresholds.
+			let exact = claimed_by(SOLVER);
+			assert_noop!(
+				Verification::challenge_thresholds(RuntimeOrigin::signed(OWNER), exact),
+				Error::<Test>::NotToleranceJob
+			);
+		});
+	}
+}

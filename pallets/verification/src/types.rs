@@ -2,7 +2,10 @@
 
 use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 use polkadot_sdk::{
-	frame_support::{pallet_prelude::BoundedVec, traits::fungible::Inspect},
+	frame_support::{
+		pallet_prelude::BoundedVec,
+		traits::{fungible::Inspect, Get},
+	},
 	frame_system::pallet_prelude::BlockNumberFor,
 	sp_core::H256,
 };
@@ -86,7 +89,59 @@ pub type RoundOf<T> = Round<
 	<T as polkadot_sdk::frame_system::Config>::AccountId,
 	BlockNumberFor<T>,
 	<T as crate::Config>::VerifiersPerUnit,
+	<T as crate::Config>::EscalationCommittee,
 >;
+
+/// What a round checks, fixed when it is drawn.
+#[derive(
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	polkadot_sdk::frame_support::CloneNoBound,
+	polkadot_sdk::frame_support::PartialEqNoBound,
+	polkadot_sdk::frame_support::EqNoBound,
+	polkadot_sdk::frame_support::DebugNoBound,
+)]
+#[scale_info(skip_type_params(MaxVerifiers))]
+#[codec(mel_bound(AccountId: MaxEncodedLen))]
+pub enum RoundKind<AccountId: Clone + PartialEq + Eq + core::fmt::Debug, MaxVerifiers: Get<u32>> {
+	/// Exact mode: verifiers attest `Match` or `Mismatch`.
+	Exact,
+	/// Tolerance mode: verifiers attest `Measured` distances. When `profiling`, the job has
+	/// no thresholds yet and each verifier also reports its profile of the job's first
+	/// segment; the round's conclusion sets the thresholds from them.
+	Tolerance {
+		/// Whether the verifiers profile the job.
+		profiling: bool,
+	},
+	/// A tolerance round in which some verifier measured a segment beyond the thresholds:
+	/// a larger committee, drawn afresh, re-executes the flagged segments, and its majority
+	/// decides. The round's attestations are the committee's.
+	Escalation {
+		/// The segments measured beyond the thresholds, which every member re-executes.
+		flagged: BoundedVec<u32, MaxVerifiers>,
+		/// The tolerance round's own attestations, judged by the committee's decision.
+		verifiers: BoundedVec<Attestation<AccountId>, MaxVerifiers>,
+		/// The tolerance round's seed, which fixed its verifiers' samples.
+		seed: [u8; 32],
+	},
+}
+
+/// How an escalation committee decided.
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EscalationOutcome {
+	/// Most of the members that revealed measured a flagged segment beyond the thresholds:
+	/// the proof is rejected, its solver slashed.
+	Overturned,
+	/// Most measured every flagged segment within them: the proof stands, and the verifiers
+	/// that flagged it are slashed.
+	Upheld,
+	/// A tie, no member revealed, or no committee could be drawn or queued: the proof
+	/// stands and nobody is slashed for a wrong distance.
+	Undecided,
+}
 
 /// What a verifier found re-executing its sampled segments.
 #[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
@@ -98,6 +153,18 @@ pub enum Verdict {
 	Mismatch {
 		/// The verifier's trace root.
 		trace_root: [u8; 32],
+	},
+	/// Tolerance mode: the distances between the verifier's re-execution of its sampled
+	/// segments and the solver's checkpoints at their ends.
+	Measured {
+		/// The sampled segment farthest from the solver's checkpoint (by L2 distance).
+		segment: u32,
+		/// The largest distance over the sampled segments, component by component.
+		distance: touchstone_primitives::Distance,
+		/// In a profiling round, the verifier's profile: the distance between two
+		/// executions of the job's first checkpoint segment from its initial state, on its
+		/// fast backend and on the reference. `None` in every other round.
+		profile: Option<touchstone_primitives::Distance>,
 	},
 }
 
@@ -146,12 +213,13 @@ pub struct DrawnRound<BlockNumber> {
 	polkadot_sdk::frame_support::EqNoBound,
 	polkadot_sdk::frame_support::DebugNoBound,
 )]
-#[scale_info(skip_type_params(MaxVerifiers))]
+#[scale_info(skip_type_params(MaxVerifiers, MaxCommittee))]
 #[codec(mel_bound(AccountId: MaxEncodedLen, BlockNumber: MaxEncodedLen))]
 pub struct Round<
 	AccountId: Clone + PartialEq + Eq + core::fmt::Debug,
 	BlockNumber: Clone + PartialEq + Eq + core::fmt::Debug,
-	MaxVerifiers: polkadot_sdk::frame_support::traits::Get<u32>,
+	MaxVerifiers: Get<u32>,
+	MaxCommittee: Get<u32>,
 > {
 	/// The trace root of the proof under verification: a round whose unit no longer
 	/// stands on it is void.
@@ -160,8 +228,10 @@ pub struct Round<
 	pub committed_at: BlockNumber,
 	/// The draw, once made.
 	pub drawn: Option<DrawnRound<BlockNumber>>,
-	/// The drawn verifiers and their attestations.
-	pub attestations: BoundedVec<Attestation<AccountId>, MaxVerifiers>,
+	/// What the round checks: set when it is drawn (`Exact` until then).
+	pub kind: RoundKind<AccountId, MaxVerifiers>,
+	/// The drawn verifiers (an escalation's committee) and their attestations.
+	pub attestations: BoundedVec<Attestation<AccountId>, MaxCommittee>,
 	/// Whether the reveal period ended (missed reveals slashed).
 	pub concluded: bool,
 	/// The solver's forced-error secret, owed or revealed.

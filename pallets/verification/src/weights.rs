@@ -52,6 +52,7 @@ pub trait WeightInfo {
 	fn commit_secret() -> Weight;
 	fn reveal_secret() -> Weight;
 	fn record_randomness() -> Weight;
+	fn challenge_thresholds() -> Weight;
 }
 
 /// Weights for a runtime, with its own database weights.
@@ -198,6 +199,11 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 		Weight::from_parts(12_569_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(3))
 	}
+	fn challenge_thresholds() -> Weight {
+		Weight::from_parts(30_000_000, 4638)
+			.saturating_add(T::DbWeight::get().reads(2))
+			.saturating_add(T::DbWeight::get().writes(1))
+	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
@@ -252,5 +258,10 @@ impl WeightInfo for () {
 	fn record_randomness() -> Weight {
 		Weight::from_parts(12_569_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(3))
+	}
+	fn challenge_thresholds() -> Weight {
+		Weight::from_parts(30_000_000, 4638)
+			.saturating_add(ParityDbWeight::get().reads(2))
+			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 }

@@ -228,6 +228,11 @@ pub const DISPUTE_RESPONSE_WINDOW: BlockNumber = MINUTES;
 /// `u32`), 32 over the operators, 32 over the pieces, two bindings and the referee.
 pub const MAX_DISPUTE_PHASES: BlockNumber = 3 * 32 + 3;
 
+/// What a solver whose proof is shown wrong (by the referee, or by an escalation
+/// committee) is slashed: the minimum solver bond, so a solver that lies loses at least the
+/// floor it had to post.
+pub const INVALID_PROOF_SLASH: Balance = 100 * UNIT;
+
 impl pallet_touchstone_disputes::Config for Runtime {
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
@@ -237,8 +242,7 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type Attestations = Verification;
 	type Jackpot = JackpotAccount;
 	type ChallengeBond = ConstU128<{ 10 * UNIT }>;
-	// The minimum solver bond: a solver that lies loses at least the floor it had to post.
-	type SolverSlash = ConstU128<{ 100 * UNIT }>;
+	type SolverSlash = ConstU128<INVALID_PROOF_SLASH>;
 	type WinnerShare = WinnerShare;
 	type ResponseWindow = ConstU32<DISPUTE_RESPONSE_WINDOW>;
 	// Filling every slot with hopeless challenges costs half of eight bonds per window,
@@ -304,6 +308,17 @@ impl pallet_touchstone_verification::Config for Runtime {
 	// Every block carries fresh randomness, so a draw waits two blocks; half the challenge
 	// window is the most a stalled source may hold a unit's pay.
 	type DrawTimeout = ConstU32<50>;
+	// A committee of seven outvotes any round of three; with a third of the verifier stake
+	// dishonest, its majority is dishonest with probability about 17 % per escalation, and
+	// every dishonest member that loses pays `FalseAttestationSlash` (docs/protocol.md).
+	type EscalationCommittee = ConstU32<7>;
+	// Twice the median profile: about the margin the kernels' documented bounds keep over
+	// the distances measured between libtorch and the reference (docs/kernels.md).
+	type ToleranceMargin = ConstU32<2>;
+	type MaxThresholdChallenges = ConstU32<2>;
+	type InvalidProofSlash = ConstU128<INVALID_PROOF_SLASH>;
+	type WinnerShare = WinnerShare;
+	type Nodes = Staking;
 	type WeightInfo = pallet_touchstone_verification::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;
