@@ -13,6 +13,7 @@
 	substitute_type(path = "touchstone_kernels::referee::Openings", with = "::subxt::utils::Static<::touchstone_primitives::referee::Openings>"),
 	substitute_type(path = "touchstone_kernels::referee::binding::StepBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::StepBinding>"),
 	substitute_type(path = "touchstone_kernels::proof::bisection::Reveal", with = "::subxt::utils::Static<::touchstone_primitives::referee::Reveal>"),
+	substitute_type(path = "pallet_touchstone_verification::types::Verdict", with = "::subxt::utils::Static<::pallet_touchstone_verification::Verdict>"),
 	substitute_type(path = "touchstone_kernels::proof::merkle::MerkleProof", with = "::subxt::utils::Static<::touchstone_primitives::referee::MerkleProof>"),
 )]
 pub mod runtime {}
@@ -43,7 +44,12 @@ pub type WorkUnit = touchstone_primitives::WorkUnit<AccountId, u32>;
 /// A job as stored.
 pub type Job = touchstone_primitives::Job<AccountId, u128, u32>;
 /// A verification round as stored.
-pub type Round = pallet_touchstone_verification::Round<AccountId, u32, polkadot_sdk::sp_core::ConstU32<1024>>;
+pub type Round = pallet_touchstone_verification::Round<
+	AccountId,
+	u32,
+	polkadot_sdk::sp_core::ConstU32<1024>,
+	polkadot_sdk::sp_core::ConstU32<1024>,
+>;
 /// A solver's forced-error secret commitment as stored.
 pub type SecretCommitment = pallet_touchstone_verification::SecretCommitment<AccountId, u32>;
 /// The events a transaction emitted.

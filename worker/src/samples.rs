@@ -19,7 +19,8 @@ use anyhow::{anyhow, bail, ensure, Context, Result};
 use codec::{Decode, Encode};
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::job::trace::state_root;
+use touchstone_kernels::job::distance::Distance;
+use touchstone_kernels::job::trace::{state_root, Trainer};
 use touchstone_kernels::proof::chain::{state_hash, trace_leaf, ChainPoint};
 use touchstone_kernels::proof::hash::{digest_bytes, Digest};
 use touchstone_kernels::proof::merkle;
@@ -135,6 +136,68 @@ pub fn replay_segment(
 	Ok(None)
 }
 
+/// Tolerance mode: re-executes the steps `range` of the unit in `work` on the reference,
+/// from `state` at `point` (the solver's checkpoint before it), and measures how far the
+/// solver's checkpoint at the segment's end, `end` (its state, checked against the
+/// manifest by [`segment_start`]), lies from the reference's state there.
+pub fn measure_segment(
+	work: &UnitWork,
+	range: Range<u32>,
+	(state, point): (Vec<Vec<f32>>, ChainPoint),
+	end: &[Vec<f32>],
+	stop: &AtomicBool,
+) -> Result<Distance> {
+	ensure!(point.next_step == range.start, "the segment starts at step {}, its start state at {}", range.start, point.next_step);
+	let mut trainer = reference_trainer(work, state, point)?;
+	for step in range {
+		if stop.load(Ordering::Relaxed) {
+			bail!("stopped while re-executing step {step}");
+		}
+		trainer.step().map_err(|error| anyhow!("re-executing step {step} failed: {error:?}"))?;
+	}
+	let reference = trainer.params().map_err(|error| anyhow!("{error:?}"))?;
+	Distance::between(&parameters(end, reference.len())?, &reference).map_err(|error| anyhow!("{error:?}"))
+}
+
+/// Tolerance mode's profile: the distance between two executions of the unit's first
+/// checkpoint segment from its chain-fixed start, on libtorch (the fast backend
+/// tolerance-mode solvers train on, here on its CPU kernels) and on the reference. The
+/// chain sets a job's thresholds from its verifiers' profiles.
+pub fn profile_first_segment(work: &UnitWork, stop: &AtomicBool) -> Result<Distance> {
+	let segments = touchstone_primitives::Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
+	let range = segments.range(0).context("the unit has no steps")?;
+	let root = state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
+	let point = ChainPoint::anchored(range.start, &root);
+	let mut torch = Trainer::resume(
+		touchstone_kernels_tch::TchBackend::cpu(),
+		&work.model,
+		&work.train,
+		work.data.clone(),
+		work.start_state.clone(),
+		point.clone(),
+	)
+	.map_err(|error| anyhow!("profiling failed: {error:?}"))?;
+	if let Some(shard) = &work.shard {
+		torch = torch.on_shard(shard.clone()).map_err(|error| anyhow!("profiling failed: {error:?}"))?;
+	}
+	for step in range.clone() {
+		if stop.load(Ordering::Relaxed) {
+			bail!("stopped while profiling step {step}");
+		}
+		torch.step().map_err(|error| anyhow!("profiling step {step} failed: {error:?}"))?;
+	}
+	let torch = torch.params().map_err(|error| anyhow!("profiling failed: {error:?}"))?;
+	let start = work.start_state.clone();
+	measure_segment(work, range, (start, point), &torch, stop)
+}
+
+/// The parameters of a state (parameters, then optimiser moments): its first `count`
+/// tensors.
+fn parameters(state: &[Vec<f32>], count: usize) -> Result<Vec<Vec<f32>>> {
+	ensure!(state.len() >= count, "a state of {} tensors has no {count} parameters", state.len());
+	Ok(state[..count].to_vec())
+}
+
 /// Writes the manifest of the finished unit in `work` where a solver serves it: in its
 /// artifact store, named by the unit's trace root. Returns the root.
 pub fn write_manifest(work: &UnitWork, store: &crate::store::Store) -> Result<Digest> {
@@ -196,6 +259,61 @@ pub(crate) mod tests {
 		// Re-executed without the fault, as a verifier does.
 		liar.fault = None;
 		assert_eq!(replay_all(&liar), vec![None, Some(24), None]);
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// Measures every segment of the unit trained in `work` against its own manifest, each
+	/// from the checkpoint before it to the checkpoint after it, as a tolerance-mode
+	/// verifier does.
+	fn measure_all(work: &UnitWork) -> Vec<Distance> {
+		let manifest = TraceManifest::of_unit(work).unwrap();
+		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
+		let state_at = |step: u32| {
+			let bytes = manifest.checkpoint(step).map(|hash| (hash, std::fs::read(checkpoint_path(&work.dir, step)).unwrap()));
+			segment_start(work, &manifest, step, bytes.as_ref().map(|(hash, bytes)| (hash, &bytes[..]))).unwrap()
+		};
+		(0..segments.count())
+			.map(|index| {
+				let range = segments.range(index).unwrap();
+				let (end, _) = state_at(range.end);
+				measure_segment(work, range.clone(), state_at(range.start), &end, &AtomicBool::new(false)).unwrap()
+			})
+			.collect()
+	}
+
+	/// Tolerance mode, on real training: a unit trained on the reference measures zero in
+	/// every segment; one trained on libtorch measures small, non-zero distances within the
+	/// thresholds its profile sets; a wrong step (a flipped bit in one operator output) puts
+	/// its segment, and only it, beyond them.
+	#[test]
+	fn segments_measure_their_distance_to_the_reference() {
+		let base = std::env::temp_dir().join(format!("touchstone-measure-{}", std::process::id()));
+		let reference = work(&base.join("reference"));
+		run_unit(CpuBackend, &reference, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		assert!(measure_all(&reference).iter().all(|d| d.l2 == 0.0 && d.linf == 0.0), "{:?}", measure_all(&reference));
+
+		let torch = work(&base.join("tch"));
+		crate::train::run_unit_on(crate::train::BackendKind::Tch, &torch, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		let measured = measure_all(&torch);
+		assert_eq!(measured.len(), 3);
+		let profile = profile_first_segment(&torch, &AtomicBool::new(false)).unwrap();
+		assert!(profile.l2 > 0.0, "{profile:?}");
+		// The thresholds the chain sets from such profiles: twice the median
+		// (`ToleranceMargin` in the runtime).
+		let within = |d: &Distance| d.l2 <= 2.0 * profile.l2 && d.linf <= 2.0 * profile.linf && d.cosine <= 2.0 * profile.cosine;
+		for distance in &measured {
+			assert!(within(distance), "{distance:?} against {profile:?}");
+		}
+
+		let mut liar = work(&base.join("liar"));
+		// The top exponent bit of a first-layer output at step 24.
+		liar.fault = Some(Fault::Output { step: 24, operator: 1, output: 0, element: 0, bit: 30 });
+		run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		liar.fault = None;
+		let measured = measure_all(&liar);
+		assert_eq!(measured[0].l2, 0.0);
+		assert_eq!(measured[2].l2, 0.0);
+		assert!(!within(&measured[1]), "{:?} against {profile:?}", measured[1]);
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 

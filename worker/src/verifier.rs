@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use codec::{Decode, Encode};
-use pallet_touchstone_verification::{AttestationState, Verdict};
+use pallet_touchstone_verification::{AttestationState, RoundKind, Verdict};
+use polkadot_sdk::sp_runtime::FixedU64;
+use touchstone_kernels::job::distance::Distance;
 use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::hash::digest_bytes;
@@ -32,7 +34,7 @@ use crate::dispute::Party;
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::p2p::{Network, NetworkArgs};
-use crate::samples::{replay_segment, segment_start, TraceManifest};
+use crate::samples::{measure_segment, profile_first_segment, replay_segment, segment_start, TraceManifest};
 use crate::store::Store;
 use crate::train::{run_unit, UnitWork};
 
@@ -195,15 +197,10 @@ impl Verifier {
 
 	/// Reveals the verdict committed on the unit.
 	async fn reveal(&mut self, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<()> {
-		use runtime::runtime_types::pallet_touchstone_verification::types::Verdict as ChainVerdict;
 		let path = self.verdict_path(job_id, index, trace_root);
 		let bytes = std::fs::read(&path).with_context(|| format!("the committed verdict {} is gone: it cannot be revealed", path.display()))?;
 		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
-		let chain_verdict = match verdict {
-			Verdict::Match => ChainVerdict::Match,
-			Verdict::Mismatch { trace_root } => ChainVerdict::Mismatch { trace_root },
-		};
-		let call = runtime::transactions().verification().reveal(job_id, index, chain_verdict, salt);
+		let call = runtime::transactions().verification().reveal(job_id, index, subxt::utils::Static(verdict.clone()), salt);
 		self.chain.send_in_block(&call, &self.signer).await.context("revealing the verdict")?;
 		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: revealed");
 		Ok(())
@@ -218,9 +215,28 @@ impl Verifier {
 			.await
 			.context("asking the chain for this verifier's samples")?
 			.context("this verifier is not drawn for the unit's proof")?;
+		let round = self.chain.round(at, job_id, index).await?.context("the unit's round is gone")?;
+		// Tolerance rounds and their escalations are attested by distance.
+		let profiling = match round.kind {
+			RoundKind::Exact => None,
+			RoundKind::Tolerance { profiling } => Some(profiling),
+			RoundKind::Escalation { .. } => Some(false),
+		};
 		if self.args.attest_without_checking {
 			tracing::warn!(job = job_id, unit = index, ?samples, "verification: drawn; attesting a match without re-executing (--attest-without-checking)");
-			return Ok(Verdict::Match);
+			let segment = samples.first().copied().unwrap_or(0);
+			return Ok(match profiling {
+				None => Verdict::Match,
+				Some(profiling) => Verdict::Measured {
+					segment,
+					distance: Default::default(),
+					profile: profiling.then(Default::default),
+				},
+			});
+		}
+		if let Some(profiling) = profiling {
+			tracing::info!(job = job_id, unit = index, ?samples, profiling, "verification: drawn; measuring the sampled segments' distances");
+			return self.measure(at, (job_id, index), trace_root, &samples, profiling).await;
 		}
 		tracing::info!(job = job_id, unit = index, ?samples, "verification: drawn; re-executing the sampled segments");
 		Ok(match self.check_proof(at, (job_id, index), trace_root, Samples::Drawn(&samples), "verification").await? {
@@ -262,6 +278,88 @@ impl Verifier {
 		}
 		tracing::warn!(job = job_id, unit = index, solver = %hex(trace_root), mine = %hex(&mine), "{role}: the unit's trace does not reproduce");
 		Ok(Some(mine))
+	}
+
+	/// Tolerance mode: re-executes each of `samples` on the reference from the solver's
+	/// checkpoint before it, and measures the distance to the solver's checkpoint after it;
+	/// in a profiling round, profiles the unit's first segment too. The verdict carries the
+	/// largest distance, component by component, and the segment farthest by L2. A segment
+	/// whose checkpoints the solver does not serve, or that do not fit its trace, counts as
+	/// infinitely far: serving them is the solver's duty.
+	async fn measure(
+		&mut self,
+		at: &AtBlock,
+		(job_id, index): (JobId, UnitIndex),
+		trace_root: &[u8; 32],
+		samples: &[u32],
+		profiling: bool,
+	) -> Result<Verdict> {
+		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
+		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
+		let mut farthest: Option<(u32, Distance)> = None;
+		let mut largest = Distance { l2: 0.0, linf: 0.0, cosine: 0.0 };
+		for &sample in samples {
+			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
+			let measured = match self.segment_ends(&work, trace_root, range.clone()).await {
+				Ok((start, end)) => {
+					let (work, stop) = (work.clone(), self.stop.clone());
+					tokio::task::spawn_blocking(move || measure_segment(&work, range, start, &end, &stop))
+						.await
+						.context("the re-execution thread failed")??
+				},
+				Err(error) => {
+					tracing::warn!(job = job_id, unit = index, sample, "verification: the segment cannot be measured ({error:#}): counted as infinitely far");
+					Distance { l2: f64::INFINITY, linf: f64::INFINITY, cosine: f64::INFINITY }
+				},
+			};
+			tracing::info!(job = job_id, unit = index, sample, l2 = measured.l2, linf = measured.linf, cosine = measured.cosine, "verification: segment measured");
+			largest = Distance {
+				l2: largest.l2.max(measured.l2),
+				linf: largest.linf.max(measured.linf),
+				cosine: largest.cosine.max(measured.cosine),
+			};
+			if farthest.as_ref().is_none_or(|(_, far)| !(measured.l2 <= far.l2)) {
+				farthest = Some((sample, measured));
+			}
+		}
+		let segment = farthest.map(|(segment, _)| segment).context("no segment to measure")?;
+		let profile = if profiling {
+			let (work, stop) = (work.clone(), self.stop.clone());
+			let profile = tokio::task::spawn_blocking(move || profile_first_segment(&work, &stop))
+				.await
+				.context("the profiling thread failed")??;
+			tracing::info!(job = job_id, unit = index, l2 = profile.l2, linf = profile.linf, cosine = profile.cosine, "verification: job profiled");
+			Some(chain_distance(&profile))
+		} else {
+			None
+		};
+		Ok(Verdict::Measured { segment, distance: chain_distance(&largest), profile })
+	}
+
+	/// The solver's states at both ends of the segment `range` of the unit proven with
+	/// `trace_root`: where it starts (with its chain point) and where it ends, each checked
+	/// against the unit's trace manifest.
+	async fn segment_ends(
+		&self,
+		work: &UnitWork,
+		trace_root: &[u8; 32],
+		range: std::ops::Range<u32>,
+	) -> Result<((Vec<Vec<f32>>, touchstone_kernels::proof::chain::ChainPoint), Vec<Vec<f32>>)> {
+		let patience = Duration::from_secs(30);
+		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
+		let bytes = self.inputs.network.fetch_with(*trace_root, patience, &check).await.context("the unit's trace manifest")?;
+		let manifest = TraceManifest::checked(&bytes, trace_root)?;
+		let mut states = Vec::new();
+		for step in [range.start, range.end] {
+			let checkpoint = match manifest.checkpoint(step) {
+				Some(hash) => Some((hash, self.inputs.network.fetch(hash, patience).await.context("a segment's checkpoint")?)),
+				None => None,
+			};
+			states.push(segment_start(work, &manifest, step, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))?);
+		}
+		let (end, _) = states.pop().context("no end state")?;
+		let start = states.pop().context("no start state")?;
+		Ok((start, end))
 	}
 
 	/// Re-executes the segments `samples` of the unit, which must still stand on the proof
@@ -313,9 +411,6 @@ impl Verifier {
 		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
 			bail!("the unit no longer stands on the proof with trace root {}", hex(trace_root));
 		}
-		if job.spec.verification != VerificationMode::Exact {
-			bail!("tolerance-mode jobs cannot be re-executed bit for bit, and this worker does not verify them yet");
-		}
 		self.inputs.connect(&self.chain, at, job_id, &job).await?;
 		self.inputs.fetch(&self.chain, at, job_id, index, &job, &unit).await?;
 		self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib)
@@ -341,6 +436,10 @@ impl Verifier {
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		let at = self.best.at().await?;
 		let unit = self.chain.unit(&at, job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
+		let job = self.chain.job(&at, job_id).await?.with_context(|| format!("no job {job_id}"))?;
+		if job.spec.verification != VerificationMode::Exact {
+			bail!("job {job_id} is verified in tolerance mode: its proofs are judged by distance, by its drawn verifiers and their escalation committees, not by a dispute");
+		}
 		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to challenge")?;
 		let mine = crate::dispute::disputes_of(&at, job_id, index).await?.into_iter().find(|(_, d)| d.challenger == self.me);
 		let id = match mine {
@@ -512,5 +611,20 @@ fn verdict_name(verdict: &Verdict) -> &'static str {
 	match verdict {
 		Verdict::Match => "match",
 		Verdict::Mismatch { .. } => "mismatch",
+		Verdict::Measured { .. } => "distance",
 	}
+}
+
+/// A distance as the chain takes it: fixed point with nine decimals. A distance too large
+/// for it, or not a number (a diverged run), is the largest there is.
+fn chain_distance(distance: &Distance) -> touchstone_primitives::Distance {
+	let fixed = |value: f64| {
+		let scaled = value * 1e9;
+		if scaled.is_finite() && scaled < u64::MAX as f64 {
+			FixedU64::from_inner(scaled.max(0.0).round() as u64)
+		} else {
+			FixedU64::from_inner(u64::MAX)
+		}
+	};
+	touchstone_primitives::Distance { l2: fixed(distance.l2), linf: fixed(distance.linf), cosine: fixed(distance.cosine) }
 }
