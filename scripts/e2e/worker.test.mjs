@@ -7,7 +7,9 @@
 // challenge windows run, one unit of another job is forced to carry an error: the solver
 // commits a proof wrong at one step on purpose, the verifiers catch it and are paid from the
 // jackpot, the solver reveals its secret and the honest proof, which replaces the forced
-// one, and nobody is slashed. Then the solver is restarted as a liar (one corrupted value at
+// one, and nobody is slashed. A tolerance-mode job trained on libtorch is profiled by its
+// verifiers, who reveal distances within the thresholds the chain sets from their profiles.
+// Then the solver is restarted as a liar (one corrupted value at
 // one step): the verifiers catch it, one plays the dispute its mismatch opens through all
 // three levels, the runtime's referee rules against the liar and its bond is slashed. Last,
 // the digits job completes: the solver is paid from escrow, the final model on-chain is the
@@ -378,6 +380,58 @@ test('a forced error is caught by the verifiers and paid from the jackpot, and t
   assert.equal(verification.events.filter((e) => e.section === 'disputes' && e.method === 'DisputeResolved' && Number(e.data.job) === jobId).length, 0);
   assert.equal((await api.query.disputes.unitDisputes([jobId, 0])).length, 0);
   t.diagnostic(`forced at step ${revealed.data.step}: revealed at block ${revealed.block}, paid at ${paid.block}`);
+});
+
+test('a tolerance-mode job trained on libtorch is profiled and judged by distance', { timeout: 600_000 }, async (t) => {
+  // Bob restarts on libtorch (`--backend tch`): it trains tolerance-mode jobs, which are
+  // not bit-reproducible, and exact-mode ones on the reference. Dave and Eve each
+  // re-execute their samples of Bob's segments on the reference from his checkpoints and
+  // reveal the largest distance to his weights. The job's first round profiles it: each
+  // also runs its segments on libtorch from the same checkpoints and reveals how far that
+  // lands from the reference; the chain sets the job's thresholds to twice the median.
+  const [dave, eve] = ['//Dave', '//Eve'].map((uri) => keyring.addFromUri(uri));
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  startSolver(['--backend', 'tch']);
+  const toleranceJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'tolerance-job.toml');
+  const submitted = await worker(['submit', '--key', '//Alice', '--job', toleranceJob, '--no-mdns']);
+  const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
+  assert.ok(Number.isInteger(jobId), submitted);
+  const mine = (method) => verification.events.filter((e) => e.section === 'verification' && e.method === method && Number(e.data.job) === jobId);
+  await waitFor("the tolerance round to conclude", () => mine('RoundConcluded').length > 0, { timeoutMs: 420_000 })
+    .catch(withSolverLog);
+  assert.match(solverLog, new RegExp(`libtorch sees no CUDA device`));
+  // No secret is owed in tolerance mode: forced errors are exact mode's.
+  assert.equal(mine('SecretRevealed').length + mine('ForcedErrorRevealed').length, 0);
+  const [profiled] = mine('ThresholdsProfiled');
+  assert.ok(profiled, JSON.stringify(verification.events.filter((e) => Number(e.data.job) === jobId)));
+  assert.equal(profiled.data.profiles, 2);
+  // The thresholds are stored with the job, below the submitter's ceilings.
+  const thresholds = (await api.query.tasks.jobs(jobId)).unwrap().tolerance.thresholds.unwrap();
+  const fixed = (value) => Number(value.toBigInt()) / 1e9;
+  const bound = { l2: fixed(thresholds.l2), linf: fixed(thresholds.linf), cosine: fixed(thresholds.cosine) };
+  assert.ok(bound.l2 > 0 && bound.l2 <= 5 && bound.linf > 0 && bound.linf <= 1 && bound.cosine <= 0.01, JSON.stringify(bound));
+  // Both verifier workers measured (libtorch's rounding: above zero) within them; Ferdie missed.
+  const revealed = mine('Revealed');
+  assert.deepEqual(new Set(revealed.map((e) => e.data.verifier)), new Set([dave.address, eve.address]));
+  for (const { data } of revealed) {
+    const { distance, profile } = data.verdict.measured;
+    assert.ok(profile, JSON.stringify(data.verdict));
+    const measured = { l2: Number(distance.l2) / 1e9, linf: Number(distance.linf) / 1e9, cosine: Number(distance.cosine) / 1e9 };
+    assert.ok(measured.l2 > 0 && measured.l2 <= bound.l2 && measured.linf <= bound.linf && measured.cosine <= bound.cosine,
+      `${JSON.stringify(measured)} within ${JSON.stringify(bound)}`);
+  }
+  const [concluded] = mine('RoundConcluded');
+  assert.deepEqual([concluded.data.matched, concluded.data.mismatched, concluded.data.missed], [2, 0, 1]);
+  assert.equal(mine('EscalationOpened').length, 0);
+  for (const uri of ['//Dave', '//Eve']) {
+    const { log } = verifierWorkers.get(uri);
+    assert.match(log, new RegExp(`verification: drawn; measuring the sampled segments' distances job=${jobId} unit=0 samples=\\[\\d, \\d\\] profiling=true`), uri);
+    assert.match(log, new RegExp(`verification: segment profiled job=${jobId} unit=0 sample=\\d`), uri);
+    assert.match(log, new RegExp(`verification: revealed job=${jobId} unit=0 verdict="?distance`), uri);
+  }
+  t.diagnostic(`thresholds ${JSON.stringify(bound)}; measured ${JSON.stringify(revealed.map((e) => e.data.verdict.measured.distance))}`);
 });
 
 test('a solver that lies at one step is caught, loses at the referee and is slashed, with the verifier that attested it', { timeout: 600_000 }, async (t) => {

@@ -159,21 +159,24 @@ pub fn measure_segment(
 	Distance::between(&parameters(end, reference.len())?, &reference).map_err(|error| anyhow!("{error:?}"))
 }
 
-/// Tolerance mode's profile: the distance between two executions of the unit's first
-/// checkpoint segment from its chain-fixed start, on libtorch (the fast backend
-/// tolerance-mode solvers train on, here on its CPU kernels) and on the reference. The
-/// chain sets a job's thresholds from its verifiers' profiles.
-pub fn profile_first_segment(work: &UnitWork, stop: &AtomicBool) -> Result<Distance> {
-	let segments = touchstone_primitives::Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
-	let range = segments.range(0).context("the unit has no steps")?;
-	let root = state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
-	let point = ChainPoint::anchored(range.start, &root);
+/// Tolerance mode's profile of one segment: the distance between two executions of the
+/// steps `range` of the unit in `work` from the same start (`state` at `point`, the
+/// solver's checkpoint before it), on libtorch (the fast backend tolerance-mode solvers
+/// train on, here on its CPU kernels) and on the reference. It is how far an honest run of
+/// that segment lands from the reference: the chain sets a job's thresholds from its
+/// verifiers' profiles.
+pub fn profile_segment(
+	work: &UnitWork,
+	range: Range<u32>,
+	(state, point): (Vec<Vec<f32>>, ChainPoint),
+	stop: &AtomicBool,
+) -> Result<Distance> {
 	let mut torch = Trainer::resume(
 		touchstone_kernels_tch::TchBackend::cpu(),
 		&work.model,
 		&work.train,
 		work.data.clone(),
-		work.start_state.clone(),
+		state.clone(),
 		point.clone(),
 	)
 	.map_err(|error| anyhow!("profiling failed: {error:?}"))?;
@@ -187,8 +190,7 @@ pub fn profile_first_segment(work: &UnitWork, stop: &AtomicBool) -> Result<Dista
 		torch.step().map_err(|error| anyhow!("profiling step {step} failed: {error:?}"))?;
 	}
 	let torch = torch.params().map_err(|error| anyhow!("profiling failed: {error:?}"))?;
-	let start = work.start_state.clone();
-	measure_segment(work, range, (start, point), &torch, stop)
+	measure_segment(work, range, (state, point), &torch, stop)
 }
 
 /// The parameters of a state (parameters, then optimiser moments): its first `count`
@@ -281,6 +283,21 @@ pub(crate) mod tests {
 			.collect()
 	}
 
+	/// Profiles every segment of the unit trained in `work`, from the solver's checkpoints.
+	fn profile_all(work: &UnitWork) -> Vec<Distance> {
+		let manifest = TraceManifest::of_unit(work).unwrap();
+		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
+		(0..segments.count())
+			.map(|index| {
+				let range = segments.range(index).unwrap();
+				let bytes =
+					manifest.checkpoint(range.start).map(|hash| (hash, std::fs::read(checkpoint_path(&work.dir, range.start)).unwrap()));
+				let start = segment_start(work, &manifest, range.start, bytes.as_ref().map(|(hash, bytes)| (hash, &bytes[..]))).unwrap();
+				profile_segment(work, range, start, &AtomicBool::new(false)).unwrap()
+			})
+			.collect()
+	}
+
 	/// Tolerance mode, on real training: a unit trained on the reference measures zero in
 	/// every segment; one trained on libtorch measures small, non-zero distances within the
 	/// thresholds its profile sets; a wrong step (a flipped bit in one operator output) puts
@@ -296,8 +313,17 @@ pub(crate) mod tests {
 		crate::train::run_unit_on(crate::train::BackendKind::Tch, &torch, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
 		let measured = measure_all(&torch);
 		assert_eq!(measured.len(), 3);
-		let profile = profile_first_segment(&torch, &AtomicBool::new(false)).unwrap();
-		assert!(profile.l2 > 0.0, "{profile:?}");
+		// A verifier's profile covers the segments it measures: from the same start, on
+		// libtorch and on the reference. The solver ran libtorch on this machine too, so its
+		// segments land exactly as far from the reference as the profile's runs do.
+		let profiles = profile_all(&torch);
+		assert!(profiles.iter().all(|profile| profile.l2 > 0.0), "{profiles:?}");
+		assert_eq!(measured, profiles);
+		let profile = profiles.iter().fold(Distance { l2: 0.0, linf: 0.0, cosine: 0.0 }, |a, b| Distance {
+			l2: a.l2.max(b.l2),
+			linf: a.linf.max(b.linf),
+			cosine: a.cosine.max(b.cosine),
+		});
 		// The thresholds the chain sets from such profiles: twice the median
 		// (`ToleranceMargin` in the runtime).
 		let within = |d: &Distance| d.l2 <= 2.0 * profile.l2 && d.linf <= 2.0 * profile.linf && d.cosine <= 2.0 * profile.cosine;

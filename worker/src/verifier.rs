@@ -34,7 +34,7 @@ use crate::dispute::Party;
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::p2p::{Network, NetworkArgs};
-use crate::samples::{measure_segment, profile_first_segment, replay_segment, segment_start, TraceManifest};
+use crate::samples::{measure_segment, profile_segment, replay_segment, segment_start, TraceManifest};
 use crate::store::Store;
 use crate::train::{run_unit, UnitWork};
 
@@ -157,16 +157,19 @@ impl Verifier {
 			let round: Round = decode(entry.value().bytes())?;
 			let Some(drawn) = &round.drawn else { continue };
 			let Some(mine) = round.attestations.iter().find(|a| a.verifier == self.me) else { continue };
+			// A verifier of a tolerance round may be drawn again into its escalation: that
+			// verdict is another, kept in a file of its own.
+			let round_id = (round.trace_root, matches!(round.kind, RoundKind::Escalation { .. }));
 			match mine.state {
-				AttestationState::Drawn if now < drawn.commit_ends => due.push((job, unit, round.trace_root, false)),
+				AttestationState::Drawn if now < drawn.commit_ends => due.push((job, unit, round_id, false)),
 				AttestationState::Committed(_) if now >= drawn.commit_ends && now < drawn.reveal_ends => {
-					due.push((job, unit, round.trace_root, true))
+					due.push((job, unit, round_id, true))
 				},
 				_ => {},
 			}
 		}
-		for (job, unit, trace_root, reveal) in due {
-			let result = if reveal { self.reveal(job, unit, &trace_root).await } else { self.commit(&at, job, unit, &trace_root).await };
+		for (job, unit, round_id, reveal) in due {
+			let result = if reveal { self.reveal(job, unit, round_id).await } else { self.commit(&at, job, unit, round_id).await };
 			if let Err(error) = result {
 				tracing::warn!(job, unit, "verification: {error:#}");
 			}
@@ -175,8 +178,9 @@ impl Verifier {
 	}
 
 	/// Re-executes the unit, then commits the verdict on it.
-	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<()> {
-		let path = self.verdict_path(job_id, index, trace_root);
+	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
+		let path = self.verdict_path(job_id, index, round_id);
+		let trace_root = &round_id.0;
 		let (verdict, salt) = match std::fs::read(&path) {
 			Ok(bytes) => <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?,
 			Err(_) => {
@@ -196,8 +200,8 @@ impl Verifier {
 	}
 
 	/// Reveals the verdict committed on the unit.
-	async fn reveal(&mut self, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<()> {
-		let path = self.verdict_path(job_id, index, trace_root);
+	async fn reveal(&mut self, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
+		let path = self.verdict_path(job_id, index, round_id);
 		let bytes = std::fs::read(&path).with_context(|| format!("the committed verdict {} is gone: it cannot be revealed", path.display()))?;
 		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
 		let call = runtime::transactions().verification().reveal(job_id, index, subxt::utils::Static(verdict.clone()), salt);
@@ -282,10 +286,12 @@ impl Verifier {
 
 	/// Tolerance mode: re-executes each of `samples` on the reference from the solver's
 	/// checkpoint before it, and measures the distance to the solver's checkpoint after it;
-	/// in a profiling round, profiles the unit's first segment too. The verdict carries the
-	/// largest distance, component by component, and the segment farthest by L2. A segment
-	/// whose checkpoints the solver does not serve, or that do not fit its trace, counts as
-	/// infinitely far: serving them is the solver's duty.
+	/// in a profiling round, also runs each on libtorch from the same checkpoint and measures
+	/// that run's distance to the reference's, its profile. The verdict carries the largest
+	/// distance and the largest profile, component by component, and the segment farthest by
+	/// L2. A segment whose checkpoints the solver does not serve, or that do not fit its
+	/// trace, counts as infinitely far (and is not profiled): serving them is the solver's
+	/// duty.
 	async fn measure(
 		&mut self,
 		at: &AtBlock,
@@ -297,11 +303,20 @@ impl Verifier {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let mut farthest: Option<(u32, Distance)> = None;
-		let mut largest = Distance { l2: 0.0, linf: 0.0, cosine: 0.0 };
+		let zero = Distance { l2: 0.0, linf: 0.0, cosine: 0.0 };
+		let (mut largest, mut profile) = (zero, None::<Distance>);
 		for &sample in samples {
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
 			let measured = match self.segment_ends(&work, trace_root, range.clone()).await {
 				Ok((start, end)) => {
+					if profiling {
+						let (work, stop, range, start) = (work.clone(), self.stop.clone(), range.clone(), start.clone());
+						let profiled = tokio::task::spawn_blocking(move || profile_segment(&work, range, start, &stop))
+							.await
+							.context("the profiling thread failed")??;
+						tracing::info!(job = job_id, unit = index, sample, l2 = profiled.l2, linf = profiled.linf, cosine = profiled.cosine, "verification: segment profiled");
+						profile = Some(componentwise_max(&profile.unwrap_or(zero), &profiled));
+					}
 					let (work, stop) = (work.clone(), self.stop.clone());
 					tokio::task::spawn_blocking(move || measure_segment(&work, range, start, &end, &stop))
 						.await
@@ -313,26 +328,16 @@ impl Verifier {
 				},
 			};
 			tracing::info!(job = job_id, unit = index, sample, l2 = measured.l2, linf = measured.linf, cosine = measured.cosine, "verification: segment measured");
-			largest = Distance {
-				l2: largest.l2.max(measured.l2),
-				linf: largest.linf.max(measured.linf),
-				cosine: largest.cosine.max(measured.cosine),
-			};
+			largest = componentwise_max(&largest, &measured);
 			if farthest.as_ref().is_none_or(|(_, far)| !(measured.l2 <= far.l2)) {
 				farthest = Some((sample, measured));
 			}
 		}
 		let segment = farthest.map(|(segment, _)| segment).context("no segment to measure")?;
-		let profile = if profiling {
-			let (work, stop) = (work.clone(), self.stop.clone());
-			let profile = tokio::task::spawn_blocking(move || profile_first_segment(&work, &stop))
-				.await
-				.context("the profiling thread failed")??;
-			tracing::info!(job = job_id, unit = index, l2 = profile.l2, linf = profile.linf, cosine = profile.cosine, "verification: job profiled");
-			Some(chain_distance(&profile))
-		} else {
-			None
-		};
+		// A profiling round wants a profile even when no segment could be profiled: then
+		// this verifier claims no bound (the largest distance), which the median passes over.
+		let unbounded = Distance { l2: f64::INFINITY, linf: f64::INFINITY, cosine: f64::INFINITY };
+		let profile = profiling.then(|| chain_distance(&profile.unwrap_or(unbounded)));
 		Ok(Verdict::Measured { segment, distance: chain_distance(&largest), profile })
 	}
 
@@ -580,10 +585,15 @@ impl Verifier {
 		Ok(())
 	}
 
-	fn verdict_path(&self, job: JobId, unit: UnitIndex, trace_root: &[u8; 32]) -> PathBuf {
-		self.verdicts_dir.join(format!("{job}-{unit}-{}", hex(trace_root)))
+	fn verdict_path(&self, job: JobId, unit: UnitIndex, (trace_root, escalation): RoundId) -> PathBuf {
+		let round = if escalation { "-escalation" } else { "" };
+		self.verdicts_dir.join(format!("{job}-{unit}-{}{round}", hex(&trace_root)))
 	}
 }
+
+/// A round, as a verdict file is named after it: the trace root of the proof it checks, and
+/// whether it is an escalation.
+type RoundId = ([u8; 32], bool);
 
 /// Which segments of a unit to re-execute.
 enum Samples<'a> {
@@ -613,6 +623,11 @@ fn verdict_name(verdict: &Verdict) -> &'static str {
 		Verdict::Mismatch { .. } => "mismatch",
 		Verdict::Measured { .. } => "distance",
 	}
+}
+
+/// The larger of two distances, component by component.
+fn componentwise_max(a: &Distance, b: &Distance) -> Distance {
+	Distance { l2: a.l2.max(b.l2), linf: a.linf.max(b.linf), cosine: a.cosine.max(b.cosine) }
 }
 
 /// A distance as the chain takes it: fixed point with nine decimals. A distance too large

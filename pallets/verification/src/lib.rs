@@ -35,10 +35,22 @@
 //!    when the round concludes, and the honest proof replaces the forced one, in a round of
 //!    its own. Every solver reveals; a missing reveal is slashed `MissedRevealSlash`.
 //!
+//! 8. **Tolerance mode.** A job trained on a backend that is not bit-exact is judged by
+//!    distance ([`Verdict::Measured`]): each verifier reveals how far the solver's
+//!    checkpoints lie from its reference re-execution of its segments. The job's first
+//!    round also profiles it (each verifier runs its segments on the fast backend too, and
+//!    reports how far that lands from the reference): the median of the profiles times
+//!    `ToleranceMargin`,
+//!    capped by the submitter's ceilings, becomes the job's thresholds, stored with the job
+//!    ([`Pallet::challenge_thresholds`] has them profiled again). A distance beyond them
+//!    opens an escalation ([`RoundKind::Escalation`]): `EscalationCommittee` verifiers drawn
+//!    afresh measure the flagged segments, and their majority overturns the proof (the
+//!    solver slashed `InvalidProofSlash`, the unit rejected) or upholds it (the verifiers
+//!    that flagged it slashed). Forced errors are exact mode's only.
+//!
 //! A round whose proof no longer stands (overturned by a dispute) is otherwise voided:
 //! nobody else is slashed or paid for it. With no verifier online and bonded, a proof
-//! relies on its challenge window alone. Tolerance-mode proofs are not verified yet: a
-//! bit-exact verdict cannot judge them.
+//! relies on its challenge window alone.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;

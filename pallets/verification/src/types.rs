@@ -161,9 +161,10 @@ pub enum Verdict {
 		segment: u32,
 		/// The largest distance over the sampled segments, component by component.
 		distance: touchstone_primitives::Distance,
-		/// In a profiling round, the verifier's profile: the distance between two
-		/// executions of the job's first checkpoint segment from its initial state, on its
-		/// fast backend and on the reference. `None` in every other round.
+		/// In a profiling round, the verifier's profile: the largest distance, component by
+		/// component, between two executions of each of its sampled segments from the
+		/// solver's checkpoint before it, on the fast backend and on the reference. How far
+		/// an honest run lands. `None` in every other round.
 		profile: Option<touchstone_primitives::Distance>,
 	},
 }
