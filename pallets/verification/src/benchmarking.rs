@@ -28,14 +28,20 @@ const INITIAL: [u8; 32] = [2; 32];
 /// first: the benchmark runs its call at block 1 or later, and the round's periods are
 /// counted from the block set up here.
 fn proven<T: Config>() -> Result<JobId, BenchmarkError> {
+	proven_in::<T>(VerificationMode::Exact)
+}
+
+/// As [`proven`], for a job verified in `verification` mode.
+fn proven_in<T: Config>(verification: VerificationMode) -> Result<JobId, BenchmarkError> {
 	let now = frame_system::Pallet::<T>::block_number();
 	frame_system::Pallet::<T>::set_block_number(now.max(1u32.into()));
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
 	let (proof, opening, _) = filler_proof(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
-	T::BenchmarkHelper::prove(&owner, bookkeeping_spec(STEPS, 1, STEPS, INITIAL), &solver, proof, opening)
-		.ok_or(BenchmarkError::Stop("the unit could not be proven"))
+	let mut spec = bookkeeping_spec(STEPS, 1, STEPS, INITIAL);
+	spec.verification = verification;
+	T::BenchmarkHelper::prove(&owner, spec, &solver, proof, opening).ok_or(BenchmarkError::Stop("the unit could not be proven"))
 }
 
 /// `count` registered, online verifiers.
@@ -268,17 +274,13 @@ mod benchmarks {
 	/// profiled thresholds.
 	#[benchmark]
 	fn challenge_thresholds() -> Result<(), BenchmarkError> {
-		let now = frame_system::Pallet::<T>::block_number();
-		frame_system::Pallet::<T>::set_block_number(now.max(1u32.into()));
-		let owner: T::AccountId = account("owner", 0, 0);
-		let solver: T::AccountId = account("solver", 0, 0);
-		T::BenchmarkHelper::register(&solver, Role::Solver);
-		let (proof, opening, _) = filler_proof(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
-		let mut spec = bookkeeping_spec(STEPS, 1, STEPS, INITIAL);
 		let ceiling = FixedU64::from_u32(1);
-		spec.verification = VerificationMode::Tolerance { max_l2: ceiling, max_linf: ceiling, max_cosine_distance: ceiling };
-		let job = T::BenchmarkHelper::prove(&owner, spec, &solver, proof, opening)
-			.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
+		let job = proven_in::<T>(VerificationMode::Tolerance {
+			max_l2: ceiling,
+			max_linf: ceiling,
+			max_cosine_distance: ceiling,
+		})?;
+		let solver: T::AccountId = account("solver", 0, 0);
 		T::Units::set_thresholds(job, Some(Distance::default())).map_err(|_| BenchmarkError::Stop("no job"))?;
 
 		#[extrinsic_call]
