@@ -37,6 +37,45 @@ fn unbonding_outlasts_a_verification_round_and_its_dispute() {
 	assert!(unbonding > window + round + longest_dispute, "unbonding {unbonding} too short");
 }
 
+/// A tolerance round whose distances escalate ends, committee and all, long before a
+/// solver's unbonding funds leave reach, and the slash of an overturned solver is no more
+/// than the bond the chain demands of it.
+#[test]
+fn an_escalation_ends_inside_the_unbonding_period_and_its_slash_is_payable() {
+	let unbonding: u32 = <Runtime as pallet_touchstone_staking::Config>::UnbondingPeriod::get();
+	let window: u32 = <Runtime as pallet_touchstone_tasks::Config>::ChallengeWindow::get();
+	let commit: u32 = <Runtime as pallet_touchstone_verification::Config>::CommitPeriod::get();
+	let reveal: u32 = <Runtime as pallet_touchstone_verification::Config>::RevealPeriod::get();
+	let draw_timeout: u32 = <Runtime as pallet_touchstone_verification::Config>::DrawTimeout::get();
+	// The round drawn as late as it may be, then the committee as late as it may be.
+	let longest = 2 * (draw_timeout + commit + reveal);
+	assert!(unbonding > window + longest, "unbonding {unbonding} ≤ {window} + {longest}");
+	let slash: u128 = <Runtime as pallet_touchstone_verification::Config>::InvalidProofSlash::get();
+	let minimum: u128 = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();
+	assert!(slash <= minimum, "a minimally bonded solver ({minimum}) cannot pay the slash ({slash})");
+}
+
+/// The verification hook's heaviest block (every bound reached: 16 conclusions, two of them
+/// escalations that overturn a proof and roll back a 64-unit job's later ranges, 16 draws,
+/// two of them whole committees, 16 randomness records) fits well inside the block.
+#[test]
+fn the_verification_hooks_heaviest_block_fits() {
+	use polkadot_sdk::frame_support::weights::constants::WEIGHT_REF_TIME_PER_MILLIS;
+	let most: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxDrawsPerBlock::get();
+	let escalations: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxEscalationsPerBlock::get();
+	let count = pallet_touchstone_verification::HookCount { all: most, escalations };
+	let weight = pallet_touchstone_verification::Pallet::<Runtime>::hook_weight(count, count, most);
+	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
+	let share = weight.ref_time() as f64 / block.ref_time() as f64;
+	println!(
+		"verification hook at its bounds: {:.1} ms, {:.2} % of a block",
+		weight.ref_time() as f64 / WEIGHT_REF_TIME_PER_MILLIS as f64,
+		share * 100.0
+	);
+	assert!(share < 0.2, "the hook may take {:.1} % of a block", share * 100.0);
+	assert!(weight.proof_size() < block.proof_size() / 2, "the hook's proof may take half a block");
+}
+
 /// A verifier that attests a lie it re-executed loses more than one that stays silent, and
 /// no more than the verifier bond the chain demands, so a minimally bonded verifier can
 /// always pay it in full.

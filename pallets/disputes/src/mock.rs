@@ -167,6 +167,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type DrawTimeout = ConstU64<4>;
 	type EscalationCommittee = ConstU32<3>;
 	type ToleranceMargin = ConstU32<2>;
+	type MaxEscalationsPerBlock = ConstU32<1>;
 	type MaxThresholdChallenges = ConstU32<1>;
 	type InvalidProofSlash = ConstU64<500>;
 	type WinnerShare = HalfToWinner;

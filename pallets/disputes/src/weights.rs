@@ -55,7 +55,7 @@ pub trait WeightInfo {
 pub struct SubstrateWeight<T>(PhantomData<T>);
 impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Nodes` (r:1 w:0)
@@ -71,33 +71,33 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Disputes::NextDisputeId` (r:1 w:1)
 	/// Proof: `Disputes::NextDisputeId` (`max_values`: Some(1), `max_size`: Some(8), added: 503, mode: `MaxEncodedLen`)
 	fn challenge() -> Weight {
-		// Proof size: measured `3577`, estimated `21864` bytes.
-		// Minimum execution time: 138_986_000 picoseconds.
-		Weight::from_parts(148_721_000, 21864)
+		// Proof size: measured `3582`, estimated `21864` bytes.
+		// Minimum execution time: 138_776_000 picoseconds.
+		Weight::from_parts(146_808_000, 21864)
 			.saturating_add(T::DbWeight::get().reads(14))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
 	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(507), added: 2982, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	fn reveal() -> Weight {
-		// Proof size: measured `1150`, estimated `4638` bytes.
-		// Minimum execution time: 37_566_000 picoseconds.
-		Weight::from_parts(41_271_000, 4638)
+		// Proof size: measured `1155`, estimated `4667` bytes.
+		// Minimum execution time: 37_946_000 picoseconds.
+		Weight::from_parts(40_690_000, 4667)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:8 w:8)
 	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(507), added: 2982, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:2 w:2)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Rounds` (r:2 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::UnitDisputes` (r:2 w:1)
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:10 w:10)
@@ -119,46 +119,46 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn time_out() -> Weight {
-		// Proof size: measured `5550`, estimated `27020` bytes.
-		// Minimum execution time: 575_335_000 picoseconds.
-		Weight::from_parts(606_081_000, 27020)
+		// Proof size: measured `5556`, estimated `27020` bytes.
+		// Minimum execution time: 574_934_000 picoseconds.
+		Weight::from_parts(595_024_000, 27020)
 			.saturating_add(T::DbWeight::get().reads(39))
 			.saturating_add(T::DbWeight::get().writes(39))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
 	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(507), added: 2982, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	fn bind_step() -> Weight {
-		// Proof size: measured `1044`, estimated `4638` bytes.
-		// Minimum execution time: 81_130_000 picoseconds.
-		Weight::from_parts(85_166_000, 4638)
+		// Proof size: measured `1049`, estimated `4667` bytes.
+		// Minimum execution time: 81_200_000 picoseconds.
+		Weight::from_parts(85_136_000, 4667)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
 	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(507), added: 2982, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	fn bind_operator() -> Weight {
-		// Proof size: measured `1112`, estimated `4638` bytes.
-		// Minimum execution time: 53_870_000 picoseconds.
-		Weight::from_parts(58_016_000, 4638)
+		// Proof size: measured `1117`, estimated `4667` bytes.
+		// Minimum execution time: 54_371_000 picoseconds.
+		Weight::from_parts(58_226_000, 4667)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
 	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(507), added: 2982, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::UnitDisputes` (r:1 w:1)
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:3 w:3)
@@ -180,9 +180,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:1)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn resolve() -> Weight {
-		// Proof size: measured `2255`, estimated `13775` bytes.
-		// Minimum execution time: 587_953_000 picoseconds.
-		Weight::from_parts(616_786_000, 13775)
+		// Proof size: measured `2261`, estimated `13775` bytes.
+		// Minimum execution time: 578_629_000 picoseconds.
+		Weight::from_parts(592_901_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(15))
 			.saturating_add(T::DbWeight::get().writes(15))
 	}
@@ -191,32 +191,32 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn challenge() -> Weight {
-		Weight::from_parts(148_721_000, 21864)
+		Weight::from_parts(146_808_000, 21864)
 			.saturating_add(ParityDbWeight::get().reads(14))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn reveal() -> Weight {
-		Weight::from_parts(41_271_000, 4638)
+		Weight::from_parts(40_690_000, 4667)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn time_out() -> Weight {
-		Weight::from_parts(606_081_000, 27020)
+		Weight::from_parts(595_024_000, 27020)
 			.saturating_add(ParityDbWeight::get().reads(39))
 			.saturating_add(ParityDbWeight::get().writes(39))
 	}
 	fn bind_step() -> Weight {
-		Weight::from_parts(85_166_000, 4638)
+		Weight::from_parts(85_136_000, 4667)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn bind_operator() -> Weight {
-		Weight::from_parts(58_016_000, 4638)
+		Weight::from_parts(58_226_000, 4667)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn resolve() -> Weight {
-		Weight::from_parts(616_786_000, 13775)
+		Weight::from_parts(592_901_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(15))
 			.saturating_add(ParityDbWeight::get().writes(15))
 	}

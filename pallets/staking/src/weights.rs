@@ -78,8 +78,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
 	fn register() -> Weight {
 		// Proof size: measured `181`, estimated `23517` bytes.
-		// Minimum execution time: 188_690_000 picoseconds.
-		Weight::from_parts(208_019_000, 23517)
+		// Minimum execution time: 189_933_000 picoseconds.
+		Weight::from_parts(197_293_000, 23517)
 			.saturating_add(T::DbWeight::get().reads(16))
 			.saturating_add(T::DbWeight::get().writes(17))
 	}
@@ -89,8 +89,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn update_profile() -> Weight {
 		// Proof size: measured `468`, estimated `3706` bytes.
-		// Minimum execution time: 19_169_000 picoseconds.
-		Weight::from_parts(21_282_000, 3706)
+		// Minimum execution time: 19_519_000 picoseconds.
+		Weight::from_parts(21_361_000, 3706)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -112,8 +112,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
 	fn bond_more() -> Weight {
 		// Proof size: measured `519`, estimated `23517` bytes.
-		// Minimum execution time: 98_306_000 picoseconds.
-		Weight::from_parts(103_373_000, 23517)
+		// Minimum execution time: 99_077_000 picoseconds.
+		Weight::from_parts(103_714_000, 23517)
 			.saturating_add(T::DbWeight::get().reads(15))
 			.saturating_add(T::DbWeight::get().writes(16))
 	}
@@ -133,8 +133,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::DrawSlots` (`max_values`: None, `max_size`: Some(60), added: 2535, mode: `MaxEncodedLen`)
 	fn unbond() -> Weight {
 		// Proof size: measured `778`, estimated `3745` bytes.
-		// Minimum execution time: 117_805_000 picoseconds.
-		Weight::from_parts(123_413_000, 3745)
+		// Minimum execution time: 119_738_000 picoseconds.
+		Weight::from_parts(125_025_000, 3745)
 			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(4))
 	}
@@ -147,9 +147,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `c` is `[1, 8]`.
 	fn withdraw_unbonded(c: u32, ) -> Weight {
 		// Proof size: measured `524 + c * (21 ±0)`, estimated `3745` bytes.
-		// Minimum execution time: 63_945_000 picoseconds.
-		Weight::from_parts(67_328_094, 3745)
-			.saturating_add(Weight::from_parts(215_896, 0).saturating_mul(c.into()))
+		// Minimum execution time: 64_466_000 picoseconds.
+		Weight::from_parts(69_058_751, 3745)
+			.saturating_add(Weight::from_parts(301_759, 0).saturating_mul(c.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -157,8 +157,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn heartbeat() -> Weight {
 		// Proof size: measured `462`, estimated `3696` bytes.
-		// Minimum execution time: 15_663_000 picoseconds.
-		Weight::from_parts(17_356_000, 3696)
+		// Minimum execution time: 16_014_000 picoseconds.
+		Weight::from_parts(17_926_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -174,8 +174,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn deregister() -> Weight {
 		// Proof size: measured `409`, estimated `3706` bytes.
-		// Minimum execution time: 26_469_000 picoseconds.
-		Weight::from_parts(28_543_000, 3706)
+		// Minimum execution time: 26_730_000 picoseconds.
+		Weight::from_parts(28_782_000, 3706)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -183,8 +183,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
 	fn set_min_price() -> Weight {
 		// Proof size: measured `462`, estimated `3696` bytes.
-		// Minimum execution time: 15_242_000 picoseconds.
-		Weight::from_parts(16_715_000, 3696)
+		// Minimum execution time: 15_283_000 picoseconds.
+		Weight::from_parts(17_866_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -194,8 +194,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn set_endpoint() -> Weight {
 		// Proof size: measured `307`, estimated `3696` bytes.
-		// Minimum execution time: 15_913_000 picoseconds.
-		Weight::from_parts(17_747_000, 3696)
+		// Minimum execution time: 15_994_000 picoseconds.
+		Weight::from_parts(18_247_000, 3696)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -225,8 +225,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::Endpoints` (`max_values`: None, `max_size`: Some(306), added: 2781, mode: `MaxEncodedLen`)
 	fn reap() -> Weight {
 		// Proof size: measured `1379`, estimated `23517` bytes.
-		// Minimum execution time: 370_691_000 picoseconds.
-		Weight::from_parts(382_408_000, 23517)
+		// Minimum execution time: 374_797_000 picoseconds.
+		Weight::from_parts(387_987_000, 23517)
 			.saturating_add(T::DbWeight::get().reads(19))
 			.saturating_add(T::DbWeight::get().writes(18))
 	}
@@ -235,53 +235,53 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn register() -> Weight {
-		Weight::from_parts(208_019_000, 23517)
+		Weight::from_parts(197_293_000, 23517)
 			.saturating_add(ParityDbWeight::get().reads(16))
 			.saturating_add(ParityDbWeight::get().writes(17))
 	}
 	fn update_profile() -> Weight {
-		Weight::from_parts(21_282_000, 3706)
+		Weight::from_parts(21_361_000, 3706)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn bond_more() -> Weight {
-		Weight::from_parts(103_373_000, 23517)
+		Weight::from_parts(103_714_000, 23517)
 			.saturating_add(ParityDbWeight::get().reads(15))
 			.saturating_add(ParityDbWeight::get().writes(16))
 	}
 	fn unbond() -> Weight {
-		Weight::from_parts(123_413_000, 3745)
+		Weight::from_parts(125_025_000, 3745)
 			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(4))
 	}
 	fn withdraw_unbonded(c: u32, ) -> Weight {
-		Weight::from_parts(67_328_094, 3745)
-			.saturating_add(Weight::from_parts(215_896, 0).saturating_mul(c.into()))
+		Weight::from_parts(69_058_751, 3745)
+			.saturating_add(Weight::from_parts(301_759, 0).saturating_mul(c.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn heartbeat() -> Weight {
-		Weight::from_parts(17_356_000, 3696)
+		Weight::from_parts(17_926_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn deregister() -> Weight {
-		Weight::from_parts(28_543_000, 3706)
+		Weight::from_parts(28_782_000, 3706)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn set_min_price() -> Weight {
-		Weight::from_parts(16_715_000, 3696)
+		Weight::from_parts(17_866_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn set_endpoint() -> Weight {
-		Weight::from_parts(17_747_000, 3696)
+		Weight::from_parts(18_247_000, 3696)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn reap() -> Weight {
-		Weight::from_parts(382_408_000, 23517)
+		Weight::from_parts(387_987_000, 23517)
 			.saturating_add(ParityDbWeight::get().reads(19))
 			.saturating_add(ParityDbWeight::get().writes(18))
 	}

@@ -75,7 +75,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Staking::CounterForNodes` (r:1 w:0)
 	/// Proof: `Staking::CounterForNodes` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:0 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:64)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:0 w:64)
@@ -83,9 +83,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn submit_job(u: u32, ) -> Weight {
 		// Proof size: measured `444`, estimated `13775` bytes.
-		// Minimum execution time: 370_110_000 picoseconds.
-		Weight::from_parts(517_898_561, 13775)
-			.saturating_add(Weight::from_parts(6_987_290, 0).saturating_mul(u.into()))
+		// Minimum execution time: 367_526_000 picoseconds.
+		Weight::from_parts(380_225_463, 13775)
+			.saturating_add(Weight::from_parts(5_098_535, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(9))
 			.saturating_add(T::DbWeight::get().writes(6))
 			.saturating_add(T::DbWeight::get().writes((2_u64).saturating_mul(u.into())))
@@ -95,15 +95,15 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn scan_registry(n: u32, ) -> Weight {
 		// Proof size: measured `197 + n * (85 ±0)`, estimated `3696 + n * (2706 ±0)` bytes.
-		// Minimum execution time: 11_838_000 picoseconds.
-		Weight::from_parts(42_670_844, 3696)
-			.saturating_add(Weight::from_parts(5_118_627, 0).saturating_mul(n.into()))
+		// Minimum execution time: 11_487_000 picoseconds.
+		Weight::from_parts(1_622_033, 3696)
+			.saturating_add(Weight::from_parts(4_707_442, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Pool` (r:1 w:1)
 	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
@@ -118,10 +118,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn cancel_job(u: u32, ) -> Weight {
-		// Proof size: measured `1322 + u * (127 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 93_509_000 picoseconds.
-		Weight::from_parts(34_739_860, 13775)
-			.saturating_add(Weight::from_parts(63_052_500, 0).saturating_mul(u.into()))
+		// Proof size: measured `1327 + u * (127 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 92_598_000 picoseconds.
+		Weight::from_parts(49_561_589, 13775)
+			.saturating_add(Weight::from_parts(47_788_565, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(6))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(6))
@@ -129,7 +129,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::Nodes` (r:1 w:0)
@@ -145,14 +145,14 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn claim_unit() -> Weight {
-		// Proof size: measured `15223`, estimated `13775` bytes.
-		// Minimum execution time: 135_001_000 picoseconds.
-		Weight::from_parts(164_074_000, 13775)
+		// Proof size: measured `15228`, estimated `13775` bytes.
+		// Minimum execution time: 104_065_000 picoseconds.
+		Weight::from_parts(142_081_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
@@ -164,44 +164,44 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn decline_unit() -> Weight {
-		// Proof size: measured `1414`, estimated `13775` bytes.
-		// Minimum execution time: 41_882_000 picoseconds.
-		Weight::from_parts(46_199_000, 13775)
+		// Proof size: measured `1419`, estimated `13775` bytes.
+		// Minimum execution time: 41_962_000 picoseconds.
+		Weight::from_parts(45_788_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn accept_unit() -> Weight {
-		// Proof size: measured `1287`, estimated `4638` bytes.
-		// Minimum execution time: 29_574_000 picoseconds.
-		Weight::from_parts(32_017_000, 4638)
+		// Proof size: measured `1292`, estimated `4667` bytes.
+		// Minimum execution time: 29_814_000 picoseconds.
+		Weight::from_parts(32_318_000, 4667)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn commit_checkpoint() -> Weight {
-		// Proof size: measured `1283`, estimated `4638` bytes.
-		// Minimum execution time: 29_824_000 picoseconds.
-		Weight::from_parts(32_929_000, 4638)
+		// Proof size: measured `1288`, estimated `4667` bytes.
+		// Minimum execution time: 30_565_000 picoseconds.
+		Weight::from_parts(33_319_000, 4667)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:2 w:2)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: UNKNOWN KEY `0xb98f84607c2a733bb1cad5e2b2495216` (r:1 w:0)
 	/// Proof: UNKNOWN KEY `0xb98f84607c2a733bb1cad5e2b2495216` (r:1 w:0)
 	/// Storage: `Verification::Secrets` (r:1 w:1)
@@ -213,18 +213,18 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn submit_proof() -> Weight {
-		// Proof size: measured `1484`, estimated `13775` bytes.
-		// Minimum execution time: 67_410_000 picoseconds.
-		Weight::from_parts(72_788_000, 13775)
+		// Proof size: measured `1489`, estimated `13775` bytes.
+		// Minimum execution time: 71_776_000 picoseconds.
+		Weight::from_parts(78_446_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(8))
 			.saturating_add(T::DbWeight::get().writes(8))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:1)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::UnitDisputes` (r:1 w:0)
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:3 w:3)
@@ -243,17 +243,17 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn finalize_unit(u: u32, ) -> Weight {
-		// Proof size: measured `2073 + u * (289 ±0)`, estimated `8799 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 179_516_000 picoseconds.
-		Weight::from_parts(182_263_656, 8799)
-			.saturating_add(Weight::from_parts(5_438_987, 0).saturating_mul(u.into()))
+		// Proof size: measured `2079 + u * (289 ±0)`, estimated `8799 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 178_004_000 picoseconds.
+		Weight::from_parts(180_621_846, 8799)
+			.saturating_add(Weight::from_parts(5_569_330, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(12))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(12))
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:65 w:64)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
@@ -272,10 +272,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn time_out(u: u32, ) -> Weight {
-		// Proof size: measured `15298 + u * (28 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 157_884_000 picoseconds.
-		Weight::from_parts(131_849_642, 13775)
-			.saturating_add(Weight::from_parts(46_170_930, 0).saturating_mul(u.into()))
+		// Proof size: measured `15303 + u * (28 ±0)`, estimated `13775 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 138_977_000 picoseconds.
+		Weight::from_parts(114_049_697, 13775)
+			.saturating_add(Weight::from_parts(45_073_135, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(8))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(8))
@@ -283,7 +283,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:64 w:64)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
@@ -292,10 +292,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	/// The range of component `u` is `[1, 64]`.
 	fn remove_job(u: u32, ) -> Weight {
-		// Proof size: measured `1381 + u * (47 ±0)`, estimated `4638 + u * (2847 ±0)` bytes.
-		// Minimum execution time: 60_801_000 picoseconds.
-		Weight::from_parts(63_231_547, 4638)
-			.saturating_add(Weight::from_parts(1_074_018, 0).saturating_mul(u.into()))
+		// Proof size: measured `1386 + u * (47 ±0)`, estimated `4667 + u * (2847 ±0)` bytes.
+		// Minimum execution time: 59_899_000 picoseconds.
+		Weight::from_parts(63_282_151, 4667)
+			.saturating_add(Weight::from_parts(1_016_649, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(3))
@@ -317,7 +317,7 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::SolverExposure` (r:256 w:1)
 	/// Proof: `Tasks::SolverExposure` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:16 w:16)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Deadlines` (r:0 w:32)
@@ -325,11 +325,11 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `a` is `[1, 16]`.
 	/// The range of component `n` is `[1, 256]`.
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		// Proof size: measured `1331 + a * (127 ±0) + n * (159 ±0)`, estimated `13775 + a * (2847 ±0) + n * (2716 ±0)` bytes.
-		// Minimum execution time: 372_473_000 picoseconds.
-		Weight::from_parts(98_507_529, 13775)
-			.saturating_add(Weight::from_parts(17_607_977, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(21_030_819, 0).saturating_mul(n.into()))
+		// Proof size: measured `1336 + a * (127 ±0) + n * (159 ±0)`, estimated `13775 + a * (2847 ±0) + n * (2716 ±0)` bytes.
+		// Minimum execution time: 377_100_000 picoseconds.
+		Weight::from_parts(65_531_438, 13775)
+			.saturating_add(Weight::from_parts(15_876_851, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(20_805_012, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(T::DbWeight::get().reads((4_u64).saturating_mul(n.into())))
@@ -343,22 +343,22 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn submit_job(u: u32, ) -> Weight {
-		Weight::from_parts(517_898_561, 13775)
-			.saturating_add(Weight::from_parts(6_987_290, 0).saturating_mul(u.into()))
+		Weight::from_parts(380_225_463, 13775)
+			.saturating_add(Weight::from_parts(5_098_535, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(9))
 			.saturating_add(ParityDbWeight::get().writes(6))
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(u.into())))
 	}
 	fn scan_registry(n: u32, ) -> Weight {
-		Weight::from_parts(42_670_844, 3696)
-			.saturating_add(Weight::from_parts(5_118_627, 0).saturating_mul(n.into()))
+		Weight::from_parts(1_622_033, 3696)
+			.saturating_add(Weight::from_parts(4_707_442, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	fn cancel_job(u: u32, ) -> Weight {
-		Weight::from_parts(34_739_860, 13775)
-			.saturating_add(Weight::from_parts(63_052_500, 0).saturating_mul(u.into()))
+		Weight::from_parts(49_561_589, 13775)
+			.saturating_add(Weight::from_parts(47_788_565, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(6))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(6))
@@ -366,41 +366,41 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn claim_unit() -> Weight {
-		Weight::from_parts(164_074_000, 13775)
+		Weight::from_parts(142_081_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn decline_unit() -> Weight {
-		Weight::from_parts(46_199_000, 13775)
+		Weight::from_parts(45_788_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn accept_unit() -> Weight {
-		Weight::from_parts(32_017_000, 4638)
+		Weight::from_parts(32_318_000, 4667)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn commit_checkpoint() -> Weight {
-		Weight::from_parts(32_929_000, 4638)
+		Weight::from_parts(33_319_000, 4667)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn submit_proof() -> Weight {
-		Weight::from_parts(72_788_000, 13775)
+		Weight::from_parts(78_446_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(8))
 			.saturating_add(ParityDbWeight::get().writes(8))
 	}
 	fn finalize_unit(u: u32, ) -> Weight {
-		Weight::from_parts(182_263_656, 8799)
-			.saturating_add(Weight::from_parts(5_438_987, 0).saturating_mul(u.into()))
+		Weight::from_parts(180_621_846, 8799)
+			.saturating_add(Weight::from_parts(5_569_330, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(12))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(12))
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn time_out(u: u32, ) -> Weight {
-		Weight::from_parts(131_849_642, 13775)
-			.saturating_add(Weight::from_parts(46_170_930, 0).saturating_mul(u.into()))
+		Weight::from_parts(114_049_697, 13775)
+			.saturating_add(Weight::from_parts(45_073_135, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(8))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(8))
@@ -408,8 +408,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn remove_job(u: u32, ) -> Weight {
-		Weight::from_parts(63_231_547, 4638)
-			.saturating_add(Weight::from_parts(1_074_018, 0).saturating_mul(u.into()))
+		Weight::from_parts(63_282_151, 4667)
+			.saturating_add(Weight::from_parts(1_016_649, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(3))
@@ -417,9 +417,9 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2847).saturating_mul(u.into()))
 	}
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		Weight::from_parts(98_507_529, 13775)
-			.saturating_add(Weight::from_parts(17_607_977, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(21_030_819, 0).saturating_mul(n.into()))
+		Weight::from_parts(65_531_438, 13775)
+			.saturating_add(Weight::from_parts(15_876_851, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(20_805_012, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(ParityDbWeight::get().reads((4_u64).saturating_mul(n.into())))

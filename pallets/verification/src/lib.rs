@@ -194,6 +194,12 @@ pub mod pallet {
 		#[pallet::constant]
 		type ToleranceMargin: Get<u32>;
 
+		/// Most escalation committees drawn in one block (they count among
+		/// `MaxDrawsPerBlock`), so at most this many escalations conclude in a block: each
+		/// may overturn a proof and roll back a whole job's later ranges.
+		#[pallet::constant]
+		type MaxEscalationsPerBlock: Get<u32>;
+
 		/// Most times one job's thresholds may be challenged and profiled again.
 		#[pallet::constant]
 		type MaxThresholdChallenges: Get<u32>;
@@ -543,16 +549,7 @@ pub mod pallet {
 			let concluded = Self::conclude_due(now);
 			let drawn = Self::draw_due(now);
 			let recorded = Self::record_due(now);
-			// A draw's benchmark picks a round from a pool of online verifiers; the staking
-			// pallet's bound on its picks covers draws that skip offline ones. An
-			// escalation's committee is the largest draw.
-			let per_draw = T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(Self::largest_draw()));
-			// `on_initialize_idle` is measured before secrets were queued: one more read.
-			T::WeightInfo::on_initialize_idle()
-				.saturating_add(T::DbWeight::get().reads(1))
-				.saturating_add(Self::conclusion_weight().saturating_mul(u64::from(concluded)))
-				.saturating_add(per_draw.saturating_mul(u64::from(drawn)))
-				.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded)))
+			Self::hook_weight(concluded, drawn, recorded)
 		}
 
 		fn integrity_test() {
@@ -591,6 +588,10 @@ pub mod pallet {
 			);
 			// Thresholds below the profiled distance would fail honest solvers.
 			assert!(T::ToleranceMargin::get() >= 1, "ToleranceMargin must be at least 1");
+			assert!(
+				T::MaxEscalationsPerBlock::get() > 0 && T::MaxEscalationsPerBlock::get() <= T::MaxDrawsPerBlock::get(),
+				"MaxEscalationsPerBlock must be positive and at most MaxDrawsPerBlock"
+			);
 			assert!(
 				T::InvalidProofSlash::get() > T::FalseAttestationSlash::get(),
 				"InvalidProofSlash must exceed FalseAttestationSlash"
@@ -882,13 +883,18 @@ pub mod pallet {
 			Segments::new(proven.trace.first_step, proven.trace.steps, proven.hyper.checkpoint_interval)
 		}
 
-		/// Concludes every round whose reveal period ends at `now`; returns how many.
-		pub(crate) fn conclude_due(now: BlockNumberFor<T>) -> u32 {
+		/// Concludes every round whose reveal period ends at `now`; returns how many, and
+		/// how many of them were escalations.
+		pub(crate) fn conclude_due(now: BlockNumberFor<T>) -> HookCount {
 			let due = Closing::<T>::take(now);
+			let mut escalations = 0u32;
 			for key in due.iter() {
+				if Rounds::<T>::get(key).is_some_and(|round| matches!(round.kind, RoundKind::Escalation { .. })) {
+					escalations = escalations.saturating_add(1);
+				}
 				Self::conclude(*key, now);
 			}
-			due.len() as u32
+			HookCount { all: due.len() as u32, escalations }
 		}
 
 		/// Ends a round's reveal period: voids it if its proof no longer stands, else
@@ -1251,23 +1257,47 @@ pub mod pallet {
 			(handled, rest)
 		}
 
+		/// The weight of the block hook that concluded `concluded` rounds (so many of them
+		/// escalations), drew `drawn` (so many of them escalation committees) and recorded
+		/// `recorded` secrets' randomness. Each count is at most `MaxDrawsPerBlock`, and the
+		/// escalations at most `MaxEscalationsPerBlock`.
+		pub fn hook_weight(concluded: HookCount, drawn: HookCount, recorded: u32) -> Weight {
+			// A draw's benchmark picks a round from a pool of online verifiers; the staking
+			// pallet's bound on its picks covers draws that skip offline ones.
+			let draw = |count: u32| T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(count));
+			let plain = |count: HookCount| u64::from(count.all.saturating_sub(count.escalations));
+			// `on_initialize_idle` is measured before secrets were queued: one more read.
+			T::WeightInfo::on_initialize_idle()
+				.saturating_add(T::DbWeight::get().reads(1))
+				.saturating_add(Self::conclusion_weight().saturating_mul(plain(concluded)))
+				.saturating_add(Self::escalation_conclusion_weight().saturating_mul(u64::from(concluded.escalations)))
+				.saturating_add(draw(T::VerifiersPerUnit::get()).saturating_mul(plain(drawn)))
+				.saturating_add(draw(Self::largest_draw()).saturating_mul(u64::from(drawn.escalations)))
+				.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded)))
+		}
+
 		/// The weight of concluding one round at its worst: every verifier slashed, and a
 		/// forced round's catchers paid, its disputes dismissed and its proof replaced.
 		fn conclusion_weight() -> Weight {
 			let verifiers = T::VerifiersPerUnit::get();
-			let exact = T::WeightInfo::conclude_round(verifiers)
+			T::WeightInfo::conclude_round(verifiers)
 				.saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers).saturating_add(1)))
 				.saturating_add(T::Disputes::dismiss_all_weight())
-				.saturating_add(Self::replacement_weight());
-			// An escalation's: the committee and the round it judges slashed (the solver too),
-			// each paying a winner, the thresholds read and the unit overturned with every
-			// later range; or a tolerance round setting thresholds and queueing the draw.
-			let judged = verifiers.saturating_add(T::EscalationCommittee::get());
-			let escalation = T::WeightInfo::conclude_round(judged)
+				.saturating_add(Self::replacement_weight())
+				// A tolerance round reads the job's thresholds, sets them, and may queue an
+				// escalation and hold the unit.
+				.saturating_add(T::DbWeight::get().reads_writes(3, 3))
+		}
+
+		/// The weight of concluding one escalation at its worst: the committee and the round
+		/// it judges slashed (the solver too), each paying a winner, the thresholds read and
+		/// the unit overturned with every later step range of the largest job.
+		fn escalation_conclusion_weight() -> Weight {
+			let judged = T::VerifiersPerUnit::get().saturating_add(T::EscalationCommittee::get());
+			T::WeightInfo::conclude_round(judged)
 				.saturating_add(Self::payment_weight().saturating_mul(u64::from(judged).saturating_add(1)))
 				.saturating_add(T::Units::overturn_weight(T::Units::max_units_per_job().saturating_sub(1)))
-				.saturating_add(T::DbWeight::get().reads_writes(3, 3));
-			exact.max(escalation)
+				.saturating_add(T::DbWeight::get().reads_writes(1, 1))
 		}
 
 		/// Replacing a forced proof: the tasks pallet reads and writes the job and unit, and
@@ -1277,9 +1307,11 @@ pub mod pallet {
 		}
 
 		/// Draws the verifiers of queued proofs whose randomness is known, and drops those
-		/// past `DrawTimeout`, up to `MaxDrawsPerBlock` in all; returns how many.
-		pub(crate) fn draw_due(now: BlockNumberFor<T>) -> u32 {
+		/// past `DrawTimeout`, up to `MaxDrawsPerBlock` in all and `MaxEscalationsPerBlock`
+		/// escalation committees; returns how many, and how many were escalations.
+		pub(crate) fn draw_due(now: BlockNumberFor<T>) -> HookCount {
 			let queue = PendingDraws::<T>::get();
+			let mut escalations = 0u32;
 			let drawn = Self::walk_queue(&queue, |(job, unit)| {
 				let Some(round) = Rounds::<T>::get((job, unit)) else { return Queued::Stale };
 				if round.drawn.is_some() {
@@ -1287,6 +1319,13 @@ pub mod pallet {
 					return Queued::Stale;
 				}
 				let escalation = matches!(round.kind, RoundKind::Escalation { .. });
+				if escalation {
+					// Its conclusion may overturn a proof and roll a job back: few a block.
+					if escalations >= T::MaxEscalationsPerBlock::get() {
+						return Queued::Wait;
+					}
+					escalations = escalations.saturating_add(1);
+				}
 				let subject = (b"touchstone/verification", job, unit, round.trace_root, escalation).encode();
 				let (random, known_since) = T::Randomness::random(&subject);
 				// Randomness known at or before the commitment's block could have been
@@ -1312,7 +1351,7 @@ pub mod pallet {
 			if let Some(rest) = drawn.1 {
 				PendingDraws::<T>::put(rest);
 			}
-			drawn.0
+			HookCount { all: drawn.0, escalations }
 		}
 
 		/// Draws a round's verifiers (an escalation's committee) from `seed` and opens its

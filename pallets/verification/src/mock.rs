@@ -169,6 +169,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
 	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
 	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;
+	type MaxEscalationsPerBlock = ConstU32<1>;
 	type MaxThresholdChallenges = ConstU32<1>;
 	type InvalidProofSlash = ConstU64<500>;
 	type WinnerShare = HalfToWinner;

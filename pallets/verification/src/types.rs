@@ -239,6 +239,16 @@ pub struct Round<
 	pub secret: SolverSecret,
 }
 
+/// How many rounds the block hook concluded or drew, and how many of them were
+/// escalations, which weigh more.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct HookCount {
+	/// All of them.
+	pub all: u32,
+	/// The escalations among them.
+	pub escalations: u32,
+}
+
 /// What a walk of a queue of units does with one entry.
 pub(crate) enum Queued {
 	/// Its unit no longer needs it: it leaves the queue.

@@ -59,20 +59,20 @@ pub trait WeightInfo {
 pub struct SubstrateWeight<T>(PhantomData<T>);
 impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	fn commit() -> Weight {
-		// Proof size: measured `266`, estimated `3915` bytes.
-		// Minimum execution time: 15_193_000 picoseconds.
-		Weight::from_parts(16_855_000, 3915)
+		// Proof size: measured `267`, estimated `4634` bytes.
+		// Minimum execution time: 14_963_000 picoseconds.
+		Weight::from_parts(16_885_000, 4634)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	fn reveal() -> Weight {
-		// Proof size: measured `362`, estimated `3915` bytes.
-		// Minimum execution time: 17_175_000 picoseconds.
-		Weight::from_parts(18_928_000, 3915)
+		// Proof size: measured `363`, estimated `4634` bytes.
+		// Minimum execution time: 17_927_000 picoseconds.
+		Weight::from_parts(20_060_000, 4634)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -82,12 +82,12 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Verification::PendingDraws` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	fn on_initialize_idle() -> Weight {
 		// Proof size: measured `6`, estimated `13775` bytes.
-		// Minimum execution time: 3_335_000 picoseconds.
-		Weight::from_parts(3_775_000, 13775)
+		// Minimum execution time: 3_225_000 picoseconds.
+		Weight::from_parts(3_676_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(2))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Staking::DrawTree` (r:12 w:0)
@@ -101,18 +101,18 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Verification::DrawnRounds` (r:3 w:3)
 	/// Proof: `Verification::DrawnRounds` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Rounds` (r:0 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	fn draw_round() -> Weight {
-		// Proof size: measured `2150`, estimated `31026` bytes.
-		// Minimum execution time: 147_489_000 picoseconds.
-		Weight::from_parts(153_618_000, 31026)
+		// Proof size: measured `2155`, estimated `31026` bytes.
+		// Minimum execution time: 147_860_000 picoseconds.
+		Weight::from_parts(153_709_000, 31026)
 			.saturating_add(T::DbWeight::get().reads(24))
 			.saturating_add(T::DbWeight::get().writes(5))
 	}
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:3 w:3)
@@ -131,10 +131,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::FreeDrawSlots` (`max_values`: Some(1), `max_size`: Some(1026), added: 1521, mode: `MaxEncodedLen`)
 	/// The range of component `v` is `[1, 3]`.
 	fn conclude_round(v: u32, ) -> Weight {
-		// Proof size: measured `1767 + v * (412 ±0)`, estimated `22826 + v * (2706 ±0)` bytes.
-		// Minimum execution time: 134_780_000 picoseconds.
-		Weight::from_parts(58_527_644, 22826)
-			.saturating_add(Weight::from_parts(81_934_052, 0).saturating_mul(v.into()))
+		// Proof size: measured `1773 + v * (412 ±0)`, estimated `22818 + v * (2706 ±0)` bytes.
+		// Minimum execution time: 134_199_000 picoseconds.
+		Weight::from_parts(58_851_229, 22818)
+			.saturating_add(Weight::from_parts(80_276_831, 0).saturating_mul(v.into()))
 			.saturating_add(T::DbWeight::get().reads(14))
 			.saturating_add(T::DbWeight::get().reads((5_u64).saturating_mul(v.into())))
 			.saturating_add(T::DbWeight::get().writes(12))
@@ -142,15 +142,15 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(v.into()))
 	}
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::DrawnRounds` (r:3 w:3)
 	/// Proof: `Verification::DrawnRounds` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
 	/// The range of component `v` is `[0, 3]`.
 	fn on_finalized(v: u32, ) -> Weight {
-		// Proof size: measured `167 + v * (34 ±0)`, estimated `3915 + v * (2527 ±0)` bytes.
-		// Minimum execution time: 5_949_000 picoseconds.
-		Weight::from_parts(6_922_157, 3915)
-			.saturating_add(Weight::from_parts(2_948_252, 0).saturating_mul(v.into()))
+		// Proof size: measured `168 + v * (34 ±0)`, estimated `4634 + v * (2527 ±0)` bytes.
+		// Minimum execution time: 6_019_000 picoseconds.
+		Weight::from_parts(6_969_368, 4634)
+			.saturating_add(Weight::from_parts(2_987_977, 0).saturating_mul(v.into()))
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(v.into())))
 			.saturating_add(T::DbWeight::get().writes(1))
@@ -167,23 +167,23 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: UNKNOWN KEY `0xb98f84607c2a733bb1cad5e2b2495216` (r:1 w:0)
 	fn commit_secret() -> Weight {
 		// Proof size: measured `311`, estimated `13775` bytes.
-		// Minimum execution time: 23_215_000 picoseconds.
-		Weight::from_parts(25_308_000, 13775)
+		// Minimum execution time: 23_304_000 picoseconds.
+		Weight::from_parts(26_519_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(2))
 	}
 	/// Storage: `Verification::Rounds` (r:1 w:1)
-	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(450), added: 2925, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1169), added: 3644, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
-	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1173), added: 3648, mode: `MaxEncodedLen`)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(372), added: 2847, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::UnitDisputes` (r:1 w:0)
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	fn reveal_secret() -> Weight {
-		// Proof size: measured `1095`, estimated `4638` bytes.
-		// Minimum execution time: 52_738_000 picoseconds.
-		Weight::from_parts(56_023_000, 4638)
+		// Proof size: measured `1101`, estimated `4667` bytes.
+		// Minimum execution time: 53_289_000 picoseconds.
+		Weight::from_parts(56_123_000, 4667)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -195,13 +195,21 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Babe::AuthorVrfRandomness` (`max_values`: Some(1), `max_size`: Some(33), added: 528, mode: `MaxEncodedLen`)
 	fn record_randomness() -> Weight {
 		// Proof size: measured `295`, estimated `13775` bytes.
-		// Minimum execution time: 11_487_000 picoseconds.
-		Weight::from_parts(12_569_000, 13775)
+		// Minimum execution time: 11_387_000 picoseconds.
+		Weight::from_parts(12_478_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(3))
 	}
+	/// Storage: `Tasks::Jobs` (r:1 w:1)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1202), added: 3677, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Nodes` (r:1 w:0)
+	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
+	/// Storage: `Balances::Holds` (r:1 w:0)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
 	fn challenge_thresholds() -> Weight {
-		Weight::from_parts(30_000_000, 4638)
-			.saturating_add(T::DbWeight::get().reads(2))
+		// Proof size: measured `896`, estimated `4667` bytes.
+		// Minimum execution time: 30_455_000 picoseconds.
+		Weight::from_parts(32_869_000, 4667)
+			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 }
@@ -209,27 +217,27 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn commit() -> Weight {
-		Weight::from_parts(16_855_000, 3915)
+		Weight::from_parts(16_885_000, 4634)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn reveal() -> Weight {
-		Weight::from_parts(18_928_000, 3915)
+		Weight::from_parts(20_060_000, 4634)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn on_initialize_idle() -> Weight {
-		Weight::from_parts(3_775_000, 13775)
+		Weight::from_parts(3_676_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(2))
 	}
 	fn draw_round() -> Weight {
-		Weight::from_parts(153_618_000, 31026)
+		Weight::from_parts(153_709_000, 31026)
 			.saturating_add(ParityDbWeight::get().reads(24))
 			.saturating_add(ParityDbWeight::get().writes(5))
 	}
 	fn conclude_round(v: u32, ) -> Weight {
-		Weight::from_parts(58_527_644, 22826)
-			.saturating_add(Weight::from_parts(81_934_052, 0).saturating_mul(v.into()))
+		Weight::from_parts(58_851_229, 22818)
+			.saturating_add(Weight::from_parts(80_276_831, 0).saturating_mul(v.into()))
 			.saturating_add(ParityDbWeight::get().reads(14))
 			.saturating_add(ParityDbWeight::get().reads((5_u64).saturating_mul(v.into())))
 			.saturating_add(ParityDbWeight::get().writes(12))
@@ -237,8 +245,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(v.into()))
 	}
 	fn on_finalized(v: u32, ) -> Weight {
-		Weight::from_parts(6_922_157, 3915)
-			.saturating_add(Weight::from_parts(2_948_252, 0).saturating_mul(v.into()))
+		Weight::from_parts(6_969_368, 4634)
+			.saturating_add(Weight::from_parts(2_987_977, 0).saturating_mul(v.into()))
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(v.into())))
 			.saturating_add(ParityDbWeight::get().writes(1))
@@ -246,22 +254,22 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2527).saturating_mul(v.into()))
 	}
 	fn commit_secret() -> Weight {
-		Weight::from_parts(25_308_000, 13775)
+		Weight::from_parts(26_519_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(2))
 	}
 	fn reveal_secret() -> Weight {
-		Weight::from_parts(56_023_000, 4638)
+		Weight::from_parts(56_123_000, 4667)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn record_randomness() -> Weight {
-		Weight::from_parts(12_569_000, 13775)
+		Weight::from_parts(12_478_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(3))
 	}
 	fn challenge_thresholds() -> Weight {
-		Weight::from_parts(30_000_000, 4638)
-			.saturating_add(ParityDbWeight::get().reads(2))
+		Weight::from_parts(32_869_000, 4667)
+			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 }

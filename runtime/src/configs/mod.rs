@@ -315,6 +315,9 @@ impl pallet_touchstone_verification::Config for Runtime {
 	// Twice the median profile: about the margin the kernels' documented bounds keep over
 	// the distances measured between libtorch and the reference (docs/kernels.md).
 	type ToleranceMargin = ConstU32<2>;
+	// Each escalation's conclusion may overturn a proof and roll back a 64-unit job: two a
+	// block keep the hook's heaviest block under a fifth of it (tests/parameters.rs).
+	type MaxEscalationsPerBlock = ConstU32<2>;
 	type MaxThresholdChallenges = ConstU32<2>;
 	type InvalidProofSlash = ConstU128<INVALID_PROOF_SLASH>;
 	type WinnerShare = WinnerShare;
