@@ -1030,16 +1030,7 @@ pub mod pallet {
 			if PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).is_err()
 				|| T::Units::open_challenge(job, unit).is_err()
 			{
-				Rounds::<T>::insert((job, unit), round);
-				Self::deposit_event(Event::EscalationDecided {
-					job,
-					unit,
-					outcome: EscalationOutcome::Undecided,
-					beyond: 0,
-					within: 0,
-					missed: 0,
-				});
-				return;
+				return Self::escalation_undecided(job, unit, round);
 			}
 			// The tolerance round's verifiers stay counted in `DrawnRounds`: the committee's
 			// decision judges them.
@@ -1053,8 +1044,9 @@ pub mod pallet {
 			Self::deposit_event(Event::EscalationOpened { job, unit, segments: flagged });
 		}
 
-		/// An escalation without a committee (none could be drawn in time): the unit is
-		/// released, its proof standing, and nobody is slashed for a distance.
+		/// An escalation without a committee (none could be queued, or drawn in time): the
+		/// unit is released if it was held, its proof standing, and nobody is slashed for a
+		/// distance.
 		fn escalation_undecided(job: JobId, unit: UnitIndex, mut round: RoundOf<T>) {
 			let _ = T::Units::close_challenge(job, unit);
 			round.concluded = true;
