@@ -134,4 +134,13 @@ fn a_resolution_at_the_largest_accepted_job_costs_at_most_a_twentieth_of_a_block
 		share * 100.0
 	);
 	assert!(charged.ref_time() * 20 <= block.ref_time(), "resolve is charged {:.2} % of a block", share * 100.0);
+	// The largest piece a real step opens, benchmarked itself, and what it is charged.
+	use pallet_touchstone_disputes::{weights::WeightInfo, LARGEST_PIECE_BENCHMARK_BYTES};
+	let measured = <Runtime as pallet_touchstone_disputes::Config>::WeightInfo::resolve_largest_piece();
+	let charged = pallet_touchstone_disputes::Pallet::<Runtime>::resolve_weight(LARGEST_PIECE_BENCHMARK_BYTES);
+	println!(
+		"resolve of the largest piece ({LARGEST_PIECE_BENCHMARK_BYTES} bytes): benchmarked {:.2} ms, charged {:.2} ms",
+		measured.ref_time() as f64 / 1e9,
+		charged.ref_time() as f64 / 1e9
+	);
 }

@@ -215,7 +215,7 @@ pub struct Trainer<B: Backend> {
 	/// The samples of `data` this run trains on.
 	shard: core::ops::Range<usize>,
 	point: ChainPoint,
-	fault: Option<Fault>,
+	faults: Vec<Fault>,
 	recording: Option<Vec<Option<HostTensor>>>,
 }
 
@@ -275,7 +275,7 @@ impl<B: Backend> Trainer<B> {
 			host_batch: [HostTensor::F32(Vec::new()), HostTensor::U32(Vec::new()), HostTensor::U32(Vec::new())],
 			shard: 0..data_len,
 			point,
-			fault: None,
+			faults: Vec::new(),
 			recording: None,
 		})
 	}
@@ -291,10 +291,12 @@ impl<B: Backend> Trainer<B> {
 		Ok(self)
 	}
 
-	/// Makes this trainer dishonest: `fault` is applied when its step runs
-	/// (test equipment: faults exist only with the `testing` feature).
+	/// Makes this trainer dishonest: `fault` is applied when its step runs, with
+	/// any injected before (a lie inside a reduction's partial that its output
+	/// also carries takes two). Test equipment: faults exist only with the
+	/// `testing` feature.
 	pub fn inject(&mut self, fault: Fault) {
-		self.fault = Some(fault);
+		self.faults.push(fault);
 	}
 
 	/// The step graph.
@@ -417,7 +419,7 @@ impl<B: Backend> Trainer<B> {
 		let record = result?;
 		let values: Vec<HostTensor> =
 			recording.into_iter().map(|value| value.unwrap_or(HostTensor::F32(Vec::new()))).collect();
-		let trace = build_step_trace(&self.graph, record, values, self.fault)?;
+		let trace = build_step_trace(&self.graph, record, values, &self.faults)?;
 		Ok(StepTrace { previous_hash, previous_batch_root, previous_loss, previous_previous_hash, ..trace })
 	}
 
@@ -524,7 +526,7 @@ impl<B: Backend> Trainer<B> {
 				return Err(KernelError::NonFinite { step }.into());
 			}
 		}
-		self.apply_fault(id, step)?;
+		self.apply_faults(id, step)?;
 		if self.recording.is_some() {
 			let outputs = self.download_values(&node.outputs)?;
 			if let Some(recording) = self.recording.as_mut() {
@@ -538,9 +540,16 @@ impl<B: Backend> Trainer<B> {
 		Ok(())
 	}
 
-	/// Applies the injected fault if it targets operator `id` of `step`.
-	fn apply_fault(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
-		let Some(fault) = self.fault else { return Ok(()) };
+	/// Applies the injected faults that target operator `id` of `step`.
+	fn apply_faults(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
+		for fault in self.faults.clone() {
+			self.apply_fault(fault, id, step)?;
+		}
+		Ok(())
+	}
+
+	/// Applies `fault` if it targets operator `id` of `step`.
+	fn apply_fault(&mut self, fault: Fault, id: usize, step: u32) -> Result<(), B::Error> {
 		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::MissingValue { id })?;
 		let (output, values) = if let Some((output, element, bit)) = fault.output(step, id) {
 			let value = node.outputs.get(output).copied().ok_or(KernelError::MissingValue { id })?;
@@ -651,7 +660,7 @@ fn build_step_trace(
 	graph: &Graph,
 	record: StepRecord,
 	values: Vec<HostTensor>,
-	fault: Option<Fault>,
+	faults: &[Fault],
 ) -> Result<StepTrace, KernelError> {
 	let value = |id: usize| values.get(id).cloned().unwrap_or(HostTensor::F32(Vec::new()));
 	let mut pieces = Vec::with_capacity(graph.nodes.len());
@@ -661,12 +670,12 @@ fn build_step_trace(
 		if let OpKind::Contract(contraction) = node.kind {
 			let lhs = value(node.inputs.first().copied().unwrap_or_default());
 			let rhs = value(node.inputs.get(1).copied().unwrap_or_default());
-			let fault = fault.and_then(|fault| fault.accumulator(record.step, id));
+			let fault = faults.iter().find_map(|fault| fault.accumulator(record.step, id));
 			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault)?;
 			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
 		}
 		if let Some(reduction) = graph.reduction(id).map_err(|_| KernelError::MissingValue { id })? {
-			let fault = fault.and_then(|fault| fault.partial(record.step, id));
+			let fault = faults.iter().find_map(|fault| fault.partial(record.step, id));
 			let partials = reduction_partials(&reduction, &node.inputs, &values, fault)?;
 			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
 		}

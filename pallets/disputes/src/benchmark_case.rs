@@ -1,11 +1,17 @@
-//! A dispute over a real trace, recorded for the benchmarks. They run in the runtime's wasm,
-//! where no trainer runs, so the test `the_benchmark_case_is_current` plays the dispute
-//! with the kernels' trainer and checks `benchmark_case.scale` holds exactly what it
-//! recorded (`TOUCHSTONE_WRITE_BENCHMARK_CASE=1` rewrites it).
+//! Disputes over real traces, recorded for the benchmarks. They run in the runtime's wasm,
+//! where no trainer runs, so the test `the_benchmark_cases_are_current` plays each dispute
+//! with the kernels' trainer and checks its recording holds exactly what it recorded
+//! (`TOUCHSTONE_WRITE_BENCHMARK_CASE=1` rewrites them).
 //!
-//! The job is digits-sized (a 64→64→10 MLP, batch 32, 1,437 samples); the defender lied
-//! in the second K-chunk of the first layer's matmul, the costliest kind of piece the
-//! referee judges in it (docs/performance.md).
+//! Two recordings, at the two ends of what the referee judges:
+//! - [`Recording::KChunk`]: a digits-sized job (a 64→64→10 MLP, batch 32, 1,437 samples);
+//!   the defender lied in the second K-chunk of the first layer's matmul, the densest
+//!   arithmetic per opened byte (docs/performance.md). 16 KB of openings.
+//! - [`Recording::LargestPiece`]: a job at the chain's bounds for its costliest kind of
+//!   piece: a 1,000→1,000→1,024 MLP (`MAX_CLASSES` classes), batch 64, 4,096 samples; the
+//!   defender lied in the second partial of the loss, which opens 64 rows of 1,024 logits,
+//!   their labels and the first partial. About 142 KB of openings: the largest any piece of
+//!   a real step opens (contraction chunks open at most about 31 KB, at any width).
 
 use crate::Pair;
 use codec::{Decode, Encode};
@@ -51,10 +57,34 @@ pub struct BenchmarkCase {
 	pub openings: Openings,
 }
 
-/// The recorded case.
-pub const ENCODED: &[u8] = include_bytes!("benchmark_case.scale");
+/// Which recorded dispute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recording {
+	/// A K-chunk of a digits-sized step.
+	KChunk,
+	/// A loss partial of a job with `MAX_CLASSES` classes: the largest piece.
+	LargestPiece,
+}
 
-/// The recorded case, decoded.
-pub fn recorded() -> Option<BenchmarkCase> {
-	BenchmarkCase::decode(&mut &ENCODED[..]).ok()
+impl Recording {
+	/// The recording's encoded case.
+	pub fn encoded(self) -> &'static [u8] {
+		match self {
+			Self::KChunk => include_bytes!("benchmark_case.scale"),
+			Self::LargestPiece => include_bytes!("benchmark_case_largest.scale"),
+		}
+	}
+
+	/// Its file, relative to this crate's `src`.
+	pub fn file(self) -> &'static str {
+		match self {
+			Self::KChunk => "benchmark_case.scale",
+			Self::LargestPiece => "benchmark_case_largest.scale",
+		}
+	}
+
+	/// The recorded case, decoded.
+	pub fn case(self) -> Option<BenchmarkCase> {
+		BenchmarkCase::decode(&mut &self.encoded()[..]).ok()
+	}
 }

@@ -1,7 +1,7 @@
 //! Benchmarks of every call of the disputes pallet. Opening a dispute, a round of
 //! bisection and a timeout need no trace beyond a unit's step-level tree; the bindings
-//! between levels and the referee replay a dispute recorded over a real, digits-sized
-//! trace ([`crate::benchmark_case`]).
+//! between levels and the referee replay disputes recorded over real traces
+//! ([`crate::benchmark_case`]): a digits-sized step, and the largest piece a real step opens.
 
 use super::*;
 use polkadot_sdk::{
@@ -10,9 +10,9 @@ use polkadot_sdk::{
 	frame_system::{self, RawOrigin},
 	sp_runtime::traits::Saturating,
 };
-use crate::benchmark_case::{recorded, BenchmarkCase};
+use crate::benchmark_case::{BenchmarkCase, Recording};
 use touchstone_primitives::{
-	referee::{bookkeeping_spec, filler_proof, filler_trace, reveal, MerkleTree, Reveal},
+	referee::{bookkeeping_spec, filler_proof, filler_trace, reveal, MerkleTree, Openings, Reveal},
 	Decomposition, JobId, JobSpec, Role,
 };
 
@@ -71,11 +71,14 @@ enum At {
 	Judge,
 }
 
-/// The recorded dispute, its unit proven through the tasks pallet, opened by a challenger,
-/// and moved to phase `at` with the challenger's answer to it given. Returns the dispute,
-/// the defender and the case.
-fn recorded_dispute<T: Config>(at: At) -> Result<(DisputeId, T::AccountId, BenchmarkCase), BenchmarkError> {
-	let case = recorded().ok_or(BenchmarkError::Stop("no recorded case"))?;
+/// The dispute of `recording`, its unit proven through the tasks pallet, opened by a
+/// challenger, and moved to phase `at` with the challenger's answer to it given. Returns
+/// the dispute, the defender and the case.
+fn recorded_dispute<T: Config>(
+	recording: Recording,
+	at: At,
+) -> Result<(DisputeId, T::AccountId, BenchmarkCase), BenchmarkError> {
+	let case = recording.case().ok_or(BenchmarkError::Stop("no recorded case"))?;
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
@@ -109,6 +112,12 @@ fn recorded_dispute<T: Config>(at: At) -> Result<(DisputeId, T::AccountId, Bench
 	}
 	Disputes::<T>::insert(id, info);
 	Ok((id, solver, case))
+}
+
+/// The dispute of `recording` in the referee's phase, a caller, and the defender's openings.
+fn to_judge<T: Config>(recording: Recording) -> Result<(DisputeId, T::AccountId, Openings), BenchmarkError> {
+	let (id, _, case) = recorded_dispute::<T>(recording, At::Judge)?;
+	Ok((id, account("caller", 0, 0), case.openings))
 }
 
 #[benchmarks]
@@ -177,7 +186,7 @@ mod benchmarks {
 	/// The defender binds its operator root of the recorded step; the operator level starts.
 	#[benchmark]
 	fn bind_step() -> Result<(), BenchmarkError> {
-		let (id, defender, case) = recorded_dispute::<T>(At::BindStep)?;
+		let (id, defender, case) = recorded_dispute::<T>(Recording::KChunk, At::BindStep)?;
 		#[extrinsic_call]
 		_(RawOrigin::Signed(defender), id, case.operator_roots.defender, case.step_binding);
 		assert!(matches!(Disputes::<T>::get(id).map(|info| info.phase), Some(Phase::Bisect { .. })));
@@ -187,7 +196,7 @@ mod benchmarks {
 	/// The defender binds its piece root of the recorded operator; the piece level starts.
 	#[benchmark]
 	fn bind_operator() -> Result<(), BenchmarkError> {
-		let (id, defender, case) = recorded_dispute::<T>(At::BindOperator)?;
+		let (id, defender, case) = recorded_dispute::<T>(Recording::KChunk, At::BindOperator)?;
 		#[extrinsic_call]
 		_(RawOrigin::Signed(defender), id, case.piece_roots.defender, case.operator_proof);
 		assert!(matches!(Disputes::<T>::get(id).map(|info| info.phase), Some(Phase::Bisect { .. })));
@@ -198,10 +207,20 @@ mod benchmarks {
 	/// digits-sized step), refuses the defender's claim, and the ruling is carried out.
 	#[benchmark]
 	fn resolve() -> Result<(), BenchmarkError> {
-		let (id, _, case) = recorded_dispute::<T>(At::Judge)?;
-		let caller: T::AccountId = account("caller", 0, 0);
+		let (id, caller, openings) = to_judge::<T>(Recording::KChunk)?;
 		#[extrinsic_call]
-		_(RawOrigin::Signed(caller), id, case.openings);
+		resolve(RawOrigin::Signed(caller), id, openings);
+		assert!(Disputes::<T>::get(id).is_none());
+		Ok(())
+	}
+
+	/// The same at the largest piece a real step opens: a loss partial of a job with
+	/// `MAX_CLASSES` classes (about 142 KB of openings).
+	#[benchmark]
+	fn resolve_largest_piece() -> Result<(), BenchmarkError> {
+		let (id, caller, openings) = to_judge::<T>(Recording::LargestPiece)?;
+		#[extrinsic_call]
+		resolve(RawOrigin::Signed(caller), id, openings);
 		assert!(Disputes::<T>::get(id).is_none());
 		Ok(())
 	}

@@ -421,24 +421,34 @@ pub mod pallet {
 	/// digits-sized step; `benchmark_case.rs`). A test checks it against the recording.
 	pub const RESOLVE_BENCHMARK_BYTES: u32 = 16_117;
 
-	/// The storage reads and writes of the `resolve` benchmark (`weights.rs`), which do not
-	/// grow with the openings. A test checks them against the weights.
+	/// Encoded bytes of the openings the `resolve_largest_piece` benchmark judges (a loss
+	/// partial at `MAX_CLASSES` classes, the largest piece a real step opens;
+	/// `benchmark_case.rs`). A test checks it against the recording.
+	pub const LARGEST_PIECE_BENCHMARK_BYTES: u32 = 142_288;
+
+	/// The storage reads and writes of the `resolve` benchmarks (`weights.rs`), which do
+	/// not grow with the openings. A test checks them against the weights.
 	pub const RESOLVE_BENCHMARK_READS_WRITES: (u64, u64) = (15, 15);
 
 	impl<T: Config> Pallet<T> {
-		/// The weight of judging openings of `bytes` encoded bytes: the benchmarked
-		/// resolution, plus its execution time once more for every further multiple of the
-		/// benchmark's openings it needs. The referee's work (words recomputed, hashes
-		/// checked) grows with what is opened, so this bounds it; the storage the call
-		/// touches does not. The call is charged at `MaxOpeningsLen` and refunded to the
-		/// openings' real size.
+		/// The weight of judging openings of `bytes` encoded bytes. Each of the two
+		/// `resolve` benchmarks is scaled to `bytes`: the benchmarked resolution, plus its
+		/// execution time once more for every further multiple of its openings needed. The
+		/// referee's work (words recomputed, hashes checked) grows with what is opened, so
+		/// this bounds it; the storage the call touches does not. The two benchmarks sit at
+		/// both ends of the referee's work per byte (the arithmetic-dense K-chunk, the
+		/// largest piece), and the larger of the two charges is taken. The call is charged
+		/// at `MaxOpeningsLen` and refunded to the openings' real size.
 		pub fn resolve_weight(bytes: u32) -> Weight {
-			let multiples = bytes.div_ceil(RESOLVE_BENCHMARK_BYTES).max(1);
-			let benchmarked = T::WeightInfo::resolve();
-			let (reads, writes) = RESOLVE_BENCHMARK_READS_WRITES;
-			let storage = T::DbWeight::get().reads_writes(reads, writes).ref_time();
-			let execution = Weight::from_parts(benchmarked.ref_time().saturating_sub(storage), 0);
-			benchmarked.saturating_add(execution.saturating_mul(u64::from(multiples.saturating_sub(1))))
+			let scaled = |benchmarked: Weight, benchmark_bytes: u32| {
+				let multiples = bytes.div_ceil(benchmark_bytes.max(1)).max(1);
+				let (reads, writes) = RESOLVE_BENCHMARK_READS_WRITES;
+				let storage = T::DbWeight::get().reads_writes(reads, writes).ref_time();
+				let execution = Weight::from_parts(benchmarked.ref_time().saturating_sub(storage), 0);
+				benchmarked.saturating_add(execution.saturating_mul(u64::from(multiples.saturating_sub(1))))
+			};
+			scaled(T::WeightInfo::resolve(), RESOLVE_BENCHMARK_BYTES)
+				.max(scaled(T::WeightInfo::resolve_largest_piece(), LARGEST_PIECE_BENCHMARK_BYTES))
 		}
 
 		pub(crate) fn do_challenge(

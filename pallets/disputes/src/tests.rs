@@ -54,7 +54,19 @@ impl TinyJob {
 
 	/// An MLP `inputs → hidden → classes` with batches of `batch` from `samples` samples.
 	fn shaped(inputs: u32, hidden: u32, classes: u32, batch: u32, samples: usize, steps: u32, units: u32) -> Self {
-		let data = synthetic(5, samples, inputs as usize, classes);
+		let model = ModelArch::Mlp {
+			inputs,
+			hidden: BoundedVec::truncate_from(vec![hidden]),
+			classes,
+			activation: Activation::Tanh,
+		};
+		Self::of_model(model, batch, samples, steps, units)
+	}
+
+	/// A job training `model` with batches of `batch` from `samples` synthetic samples.
+	fn of_model(model: ModelArch, batch: u32, samples: usize, steps: u32, units: u32) -> Self {
+		let probe = kernel_model(&model);
+		let data = synthetic(5, samples, probe.input_len().unwrap(), probe.classes());
 		let data_tree = data.tree().unwrap();
 		let hyper = HyperParams {
 			steps,
@@ -64,12 +76,6 @@ impl TinyJob {
 			grad_clip_norm: None,
 			seed: 11,
 			checkpoint_interval: steps / units,
-		};
-		let model = ModelArch::Mlp {
-			inputs,
-			hidden: BoundedVec::truncate_from(vec![hidden]),
-			classes,
-			activation: Activation::Tanh,
 		};
 		let (kernel_model, train) = (kernel_model(&model), kernel_train(&hyper));
 		let initial = Trainer::new(CpuBackend, &kernel_model, &train, data.clone()).unwrap().state().unwrap();
@@ -119,7 +125,7 @@ struct Run<'a> {
 	first_step: u32,
 	start_state: Vec<Vec<f32>>,
 	start: Digest,
-	fault: Option<Fault>,
+	faults: Vec<Fault>,
 	records: Vec<StepRecord>,
 	tree: MerkleTree,
 	traces: BTreeMap<u32, StepTrace>,
@@ -129,22 +135,27 @@ impl<'a> Run<'a> {
 	/// Trains `steps` steps from step `first_step`, starting from the honest model at
 	/// that step, with `fault` applied if any.
 	fn train(job: &'a TinyJob, first_step: u32, steps: u32, fault: Option<Fault>) -> Self {
+		Self::train_with(job, first_step, steps, fault.into_iter().collect())
+	}
+
+	/// Trains as [`Run::train`] does, with every fault of `faults` applied.
+	fn train_with(job: &'a TinyJob, first_step: u32, steps: u32, faults: Vec<Fault>) -> Self {
 		let mut honest = Trainer::new(CpuBackend, &job.model, &job.train, job.data.clone()).unwrap();
 		for _ in 0..first_step {
 			honest.step().unwrap();
 		}
-		Self::from_state(job, first_step, steps, honest.state().unwrap(), fault)
+		Self::from_state(job, first_step, steps, honest.state().unwrap(), faults)
 	}
 
 	/// Trains `steps` steps from step `first_step`, starting from `start_state`.
-	fn from_state(job: &'a TinyJob, first_step: u32, steps: u32, start_state: Vec<Vec<f32>>, fault: Option<Fault>) -> Self {
+	fn from_state(job: &'a TinyJob, first_step: u32, steps: u32, start_state: Vec<Vec<f32>>, faults: Vec<Fault>) -> Self {
 		let start = state_root(&start_state).unwrap();
 		let mut run = Self {
 			job,
 			first_step,
 			start_state,
 			start,
-			fault,
+			faults,
 			records: Vec::new(),
 			tree: MerkleTree::new(vec![[0; 32]]).unwrap(),
 			traces: BTreeMap::new(),
@@ -164,13 +175,13 @@ impl<'a> Run<'a> {
 		trainer.state().unwrap()
 	}
 
-	/// A trainer at the unit's start, with this run's fault.
+	/// A trainer at the unit's start, with this run's faults.
 	fn trainer(&self) -> Trainer<CpuBackend> {
 		let point = ChainPoint::anchored(self.first_step, &self.start);
 		let mut trainer =
 			Trainer::resume(CpuBackend, &self.job.model, &self.job.train, self.job.data.clone(), self.start_state.clone(), point)
 				.unwrap();
-		if let Some(fault) = self.fault {
+		for &fault in &self.faults {
 			trainer.inject(fault);
 		}
 		trainer
@@ -868,18 +879,13 @@ fn a_lie_ten_thousand_steps_deep_is_found_in_fourteen_plus_log_rounds() {
 	});
 }
 
-/// Plays a dispute over a digits-sized job to the referee's phase and records what the
-/// benchmarks replay (`benchmark_case.rs`); checks the committed recording is current.
-#[test]
-fn the_benchmark_case_is_current() {
-	use crate::benchmark_case::BenchmarkCase;
-	use codec::Encode;
-	let job = TinyJob::shaped(64, 64, 10, 32, 1_437, 4, 1);
-	let chunk = touchstone_kernels::ChunkId { tile_row: 0, tile_col: 0, chunk: 1 };
-	let fault = Fault::Accumulator { step: 2, operator: 1, chunk, element: 0, bit: 21 };
-	let mut liar = Run::train(&job, 0, 4, Some(fault));
-	let mut honest = Run::train(&job, 0, 4, None);
-	let case = new_test_ext().execute_with(|| {
+/// Plays `job`'s dispute against a liar with `faults` to the referee's phase and returns
+/// what the benchmarks replay (`benchmark_case.rs`), after checking its openings convict.
+fn record_case(job: &TinyJob, faults: Vec<Fault>) -> crate::benchmark_case::BenchmarkCase {
+	let steps = job.spec.hyper.steps;
+	let mut liar = Run::train_with(job, 0, steps, faults);
+	let mut honest = Run::train(job, 0, steps, None);
+	new_test_ext().execute_with(|| {
 		let id = job.submit();
 		prove(id, 0, SOLVER, &liar);
 		let dispute = challenge(id, 0, CHALLENGER, &honest);
@@ -893,7 +899,7 @@ fn the_benchmark_case_is_current() {
 		let trace = &liar.traces[&step];
 		let (_, openings) = open_case(&job.graph, trace, &liar.opening(), operator as usize, piece as usize).unwrap();
 		let (proof, final_state) = liar.proof();
-		let case = BenchmarkCase {
+		let case = crate::benchmark_case::BenchmarkCase {
 			model: job.spec.model.clone(),
 			hyper: job.spec.hyper.clone(),
 			samples: job.spec.dataset.samples,
@@ -915,17 +921,45 @@ fn the_benchmark_case_is_current() {
 		assert_ok!(Disputes::resolve(RuntimeOrigin::signed(OWNER), dispute, case.openings.clone()));
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
 		case
-	});
-	// `resolve`'s weight scales from the size of these openings.
-	assert_eq!(case.openings.encoded_size() as u32, crate::RESOLVE_BENCHMARK_BYTES);
-	let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/benchmark_case.scale");
+	})
+}
+
+/// Checks recording `recording` holds `case` (rewrites it with
+/// `TOUCHSTONE_WRITE_BENCHMARK_CASE=1`), and that its openings are `bytes` long, which
+/// `resolve`'s weight scales from.
+fn check_recording(recording: crate::benchmark_case::Recording, case: crate::benchmark_case::BenchmarkCase, bytes: u32) {
+	use codec::Encode;
+	assert_eq!(case.openings.encoded_size() as u32, bytes);
+	let path = format!("{}/src/{}", env!("CARGO_MANIFEST_DIR"), recording.file());
 	if std::env::var_os("TOUCHSTONE_WRITE_BENCHMARK_CASE").is_some() {
-		std::fs::write(path, case.encode()).unwrap();
+		std::fs::write(&path, case.encode()).unwrap();
 	}
 	assert!(
-		crate::benchmark_case::recorded() == Some(case),
-		"benchmark_case.scale is stale: rerun this test with TOUCHSTONE_WRITE_BENCHMARK_CASE=1"
+		recording.case() == Some(case),
+		"{path} is stale: rerun this test with TOUCHSTONE_WRITE_BENCHMARK_CASE=1"
 	);
+}
+
+/// Plays the disputes the benchmarks replay and checks the committed recordings are
+/// current: a K-chunk of a digits-sized step, and the largest piece a real step opens (a
+/// loss partial at `MAX_CLASSES` classes, larger than any contraction chunk's openings).
+#[test]
+fn the_benchmark_cases_are_current() {
+	use crate::benchmark_case::Recording;
+	use touchstone_kernels::{proof::graph::OpKind, referee::MAX_CLASSES};
+	let job = TinyJob::shaped(64, 64, 10, 32, 1_437, 4, 1);
+	let chunk = touchstone_kernels::ChunkId { tile_row: 0, tile_col: 0, chunk: 1 };
+	let fault = Fault::Accumulator { step: 2, operator: 1, chunk, element: 0, bit: 21 };
+	check_recording(Recording::KChunk, record_case(&job, vec![fault]), crate::RESOLVE_BENCHMARK_BYTES);
+
+	let job = TinyJob::shaped(1_000, 1_000, MAX_CLASSES, 64, 4_096, 2, 1);
+	let loss = job.graph.nodes.iter().position(|node| matches!(node.kind, OpKind::SoftmaxCrossEntropy(_))).unwrap();
+	// The liar's second loss partial (which also reads the first) is wrong, and so is the
+	// loss it reports: a partial alone changes no output, so no step hash.
+	let partial = Fault::Partial { step: 1, operator: loss, piece: 1, element: 0, bit: 21 };
+	let case = record_case(&job, vec![partial, output_fault(1, loss)]);
+	assert_eq!((case.operator as usize, case.piece), (loss, 1));
+	check_recording(Recording::LargestPiece, case, crate::LARGEST_PIECE_BENCHMARK_BYTES);
 }
 
 /// Filling a unit's dispute slots with hopeless challenges cannot run its window out: when
@@ -986,9 +1020,9 @@ fn an_overturn_dismisses_disputes_over_the_ranges_it_rolls_back() {
 		let mut honest = Run::train(&job, 0, 4, None);
 		prove(id, 0, SOLVER, &liar);
 		// The second range, trained honestly from the liar's end, is proven and disputed too.
-		let from_lie = Run::from_state(&job, 4, 4, liar.final_state(), None);
+		let from_lie = Run::from_state(&job, 4, 4, liar.final_state(), Vec::new());
 		prove(id, 1, SECOND_SOLVER, &from_lie);
-		let other = Run::from_state(&job, 4, 4, liar.final_state(), Some(output_fault(5, 2)));
+		let other = Run::from_state(&job, 4, 4, liar.final_state(), vec![output_fault(5, 2)]);
 		let later = challenge(id, 1, SECOND_CHALLENGER, &other);
 		let first = challenge(id, 0, CHALLENGER, &honest);
 		let second_challenger_before = Balances::balance(&SECOND_CHALLENGER);
@@ -1050,12 +1084,12 @@ fn the_status_follows_the_game_until_the_ruling() {
 fn the_resolve_weight_takes_off_the_benchmarks_own_storage_counts() {
 	let (reads, writes) = crate::RESOLVE_BENCHMARK_READS_WRITES;
 	let source = include_str!("weights.rs");
-	let bodies: Vec<&str> = source
-		.split("fn resolve() -> Weight {")
-		.skip(1)
+	let bodies: Vec<&str> = ["fn resolve() -> Weight {", "fn resolve_largest_piece() -> Weight {"]
+		.into_iter()
+		.flat_map(|head| source.split(head).skip(1))
 		.map(|rest| rest.split('}').next().unwrap())
 		.collect();
-	assert_eq!(bodies.len(), 2, "the runtime's weights and the mocks'");
+	assert_eq!(bodies.len(), 4, "both benchmarks, in the runtime's weights and the mocks'");
 	for body in bodies {
 		assert!(body.contains(&format!(".reads({reads}))")), "{body}");
 		assert!(body.contains(&format!(".writes({writes}))")), "{body}");
