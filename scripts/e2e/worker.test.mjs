@@ -8,7 +8,9 @@
 // commits a proof wrong at one step on purpose, the verifiers catch it and are paid from the
 // jackpot, the solver reveals its secret and the honest proof, which replaces the forced
 // one, and nobody is slashed. A tolerance-mode job trained on libtorch is profiled by its
-// verifiers, who reveal distances within the thresholds the chain sets from their profiles.
+// verifiers, who reveal distances within the thresholds the chain sets from their profiles;
+// a gross lie in its second unit is measured beyond them, and an escalation committee drawn
+// afresh overturns the proof and the solver is slashed.
 // Then the solver is restarted as a liar (one corrupted value at
 // one step): the verifiers catch it, one plays the dispute its mismatch opens through all
 // three levels, the runtime's referee rules against the liar and its bond is slashed. Last,
@@ -95,8 +97,13 @@ function startVerifierWorker(uri, command = ['verify']) {
 
 /** A rejection that carries the workers' logs, which say why. */
 const withSolverLog = (error) => {
+  throw new Error(`${error.message}${workerLogs()}`);
+};
+
+/** The solver's and the verifier workers' logs, for a failure's message. */
+const workerLogs = () => {
   const verifiers = [...verifierWorkers].map(([uri, { log }]) => `\nverifier ${uri} log:\n${log}`).join('');
-  throw new Error(`${error.message}\nsolver log:\n${solverLog}${verifiers}`);
+  return `\nsolver log:\n${solverLog}${verifiers}`;
 };
 
 before(async () => {
@@ -362,7 +369,8 @@ test('a forced error is caught by the verifiers and paid from the jackpot, and t
   assert.match(solverLog, new RegExp(`the unit is forced: committing a proof wrong at this step on purpose[^\\n]*job=${jobId} unit=0 step=${revealed.data.step}\\b`));
   // Both verifier workers re-executed the segment and revealed a mismatch; Ferdie missed.
   const [paid] = mine('ForcedErrorPaid');
-  assert.deepEqual(new Set(paid.data.caught), new Set([dave.address, eve.address]), JSON.stringify(paid.data));
+  assert.deepEqual(new Set(paid.data.caught), new Set([dave.address, eve.address]),
+    `${JSON.stringify(paid.data)} ${JSON.stringify(verification.events.filter((e) => Number(e.data.job) === jobId))}${workerLogs()}`);
   // The fair pay for checking the unit (a tenth of its 1 TST) over a rate of one, shared.
   assert.equal(BigInt(paid.data.each), UNIT / 10n / 2n);
   // The honest proof replaced the forced one and is verified in a round of its own.
@@ -382,56 +390,102 @@ test('a forced error is caught by the verifiers and paid from the jackpot, and t
   t.diagnostic(`forced at step ${revealed.data.step}: revealed at block ${revealed.block}, paid at ${paid.block}`);
 });
 
-test('a tolerance-mode job trained on libtorch is profiled and judged by distance', { timeout: 600_000 }, async (t) => {
+test('a tolerance-mode job trained on libtorch is profiled and judged by distance, and a gross lie in it is overturned by an escalation committee', { timeout: 600_000 }, async (t) => {
   // Bob restarts on libtorch (`--backend tch`): it trains tolerance-mode jobs, which are
   // not bit-reproducible, and exact-mode ones on the reference. Dave and Eve each
   // re-execute their samples of Bob's segments on the reference from his checkpoints and
-  // reveal the largest distance to his weights. The job's first round profiles it: each
+  // reveal the largest distance to his weights. The job's first rounds profile it: each
   // also runs its segments on libtorch from the same checkpoints and reveals how far that
   // lands from the reference; the chain sets the job's thresholds to twice the median.
-  const [dave, eve] = ['//Dave', '//Eve'].map((uri) => keyring.addFromUri(uri));
+  // Bob also lies, grossly, at step 499, the second unit's last (`--inject-fault`: the top
+  // exponent bit of a weight as the step's update writes it): its round measures that
+  // segment far beyond the thresholds, and a committee drawn afresh re-measures it and
+  // overturns the proof.
+  const [bob, dave, eve] = ['//Bob', '//Dave', '//Eve'].map((uri) => keyring.addFromUri(uri));
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
-  startSolver(['--backend', 'tch']);
+  startSolver(['--backend', 'tch', '--inject-fault', '499']);
   const toleranceJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'tolerance-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', toleranceJob, '--no-mdns']);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
   assert.ok(Number.isInteger(jobId), submitted);
-  const mine = (method) => verification.events.filter((e) => e.section === 'verification' && e.method === method && Number(e.data.job) === jobId);
-  await waitFor("the tolerance round to conclude", () => mine('RoundConcluded').length > 0, { timeoutMs: 420_000 })
+  const mine = (method, unit) => verification.events.filter((e) => e.section === 'verification' && e.method === method &&
+    Number(e.data.job) === jobId && (unit === undefined || Number(e.data.unit) === unit));
+  const jobEvents = () => JSON.stringify(verification.events.filter((e) => Number(e.data.job) === jobId));
+  await waitFor("the first unit's round to conclude and the second's to escalate", () =>
+    mine('RoundConcluded', 0).length > 0 && mine('EscalationOpened', 1).length > 0, { timeoutMs: 420_000 })
     .catch(withSolverLog);
+  // The lie is settled by the committee; the submitter stops the job meanwhile, so the
+  // overturned unit fails instead of going back to the pool for the liar.
+  await sendOk(api.tx.tasks.cancelJob(jobId), keyring.addFromUri('//Alice'));
   assert.match(solverLog, new RegExp(`libtorch sees no CUDA device`));
   // No secret is owed in tolerance mode: forced errors are exact mode's.
   assert.equal(mine('SecretRevealed').length + mine('ForcedErrorRevealed').length, 0);
   const [profiled] = mine('ThresholdsProfiled');
-  assert.ok(profiled, JSON.stringify(verification.events.filter((e) => Number(e.data.job) === jobId)));
+  assert.ok(profiled, jobEvents());
   assert.equal(profiled.data.profiles, 2);
   // The thresholds are stored with the job, below the submitter's ceilings.
   const thresholds = (await api.query.tasks.jobs(jobId)).unwrap().tolerance.thresholds.unwrap();
   const fixed = (value) => Number(value.toBigInt()) / 1e9;
   const bound = { l2: fixed(thresholds.l2), linf: fixed(thresholds.linf), cosine: fixed(thresholds.cosine) };
   assert.ok(bound.l2 > 0 && bound.l2 <= 5 && bound.linf > 0 && bound.linf <= 1 && bound.cosine <= 0.01, JSON.stringify(bound));
-  // Both verifier workers measured (libtorch's rounding: above zero) within them; Ferdie missed.
-  const revealed = mine('Revealed');
-  assert.deepEqual(new Set(revealed.map((e) => e.data.verifier)), new Set([dave.address, eve.address]));
-  for (const { data } of revealed) {
-    const { distance, profile } = data.verdict.measured;
-    assert.ok(profile, JSON.stringify(data.verdict));
-    const measured = { l2: Number(distance.l2) / 1e9, linf: Number(distance.linf) / 1e9, cosine: Number(distance.cosine) / 1e9 };
-    assert.ok(measured.l2 > 0 && measured.l2 <= bound.l2 && measured.linf <= bound.linf && measured.cosine <= bound.cosine,
-      `${JSON.stringify(measured)} within ${JSON.stringify(bound)}`);
+  const measured = ({ data }) => {
+    const { distance } = data.verdict.measured;
+    return { l2: Number(distance.l2) / 1e9, linf: Number(distance.linf) / 1e9, cosine: Number(distance.cosine) / 1e9 };
+  };
+  const within = (d) => d.l2 <= bound.l2 && d.linf <= bound.linf && d.cosine <= bound.cosine;
+  // The honest unit: both verifier workers measured (libtorch's rounding: above zero)
+  // within the thresholds; Ferdie missed.
+  const honest = mine('Revealed', 0);
+  assert.deepEqual(new Set(honest.map((e) => e.data.verifier)), new Set([dave.address, eve.address]));
+  for (const reveal of honest) {
+    assert.ok(reveal.data.verdict.measured.profile, JSON.stringify(reveal.data.verdict));
+    assert.ok(measured(reveal).l2 > 0 && within(measured(reveal)), `${JSON.stringify(measured(reveal))} within ${JSON.stringify(bound)}`);
   }
-  const [concluded] = mine('RoundConcluded');
+  const [concluded] = mine('RoundConcluded', 0);
   assert.deepEqual([concluded.data.matched, concluded.data.mismatched, concluded.data.missed], [2, 0, 1]);
-  assert.equal(mine('EscalationOpened').length, 0);
+  assert.equal(mine('EscalationOpened', 0).length, 0);
+  // The lying unit: both measured its second segment (steps 375 to 500) beyond them.
+  const [opened] = mine('EscalationOpened', 1);
+  assert.deepEqual(opened.data.segments, [1]);
+  const accused = mine('Revealed', 1).filter((e) => e.block < opened.block);
+  assert.deepEqual(new Set(accused.map((e) => e.data.verifier)), new Set([dave.address, eve.address]));
+  for (const reveal of accused) {
+    assert.equal(reveal.data.verdict.measured.segment, 1, JSON.stringify(reveal.data.verdict));
+    assert.ok(!within(measured(reveal)), `${JSON.stringify(measured(reveal))} beyond ${JSON.stringify(bound)}`);
+  }
+  // The committee (every verifier but the solver and the submitter: Dave, Eve and the
+  // silent Ferdie) re-measures the flagged segment; its majority overturns the proof.
+  await waitFor('the escalation to be decided', () => mine('EscalationDecided', 1).length > 0, { timeoutMs: 180_000 })
+    .catch(withSolverLog);
+  const [decided] = mine('EscalationDecided', 1);
+  assert.equal(decided.data.outcome, 'Overturned', jobEvents());
+  assert.deepEqual([decided.data.beyond, decided.data.within], [2, 0]);
+  const members = mine('Revealed', 1).filter((e) => e.block > opened.block);
+  assert.deepEqual(new Set(members.map((e) => e.data.verifier)), new Set([dave.address, eve.address]));
+  assert.ok(members.every((e) => e.data.verdict.measured.segment === 1 && !within(measured(e))), JSON.stringify(members));
+  // Bob paid the invalid proof's slash from his solver bond; the unit failed with the job
+  // cancelled. Nobody endorsed the flagged segment, so no verifier is slashed for a distance.
+  const slashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === bob.address && e.block >= decided.block);
+  assert.deepEqual(slashed.map((e) => [e.data.role, BigInt(e.data.amount)]), [['Solver', 100n * UNIT]]);
+  assert.equal(mine('FalseAttestation').length, 0);
+  assert.equal((await api.query.tasks.units(jobId, 1)).unwrap().state.type, 'Failed');
   for (const uri of ['//Dave', '//Eve']) {
     const { log } = verifierWorkers.get(uri);
     assert.match(log, new RegExp(`verification: drawn; measuring the sampled segments' distances job=${jobId} unit=0 samples=\\[\\d, \\d\\] profiling=true`), uri);
     assert.match(log, new RegExp(`verification: segment profiled job=${jobId} unit=0 sample=\\d`), uri);
     assert.match(log, new RegExp(`verification: revealed job=${jobId} unit=0 verdict="?distance`), uri);
+    assert.match(log, new RegExp(`verification: drawn; measuring the sampled segments' distances job=${jobId} unit=1 samples=\\[1\\] profiling=false`), uri);
   }
-  t.diagnostic(`thresholds ${JSON.stringify(bound)}; measured ${JSON.stringify(revealed.map((e) => e.data.verdict.measured.distance))}`);
+  // Bob stops lying, and tops his bond back up (above the solver minimum) while his worker,
+  // which signs with the same key, is stopped.
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  await sendOk(api.tx.staking.bondMore('Solver', 100n * UNIT), bob);
+  solverLog = '';
+  startSolver();
+  t.diagnostic(`thresholds ${JSON.stringify(bound)}; honest ${JSON.stringify(honest.map(measured))}; lie ${JSON.stringify(accused.map(measured))}; escalation opened at block ${opened.block}, decided at ${decided.block}`);
 });
 
 test('a solver that lies at one step is caught, loses at the referee and is slashed, with the verifier that attested it', { timeout: 600_000 }, async (t) => {

@@ -215,7 +215,8 @@ pub(crate) mod tests {
 	use crate::train::{run_unit, tests::work};
 	use touchstone_kernels::job::fault::Fault;
 	use touchstone_kernels::CpuBackend;
-	use touchstone_primitives::Segments;
+	use touchstone_primitives::{Segments, VerificationMode};
+	use polkadot_sdk::sp_runtime::FixedU64;
 
 	/// Replays every segment of the unit trained in `work` against its own manifest, each
 	/// from its checkpoint; returns the first step each one fails at.
@@ -340,6 +341,22 @@ pub(crate) mod tests {
 		assert_eq!(measured[0].l2, 0.0);
 		assert_eq!(measured[2].l2, 0.0);
 		assert!(!within(&measured[1]), "{:?} against {profile:?}", measured[1]);
+
+		// The solver's `--inject-fault` in tolerance mode, on libtorch at the unit's last
+		// step (a weight's top exponent bit): training stays finite, and the last segment
+		// lands far beyond the thresholds.
+		let mut gross = work(&base.join("gross"));
+		let mode = VerificationMode::Tolerance {
+			max_l2: FixedU64::from_u32(1),
+			max_linf: FixedU64::from_u32(1),
+			max_cosine_distance: FixedU64::from_rational(1, 100),
+		};
+		gross.fault = Some(crate::solver::injected_fault(34, &mode, &gross).unwrap());
+		crate::train::run_unit_on(crate::train::BackendKind::Tch, &gross, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		gross.fault = None;
+		let measured = measure_all(&gross);
+		assert!(within(&measured[0]) && within(&measured[1]), "{measured:?} against {profile:?}");
+		assert!(!within(&measured[2]) && measured[2].l2 > 1e30, "{:?}", measured[2]);
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 

@@ -53,17 +53,41 @@ pub struct SolveArgs {
 	pub metrics: Option<std::net::SocketAddr>,
 	#[command(flatten)]
 	pub network: NetworkArgs,
-	/// Test equipment, never for real work: corrupt one value of the forward pass at this
-	/// global step of every unit that contains it, commit the corrupted proof and defend it
-	/// as if it were honest. Verifiers and challengers catch it and the bond is slashed; it
-	/// exists to rehearse a dispute against a dishonest solver end to end.
+	/// Test equipment, never for real work: corrupt one value at this global step of every
+	/// unit that contains it (a first-layer output in exact mode, a weight in tolerance
+	/// mode), commit the corrupted proof and defend it as if it were honest. Verifiers and
+	/// challengers catch it and the bond is slashed; it exists to rehearse a dispute (exact
+	/// mode) or an escalation (tolerance mode: aim at a unit's last step) against a
+	/// dishonest solver end to end.
 	#[arg(long, value_name = "STEP", hide = true)]
 	pub inject_fault: Option<u32>,
 }
 
-/// The operator `--inject-fault` corrupts: the first layer's output, which every later
-/// value of the step depends on.
-const FAULTED_OPERATOR: usize = 1;
+/// The fault `--inject-fault` injects at global step `step` of a unit trained with `work`,
+/// in a job verified in `mode`.
+/// In an exact-mode job: a low mantissa bit of the first layer's output, which every later
+/// value of the step depends on, a lie only bit-exact re-execution sees. In a
+/// tolerance-mode job: the top exponent bit of the first parameter as the optimizer updates
+/// it (a weight below 2 becomes about 10³⁷), a lie far beyond any hardware's rounding, which
+/// verifiers measure beyond the job's thresholds; a low bit would sit inside them, where
+/// tolerance mode by design does not look. The next forward pass overflows on such a
+/// weight, and the trainer stops rather than commit a non-finite step, so a tolerance-mode
+/// rehearsal aims at a unit's last step.
+pub(crate) fn injected_fault(step: u32, mode: &VerificationMode, work: &UnitWork) -> Result<Fault> {
+	use touchstone_kernels::proof::graph::{Graph, OpKind};
+	Ok(match mode {
+		VerificationMode::Exact => Fault::Output { step, operator: 1, output: 0, element: 0, bit: 20 },
+		VerificationMode::Tolerance { .. } => {
+			let graph = Graph::build(&work.model, &work.train).map_err(|error| anyhow!("the job's step graph: {error:?}"))?;
+			let operator = graph
+				.nodes
+				.iter()
+				.position(|node| matches!(node.kind, OpKind::Sgd(_) | OpKind::AdamW(_)))
+				.context("the job's step has no optimizer")?;
+			Fault::Output { step, operator, output: 0, element: 0, bit: 30 }
+		},
+	})
+}
 
 /// A running solver.
 pub struct Solver {
@@ -325,11 +349,12 @@ impl Solver {
 	/// [`Inputs::prepare`]); with `--inject-fault`, the fault it is told to inject.
 	fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
 		let mut work = self.inputs.prepare(job_id, index, job, unit, self.detected.available_mib)?;
-		work.fault = self
-			.args
-			.inject_fault
-			.filter(|step| (work.first_step..work.first_step.saturating_add(work.steps)).contains(step))
-			.map(|step| Fault::Output { step, operator: FAULTED_OPERATOR, output: 0, element: 0, bit: 20 });
+		work.fault = match self.args.inject_fault {
+			Some(step) if (work.first_step..work.first_step.saturating_add(work.steps)).contains(&step) => {
+				Some(injected_fault(step, &job.spec.verification, &work)?)
+			},
+			_ => None,
+		};
 		Ok(work)
 	}
 
