@@ -19,13 +19,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use codec::{Decode, Encode};
 use pallet_touchstone_verification::{AttestationState, RoundKind, Verdict};
 use polkadot_sdk::sp_runtime::FixedU64;
 use touchstone_kernels::job::distance::Distance;
 use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
+use touchstone_kernels::proof::chain::ChainPoint;
 use touchstone_kernels::proof::hash::digest_bytes;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
@@ -37,6 +38,9 @@ use crate::p2p::{Network, NetworkArgs};
 use crate::samples::{measure_segment, profile_segment, replay_segment, segment_start, TraceManifest};
 use crate::store::Store;
 use crate::train::{run_unit, UnitWork};
+
+/// How long a fetch of a solver's trace manifest or checkpoint may wait for its peers.
+const FETCH_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What `verify` is told (and, built from [`ChallengeArgs`], what `challenge` is).
 #[derive(Clone, Debug, clap::Args)]
@@ -160,16 +164,18 @@ impl Verifier {
 			// A verifier of a tolerance round may be drawn again into its escalation: that
 			// verdict is another, kept in a file of its own.
 			let round_id = (round.trace_root, matches!(round.kind, RoundKind::Escalation { .. }));
+			let attested = attested_by(&round);
 			match mine.state {
-				AttestationState::Drawn if now < drawn.commit_ends => due.push((job, unit, round_id, false)),
+				AttestationState::Drawn if now < drawn.commit_ends => due.push((job, unit, round_id, attested, false)),
 				AttestationState::Committed(_) if now >= drawn.commit_ends && now < drawn.reveal_ends => {
-					due.push((job, unit, round_id, true))
+					due.push((job, unit, round_id, attested, true))
 				},
 				_ => {},
 			}
 		}
-		for (job, unit, round_id, reveal) in due {
-			let result = if reveal { self.reveal(job, unit, round_id).await } else { self.commit(&at, job, unit, round_id).await };
+		for (job, unit, round_id, attested, reveal) in due {
+			let result =
+				if reveal { self.reveal(job, unit, round_id).await } else { self.commit(&at, job, unit, round_id, attested).await };
 			if let Err(error) = result {
 				tracing::warn!(job, unit, "verification: {error:#}");
 			}
@@ -178,13 +184,13 @@ impl Verifier {
 	}
 
 	/// Re-executes the unit, then commits the verdict on it.
-	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
+	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
 		let path = self.verdict_path(job_id, index, round_id);
 		let trace_root = &round_id.0;
 		let (verdict, salt) = match std::fs::read(&path) {
 			Ok(bytes) => <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?,
 			Err(_) => {
-				let verdict = self.verdict(at, job_id, index, trace_root).await?;
+				let verdict = self.verdict(at, job_id, index, trace_root, attested).await?;
 				let mut salt = [0u8; 32];
 				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
 				// Saved before the commitment goes out: without the salt it cannot be revealed.
@@ -210,21 +216,26 @@ impl Verifier {
 		Ok(())
 	}
 
-	/// Re-executes the unit whose proof has `trace_root` and compares: `Match` when this
-	/// node's trace root is the solver's, else `Mismatch` with its own.
-	async fn verdict(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<Verdict> {
+	/// Re-executes this verifier's samples of the unit whose proof has `trace_root` and
+	/// attests as the round's kind says (`attested`): in exact mode `Match` when this node's
+	/// trace root is the solver's, else `Mismatch` with its own; by distance otherwise.
+	async fn verdict(
+		&mut self,
+		at: &AtBlock,
+		job_id: JobId,
+		index: UnitIndex,
+		trace_root: &[u8; 32],
+		attested: Attested,
+	) -> Result<Verdict> {
 		let samples = at
 			.runtime_apis()
 			.call(runtime::runtime_apis().verification_api().samples(job_id, index, self.me.clone()))
 			.await
 			.context("asking the chain for this verifier's samples")?
 			.context("this verifier is not drawn for the unit's proof")?;
-		let round = self.chain.round(at, job_id, index).await?.context("the unit's round is gone")?;
-		// Tolerance rounds and their escalations are attested by distance.
-		let profiling = match round.kind {
-			RoundKind::Exact => None,
-			RoundKind::Tolerance { profiling } => Some(profiling),
-			RoundKind::Escalation { .. } => Some(false),
+		let profiling = match attested {
+			Attested::ByMatch => None,
+			Attested::ByDistance { profiling } => Some(profiling),
 		};
 		if self.args.attest_without_checking {
 			tracing::warn!(job = job_id, unit = index, ?samples, "verification: drawn; attesting a match without re-executing (--attest-without-checking)");
@@ -301,13 +312,19 @@ impl Verifier {
 		profiling: bool,
 	) -> Result<Verdict> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
+		// Without the manifest no segment can be measured: each then counts as infinitely far.
+		let manifest = self.trace_manifest(trace_root).await;
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let mut farthest: Option<(u32, Distance)> = None;
 		let zero = Distance { l2: 0.0, linf: 0.0, cosine: 0.0 };
 		let (mut largest, mut profile) = (zero, None::<Distance>);
 		for &sample in samples {
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
-			let measured = match self.segment_ends(&work, trace_root, range.clone()).await {
+			let ends = match &manifest {
+				Ok(manifest) => self.segment_ends(&work, manifest, range.clone()).await,
+				Err(error) => Err(anyhow!("{error:#}")),
+			};
+			let measured = match ends {
 				Ok((start, end)) => {
 					if profiling {
 						let (work, stop, range, start) = (work.clone(), self.stop.clone(), range.clone(), start.clone());
@@ -341,30 +358,36 @@ impl Verifier {
 		Ok(Verdict::Measured { segment, distance: chain_distance(&largest), profile })
 	}
 
-	/// The solver's states at both ends of the segment `range` of the unit proven with
-	/// `trace_root`: where it starts (with its chain point) and where it ends, each checked
-	/// against the unit's trace manifest.
+	/// The solver's states at both ends of the segment `range` of the unit in `work`: where
+	/// it starts (with its chain point) and where it ends, each checked against `manifest`.
 	async fn segment_ends(
 		&self,
 		work: &UnitWork,
-		trace_root: &[u8; 32],
+		manifest: &TraceManifest,
 		range: std::ops::Range<u32>,
-	) -> Result<((Vec<Vec<f32>>, touchstone_kernels::proof::chain::ChainPoint), Vec<Vec<f32>>)> {
-		let patience = Duration::from_secs(30);
-		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
-		let bytes = self.inputs.network.fetch_with(*trace_root, patience, &check).await.context("the unit's trace manifest")?;
-		let manifest = TraceManifest::checked(&bytes, trace_root)?;
-		let mut states = Vec::new();
-		for step in [range.start, range.end] {
-			let checkpoint = match manifest.checkpoint(step) {
-				Some(hash) => Some((hash, self.inputs.network.fetch(hash, patience).await.context("a segment's checkpoint")?)),
-				None => None,
-			};
-			states.push(segment_start(work, &manifest, step, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))?);
-		}
-		let (end, _) = states.pop().context("no end state")?;
-		let start = states.pop().context("no start state")?;
+	) -> Result<((Vec<Vec<f32>>, ChainPoint), Vec<Vec<f32>>)> {
+		let start = self.solver_state(work, manifest, range.start).await?;
+		let (end, _) = self.solver_state(work, manifest, range.end).await?;
 		Ok((start, end))
+	}
+
+	/// The trace manifest of the proof with `trace_root`, fetched from the solver's peers
+	/// and checked against the root.
+	async fn trace_manifest(&self, trace_root: &[u8; 32]) -> Result<TraceManifest> {
+		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
+		let bytes =
+			self.inputs.network.fetch_with(*trace_root, FETCH_PATIENCE, &check).await.context("the unit's trace manifest")?;
+		TraceManifest::checked(&bytes, trace_root)
+	}
+
+	/// The solver's state at `step` of the unit in `work`, with its chain point: its
+	/// checkpoint there, fetched and checked against `manifest`, or the unit's start.
+	async fn solver_state(&self, work: &UnitWork, manifest: &TraceManifest, step: u32) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
+		let checkpoint = match manifest.checkpoint(step) {
+			Some(hash) => Some((hash, self.inputs.network.fetch(hash, FETCH_PATIENCE).await.context("a segment's checkpoint")?)),
+			None => None,
+		};
+		segment_start(work, manifest, step, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))
 	}
 
 	/// Re-executes the segments `samples` of the unit, which must still stand on the proof
@@ -379,10 +402,7 @@ impl Verifier {
 		samples: Samples<'_>,
 	) -> Result<Option<u32>> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
-		let patience = Duration::from_secs(30);
-		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
-		let bytes = self.inputs.network.fetch_with(*trace_root, patience, &check).await.context("the unit's trace manifest")?;
-		let manifest = Arc::new(TraceManifest::checked(&bytes, trace_root)?);
+		let manifest = Arc::new(self.trace_manifest(trace_root).await?);
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let samples = match samples {
 			Samples::Drawn(drawn) => drawn.to_vec(),
@@ -391,12 +411,7 @@ impl Verifier {
 		tracing::debug!(job = job_id, unit = index, ?samples, "re-executing segments");
 		for sample in samples {
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
-			let checkpoint = match manifest.checkpoint(range.start) {
-				Some(hash) => Some((hash, self.inputs.network.fetch(hash, patience).await.context("a sampled segment's checkpoint")?)),
-				None => None,
-			};
-			let (state, point) =
-				segment_start(&work, &manifest, range.start, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))?;
+			let (state, point) = self.solver_state(&work, &manifest, range.start).await?;
 			let (work, manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
 			let differs = tokio::task::spawn_blocking(move || replay_segment(&work, &manifest, range, state, point, &stop))
 				.await
@@ -594,6 +609,28 @@ impl Verifier {
 /// A round, as a verdict file is named after it: the trace root of the proof it checks, and
 /// whether it is an escalation.
 type RoundId = ([u8; 32], bool);
+
+/// How a round's verifiers attest, from its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attested {
+	/// Exact mode: a match, or a mismatch with this node's trace root.
+	ByMatch,
+	/// Tolerance rounds and their escalations: a distance, and in a profiling round a
+	/// profile too.
+	ByDistance {
+		/// Whether the round profiles the job.
+		profiling: bool,
+	},
+}
+
+/// How the verifiers of `round` attest, from its kind.
+fn attested_by(round: &Round) -> Attested {
+	match round.kind {
+		RoundKind::Exact => Attested::ByMatch,
+		RoundKind::Tolerance { profiling } => Attested::ByDistance { profiling },
+		RoundKind::Escalation { .. } => Attested::ByDistance { profiling: false },
+	}
+}
 
 /// Which segments of a unit to re-execute.
 enum Samples<'a> {

@@ -1120,6 +1120,9 @@ pub mod pallet {
 					if T::Units::reject_proof(job, unit).is_ok() {
 						return;
 					}
+					// Not reachable while the unit is held `Challenged`; were it, the unit must
+					// not stay held with its round concluded.
+					let _ = T::Units::close_challenge(job, unit);
 				},
 				EscalationOutcome::Upheld => {
 					accusers.extend(beyond);
