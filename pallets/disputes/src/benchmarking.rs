@@ -120,16 +120,21 @@ fn to_judge<T: Config>(recording: Recording) -> Result<(DisputeId, T::AccountId,
 	Ok((id, account("caller", 0, 0), case.openings))
 }
 
+/// How many disputes challengers may open over one unit, beside the drawn verifiers'.
+fn challenger_slots<T: Config>() -> u32 {
+	T::MaxDisputesPerUnit::get().saturating_sub(T::VerifierSlotsPerUnit::get())
+}
+
 #[benchmarks]
 mod benchmarks {
 	use super::*;
 
-	/// Worst case: the unit already has all but one of its disputes open, so the check
-	/// that the challenger has none reads each of them.
+	/// Worst case: the unit already has all but one of its challengers' disputes open, so
+	/// the check that the challenger has none reads each of them.
 	#[benchmark]
 	fn challenge() -> Result<(), BenchmarkError> {
 		let (job, _, _) = proven::<T>(1)?;
-		let others = T::MaxDisputesPerUnit::get().saturating_sub(1);
+		let others = challenger_slots::<T>().saturating_sub(1);
 		for index in 0..others {
 			challenged::<T>(job, index)?;
 		}
@@ -165,7 +170,7 @@ mod benchmarks {
 	fn time_out() -> Result<(), BenchmarkError> {
 		let (job, _, _) = proven::<T>(2)?;
 		let mut last = None;
-		for index in 0..T::MaxDisputesPerUnit::get() {
+		for index in 0..challenger_slots::<T>() {
 			last = Some(challenged::<T>(job, index)?);
 		}
 		let (challenger, own) = last.ok_or(BenchmarkError::Stop("no challenger"))?;

@@ -19,8 +19,12 @@
 //! runtime runs the kernels' referee on the defender's claimed piece, with the
 //! commitments and position from the chain's records and the game, and the defender's
 //! openings. A claim upheld means the challenger was wrong (their pieces differ and
-//! everything before agrees); a claim refused means the proof is wrong; a non-finite
-//! recomputation means the training diverges, which is nobody's fault.
+//! everything before agrees); a claim refused means the proof is wrong. So does a
+//! recomputation that is not finite: every input the referee reads is the defender's own
+//! committed value, so an honest defender's piece recomputes to exactly its claim, and a
+//! valid trace holds no NaN or infinity (rule 7). Which opponent the defender faces, or
+//! which of its disputes ends first, cannot change that ruling: no party reaches a
+//! no-fault outcome by choosing its opponent (`docs/protocol.md`, "Attacks considered").
 //!
 //! The loser pays: a defender that loses is slashed `SolverSlash` of its solver bond,
 //! `WinnerShare` of it to the challenger and the rest to the slash destination (the
@@ -156,6 +160,12 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxDisputesPerUnit: Get<u32>;
 
+		/// Of `MaxDisputesPerUnit`, the slots only the unit's drawn verifiers may take, so
+		/// that challengers filling the rest cannot keep a verifier's mismatch from its
+		/// dispute. At least the verification pallet's verifiers per unit.
+		#[pallet::constant]
+		type VerifierSlotsPerUnit: Get<u32>;
+
 		/// The largest encoded openings `resolve` accepts, in bytes.
 		#[pallet::constant]
 		type MaxOpeningsLen: Get<u32>;
@@ -267,7 +277,8 @@ pub mod pallet {
 		NoDisagreement,
 		/// The challenger already disputes this unit.
 		AlreadyChallenged,
-		/// The unit has as many open disputes as it may.
+		/// The unit has as many open disputes as it may: for a challenger, as many as it
+		/// may have outside the slots kept for the unit's drawn verifiers.
 		TooManyDisputes,
 		/// Tolerance-mode proofs are decided by re-execution committees, not by the
 		/// bit-exact referee; this chain does not run them yet.
@@ -312,7 +323,10 @@ pub mod pallet {
 			assert!(!T::ChallengeBond::get().is_zero(), "ChallengeBond must be positive");
 			assert!(!T::SolverSlash::get().is_zero(), "SolverSlash must be positive");
 			assert!(!T::ResponseWindow::get().is_zero(), "ResponseWindow must be positive");
-			assert!(T::MaxDisputesPerUnit::get() > 0, "MaxDisputesPerUnit must be positive");
+			assert!(
+				T::MaxDisputesPerUnit::get() > T::VerifierSlotsPerUnit::get(),
+				"MaxDisputesPerUnit must leave challengers a slot beside the verifiers'"
+			);
 			assert!(T::WinnerShare::get() <= Perbill::one(), "WinnerShare is a share");
 		}
 
@@ -469,6 +483,10 @@ pub mod pallet {
 			ensure!(trace_root != proven.trace.trace_root, Error::<T>::NoDisagreement);
 			let key = (job, unit);
 			let open = UnitDisputes::<T>::get(key);
+			// Challengers never take the verifiers' slots: at most `VerifiersPerUnit` drawn
+			// verifiers can mismatch one proof, and each finds a slot free.
+			let challenger_slots = T::MaxDisputesPerUnit::get().saturating_sub(T::VerifierSlotsPerUnit::get());
+			ensure!(role == Role::Verifier || (open.len() as u32) < challenger_slots, Error::<T>::TooManyDisputes);
 			ensure!(
 				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == challenger)),
 				Error::<T>::AlreadyChallenged
@@ -630,8 +648,9 @@ pub mod pallet {
 			};
 			let ruling = match judge(&proven.model, &proven.hyper, &case, &openings) {
 				Ok(_) => Ruling::DefenderWins,
-				Err(RefereeError::WrongClaimedOutput { .. }) => Ruling::ChallengerWins,
-				Err(RefereeError::NonFiniteOutput) => Ruling::Diverged,
+				// The defender's own committed inputs lead to a non-finite value: whatever it
+				// claimed, its trace is not a valid run from the agreed prefix.
+				Err(RefereeError::WrongClaimedOutput { .. } | RefereeError::NonFiniteOutput) => Ruling::ChallengerWins,
 				Err(_) => return Err(Error::<T>::InvalidOpenings.into()),
 			};
 			Self::conclude(id, info, &proven, ruling, Grounds::Referee)
@@ -802,13 +821,6 @@ pub mod pallet {
 						.saturating_add(T::Attestations::proof_overturned_weight());
 					(slashed, T::WinnerShare::get().mul_floor(slashed))
 				},
-				Ruling::Diverged => {
-					Self::release_bond(&info)?;
-					let moot = T::Units::diverged(info.job, info.unit)?;
-					let dismissed = Self::dismiss_moot(info.job, info.unit, &moot)?;
-					aftermath = Self::ruling_weight(moot.len() as u32, dismissed);
-					(Zero::zero(), Zero::zero())
-				},
 				Ruling::DefenderWins => {
 					let to_winner = T::WinnerShare::get().mul_floor(info.bond);
 					let to_jackpot = info.bond.saturating_sub(to_winner);
@@ -961,6 +973,10 @@ impl<T: Config> touchstone_primitives::traits::OpenDispute<T::AccountId> for Pal
 		trace_root: [u8; 32],
 	) -> polkadot_sdk::sp_runtime::DispatchResult {
 		Self::do_challenge(challenger, job, unit, trace_root, touchstone_primitives::Role::Verifier)
+	}
+
+	fn verifier_slots() -> u32 {
+		<T::VerifierSlotsPerUnit as frame_support::traits::Get<u32>>::get()
 	}
 
 	fn open_weight() -> polkadot_sdk::frame_support::weights::Weight {

@@ -139,7 +139,8 @@ impl pallet_touchstone_disputes::Config for Test {
 	type SolverSlash = ConstU64<SOLVER_SLASH>;
 	type WinnerShare = HalfToWinner;
 	type ResponseWindow = ConstU64<RESPONSE_WINDOW>;
-	type MaxDisputesPerUnit = ConstU32<4>;
+	type MaxDisputesPerUnit = ConstU32<6>;
+	type VerifierSlotsPerUnit = ConstU32<3>;
 	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]

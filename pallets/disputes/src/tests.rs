@@ -4,6 +4,7 @@
 //! that total issuance did not change.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 
+mod adversaries;
 mod attacks;
 
 use crate::{mock::*, DisputeId, Disputes as DisputeRecords, Error, Event, Grounds, Party, Phase, Ruling, UnitDisputes};

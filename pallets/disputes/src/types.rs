@@ -136,11 +136,10 @@ pub struct DisputeInfo<AccountId, Balance, BlockNumber> {
 pub enum Ruling {
 	/// The defender's proof stands: the challenger's bond is forfeit.
 	DefenderWins,
-	/// The defender's proof is wrong: the solver is slashed and the unit is redone.
+	/// The defender's proof is wrong (its claimed piece is not what the referee recomputes
+	/// from the agreed prefix, or that recomputation is not finite, or the defender fell
+	/// silent): the solver is slashed and the unit is redone.
 	ChallengerWins,
-	/// The referee found the step diverges: nobody is at fault; the unit fails and is
-	/// refunded, and the challenger's bond is returned.
-	Diverged,
 }
 
 /// Why a ruling was made.

@@ -187,6 +187,9 @@ pub trait OpenDispute<AccountId> {
 	/// root, under the rules of a challenge (the challenge bond is held), except that the
 	/// challenger is bonded as a verifier and the unit's challenge window may have closed.
 	fn open_for_verifier(challenger: AccountId, job: JobId, unit: UnitIndex, trace_root: [u8; 32]) -> DispatchResult;
+	/// How many disputes over one unit only its drawn verifiers may open: challengers
+	/// cannot fill them. At least the verifiers drawn per unit.
+	fn verifier_slots() -> u32;
 	/// The weight of opening one.
 	fn open_weight() -> polkadot_sdk::sp_runtime::Weight;
 	/// Dismisses every dispute over the unit, returning the challengers' bonds, and moves
@@ -280,6 +283,9 @@ pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, BlockNumber, Balance>>;
 	/// The solver that accepted the unit and has not committed its proof yet (`Assigned`).
 	fn assigned_solver(job: JobId, unit: UnitIndex) -> Option<AccountId>;
+	/// Whether `who` is the solver of one of the job's units (accepted, proving, proven or
+	/// challenged): a party to the job's rounds. Reads every unit of the job.
+	fn solves_in(job: JobId, who: &AccountId) -> bool;
 	/// Checks that `proof`, with `final_state` opening its final state root against its
 	/// trace, may replace the unit's standing proof: the same steps, start, final state and
 	/// final model, over another trace.
@@ -306,10 +312,6 @@ pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// every later step range that started from its model rolls back to `Waiting`.
 	/// Returns those rolled-back units: disputes over them are moot.
 	fn reject_proof(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError>;
-	/// The referee found the unit's training diverges (a non-finite value from finite,
-	/// proven inputs): nobody is at fault. The unit fails and is refunded, with every later
-	/// step range. Returns the rolled-back units, as [`UnitProofs::reject_proof`].
-	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError>;
 	/// The job, if it exists and is verified in tolerance mode.
 	fn tolerance_job(job: JobId) -> Option<ToleranceJob<AccountId>>;
 	/// Stores the profiled thresholds of a tolerance-mode job, or clears them (`None`) for

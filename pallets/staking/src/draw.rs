@@ -4,8 +4,13 @@
 //! bond. Tree node `i` (from 1) holds the sum of the slots `(i - lowbit(i), i]`, so a
 //! weight changes with `log2 n` writes, and a pick, "the slot under a uniform point of
 //! the total", descends the tree with `log2 n` reads. No draw scans or sorts the registry.
-//! Liveness changes with time, not with a call, so it is checked at the pick: an offline
-//! verifier drawn is skipped and the pick is made again.
+//!
+//! Only eligible weight is drawn from. A verifier whose heartbeat lapses leaves the tree in
+//! the hook of the block it lapses in ([`Lapses`]) and comes back with its next heartbeat.
+//! A draw is made without replacement, and the accounts it excludes (the solver, the
+//! submitter) are taken out before the first pick: each pick descends the tree less the
+//! weights already taken out, so no pick lands on a drawn, excluded or lapsed slot and
+//! none is wasted. With at least `count` eligible verifiers a draw always fills.
 
 use crate::pallet::*;
 use alloc::vec::Vec;
@@ -24,10 +29,12 @@ impl<T: Config> Pallet<T> {
 		T::MaxNodes::get().max(1).checked_next_power_of_two().unwrap_or(1 << 31)
 	}
 
-	/// The weight `who` should have in the draw: its verifier bond if it lists the role and
-	/// the bond meets the minimum (a slashed bond below it does not count until topped up).
+	/// The weight `who` should have in the draw: its verifier bond if it lists the role, is
+	/// online, and the bond meets the minimum (a slashed bond below it does not count until
+	/// topped up).
 	fn draw_weight_of(who: &T::AccountId) -> u128 {
-		let listed = Nodes::<T>::get(who).is_some_and(|node| node.roles.contains(Role::Verifier));
+		let listed = Nodes::<T>::get(who)
+			.is_some_and(|node| node.roles.contains(Role::Verifier) && Self::is_node_online(&node));
 		let bond = Self::bonded(who, Role::Verifier);
 		if listed && bond >= Self::min_bond(Role::Verifier) {
 			bond.unique_saturated_into()
@@ -92,16 +99,22 @@ impl<T: Config> Pallet<T> {
 		DrawTree::<T>::get(Self::draw_capacity())
 	}
 
-	/// The slot under `point`, a value below the total: the smallest slot whose prefix sum
-	/// exceeds it.
-	fn slot_at(mut point: u128) -> u32 {
+	/// The slot under `point`, a value below the total less the `removed` slots' weights:
+	/// the smallest slot whose prefix sum, without them, exceeds it. A removed slot is never
+	/// returned: its weight is not in any sum the descent compares.
+	fn slot_at(mut point: u128, removed: &[(u32, u128)]) -> u32 {
 		let capacity = Self::draw_capacity();
 		let mut position = 0u32;
 		let mut step = capacity;
 		while step > 0 {
 			let next = position.saturating_add(step);
 			if next <= capacity {
-				let sum = DrawTree::<T>::get(next);
+				// Node `next` sums the slots `(position, next]`, `step` of them.
+				let taken: u128 = removed
+					.iter()
+					.filter(|(slot, _)| *slot > position && *slot <= next)
+					.fold(0u128, |sum, (_, weight)| sum.saturating_add(*weight));
+				let sum = DrawTree::<T>::get(next).saturating_sub(taken);
 				if sum <= point {
 					position = next;
 					point = point.saturating_sub(sum);
@@ -122,7 +135,7 @@ impl<T: Config> Pallet<T> {
 		for (slot, (who, weight)) in DrawSlots::<T>::iter() {
 			ensure!(slot >= 1 && slot <= capacity, "draw slot outside the tree");
 			ensure!(DrawSlotOf::<T>::get(&who) == Some(slot), "draw slot not indexed by its account");
-			ensure!(weight > 0 && weight == Self::draw_weight_of(&who), "draw weight differs from the verifier bond");
+			ensure!(weight > 0 && weight == Self::draw_weight_of(&who), "draw weight differs from the online verifier bond");
 			weights[slot as usize] = weight;
 		}
 		for (who, slot) in DrawSlotOf::<T>::iter() {
@@ -146,21 +159,30 @@ impl<T: Config> Pallet<T> {
 impl<T: Config> VerifierDraw<T::AccountId> for Pallet<T> {
 	fn draw_verifiers(seed: &[u8; 32], count: u32, exclude: &[T::AccountId]) -> Vec<T::AccountId> {
 		let mut drawn: Vec<T::AccountId> = Vec::new();
-		let total = Self::draw_total();
-		if total == 0 || count == 0 {
-			return drawn;
+		// The slots out of this draw, with their weights: excluded accounts first, then
+		// each slot as it is picked.
+		let mut removed: Vec<(u32, u128)> = Vec::new();
+		for slot in exclude.iter().filter_map(|who| DrawSlotOf::<T>::get(who)) {
+			if let Some((_, weight)) = DrawSlots::<T>::get(slot).filter(|_| !removed.iter().any(|(s, _)| *s == slot)) {
+				removed.push((slot, weight));
+			}
 		}
+		let mut remaining = removed.iter().fold(Self::draw_total(), |total, (_, weight)| total.saturating_sub(*weight));
+		// Every pick takes a slot out, so the picks are bounded by the slots; the attempt
+		// budget bounds them all the same, as the weight charged does.
 		for attempt in 0..Self::max_attempts(count) {
-			if drawn.len() as u32 >= count {
+			if drawn.len() as u32 >= count || remaining == 0 {
 				break;
 			}
 			let pick = blake2_256(&(b"touchstone/draw", seed, attempt).encode());
 			let mut point = [0u8; 16];
 			point.copy_from_slice(&pick[..16]);
-			let slot = Self::slot_at(u128::from_le_bytes(point) % total);
-			let Some((who, _)) = DrawSlots::<T>::get(slot) else { continue };
-			let online = Nodes::<T>::get(&who).is_some_and(|node| Self::is_node_online(&node));
-			if online && !exclude.contains(&who) && !drawn.contains(&who) {
+			let slot = Self::slot_at(u128::from_le_bytes(point) % remaining, &removed);
+			let Some((who, weight)) = DrawSlots::<T>::get(slot) else { break };
+			removed.push((slot, weight));
+			remaining = remaining.saturating_sub(weight);
+			// A verifier that lapsed in this very block, before the hook took it out.
+			if Nodes::<T>::get(&who).is_some_and(|node| Self::is_node_online(&node)) {
 				drawn.push(who);
 			}
 		}

@@ -60,11 +60,11 @@ pub mod pallet {
 		},
 	};
 	use frame_system::pallet_prelude::*;
-	use sp_runtime::traits::{Saturating, Zero};
+	use sp_runtime::traits::{One, Saturating, Zero};
 	use touchstone_primitives::{traits::ActiveWork, HardwareProfile, Role, SlashReason};
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -215,6 +215,14 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type FreeDrawSlots<T: Config> = StorageValue<_, BoundedVec<u32, T::MaxNodes>, ValueQuery>;
 
+	/// The nodes whose liveness lapses at each block, unless they beat again first: the
+	/// first block after a heartbeat's `HeartbeatTimeout`. A lapsed verifier leaves the draw
+	/// in that block's hook, so no draw spends a pick on it; its next heartbeat brings it
+	/// back. Each node is listed once a block, so `MaxNodes` bounds every entry.
+	#[pallet::storage]
+	pub type Lapses<T: Config> =
+		StorageMap<_, Twox64Concat, BlockNumberFor<T>, BoundedVec<T::AccountId, T::MaxNodes>, ValueQuery>;
+
 	/// Where each node's worker accepts peers: a libp2p multiaddr as UTF-8 text, ending
 	/// in `/p2p/<peer id>`. Artifacts (datasets, checkpoints, models) are fetched from it.
 	#[pallet::storage]
@@ -360,6 +368,14 @@ pub mod pallet {
 
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
+		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
+			let lapsed = Lapses::<T>::take(now);
+			for who in lapsed.iter() {
+				Self::sync_draw_weight(who);
+			}
+			Self::lapses_weight(lapsed.len() as u32)
+		}
+
 		fn integrity_test() {
 			assert!(T::MaxNodes::get() > 0, "MaxNodes must be positive");
 			assert!(T::MaxUnbondingChunks::get() > 0, "MaxUnbondingChunks must be positive");
@@ -429,6 +445,7 @@ pub mod pallet {
 				min_price,
 			});
 			Self::sync_draw_weight(&who);
+			Self::schedule_lapse(&who, now);
 			for (role, amount) in bonds {
 				Self::deposit_event(Event::Bonded { who: who.clone(), role, amount });
 			}
@@ -546,11 +563,12 @@ pub mod pallet {
 		}
 
 		/// Mark the caller's node online. A node with no heartbeat for `HeartbeatTimeout`
-		/// blocks counts as offline and is skipped by scheduling.
+		/// blocks counts as offline: it is skipped by scheduling, and a verifier leaves the
+		/// draw until it beats again.
 		///
 		/// Emits `Heartbeat`.
 		#[pallet::call_index(5)]
-		#[pallet::weight(T::WeightInfo::heartbeat())]
+		#[pallet::weight(T::WeightInfo::heartbeat().saturating_add(Pallet::<T>::lapses_weight(1)))]
 		pub fn heartbeat(origin: OriginFor<T>) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			let now = frame_system::Pallet::<T>::block_number();
@@ -558,6 +576,9 @@ pub mod pallet {
 				node.as_mut().ok_or(Error::<T>::NotRegistered)?.last_heartbeat = now;
 				Ok(())
 			})?;
+			// A verifier that had lapsed comes back into the draw.
+			Self::sync_draw_weight(&who);
+			Self::schedule_lapse(&who, now);
 			Self::deposit_event(Event::Heartbeat { who });
 			Ok(())
 		}
@@ -690,6 +711,29 @@ pub mod pallet {
 			T::Currency::balance_on_hold(&role_hold(role).into(), who)
 		}
 
+		/// Lists `who` to lapse at the first block after a heartbeat at `beat` times out.
+		pub(crate) fn schedule_lapse(who: &T::AccountId, beat: BlockNumberFor<T>) {
+			let at = beat.saturating_add(T::HeartbeatTimeout::get()).saturating_add(One::one());
+			// Each node once a block: at most `MaxNodes`, so the push always fits.
+			let _ = Lapses::<T>::try_mutate(at, |due| {
+				if due.contains(who) {
+					return Ok(());
+				}
+				due.try_push(who.clone())
+			});
+		}
+
+		/// The weight of `count` lapses in a block's hook (or one scheduled by a heartbeat):
+		/// each brings a node's draw weight in line with its liveness, one write per level
+		/// of the draw's tree at most.
+		pub fn lapses_weight(count: u32) -> Weight {
+			let levels = u64::from(Self::draw_capacity().trailing_zeros().saturating_add(1));
+			T::DbWeight::get()
+				.reads_writes(levels.saturating_add(6), levels.saturating_add(5))
+				.saturating_mul(u64::from(count))
+				.saturating_add(T::DbWeight::get().reads_writes(1, 1))
+		}
+
 		/// Whether `who`'s last heartbeat is recent enough.
 		pub fn is_node_online(node: &NodeInfo<BlockNumberFor<T>, BalanceOf<T>>) -> bool {
 			let now = frame_system::Pallet::<T>::block_number();
@@ -812,5 +856,36 @@ pub fn role_hold(role: touchstone_primitives::Role) -> HoldReason {
 		Role::Solver => HoldReason::SolverBond,
 		Role::Verifier => HoldReason::VerifierBond,
 		Role::Challenger => HoldReason::ChallengerBond,
+	}
+}
+
+/// Storage migrations of this pallet.
+pub mod migrations {
+	use super::*;
+	use polkadot_sdk::frame_support::{
+		traits::{Get, GetStorageVersion, OnRuntimeUpgrade, StorageVersion},
+		weights::Weight,
+	};
+
+	/// Version 0 to 1: the draw's tree holds online verifiers only, and each node's lapse is
+	/// scheduled ([`Lapses`]). Schedules every registered node's lapse from its last
+	/// heartbeat, or brings an already lapsed verifier's weight down now. At most
+	/// `MaxNodes` nodes.
+	pub struct ScheduleLapses<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for ScheduleLapses<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 1 {
+				return T::DbWeight::get().reads(1);
+			}
+			let mut nodes = 0u32;
+			for (who, node) in Nodes::<T>::iter() {
+				Pallet::<T>::schedule_lapse(&who, node.last_heartbeat);
+				Pallet::<T>::sync_draw_weight(&who);
+				nodes = nodes.saturating_add(1);
+			}
+			StorageVersion::new(1).put::<Pallet<T>>();
+			Pallet::<T>::lapses_weight(nodes).saturating_add(T::DbWeight::get().reads_writes(1, 1))
+		}
 	}
 }

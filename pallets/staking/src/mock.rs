@@ -5,7 +5,7 @@ use crate as pallet_touchstone_staking;
 use polkadot_sdk::{
 	frame_support::{
 		self, derive_impl, parameter_types,
-		traits::{tokens::imbalance::ResolveTo, ConstU64},
+		traits::{tokens::imbalance::ResolveTo, ConstU32, ConstU64},
 	},
 	frame_system, pallet_balances, sp_io, sp_runtime,
 };
@@ -46,6 +46,8 @@ pub const MIN_CHALLENGER_BOND: u64 = 20;
 pub const UNBONDING_PERIOD: u64 = 10;
 /// Blocks without heartbeat before a node is offline.
 pub const HEARTBEAT_TIMEOUT: u64 = 20;
+/// Most nodes the registry holds.
+pub const MAX_NODES: u32 = 6;
 /// Blocks without heartbeat before anyone may remove an idle node.
 pub const REAP_DELAY: u64 = 50;
 /// Value of completed work at which reputation counts in full.
@@ -84,6 +86,8 @@ impl pallet_touchstone_staking::Config for Test {
 	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
 	type ReapDelay = ConstU64<REAP_DELAY>;
 	type ReputationSaturation = ConstU64<REPUTATION_SATURATION>;
+	// Room for the draw's tests: eligible, excluded and lapsed verifiers side by side.
+	type MaxNodes = ConstU32<MAX_NODES>;
 }
 
 /// A GPU profile that meets modest requirements.

@@ -1034,12 +1034,11 @@ impl<T: Config> Pallet<T> {
 		})
 	}
 
-	/// A challenged unit's proof was overturned (`diverged` false) or its training was
-	/// shown to diverge (`diverged` true). Later step ranges roll back to `Waiting`; the
-	/// solver is released. An overturned unit goes back to the pool from its start (its
-	/// checkpoints came from the same solver), or fails once out of attempts; a diverged
-	/// unit fails, and its job's later ranges with it. Returns the rolled-back units.
-	pub(crate) fn overturn(job_id: JobId, index: UnitIndex, diverged: bool) -> Result<Vec<UnitIndex>, DispatchError> {
+	/// A challenged unit's proof was overturned. Later step ranges roll back to `Waiting`;
+	/// the solver is released. The unit goes back to the pool from its start (its
+	/// checkpoints came from the same solver), or fails once out of attempts. Returns the
+	/// rolled-back units.
+	pub(crate) fn overturn(job_id: JobId, index: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
 		let mut job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
 		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
 		ensure!(unit.state == UnitState::Challenged, Error::<T>::NotDisputable);
@@ -1050,20 +1049,14 @@ impl<T: Config> Pallet<T> {
 		}
 		let price = job.spec.price_per_unit;
 		let solver = unit.solver.clone().ok_or(Error::<T>::NotDisputable)?;
-		if !diverged {
-			T::Nodes::note_failed(&solver, price);
-			unit.passed_by = Some(solver.clone());
-		}
+		T::Nodes::note_failed(&solver, price);
+		unit.passed_by = Some(solver.clone());
 		Self::release_solver(&mut unit, key, price);
 		unit.proof = None;
 		unit.proven_at = None;
 		unit.last_checkpoint = None;
-		if diverged {
-			Self::deposit_event(Event::UnitDiverged { job: job_id, unit: index, solver, rolled_back: rolled_back.len() as u32 });
-		} else {
-			Self::deposit_event(Event::ProofRejected { job: job_id, unit: index, solver, rolled_back: rolled_back.len() as u32 });
-		}
-		if diverged || unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
+		Self::deposit_event(Event::ProofRejected { job: job_id, unit: index, solver, rolled_back: rolled_back.len() as u32 });
+		if unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
 			Self::fail_unit(&mut job, key, unit)?;
 			Self::complete_if_done(job_id, job)?;
 		} else {

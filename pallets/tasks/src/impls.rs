@@ -87,6 +87,10 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 			.and_then(|unit| unit.solver)
 	}
 
+	fn solves_in(job: JobId, who: &T::AccountId) -> bool {
+		Units::<T>::iter_prefix_values(job).any(|unit| unit.solver.as_ref() == Some(who))
+	}
+
 	fn check_replacement(
 		job: JobId,
 		unit: UnitIndex,
@@ -109,11 +113,7 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 	}
 
 	fn reject_proof(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
-		Self::overturn(job, unit, false)
-	}
-
-	fn diverged(job: JobId, unit: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
-		Self::overturn(job, unit, true)
+		Self::overturn(job, unit)
 	}
 
 	fn tolerance_job(job: JobId) -> Option<touchstone_primitives::traits::ToleranceJob<T::AccountId>> {

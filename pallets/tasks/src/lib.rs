@@ -498,19 +498,6 @@ pub mod pallet {
 			/// Later step ranges rolled back to `Waiting`.
 			rolled_back: u32,
 		},
-		/// The referee found the unit's training diverges (a non-finite value from finite
-		/// inputs): the unit fails and is refunded, with every later step range, and nobody
-		/// is slashed.
-		UnitDiverged {
-			/// The job.
-			job: JobId,
-			/// The unit.
-			unit: UnitIndex,
-			/// The solver that trained it.
-			solver: T::AccountId,
-			/// Later step ranges rolled back (and failed with it).
-			rolled_back: u32,
-		},
 		/// A finished job's retention ended: its records and units were removed and its
 		/// storage deposit returned. Its events remain for clients.
 		JobRemoved {

@@ -234,6 +234,13 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type Rounds<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), RoundOf<T>>;
 
+	/// The thresholds a tolerance-mode round is judged by, frozen when its proof was
+	/// committed (or, for a job profiled since, when it was drawn): a challenge to the
+	/// job's thresholds moves only rounds that come after it, so no party to an open round
+	/// or escalation can change its yardstick. Absent for a round that profiles them.
+	#[pallet::storage]
+	pub type RoundThresholds<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), Distance>;
+
 	/// How many rounds each verifier is drawn in, from the draw until the round is gone
 	/// (its unit final, or its proof void). A verifier cannot drop its bond while it has
 	/// any: a `Match` can still be proven false until the unit is final.
@@ -487,6 +494,19 @@ pub mod pallet {
 			/// What it was slashed.
 			slashed: BalanceOf<T>,
 		},
+		/// A drawn verifier revealed `Mismatch` but its dispute could not be opened (it
+		/// cannot pay the challenge bond, or it already disputes the unit): the reveal
+		/// stands and counts, and the verifier is not slashed for a missed reveal.
+		MismatchNotDisputed {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The verifier.
+			verifier: T::AccountId,
+			/// Why the dispute was not opened.
+			error: DispatchError,
+		},
 	}
 
 	#[pallet::error]
@@ -541,6 +561,9 @@ pub mod pallet {
 		NotEntitled,
 		/// The job's thresholds were challenged `MaxThresholdChallenges` times already.
 		ThresholdChallengeLimit,
+		/// The caller solves one of the job's units: a party to its rounds may not move
+		/// the thresholds they are judged by.
+		SolvesInJob,
 	}
 
 	#[pallet::hooks]
@@ -554,6 +577,10 @@ pub mod pallet {
 
 		fn integrity_test() {
 			assert!(T::VerifiersPerUnit::get() > 0, "VerifiersPerUnit must be positive");
+			assert!(
+				T::Disputes::verifier_slots() >= T::VerifiersPerUnit::get(),
+				"the disputes pallet must keep a dispute slot for every drawn verifier"
+			);
 			assert!(T::SamplesPerVerifier::get() > 0, "SamplesPerVerifier must be positive");
 			assert!(!T::CommitPeriod::get().is_zero(), "CommitPeriod must be positive");
 			assert!(!T::RevealPeriod::get().is_zero(), "RevealPeriod must be positive");
@@ -674,9 +701,19 @@ pub mod pallet {
 				Verdict::Match => false,
 				// The solver already showed the error is forced: nobody lied, nothing to dispute.
 				Verdict::Mismatch { .. } if forced => false,
-				Verdict::Mismatch { trace_root } => {
-					T::Disputes::open_for_verifier(who.clone(), job, unit, *trace_root)?;
-					true
+				// The reveal lands whatever happens to the dispute: a verifier that revealed
+				// is never slashed for a missed reveal. A slot is kept for every drawn
+				// verifier, so only the verifier's own failings (a bond it cannot pay, a
+				// dispute of its own already open) keep it from opening.
+				Verdict::Mismatch { trace_root } => match frame_support::storage::with_storage_layer(|| {
+					// A failed opening changes nothing: its layer is rolled back.
+					T::Disputes::open_for_verifier(who.clone(), job, unit, *trace_root)
+				}) {
+					Ok(()) => true,
+					Err(error) => {
+						Self::deposit_event(Event::MismatchNotDisputed { job, unit, verifier: who.clone(), error });
+						false
+					},
 				},
 			};
 			Self::deposit_event(Event::Revealed { job, unit, verifier: who, verdict });
@@ -759,18 +796,23 @@ pub mod pallet {
 		}
 
 		/// Challenge a tolerance-mode job's profiled thresholds, as its submitter (they are
-		/// too loose to catch a wrong proof) or as a bonded solver (too tight for an honest
-		/// one). They are cleared: until the next round drawn for one of the job's units
-		/// profiles them again, rounds are judged by the submitter's ceilings. At most
+		/// too loose to catch a wrong proof) or as a bonded solver that solves none of the
+		/// job's units (too tight for an honest one). They are cleared: rounds whose proofs
+		/// come later are judged by the submitter's ceilings until the next round drawn for
+		/// one of the job's units profiles them again. Rounds and escalations already open
+		/// keep the thresholds frozen for them ([`RoundThresholds`]). At most
 		/// `MaxThresholdChallenges` per job.
 		///
 		/// Emits `ThresholdsChallenged`.
 		#[pallet::call_index(4)]
-		#[pallet::weight(T::WeightInfo::challenge_thresholds())]
+		#[pallet::weight(T::WeightInfo::challenge_thresholds().saturating_add(
+			T::DbWeight::get().reads(u64::from(T::Units::max_units_per_job()))
+		))]
 		pub fn challenge_thresholds(origin: OriginFor<T>, job: JobId) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			let info = T::Units::tolerance_job(job).ok_or(Error::<T>::NotToleranceJob)?;
 			ensure!(who == info.owner || T::Nodes::is_bonded_for(&who, Role::Solver), Error::<T>::NotEntitled);
+			ensure!(!T::Units::solves_in(job, &who), Error::<T>::SolvesInJob);
 			let previous = info.profile.thresholds.ok_or(Error::<T>::NotProfiled)?;
 			ensure!(info.profile.challenges < T::MaxThresholdChallenges::get(), Error::<T>::ThresholdChallengeLimit);
 			T::Units::set_thresholds(job, None)?;
@@ -868,9 +910,20 @@ pub mod pallet {
 
 		/// The thresholds a tolerance-mode job's distances are judged by now: the profiled
 		/// ones, or the submitter's ceilings until they are profiled.
-		fn bound(job: JobId) -> Option<Distance> {
+		fn bound(job: JobId, unit: UnitIndex) -> Option<Distance> {
 			let info = T::Units::tolerance_job(job)?;
-			Some(info.profile.thresholds.unwrap_or(info.ceiling))
+			Some(RoundThresholds::<T>::get((job, unit)).or(info.profile.thresholds).unwrap_or(info.ceiling))
+		}
+
+		/// Freezes the job's current thresholds for the unit's round, unless frozen already
+		/// or the job has none (the round then profiles them).
+		fn freeze_thresholds(job: JobId, unit: UnitIndex) {
+			if RoundThresholds::<T>::contains_key((job, unit)) {
+				return;
+			}
+			if let Some(thresholds) = T::Units::tolerance_job(job).and_then(|info| info.profile.thresholds) {
+				RoundThresholds::<T>::insert((job, unit), thresholds);
+			}
 		}
 
 		/// The most verifiers one draw picks: an escalation committee's.
@@ -920,7 +973,7 @@ pub mod pallet {
 			}
 			let missed = Self::slash_unrevealed(job, unit, &mut round.attestations);
 			let bound = match round.kind {
-				RoundKind::Tolerance { profiling } => Self::settle_thresholds(job, profiling, &round.attestations),
+				RoundKind::Tolerance { profiling } => Self::settle_thresholds(job, unit, profiling, &round.attestations),
 				_ => None,
 			};
 			let (mut matched, mut mismatched) = (0u32, 0u32);
@@ -999,11 +1052,12 @@ pub mod pallet {
 		/// judged by the ceilings.
 		fn settle_thresholds(
 			job: JobId,
+			unit: UnitIndex,
 			profiling: bool,
 			attestations: &BoundedVec<Attestation<T::AccountId>, T::EscalationCommittee>,
 		) -> Option<Distance> {
 			let info = T::Units::tolerance_job(job)?;
-			if let Some(thresholds) = info.profile.thresholds {
+			if let Some(thresholds) = RoundThresholds::<T>::get((job, unit)).or(info.profile.thresholds) {
 				return Some(thresholds);
 			}
 			let profiles: Vec<Distance> = attestations
@@ -1069,7 +1123,7 @@ pub mod pallet {
 		/// unit is released, its proof standing.
 		fn conclude_escalation(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, proven: &ProvenUnitOf<T>) {
 			let missed = Self::slash_unrevealed(job, unit, &mut round.attestations);
-			let bound = Self::bound(job);
+			let bound = Self::bound(job, unit);
 			let RoundKind::Escalation { flagged, verifiers, seed } = round.kind.clone() else { return };
 			let (mut beyond, mut within) = (Vec::new(), Vec::new());
 			for attestation in round.attestations.iter() {
@@ -1338,7 +1392,7 @@ pub mod pallet {
 					} else if matches!(round.secret, SolverSecret::Awaited { .. }) {
 						Self::open_periods(job, unit, round, [0; 32], Vec::new(), now);
 					} else {
-						Rounds::<T>::remove((job, unit));
+						Self::remove_round((job, unit));
 					}
 				}
 				Queued::Handled
@@ -1355,7 +1409,7 @@ pub mod pallet {
 			let proven = match T::Units::proven_unit(job, unit) {
 				Some(proven) if proven.trace.trace_root == round.trace_root => proven,
 				_ => {
-					Rounds::<T>::remove((job, unit));
+					Self::remove_round((job, unit));
 					Self::deposit_event(Event::RoundVoided { job, unit });
 					return;
 				},
@@ -1364,8 +1418,9 @@ pub mod pallet {
 			if !escalation {
 				round.kind = match proven.verification {
 					VerificationMode::Exact => RoundKind::Exact,
-					VerificationMode::Tolerance { .. } => RoundKind::Tolerance {
-						profiling: T::Units::tolerance_job(job).is_some_and(|info| info.profile.thresholds.is_none()),
+					VerificationMode::Tolerance { .. } => {
+						Self::freeze_thresholds(job, unit);
+						RoundKind::Tolerance { profiling: !RoundThresholds::<T>::contains_key((job, unit)) }
 					},
 				};
 			}
@@ -1381,7 +1436,7 @@ pub mod pallet {
 				if matches!(round.secret, SolverSecret::Awaited { .. }) {
 					Self::open_periods(job, unit, round, seed, Vec::new(), now);
 				} else {
-					Rounds::<T>::remove((job, unit));
+					Self::remove_round((job, unit));
 				}
 				return;
 			}
@@ -1435,6 +1490,7 @@ pub mod pallet {
 
 		/// Removes a unit's round, and counts it off each of its verifiers' `DrawnRounds`.
 		fn remove_round(key: (JobId, UnitIndex)) -> Option<RoundOf<T>> {
+			RoundThresholds::<T>::remove(key);
 			let round = Rounds::<T>::take(key)?;
 			for attestation in Self::drawn_in(&round) {
 				DrawnRounds::<T>::mutate_exists(&attestation.verifier, |count| {
@@ -1577,6 +1633,8 @@ pub mod pallet {
 					secret,
 				},
 			);
+			// A tolerance round is judged by the thresholds in force now.
+			Self::freeze_thresholds(job, unit);
 			Ok(())
 		}
 
@@ -1592,9 +1650,11 @@ pub mod pallet {
 		}
 
 		fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<T::AccountId> {
+			// Read before the round and its frozen thresholds go.
+			let bound = Self::bound(job, unit);
 			let Some(round) = Self::remove_round((job, unit)) else { return Vec::new() };
 			// An expired round's queue entry finds no round and is skipped.
-			let bound = if matches!(round.kind, RoundKind::Exact) { None } else { Self::bound(job) };
+			let bound = if matches!(round.kind, RoundKind::Exact) { None } else { bound };
 			let mut earned: Vec<T::AccountId> = Vec::new();
 			for attestation in Self::drawn_in(&round) {
 				let AttestationState::Revealed(verdict) = &attestation.state else { continue };

@@ -141,7 +141,8 @@ impl pallet_touchstone_disputes::Config for Test {
 	type SolverSlash = ConstU64<500>;
 	type WinnerShare = HalfToWinner;
 	type ResponseWindow = ConstU64<10>;
-	type MaxDisputesPerUnit = ConstU32<4>;
+	type MaxDisputesPerUnit = ConstU32<6>;
+	type VerifierSlotsPerUnit = ConstU32<3>;
 	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]

@@ -245,9 +245,11 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type SolverSlash = ConstU128<INVALID_PROOF_SLASH>;
 	type WinnerShare = WinnerShare;
 	type ResponseWindow = ConstU32<DISPUTE_RESPONSE_WINDOW>;
-	// Filling every slot with hopeless challenges costs half of eight bonds per window,
-	// and the window opens again in full when they fail.
+	// Filling every challenger's slot with hopeless challenges costs half of five bonds
+	// per window, and the window opens again in full when they fail. Three slots are
+	// the drawn verifiers' (`VerifiersPerUnit`): a full unit cannot silence a mismatch.
 	type MaxDisputesPerUnit = ConstU32<8>;
+	type VerifierSlotsPerUnit = ConstU32<3>;
 	// The openings of the costliest piece any accepted job has (`MAX_PIECE_COST`: 70,000
 	// words and 52,000 hashes, about 1.9 MB) fit, inside a normal block's 3.75 MiB; judging
 	// openings this large is charged under 5 % of a block (tests/parameters.rs).

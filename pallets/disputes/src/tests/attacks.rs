@@ -95,7 +95,6 @@ fn planted_overflow(job: &TinyJob, planted: u32) -> (Vec<Fault>, Vec<Fault>) {
 /// every other dispute was dismissed, and nobody was slashed. A proof that commits a
 /// value the honest recomputation cannot produce is a wrong proof, finite or not.
 #[test]
-#[ignore = "attack 1 works: the referee rules Diverged, the liar is not slashed and the honest dispute is dismissed"]
 fn attack_a_forged_divergence_convicts_the_liar() {
 	let job = TinyJob::new(4, 1);
 	let (plant, sybil_faults) = planted_overflow(&job, 2);
@@ -132,7 +131,6 @@ fn attack_a_forged_divergence_convicts_the_liar() {
 /// verifier's `Mismatch` reveal used to fail with `TooManyDisputes`, revert whole, and get
 /// the verifier slashed for a missed reveal. Slots are now reserved for drawn verifiers.
 #[test]
-#[ignore = "attack 4 works: the verifier's Mismatch reveal fails with TooManyDisputes"]
 fn attack_filling_the_dispute_slots_cannot_silence_a_verifier() {
 	use pallet_touchstone_verification::Verdict;
 	let job = TinyJob::new(8, 1);

@@ -1,0 +1,181 @@
+//! Random adversaries against honest parties, played block by block through the real
+//! staking, tasks, verification and disputes pallets over real kernel traces.
+//!
+//! A solver proves a unit honestly or with a lie; three drawn verifiers each play honestly
+//! (re-executing their samples), lazily (always `Match`), always `Mismatch` (a root of no
+//! run) or not at all; a challenger re-executes the unit and disputes a lie, or is absent;
+//! a sybil of the solver disputes with a root of no run, or is absent; a lying defender
+//! plays its disputes or falls silent. After every block: total issuance is unchanged and
+//! no honest party holds less than it started with. At the end every dispute has ended,
+//! the unit has left its proof's states (paid, or back to the pool), and a lie that an
+//! honest challenger watched left the liar (the solver and its sybil together) poorer.
+
+use super::*;
+use core::cell::RefCell;
+use pallet_touchstone_verification::Verdict;
+use proptest::prelude::*;
+
+/// How a drawn verifier plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verifying {
+	/// Re-executes its samples: `Mismatch` with the honest root if they hold the lie.
+	Honest,
+	/// Attests `Match` without checking.
+	Lazy,
+	/// Attests `Mismatch` with a root of no run, whatever the proof.
+	AlwaysMismatch,
+	/// Never commits.
+	Silent,
+}
+
+fn verifying() -> impl Strategy<Value = Verifying> {
+	prop_oneof![Just(Verifying::Honest), Just(Verifying::Lazy), Just(Verifying::AlwaysMismatch), Just(Verifying::Silent)]
+}
+
+/// Everyone's worth: free and held funds together (bonds and challenge bonds are holds).
+fn worth(who: u64) -> u64 {
+	Balances::total_balance(&who)
+}
+
+/// One play of the game; see the module's docs.
+fn play_adversaries(
+	lie: Option<(u32, usize, usize, u32)>,
+	verifiers: [Verifying; 3],
+	honest_challenger: bool,
+	sybil: bool,
+	defender_plays: bool,
+) {
+	let mut job = TinyJob::new(8, 1);
+	job.spec.hyper.checkpoint_interval = 2;
+	job.train.checkpoint_interval = 2;
+	let fault = lie.map(|(step, operator, element, bit)| Fault::Output { step, operator, output: 0, element, bit });
+	let solver_run = RefCell::new(Run::train(&job, 0, 8, fault));
+	let honest_run = RefCell::new(Run::train(&job, 0, 8, None));
+	let lies = solver_run.borrow().root() != honest_run.borrow().root();
+	let lie_segment = lie.map(|(step, ..)| step / 2);
+	build_and_execute(|| {
+		for who in VERIFIERS {
+			register(who, Role::Verifier, VERIFIER_BOND);
+		}
+		let id = job.submit();
+		prove(id, 0, SOLVER, &solver_run.borrow());
+		let plays: BTreeMap<u64, Verifying> = VERIFIERS.into_iter().zip(verifiers).collect();
+		let mut honest: Vec<u64> = plays.iter().filter(|(_, play)| **play == Verifying::Honest).map(|(who, _)| *who).collect();
+		if !lies {
+			honest.push(SOLVER);
+		}
+		if honest_challenger {
+			honest.push(CHALLENGER);
+		}
+		let start: BTreeMap<u64, u64> = honest.iter().chain([&SOLVER, &SECOND_CHALLENGER]).map(|who| (*who, worth(*who))).collect();
+		let liar_start = worth(SOLVER) + worth(SECOND_CHALLENGER);
+		let issuance = Balances::total_issuance();
+		// Whether the defender answers each dispute, and the run its challenger answers
+		// from (`None`: silent).
+		let mut sides: BTreeMap<DisputeId, (bool, Option<&RefCell<Run<'_>>>)> = BTreeMap::new();
+		let defender_answers = !lies || defender_plays;
+		let bogus = |who: u64| Verdict::Mismatch { trace_root: [who as u8; 32] };
+		for block in 2..300u64 {
+			run_to_block(block);
+			if block == 2 {
+				if sybil {
+					let id_before = crate::NextDisputeId::<Test>::get();
+					if Disputes::challenge(RuntimeOrigin::signed(SECOND_CHALLENGER), id, 0, [99; 32]).is_ok() {
+						sides.insert(id_before, (defender_answers, None));
+					}
+				}
+				if honest_challenger && lies {
+					let dispute = challenge(id, 0, CHALLENGER, &honest_run.borrow());
+					sides.insert(dispute, (defender_answers, Some(&honest_run)));
+				}
+			}
+			// The verification round, as each verifier plays it.
+			if let Some(round) = pallet_touchstone_verification::Rounds::<Test>::get((id, 0)) {
+				if let Some(drawn) = round.drawn.clone().filter(|_| !round.concluded) {
+					for attestation in round.attestations.iter() {
+						let who = attestation.verifier;
+						let verdict = match plays[&who] {
+							Verifying::Silent => continue,
+							Verifying::Lazy => Verdict::Match,
+							Verifying::AlwaysMismatch => bogus(who),
+							Verifying::Honest => {
+								let samples = Verification::samples(id, 0, &who).unwrap();
+								match lie_segment.filter(|segment| lies && samples.contains(segment)) {
+									Some(_) => Verdict::Mismatch { trace_root: honest_run.borrow().root() },
+									None => Verdict::Match,
+								}
+							},
+						};
+						let salt = [who as u8; 32];
+						if block < drawn.commit_ends && attestation.state == pallet_touchstone_verification::AttestationState::Drawn {
+							let commitment = Verification::commitment(&verdict, &salt, &who);
+							assert_ok!(Verification::commit(RuntimeOrigin::signed(who), id, 0, commitment));
+						}
+						if block >= drawn.commit_ends && block < drawn.reveal_ends {
+							if let pallet_touchstone_verification::AttestationState::Committed(_) = attestation.state {
+								let next = crate::NextDisputeId::<Test>::get();
+								assert_ok!(Verification::reveal(RuntimeOrigin::signed(who), id, 0, verdict.clone(), salt));
+								if crate::Disputes::<Test>::contains_key(next) {
+									let side = matches!(verdict, Verdict::Mismatch { trace_root } if trace_root == honest_run.borrow().root());
+									sides.insert(next, (defender_answers, side.then_some(&honest_run)));
+								}
+							}
+						}
+					}
+				}
+			}
+			// Every open dispute: each side that plays answers what it is awaited for;
+			// a deadline passed ends it against the silent.
+			for (dispute, (defender_answers, challenger_side)) in &sides {
+				let Some(status) = Disputes::status(*dispute) else { continue };
+				if block > status.deadline {
+					assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), *dispute));
+					continue;
+				}
+				if status.awaiting_defender && *defender_answers {
+					assert_ok!(solver_run.borrow_mut().answer(*dispute, SOLVER));
+				}
+				if !crate::Disputes::<Test>::contains_key(dispute) {
+					continue;
+				}
+				let status = Disputes::status(*dispute).unwrap();
+				if let (true, Some(run)) = (status.awaiting_challenger, challenger_side) {
+					assert_ok!(run.borrow_mut().answer(*dispute, status.challenger));
+				}
+			}
+			let _ = Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), id, 0);
+			assert_eq!(Balances::total_issuance(), issuance, "block {block}: issuance changed");
+			for who in &honest {
+				assert!(worth(*who) >= start[who], "block {block}: honest {who} lost {} ", start[who] - worth(*who));
+			}
+			let settled = !matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged);
+			if settled && UnitDisputes::<Test>::get((id, 0)).is_empty() {
+				break;
+			}
+		}
+		assert!(crate::Disputes::<Test>::iter().next().is_none(), "every dispute ended");
+		assert!(!matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged), "the unit ended");
+		if lies && honest_challenger {
+			assert!(worth(SOLVER) + worth(SECOND_CHALLENGER) < liar_start, "the liar and its sybil profited");
+			assert_ne!(unit_state(id, 0), UnitState::Finalized, "the lie was paid");
+		}
+	});
+}
+
+proptest! {
+	#![proptest_config(ProptestConfig { cases: 32, ..Default::default() })]
+
+	/// Random strategies, each against honest parties; see the module's docs.
+	#[test]
+	fn no_adversary_costs_an_honest_party_or_profits_from_a_watched_lie(
+		lie in proptest::option::of((0u32..8, 1usize..1_000, 0usize..8, 10u32..23)),
+		verifiers in [verifying(), verifying(), verifying()],
+		honest_challenger: bool,
+		sybil: bool,
+		defender_plays: bool,
+	) {
+		let job = TinyJob::new(8, 1);
+		let lie = lie.map(|(step, pick, element, bit)| (step, 1 + pick % (job.graph.nodes.len() - 2), element, bit));
+		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays);
+	}
+}
