@@ -144,3 +144,19 @@ fn a_resolution_at_the_largest_accepted_job_costs_at_most_a_twentieth_of_a_block
 		charged.ref_time() as f64 / 1e9
 	);
 }
+
+/// The staking hook's heaviest block (as many lapses as it checks in one block, each taking
+/// a verifier out of the draw's tree) fits well inside the block.
+#[test]
+fn the_staking_hooks_heaviest_block_fits() {
+	use polkadot_sdk::frame_support::weights::constants::WEIGHT_REF_TIME_PER_MILLIS;
+	let weight = pallet_touchstone_staking::Pallet::<Runtime>::lapses_weight(pallet_touchstone_staking::MAX_LAPSES_PER_BLOCK);
+	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
+	let share = weight.ref_time() as f64 / block.ref_time() as f64;
+	println!(
+		"staking hook at its bound: {:.1} ms, {:.2} % of a block",
+		weight.ref_time() as f64 / WEIGHT_REF_TIME_PER_MILLIS as f64,
+		share * 100.0
+	);
+	assert!(share < 0.05, "the hook may take {:.1} % of a block", share * 100.0);
+}

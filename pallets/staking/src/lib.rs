@@ -215,6 +215,9 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type FreeDrawSlots<T: Config> = StorageValue<_, BoundedVec<u32, T::MaxNodes>, ValueQuery>;
 
+	/// The most lapses one block's hook checks; the rest are checked in the next block.
+	pub const MAX_LAPSES_PER_BLOCK: u32 = 32;
+
 	/// The nodes whose liveness lapses at each block, unless they beat again first: the
 	/// first block after a heartbeat's `HeartbeatTimeout`. A lapsed verifier leaves the draw
 	/// in that block's hook, so no draw spends a pick on it; its next heartbeat brings it
@@ -369,11 +372,19 @@ pub mod pallet {
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
-			let lapsed = Lapses::<T>::take(now);
-			for who in lapsed.iter() {
+			let mut lapsed = Lapses::<T>::take(now).into_inner();
+			// A bounded share a block: the rest waits for the next one, checked then.
+			let later = lapsed.split_off(lapsed.len().min(MAX_LAPSES_PER_BLOCK as usize));
+			for who in &lapsed {
 				Self::sync_draw_weight(who);
 			}
-			Self::lapses_weight(lapsed.len() as u32)
+			let next = now.saturating_add(One::one());
+			for who in &later {
+				// Each account once a block, at most `MaxNodes` of them: the push fits.
+				let _ = Lapses::<T>::try_mutate(next, |due| if due.contains(who) { Ok(()) } else { due.try_push(who.clone()) });
+			}
+			let deferred = T::DbWeight::get().reads_writes(1, 1).saturating_mul(u64::from(!later.is_empty()));
+			Self::lapses_weight(lapsed.len() as u32).saturating_add(deferred)
 		}
 
 		fn integrity_test() {

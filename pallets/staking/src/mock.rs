@@ -47,7 +47,7 @@ pub const UNBONDING_PERIOD: u64 = 10;
 /// Blocks without heartbeat before a node is offline.
 pub const HEARTBEAT_TIMEOUT: u64 = 20;
 /// Most nodes the registry holds.
-pub const MAX_NODES: u32 = 6;
+pub const MAX_NODES: u32 = 40;
 /// Blocks without heartbeat before anyone may remove an idle node.
 pub const REAP_DELAY: u64 = 50;
 /// Value of completed work at which reputation counts in full.
@@ -86,7 +86,8 @@ impl pallet_touchstone_staking::Config for Test {
 	type HeartbeatTimeout = ConstU64<HEARTBEAT_TIMEOUT>;
 	type ReapDelay = ConstU64<REAP_DELAY>;
 	type ReputationSaturation = ConstU64<REPUTATION_SATURATION>;
-	// Room for the draw's tests: eligible, excluded and lapsed verifiers side by side.
+	// Room for the draw's tests (eligible, excluded and lapsed verifiers side by side) and
+	// for more lapses in one block than its hook checks.
 	type MaxNodes = ConstU32<MAX_NODES>;
 }
 

@@ -76,10 +76,12 @@ mod register {
 
 	#[test]
 	fn rejects_more_than_max_nodes() {
-		ExtBuilder::default().balance(7, 10_000).build_and_execute(|| {
-			(1..=u64::from(MAX_NODES)).for_each(register_solver);
+		let nodes = u64::from(MAX_NODES);
+		let funded = (1..=nodes + 1).fold(ExtBuilder::default(), |builder, who| builder.balance(who, 10_000));
+		funded.build_and_execute(|| {
+			(1..=nodes).for_each(register_solver);
 			assert_noop!(
-				Staking::register(RuntimeOrigin::signed(7), gpu_profile(), min_bonds(&[Role::Solver]), 0),
+				Staking::register(RuntimeOrigin::signed(nodes + 1), gpu_profile(), min_bonds(&[Role::Solver]), 0),
 				Error::<Test>::TooManyNodes
 			);
 		});
@@ -864,6 +866,26 @@ mod verifier_draw {
 			// Run again, it changes nothing.
 			ScheduleLapses::<Test>::on_runtime_upgrade();
 			assert_eq!(Staking::draw_total(), 50);
+		});
+	}
+
+	/// A block checks at most `MAX_LAPSES_PER_BLOCK` lapses; the rest wait for the next.
+	#[test]
+	fn lapses_beyond_a_blocks_share_are_checked_in_the_next() {
+		use crate::{Lapses, MAX_LAPSES_PER_BLOCK};
+		ExtBuilder::default().build_and_execute(|| {
+			register_verifier(1, 50);
+			let at = 1 + HEARTBEAT_TIMEOUT + 1;
+			// As if many nodes lapsed at once: the verifier last, past the block's share.
+			let filler: Vec<u64> = (100..100 + u64::from(MAX_LAPSES_PER_BLOCK)).collect();
+			Lapses::<Test>::mutate(at, |due| {
+				*due = BoundedVec::truncate_from(filler.iter().copied().chain([1]).collect::<Vec<_>>())
+			});
+			run_to_block(at);
+			assert_eq!(Staking::draw_total(), 50, "past this block's share");
+			assert_eq!(Lapses::<Test>::get(at + 1).into_inner(), vec![1]);
+			run_to_block(at + 1);
+			assert_eq!(Staking::draw_total(), 0);
 		});
 	}
 

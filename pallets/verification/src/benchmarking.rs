@@ -270,8 +270,9 @@ mod benchmarks {
 		Ok(())
 	}
 
-	/// A bonded solver (the costlier of the two who may) challenges a tolerance-mode job's
-	/// profiled thresholds.
+	/// A bonded solver that solves none of the job's units (the costlier of the two who
+	/// may) challenges a tolerance-mode job's profiled thresholds. Reading the job's units
+	/// is charged on top, one read a unit (`challenge_thresholds`' weight).
 	#[benchmark]
 	fn challenge_thresholds() -> Result<(), BenchmarkError> {
 		let ceiling = FixedU64::from_u32(1);
@@ -280,7 +281,8 @@ mod benchmarks {
 			max_linf: ceiling,
 			max_cosine_distance: ceiling,
 		})?;
-		let solver: T::AccountId = account("solver", 0, 0);
+		let solver: T::AccountId = account("solver", 1, 0);
+		T::BenchmarkHelper::register(&solver, Role::Solver);
 		T::Units::set_thresholds(job, Some(Distance::default())).map_err(|_| BenchmarkError::Stop("no job"))?;
 
 		#[extrinsic_call]
