@@ -60,20 +60,24 @@ fn an_escalation_ends_inside_the_unbonding_period_and_its_slash_is_payable() {
 /// two of them whole committees, 16 randomness records) fits well inside the block.
 #[test]
 fn the_verification_hooks_heaviest_block_fits() {
-	use polkadot_sdk::frame_support::weights::constants::WEIGHT_REF_TIME_PER_MILLIS;
 	let most: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxDrawsPerBlock::get();
 	let escalations: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxEscalationsPerBlock::get();
 	let count = pallet_touchstone_verification::HookCount { all: most, escalations };
 	let weight = pallet_touchstone_verification::Pallet::<Runtime>::hook_weight(count, count, most);
+	let share = block_share("verification hook at its bounds", weight);
+	assert!(share < 0.2, "the hook may take {:.1} % of a block", share * 100.0);
+	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
+	assert!(weight.proof_size() < block.proof_size() / 2, "the hook's proof may take half a block");
+}
+
+/// `weight`'s share of a block's compute, printed with `what`.
+fn block_share(what: &str, weight: polkadot_sdk::frame_support::weights::Weight) -> f64 {
+	use polkadot_sdk::frame_support::weights::constants::WEIGHT_REF_TIME_PER_MILLIS;
 	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
 	let share = weight.ref_time() as f64 / block.ref_time() as f64;
-	println!(
-		"verification hook at its bounds: {:.1} ms, {:.2} % of a block",
-		weight.ref_time() as f64 / WEIGHT_REF_TIME_PER_MILLIS as f64,
-		share * 100.0
-	);
-	assert!(share < 0.2, "the hook may take {:.1} % of a block", share * 100.0);
-	assert!(weight.proof_size() < block.proof_size() / 2, "the hook's proof may take half a block");
+	let millis = weight.ref_time() as f64 / WEIGHT_REF_TIME_PER_MILLIS as f64;
+	println!("{what}: {millis:.1} ms, {:.2} % of a block", share * 100.0);
+	share
 }
 
 /// A verifier that attests a lie it re-executed loses more than one that stays silent, and
@@ -149,14 +153,7 @@ fn a_resolution_at_the_largest_accepted_job_costs_at_most_a_twentieth_of_a_block
 /// a verifier out of the draw's tree) fits well inside the block.
 #[test]
 fn the_staking_hooks_heaviest_block_fits() {
-	use polkadot_sdk::frame_support::weights::constants::WEIGHT_REF_TIME_PER_MILLIS;
 	let weight = pallet_touchstone_staking::Pallet::<Runtime>::lapses_weight(pallet_touchstone_staking::MAX_LAPSES_PER_BLOCK);
-	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
-	let share = weight.ref_time() as f64 / block.ref_time() as f64;
-	println!(
-		"staking hook at its bound: {:.1} ms, {:.2} % of a block",
-		weight.ref_time() as f64 / WEIGHT_REF_TIME_PER_MILLIS as f64,
-		share * 100.0
-	);
+	let share = block_share("staking hook at its bound", weight);
 	assert!(share < 0.05, "the hook may take {:.1} % of a block", share * 100.0);
 }

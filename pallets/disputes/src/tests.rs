@@ -681,6 +681,13 @@ fn two_challengers_of_one_lie_are_paid_once() {
 /// Accounts registered as verifiers in the attestation tests.
 const VERIFIERS: [u64; 3] = [6, 7, 8];
 
+/// Registers every one of `VERIFIERS` with `VERIFIER_BOND`.
+fn register_verifiers() {
+	for who in VERIFIERS {
+		register(who, Role::Verifier, VERIFIER_BOND);
+	}
+}
+
 fn verifier_bond(who: u64) -> u64 {
 	<Staking as touchstone_primitives::traits::ComputeNodes<u64, u64>>::bond(&who, Role::Verifier)
 }
@@ -722,9 +729,7 @@ fn verifiers_that_attested_a_lie_they_re_executed_are_slashed_when_it_falls() {
 	job.train.checkpoint_interval = 2;
 	let lie_step = 5;
 	build_and_execute(|| {
-		for who in VERIFIERS {
-			register(who, Role::Verifier, VERIFIER_BOND);
-		}
+		register_verifiers();
 		let id = job.submit();
 		let mut liar = Run::train(&job, 0, 8, Some(output_fault(lie_step, 1)));
 		let mut honest = Run::train(&job, 0, 8, None);
@@ -767,9 +772,7 @@ fn verifiers_that_attested_a_lie_they_re_executed_are_slashed_when_it_falls() {
 fn a_solver_silent_before_the_step_is_found_costs_its_attesters_nothing() {
 	let job = TinyJob::new(8, 1);
 	build_and_execute(|| {
-		for who in VERIFIERS {
-			register(who, Role::Verifier, VERIFIER_BOND);
-		}
+		register_verifiers();
 		let id = job.submit();
 		let liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
 		let mut honest = Run::train(&job, 0, 8, None);

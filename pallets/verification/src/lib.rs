@@ -1512,7 +1512,8 @@ pub mod pallet {
 		///   unless it stays only to take its solver's secret, and closes after it opened;
 		/// - a round still open is listed to close at its reveal end; a concluded one has
 		///   no attestation left unrevealed and owes no secret;
-		/// - every secret commitment waiting for randomness is queued.
+		/// - every secret commitment waiting for randomness is queued;
+		/// - every frozen threshold belongs to a round.
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			for (key, round) in Rounds::<T>::iter() {
@@ -1575,6 +1576,9 @@ pub mod pallet {
 					T::Units::assigned_solver(key.0, key.1).as_ref() == Some(&commitment.solver),
 					"a secret of a unit its solver no longer works on"
 				);
+			}
+			for (key, _) in RoundThresholds::<T>::iter() {
+				ensure!(Rounds::<T>::contains_key(key), "frozen thresholds of no round");
 			}
 			Ok(())
 		}

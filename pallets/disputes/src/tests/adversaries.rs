@@ -54,9 +54,7 @@ fn play_adversaries(
 	let lies = solver_run.borrow().root() != honest_run.borrow().root();
 	let lie_segment = lie.map(|(step, ..)| step / 2);
 	build_and_execute(|| {
-		for who in VERIFIERS {
-			register(who, Role::Verifier, VERIFIER_BOND);
-		}
+		register_verifiers();
 		let id = job.submit();
 		prove(id, 0, SOLVER, &solver_run.borrow());
 		let plays: BTreeMap<u64, Verifying> = VERIFIERS.into_iter().zip(verifiers).collect();

@@ -135,9 +135,7 @@ fn attack_filling_the_dispute_slots_cannot_silence_a_verifier() {
 	use pallet_touchstone_verification::Verdict;
 	let job = TinyJob::new(8, 1);
 	build_and_execute(|| {
-		for who in VERIFIERS {
-			register(who, Role::Verifier, VERIFIER_BOND);
-		}
+		register_verifiers();
 		let id = job.submit();
 		let liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
 		let honest = Run::train(&job, 0, 8, None);
