@@ -120,11 +120,6 @@ fn to_judge<T: Config>(recording: Recording) -> Result<(DisputeId, T::AccountId,
 	Ok((id, account("caller", 0, 0), case.openings))
 }
 
-/// How many disputes challengers may open over one unit, beside the drawn verifiers'.
-fn challenger_slots<T: Config>() -> u32 {
-	T::MaxDisputesPerUnit::get().saturating_sub(T::VerifierSlotsPerUnit::get())
-}
-
 #[benchmarks]
 mod benchmarks {
 	use super::*;
@@ -134,7 +129,7 @@ mod benchmarks {
 	#[benchmark]
 	fn challenge() -> Result<(), BenchmarkError> {
 		let (job, _, _) = proven::<T>(1)?;
-		let others = challenger_slots::<T>().saturating_sub(1);
+		let others = Pallet::<T>::challenger_slots().saturating_sub(1);
 		for index in 0..others {
 			challenged::<T>(job, index)?;
 		}
@@ -170,7 +165,7 @@ mod benchmarks {
 	fn time_out() -> Result<(), BenchmarkError> {
 		let (job, _, _) = proven::<T>(2)?;
 		let mut last = None;
-		for index in 0..challenger_slots::<T>() {
+		for index in 0..Pallet::<T>::challenger_slots() {
 			last = Some(challenged::<T>(job, index)?);
 		}
 		let (challenger, own) = last.ok_or(BenchmarkError::Stop("no challenger"))?;

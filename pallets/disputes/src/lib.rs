@@ -465,6 +465,11 @@ pub mod pallet {
 				.max(scaled(T::WeightInfo::resolve_largest_piece(), LARGEST_PIECE_BENCHMARK_BYTES))
 		}
 
+		/// How many disputes challengers may open over one unit, beside the drawn verifiers'.
+		pub fn challenger_slots() -> u32 {
+			T::MaxDisputesPerUnit::get().saturating_sub(T::VerifierSlotsPerUnit::get())
+		}
+
 		pub(crate) fn do_challenge(
 			challenger: T::AccountId,
 			job: JobId,
@@ -485,8 +490,7 @@ pub mod pallet {
 			let open = UnitDisputes::<T>::get(key);
 			// Challengers never take the verifiers' slots: at most `VerifiersPerUnit` drawn
 			// verifiers can mismatch one proof, and each finds a slot free.
-			let challenger_slots = T::MaxDisputesPerUnit::get().saturating_sub(T::VerifierSlotsPerUnit::get());
-			ensure!(role == Role::Verifier || (open.len() as u32) < challenger_slots, Error::<T>::TooManyDisputes);
+			ensure!(role == Role::Verifier || (open.len() as u32) < Self::challenger_slots(), Error::<T>::TooManyDisputes);
 			ensure!(
 				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == challenger)),
 				Error::<T>::AlreadyChallenged

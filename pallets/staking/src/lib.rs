@@ -380,8 +380,7 @@ pub mod pallet {
 			}
 			let next = now.saturating_add(One::one());
 			for who in &later {
-				// Each account once a block, at most `MaxNodes` of them: the push fits.
-				let _ = Lapses::<T>::try_mutate(next, |due| if due.contains(who) { Ok(()) } else { due.try_push(who.clone()) });
+				Self::list_lapse(who, next);
 			}
 			let deferred = T::DbWeight::get().reads_writes(1, 1).saturating_mul(u64::from(!later.is_empty()));
 			Self::lapses_weight(lapsed.len() as u32).saturating_add(deferred)
@@ -724,14 +723,13 @@ pub mod pallet {
 
 		/// Lists `who` to lapse at the first block after a heartbeat at `beat` times out.
 		pub(crate) fn schedule_lapse(who: &T::AccountId, beat: BlockNumberFor<T>) {
-			let at = beat.saturating_add(T::HeartbeatTimeout::get()).saturating_add(One::one());
+			Self::list_lapse(who, beat.saturating_add(T::HeartbeatTimeout::get()).saturating_add(One::one()));
+		}
+
+		/// Lists `who` under block `at` in [`Lapses`], once.
+		fn list_lapse(who: &T::AccountId, at: BlockNumberFor<T>) {
 			// Each node once a block: at most `MaxNodes`, so the push always fits.
-			let _ = Lapses::<T>::try_mutate(at, |due| {
-				if due.contains(who) {
-					return Ok(());
-				}
-				due.try_push(who.clone())
-			});
+			let _ = Lapses::<T>::try_mutate(at, |due| if due.contains(who) { Ok(()) } else { due.try_push(who.clone()) });
 		}
 
 		/// The weight of `count` lapses in a block's hook (or one scheduled by a heartbeat):

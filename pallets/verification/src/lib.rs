@@ -912,7 +912,13 @@ pub mod pallet {
 		/// ones, or the submitter's ceilings until they are profiled.
 		fn bound(job: JobId, unit: UnitIndex) -> Option<Distance> {
 			let info = T::Units::tolerance_job(job)?;
-			Some(RoundThresholds::<T>::get((job, unit)).or(info.profile.thresholds).unwrap_or(info.ceiling))
+			Some(Self::thresholds_of((job, unit), &info).unwrap_or(info.ceiling))
+		}
+
+		/// The thresholds the unit's round is judged by: those frozen for it, else the job's
+		/// current ones; `None` while the job is unprofiled.
+		fn thresholds_of(key: (JobId, UnitIndex), info: &touchstone_primitives::traits::ToleranceJob<T::AccountId>) -> Option<Distance> {
+			RoundThresholds::<T>::get(key).or(info.profile.thresholds)
 		}
 
 		/// Freezes the job's current thresholds for the unit's round, unless frozen already
@@ -1057,7 +1063,7 @@ pub mod pallet {
 			attestations: &BoundedVec<Attestation<T::AccountId>, T::EscalationCommittee>,
 		) -> Option<Distance> {
 			let info = T::Units::tolerance_job(job)?;
-			if let Some(thresholds) = RoundThresholds::<T>::get((job, unit)).or(info.profile.thresholds) {
+			if let Some(thresholds) = Self::thresholds_of((job, unit), &info) {
 				return Some(thresholds);
 			}
 			let profiles: Vec<Distance> = attestations
