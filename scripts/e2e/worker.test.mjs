@@ -564,7 +564,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   assert.equal(opened.data.defender, bob.address);
   const winner = [...verifierWorkers.keys()].find((uri) => keyring.addFromUri(uri).address === opened.data.challenger);
   assert.ok(winner, `the challenger ${opened.data.challenger} is a verifier worker`);
-  assert.ok(BigInt(resolved.data.toWinner) > 0n && BigInt(resolved.data.forfeited) > 0n, JSON.stringify(resolved.data));
+  assert.ok(BigInt(resolved.data.toWinners) > 0n && BigInt(resolved.data.forfeited) > 0n, JSON.stringify(resolved.data));
   // The verifiers both revealed a mismatch; the winner played every level of the game.
   assert.ok(mine('verification', 'Revealed').length >= 1, JSON.stringify(mine('verification', 'Revealed')));
   const winnerLog = verifierWorkers.get(winner).log;

@@ -26,14 +26,18 @@
 //! which of its disputes ends first, cannot change that ruling: no party reaches a
 //! no-fault outcome by choosing its opponent (`docs/protocol.md`, "Attacks considered").
 //!
-//! The loser pays: a defender that loses is slashed `SolverSlash` of its solver bond,
-//! `WinnerShare` of it to the challenger and the rest to the slash destination (the
-//! jackpot), and its unit is redone; a challenger that loses forfeits its bond, shared
-//! the same way between the defender and the jackpot. Several challengers may dispute one
-//! proof; once one wins, the others' disputes are moot and their bonds returned, so no one
-//! is paid twice. A unit cannot be finalized while any dispute over it is open. When a
-//! proof is overturned, the verifiers that attested it over the disputed step are slashed
-//! too ([`AttestationJudge`]), `WinnerShare` of it to the challenger.
+//! The loser pays: a defender that loses is slashed `SolverSlash` of its solver bond and
+//! its unit is redone; a challenger that loses forfeits its bond, `WinnerShare` of it to
+//! the defender and the rest to the jackpot. Several challengers may dispute one proof.
+//! A conviction pays `ConvictionShare` of the slash, in equal parts, to the challenger of
+//! every dispute open over the unit when it falls, whichever of them ended first, and the
+//! rest goes to the slash destination (the jackpot); the other disputes are then moot and
+//! their bonds returned. Since the defender paces each of its disputes, the order they end
+//! in is its choice; splitting the reward makes that choice worth nothing, and keeping
+//! the share small leaves a liar that reports itself through a sybil most of its slash
+//! lost. A unit cannot be finalized while any dispute over it is open. When a proof is
+//! overturned, the verifiers that attested it over the disputed step are slashed too
+//! ([`AttestationJudge`]), their slashes shared the same way.
 //!
 //! The pallet sees units only through [`UnitProofs`], bonds through [`ComputeNodes`] and
 //! [`Slash`], and tells the tasks pallet whether a unit may be finalized through
@@ -133,7 +137,8 @@ pub mod pallet {
 		type Slash: Slash<Self::AccountId, BalanceOf<Self>>;
 
 		/// Judges the attestations of a proof a dispute overturns: the verifiers that
-		/// attested `Match` over the disputed step are slashed, `WinnerShare` to the winner.
+		/// attested `Match` over the disputed step are slashed, `ConvictionShare` to the
+		/// challengers.
 		type Attestations: AttestationJudge<Self::AccountId>;
 
 		/// Where the part of a forfeited challenge bond that does not go to the winner goes.
@@ -148,9 +153,17 @@ pub mod pallet {
 		#[pallet::constant]
 		type SolverSlash: Get<BalanceOf<Self>>;
 
-		/// The winner's share of what the loser forfeits; the rest goes to the jackpot.
+		/// The defender's share of a challenge bond it wins; the rest goes to the jackpot.
 		#[pallet::constant]
 		type WinnerShare: Get<Perbill>;
+
+		/// The share of a convicted solver's slash (and of the slashes of the verifiers that
+		/// attested its lie) paid to the challengers of every dispute open over the unit, in
+		/// equal parts; the rest goes to the slash destination. It is all that a liar
+		/// reporting itself through a sybil can win back, so keep it small; it must still
+		/// pay a challenger for re-executing a unit.
+		#[pallet::constant]
+		type ConvictionShare: Get<Perbill>;
 
 		/// Blocks each side has to answer a phase of a dispute.
 		#[pallet::constant]
@@ -250,8 +263,9 @@ pub mod pallet {
 			grounds: Grounds,
 			/// What the loser forfeited (the solver's slash or the challenger's bond).
 			forfeited: BalanceOf<T>,
-			/// What of it went to the winner.
-			to_winner: BalanceOf<T>,
+			/// What of it went to the winners: the defender, or the challengers of every
+			/// dispute open over the unit, together.
+			to_winners: BalanceOf<T>,
 		},
 		/// A dispute became moot (another dispute over the unit, or over the step range it
 		/// started from, overturned or ended the proof) and its bond was returned.
@@ -328,6 +342,10 @@ pub mod pallet {
 				"MaxDisputesPerUnit must leave challengers a slot beside the verifiers'"
 			);
 			assert!(T::WinnerShare::get() <= Perbill::one(), "WinnerShare is a share");
+			assert!(
+				!T::ConvictionShare::get().is_zero() && T::ConvictionShare::get() <= Perbill::from_percent(50),
+				"ConvictionShare must pay challengers and leave a self-reporting liar at least half its slash lost"
+			);
 		}
 
 		#[cfg(feature = "try-runtime")]
@@ -802,33 +820,33 @@ pub mod pallet {
 			}
 			Self::forget(id, &info);
 			let mut aftermath = Weight::zero();
-			let (forfeited, to_winner) = match ruling {
+			let (forfeited, to_winners) = match ruling {
 				Ruling::ChallengerWins => {
 					Self::release_bond(&info)?;
+					let winners = Self::convicting_challengers(&info);
+					let share = T::ConvictionShare::get();
 					let slashed = T::Slash::slash(
 						&info.defender,
 						Role::Solver,
 						T::SolverSlash::get(),
 						SlashReason::InvalidProof,
-						Some((&info.challenger, T::WinnerShare::get())),
+						Some((&winners[..], share)),
 					)?;
 					// Judged while the proof still stands: its round names the attesters.
-					T::Attestations::proof_overturned(
-						info.job,
-						info.unit,
-						info.step,
-						(&info.challenger, T::WinnerShare::get()),
-					);
+					T::Attestations::proof_overturned(info.job, info.unit, info.step, (&winners[..], share));
 					let moot = T::Units::reject_proof(info.job, info.unit)?;
 					let dismissed = Self::dismiss_moot(info.job, info.unit, &moot)?;
+					let winners = winners.len() as u32;
 					aftermath = Self::ruling_weight(moot.len() as u32, dismissed)
-						.saturating_add(T::Attestations::proof_overturned_weight());
-					(slashed, T::WinnerShare::get().mul_floor(slashed))
+						.saturating_add(Self::reward_weight(winners))
+						.saturating_add(T::Attestations::proof_overturned_weight(winners));
+					let each = share.mul_floor(slashed).checked_div(&BalanceOf::<T>::from(winners)).unwrap_or_default();
+					(slashed, each.saturating_mul(BalanceOf::<T>::from(winners)))
 				},
 				Ruling::DefenderWins => {
-					let to_winner = T::WinnerShare::get().mul_floor(info.bond);
-					let to_jackpot = info.bond.saturating_sub(to_winner);
-					for (to, amount) in [(&info.defender, to_winner), (&T::Jackpot::get(), to_jackpot)] {
+					let to_defender = T::WinnerShare::get().mul_floor(info.bond);
+					let to_jackpot = info.bond.saturating_sub(to_defender);
+					for (to, amount) in [(&info.defender, to_defender), (&T::Jackpot::get(), to_jackpot)] {
 						if amount.is_zero() {
 							continue;
 						}
@@ -846,7 +864,7 @@ pub mod pallet {
 					if UnitDisputes::<T>::get((info.job, info.unit)).is_empty() && proven.challenged {
 						T::Units::close_challenge(info.job, info.unit)?;
 					}
-					(info.bond, to_winner)
+					(info.bond, to_defender)
 				},
 			};
 			Self::deposit_event(Event::DisputeResolved {
@@ -856,7 +874,7 @@ pub mod pallet {
 				ruling,
 				grounds,
 				forfeited,
-				to_winner,
+				to_winners,
 			});
 			Ok(aftermath)
 		}
@@ -879,6 +897,21 @@ pub mod pallet {
 			Ok(dismissed)
 		}
 
+		/// The challengers that convict a proof with dispute `info` (already forgotten):
+		/// its own and those of every other dispute open over the unit, whoever opened
+		/// first. A challenger holds at most one dispute over a unit, so none is named twice.
+		fn convicting_challengers(info: &DisputeOf<T>) -> Vec<T::AccountId> {
+			let others = UnitDisputes::<T>::get((info.job, info.unit)).into_iter().filter_map(Disputes::<T>::get);
+			core::iter::once(info.challenger.clone()).chain(others.map(|other| other.challenger)).collect()
+		}
+
+		/// The weight of paying a conviction's reward to `winners` challengers beyond the
+		/// one the benchmarked ruling pays: a read of each open dispute and a deposit into
+		/// each account.
+		fn reward_weight(winners: u32) -> Weight {
+			T::DbWeight::get().reads_writes(2, 1).saturating_mul(u64::from(winners.saturating_sub(1)))
+		}
+
 		/// The weight of a ruling's aftermath: `rolled_back` later step ranges rolled back
 		/// (the tasks pallet's benchmarked figure) and `dismissed` disputes dismissed, each
 		/// bounded by the benchmarked `challenge`, which holds a bond and writes a dispute
@@ -892,8 +925,10 @@ pub mod pallet {
 		/// rolled back, every unit's dispute slots full, and the proof's attesters judged.
 		pub fn worst_ruling_weight() -> Weight {
 			let units = T::Units::max_units_per_job();
-			Self::ruling_weight(units.saturating_sub(1), units.saturating_mul(T::MaxDisputesPerUnit::get()))
-				.saturating_add(T::Attestations::proof_overturned_weight())
+			let winners = T::MaxDisputesPerUnit::get();
+			Self::ruling_weight(units.saturating_sub(1), units.saturating_mul(winners))
+				.saturating_add(Self::reward_weight(winners))
+				.saturating_add(T::Attestations::proof_overturned_weight(winners))
 		}
 
 		/// Removes dispute `id` from storage.

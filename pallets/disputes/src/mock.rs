@@ -83,6 +83,7 @@ parameter_types! {
 	pub ThirdOfTheJackpot: Perbill = Perbill::from_rational(1u32, 3u32);
 	pub const Jackpot: u64 = JACKPOT;
 	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
+	pub const TenthToChallengers: Perbill = Perbill::from_percent(10);
 }
 
 /// Randomness determined by the parent block, as BABE's VRF output of the parent's author.
@@ -138,6 +139,7 @@ impl pallet_touchstone_disputes::Config for Test {
 	type ChallengeBond = ConstU64<CHALLENGE_BOND>;
 	type SolverSlash = ConstU64<SOLVER_SLASH>;
 	type WinnerShare = HalfToWinner;
+	type ConvictionShare = TenthToChallengers;
 	type ResponseWindow = ConstU64<RESPONSE_WINDOW>;
 	type MaxDisputesPerUnit = ConstU32<6>;
 	type VerifierSlotsPerUnit = ConstU32<3>;

@@ -340,6 +340,11 @@ fn ruling(id: DisputeId) -> (Ruling, Grounds) {
 		.expect("the dispute was resolved")
 }
 
+/// What a conviction pays its challengers, together, of a slash of `slashed`.
+fn conviction_reward(slashed: u64) -> u64 {
+	<Test as crate::Config>::ConvictionShare::get().mul_floor(slashed)
+}
+
 /// The expected rounds of a dispute found at `operator` and `piece` count of a unit of `steps` steps.
 fn expected_rounds(job: &TinyJob, steps: u32, operator: usize) -> u32 {
 	depth(steps as usize) + depth(job.graph.nodes.len()) + depth(job.graph.piece_count(operator).unwrap())
@@ -383,10 +388,12 @@ fn a_solver_that_lies_at_one_operator_is_caught_slashed_and_its_unit_redone() {
 		let rounds = play(dispute, &mut liar, &mut honest);
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
 		assert_eq!(rounds, expected_rounds(&job, 8, operator));
-		// Half the slash to the challenger, half to the jackpot; the bond is returned.
+		// The conviction's share of the slash to the challenger, the rest to the jackpot;
+		// the bond is returned.
+		let reward = conviction_reward(SOLVER_SLASH);
 		assert_eq!(solver_bond(SOLVER), SOLVER_BOND - SOLVER_SLASH);
-		assert_eq!(Balances::balance(&CHALLENGER), challenger_before + SOLVER_SLASH / 2 + CHALLENGE_BOND);
-		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + SOLVER_SLASH / 2);
+		assert_eq!(Balances::balance(&CHALLENGER), challenger_before + reward + CHALLENGE_BOND);
+		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + SOLVER_SLASH - reward);
 		assert_eq!(challenge_bond_held(CHALLENGER), 0);
 		// The unit goes back to the pool from its start, for another solver.
 		let unit = pallet_touchstone_tasks::Units::<Test>::get(id, 0).unwrap();
@@ -656,7 +663,7 @@ fn bad_challenges_are_refused_with_named_errors() {
 }
 
 #[test]
-fn two_challengers_of_one_lie_are_paid_once() {
+fn two_challengers_of_one_lie_share_one_reward() {
 	let job = TinyJob::new(8, 1);
 	build_and_execute(|| {
 		let id = job.submit();
@@ -666,13 +673,16 @@ fn two_challengers_of_one_lie_are_paid_once() {
 		let first = challenge(id, 0, CHALLENGER, &honest);
 		let second = challenge(id, 0, SECOND_CHALLENGER, &honest);
 		assert_eq!(UnitDisputes::<Test>::get((id, 0)).len(), 2);
-		let second_before = Balances::balance(&SECOND_CHALLENGER);
+		let (first_before, second_before) = (Balances::balance(&CHALLENGER), Balances::balance(&SECOND_CHALLENGER));
 		play(first, &mut liar, &mut honest);
 		let events = dispute_events();
 		assert!(events.contains(&Event::DisputeDismissed { dispute: second, returned: CHALLENGE_BOND }));
 		assert!(!DisputeRecords::<Test>::contains_key(second));
-		// The second challenger gets its bond back and nothing more; the solver is slashed once.
-		assert_eq!(Balances::balance(&SECOND_CHALLENGER), second_before + CHALLENGE_BOND);
+		// Both challengers get their bonds back and half the reward each, whichever
+		// dispute ended first; the solver is slashed once.
+		let half = conviction_reward(SOLVER_SLASH) / 2;
+		assert_eq!(Balances::balance(&CHALLENGER), first_before + CHALLENGE_BOND + half);
+		assert_eq!(Balances::balance(&SECOND_CHALLENGER), second_before + CHALLENGE_BOND + half);
 		assert_eq!(solver_bond(SOLVER), SOLVER_BOND - SOLVER_SLASH);
 		assert!(UnitDisputes::<Test>::get((id, 0)).is_empty());
 	});
@@ -759,10 +769,12 @@ fn verifiers_that_attested_a_lie_they_re_executed_are_slashed_when_it_falls() {
 		for who in &unsampled {
 			assert_eq!(verifier_bond(*who), VERIFIER_BOND);
 		}
-		// Each slash is shared as the solver's is: half to the challenger, half to the jackpot.
-		let to_each = (SOLVER_SLASH + sampled.len() as u64 * FALSE_ATTESTATION_SLASH) / 2;
-		assert_eq!(Balances::balance(&CHALLENGER), challenger_before + to_each + CHALLENGE_BOND);
-		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + to_each);
+		// Each slash is shared as the solver's is: the conviction's share to the
+		// challenger, the rest to the jackpot.
+		let slashes = [SOLVER_SLASH].into_iter().chain(sampled.iter().map(|_| FALSE_ATTESTATION_SLASH));
+		let (reward, total) = slashes.fold((0, 0), |(reward, total), slash| (reward + conviction_reward(slash), total + slash));
+		assert_eq!(Balances::balance(&CHALLENGER), challenger_before + reward + CHALLENGE_BOND);
+		assert_eq!(Balances::balance(&JACKPOT), jackpot_before + total - reward);
 		// The round of the overturned proof is gone: nobody is paid for attesting it.
 		assert!(pallet_touchstone_verification::Rounds::<Test>::get((id, 0)).is_none());
 	});

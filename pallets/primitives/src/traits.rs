@@ -58,16 +58,16 @@ pub trait ComputeNodes<AccountId, Balance> {
 /// Slashing of bonds, for proven dishonesty.
 pub trait Slash<AccountId, Balance> {
 	/// Slashes up to `amount` of the bond `who` holds for `role` (and then of its
-	/// unbonding funds), for `reason`. `reward` sends a share of what was slashed to an
-	/// account, such as the winner of a dispute; the rest goes to the runtime's slash
-	/// destination. Returns the amount actually slashed. A reward to `who` itself is
-	/// refused, and nothing is slashed.
+	/// unbonding funds), for `reason`. `reward` sends a share of what was slashed to the
+	/// accounts it names, such as the challengers that convicted a lie, in equal parts
+	/// (rounded down); the rest goes to the runtime's slash destination. Returns the amount
+	/// actually slashed. A reward naming `who` itself is refused, and nothing is slashed.
 	fn slash(
 		who: &AccountId,
 		role: Role,
 		amount: Balance,
 		reason: SlashReason,
-		reward: Option<(&AccountId, Perbill)>,
+		reward: Option<(&[AccountId], Perbill)>,
 	) -> Result<Balance, DispatchError>;
 }
 
@@ -207,16 +207,18 @@ pub trait AttestationJudge<AccountId> {
 	/// when the step level ended (a ruling by the referee, or a timeout after it); `None`
 	/// when the defender fell silent earlier, which shows no step wrong. Every verifier
 	/// that attested `Match` and re-executed the segment holding `step` attested falsely:
-	/// it is slashed from its verifier bond, `reward`'s share to the winner. Called before
-	/// the proof is dropped. Returns how many verifiers were slashed.
+	/// it is slashed from its verifier bond, `reward`'s share to the winners in equal parts
+	/// (less any winner that is the verifier itself). Called before the proof is dropped.
+	/// Returns how many verifiers were slashed.
 	fn proof_overturned(
 		job: JobId,
 		unit: UnitIndex,
 		step: Option<u32>,
-		reward: (&AccountId, Perbill),
+		reward: (&[AccountId], Perbill),
 	) -> u32;
-	/// The weight of [`AttestationJudge::proof_overturned`] at its worst.
-	fn proof_overturned_weight() -> polkadot_sdk::sp_runtime::Weight;
+	/// The weight of [`AttestationJudge::proof_overturned`] at its worst, with `winners`
+	/// winners sharing each slash.
+	fn proof_overturned_weight(winners: u32) -> polkadot_sdk::sp_runtime::Weight;
 	/// Whether a dispute may not yet rule against the unit's solver: its proof may carry
 	/// a forced error, which is known only once the solver reveals its secret, or it does
 	/// carry one and is about to be replaced by the honest proof. Bounded in time by the
@@ -227,10 +229,10 @@ pub trait AttestationJudge<AccountId> {
 }
 
 impl<AccountId> AttestationJudge<AccountId> for () {
-	fn proof_overturned(_: JobId, _: UnitIndex, _: Option<u32>, _: (&AccountId, Perbill)) -> u32 {
+	fn proof_overturned(_: JobId, _: UnitIndex, _: Option<u32>, _: (&[AccountId], Perbill)) -> u32 {
 		0
 	}
-	fn proof_overturned_weight() -> polkadot_sdk::sp_runtime::Weight {
+	fn proof_overturned_weight(_: u32) -> polkadot_sdk::sp_runtime::Weight {
 		polkadot_sdk::sp_runtime::Weight::zero()
 	}
 }

@@ -15,7 +15,7 @@ use polkadot_sdk::{
 	frame_system::{self, pallet_prelude::BlockNumberFor},
 	sp_io::hashing::blake2_128,
 	sp_runtime::{
-		traits::{Saturating, UniqueSaturatedInto, Zero},
+		traits::{CheckedDiv, Saturating, UniqueSaturatedInto, Zero},
 		DispatchError, Perbill,
 	},
 };
@@ -205,9 +205,12 @@ impl<T: Config> Slash<T::AccountId, BalanceOf<T>> for Pallet<T> {
 		role: Role,
 		amount: BalanceOf<T>,
 		reason: SlashReason,
-		reward: Option<(&T::AccountId, Perbill)>,
+		reward: Option<(&[T::AccountId], Perbill)>,
 	) -> Result<BalanceOf<T>, DispatchError> {
-		ensure!(reward.is_none_or(|(beneficiary, _)| beneficiary != who), Error::<T>::RewardToSlashed);
+		ensure!(
+			reward.is_none_or(|(beneficiaries, _)| !beneficiaries.contains(who)),
+			Error::<T>::RewardToSlashed
+		);
 		let (mut credit, shortfall) = T::Currency::slash(&role_hold(role).into(), who, amount);
 		if !shortfall.is_zero() {
 			credit.subsume(Self::slash_unbonding(who, role, shortfall));
@@ -216,18 +219,20 @@ impl<T: Config> Slash<T::AccountId, BalanceOf<T>> for Pallet<T> {
 		if slashed.is_zero() {
 			return Ok(slashed);
 		}
-		let rest = match reward {
-			Some((beneficiary, share)) => {
-				let (to_beneficiary, rest) = credit.split(share.mul_floor(slashed));
+		let mut rest = credit;
+		if let Some((beneficiaries, share)) = reward {
+			let count = BalanceOf::<T>::from(u32::try_from(beneficiaries.len()).unwrap_or(u32::MAX));
+			let each = share.mul_floor(slashed).checked_div(&count).unwrap_or_else(Zero::zero);
+			for beneficiary in beneficiaries {
+				let (to_beneficiary, remaining) = rest.split(each);
 				// An account that cannot receive (below the existential deposit, say)
 				// forfeits its share to the slash destination.
-				match T::Currency::resolve(beneficiary, to_beneficiary) {
-					Ok(()) => rest,
-					Err(refused) => rest.merge(refused),
-				}
-			},
-			None => credit,
-		};
+				rest = match T::Currency::resolve(beneficiary, to_beneficiary) {
+					Ok(()) => remaining,
+					Err(refused) => remaining.merge(refused),
+				};
+			}
+		}
 		T::SlashDestination::on_unbalanced(rest);
 		Self::update_reputation(who, |r| r.slashed = r.slashed.saturating_add(1));
 		Self::sync_draw_weight(who);

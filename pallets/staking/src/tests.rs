@@ -631,7 +631,7 @@ mod slash {
 			let jackpot_before = Balances::balance(&JACKPOT);
 			let winner_before = Balances::balance(&2);
 			let slashed =
-				Staking::slash(&1, Role::Solver, 60, SlashReason::InvalidProof, Some((&2, Perbill::from_percent(50))));
+				Staking::slash(&1, Role::Solver, 60, SlashReason::InvalidProof, Some((&[2], Perbill::from_percent(50))));
 			assert_eq!(slashed, Ok(60));
 			assert_eq!(held(1, HoldReason::SolverBond), MIN_SOLVER_BOND - 60);
 			assert_eq!(Balances::balance(&2), winner_before + 30);
@@ -642,6 +642,24 @@ mod slash {
 			);
 			// Below the minimum, the node is no longer eligible.
 			assert!(!Staking::is_bonded_for(&1, Role::Solver));
+		});
+	}
+
+	#[test]
+	fn splits_the_reward_equally_and_sends_the_remainder_to_the_destination() {
+		ExtBuilder::default().build_and_execute(|| {
+			register_solver(1);
+			let jackpot_before = Balances::balance(&JACKPOT);
+			let before = [2, 3, 4].map(|who| Balances::balance(&who));
+			// 40 % of 50 is 20, 6 to each of three; the 2 left over and the other 30 go to
+			// the destination.
+			let slashed =
+				Staking::slash(&1, Role::Solver, 50, SlashReason::InvalidProof, Some((&[2, 3, 4], Perbill::from_percent(40))));
+			assert_eq!(slashed, Ok(50));
+			for (who, before) in [2, 3, 4].into_iter().zip(before) {
+				assert_eq!(Balances::balance(&who), before + 6);
+			}
+			assert_eq!(Balances::balance(&JACKPOT), jackpot_before + 32);
 		});
 	}
 
@@ -688,7 +706,7 @@ mod slash {
 			let jackpot = Balances::balance(&JACKPOT);
 			// Account 42 does not exist; a 1-planck share is below the existential deposit.
 			assert_eq!(
-				Staking::slash(&1, Role::Solver, 2, SlashReason::InvalidProof, Some((&42, Perbill::from_percent(50)))),
+				Staking::slash(&1, Role::Solver, 2, SlashReason::InvalidProof, Some((&[42], Perbill::from_percent(50)))),
 				Ok(2)
 			);
 			assert_eq!(Balances::balance(&42), 0);
@@ -701,7 +719,7 @@ mod slash {
 		ExtBuilder::default().build_and_execute(|| {
 			register_solver(1);
 			assert_noop!(
-				Staking::slash(&1, Role::Solver, 10, SlashReason::FailedChallenge, Some((&1, Perbill::from_percent(50)))),
+				Staking::slash(&1, Role::Solver, 10, SlashReason::FailedChallenge, Some((&[2, 1], Perbill::from_percent(50)))),
 				Error::<Test>::RewardToSlashed
 			);
 		});

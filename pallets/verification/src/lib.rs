@@ -1171,7 +1171,7 @@ pub mod pallet {
 					accusers.extend(beyond);
 					endorsers.extend(within);
 					Self::slash_losers(job, unit, &endorsers, &accusers);
-					let reward = accusers.first().map(|winner| (winner, T::WinnerShare::get()));
+					let reward = accusers.first().map(|winner| (core::slice::from_ref(winner), T::WinnerShare::get()));
 					let slashed =
 						T::Slash::slash(&proven.solver, Role::Solver, T::InvalidProofSlash::get(), SlashReason::InvalidProof, reward)
 							.unwrap_or_else(|_| Zero::zero());
@@ -1203,7 +1203,7 @@ pub mod pallet {
 		fn slash_losers(job: JobId, unit: UnitIndex, losers: &[T::AccountId], winners: &[T::AccountId]) {
 			for (turn, verifier) in losers.iter().enumerate() {
 				let winner = winners.get(turn.checked_rem(winners.len()).unwrap_or(0)).filter(|winner| *winner != verifier);
-				let reward = winner.map(|winner| (winner, T::WinnerShare::get()));
+				let reward = winner.map(|winner| (core::slice::from_ref(winner), T::WinnerShare::get()));
 				let slashed = T::Slash::slash(
 					verifier,
 					Role::Verifier,
@@ -1707,7 +1707,7 @@ pub mod pallet {
 			job: JobId,
 			unit: UnitIndex,
 			step: Option<u32>,
-			(winner, share): (&T::AccountId, Perbill),
+			(winners, share): (&[T::AccountId], Perbill),
 		) -> u32 {
 			// A defender silent before the step level ended showed no step wrong.
 			let Some(step) = step else { return 0 };
@@ -1733,8 +1733,10 @@ pub mod pallet {
 					continue;
 				}
 				// The staking pallet refuses a reward to the slashed account itself: a
-				// verifier that overturned the proof it attested pays all to the jackpot.
-				let reward = (attestation.verifier != *winner).then_some((winner, share));
+				// verifier that overturned the proof it attested shares none of its slash.
+				let others: Vec<T::AccountId> =
+					winners.iter().filter(|winner| **winner != attestation.verifier).cloned().collect();
+				let reward = (!others.is_empty()).then_some((&others[..], share));
 				let slashed = T::Slash::slash(
 					&attestation.verifier,
 					Role::Verifier,
@@ -1763,13 +1765,14 @@ pub mod pallet {
 			})
 		}
 
-		fn proof_overturned_weight() -> Weight {
+		fn proof_overturned_weight(winners: u32) -> Weight {
 			let verifiers = T::VerifiersPerUnit::get();
 			// `conclude_round(v)` is benchmarked slashing `v` verifiers of a stored round:
-			// the same reads and slashes. Each false attestation's slash also pays the
-			// winner its share, and the unit's proof is read (its job and unit).
+			// the same reads and slashes. Each false attestation's slash also pays each
+			// winner its part, and the unit's proof is read (its job and unit).
+			let payments = u64::from(verifiers).saturating_mul(u64::from(winners.max(1)));
 			T::WeightInfo::conclude_round(verifiers)
-				.saturating_add(Self::payment_weight().saturating_mul(u64::from(verifiers)))
+				.saturating_add(Self::payment_weight().saturating_mul(payments))
 				.saturating_add(T::DbWeight::get().reads(2))
 		}
 	}

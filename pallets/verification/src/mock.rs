@@ -77,6 +77,7 @@ pub const TOLERANCE_MARGIN: u32 = 2;
 parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
 	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
+	pub const TenthToChallengers: Perbill = Perbill::from_percent(10);
 }
 
 parameter_types! {
@@ -140,6 +141,7 @@ impl pallet_touchstone_disputes::Config for Test {
 	type ChallengeBond = ConstU64<200>;
 	type SolverSlash = ConstU64<500>;
 	type WinnerShare = HalfToWinner;
+	type ConvictionShare = TenthToChallengers;
 	type ResponseWindow = ConstU64<10>;
 	type MaxDisputesPerUnit = ConstU32<6>;
 	type VerifierSlotsPerUnit = ConstU32<3>;

@@ -216,9 +216,13 @@ impl pallet_touchstone_tasks::Config for Runtime {
 }
 
 parameter_types! {
-	/// A forfeited bond or a slash is shared half and half between the winner of the
-	/// dispute and the jackpot.
+	/// A forfeited challenge bond is shared half and half between the defender that won
+	/// and the jackpot.
 	pub const WinnerShare: Perbill = Perbill::from_percent(50);
+	/// A tenth of a convicted liar's slash (and of its false attesters') pays the parties
+	/// that convicted it, the rest goes to the jackpot: a liar that reports itself through a
+	/// sybil still loses nine tenths (docs/protocol.md, "Attacks considered").
+	pub const ConvictionShare: Perbill = Perbill::from_percent(10);
 }
 
 /// Blocks each side of a dispute has to answer a phase: one minute.
@@ -244,6 +248,7 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type ChallengeBond = ConstU128<{ 10 * UNIT }>;
 	type SolverSlash = ConstU128<INVALID_PROOF_SLASH>;
 	type WinnerShare = WinnerShare;
+	type ConvictionShare = ConvictionShare;
 	type ResponseWindow = ConstU32<DISPUTE_RESPONSE_WINDOW>;
 	// Filling every challenger's slot with hopeless challenges costs half of five bonds
 	// per window, and the window opens again in full when they fail. Three slots are
@@ -322,7 +327,9 @@ impl pallet_touchstone_verification::Config for Runtime {
 	type MaxEscalationsPerBlock = ConstU32<2>;
 	type MaxThresholdChallenges = ConstU32<2>;
 	type InvalidProofSlash = ConstU128<INVALID_PROOF_SLASH>;
-	type WinnerShare = WinnerShare;
+	// An escalation's conviction pays its accuser as a dispute's pays its challengers, and
+	// a losing verifier's slash pays its winner the same share.
+	type WinnerShare = ConvictionShare;
 	type Nodes = Staking;
 	type WeightInfo = pallet_touchstone_verification::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]

@@ -200,7 +200,6 @@ fn attack_filling_the_dispute_slots_cannot_silence_a_verifier() {
 /// half the slash, and the honest one was dismissed unpaid. Now a conviction pays a small
 /// fixed share of the slash, split equally among every dispute open over the unit.
 #[test]
-#[ignore = "attack 3 works: the sybil's timeout win takes half the slash (250 of 500) and the earlier honest dispute is dismissed unpaid"]
 fn attack_a_liar_that_reports_itself_recovers_little_and_the_earlier_challenger_no_less() {
 	let job = TinyJob::new(8, 1);
 	build_and_execute(|| {
