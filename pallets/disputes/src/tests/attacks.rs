@@ -231,3 +231,33 @@ fn attack_a_liar_that_reports_itself_recovers_little_and_the_earlier_challenger_
 		assert!(honest_paid >= sybil_paid, "honest {honest_paid}, sybil {sybil_paid}");
 	});
 }
+
+/// Attack 7: the slash for a wrong proof was `SolverSlash` whatever the unit was worth,
+/// and a solver's bond had to cover only `CollateralRatio` of its units' value. A solver
+/// bonded just enough took a unit worth several times its slash and lied: caught, it lost
+/// less than the unit paid; uncaught, it was paid in full. Now a wrong proof costs at least
+/// the unit's collateral, a multiple of its price that outweighs the draw's chance to miss
+/// the lie, and the bond must cover the collateral of every unit held.
+#[test]
+#[ignore = "attack 7 works: a bond of 1000 takes a unit worth 1000 (full collateral in this mock), and its lie costs the fixed slash, 500"]
+fn attack_a_lie_on_a_valuable_unit_costs_more_than_it_pays() {
+	let mut job = TinyJob::new(8, 1);
+	let price = 2 * SOLVER_SLASH;
+	job.spec.price_per_unit = price;
+	job.spec.budget = price;
+	build_and_execute(|| {
+		let id = job.submit();
+		// Bonded below what the unit's lie would cost, the solver cannot take it.
+		let mut liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
+		let mut honest = Run::train(&job, 0, 8, None);
+		// Bonded enough, it takes the unit and lies; convicted, it loses more than the unit pays.
+		assert_ok!(Staking::bond_more(RuntimeOrigin::signed(SOLVER), Role::Solver, 5 * price));
+		let before = solver_bond(SOLVER);
+		prove(id, 0, SOLVER, &liar);
+		let dispute = challenge(id, 0, CHALLENGER, &honest);
+		play(dispute, &mut liar, &mut honest);
+		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
+		let slashed = before - solver_bond(SOLVER);
+		assert!(slashed > price, "a lie on a unit worth {price} cost {slashed}");
+	});
+}
