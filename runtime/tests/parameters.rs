@@ -157,3 +157,30 @@ fn the_staking_hooks_heaviest_block_fits() {
 	let share = block_share("staking hook at its bound", weight);
 	assert!(share < 0.05, "the hook may take {:.1} % of a block", share * 100.0);
 }
+
+/// A lie loses in expectation at every unit price and every segment count the chain
+/// accepts. A liar that falsifies one segment of a unit of `S` is caught by the draw alone
+/// with probability `q = 1 − ((S − s)/S)^k` (`k` verifiers, `s` samples each); uncaught,
+/// it gains at most the unit's price `p` (the pay for work it did not do), and caught, it
+/// loses at least the unit's collateral `c·p`. So it loses in expectation when
+/// `q·(1 + c) > 1`, checked in whole numbers for every `S` up to the bound. Challengers
+/// watching in the window only raise `q`.
+#[test]
+fn a_lie_loses_in_expectation_at_every_accepted_segment_count() {
+	let k: u32 = <Runtime as pallet_touchstone_verification::Config>::VerifiersPerUnit::get();
+	let s: u32 = <Runtime as pallet_touchstone_verification::Config>::SamplesPerVerifier::get();
+	let percent: u32 = <Runtime as pallet_touchstone_tasks::Config>::CollateralPercent::get();
+	let most: u32 = <Runtime as pallet_touchstone_tasks::Config>::MaxSegmentsPerUnit::get();
+	let mut worst = f64::INFINITY;
+	for segments in 1..=most {
+		let (all, missed) = (u128::from(segments).pow(k), u128::from(segments.saturating_sub(s)).pow(k));
+		// q·(1 + c) > 1  ⇔  (all − missed)·(100 + percent) > 100·all.
+		let caught = all - missed;
+		assert!(
+			caught * u128::from(100 + percent) > 100 * all,
+			"a lie in one of {segments} segments pays: caught {caught} of {all}, collateral {percent} %"
+		);
+		worst = worst.min(caught as f64 / all as f64 * (1.0 + f64::from(percent) / 100.0) - 1.0);
+	}
+	println!("the least a lie loses in expectation, per unit of its price: {worst:.3}");
+}

@@ -26,7 +26,8 @@
 //! which of its disputes ends first, cannot change that ruling: no party reaches a
 //! no-fault outcome by choosing its opponent (`docs/protocol.md`, "Attacks considered").
 //!
-//! The loser pays: a defender that loses is slashed `SolverSlash` of its solver bond and
+//! The loser pays: a defender that loses is slashed `SolverSlash` of its solver bond, or
+//! the unit's collateral where that is more (a multiple of its price), and
 //! its unit is redone; a challenger that loses forfeits its bond, `WinnerShare` of it to
 //! the defender and the rest to the jackpot. Several challengers may dispute one proof.
 //! A conviction pays `ConvictionShare` of the slash, in equal parts, to the challenger of
@@ -148,8 +149,8 @@ pub mod pallet {
 		#[pallet::constant]
 		type ChallengeBond: Get<BalanceOf<Self>>;
 
-		/// What a solver whose proof is overturned is slashed, from its solver bond (and
-		/// then its unbonding funds).
+		/// The least a solver whose proof is overturned is slashed, from its solver bond (and
+		/// then its unbonding funds): the unit's collateral where that is more.
 		#[pallet::constant]
 		type SolverSlash: Get<BalanceOf<Self>>;
 
@@ -825,10 +826,11 @@ pub mod pallet {
 					Self::release_bond(&info)?;
 					let winners = Self::convicting_challengers(&info);
 					let share = T::ConvictionShare::get();
+					// A lie on a valuable unit costs at least the unit's collateral.
 					let slashed = T::Slash::slash(
 						&info.defender,
 						Role::Solver,
-						T::SolverSlash::get(),
+						T::SolverSlash::get().max(proven.collateral),
 						SlashReason::InvalidProof,
 						Some((&winners[..], share)),
 					)?;

@@ -246,6 +246,9 @@ pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	/// What the unit pays its verifiers, together, when it is finalized: the fair pay for
 	/// checking it, from which forced-error payouts are reckoned.
 	pub verifier_pay: Balance,
+	/// The unit's collateral, which its solver's bond covers: the least its solver is
+	/// slashed if the proof is shown wrong.
+	pub collateral: Balance,
 	/// The job's submitter, who may not verify work it pays for.
 	pub owner: AccountId,
 	/// The job's model.

@@ -24,7 +24,7 @@ use touchstone_primitives::{
 	referee::{check_judgeable, final_state_root, kernel_train, DataCommitment, ShapeError, StateOpening, TraceCommitment},
 	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
 	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
-	LearningProof, ModelArch, Role, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
+	LearningProof, ModelArch, Role, Segments, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
 };
 
 impl<T: Config> Pallet<T> {
@@ -146,6 +146,15 @@ impl<T: Config> Pallet<T> {
 			.min()
 			.unwrap_or_default();
 		ensure!(hyper.batch_size <= smallest_data, Error::<T>::BatchLargerThanData);
+		let most_segments = scopes
+			.iter()
+			.map(|scope| {
+				let (first, end) = Self::scope_steps(spec, scope);
+				Segments::new(first, end.saturating_sub(first), hyper.checkpoint_interval).count()
+			})
+			.max()
+			.unwrap_or_default();
+		ensure!(most_segments <= T::MaxSegmentsPerUnit::get(), Error::<T>::TooManySegments);
 		// The kernels' own validation, as the trainer and the referee run it: every
 		// accepted job is one whose disputes the referee can judge, at a bounded cost.
 		check_judgeable(&spec.model, hyper, &spec.dataset, &scopes).map_err(|error| match error {
@@ -817,10 +826,25 @@ impl<T: Config> Pallet<T> {
 	/// Global steps `(first, end)` a unit trains: a slice of the run for a step range,
 	/// the whole run (on its own shard) for a data shard.
 	pub(crate) fn step_range(job: &JobOf<T>, unit: &WorkUnitOf<T>) -> (u32, u32) {
-		match unit.scope {
+		Self::scope_steps(&job.spec, &unit.scope)
+	}
+
+	/// Global steps `(first, end)` a unit of `scope` trains in a job of `spec`.
+	fn scope_steps(spec: &JobSpec<BalanceOf<T>>, scope: &UnitScope) -> (u32, u32) {
+		match *scope {
 			UnitScope::Steps { first_step, steps } => (first_step, first_step.saturating_add(steps)),
-			UnitScope::Shard { .. } => (0, job.spec.hyper.steps),
+			UnitScope::Shard { .. } => (0, spec.hyper.steps),
 		}
+	}
+
+	/// The collateral of units worth `value`: `CollateralPercent` of it, rounded up.
+	pub(crate) fn collateral(value: BalanceOf<T>) -> BalanceOf<T> {
+		let percent = BalanceOf::<T>::from(T::CollateralPercent::get());
+		let hundred = BalanceOf::<T>::from(100u32);
+		// Split so that no product overflows before the division.
+		let whole = (value / hundred).saturating_mul(percent);
+		let part = (value % hundred).saturating_mul(percent).saturating_add(hundred.saturating_sub(1u32.into())) / hundred;
+		whole.saturating_add(part)
 	}
 
 	/// Whether `solver` may take a unit of `job`: bonded, online, with hardware that meets
@@ -835,7 +859,7 @@ impl<T: Config> Pallet<T> {
 	/// Whether a solver `bond` covers the collateral of units worth `exposure` plus one
 	/// more unit at `price`.
 	pub(crate) fn covers_collateral(bond: BalanceOf<T>, exposure: BalanceOf<T>, price: BalanceOf<T>) -> bool {
-		bond >= T::CollateralRatio::get().mul_ceil(exposure.saturating_add(price))
+		bond >= Self::collateral(exposure.saturating_add(price))
 	}
 
 	/// Hands `unit` to `solver` with a deadline, counting its price in the solver's
@@ -966,6 +990,7 @@ impl<T: Config> Pallet<T> {
 		Some(ProvenUnit {
 			solver: unit.solver?,
 			verifier_pay: T::VerifierShare::get().mul_floor(job.spec.price_per_unit),
+			collateral: Self::collateral(job.spec.price_per_unit),
 			owner: job.owner,
 			trace: Self::trace_commitment(first, &proof),
 			data: DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples },

@@ -22,7 +22,7 @@ impl<T: Config> ActiveWork<T::AccountId, BalanceOf<T>> for Pallet<T> {
 	}
 
 	fn required_collateral(who: &T::AccountId) -> BalanceOf<T> {
-		T::CollateralRatio::get().mul_ceil(SolverExposure::<T>::get(who))
+		Self::collateral(SolverExposure::<T>::get(who))
 	}
 }
 

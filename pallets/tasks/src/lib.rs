@@ -179,11 +179,20 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxPoolWait: Get<u32>;
 
-		/// The share of the value of the units a solver holds that its solver bond must
-		/// cover. The staking pallet's minimum bond applies as well, so the bond needed is
-		/// the larger of the two.
+		/// A unit's collateral, in percent of its price: what its solver's bond must cover
+		/// while it holds the unit (beside the staking pallet's minimum bond), and the least
+		/// its solver is slashed when the unit's proof is shown wrong. Above 100 so that a
+		/// lie costs more than it pays; the runtime sets it so that lying loses in
+		/// expectation against the draw's chance of sampling the lie at
+		/// `MaxSegmentsPerUnit` segments (`docs/protocol.md`, "Attacks considered", 7).
 		#[pallet::constant]
-		type CollateralRatio: Get<Perbill>;
+		type CollateralPercent: Get<u32>;
+
+		/// The most checkpoint segments a unit may have. The draw's chance of sampling a
+		/// segment falls as units have more of them, so this bounds how far below one it
+		/// can fall, and with it the collateral a lie must risk.
+		#[pallet::constant]
+		type MaxSegmentsPerUnit: Get<u32>;
 
 		/// The share of each unit's price that settlement sends to the jackpot instead of
 		/// the solver. It funds the forced-error rewards, and it makes reputation, which
@@ -239,8 +248,6 @@ pub mod pallet {
 		use frame_support::derive_impl;
 
 		frame_support::parameter_types! {
-			/// A solver's bond covers the whole value of its units.
-			pub const FullCollateral: Perbill = Perbill::one();
 			/// A tenth of each unit's price funds the jackpot.
 			pub const TenthToJackpot: Perbill = Perbill::from_percent(10);
 			/// A tenth of each unit's price pays its verifiers.
@@ -261,7 +268,8 @@ pub mod pallet {
 			type MaxAssignmentsPerBlock = ConstU32<4>;
 			type MaxTimeoutsPerBlock = ConstU32<8>;
 			type MaxPoolWait = ConstU32<50>;
-			type CollateralRatio = FullCollateral;
+			type CollateralPercent = ConstU32<300>;
+			type MaxSegmentsPerUnit = ConstU32<1024>;
 			type JackpotShare = TenthToJackpot;
 			type VerifierShare = TenthToVerifiers;
 			type MinUnitTimeout = ConstU32<2>;
@@ -302,7 +310,7 @@ pub mod pallet {
 	pub type OpenUnits<T> = StorageValue<_, u32, ValueQuery>;
 
 	/// The value (price) of the units each solver holds; its bond must cover
-	/// `CollateralRatio` of it.
+	/// `CollateralPercent` of it.
 	#[pallet::storage]
 	pub type SolverExposure<T: Config> = StorageMap<_, Blake2_128Concat, T::AccountId, BalanceOf<T>, ValueQuery>;
 
@@ -606,6 +614,9 @@ pub mod pallet {
 		/// A proof offered to replace one that carried a forced error differs from it in
 		/// more than its trace: its steps, start, final state and final model must be the same.
 		NotAReplacement,
+		/// A unit of the job would have more checkpoint segments than `MaxSegmentsPerUnit`:
+		/// raise `checkpoint_interval`, or make the units shorter.
+		TooManySegments,
 	}
 
 	#[pallet::hooks]

@@ -852,15 +852,17 @@ mod hardening {
 	#[test]
 	fn collateral_scales_with_the_value_of_held_units() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
-			// Units at 60 each: Bob's 100 bond covers one (ratio 100 %), not two.
+			// Units at 20 each, collateral 300 % of the price: Bob's 100 bond covers one
+			// (60), not two (120).
 			let mut spec = job_spec();
 			spec.hyper.batch_size = 1;
-			spec.price_per_unit = 60;
-			spec.budget = 120;
+			spec.price_per_unit = 20;
+			spec.budget = 40;
 			spec.decomposition = Decomposition::DataShards { shards: 2, aggregation: Aggregation::Uniform };
 			let job = submit(spec);
 			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
-			assert_eq!(crate::SolverExposure::<Test>::get(BOB), 60);
+			assert_eq!(crate::SolverExposure::<Test>::get(BOB), 20);
+			assert_eq!(<Tasks as touchstone_primitives::traits::ActiveWork<_, _>>::required_collateral(&BOB), 60);
 			assert_noop!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 1), Error::<Test>::InsufficientCollateral);
 			// The scheduler does not offer it either, and Bob cannot unbond below the collateral.
 			run_to_block(2);
@@ -875,6 +877,31 @@ mod hardening {
 				Staking::unbond(RuntimeOrigin::signed(BOB), Role::Solver, 1),
 				pallet_touchstone_staking::Error::<Test>::BelowCollateral
 			);
+		});
+	}
+
+	#[test]
+	fn collateral_rounds_up_and_never_overflows() {
+		ExtBuilder::default().build_and_execute(|| {
+			assert_eq!(Tasks::collateral(0), 0);
+			assert_eq!(Tasks::collateral(1), 3);
+			assert_eq!(Tasks::collateral(101), 303);
+			assert_eq!(Tasks::collateral(u64::MAX), u64::MAX);
+		});
+	}
+
+	#[test]
+	fn a_unit_with_more_segments_than_the_chain_allows_is_refused() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let limit = <<Test as crate::Config>::MaxSegmentsPerUnit as polkadot_sdk::frame_support::traits::Get<u32>>::get();
+			let mut spec = job_spec();
+			spec.decomposition = Decomposition::StepRanges { steps_per_unit: limit + 1 };
+			spec.hyper.steps = limit + 1;
+			spec.hyper.checkpoint_interval = 1;
+			spec.budget = spec.price_per_unit;
+			assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec.clone()), Error::<Test>::TooManySegments);
+			spec.hyper.checkpoint_interval = 2;
+			assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec));
 		});
 	}
 

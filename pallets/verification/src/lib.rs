@@ -1173,7 +1173,13 @@ pub mod pallet {
 					Self::slash_losers(job, unit, &endorsers, &accusers);
 					let reward = accusers.first().map(|winner| (core::slice::from_ref(winner), T::WinnerShare::get()));
 					let slashed =
-						T::Slash::slash(&proven.solver, Role::Solver, T::InvalidProofSlash::get(), SlashReason::InvalidProof, reward)
+						T::Slash::slash(
+							&proven.solver,
+							Role::Solver,
+							T::InvalidProofSlash::get().max(proven.collateral),
+							SlashReason::InvalidProof,
+							reward,
+						)
 							.unwrap_or_else(|_| Zero::zero());
 					Self::deposit_event(Event::ToleranceProofRejected { job, unit, solver: proven.solver.clone(), slashed });
 					// Drops the round with the proof (`on_proof_dropped`).

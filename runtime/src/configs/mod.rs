@@ -172,9 +172,6 @@ impl pallet_touchstone_staking::Config for Runtime {
 }
 
 parameter_types! {
-	/// A solver's bond must cover half the value of the units it holds (and at least the
-	/// minimum solver bond).
-	pub const CollateralRatio: Perbill = Perbill::from_percent(50);
 	/// 2 % of each unit's price funds the jackpot (forced-error rewards); it is also what
 	/// farming reputation with self-dealt jobs costs.
 	pub const JackpotShare: Perbill = Perbill::from_percent(2);
@@ -200,7 +197,12 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type JobDepositBase = ConstU128<{ 100 * MILLI_UNIT }>;
 	type JobDepositPerUnit = ConstU128<{ 10 * MILLI_UNIT }>;
 	type MaxPoolWait = ConstU32<{ 24 * 60 * MINUTES }>;
-	type CollateralRatio = CollateralRatio;
+	// A unit's collateral is three times its price, and a wrong proof is slashed at least
+	// that: with three verifiers sampling two segments each of at most sixteen, the draw
+	// samples a lie with probability 0.33 or more, and 0.33 × (1 + 3) > 1, so a lie loses
+	// in expectation at every price (tests/parameters.rs, docs/protocol.md).
+	type CollateralPercent = ConstU32<300>;
+	type MaxSegmentsPerUnit = ConstU32<16>;
 	type JackpotShare = JackpotShare;
 	type VerifierShare = VerifierShare;
 	type Jackpot = JackpotAccount;

@@ -233,13 +233,12 @@ fn attack_a_liar_that_reports_itself_recovers_little_and_the_earlier_challenger_
 }
 
 /// Attack 7: the slash for a wrong proof was `SolverSlash` whatever the unit was worth,
-/// and a solver's bond had to cover only `CollateralRatio` of its units' value. A solver
+/// and a solver's bond had to cover only a share of its units' value. A solver
 /// bonded just enough took a unit worth several times its slash and lied: caught, it lost
 /// less than the unit paid; uncaught, it was paid in full. Now a wrong proof costs at least
 /// the unit's collateral, a multiple of its price that outweighs the draw's chance to miss
 /// the lie, and the bond must cover the collateral of every unit held.
 #[test]
-#[ignore = "attack 7 works: a bond of 1000 takes a unit worth 1000 (full collateral in this mock), and its lie costs the fixed slash, 500"]
 fn attack_a_lie_on_a_valuable_unit_costs_more_than_it_pays() {
 	let mut job = TinyJob::new(8, 1);
 	let price = 2 * SOLVER_SLASH;
