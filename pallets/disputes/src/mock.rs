@@ -120,6 +120,7 @@ impl pallet_touchstone_tasks::Config for Test {
 	type MinPricePerUnit = ConstU64<5>;
 	type JobDepositBase = ConstU64<3>;
 	type JobDepositPerUnit = ConstU64<1>;
+	type CongestionFee = ConstU64<0>;
 	type Retention = ConstU64<1_000>;
 	type Jackpot = Jackpot;
 	type AcceptanceTimeout = ConstU64<3>;

@@ -38,8 +38,8 @@ pub trait ComputeNodes<AccountId, Balance> {
 	fn bond(who: &AccountId, role: Role) -> Balance;
 	/// The least `who` takes per unit as a solver; `None` if it is not a node.
 	fn min_price(who: &AccountId) -> Option<Balance>;
-	/// Whether any solver bonded at least at the minimum, online or not, has hardware that
-	/// meets `requirements` and takes units at `price`. Scans every registered node.
+	/// Whether any online solver bonded at least at the minimum has hardware that meets
+	/// `requirements` and takes units at `price`. Scans every registered node.
 	fn any_solver_meets(requirements: &HardwareRequirements, price: Balance) -> bool;
 	/// Online, bonded solvers, best score first; at most `limit` of them. Equal scores are
 	/// ordered by a rotation that changes every block. Scans every registered node.

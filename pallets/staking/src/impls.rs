@@ -144,8 +144,11 @@ impl<T: Config> ComputeNodes<T::AccountId, BalanceOf<T>> for Pallet<T> {
 
 	fn any_solver_meets(requirements: &HardwareRequirements, price: BalanceOf<T>) -> bool {
 		// Bounded: the registry never holds more than `MaxNodes` entries.
+		// Only an online solver counts: an offline one, a sybil's say, would let jobs
+		// nobody can run wait out the pool and hold its slots.
 		Nodes::<T>::iter().any(|(who, node)| {
 			node.roles.contains(Role::Solver) &&
+				Self::is_node_online(&node) &&
 				node.min_price <= price &&
 				requirements.is_met_by(&node.profile) &&
 				Self::bonded(&who, Role::Solver) >= T::MinSolverBond::get()

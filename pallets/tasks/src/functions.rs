@@ -9,8 +9,8 @@ use polkadot_sdk::{
 		pallet_prelude::*,
 		storage::with_storage_layer,
 		traits::{
-			fungible::{Inspect, MutateHold},
-			tokens::{DepositConsequence, Fortitude, Precision, Provenance, Restriction},
+			fungible::{Inspect, Mutate, MutateHold},
+			tokens::{DepositConsequence, Fortitude, Precision, Preservation, Provenance, Restriction},
 		},
 	},
 	frame_system::{self, pallet_prelude::BlockNumberFor},
@@ -45,7 +45,12 @@ impl<T: Config> Pallet<T> {
 			Error::<T>::TooManyOpenUnits
 		);
 		let deposit = Self::job_deposit(unit_count);
-		// Both holds succeed or the call fails as a whole (extrinsics are transactional).
+		let congestion_fee = Self::congestion_fee(open, unit_count);
+		if !congestion_fee.is_zero() {
+			T::Currency::transfer(&owner, &T::Jackpot::get(), congestion_fee, Preservation::Preserve)
+				.map_err(|_| Error::<T>::InsufficientBalance)?;
+		}
+		// The holds succeed or the call fails as a whole (extrinsics are transactional).
 		T::Currency::hold(&HoldReason::JobEscrow.into(), &owner, spec.budget)
 			.map_err(|_| Error::<T>::InsufficientBalance)?;
 		T::Currency::hold(&HoldReason::JobDeposit.into(), &owner, deposit)
@@ -105,8 +110,20 @@ impl<T: Config> Pallet<T> {
 				tolerance: Default::default(),
 			},
 		);
-		Self::deposit_event(Event::JobSubmitted { job: job_id, owner, units: unit_count, escrow });
+		Self::deposit_event(Event::JobSubmitted { job: job_id, owner, units: unit_count, escrow, congestion_fee });
 		Ok(unit_count)
+	}
+
+	/// The congestion fee of `units` units entering a pool with `open` units open: each
+	/// pays `CongestionFee × o / (MaxOpenUnits − o)` for the `o` open before it. The caller
+	/// has checked that they fit.
+	pub(crate) fn congestion_fee(open: u32, units: u32) -> BalanceOf<T> {
+		let max = T::MaxOpenUnits::get();
+		(open..open.saturating_add(units)).fold(Zero::zero(), |fee: BalanceOf<T>, occupied| {
+			let free = max.saturating_sub(occupied).max(1);
+			let this = T::CongestionFee::get().saturating_mul(occupied.into()) / BalanceOf::<T>::from(free);
+			fee.saturating_add(this)
+		})
 	}
 
 	/// The storage deposit of a job of `units` units.
@@ -117,7 +134,11 @@ impl<T: Config> Pallet<T> {
 	/// `submit_job`'s weight: the call for `units` units, and the registry scan of
 	/// `nodes` nodes that checks some solver can take the job.
 	pub fn submit_job_weight(units: u32, nodes: u32) -> Weight {
-		T::WeightInfo::submit_job(units).saturating_add(T::WeightInfo::scan_registry(nodes))
+		// The congestion fee's transfer to the jackpot is outside the benchmark: the
+		// jackpot's account, read and written.
+		T::WeightInfo::submit_job(units)
+			.saturating_add(T::WeightInfo::scan_registry(nodes))
+			.saturating_add(T::DbWeight::get().reads_writes(1, 1))
 	}
 
 	/// Checks every rule a spec must satisfy and returns the scopes of its units.

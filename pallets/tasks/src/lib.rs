@@ -175,6 +175,15 @@ pub mod pallet {
 		#[pallet::no_default]
 		type JobDepositPerUnit: Get<BalanceOf<Self>>;
 
+		/// The fee a unit pays to enter a half-full pool. A unit entering a pool with `o`
+		/// of its `MaxOpenUnits` slots open pays `CongestionFee × o / (MaxOpenUnits − o)`:
+		/// nothing in an empty pool, this at half, and ever more toward the last slot. It
+		/// goes to the jackpot and is never refunded, so filling the pool to shut others
+		/// out costs what no refund returns (`docs/protocol.md`, "Attacks considered", 8).
+		#[pallet::constant]
+		#[pallet::no_default]
+		type CongestionFee: Get<BalanceOf<Self>>;
+
 		/// The longest `pool_timeout` a job may ask for.
 		#[pallet::constant]
 		type MaxPoolWait: Get<u32>;
@@ -347,6 +356,8 @@ pub mod pallet {
 			units: u32,
 			/// The budget now held in escrow.
 			escrow: BalanceOf<T>,
+			/// The congestion fee it paid to the jackpot (not refunded).
+			congestion_fee: BalanceOf<T>,
 		},
 		/// The scheduler assigned a unit to a solver, who must accept it.
 		UnitAssigned {

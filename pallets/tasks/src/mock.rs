@@ -58,6 +58,8 @@ pub const MIN_PRICE: u64 = 5;
 pub const DEPOSIT_BASE: u64 = 3;
 /// …and this per unit.
 pub const DEPOSIT_PER_UNIT: u64 = 1;
+/// The congestion fee of a unit entering a half-full pool.
+pub const CONGESTION_FEE: u64 = 10;
 /// Blocks a finished job's records stay.
 pub const RETENTION: u64 = 10;
 /// The test job's initial state root.
@@ -121,6 +123,7 @@ impl pallet_touchstone_tasks::Config for Test {
 	type MinPricePerUnit = ConstU64<MIN_PRICE>;
 	type JobDepositBase = ConstU64<DEPOSIT_BASE>;
 	type JobDepositPerUnit = ConstU64<DEPOSIT_PER_UNIT>;
+	type CongestionFee = ConstU64<CONGESTION_FEE>;
 	type Retention = ConstU64<RETENTION>;
 	type Jackpot = Jackpot;
 	type AcceptanceTimeout = ConstU64<ACCEPTANCE_TIMEOUT>;

@@ -22,6 +22,10 @@ const BOB: u64 = 2;
 const CHARLIE: u64 = 3;
 const DAVE: u64 = 4;
 
+/// The congestion fee of the test job's four units entering an empty pool of ten:
+/// 10 × (0/10 + 1/9 + 2/8 + 3/7), each rounded down.
+const FOUR_UNIT_FEE: u64 = 7;
+
 fn escrowed(who: u64) -> u64 {
 	Balances::balance_on_hold(&RuntimeHoldReason::Tasks(HoldReason::JobEscrow), &who)
 }
@@ -100,10 +104,10 @@ mod submit_job {
 			let job = submit(job_spec());
 			assert_eq!(
 				tasks_events(),
-				vec![Event::JobSubmitted { job, owner: ALICE, units: 4, escrow: 50 }]
+				vec![Event::JobSubmitted { job, owner: ALICE, units: 4, escrow: 50, congestion_fee: FOUR_UNIT_FEE }]
 			);
 			assert_eq!(escrowed(ALICE), 50);
-			assert_eq!(Balances::balance(&ALICE), free_before - 50 - (DEPOSIT_BASE + 4 * DEPOSIT_PER_UNIT));
+			assert_eq!(Balances::balance(&ALICE), free_before - 50 - (DEPOSIT_BASE + 4 * DEPOSIT_PER_UNIT) - FOUR_UNIT_FEE);
 			assert_eq!(deposited(ALICE), DEPOSIT_BASE + 4 * DEPOSIT_PER_UNIT);
 			let stored = Jobs::<Test>::get(job).unwrap();
 			assert_eq!((stored.units, stored.escrow, stored.status), (4, 50, JobStatus::Active));
@@ -980,7 +984,8 @@ mod hardening {
 			assert!(Jobs::<Test>::get(job).is_none());
 			assert_eq!(Units::<Test>::iter_prefix(job).count(), 0);
 			assert_eq!(deposited(ALICE), 0);
-			assert_eq!(Balances::balance(&ALICE), free);
+			// Everything but the congestion fee came back.
+			assert_eq!(Balances::balance(&ALICE), free - FOUR_UNIT_FEE);
 		});
 	}
 
@@ -990,13 +995,13 @@ mod hardening {
 			use polkadot_sdk::frame_support::traits::{fungible::Mutate, tokens::Preservation};
 			let job = submit(job_spec());
 			// Drain the jackpot account (below the existential deposit, so it is gone).
-			assert_ok!(Balances::transfer(&JACKPOT, &ALICE, 2, Preservation::Expendable));
+			assert_ok!(Balances::transfer(&JACKPOT, &ALICE, 2 + FOUR_UNIT_FEE, Preservation::Expendable));
 			let bob_before = Balances::balance(&BOB);
 			complete_unit(BOB, job, 0, 1);
 			assert_eq!(Balances::balance(&BOB), bob_before + 10);
 			assert_eq!(Balances::balance(&JACKPOT), 0);
 			// Put the account back so the test's issuance check sees the same total.
-			assert_ok!(Balances::transfer(&ALICE, &JACKPOT, 2, Preservation::Expendable));
+			assert_ok!(Balances::transfer(&ALICE, &JACKPOT, 2 + FOUR_UNIT_FEE, Preservation::Expendable));
 		});
 	}
 
@@ -1055,7 +1060,6 @@ mod attacks {
 	/// refundable escrow and deposits; every other submission then failed with
 	/// `TooManyOpenUnits` until the pool timeout refunded them.
 	#[test]
-	#[ignore = "attack 8(a) works: DAVE submits jobs only its offline sybil can take, and filling the 10 open units costs it nothing it does not get back"]
 	fn attack_one_account_cannot_freeze_the_pool_for_free() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, sybil_profile()).build_and_execute(|| {
 			let max_open = <<Test as crate::Config>::MaxOpenUnits as polkadot_sdk::frame_support::traits::Get<u32>>::get();
@@ -1077,7 +1081,9 @@ mod attacks {
 			run_to_block(System::block_number() + u64::from(POOL_TIMEOUT) + RETENTION + 2);
 			assert_eq!(OpenUnits::<Test>::get(), 0);
 			let lost = before - Balances::total_balance(&DAVE);
-			assert!(lost >= 4 * MIN_PRICE, "filling {max_open} slots cost DAVE {lost}");
+			let filled = max_open / 4 * 4;
+			assert_eq!(lost, Tasks::congestion_fee(0, filled), "filling {filled} of {max_open} slots cost DAVE {lost}");
+			assert!(lost >= 4 * MIN_PRICE, "filling {filled} of {max_open} slots cost DAVE only {lost}");
 		});
 	}
 }

@@ -196,6 +196,9 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type MinPricePerUnit = ConstU128<{ 10 * MILLI_UNIT }>;
 	type JobDepositBase = ConstU128<{ 100 * MILLI_UNIT }>;
 	type JobDepositPerUnit = ConstU128<{ 10 * MILLI_UNIT }>;
+	// A tenth of a TST to enter a half-full pool, 0.9 TST at nine tenths, 102 TST for the
+	// last slot; filling the whole pool from empty costs about 600 TST, none refunded.
+	type CongestionFee = ConstU128<{ 100 * MILLI_UNIT }>;
 	type MaxPoolWait = ConstU32<{ 24 * 60 * MINUTES }>;
 	// A unit's collateral is three times its price, and a wrong proof is slashed at least
 	// that: with three verifiers sampling two segments each of at most sixteen, the draw
