@@ -4,7 +4,7 @@
 //! at their ends); the disputes pallet's tests play disputes over real kernel traces.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 
-use crate::{mock::*, AttestationState, Error, Event, PendingDraws, Rounds, Verdict};
+use crate::{mock::*, AttestationState, Error, Event, PendingDraws, PendingSecrets, Rounds, Verdict};
 use polkadot_sdk::frame_support::{assert_noop, assert_ok, traits::fungible::Inspect};
 use touchstone_primitives::{
 	referee::{bookkeeping_spec, filler_proof, StateOpening},
@@ -912,4 +912,35 @@ mod tolerance {
 			assert_eq!(unit_state(job), UnitState::Reassigned);
 		});
 	}
+}
+
+/// Attack 8(b): the secret queue was global, bounded below the open units and drained two
+/// entries a block (`MaxDrawsPerBlock`), so sybil solvers committing the secrets of the
+/// units they held in one block filled it: an honest solver's `commit_secret` failed with
+/// `DrawQueueFull`, or waited behind them for blocks while its unit's deadline ran. Now
+/// the queue has room for every open unit, holds each unit once, and records every
+/// queued secret's randomness as soon as it is known (up to `MaxSecretsPerBlock`, more
+/// than assignments can refill it with).
+#[test]
+#[ignore = "attack 8(b) works: six sybil secrets fill the mock's queue of four and the honest commit_secret fails with DrawQueueFull; with room for every open unit (ten), the honest secret still waits behind five sybil secrets two blocks later"]
+fn attack_sybil_secrets_cannot_shut_out_or_delay_an_honest_one() {
+	build_and_execute(&VERIFIERS, || {
+		let sybils = [3, 4, 5];
+		for sybil in sybils {
+			register(sybil, &[(Role::Solver, 1_000)]);
+		}
+		// The sybils hold two units each, as many as a solver may; the honest solver one.
+		let held: Vec<(u64, u64)> = sybils.iter().flat_map(|sybil| [*sybil, *sybil]).map(|sybil| (sybil, claimed_by(sybil))).collect();
+		let honest = claimed_by(SOLVER);
+		for (sybil, job) in &held {
+			let _ = Verification::commit_secret(RuntimeOrigin::signed(*sybil), *job, 0, secret_hash(&[*sybil as u8; 32]));
+		}
+		assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SOLVER), honest, 0, secret_hash(&[2; 32])));
+		run_to_block(System::block_number() + 2);
+		assert!(
+			crate::Secrets::<Test>::get((honest, 0)).unwrap().random.is_some(),
+			"the honest secret still waits behind {} sybil secrets",
+			PendingSecrets::<Test>::get().len()
+		);
+	});
 }
