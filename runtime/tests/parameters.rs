@@ -62,8 +62,9 @@ fn an_escalation_ends_inside_the_unbonding_period_and_its_slash_is_payable() {
 fn the_verification_hooks_heaviest_block_fits() {
 	let most: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxDrawsPerBlock::get();
 	let escalations: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxEscalationsPerBlock::get();
+	let secrets: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxSecretsPerBlock::get();
 	let count = pallet_touchstone_verification::HookCount { all: most, escalations };
-	let weight = pallet_touchstone_verification::Pallet::<Runtime>::hook_weight(count, count, most);
+	let weight = pallet_touchstone_verification::Pallet::<Runtime>::hook_weight(count, count, secrets);
 	let share = block_share("verification hook at its bounds", weight);
 	assert!(share < 0.2, "the hook may take {:.1} % of a block", share * 100.0);
 	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
@@ -183,4 +184,42 @@ fn a_lie_loses_in_expectation_at_every_accepted_segment_count() {
 		worst = worst.min(caught as f64 / all as f64 * (1.0 + f64::from(percent) / 100.0) - 1.0);
 	}
 	println!("the least a lie loses in expectation, per unit of its price: {worst:.3}");
+}
+
+/// Neither of the verification pallet's global queues can be filled to shut anyone out:
+/// each holds a unit once and has room for every open unit, and the secret queue drains
+/// faster than assignments can refill it. A unit gets a new secret only with a new
+/// solver, and a solver holds a unit at least `MinUnitTimeout` blocks unless it proves
+/// it, so the open units commit at most `MaxOpenUnits / MinUnitTimeout` secrets a block
+/// (more only by cancelling and resubmitting jobs, which pays the congestion fee again).
+#[test]
+fn the_verification_queues_hold_every_open_unit_and_secrets_drain_faster_than_they_come() {
+	let open: u32 = <Runtime as pallet_touchstone_tasks::Config>::MaxOpenUnits::get();
+	let timeout: u32 = <Runtime as pallet_touchstone_tasks::Config>::MinUnitTimeout::get();
+	let queue: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxPendingDraws::get();
+	let secrets: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxSecretsPerBlock::get();
+	assert!(queue >= open, "the queues hold {queue} units of {open} open");
+	assert!(secrets * timeout >= open, "{secrets} secrets a block drain slower than {open} units over {timeout} blocks commit");
+}
+
+/// A block's length costs what its compute costs, so crowding a dispute's answers out with
+/// long transactions is no cheaper than with heavy ones; and the largest `resolve` a
+/// defender may have to send stays affordable beside what the dispute is about.
+#[test]
+fn length_is_priced_like_weight_and_the_largest_resolve_stays_affordable() {
+	use polkadot_sdk::{frame_support::weights::WeightToFee, pallet_transaction_payment::Config as Payment};
+	use touchstone_runtime::UNIT;
+	let block = <Runtime as polkadot_sdk::frame_system::Config>::BlockWeights::get().max_block;
+	let length = *<Runtime as polkadot_sdk::frame_system::Config>::BlockLength::get().max.get(
+		polkadot_sdk::frame_support::dispatch::DispatchClass::Operational,
+	);
+	let weight_fee = <Runtime as Payment>::WeightToFee::weight_to_fee(&block);
+	let length_fee = <Runtime as Payment>::LengthToFee::weight_to_fee(&polkadot_sdk::frame_support::weights::Weight::from_parts(u64::from(length), 0));
+	let ratio = length_fee as f64 / weight_fee as f64;
+	assert!((0.99..=1.01).contains(&ratio), "a full block's length costs {ratio:.3} of its compute");
+	let openings: u32 = <Runtime as pallet_touchstone_disputes::Config>::MaxOpeningsLen::get();
+	let resolve = <Runtime as Payment>::LengthToFee::weight_to_fee(&polkadot_sdk::frame_support::weights::Weight::from_parts(u64::from(openings), 0));
+	let bond: u128 = <Runtime as pallet_touchstone_disputes::Config>::ChallengeBond::get();
+	println!("the largest resolve's length fee: {:.3} TST", resolve as f64 / UNIT as f64);
+	assert!(resolve < bond / 10, "the largest resolve's length costs {resolve}, a tenth of the bond is {}", bond / 10);
 }

@@ -374,9 +374,13 @@ pub mod pallet {
 		/// Answer a round of bisection: the children of the caller's current node in the
 		/// tree of the current level. The round is played once both sides answered.
 		///
+		/// Like every answer in a game, it is an operational call: blocks keep room for it,
+		/// and it goes before normal transactions, so filling blocks cannot make a side
+		/// miss its deadline.
+		///
 		/// Emits `Answered`, and `Advanced` once the round is played.
 		#[pallet::call_index(1)]
-		#[pallet::weight(T::WeightInfo::reveal())]
+		#[pallet::weight((T::WeightInfo::reveal(), DispatchClass::Operational))]
 		pub fn reveal(origin: OriginFor<T>, dispute: DisputeId, reveal: Reveal) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			Self::do_reveal(who, dispute, reveal)
@@ -388,7 +392,7 @@ pub mod pallet {
 		///
 		/// Emits `Answered`, and `Advanced` once both answered.
 		#[pallet::call_index(2)]
-		#[pallet::weight(T::WeightInfo::bind_step())]
+		#[pallet::weight((T::WeightInfo::bind_step(), DispatchClass::Operational))]
 		pub fn bind_step(
 			origin: OriginFor<T>,
 			dispute: DisputeId,
@@ -405,7 +409,7 @@ pub mod pallet {
 		///
 		/// Emits `Answered`, and `Advanced` once both answered.
 		#[pallet::call_index(3)]
-		#[pallet::weight(T::WeightInfo::bind_operator())]
+		#[pallet::weight((T::WeightInfo::bind_operator(), DispatchClass::Operational))]
 		pub fn bind_operator(
 			origin: OriginFor<T>,
 			dispute: DisputeId,
@@ -419,13 +423,16 @@ pub mod pallet {
 		/// Have the runtime's referee judge the defender's claimed piece, from `openings`:
 		/// the preimages and proofs of everything the piece reads, and of the claim, under
 		/// the defender's commitments. Anyone may submit them. Openings that do not prove
-		/// out are refused and change nothing.
+		/// out are refused and change nothing. An operational call, as the other answers are;
+		/// its length is charged like the compute it stands for (the runtime's
+		/// `LengthToFee`), so crowding it out costs what filling blocks costs.
 		///
 		/// Emits `DisputeResolved`.
 		#[pallet::call_index(4)]
-		#[pallet::weight(
-			Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get()).saturating_add(Pallet::<T>::worst_ruling_weight())
-		)]
+		#[pallet::weight((
+			Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get()).saturating_add(Pallet::<T>::worst_ruling_weight()),
+			DispatchClass::Operational
+		))]
 		pub fn resolve(origin: OriginFor<T>, dispute: DisputeId, openings: Openings) -> DispatchResultWithPostInfo {
 			ensure_signed(origin)?;
 			let bytes = u32::try_from(openings.encoded_size()).unwrap_or(u32::MAX);

@@ -79,7 +79,9 @@ pub mod pallet {
 	use alloc::vec::Vec;
 	use codec::Encode;
 	use frame_support::{
+		defensive,
 		pallet_prelude::*,
+		storage::with_storage_layer,
 		traits::{
 			fungible::{Inspect, Mutate},
 			tokens::{Fortitude, Preservation},
@@ -91,7 +93,7 @@ pub mod pallet {
 		sp_core::H256,
 		sp_io::hashing::blake2_256,
 		sp_runtime::{
-			traits::{Saturating, Zero},
+			traits::{One, Saturating, Zero},
 			Perbill,
 		},
 	};
@@ -168,10 +170,19 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxForcedErrorPayout: Get<Perbill>;
 
-		/// Most proofs waiting for their draw. A proof committed while the queue is full is
-		/// refused, and the solver submits it again a few blocks later.
+		/// Most proofs waiting for their draw, and most secrets waiting for their
+		/// randomness. Each queue holds a unit once, so with room for every open unit (the
+		/// tasks pallet's `MaxOpenUnits`, a runtime test checks it) neither can be filled to
+		/// shut anyone out; a push that finds a queue full anyway is refused.
 		#[pallet::constant]
 		type MaxPendingDraws: Get<u32>;
+
+		/// Most secrets whose randomness is recorded in one block. Recording is cheap, and
+		/// the secret queue must drain faster than the solvers' assignments can refill it:
+		/// at least `MaxOpenUnits / MinUnitTimeout` (a runtime test checks it), so that a
+		/// burst of sybil secrets delays an honest one by a block at most.
+		#[pallet::constant]
+		type MaxSecretsPerBlock: Get<u32>;
 
 		/// Most draws made in one block; the rest wait for the next.
 		#[pallet::constant]
@@ -705,7 +716,7 @@ pub mod pallet {
 				// is never slashed for a missed reveal. A slot is kept for every drawn
 				// verifier, so only the verifier's own failings (a bond it cannot pay, a
 				// dispute of its own already open) keep it from opening.
-				Verdict::Mismatch { trace_root } => match frame_support::storage::with_storage_layer(|| {
+				Verdict::Mismatch { trace_root } => match with_storage_layer(|| {
 					// A failed opening changes nothing: its layer is rolled back.
 					T::Disputes::open_for_verifier(who.clone(), job, unit, *trace_root)
 				}) {
@@ -740,7 +751,7 @@ pub mod pallet {
 				Secrets::<T>::get((job, unit)).is_none_or(|commitment| commitment.solver != who),
 				Error::<T>::SecretAlreadyCommitted
 			);
-			PendingSecrets::<T>::try_mutate(|queue| queue.try_push((job, unit))).map_err(|_| Error::<T>::DrawQueueFull)?;
+			Self::enqueue::<PendingSecrets<T>>((job, unit))?;
 			let committed_at = frame_system::Pallet::<T>::block_number();
 			let rate = T::ForcedErrorRate::get();
 			Secrets::<T>::insert((job, unit), SecretCommitment { solver: who.clone(), hash, committed_at, rate, random: None });
@@ -1009,17 +1020,23 @@ pub mod pallet {
 					round.secret = SolverSecret::Missed;
 				},
 				SolverSecret::Forced { step, honest, rate } => {
-					Self::pay_catchers(job, unit, &round, &proven, step, rate);
-					// Disputes opened since the reveal judge the forced trace too.
-					let _ = T::Disputes::dismiss_all(job, unit);
-					// The stored round is still `Forced`, which tells `on_proof_submitted` that
-					// the honest proof owes no secret; the replacement's own round takes its
-					// place.
-					if T::Units::replace_proof(job, unit, honest).is_ok() {
+					// Disputes opened since the reveal judge the forced trace too; they go
+					// only with the forced proof. The stored round is still `Forced`, which
+					// tells `on_proof_submitted` that the honest proof owes no secret; the
+					// replacement's own round takes its place.
+					let replaced = with_storage_layer(|| {
+						T::Disputes::dismiss_all(job, unit)?;
+						T::Units::replace_proof(job, unit, honest)
+					});
+					if replaced.is_ok() {
+						// Paid only once the honest proof stands: a forced proof that stayed
+						// would be a lie the jackpot had paid for.
+						Self::pay_catchers(job, unit, &round, &proven, step, rate);
 						return;
 					}
-					// Only a full draw queue refuses it: the forced proof then stands as if
-					// revealed unforced, open to challenge like any other.
+					// Only a full draw queue refuses it, which room for every open unit rules
+					// out: the forced proof then stands as if revealed unforced, open to
+					// challenge like any other, and nobody is paid for catching it.
 					round.secret = SolverSecret::Revealed;
 				},
 				other => round.secret = other,
@@ -1087,8 +1104,7 @@ pub mod pallet {
 		/// queue full the round stays concluded, undecided.
 		fn escalate(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, flagged: Vec<u32>, now: BlockNumberFor<T>) {
 			let Some(drawn) = round.drawn.clone() else { return };
-			if PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).is_err()
-				|| T::Units::open_challenge(job, unit).is_err()
+			if Self::enqueue::<PendingDraws<T>>((job, unit)).is_err() || T::Units::open_challenge(job, unit).is_err()
 			{
 				return Self::escalation_undecided(job, unit, round);
 			}
@@ -1267,11 +1283,28 @@ pub mod pallet {
 			Self::deposit_event(Event::ForcedErrorPaid { job, unit, step, caught: paid, each });
 		}
 
+		/// Appends `key` to the queue `Q` unless it is queued already: an entry stands for
+		/// its unit, whose current state the hook reads when it reaches it.
+		pub(crate) fn enqueue<Q>(key: (JobId, UnitIndex)) -> DispatchResult
+		where
+			Q: frame_support::storage::StorageValue<
+				BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>,
+				Query = BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>,
+			>,
+		{
+			Q::try_mutate(|queue| {
+				if queue.contains(&key) {
+					return Ok(());
+				}
+				queue.try_push(key).map_err(|_| Error::<T>::DrawQueueFull.into())
+			})
+		}
+
 		/// Records the randomness of queued secret commitments once it is newer than them,
-		/// up to `MaxDrawsPerBlock`; returns how many. A solver's proof waits for it.
+		/// up to `MaxSecretsPerBlock`; returns how many. A solver's proof waits for it.
 		pub(crate) fn record_due(_now: BlockNumberFor<T>) -> u32 {
 			let queue = PendingSecrets::<T>::get();
-			let recorded = Self::walk_queue(&queue, |(job, unit)| {
+			let recorded = Self::walk_queue(&queue, T::MaxSecretsPerBlock::get(), |(job, unit)| {
 				let Some(mut commitment) = Secrets::<T>::get((job, unit)) else { return Queued::Stale };
 				if commitment.random.is_some() {
 					return Queued::Stale;
@@ -1300,11 +1333,12 @@ pub mod pallet {
 		/// queue's rest when it changed.
 		fn walk_queue<S: Get<u32>>(
 			queue: &BoundedVec<(JobId, UnitIndex), S>,
+			limit: u32,
 			mut handle: impl FnMut((JobId, UnitIndex)) -> Queued,
 		) -> (u32, Option<BoundedVec<(JobId, UnitIndex), S>>) {
 			let (mut handled, mut taken) = (0u32, 0usize);
 			for key in queue.iter().copied() {
-				if handled >= T::MaxDrawsPerBlock::get() {
+				if handled >= limit {
 					break;
 				}
 				match handle(key) {
@@ -1373,7 +1407,7 @@ pub mod pallet {
 		pub(crate) fn draw_due(now: BlockNumberFor<T>) -> HookCount {
 			let queue = PendingDraws::<T>::get();
 			let mut escalations = 0u32;
-			let drawn = Self::walk_queue(&queue, |(job, unit)| {
+			let drawn = Self::walk_queue(&queue, T::MaxDrawsPerBlock::get(), |(job, unit)| {
 				let Some(round) = Rounds::<T>::get((job, unit)) else { return Queued::Stale };
 				if round.drawn.is_some() {
 					// A duplicate entry of a unit proven again: already drawn.
@@ -1465,10 +1499,17 @@ pub mod pallet {
 			now: BlockNumberFor<T>,
 		) {
 			let commit_ends = now.saturating_add(T::CommitPeriod::get());
-			let reveal_ends = commit_ends.saturating_add(T::RevealPeriod::get());
+			let mut reveal_ends = commit_ends.saturating_add(T::RevealPeriod::get());
 			// All of a block's draws close in the same block, and there are at most
-			// `MaxDrawsPerBlock` of them, so this cannot overflow.
-			let _ = Closing::<T>::try_mutate(reveal_ends, |closing| closing.try_push((job, unit)));
+			// `MaxDrawsPerBlock` of them, so the first block has room. Were it full, the
+			// round closes in the next block with room rather than never.
+			for _ in 0..T::MaxPendingDraws::get() {
+				if Closing::<T>::try_mutate(reveal_ends, |closing| closing.try_push((job, unit))).is_ok() {
+					break;
+				}
+				defensive!("a block's closing list is full");
+				reveal_ends = reveal_ends.saturating_add(One::one());
+			}
 			round.attestations = BoundedVec::truncate_from(
 				verifiers
 					.iter()
@@ -1632,7 +1673,7 @@ pub mod pallet {
 				Secrets::<T>::remove((job, unit));
 				SolverSecret::Awaited { hash: commitment.hash, random, rate: commitment.rate }
 			};
-			PendingDraws::<T>::try_mutate(|queue| queue.try_push((job, unit))).map_err(|_| Error::<T>::DrawQueueFull)?;
+			Self::enqueue::<PendingDraws<T>>((job, unit))?;
 			// A proof committed again (after an overturn, or an honest one replacing a forced
 			// one) replaces the old round; a round still listed to close is concluded as
 			// voided then, or is already gone.
@@ -1655,14 +1696,10 @@ pub mod pallet {
 		}
 
 		fn can_finalize(job: JobId, unit: UnitIndex) -> bool {
-			let now = frame_system::Pallet::<T>::block_number();
-			// An undrawn round past its deadline is expired even before the hook drops it.
-			Rounds::<T>::get((job, unit)).is_none_or(|round| {
-				round.concluded
-					|| (round.drawn.is_none()
-						&& now > Self::draw_deadline(&round)
-						&& !matches!(round.secret, SolverSecret::Awaited { .. }))
-			})
+			// One rule, the draw hook's: a round is over when it concluded or the hook dropped
+			// it. An undrawn round past its deadline may still be drawn (randomness came, but
+			// the hook had more to draw), so it holds the unit until the hook decides.
+			Rounds::<T>::get((job, unit)).is_none_or(|round| round.concluded)
 		}
 
 		fn on_finalized(job: JobId, unit: UnitIndex) -> Vec<T::AccountId> {

@@ -168,8 +168,10 @@ impl pallet_touchstone_verification::Config for Test {
 	type RevealPeriod = ConstU64<REVEAL_PERIOD>;
 	type MissedRevealSlash = ConstU64<MISSED_REVEAL_SLASH>;
 	type FalseAttestationSlash = ConstU64<{ 4 * MISSED_REVEAL_SLASH }>;
-	type MaxPendingDraws = ConstU32<4>;
+	// Room for every open unit (the tasks pallet's `MaxOpenUnits`).
+	type MaxPendingDraws = ConstU32<10>;
 	type MaxDrawsPerBlock = ConstU32<2>;
+	type MaxSecretsPerBlock = ConstU32<10>;
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
 	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
 	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;

@@ -14,7 +14,7 @@ use polkadot_sdk::{
 		dispatch::DispatchClass,
 		weights::{
 			constants::{ParityDbWeight, WEIGHT_REF_TIME_PER_SECOND},
-			IdentityFee, Weight,
+			ConstantMultiplier, IdentityFee, Weight,
 		},
 		PalletId,
 	},
@@ -119,6 +119,10 @@ impl pallet_balances::Config for Runtime {
 	type DoneSlashHandler = ();
 }
 
+/// What a byte of a transaction costs: a full block's weight fee over its length (two
+/// seconds of compute for 5 MiB, about 0.38 µTST a byte, 0.8 TST for 2 MiB).
+pub const FEE_PER_BYTE: Balance = (2 * WEIGHT_REF_TIME_PER_SECOND as Balance) / (5 * 1024 * 1024);
+
 parameter_types! {
 	/// Fees do not rise with congestion on this chain.
 	pub FeeMultiplier: Multiplier = Multiplier::one();
@@ -129,7 +133,10 @@ impl pallet_transaction_payment::Config for Runtime {
 	type OnChargeTransaction = FungibleAdapter<Balances, ()>;
 	type OperationalFeeMultiplier = ConstU8<5>;
 	type WeightToFee = IdentityFee<Balance>;
-	type LengthToFee = IdentityFee<Balance>;
+	// A block's length costs what its compute costs: a byte is charged the share of a
+	// block's weight it takes of a block's length. Filling blocks to crowd out a
+	// dispute's 2 MiB `resolve` is no cheaper than filling them with computation.
+	type LengthToFee = ConstantMultiplier<Balance, ConstU128<FEE_PER_BYTE>>;
 	type FeeMultiplierUpdate = ConstFeeMultiplier<FeeMultiplier>;
 	type WeightInfo = pallet_transaction_payment::weights::SubstrateWeight<Runtime>;
 }
@@ -317,6 +324,9 @@ impl pallet_touchstone_verification::Config for Runtime {
 	// As many as there can be open units.
 	type MaxPendingDraws = ConstU32<1024>;
 	type MaxDrawsPerBlock = ConstU32<16>;
+	// Recording a secret's randomness is cheap; 128 a block outpaces the most the open units
+	// can commit (1,024 units, each assignment lasting at least `MinUnitTimeout`, 10 blocks).
+	type MaxSecretsPerBlock = ConstU32<128>;
 	// Every block carries fresh randomness, so a draw waits two blocks; half the challenge
 	// window is the most a stalled source may hold a unit's pay.
 	type DrawTimeout = ConstU32<50>;
