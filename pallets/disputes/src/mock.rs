@@ -84,6 +84,7 @@ parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
 	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
 	pub const TenthToChallengers: Perbill = Perbill::from_percent(10);
+	pub const HundredthOfCeiling: Perbill = Perbill::from_percent(1);
 }
 
 /// Randomness determined by the parent block, as BABE's VRF output of the parent's author.
@@ -172,6 +173,8 @@ impl pallet_touchstone_verification::Config for Test {
 	type DrawTimeout = ConstU64<4>;
 	type EscalationCommittee = ConstU32<3>;
 	type ToleranceMargin = ConstU32<2>;
+	type MinProfiles = ConstU32<2>;
+	type ThresholdFloor = HundredthOfCeiling;
 	type MaxEscalationsPerBlock = ConstU32<1>;
 	type MaxThresholdChallenges = ConstU32<1>;
 	type InvalidProofSlash = ConstU64<500>;

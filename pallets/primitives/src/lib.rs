@@ -404,23 +404,37 @@ impl Distance {
 		Distance { l2: self.l2.min(other.l2), linf: self.linf.min(other.linf), cosine: self.cosine.min(other.cosine) }
 	}
 
+	/// The componentwise larger of the two.
+	pub fn max(&self, other: &Distance) -> Distance {
+		Distance { l2: self.l2.max(other.l2), linf: self.linf.max(other.linf), cosine: self.cosine.max(other.cosine) }
+	}
+
+	/// `share` of every component, rounded down.
+	pub fn share(&self, share: Perbill) -> Distance {
+		let part = |value: FixedU64| FixedU64::from_inner(share.mul_floor(value.into_inner()));
+		Distance { l2: part(self.l2), linf: part(self.linf), cosine: part(self.cosine) }
+	}
+
 	/// Every component multiplied by `factor`, saturating.
 	pub fn scaled(&self, factor: u32) -> Distance {
 		let scale = |value: FixedU64| FixedU64::from_inner(value.into_inner().saturating_mul(u64::from(factor)));
 		Distance { l2: scale(self.l2), linf: scale(self.linf), cosine: scale(self.cosine) }
 	}
 
-	/// The componentwise median of `distances` (the lower one of an even count); `None`
-	/// for none. Each component is taken on its own, so no single report sets them all.
+	/// The componentwise median of `distances` (the mean of the two middle values of an
+	/// even count, rounded down); `None` for none. Each component is taken on its own, so
+	/// no single report sets them all.
 	pub fn median(distances: &[Distance]) -> Option<Distance> {
 		if distances.is_empty() {
 			return None;
 		}
-		let middle = (distances.len().saturating_sub(1)) / 2;
+		let (lower, upper) = ((distances.len().saturating_sub(1)) / 2, distances.len() / 2);
 		let component = |pick: fn(&Distance) -> FixedU64| {
-			let mut values: alloc::vec::Vec<FixedU64> = distances.iter().map(pick).collect();
+			let mut values: alloc::vec::Vec<u64> = distances.iter().map(|d| pick(d).into_inner()).collect();
 			values.sort();
-			values.get(middle).copied().unwrap_or_default()
+			let (a, b) = (values.get(lower).copied().unwrap_or_default(), values.get(upper).copied().unwrap_or_default());
+			// Halved before adding, so that no sum overflows.
+			FixedU64::from_inner((a / 2).saturating_add(b / 2).saturating_add(((a % 2).saturating_add(b % 2)) / 2))
 		};
 		Some(Distance { l2: component(|d| d.l2), linf: component(|d| d.linf), cosine: component(|d| d.cosine) })
 	}
@@ -779,7 +793,22 @@ pub enum SlashReason {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
 mod tests {
-	use super::Segments;
+	use super::{Distance, FixedU64, Segments};
+
+	/// A median takes each component on its own; an even count's is the mean of its two
+	/// middle values, and no sum overflows.
+	#[test]
+	fn the_median_of_an_even_count_is_the_mean_of_its_middle_values() {
+		let d = |l2: u64, linf: u64, cosine: u64| Distance {
+			l2: FixedU64::from_inner(l2),
+			linf: FixedU64::from_inner(linf),
+			cosine: FixedU64::from_inner(cosine),
+		};
+		assert_eq!(Distance::median(&[]), None);
+		assert_eq!(Distance::median(&[d(1, 9, 5), d(3, 1, 5), d(2, 4, 7)]), Some(d(2, 4, 5)));
+		assert_eq!(Distance::median(&[d(1, 9, 5), d(4, 1, 6)]), Some(d(2, 5, 5)));
+		assert_eq!(Distance::median(&[d(u64::MAX, 1, 1), d(u64::MAX, 1, 1)]), Some(d(u64::MAX, 1, 1)));
+	}
 
 	/// Segments follow the job's checkpoint grid, cover every step of the unit once, in
 	/// order, and name the segment of each of its steps.

@@ -205,6 +205,17 @@ pub mod pallet {
 		#[pallet::constant]
 		type ToleranceMargin: Get<u32>;
 
+		/// The fewest profiles a round must reveal to set a job's thresholds; with fewer,
+		/// the round is judged by the ceilings and the next round profiles. One profile
+		/// alone, a liar's perhaps, never sets them.
+		#[pallet::constant]
+		type MinProfiles: Get<u32>;
+
+		/// The least a profiled threshold may be, as a share of the job's ceiling: profiles
+		/// reported near zero cannot make every honest distance look beyond the thresholds.
+		#[pallet::constant]
+		type ThresholdFloor: Get<Perbill>;
+
 		/// Most escalation committees drawn in one block (they count among
 		/// `MaxDrawsPerBlock`), so at most this many escalations conclude in a block: each
 		/// may overturn a proof and roll back a whole job's later ranges.
@@ -1070,9 +1081,10 @@ pub mod pallet {
 
 		/// The thresholds a concluding tolerance round judges by. A profiling round of a job
 		/// still without thresholds sets them: the componentwise median of the revealed
-		/// profiles times `ToleranceMargin`, capped by the job's ceilings. With no profile
-		/// revealed the job stays unprofiled (the next round profiles) and this round is
-		/// judged by the ceilings.
+		/// profiles times `ToleranceMargin`, at least `ThresholdFloor` of the job's ceilings
+		/// and at most the ceilings. With fewer than `MinProfiles` profiles revealed the job
+		/// stays unprofiled (the next round profiles) and this round is judged by the
+		/// ceilings.
 		fn settle_thresholds(
 			job: JobId,
 			unit: UnitIndex,
@@ -1090,8 +1102,10 @@ pub mod pallet {
 					_ => None,
 				})
 				.collect();
-			let Some(median) = Distance::median(&profiles).filter(|_| profiling) else { return Some(info.ceiling) };
-			let thresholds = median.scaled(T::ToleranceMargin::get()).min(&info.ceiling);
+			let enough = profiling && profiles.len() as u32 >= T::MinProfiles::get();
+			let Some(median) = Distance::median(&profiles).filter(|_| enough) else { return Some(info.ceiling) };
+			let floor = info.ceiling.share(T::ThresholdFloor::get());
+			let thresholds = median.scaled(T::ToleranceMargin::get()).max(&floor).min(&info.ceiling);
 			if T::Units::set_thresholds(job, Some(thresholds)).is_ok() {
 				Self::deposit_event(Event::ThresholdsProfiled { job, thresholds, profiles: profiles.len() as u32 });
 			}

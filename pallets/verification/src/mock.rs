@@ -78,6 +78,7 @@ parameter_types! {
 	pub const Jackpot: u64 = JACKPOT;
 	pub const HalfToWinner: Perbill = Perbill::from_percent(50);
 	pub const TenthToChallengers: Perbill = Perbill::from_percent(10);
+	pub const HundredthOfCeiling: Perbill = Perbill::from_percent(1);
 }
 
 parameter_types! {
@@ -175,6 +176,8 @@ impl pallet_touchstone_verification::Config for Test {
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
 	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
 	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;
+	type MinProfiles = ConstU32<2>;
+	type ThresholdFloor = HundredthOfCeiling;
 	type MaxEscalationsPerBlock = ConstU32<1>;
 	type MaxThresholdChallenges = ConstU32<1>;
 	type InvalidProofSlash = ConstU64<500>;

@@ -641,10 +641,10 @@ mod tolerance {
 			assert_noop!(reveal(who, job, wrong), Error::<Test>::SegmentNotSampled);
 			verification_events();
 			conclude(job);
-			// Two profiles revealed, (200, 40, 200) and (300, 10, 300): the lower median of
-			// each component on its own, times the margin.
-			let expected = distance(400, 20, 400);
-			assert_eq!(distance(200, 10, 200).scaled(TOLERANCE_MARGIN), expected);
+			// Two profiles revealed, (200, 40, 200) and (300, 10, 300): the median of each
+			// component on its own (the mean of the two), times the margin.
+			let expected = distance(500, 50, 500);
+			assert_eq!(distance(250, 25, 250).scaled(TOLERANCE_MARGIN), expected);
 			assert_eq!(thresholds(job), Some(expected));
 			let events = verification_events();
 			assert!(events.contains(&Event::ThresholdsProfiled { job, thresholds: expected, profiles: 2 }));
@@ -657,6 +657,29 @@ mod tolerance {
 				assert!(Balances::balance(who) > before, "verifier {who} paid");
 			}
 			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+		});
+	}
+
+	#[test]
+	fn a_lone_profile_sets_no_thresholds_and_profiles_near_zero_meet_the_floor() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			let verifiers = drawn(job);
+			// One profile revealed, the others silent: fewer than `MinProfiles` (2).
+			attest(job, &[(verifiers[0], measured(verifiers[0], job, distance(10, 1, 10), Some(distance(200, 40, 200))))]);
+			conclude(job);
+			assert_eq!(thresholds(job), None);
+		});
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			// Every profile reports no distance at all: the thresholds are the floor, a
+			// hundredth of the ceilings, not zero.
+			let verdicts: Vec<(u64, Verdict)> =
+				drawn(job).iter().map(|who| (*who, measured(*who, job, distance(0, 0, 0), Some(distance(0, 0, 0))))).collect();
+			attest(job, &verdicts);
+			conclude(job);
+			assert_eq!(thresholds(job), Some(ceiling().share(polkadot_sdk::sp_runtime::Perbill::from_percent(1))));
+			assert_eq!(thresholds(job), Some(distance(10, 5, 100)));
 		});
 	}
 

@@ -297,6 +297,8 @@ parameter_types! {
 	/// storage under `twox_128(":ForcedErrorRate:")`, so a network's governance (sudo, on a
 	/// development chain) can tune it without a runtime upgrade; zero turns forced errors off.
 	pub storage ForcedErrorRate: Perbill = Perbill::from_percent(1);
+	/// Profiled thresholds are at least a hundredth of the submitter's ceilings.
+	pub ThresholdFloor: Perbill = Perbill::from_percent(1);
 	/// Truebit's cap: one forced error pays out at most a third of the jackpot.
 	pub MaxForcedErrorPayout: Perbill = Perbill::from_rational(1u32, 3u32);
 }
@@ -337,6 +339,10 @@ impl pallet_touchstone_verification::Config for Runtime {
 	// Twice the median profile: about the margin the kernels' documented bounds keep over
 	// the distances measured between libtorch and the reference (docs/kernels.md).
 	type ToleranceMargin = ConstU32<2>;
+	// Two profiles at least, so no single verifier sets a job's thresholds; and never
+	// below a hundredth of the submitter's ceilings.
+	type MinProfiles = ConstU32<2>;
+	type ThresholdFloor = ThresholdFloor;
 	// Each escalation's conclusion may overturn a proof and roll back a 64-unit job: two a
 	// block keep the hook's heaviest block under a fifth of it (tests/parameters.rs).
 	type MaxEscalationsPerBlock = ConstU32<2>;
