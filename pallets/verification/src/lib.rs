@@ -975,7 +975,7 @@ pub mod pallet {
 				}
 				Self::conclude(*key, now);
 			}
-			HookCount { all: due.len() as u32, escalations }
+			HookCount { all: due.len() as u32, escalations, stale: 0 }
 		}
 
 		/// Ends a round's reveal period: voids it if its proof no longer stands, else
@@ -1316,7 +1316,7 @@ pub mod pallet {
 
 		/// Records the randomness of queued secret commitments once it is newer than them,
 		/// up to `MaxSecretsPerBlock`; returns how many. A solver's proof waits for it.
-		pub(crate) fn record_due(_now: BlockNumberFor<T>) -> u32 {
+		pub(crate) fn record_due(_now: BlockNumberFor<T>) -> HookCount {
 			let queue = PendingSecrets::<T>::get();
 			let recorded = Self::walk_queue(&queue, T::MaxSecretsPerBlock::get(), |(job, unit)| {
 				let Some(mut commitment) = Secrets::<T>::get((job, unit)) else { return Queued::Stale };
@@ -1335,42 +1335,43 @@ pub mod pallet {
 				Self::deposit_event(Event::SecretRandomness { job, unit });
 				Queued::Handled
 			});
-			if let Some(rest) = recorded.1 {
+			if let Some(rest) = recorded.rest {
 				PendingSecrets::<T>::put(rest);
 			}
-			recorded.0
+			HookCount { all: recorded.handled, escalations: 0, stale: recorded.stale }
 		}
 
-		/// Walks a queue of units in commitment order, up to `MaxDrawsPerBlock` handled:
-		/// stale and handled entries leave it, and the first entry that must wait stops the
-		/// walk, since every later one waits too. Returns how many were handled, and the
-		/// queue's rest when it changed.
+		/// Walks a queue of units in commitment order, up to `limit` handled: stale and
+		/// handled entries leave it, and the first entry that must wait stops the walk,
+		/// since every later one waits too.
 		fn walk_queue<S: Get<u32>>(
 			queue: &BoundedVec<(JobId, UnitIndex), S>,
 			limit: u32,
 			mut handle: impl FnMut((JobId, UnitIndex)) -> Queued,
-		) -> (u32, Option<BoundedVec<(JobId, UnitIndex), S>>) {
-			let (mut handled, mut taken) = (0u32, 0usize);
+		) -> Walk<S> {
+			let (mut handled, mut stale, mut taken) = (0u32, 0u32, 0usize);
 			for key in queue.iter().copied() {
 				if handled >= limit {
 					break;
 				}
 				match handle(key) {
-					Queued::Stale => {},
+					Queued::Stale => stale = stale.saturating_add(1),
 					Queued::Wait => break,
 					Queued::Handled => handled = handled.saturating_add(1),
 				}
 				taken = taken.saturating_add(1);
 			}
 			let rest = (taken > 0).then(|| BoundedVec::truncate_from(queue.iter().skip(taken).copied().collect()));
-			(handled, rest)
+			Walk { handled, stale, rest }
 		}
 
 		/// The weight of the block hook that concluded `concluded` rounds (so many of them
 		/// escalations), drew `drawn` (so many of them escalation committees) and recorded
-		/// `recorded` secrets' randomness. Each count is at most `MaxDrawsPerBlock`, and the
-		/// escalations at most `MaxEscalationsPerBlock`.
-		pub fn hook_weight(concluded: HookCount, drawn: HookCount, recorded: u32) -> Weight {
+		/// `recorded` secrets' randomness, walking past the stale entries both counts name (a
+		/// read each). Each count is at most `MaxDrawsPerBlock` (`MaxSecretsPerBlock` for the
+		/// secrets), the escalations at most `MaxEscalationsPerBlock`, and the stale entries
+		/// at most a queue's bound.
+		pub fn hook_weight(concluded: HookCount, drawn: HookCount, recorded: HookCount) -> Weight {
 			// A draw's benchmark picks a round from a pool of online verifiers; the staking
 			// pallet's bound on its picks covers draws that skip offline ones.
 			let draw = |count: u32| T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(count));
@@ -1382,7 +1383,8 @@ pub mod pallet {
 				.saturating_add(Self::escalation_conclusion_weight().saturating_mul(u64::from(concluded.escalations)))
 				.saturating_add(draw(T::VerifiersPerUnit::get()).saturating_mul(plain(drawn)))
 				.saturating_add(draw(Self::largest_draw()).saturating_mul(u64::from(drawn.escalations)))
-				.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded)))
+				.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded.all)))
+				.saturating_add(T::DbWeight::get().reads(u64::from(drawn.stale.saturating_add(recorded.stale))))
 		}
 
 		/// The weight of concluding one round at its worst: every verifier slashed, and a
@@ -1457,10 +1459,10 @@ pub mod pallet {
 				}
 				Queued::Handled
 			});
-			if let Some(rest) = drawn.1 {
+			if let Some(rest) = drawn.rest {
 				PendingDraws::<T>::put(rest);
 			}
-			HookCount { all: drawn.0, escalations }
+			HookCount { all: drawn.handled, escalations, stale: drawn.stale }
 		}
 
 		/// Draws a round's verifiers (an escalation's committee) from `seed` and opens its

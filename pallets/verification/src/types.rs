@@ -239,14 +239,25 @@ pub struct Round<
 	pub secret: SolverSecret,
 }
 
-/// How many rounds the block hook concluded or drew, and how many of them were
-/// escalations, which weigh more.
+/// How many rounds (or secrets) the block hook concluded, drew or recorded, how many of
+/// them were escalations, which weigh more, and how many stale queue entries it walked
+/// past on the way, each a storage read.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct HookCount {
 	/// All of them.
 	pub all: u32,
 	/// The escalations among them.
 	pub escalations: u32,
+	/// Stale queue entries walked past and dropped (a unit whose proof or secret is gone).
+	pub stale: u32,
+}
+
+/// What a walk of a queue of units did: how many entries it handled, how many stale ones
+/// it dropped, and the queue's rest when it changed.
+pub(crate) struct Walk<S: polkadot_sdk::frame_support::traits::Get<u32>> {
+	pub handled: u32,
+	pub stale: u32,
+	pub rest: Option<polkadot_sdk::sp_runtime::BoundedVec<(touchstone_primitives::JobId, touchstone_primitives::UnitIndex), S>>,
 }
 
 /// What a walk of a queue of units does with one entry.
