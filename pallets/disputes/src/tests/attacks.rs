@@ -260,3 +260,43 @@ fn attack_a_lie_on_a_valuable_unit_costs_more_than_it_pays() {
 		assert!(slashed > price, "a lie on a unit worth {price} cost {slashed}");
 	});
 }
+
+/// Medium finding, delaying payment: every dispute that failed opened the challenge window
+/// again in full, so sybil challengers, each losing one hopeless dispute at the end of the
+/// window, kept an honest unit unpaid for as long as they kept paying lost bonds. Now the
+/// window reopens at most `MaxWindowReopenings` times a proof; after that, only disputes
+/// opened inside the window's own time count, and the unit is paid when they end.
+#[test]
+#[ignore = "the delay works: 10 sybils' lost challenges held the unit unpaid until block 152, and more would hold it longer"]
+fn attack_lost_challenges_cannot_delay_payment_without_bound() {
+	let job = TinyJob::new(4, 1);
+	let honest = Run::train(&job, 0, 4, None);
+	build_and_execute(|| {
+		let id = job.submit();
+		prove(id, 0, SOLVER, &honest);
+		let proven_at = System::block_number();
+		let mut reopened = 0u32;
+		for sybil in 20u64..30 {
+			assert_ok!(Balances::transfer_allow_death(RuntimeOrigin::signed(OWNER), sybil, 10 * CHALLENGE_BOND));
+			register(sybil, Role::Challenger, CHALLENGER_ROLE_BOND);
+			let window_ends = <Tasks as touchstone_primitives::traits::UnitProofs<_, _, _>>::proven_unit(id, 0).unwrap().window_ends;
+			run_to_block(window_ends.max(System::block_number() + 1) - 1);
+			let id_before = crate::NextDisputeId::<Test>::get();
+			if Disputes::challenge(RuntimeOrigin::signed(sybil), id, 0, [sybil as u8; 32]).is_err() {
+				break;
+			}
+			// The sybil abandons its dispute: it loses by timeout.
+			run_to_block(DisputeRecords::<Test>::get(id_before).unwrap().deadline + 1);
+			assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), id_before));
+			reopened += 1;
+		}
+		// However many sybils try, the unit is paid within a bounded time of its proof.
+		let bound = proven_at + 4 * (CHALLENGE_WINDOW + RESPONSE_WINDOW + 1);
+		run_to_block(System::block_number().max(proven_at + CHALLENGE_WINDOW) + 1);
+		assert!(
+			System::block_number() <= bound && Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), id, 0).is_ok(),
+			"{reopened} lost challenges held the unit unpaid until block {} (bound {bound})",
+			System::block_number()
+		);
+	});
+}
