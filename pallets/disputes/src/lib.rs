@@ -935,7 +935,9 @@ pub mod pallet {
 		pub fn worst_ruling_weight() -> Weight {
 			let units = T::Units::max_units_per_job();
 			let winners = T::MaxDisputesPerUnit::get();
+			// A failed dispute's `close_challenge` also counts the window's reopenings.
 			Self::ruling_weight(units.saturating_sub(1), units.saturating_mul(winners))
+				.saturating_add(T::DbWeight::get().reads_writes(1, 1))
 				.saturating_add(Self::reward_weight(winners))
 				.saturating_add(T::Attestations::proof_overturned_weight(winners))
 		}

@@ -709,6 +709,7 @@ impl<T: Config> Pallet<T> {
 		let Some(job) = Jobs::<T>::get(job_id) else { return Ok(()) };
 		ensure!(job.is_finished(), Error::<T>::JobNotActive);
 		let _ = Units::<T>::clear_prefix(job_id, job.units, None);
+		let _ = WindowReopenings::<T>::clear_prefix(job_id, job.units, None);
 		Jobs::<T>::remove(job_id);
 		let deposit =
 			T::Currency::release(&HoldReason::JobDeposit.into(), &job.owner, job.deposit, Precision::BestEffort)?;
@@ -1073,8 +1074,17 @@ impl<T: Config> Pallet<T> {
 			unit.state = if challenged { UnitState::Challenged } else { UnitState::Proven };
 			if !challenged {
 				// Every dispute failed: the window opens again in full, so filling the
-				// unit's dispute slots with hopeless challenges cannot run it out.
-				unit.proven_at = Some(frame_system::Pallet::<T>::block_number());
+				// unit's dispute slots with hopeless challenges cannot run it out; but only
+				// `MaxWindowReopenings` times a proof, so lost challenges cannot hold the
+				// unit's pay for ever.
+				let root = unit.proof.as_ref().map(|proof| proof.trace_root);
+				let reopened = WindowReopenings::<T>::get(job_id, index)
+					.filter(|(counted, _)| Some(*counted) == root)
+					.map_or(0, |(_, count)| count);
+				if let Some(root) = root.filter(|_| reopened < T::MaxWindowReopenings::get()) {
+					unit.proven_at = Some(frame_system::Pallet::<T>::block_number());
+					WindowReopenings::<T>::insert(job_id, index, (root, reopened.saturating_add(1)));
+				}
 			}
 			Ok(())
 		})
@@ -1256,6 +1266,10 @@ impl<T: Config> Pallet<T> {
 			);
 		}
 		ensure!(OpenUnits::<T>::get() == open_units, "OpenUnits out of sync");
+		for (job, index, (_, count)) in WindowReopenings::<T>::iter() {
+			ensure!(Units::<T>::contains_key(job, index), "a window reopening count without its unit");
+			ensure!(count <= T::MaxWindowReopenings::get(), "a window reopened more often than allowed");
+		}
 		for (position, key) in pool.iter().enumerate() {
 			let unit = Units::<T>::get(key.0, key.1).ok_or("pool entry without a unit")?;
 			ensure!(unit.state.is_claimable(), "pool entry not claimable");

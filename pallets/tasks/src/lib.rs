@@ -109,7 +109,7 @@ pub mod pallet {
 	use frame_system::pallet_prelude::*;
 	use touchstone_primitives::{
 		traits::{ComputeNodes, ProofLifecycle},
-		Checkpoint, JobId, JobResult, JobSpec, LearningProof, UnitIndex,
+		Checkpoint, ContentHash, JobId, JobResult, JobSpec, LearningProof, UnitIndex,
 	};
 
 	/// The in-code storage version.
@@ -237,6 +237,14 @@ pub mod pallet {
 		#[pallet::no_default]
 		type ChallengeWindow: Get<BlockNumberFor<Self>>;
 
+		/// How many times a proof's challenge window opens again in full after every
+		/// dispute over it failed. Reopening keeps sybils that fill the dispute slots with
+		/// hopeless challenges from running the window out on honest challengers; the bound
+		/// keeps lost challenges from delaying an honest unit's pay for ever: at most
+		/// `(MaxWindowReopenings + 1)` windows and the disputes opened inside them.
+		#[pallet::constant]
+		type MaxWindowReopenings: Get<u32>;
+
 		/// Solvers that may take a unit (accept or claim it) before it fails for good.
 		#[pallet::constant]
 		type MaxAttempts: Get<u32>;
@@ -283,6 +291,7 @@ pub mod pallet {
 			type VerifierShare = TenthToVerifiers;
 			type MinUnitTimeout = ConstU32<2>;
 			type MaxAttempts = ConstU32<2>;
+			type MaxWindowReopenings = ConstU32<3>;
 			type WeightInfo = ();
 		}
 	}
@@ -308,6 +317,13 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type Units<T: Config> =
 		StorageDoubleMap<_, Twox64Concat, JobId, Twox64Concat, UnitIndex, WorkUnitOf<T>>;
+
+	/// How many times the challenge window of a unit's proof opened again, with that
+	/// proof's trace root (a count for an earlier proof of the unit does not apply). Goes
+	/// with the job's records.
+	#[pallet::storage]
+	pub type WindowReopenings<T: Config> =
+		StorageDoubleMap<_, Twox64Concat, JobId, Twox64Concat, UnitIndex, (ContentHash, u32)>;
 
 	/// The pool: units ready for assignment or a claim, oldest first.
 	#[pallet::storage]

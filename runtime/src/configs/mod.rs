@@ -222,6 +222,9 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	// Five minutes: time to re-execute a unit's sampled steps and open a dispute.
 	type ChallengeWindow = ConstU32<{ 5 * MINUTES }>;
 	type MaxAttempts = ConstU32<3>;
+	// Three reopenings: lost challenges hold an honest unit's pay at most four windows and
+	// the disputes opened inside them.
+	type MaxWindowReopenings = ConstU32<3>;
 	type WeightInfo = pallet_touchstone_tasks::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;

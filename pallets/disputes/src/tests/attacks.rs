@@ -267,7 +267,6 @@ fn attack_a_lie_on_a_valuable_unit_costs_more_than_it_pays() {
 /// window reopens at most `MaxWindowReopenings` times a proof; after that, only disputes
 /// opened inside the window's own time count, and the unit is paid when they end.
 #[test]
-#[ignore = "the delay works: 10 sybils' lost challenges held the unit unpaid until block 152, and more would hold it longer"]
 fn attack_lost_challenges_cannot_delay_payment_without_bound() {
 	let job = TinyJob::new(4, 1);
 	let honest = Run::train(&job, 0, 4, None);
