@@ -6,7 +6,6 @@
 use super::*;
 use polkadot_sdk::{
 	frame_benchmarking::v2::*,
-	frame_support::traits::Get,
 	frame_system::{self, RawOrigin},
 	sp_runtime::traits::Saturating,
 };
