@@ -97,22 +97,35 @@ fn a_false_attestation_costs_the_minimum_verifier_bond() {
 	assert!(slash <= minimum, "a minimally bonded verifier ({minimum}) cannot pay the slash ({slash})");
 }
 
-/// Forced errors pay for checking: a unit's catchers share the verifiers' fair pay for it
-/// over the forced-error rate, so a verifier that checks every round earns at least what it
-/// would if every unit were checked and paid, and one payout leaves two thirds of the
-/// jackpot. The rate is a storage parameter: read at genesis, its default.
+/// The jackpot pays out no more than it takes in, and its lottery pays for checking. A
+/// forced unit's catchers share what the unit pays into the jackpot divided by the
+/// forced-error rate, so a unit's expected outflow (the rate times that) is its inflow,
+/// at any price and any rate. The jackpot's share is at least the verifiers', so the
+/// lottery is worth, in expectation, at least the fair pay for checking a unit. A solver
+/// that learned its unit's designation and let the unit time out, to retry for a forced
+/// one, forfeits the unit's collateral: more than the retry's expected payout (the unit's
+/// inflow). One payout leaves two thirds of the jackpot. The rate is a storage parameter:
+/// read at genesis, its default.
 #[test]
-fn a_forced_error_pays_the_fair_pay_over_the_rate() {
+fn the_jackpot_pays_out_no_more_than_it_takes_in_and_its_lottery_pays_for_checking() {
 	use polkadot_sdk::sp_runtime::Perbill;
 	polkadot_sdk::sp_io::TestExternalities::default().execute_with(|| {
 		let rate: Perbill = <Runtime as pallet_touchstone_verification::Config>::ForcedErrorRate::get();
 		let cap: Perbill = <Runtime as pallet_touchstone_verification::Config>::MaxForcedErrorPayout::get();
-		let share: Perbill = <Runtime as pallet_touchstone_tasks::Config>::VerifierShare::get();
+		let to_jackpot: Perbill = <Runtime as pallet_touchstone_tasks::Config>::JackpotShare::get();
+		let to_verifiers: Perbill = <Runtime as pallet_touchstone_tasks::Config>::VerifierShare::get();
+		let collateral_percent: u32 = <Runtime as pallet_touchstone_tasks::Config>::CollateralPercent::get();
 		assert_eq!(rate, Perbill::from_percent(1));
 		assert!(cap <= Perbill::from_rational(1u32, 3u32));
-		let price: u128 = 1_000_000_000_000;
-		let fair = share.mul_floor(price);
-		assert_eq!(rate.saturating_reciprocal_mul(fair), 100 * fair);
+		assert!(to_jackpot >= to_verifiers, "the lottery pays less than checking is worth");
+		for price in [10_000_000_000u128, 1_000_000_000_000, 7_777_777_777_777_777, u128::from(u64::MAX)] {
+			let inflow = to_jackpot.mul_floor(price);
+			let payout = rate.saturating_reciprocal_mul(inflow);
+			assert!(rate.mul_ceil(payout) <= inflow + 1, "at {price}: outflow {} over inflow {inflow}", rate.mul_ceil(payout));
+			assert!(payout >= rate.saturating_reciprocal_mul(to_verifiers.mul_floor(price)));
+			let collateral = price * u128::from(collateral_percent) / 100;
+			assert!(collateral > inflow, "at {price}: abandoning costs {collateral}, a retry brings {inflow}");
+		}
 	});
 }
 

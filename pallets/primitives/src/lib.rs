@@ -274,12 +274,14 @@ pub struct HyperParams {
 	pub checkpoint_interval: u32,
 }
 
-/// Whether a unit's proof must carry a forced error: its solver committed
-/// `blake2_256(secret)` when it took the unit, and the chain recorded `random` after that.
-/// The unit is forced when `blake2_256(SCALE("touchstone/forced-error", secret, random, job,
-/// unit))`, its first four bytes read as a little-endian fraction of 2^32, is below `rate`.
-/// The solver knows the answer before it commits its proof; nobody else can until it
-/// reveals `secret`, and it could not steer it: `secret` was fixed before `random` existed.
+/// Whether a unit's proof must carry a forced error. Its solver trained the unit, then
+/// committed [`forced_commitment`] of a fresh `secret` and of its two candidate trace
+/// roots, and the chain recorded `random` after that. The unit is forced when
+/// `blake2_256(SCALE("touchstone/forced-error", secret, random, job, unit))`, its first four
+/// bytes read as a little-endian fraction of 2^32, is below `rate` (and the unit has a step
+/// to carry the error, [`forced_step`]). The solver learns the answer only once it is bound
+/// to both proofs it may be judged on, and could not steer it: `secret` was fixed before
+/// `random` existed. Nobody else can tell until it reveals `secret`.
 pub fn forced_error(secret: &[u8; 32], random: &[u8; 32], job: JobId, unit: UnitIndex, rate: Perbill) -> bool {
 	use polkadot_sdk::sp_runtime::traits::{BlakeTwo256, Hash};
 	let draw = BlakeTwo256::hash(&(b"touchstone/forced-error", secret, random, job, unit).encode()).0;
@@ -287,6 +289,34 @@ pub fn forced_error(secret: &[u8; 32], random: &[u8; 32], job: JobId, unit: Unit
 	// rate × 2^32, exact: at most 10^9 × 2^32 < 2^62.
 	let threshold = u64::from(rate.deconstruct()).saturating_mul(1 << 32) / 1_000_000_000;
 	value < threshold
+}
+
+/// What a solver commits before it learns whether its unit is forced: `blake2_256` of
+/// `SCALE("touchstone/forced-commitment", secret, honest_root, forced_root)`, binding its
+/// secret to the trace root of its honest proof and to that of the proof wrong at
+/// [`forced_step`]. The randomness that decides which of the two stands comes later.
+pub fn forced_commitment(secret: &[u8; 32], honest_root: &[u8; 32], forced_root: &[u8; 32]) -> [u8; 32] {
+	use polkadot_sdk::sp_runtime::traits::{BlakeTwo256, Hash};
+	BlakeTwo256::hash(&(b"touchstone/forced-commitment", secret, honest_root, forced_root).encode()).0
+}
+
+/// The step whose state hash a forced proof of the unit gets wrong, fixed by `secret`
+/// before any verifier's samples exist: among the steps no other part of the proof repeats
+/// (the first step of a segment of at least two steps, so no checkpoint continues from it,
+/// and not the step before the unit's last, whose hash the final-state opening names), the
+/// one `blake2_256(SCALE("touchstone/forced-step", secret))` picks. `None` when the unit
+/// has no such step: it cannot be forced.
+pub fn forced_step(secret: &[u8; 32], segments: &Segments) -> Option<u32> {
+	use polkadot_sdk::sp_runtime::traits::{BlakeTwo256, Hash};
+	let last = segments.end.checked_sub(1)?;
+	let candidates = (0..segments.count())
+		.filter_map(|index| segments.range(index))
+		.filter(|range| range.end.saturating_sub(range.start) >= 2 && range.start.saturating_add(1) < last)
+		.map(|range| range.start);
+	let count = candidates.clone().count() as u64;
+	let draw = BlakeTwo256::hash(&(b"touchstone/forced-step", secret).encode()).0;
+	let pick = u64::from_le_bytes([draw[0], draw[1], draw[2], draw[3], draw[4], draw[5], draw[6], draw[7]]);
+	candidates.clone().nth(pick.checked_rem(count)? as usize)
 }
 
 /// The checkpoint segments of a unit: the stretches of steps between the checkpoints its
@@ -788,6 +818,9 @@ pub enum SlashReason {
 	MissedReveal,
 	/// A solver did not reveal its forced-error secret in time.
 	MissedSecretReveal,
+	/// A solver let a unit time out after the chain had recorded the randomness that told
+	/// it whether the unit was forced: it forfeits the unit's collateral.
+	AbandonedAfterDesignation,
 }
 
 #[cfg(test)]

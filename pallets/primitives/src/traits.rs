@@ -124,6 +124,16 @@ pub trait ProofLifecycle<AccountId> {
 	fn on_proof_dropped_weight() -> polkadot_sdk::sp_runtime::Weight {
 		polkadot_sdk::sp_runtime::Weight::zero()
 	}
+	/// The unit's solver accepted it and ran out of time before proving it: its work is
+	/// dropped ([`ProofLifecycle::on_proof_dropped`]), and whatever the solver had bound
+	/// itself to toward the proof may cost it.
+	fn on_abandoned(job: JobId, unit: UnitIndex) {
+		Self::on_proof_dropped(job, unit);
+	}
+	/// The weight of [`ProofLifecycle::on_abandoned`] for one unit.
+	fn on_abandoned_weight() -> polkadot_sdk::sp_runtime::Weight {
+		Self::on_proof_dropped_weight()
+	}
 }
 
 impl<AccountId> ProofLifecycle<AccountId> for () {
@@ -160,6 +170,13 @@ impl<AccountId, A: ProofLifecycle<AccountId>, B: ProofLifecycle<AccountId>> Proo
 	}
 	fn on_proof_dropped_weight() -> polkadot_sdk::sp_runtime::Weight {
 		A::on_proof_dropped_weight().saturating_add(B::on_proof_dropped_weight())
+	}
+	fn on_abandoned(job: JobId, unit: UnitIndex) {
+		A::on_abandoned(job, unit);
+		B::on_abandoned(job, unit);
+	}
+	fn on_abandoned_weight() -> polkadot_sdk::sp_runtime::Weight {
+		A::on_abandoned_weight().saturating_add(B::on_abandoned_weight())
 	}
 }
 
@@ -243,9 +260,9 @@ impl<AccountId> AttestationJudge<AccountId> for () {
 pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	/// The solver that committed the proof: the defender of any dispute.
 	pub solver: AccountId,
-	/// What the unit pays its verifiers, together, when it is finalized: the fair pay for
-	/// checking it, from which forced-error payouts are reckoned.
-	pub verifier_pay: Balance,
+	/// What the unit pays into the jackpot when it is finalized: a forced error's payout is
+	/// reckoned from it, so the jackpot's expected outflow never exceeds its inflow.
+	pub jackpot_pay: Balance,
 	/// The unit's collateral, which its solver's bond covers: the least its solver is
 	/// slashed if the proof is shown wrong.
 	pub collateral: Balance,
@@ -291,17 +308,19 @@ pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// Whether `who` is the solver of one of the job's units (accepted, proving, proven or
 	/// challenged): a party to the job's rounds. Reads every unit of the job.
 	fn solves_in(job: JobId, who: &AccountId) -> bool;
-	/// Checks that `proof`, with `final_state` opening its final state root against its
-	/// trace, may replace the unit's standing proof: the same steps, start, final state and
-	/// final model, over another trace.
-	fn check_replacement(
+	/// The proof that replaces the unit's standing one: the same steps, start, final state
+	/// and final model, over the other trace `trace_root`, whose final state `final_state`
+	/// must open. An error if the trace is the standing one or the opening fails.
+	fn replacement(
 		job: JobId,
 		unit: UnitIndex,
-		proof: &LearningProof,
+		trace_root: [u8; 32],
 		final_state: &crate::referee::StateOpening,
-	) -> DispatchResult;
+	) -> Result<LearningProof, DispatchError>;
+	/// The collateral each of the job's units carries: what its solver's bond answers for.
+	fn unit_collateral(job: JobId) -> Option<Balance>;
 	/// Replaces the unit's standing proof with `proof`, checked by
-	/// [`UnitProofs::check_replacement`]: the first carried a forced error. The unit is
+	/// [`UnitProofs::replacement`]: the first carried a forced error. The unit is
 	/// `Proven` again with a full challenge window, and the proof lifecycle is told of the
 	/// new proof. The step ranges that started from the unit's model stand: it is the same.
 	fn replace_proof(job: JobId, unit: UnitIndex, proof: LearningProof) -> DispatchResult;

@@ -625,7 +625,7 @@ impl<T: Config> Pallet<T> {
 					};
 					weight.saturating_accrue(match due {
 						Due::Unit(_) =>
-							T::WeightInfo::time_out(units).saturating_add(T::ProofLifecycle::on_proof_dropped_weight()),
+							T::WeightInfo::time_out(units).saturating_add(T::ProofLifecycle::on_abandoned_weight()),
 						Due::Removal(_) => T::WeightInfo::remove_job(units),
 					});
 					// Each entry is handled in its own storage layer, so a failure leaves
@@ -687,8 +687,9 @@ impl<T: Config> Pallet<T> {
 		let price = job.spec.price_per_unit;
 		T::Nodes::note_failed(&solver, price);
 		Self::release_solver(&mut unit, key, price);
-		// What the solver committed toward a proof (a forced-error secret) goes with it.
-		T::ProofLifecycle::on_proof_dropped(key.0, key.1);
+		// What the solver committed toward a proof (a forced-error secret) goes with it,
+		// and may cost it.
+		T::ProofLifecycle::on_abandoned(key.0, key.1);
 		unit.passed_by = Some(solver.clone());
 		// A cancelled job takes no new solver; a unit out of attempts fails for good.
 		if unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
@@ -1011,7 +1012,7 @@ impl<T: Config> Pallet<T> {
 		};
 		Some(ProvenUnit {
 			solver: unit.solver?,
-			verifier_pay: T::VerifierShare::get().mul_floor(job.spec.price_per_unit),
+			jackpot_pay: T::JackpotShare::get().mul_floor(job.spec.price_per_unit),
 			collateral: Self::collateral(job.spec.price_per_unit),
 			owner: job.owner,
 			trace: Self::trace_commitment(first, &proof),
@@ -1024,33 +1025,28 @@ impl<T: Config> Pallet<T> {
 		})
 	}
 
-	/// Checks that `proof` may replace the standing proof of a unit whose proof carried a
-	/// forced error: the same steps, start, final state and final model, over another
-	/// trace whose final state `final_state` opens. The later step ranges started from
-	/// that final model, so they stand.
-	pub(crate) fn check_replacement(
+	/// The proof that replaces the standing proof of a unit whose proof carried a forced
+	/// error: the same steps, start, final state and final model, over the other trace
+	/// `trace_root`, whose final state `final_state` opens. The later step ranges started
+	/// from that final model, so they stand.
+	pub(crate) fn replacement(
 		job_id: JobId,
 		index: UnitIndex,
-		proof: &LearningProof,
+		trace_root: [u8; 32],
 		final_state: &StateOpening,
-	) -> DispatchResult {
+	) -> Result<LearningProof, DispatchError> {
 		let job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
 		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
 		ensure!(matches!(unit.state, UnitState::Proven | UnitState::Challenged), Error::<T>::UnitNotProven);
 		let standing = unit.proof.ok_or(Error::<T>::UnitNotProven)?;
 		let (first, _) = Self::step_range(&job, &unit);
-		ensure!(
-			proof.steps == standing.steps
-				&& proof.start_state_root == standing.start_state_root
-				&& proof.final_state_root == standing.final_state_root
-				&& proof.final_model_hash == standing.final_model_hash
-				&& proof.trace_root != standing.trace_root,
-			Error::<T>::NotAReplacement
-		);
-		Self::check_final_state(first, proof, final_state)
+		ensure!(standing.trace_root.0 != trace_root, Error::<T>::NotAReplacement);
+		let proof = LearningProof { trace_root: trace_root.into(), ..standing };
+		Self::check_final_state(first, &proof, final_state)?;
+		Ok(proof)
 	}
 
-	/// Replaces a unit's standing proof with one [`Self::check_replacement`] accepted. The
+	/// Replaces a unit's standing proof with one [`Self::replacement`] accepted. The
 	/// unit is `Proven` again, its challenge window open in full.
 	pub(crate) fn replace_proof(job_id: JobId, index: UnitIndex, proof: LearningProof) -> DispatchResult {
 		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;

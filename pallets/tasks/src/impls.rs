@@ -91,13 +91,17 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 		Units::<T>::iter_prefix_values(job).any(|unit| unit.solver.as_ref() == Some(who))
 	}
 
-	fn check_replacement(
+	fn replacement(
 		job: JobId,
 		unit: UnitIndex,
-		proof: &touchstone_primitives::LearningProof,
+		trace_root: [u8; 32],
 		final_state: &touchstone_primitives::referee::StateOpening,
-	) -> DispatchResult {
-		Self::check_replacement(job, unit, proof, final_state)
+	) -> Result<touchstone_primitives::LearningProof, DispatchError> {
+		Self::replacement(job, unit, trace_root, final_state)
+	}
+
+	fn unit_collateral(job: JobId) -> Option<BalanceOf<T>> {
+		Jobs::<T>::get(job).map(|job| Self::collateral(job.spec.price_per_unit))
 	}
 
 	fn replace_proof(job: JobId, unit: UnitIndex, proof: touchstone_primitives::LearningProof) -> DispatchResult {

@@ -638,8 +638,8 @@ pub mod pallet {
 		/// The unit has no standing proof (`Proven` or `Challenged`), or is not in the state
 		/// the dispute step needs.
 		NotDisputable,
-		/// A proof offered to replace one that carried a forced error differs from it in
-		/// more than its trace: its steps, start, final state and final model must be the same.
+		/// The trace offered to replace a proof that carried a forced error is the standing
+		/// proof's own: the forced proof carried no error.
 		NotAReplacement,
 		/// A unit of the job would have more checkpoint segments than `MaxSegmentsPerUnit`:
 		/// raise `checkpoint_interval`, or make the units shorter.

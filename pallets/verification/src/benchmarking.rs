@@ -10,7 +10,7 @@ use polkadot_sdk::{
 	sp_runtime::Saturating,
 };
 use touchstone_primitives::{
-	forced_error,
+	forced_commitment, forced_error,
 	referee::{bookkeeping_spec, filler_proof},
 	traits::{ProofLifecycle, ProofSetup, UnitProofs},
 	Distance, JobId, Role, VerificationMode,
@@ -218,22 +218,22 @@ mod benchmarks {
 			.map(|i| polkadot_sdk::sp_io::hashing::blake2_256(&i.encode()))
 			.find(|random| rate.is_zero() || forced_error(&secret, random, job, 0, rate))
 			.ok_or(BenchmarkError::Stop("no forcing randomness"))?;
+		let (honest, final_state, _) =
+			filler_proof(0, STEPS, INITIAL, [3; 32], 1).ok_or(BenchmarkError::Stop("no trace"))?;
+		let standing = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?.trace_root;
+		let (hash, forced) = if rate.is_zero() {
+			(forced_commitment(&secret, &standing, &honest.trace_root.0), None)
+		} else {
+			(forced_commitment(&secret, &honest.trace_root.0, &standing), Some(final_state))
+		};
 		Rounds::<T>::mutate((job, 0), |round| {
 			if let Some(round) = round.as_mut() {
-				round.secret =
-					SolverSecret::Awaited { hash: H256(polkadot_sdk::sp_io::hashing::blake2_256(&secret)), random, rate };
+				round.secret = SolverSecret::Awaited { hash: H256(hash), random, rate };
 			}
 		});
-		let forced = if rate.is_zero() {
-			None
-		} else {
-			let (honest, final_state, _) =
-				filler_proof(0, STEPS, INITIAL, [3; 32], 1).ok_or(BenchmarkError::Stop("no trace"))?;
-			Some(ForcedErrorReveal { step: 1, honest, final_state })
-		};
 
 		#[extrinsic_call]
-		_(RawOrigin::Signed(solver), job, 0, secret, forced);
+		_(RawOrigin::Signed(solver), job, 0, secret, honest.trace_root, forced);
 
 		let round = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?;
 		assert!(matches!(round.secret, SolverSecret::Revealed | SolverSecret::Forced { .. }));

@@ -25,15 +25,20 @@
 //!    slashed `FalseAttestationSlash`, a share to the dispute's winner: its samples start
 //!    from the solver's checkpoints, so the lie was in front of it.
 //!
-//! 7. **Forced errors.** While `ForcedErrorRate` is not zero, a solver commits the hash of
-//!    a secret for each unit it accepts ([`Pallet::commit_secret`]); a later block's hook
-//!    records randomness, and the two decide whether the unit is forced
-//!    ([`touchstone_primitives::forced_error`]). Only the solver knows. A forced solver
-//!    commits a proof wrong at one step on purpose and reveals the secret in the reveal
-//!    period ([`Pallet::reveal_secret`]) with its honest proof: the disputes over the forced
-//!    proof are dismissed, the verifiers that caught the error are paid from the jackpot
-//!    when the round concludes, and the honest proof replaces the forced one, in a round of
-//!    its own. Every solver reveals; a missing reveal is slashed `MissedRevealSlash`.
+//! 7. **Forced errors.** While `ForcedErrorRate` is not zero, a solver that has trained a
+//!    unit commits, before its proof, a hash binding a fresh secret to two trace roots: its
+//!    honest proof's and that of a proof wrong at the step the secret fixes
+//!    ([`Pallet::commit_secret`], [`touchstone_primitives::forced_commitment`],
+//!    [`touchstone_primitives::forced_step`]). A later block's hook records randomness,
+//!    and with the secret it decides which of the two the solver must commit
+//!    ([`touchstone_primitives::forced_error`]). Only the solver knows; letting the unit
+//!    time out after the randomness costs it the unit's collateral. In the reveal period
+//!    ([`Pallet::reveal_secret`]) the solver reveals the secret and the other root: the
+//!    chain checks the binding and that the right proof was committed. On a forced unit
+//!    the disputes over the forced proof are dismissed, the verifiers that caught the error
+//!    are paid from the jackpot (what the unit pays into it divided by the rate) when the
+//!    round concludes, and the honest proof replaces the forced one, in a round of its own.
+//!    Every solver reveals; a missing reveal is slashed `MissedRevealSlash`.
 //!
 //! 8. **Tolerance mode.** A job trained on a backend that is not bit-exact is judged by
 //!    distance ([`Verdict::Measured`]): each verifier reveals how far the solver's
@@ -99,7 +104,8 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		traits::{AttestationJudge, ComputeNodes, OpenDispute, Slash, UnitProofs, VerifierDraw},
-		forced_error, Distance, JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
+		forced_commitment, forced_error, forced_step, referee::StateOpening, Distance, JobId, Role, Segments,
+		SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
@@ -401,9 +407,10 @@ pub mod pallet {
 			/// The unit.
 			unit: UnitIndex,
 		},
-		/// A solver revealed its secret and the honest proof: the committed proof carries a
-		/// forced error at `step`. The disputes over it were dismissed; the round's catchers
-		/// are paid when it concludes, and the honest proof replaces the forced one.
+		/// A solver revealed its secret and the honest trace: the committed proof carries a
+		/// forced error at `step`, which the secret fixed. The disputes over it were
+		/// dismissed; the round's catchers are paid when it concludes, and the honest proof
+		/// replaces the forced one.
 		ForcedErrorRevealed {
 			/// The job.
 			job: JobId,
@@ -413,6 +420,18 @@ pub mod pallet {
 			step: u32,
 			/// The disputes dismissed, their bonds returned.
 			dismissed: u32,
+		},
+		/// A solver let a unit time out after the randomness that told it whether the unit
+		/// was forced had been recorded: it forfeited the unit's collateral to the jackpot.
+		DesignatedUnitAbandoned {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver.
+			solver: T::AccountId,
+			/// What it was slashed.
+			slashed: BalanceOf<T>,
 		},
 		/// A solver did not reveal its secret in time and was slashed.
 		SecretRevealMissed {
@@ -562,14 +581,14 @@ pub mod pallet {
 		/// The randomness after the solver's secret commitment is not recorded yet: commit
 		/// the proof in a block or two.
 		SecretRandomnessPending,
-		/// The secret does not hash to the solver's commitment.
+		/// The secret, the committed proof's trace root and the other root do not hash to
+		/// the solver's commitment, in the order the designation requires (the honest root
+		/// first): a wrong secret or root, or the wrong proof committed.
 		SecretMismatch,
-		/// The unit is not forced: reveal the secret without an honest proof.
+		/// The unit is not forced: reveal the secret without an honest final-state opening.
 		NotForced,
-		/// The unit is forced: reveal the secret with the honest proof and the forced step.
+		/// The unit is forced: reveal the secret with the honest proof's final-state opening.
 		HonestProofMissing,
-		/// The forced step is not one of the unit's steps.
-		StepOutsideUnit,
 		/// The verdict is not of the round's kind: `Match` or `Mismatch` in exact mode,
 		/// `Measured` (with a profile exactly in a profiling round) in tolerance mode.
 		WrongVerdict,
@@ -743,12 +762,16 @@ pub mod pallet {
 			Ok(Some(if opened { weight.saturating_add(T::Disputes::open_weight()) } else { weight }).into())
 		}
 
-		/// Commit the caller's forced-error secret for a unit it accepted and has not proven:
-		/// `blake2_256(secret)` of a fresh random 32-byte `secret`, kept for the reveal. In a
-		/// later block the chain records randomness; with the secret it decides whether the
-		/// unit's proof must carry a forced error ([`touchstone_primitives::forced_error`]),
-		/// which only the solver can tell until it reveals. While `ForcedErrorRate` is not
-		/// zero, a proof is accepted only after this commitment and that randomness.
+		/// Commit the caller's forced-error secret for a unit it accepted and has trained, not
+		/// yet proven: `hash` is [`touchstone_primitives::forced_commitment`] of a fresh random
+		/// 32-byte secret, kept for the reveal, of the trace root of its honest proof, and of
+		/// the trace root of the same proof wrong at [`touchstone_primitives::forced_step`]
+		/// (equal to the honest root when the unit has no such step). In a later block the
+		/// chain records randomness; with the secret it decides which of the two proofs the
+		/// solver must commit ([`touchstone_primitives::forced_error`]), which only the solver
+		/// can tell until it reveals. Letting the unit time out after that costs the unit's
+		/// collateral. While `ForcedErrorRate` is not zero, a proof is accepted only after
+		/// this commitment and that randomness.
 		///
 		/// Emits `SecretCommitted`, and `SecretRandomness` in a later block.
 		#[pallet::call_index(2)]
@@ -772,10 +795,13 @@ pub mod pallet {
 
 		/// Reveal the caller's forced-error secret for the unit it proved, in the round's
 		/// reveal period: once every verifier's verdict is committed, so none can learn from
-		/// it. If the unit was forced, `forced` carries the step made wrong and the honest
-		/// proof, which replaces the committed one when the round concludes; every dispute
-		/// over the forced proof is dismissed with its bond returned. A solver that does not
-		/// reveal in time is slashed `MissedRevealSlash`.
+		/// it. `alternative` is the trace root committed beside the proof's own; the chain
+		/// checks the commitment with the committed proof's root in the place the
+		/// designation requires. If the unit was forced, `honest_final_state` opens the
+		/// honest proof's final state against `alternative`; that proof replaces the
+		/// committed one when the round concludes, and every dispute over the forced proof
+		/// is dismissed with its bond returned. A solver that does not reveal in time is
+		/// slashed `MissedRevealSlash`.
 		///
 		/// Emits `SecretRevealed`, or `ForcedErrorRevealed` (and the disputes pallet's
 		/// `DisputeDismissed`).
@@ -786,7 +812,8 @@ pub mod pallet {
 			job: JobId,
 			unit: UnitIndex,
 			secret: [u8; 32],
-			forced: Option<ForcedErrorReveal>,
+			alternative: H256,
+			honest_final_state: Option<StateOpening>,
 		) -> DispatchResultWithPostInfo {
 			let who = ensure_signed(origin)?;
 			let now = frame_system::Pallet::<T>::block_number();
@@ -799,17 +826,24 @@ pub mod pallet {
 			let SolverSecret::Awaited { hash, random, rate } = round.secret else {
 				return Err(Error::<T>::NothingToReveal.into());
 			};
-			ensure!(H256(blake2_256(&secret)) == hash, Error::<T>::SecretMismatch);
-			if !forced_error(&secret, &random, job, unit, rate) {
-				ensure!(forced.is_none(), Error::<T>::NotForced);
+			// The step is the secret's, fixed before any sample was drawn: the solver cannot
+			// move the error to where a colluding verifier looked.
+			let forced_step = forced_error(&secret, &random, job, unit, rate)
+				.then(|| forced_step(&secret, &Self::segments(&proven)))
+				.flatten();
+			let standing = round.trace_root;
+			let (honest_root, forced_root) =
+				if forced_step.is_some() { (alternative.0, standing) } else { (standing, alternative.0) };
+			ensure!(forced_commitment(&secret, &honest_root, &forced_root) == hash.0, Error::<T>::SecretMismatch);
+			let Some(step) = forced_step else {
+				ensure!(honest_final_state.is_none(), Error::<T>::NotForced);
 				round.secret = SolverSecret::Revealed;
 				Rounds::<T>::insert((job, unit), round);
 				Self::deposit_event(Event::SecretRevealed { job, unit });
 				return Ok(Some(T::WeightInfo::reveal_secret()).into());
-			}
-			let ForcedErrorReveal { step, honest, final_state } = forced.ok_or(Error::<T>::HonestProofMissing)?;
-			ensure!(Self::segments(&proven).of_step(step).is_some(), Error::<T>::StepOutsideUnit);
-			T::Units::check_replacement(job, unit, &honest, &final_state)?;
+			};
+			let final_state = honest_final_state.ok_or(Error::<T>::HonestProofMissing)?;
+			let honest = T::Units::replacement(job, unit, honest_root, &final_state)?;
 			round.secret = SolverSecret::Forced { step, honest, rate };
 			Rounds::<T>::insert((job, unit), round);
 			let dismissed = T::Disputes::dismiss_all(job, unit)?;
@@ -1261,9 +1295,9 @@ pub mod pallet {
 
 		/// Pays the verifiers of a forced round that caught its error from the jackpot: those
 		/// that revealed `Mismatch` and re-executed the segment holding the forced `step`.
-		/// Together they get the fair pay for checking the unit divided by the forced-error
-		/// rate, so checking pays in expectation, but at most `MaxForcedErrorPayout` of the
-		/// jackpot; they share it equally.
+		/// Together they get what the unit pays into the jackpot divided by the forced-error
+		/// rate, so the jackpot's expected outflow is its inflow whatever the price, but at
+		/// most `MaxForcedErrorPayout` of the jackpot; they share it equally.
 		fn pay_catchers(
 			job: JobId,
 			unit: UnitIndex,
@@ -1283,7 +1317,7 @@ pub mod pallet {
 				.collect();
 			let jackpot = T::Jackpot::get();
 			let available = T::Currency::reducible_balance(&jackpot, Preservation::Preserve, Fortitude::Polite);
-			let fair = rate.saturating_reciprocal_mul(proven.verifier_pay);
+			let fair = rate.saturating_reciprocal_mul(proven.jackpot_pay);
 			let total = fair.min(T::MaxForcedErrorPayout::get().mul_floor(available));
 			let each = if caught.is_empty() { Zero::zero() } else { total / (caught.len() as u32).into() };
 			let mut paid = Vec::new();
@@ -1748,6 +1782,31 @@ pub mod pallet {
 			// The round, each of its verifiers' counts, and the secret.
 			let verifiers = u64::from(T::VerifiersPerUnit::get());
 			T::DbWeight::get().reads_writes(verifiers.saturating_add(1), verifiers.saturating_add(2))
+		}
+
+		fn on_abandoned(job: JobId, unit: UnitIndex) {
+			// A solver that learned whether the unit was forced and then let it go could
+			// abandon every unforced unit for a sybil to retry, until one came up forced:
+			// that costs it the unit's collateral, more than one payout it could steer
+			// (what the unit pays into the jackpot over the rate) is worth in expectation.
+			if let Some(commitment) = Secrets::<T>::get((job, unit)).filter(|commitment| commitment.random.is_some()) {
+				let collateral = T::Units::unit_collateral(job).unwrap_or_else(Zero::zero);
+				let slashed = T::Slash::slash(
+					&commitment.solver,
+					Role::Solver,
+					collateral,
+					SlashReason::AbandonedAfterDesignation,
+					None,
+				)
+				.unwrap_or_else(|_| Zero::zero());
+				Self::deposit_event(Event::DesignatedUnitAbandoned { job, unit, solver: commitment.solver, slashed });
+			}
+			Self::on_proof_dropped(job, unit);
+		}
+
+		fn on_abandoned_weight() -> Weight {
+			// The secret and the job read, the solver's bond, node and the jackpot written.
+			Self::on_proof_dropped_weight().saturating_add(T::DbWeight::get().reads_writes(4, 3))
 		}
 
 		fn on_finalized_weight() -> Weight {

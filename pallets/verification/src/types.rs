@@ -31,7 +31,7 @@ pub type SecretCommitmentOf<T> =
 pub struct SecretCommitment<AccountId, BlockNumber> {
 	/// The solver that committed it.
 	pub solver: AccountId,
-	/// `blake2_256(secret)`.
+	/// [`touchstone_primitives::forced_commitment`] of the secret and the two trace roots.
 	pub hash: H256,
 	/// The block it was committed in: the randomness is taken from a later one.
 	pub committed_at: BlockNumber,
@@ -43,17 +43,6 @@ pub struct SecretCommitment<AccountId, BlockNumber> {
 	pub random: Option<[u8; 32]>,
 }
 
-/// The honest proof a forced solver reveals with its secret, and where it put the error.
-#[derive(Encode, Decode, DecodeWithMemTracking, TypeInfo, Clone, PartialEq, Eq, Debug)]
-pub struct ForcedErrorReveal {
-	/// The global step whose state hash the committed proof got wrong on purpose.
-	pub step: u32,
-	/// The unit's honest learning proof: the same as the committed one but for its trace.
-	pub honest: touchstone_primitives::LearningProof,
-	/// The opening of the honest proof's final state root against its trace root.
-	pub final_state: touchstone_primitives::referee::StateOpening,
-}
-
 /// Where a round stands with its solver's forced-error secret.
 #[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
 pub enum SolverSecret {
@@ -61,7 +50,7 @@ pub enum SolverSecret {
 	NotRequired,
 	/// The solver owes the reveal of the secret hashing to `hash`, in the reveal period.
 	Awaited {
-		/// `blake2_256(secret)`, committed when the solver took the unit.
+		/// The commitment to the secret and the two trace roots, made before the proof.
 		hash: H256,
 		/// The randomness recorded after that commitment.
 		random: [u8; 32],

@@ -179,9 +179,11 @@ impl pallet_touchstone_staking::Config for Runtime {
 }
 
 parameter_types! {
-	/// 2 % of each unit's price funds the jackpot (forced-error rewards); it is also what
-	/// farming reputation with self-dealt jobs costs.
-	pub const JackpotShare: Perbill = Perbill::from_percent(2);
+	/// 10 % of each unit's price funds the jackpot (forced-error rewards), as much as the
+	/// verifiers' share: a forced error pays what its unit paid in over the rate, so this
+	/// makes the lottery worth, in expectation, the fair pay for checking a unit. It is
+	/// also what farming reputation with self-dealt jobs costs.
+	pub const JackpotShare: Perbill = Perbill::from_percent(10);
 	/// 10 % of each unit's price pays the verifiers that attested its proof.
 	pub const VerifierShare: Perbill = Perbill::from_percent(10);
 }
