@@ -1,11 +1,14 @@
-//! Forced errors, the solver's side. When it takes a unit the solver commits the hash of a
-//! fresh secret; the chain records randomness a block later, and the two decide whether
-//! the unit is forced ([`touchstone_primitives::forced_error`]). A forced solver still
-//! trains the unit honestly, then commits a proof whose trace is wrong at one step on
-//! purpose, and serves that trace's manifest, so the verifiers sampling that step find a
-//! mismatch. Once the verifiers have committed it reveals the secret with the honest proof,
-//! which replaces the forced one; the verifiers that caught the error are paid from the
-//! jackpot, and nobody is slashed.
+//! Forced errors, the solver's side. Once it has trained a unit the solver builds, beside
+//! its honest proof, the same proof wrong at the step a fresh secret fixes
+//! ([`touchstone_primitives::forced_step`]), and commits a hash binding the secret to both
+//! trace roots ([`touchstone_primitives::forced_commitment`]). The chain records
+//! randomness a block later; with the secret it decides which of the two proofs the solver
+//! must commit ([`touchstone_primitives::forced_error`]). A forced solver commits the wrong
+//! one and serves its manifest, so the verifiers sampling that step find a mismatch; once
+//! they have committed it reveals the secret and the honest root, and the honest proof
+//! replaces the forced one. The verifiers that caught the error are paid from the jackpot,
+//! and nobody is slashed. Letting the unit time out after the randomness would cost the
+//! unit's collateral, so the solver commits only once its proof is ready.
 
 use std::path::PathBuf;
 
@@ -15,15 +18,38 @@ use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::chain::trace_leaf;
 use touchstone_kernels::proof::merkle::MerkleTree;
 use touchstone_primitives::referee::StateOpening;
-use touchstone_primitives::{JobId, LearningProof, Segments, UnitIndex};
+use touchstone_primitives::{forced_commitment, JobId, LearningProof, Segments, UnitIndex};
 
 use crate::samples::TraceManifest;
 use crate::store::Store;
 use crate::train::UnitWork;
 
-/// What the solver commits for `secret`: its BLAKE2-256 hash.
-pub fn secret_hash(secret: &[u8; 32]) -> [u8; 32] {
-	polkadot_sdk::sp_io::hashing::blake2_256(secret)
+/// A secret and the two trace roots its commitment binds, as the solver keeps them for
+/// the reveal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct BoundSecret {
+	/// The secret.
+	pub secret: [u8; 32],
+	/// The honest proof's trace root.
+	pub honest_root: [u8; 32],
+	/// The forced proof's trace root (the honest one when the unit cannot be forced).
+	pub forced_root: [u8; 32],
+}
+
+impl BoundSecret {
+	/// What the solver commits: the hash binding the secret to both roots.
+	pub fn commitment(&self) -> [u8; 32] {
+		forced_commitment(&self.secret, &self.honest_root, &self.forced_root)
+	}
+
+	/// The root committed beside `standing`, which the reveal names.
+	pub fn other_than(&self, standing: &[u8; 32]) -> [u8; 32] {
+		if *standing == self.forced_root {
+			self.honest_root
+		} else {
+			self.forced_root
+		}
+	}
 }
 
 /// A unit whose committed proof is wrong on purpose, and what its solver reveals.
@@ -50,28 +76,30 @@ impl Secrets {
 		Ok(Self { dir })
 	}
 
-	/// A fresh secret for a unit, from the operating system's randomness, saved before it
-	/// is committed (without it the commitment cannot be revealed). Returns it and its hash.
-	pub fn create(&self, job: JobId, unit: UnitIndex) -> Result<([u8; 32], [u8; 32])> {
+	/// A fresh secret for a unit, from the operating system's randomness. Returns it; the
+	/// caller binds it to the unit's roots and saves it with [`Secrets::save`].
+	pub fn fresh() -> Result<[u8; 32]> {
 		let mut secret = [0u8; 32];
 		getrandom::getrandom(&mut secret).context("no randomness for the forced-error secret")?;
-		let hash = secret_hash(&secret);
-		let path = self.secret_path(job, unit, &hash);
-		std::fs::write(&path, secret).with_context(|| format!("cannot write {}", path.display()))?;
-		Ok((secret, hash))
+		Ok(secret)
 	}
 
-	/// The secret of a unit whose commitment is `hash`, if this solver made it.
-	pub fn secret(&self, job: JobId, unit: UnitIndex, hash: &[u8; 32]) -> Option<[u8; 32]> {
+	/// Saves a bound secret before it is committed (without it the commitment cannot be
+	/// revealed), written whole or not at all.
+	pub fn save(&self, job: JobId, unit: UnitIndex, bound: &BoundSecret) -> Result<()> {
+		write_atomically(&self.secret_path(job, unit, &bound.commitment()), &bound.encode())
+	}
+
+	/// The bound secret of a unit whose commitment is `hash`, if this solver made it.
+	pub fn secret(&self, job: JobId, unit: UnitIndex, hash: &[u8; 32]) -> Option<BoundSecret> {
 		let bytes = std::fs::read(self.secret_path(job, unit, hash)).ok()?;
-		let secret: [u8; 32] = bytes.try_into().ok()?;
-		(secret_hash(&secret) == *hash).then_some(secret)
+		let bound = BoundSecret::decode(&mut &bytes[..]).ok()?;
+		(bound.commitment() == *hash).then_some(bound)
 	}
 
 	/// Keeps what a forced unit's reveal needs.
 	pub fn save_forced(&self, job: JobId, unit: UnitIndex, forced: &ForcedUnit) -> Result<()> {
-		let path = self.forced_path(job, unit);
-		std::fs::write(&path, forced.encode()).with_context(|| format!("cannot write {}", path.display()))
+		write_atomically(&self.forced_path(job, unit), &forced.encode())
 	}
 
 	/// The unit's forced proof's reveal, while its forced proof may stand.
@@ -94,20 +122,19 @@ impl Secrets {
 	}
 }
 
-/// The step a forced proof gets wrong, chosen by `secret` among the steps whose state hash
-/// no other part of the proof repeats: the first step of a segment of at least two steps
-/// (so no checkpoint continues from it), and not the step before the unit's last (whose
-/// hash the final-state opening names). `None` when the unit has no such step.
+/// Writes `bytes` to `path` through a temporary file renamed over it, so a crash leaves
+/// the old file or the new one, never half of one.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+	let partial = path.with_extension("partial");
+	std::fs::write(&partial, bytes).with_context(|| format!("cannot write {}", partial.display()))?;
+	std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The step a forced proof of the unit trained in `work` gets wrong under `secret`: the
+/// chain's rule ([`touchstone_primitives::forced_step`]). `None` when the unit has no step
+/// that can carry the error.
 pub fn forced_step(work: &UnitWork, secret: &[u8; 32]) -> Option<u32> {
-	let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
-	let last = work.first_step.checked_add(work.steps)?.checked_sub(1)?;
-	let candidates: Vec<u32> = (0..segments.count())
-		.filter_map(|index| segments.range(index))
-		.filter(|range| range.end.saturating_sub(range.start) >= 2 && range.start.saturating_add(1) < last)
-		.map(|range| range.start)
-		.collect();
-	let pick = usize::from(secret[0]) % candidates.len().max(1);
-	candidates.get(pick).copied()
+	touchstone_primitives::forced_step(secret, &Segments::new(work.first_step, work.steps, work.train.checkpoint_interval))
 }
 
 /// The forced proof of the unit trained in `work`: the honest proof and opening with the

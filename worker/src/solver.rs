@@ -20,7 +20,7 @@ use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, U
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, WorkUnit};
 use crate::dispute::Party;
-use crate::forced::{ForcedUnit, Secrets};
+use crate::forced::{BoundSecret, ForcedUnit, Secrets};
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::jobfile::UNIT;
@@ -28,6 +28,10 @@ use crate::metrics::Metrics;
 use crate::p2p::{Network, NetworkArgs};
 use crate::store::Store;
 use crate::train::{run_unit_on, BackendKind, Progress, UnitWork};
+
+/// Blocks a unit's deadline must leave when the solver commits its forced-error secret:
+/// the randomness takes one or two, the proof one more.
+const SECRET_MARGIN_BLOCKS: u32 = 5;
 
 /// What `solve` is told.
 #[derive(Clone, Debug, clap::Args)]
@@ -244,9 +248,6 @@ impl Solver {
 					return Ok(());
 				},
 				UnitState::Assigned => {
-					if self.commit_secret(&at, job_id, index).await? {
-						return Ok(());
-					}
 					let work = self.prepare(job_id, index, &job, &unit)?;
 					let backend = self.backend_for(&job);
 					let exact = matches!(job.spec.verification, VerificationMode::Exact);
@@ -506,34 +507,14 @@ impl Solver {
 		Ok(())
 	}
 
-	/// Commits a forced-error secret for a unit this solver holds and has not proven, if
-	/// forced errors are on and it has not committed one. Returns whether it sent anything.
-	async fn commit_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex) -> Result<bool> {
-		// The commitment first: once it is in, the rate need not be read again.
-		if let Some(commitment) = self.chain.secret(at, job_id, index).await? {
-			if commitment.solver == self.me {
-				if self.secrets.secret(job_id, index, &commitment.hash.0).is_none() {
-					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
-				}
-				return Ok(false);
-			}
-		}
-		if self.chain.forced_error_rate(at).await?.is_zero() {
-			return Ok(false);
-		}
-		let (_, hash) = self.secrets.create(job_id, index)?;
-		self.chain
-			.send_in_block(&runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(hash)), &self.signer)
-			.await
-			.context("committing the forced-error secret")?;
-		tracing::info!(job = job_id, unit = index, "committed a forced-error secret");
-		Ok(true)
-	}
-
-	/// The proof to commit for a trained unit: the honest one, or, when the unit is forced
-	/// (its secret and the randomness the chain recorded after it say so), one wrong on
-	/// purpose at one step, keeping the honest one for the reveal. Waits for that
-	/// randomness, a block or two after the secret.
+	/// The proof to commit for a trained unit. While forced errors are on (exact mode
+	/// only: a distance has no error to place), the solver builds beside its honest proof
+	/// the one wrong at the step a fresh secret fixes, commits the hash binding the secret
+	/// to both roots, and waits for the randomness the chain records after it (a block or
+	/// two): with the secret it says which proof to commit. The forced one is kept, with
+	/// the honest one for the reveal. A solver restarted after its commitment finds its
+	/// secret on disk and commits by the same rule (its training is bit-exact, so its
+	/// roots are the same).
 	async fn forced_if_drawn(
 		&mut self,
 		job_id: JobId,
@@ -543,48 +524,79 @@ impl Solver {
 		honest: LearningProof,
 		final_state: StateOpening,
 	) -> Result<(LearningProof, StateOpening)> {
+		let at = self.best.at().await?;
+		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
+			return Ok((honest, final_state));
+		}
+		let committed = self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me);
+		let (bound, step, forced) = match committed {
+			Some(commitment) => {
+				let Some(bound) = self.secrets.secret(job_id, index, &commitment.hash.0) else {
+					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
+					return Ok((honest, final_state));
+				};
+				ensure!(bound.honest_root == honest.trace_root.0, "the retrained unit's trace differs from the one its secret was committed with");
+				let step = crate::forced::forced_step(work, &bound.secret);
+				let forced = step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)).transpose()?;
+				(bound, step, forced)
+			},
+			None => {
+				// Randomness comes a block or two after the commitment, and a unit let go after
+				// it costs its collateral: with the deadline that close, let the unit go now,
+				// for its reputation only.
+				let deadline = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline);
+				let now = at.block_number() as u32;
+				ensure!(
+					deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS)),
+					"the unit's deadline is too close to commit a forced-error secret and then the proof"
+				);
+				let secret = Secrets::fresh()?;
+				let step = crate::forced::forced_step(work, &secret);
+				let forced = step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)).transpose()?;
+				let forced_root = forced.as_ref().map_or(honest.trace_root.0, |(proof, _)| proof.trace_root.0);
+				let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };
+				self.secrets.save(job_id, index, &bound)?;
+				let commit = runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(bound.commitment()));
+				self.chain.send_in_block(&commit, &self.signer).await.context("committing the forced-error secret")?;
+				tracing::info!(job = job_id, unit = index, "committed a forced-error secret bound to the honest and the forced proof");
+				(bound, step, forced)
+			},
+		};
 		let mut waited = 0;
-		let (secret, random, rate) = loop {
+		let (random, rate) = loop {
 			let at = self.best.at().await?;
-			// No commitment of this solver's: forced errors were off when it took the unit.
-			let Some(commitment) = self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) else {
-				return Ok((honest, final_state));
-			};
-			let Some(secret) = self.secrets.secret(job_id, index, &commitment.hash.0) else { return Ok((honest, final_state)) };
+			let commitment = self.chain.secret(&at, job_id, index).await?.context("the unit's forced-error commitment is gone")?;
 			if let Some(random) = commitment.random {
 				// The rate in force when the secret was committed is the one the unit is judged by.
-				break (secret, random, commitment.rate);
+				break (random, commitment.rate);
 			}
 			waited += 1;
 			ensure!(waited < 30, "the chain has not recorded randomness after this unit's forced-error secret");
 			self.best.next(Duration::from_secs(6)).await;
 		};
-		// A tolerance-mode proof is not re-executed by verifiers: nothing to catch.
-		if !exact || !touchstone_primitives::forced_error(&secret, &random, job_id, index, rate) {
-			return Ok((honest, final_state));
-		}
-		let Some(step) = crate::forced::forced_step(work, &secret) else {
-			tracing::warn!(job = job_id, unit = index, "the unit is forced but too short to carry a forced error; committing the honest proof");
+		let (Some(step), Some((forced, opening))) = (step, forced) else {
 			return Ok((honest, final_state));
 		};
-		let (forced, opening) = crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)?;
+		if !touchstone_primitives::forced_error(&bound.secret, &random, job_id, index, rate) {
+			return Ok((honest, final_state));
+		}
 		self.inputs.network.provide(forced.trace_root.0);
 		tracing::info!(
 			job = job_id,
 			unit = index,
 			step,
-			"the unit is forced: committing a proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
+			"the unit is forced: committing the proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
 		);
 		self.secrets.save_forced(job_id, index, &ForcedUnit { step, honest, final_state })?;
 		Ok((forced, opening))
 	}
 
 	/// Reveals the forced-error secret of a proven unit once its verifiers' commit period
-	/// is over, with the honest proof if the unit is forced; forgets a forced unit once its
-	/// honest proof stands. Returns whether it sent anything.
+	/// is over, with the root committed beside the proof's, and the honest proof's final
+	/// state if the unit is forced; forgets a forced unit once its honest proof stands.
+	/// Returns whether it sent anything.
 	async fn reveal_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, unit: &WorkUnit) -> Result<bool> {
 		use pallet_touchstone_verification::SolverSecret;
-		use runtime::runtime_types::pallet_touchstone_verification::types::ForcedErrorReveal;
 		let forced = self.secrets.forced(job_id, index);
 		if let (Some(forced), Some(proof)) = (forced.as_ref(), unit.proof.as_ref()) {
 			if forced.honest.trace_root == proof.trace_root {
@@ -599,16 +611,21 @@ impl Solver {
 		if !due {
 			return Ok(false);
 		}
-		let Some(secret) = self.secrets.secret(job_id, index, &hash.0) else {
+		let Some(bound) = self.secrets.secret(job_id, index, &hash.0) else {
 			tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: it cannot be revealed");
 			return Ok(false);
 		};
-		let forced = forced.map(|forced| ForcedErrorReveal { step: forced.step, honest: Static(forced.honest), final_state: Static(forced.final_state) });
-		let was_forced = forced.is_some();
-		self.chain
-			.send_in_block(&runtime::transactions().verification().reveal_secret(job_id, index, secret, forced), &self.signer)
-			.await
-			.context("revealing the forced-error secret")?;
+		let alternative = bound.other_than(&round.trace_root);
+		let honest_final_state = forced.filter(|forced| forced.honest.trace_root.0 == alternative).map(|forced| Static(forced.final_state));
+		let was_forced = honest_final_state.is_some();
+		let reveal = runtime::transactions().verification().reveal_secret(
+			job_id,
+			index,
+			bound.secret,
+			subxt::utils::H256(alternative),
+			honest_final_state,
+		);
+		self.chain.send_in_block(&reveal, &self.signer).await.context("revealing the forced-error secret")?;
 		tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
 		Ok(true)
 	}
