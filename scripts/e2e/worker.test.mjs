@@ -6,8 +6,8 @@
 // (`touchstone-worker verify`) re-execute their samples of each unit and attest. While its
 // challenge windows run, one unit of another job is forced to carry an error: the solver
 // commits a proof wrong at one step on purpose, the verifiers catch it and are paid from the
-// jackpot, the solver reveals its secret and the honest proof, which replaces the forced
-// one, and nobody is slashed. A tolerance-mode job trained on libtorch is profiled by its
+// jackpot, the solver reveals its secret and the honest trace, whose proof replaces the
+// forced one, and nobody is slashed. A tolerance-mode job trained on libtorch is profiled by its
 // verifiers, who reveal distances within the thresholds the chain sets from their profiles;
 // a gross lie in its second unit is measured beyond them, and an escalation committee drawn
 // afresh overturns the proof and the solver is slashed.
@@ -348,8 +348,9 @@ test('a solver worker trains the digits job through the chain and each proof is 
 
 test('a forced error is caught by the verifiers and paid from the jackpot, and the honest proof replaces it', { timeout: 600_000 }, async (t) => {
   // Every unit is forced while the rate is one; a unit is judged by the rate in force when
-  // its solver committed its secret, so the rate goes back down once Bob has. The job has
-  // one segment, so both verifier workers sample the step Bob gets wrong.
+  // its solver committed its secret (once it has trained the unit, bound to its honest and
+  // its forced trace), so the rate goes back down once Bob has. The job has one segment,
+  // so both verifier workers sample the step Bob's secret fixed.
   const [bob, dave, eve] = ['//Bob', '//Dave', '//Eve'].map((uri) => keyring.addFromUri(uri));
   await setForcedErrorRate(1_000_000_000);
   const forcedJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'forced-job.toml');
@@ -377,7 +378,7 @@ test('a forced error is caught by the verifiers and paid from the jackpot, and t
   const context = () => `${JSON.stringify(verification.events.filter((e) => Number(e.data.job) === jobId))}${workerLogs()}`;
   assert.ok(drawnWorkers(forcedDraw).length > 0, context());
   assert.deepEqual(new Set(paid.data.caught), new Set(drawnWorkers(forcedDraw)), context());
-  // The fair pay for checking the unit (a tenth of its 1 TST) over a rate of one, shared.
+  // What the unit pays the jackpot (a tenth of its 1 TST) over a rate of one, shared.
   assert.equal(BigInt(paid.data.each), UNIT / 10n / BigInt(paid.data.caught.length));
   // The honest proof replaced the forced one and is verified in a round of its own.
   await waitFor("the honest proof's round to conclude", () => mine('RoundConcluded').length >= 2, { timeoutMs: 240_000 })
@@ -609,15 +610,15 @@ test('the digits job completes after its window: the solver is paid, and the mod
   assert.equal(job.escrow.toBigInt(), 0n, 'the escrow was paid out');
   const result = job.result.unwrap();
 
-  // Each unit's 1 TST went to Bob, less the jackpot's 2 % and the attesting verifiers' 10 %.
+  // Each unit's 1 TST went to Bob, less the jackpot's 10 % and the attesting verifiers' 10 %.
   const bob = keyring.addFromUri('//Bob');
   const finalized = verification.events.filter((e) => e.method === 'UnitFinalized' && Number(e.data.job) === jobId);
   assert.equal(finalized.length, 4);
   for (const { data } of finalized) {
     assert.equal(data.solver, bob.address);
     assert.equal(BigInt(data.toVerifiers), UNIT / 10n, JSON.stringify(data));
-    assert.equal(BigInt(data.toJackpot), UNIT / 50n, JSON.stringify(data));
-    assert.equal(BigInt(data.paid), UNIT - UNIT / 10n - UNIT / 50n, JSON.stringify(data));
+    assert.equal(BigInt(data.toJackpot), UNIT / 10n, JSON.stringify(data));
+    assert.equal(BigInt(data.paid), UNIT - UNIT / 10n - UNIT / 10n, JSON.stringify(data));
   }
 
   const modelPath = join(dataDir, 'model.safetensors');

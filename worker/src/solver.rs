@@ -585,7 +585,7 @@ impl Solver {
 			job = job_id,
 			unit = index,
 			step,
-			"the unit is forced: committing the proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
+			"the unit is forced: committing a proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
 		);
 		self.secrets.save_forced(job_id, index, &ForcedUnit { step, honest, final_state })?;
 		Ok((forced, opening))
