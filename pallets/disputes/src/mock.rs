@@ -170,6 +170,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<16>;
 	type MaxDrawsPerBlock = ConstU32<4>;
 	type MaxSecretsPerBlock = ConstU32<16>;
+	type RandomnessBlocks = ConstU32<1>;
 	type DrawTimeout = ConstU64<4>;
 	type EscalationCommittee = ConstU32<3>;
 	type ToleranceMargin = ConstU32<2>;

@@ -108,6 +108,9 @@ pub mod pallet {
 		SlashReason, UnitIndex, VerificationMode,
 	};
 
+	/// The most blocks' randomness a seed may mix ([`Config::RandomnessBlocks`]).
+	pub const MAX_RANDOMNESS_BLOCKS: u32 = 8;
+
 	/// The in-code storage version.
 	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
 
@@ -137,9 +140,18 @@ pub mod pallet {
 		/// The jackpot: forced-error payouts come from it.
 		type Jackpot: Get<Self::AccountId>;
 
-		/// The draw's randomness, with the block from which it is known: a unit is drawn
-		/// only from randomness known after the block its proof was committed in.
+		/// A block's randomness, with the block from which it is known (BABE's VRF output
+		/// of the parent block's author on a runtime). The hook keeps the last
+		/// `RandomnessBlocks` of them ([`Beacon`]).
 		type Randomness: Randomness<H256, BlockNumberFor<Self>>;
+
+		/// How many blocks' randomness, each known only after a commitment (a proof, or a
+		/// solver's forced-error secret), decide it together: a draw's verifiers and a
+		/// unit's designation. Each block's randomness is known in advance to its author
+		/// alone, so only an author of every one of these blocks could know the seed when
+		/// the commitment was made. At most [`MAX_RANDOMNESS_BLOCKS`].
+		#[pallet::constant]
+		type RandomnessBlocks: Get<u32>;
 
 		/// Verifiers drawn for each proof.
 		#[pallet::constant]
@@ -284,6 +296,13 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type PendingSecrets<T: Config> =
 		StorageValue<_, BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>, ValueQuery>;
+
+	/// The randomness of the last `RandomnessBlocks` blocks, oldest first, each with the
+	/// block from which it is known: seeds are drawn from all of them together, once every
+	/// one is newer than the commitment they decide.
+	#[pallet::storage]
+	pub type Beacon<T: Config> =
+		StorageValue<_, BoundedVec<(BlockNumberFor<T>, [u8; 32]), ConstU32<MAX_RANDOMNESS_BLOCKS>>, ValueQuery>;
 
 	/// The rounds whose reveal period ends at each block: `on_initialize` concludes them.
 	#[pallet::storage]
@@ -610,6 +629,7 @@ pub mod pallet {
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
+			Self::note_randomness();
 			let concluded = Self::conclude_due(now);
 			let drawn = Self::draw_due(now);
 			let recorded = Self::record_due(now);
@@ -648,7 +668,14 @@ pub mod pallet {
 				"MaxForcedErrorPayout must be positive and at most a third"
 			);
 			// The randomness of the block after the proof is first usable two blocks on.
-			assert!(T::DrawTimeout::get() >= 2u32.into(), "DrawTimeout must leave room for a draw");
+			assert!(
+				(1..=MAX_RANDOMNESS_BLOCKS).contains(&T::RandomnessBlocks::get()),
+				"RandomnessBlocks must be between one and MAX_RANDOMNESS_BLOCKS"
+			);
+			assert!(
+				T::DrawTimeout::get() > T::RandomnessBlocks::get().into(),
+				"DrawTimeout must leave room for a draw"
+			);
 			// A committee outvotes the round it judges, and never ties when all reveal.
 			assert!(
 				T::EscalationCommittee::get() >= T::VerifiersPerUnit::get() && T::EscalationCommittee::get() % 2 == 1,
@@ -1331,6 +1358,40 @@ pub mod pallet {
 			Self::deposit_event(Event::ForcedErrorPaid { job, unit, step, caught: paid, each });
 		}
 
+		/// Adds this block's randomness to the [`Beacon`], if it is newer than the newest
+		/// there, and keeps the last `RandomnessBlocks`. Randomness known since genesis (a
+		/// stalled source, or the first block's) is never added: no commitment precedes it.
+		pub(crate) fn note_randomness() {
+			let (random, known_since) = T::Randomness::random(b"touchstone/beacon");
+			if known_since.is_zero() {
+				return;
+			}
+			Beacon::<T>::mutate(|beacon| {
+				if beacon.last().is_some_and(|(newest, _)| *newest >= known_since) {
+					return;
+				}
+				let keep = T::RandomnessBlocks::get().min(MAX_RANDOMNESS_BLOCKS) as usize;
+				let mut blocks = beacon.to_vec();
+				blocks.push((known_since, random.0));
+				let excess = blocks.len().saturating_sub(keep);
+				*beacon = BoundedVec::truncate_from(blocks.split_off(excess));
+			});
+		}
+
+		/// The seed for `subject` from the `beacon`, once it holds `RandomnessBlocks` blocks'
+		/// randomness all known after block `committed_at`: `blake2_256` of the subject and
+		/// every one of them. `None` until then.
+		pub(crate) fn seed_after(
+			beacon: &[(BlockNumberFor<T>, [u8; 32])],
+			committed_at: BlockNumberFor<T>,
+			subject: &[u8],
+		) -> Option<[u8; 32]> {
+			let full = beacon.len() >= T::RandomnessBlocks::get() as usize;
+			let after = beacon.first().is_some_and(|(oldest, _)| *oldest > committed_at);
+			let values: Vec<[u8; 32]> = beacon.iter().map(|(_, value)| *value).collect();
+			(full && after).then(|| blake2_256(&(subject, values).encode()))
+		}
+
 		/// Appends `key` to the queue `Q` unless it is queued already: an entry stands for
 		/// its unit, whose current state the hook reads when it reaches it.
 		pub(crate) fn enqueue<Q>(key: (JobId, UnitIndex)) -> DispatchResult
@@ -1352,19 +1413,19 @@ pub mod pallet {
 		/// up to `MaxSecretsPerBlock`; returns how many. A solver's proof waits for it.
 		pub(crate) fn record_due(_now: BlockNumberFor<T>) -> HookCount {
 			let queue = PendingSecrets::<T>::get();
+			let beacon = Beacon::<T>::get();
 			let recorded = Self::walk_queue(&queue, T::MaxSecretsPerBlock::get(), |(job, unit)| {
 				let Some(mut commitment) = Secrets::<T>::get((job, unit)) else { return Queued::Stale };
 				if commitment.random.is_some() {
 					return Queued::Stale;
 				}
-				let subject = (b"touchstone/forced-error", job, unit, commitment.hash).encode();
-				let (random, known_since) = T::Randomness::random(&subject);
 				// Randomness the solver could know when it committed would let it pick its
-				// secret: wait.
-				if known_since <= commitment.committed_at {
+				// secret: wait until every block of the seed is newer.
+				let subject = (b"touchstone/forced-error", job, unit, commitment.committed_at).encode();
+				let Some(random) = Self::seed_after(&beacon, commitment.committed_at, &subject) else {
 					return Queued::Wait;
-				}
-				commitment.random = Some(random.0);
+				};
+				commitment.random = Some(random);
 				Secrets::<T>::insert((job, unit), commitment);
 				Self::deposit_event(Event::SecretRandomness { job, unit });
 				Queued::Handled
@@ -1410,9 +1471,10 @@ pub mod pallet {
 			// pallet's bound on its picks covers draws that skip offline ones.
 			let draw = |count: u32| T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(count));
 			let plain = |count: HookCount| u64::from(count.all.saturating_sub(count.escalations));
-			// `on_initialize_idle` is measured before secrets were queued: one more read.
+			// `on_initialize_idle` is measured before secrets were queued: one more read; and
+			// before the beacon: its read and write, and the randomness source's read.
 			T::WeightInfo::on_initialize_idle()
-				.saturating_add(T::DbWeight::get().reads(1))
+				.saturating_add(T::DbWeight::get().reads_writes(3, 1))
 				.saturating_add(Self::conclusion_weight().saturating_mul(plain(concluded)))
 				.saturating_add(Self::escalation_conclusion_weight().saturating_mul(u64::from(concluded.escalations)))
 				.saturating_add(draw(T::VerifiersPerUnit::get()).saturating_mul(plain(drawn)))
@@ -1456,6 +1518,7 @@ pub mod pallet {
 		/// escalation committees; returns how many, and how many were escalations.
 		pub(crate) fn draw_due(now: BlockNumberFor<T>) -> HookCount {
 			let queue = PendingDraws::<T>::get();
+			let beacon = Beacon::<T>::get();
 			let mut escalations = 0u32;
 			let drawn = Self::walk_queue(&queue, T::MaxDrawsPerBlock::get(), |(job, unit)| {
 				let Some(round) = Rounds::<T>::get((job, unit)) else { return Queued::Stale };
@@ -1471,12 +1534,12 @@ pub mod pallet {
 					}
 					escalations = escalations.saturating_add(1);
 				}
-				let subject = (b"touchstone/verification", job, unit, round.trace_root, escalation).encode();
-				let (random, known_since) = T::Randomness::random(&subject);
-				// Randomness known at or before the commitment's block could have been
-				// known to the solver: wait.
-				if known_since > round.committed_at {
-					Self::draw(job, unit, round, random.0, now);
+				// Nothing the solver chose goes into the seed (not its trace root, which it
+				// could grind), and randomness known at or before the commitment's block
+				// could have been known to the solver: wait until every block is newer.
+				let subject = (b"touchstone/verification", job, unit, round.committed_at, escalation).encode();
+				if let Some(seed) = Self::seed_after(&beacon, round.committed_at, &subject) {
+					Self::draw(job, unit, round, seed, now);
 				} else if now <= Self::draw_deadline(&round) {
 					return Queued::Wait;
 				} else {
@@ -1616,9 +1679,13 @@ pub mod pallet {
 		/// - a round still open is listed to close at its reveal end; a concluded one has
 		///   no attestation left unrevealed and owes no secret;
 		/// - every secret commitment waiting for randomness is queued;
-		/// - every frozen threshold belongs to a round.
+		/// - every frozen threshold belongs to a round;
+		/// - the beacon holds at most `RandomnessBlocks` blocks' randomness, oldest first.
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+			let beacon = Beacon::<T>::get();
+			ensure!(beacon.len() <= T::RandomnessBlocks::get() as usize, "the beacon holds too many blocks");
+			ensure!(beacon.windows(2).all(|pair| pair[0].0 < pair[1].0), "the beacon is out of order");
 			for (key, round) in Rounds::<T>::iter() {
 				let escalation = matches!(round.kind, RoundKind::Escalation { .. });
 				let Some(drawn) = round.drawn.as_ref() else {

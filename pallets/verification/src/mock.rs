@@ -87,6 +87,8 @@ parameter_types! {
 	pub ThirdOfTheJackpot: Perbill = Perbill::from_rational(1u32, 3u32);
 	/// Whether the randomness source has stalled (serves nothing newer than genesis).
 	pub static RandomnessStalled: bool = false;
+	/// Blocks of randomness a seed mixes: one, the parent's, unless a test says more.
+	pub static RandomnessBlocks: u32 = 1;
 }
 
 /// Randomness determined by the parent block, as BABE's VRF output of the parent's author.
@@ -173,6 +175,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<10>;
 	type MaxDrawsPerBlock = ConstU32<2>;
 	type MaxSecretsPerBlock = ConstU32<10>;
+	type RandomnessBlocks = RandomnessBlocks;
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
 	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
 	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;

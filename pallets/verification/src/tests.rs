@@ -110,6 +110,31 @@ fn verifiers_are_drawn_only_from_randomness_known_after_the_proof() {
 	});
 }
 
+/// A seed mixes the randomness of `RandomnessBlocks` blocks, every one known only after
+/// the proof's block, and nothing the solver chose: only an author of all of them could
+/// have known it when the proof was committed.
+#[test]
+fn a_seed_mixes_several_blocks_randomness_all_known_after_the_proof() {
+	use codec::Encode;
+	use polkadot_sdk::sp_io::hashing::blake2_256;
+	build_and_execute(&VERIFIERS, || {
+		RandomnessBlocks::set(3);
+		let (job, _) = prove();
+		// Blocks 2 to 4 note the randomness known since blocks 1 to 3: the proof's own
+		// block is among them, so the draw waits for block 5's.
+		run_to_block(4);
+		assert!(Rounds::<Test>::get((job, 0)).unwrap().drawn.is_none());
+		run_to_block(5);
+		let seed = Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap().seed;
+		// The mock's randomness of block `n`, as BABE's VRF output of its author.
+		let known_since = |n: u64| blake2_256(&(&b"touchstone/beacon"[..], n).encode());
+		let subject = (b"touchstone/verification", job, 0u32, 1u64, false).encode();
+		let values = vec![known_since(2), known_since(3), known_since(4)];
+		assert_eq!(seed, blake2_256(&(&subject[..], values).encode()));
+		assert_eq!(crate::Beacon::<Test>::get().iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![2, 3, 4]);
+	});
+}
+
 #[test]
 fn honest_verifiers_are_paid_and_a_silent_one_is_slashed() {
 	build_and_execute(&VERIFIERS, || {

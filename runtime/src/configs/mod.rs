@@ -336,6 +336,10 @@ impl pallet_touchstone_verification::Config for Runtime {
 	type MaxSecretsPerBlock = ConstU32<128>;
 	// Every block carries fresh randomness, so a draw waits two blocks; half the challenge
 	// window is the most a stalled source may hold a unit's pay.
+	// Three blocks' VRF outputs after each commitment decide its draw or designation: only
+	// an author of all three could know the seed in advance. It costs two blocks (six
+	// seconds) on each draw and each secret, over the parent block's output alone.
+	type RandomnessBlocks = ConstU32<3>;
 	type DrawTimeout = ConstU32<50>;
 	// A committee of seven outvotes any round of three; with a third of the verifier stake
 	// dishonest, its majority is dishonest with probability about 17 % per escalation, and
