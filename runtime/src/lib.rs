@@ -63,7 +63,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 117,
+	spec_version: 118,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 2,
@@ -142,7 +142,10 @@ pub type UncheckedExtrinsic =
 pub type SignedPayload = generic::SignedPayload<RuntimeCall, TxExtension>;
 
 /// Migrations to run on upgrade, in order.
-type Migrations = (pallet_touchstone_staking::migrations::ScheduleLapses<Runtime>,);
+type Migrations = (
+	pallet_touchstone_staking::migrations::ScheduleLapses<Runtime>,
+	pallet_touchstone_staking::migrations::ResizeDrawTree<Runtime>,
+);
 
 /// Dispatches blocks to the pallets.
 pub type Executive = polkadot_sdk::frame_executive::Executive<

@@ -23,9 +23,15 @@ use polkadot_sdk::{
 use touchstone_primitives::{traits::VerifierDraw, Role};
 
 impl<T: Config> Pallet<T> {
-	/// Slots the tree has room for: `MaxNodes` rounded up to a power of two, so the root
-	/// node `capacity` holds the total.
+	/// Slots the tree has room for: the capacity it was built for ([`DrawCapacity`]), or,
+	/// before it is first written, `MaxNodes` rounded up to a power of two. The root node
+	/// `capacity` holds the total.
 	pub fn draw_capacity() -> u32 {
+		DrawCapacity::<T>::get().unwrap_or_else(Self::capacity_for_max_nodes)
+	}
+
+	/// `MaxNodes` rounded up to a power of two: the capacity a tree built now gets.
+	pub(crate) fn capacity_for_max_nodes() -> u32 {
 		T::MaxNodes::get().max(1).checked_next_power_of_two().unwrap_or(1 << 31)
 	}
 
@@ -84,9 +90,13 @@ impl<T: Config> Pallet<T> {
 		}
 	}
 
-	/// Adds `up` and takes `down` from slot `slot`'s weight in the tree.
+	/// Adds `up` and takes `down` from slot `slot`'s weight in the tree, recording the
+	/// capacity the tree is built for on its first write.
 	fn tree_add(slot: u32, up: u128, down: u128) {
 		let capacity = Self::draw_capacity();
+		if DrawCapacity::<T>::get().is_none() {
+			DrawCapacity::<T>::put(capacity);
+		}
 		let mut node = slot;
 		while node > 0 && node <= capacity {
 			DrawTree::<T>::mutate(node, |sum| *sum = sum.saturating_add(up).saturating_sub(down));
@@ -131,6 +141,9 @@ impl<T: Config> Pallet<T> {
 	pub(crate) fn draw_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 		use polkadot_sdk::frame_support::ensure;
 		let capacity = Self::draw_capacity();
+		// A capacity other than `MaxNodes`' means an upgrade changed it without the
+		// migration that rebuilds the tree.
+		ensure!(capacity == Self::capacity_for_max_nodes(), "the draw tree is built for another MaxNodes");
 		let mut weights = alloc::vec![0u128; capacity as usize + 1];
 		for (slot, (who, weight)) in DrawSlots::<T>::iter() {
 			ensure!(slot >= 1 && slot <= capacity, "draw slot outside the tree");
@@ -191,7 +204,7 @@ impl<T: Config> VerifierDraw<T::AccountId> for Pallet<T> {
 
 	fn draw_weight(count: u32) -> Weight {
 		// Per pick: the tree's root and one node per level, the slot, and the node record.
-		let levels = Self::draw_capacity().trailing_zeros().saturating_add(1);
+		let levels = Self::capacity_for_max_nodes().trailing_zeros().saturating_add(1);
 		let reads = u64::from(Self::max_attempts(count)).saturating_mul(u64::from(levels).saturating_add(3));
 		T::DbWeight::get().reads(reads).saturating_add(Weight::from_parts(
 			// Hashing and comparing, per pick, measured well under 10 µs.

@@ -64,7 +64,7 @@ pub mod pallet {
 	use touchstone_primitives::{traits::ActiveWork, HardwareProfile, Role, SlashReason};
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(2);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -214,6 +214,13 @@ pub mod pallet {
 	/// Slots freed by verifiers that left the draw, reused first.
 	#[pallet::storage]
 	pub type FreeDrawSlots<T: Config> = StorageValue<_, BoundedVec<u32, T::MaxNodes>, ValueQuery>;
+
+	/// The capacity the draw's tree was built for (`MaxNodes` rounded up to a power of two,
+	/// when it was first written): its root, the total, is node `DrawCapacity`. A runtime
+	/// upgrade that changes `MaxNodes` rebuilds the tree for the new capacity
+	/// ([`migrations::ResizeDrawTree`]); absent until the tree is first written.
+	#[pallet::storage]
+	pub type DrawCapacity<T: Config> = StorageValue<_, u32, OptionQuery>;
 
 	/// The most lapses one block's hook checks; the rest are checked in the next block.
 	pub const MAX_LAPSES_PER_BLOCK: u32 = 32;
@@ -736,7 +743,7 @@ pub mod pallet {
 		/// each brings a node's draw weight in line with its liveness, one write per level
 		/// of the draw's tree at most.
 		pub fn lapses_weight(count: u32) -> Weight {
-			let levels = u64::from(Self::draw_capacity().trailing_zeros().saturating_add(1));
+			let levels = u64::from(Self::capacity_for_max_nodes().trailing_zeros().saturating_add(1));
 			T::DbWeight::get()
 				.reads_writes(levels.saturating_add(6), levels.saturating_add(5))
 				.saturating_mul(u64::from(count))
@@ -895,6 +902,46 @@ pub mod migrations {
 			}
 			StorageVersion::new(1).put::<Pallet<T>>();
 			Pallet::<T>::lapses_weight(nodes).saturating_add(T::DbWeight::get().reads_writes(1, 1))
+		}
+	}
+
+	/// Version 1 to 2, and every upgrade after: the draw's tree records the capacity it was
+	/// built for ([`DrawCapacity`]). When `MaxNodes` no longer rounds to it (or the tree
+	/// predates the record), the tree is rebuilt for the new capacity: every slot, index and
+	/// sum cleared, then every registered node synced again, which gives each drawable
+	/// verifier a fresh slot from 1. At most `MaxNodes` nodes; a no-op read when the
+	/// capacity is unchanged.
+	pub struct ResizeDrawTree<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for ResizeDrawTree<T> {
+		fn on_runtime_upgrade() -> Weight {
+			let wanted = Pallet::<T>::capacity_for_max_nodes();
+			let built = DrawCapacity::<T>::get();
+			let mut weight = T::DbWeight::get().reads(2);
+			if built != Some(wanted) {
+				let limit = T::MaxNodes::get().max(1).saturating_mul(2);
+				let _ = DrawTree::<T>::clear(u32::MAX, None);
+				let _ = DrawSlots::<T>::clear(limit, None);
+				let _ = DrawSlotOf::<T>::clear(limit, None);
+				FreeDrawSlots::<T>::kill();
+				DrawSlotsUsed::<T>::kill();
+				DrawCapacity::<T>::put(wanted);
+				let mut nodes = 0u64;
+				for (who, _) in Nodes::<T>::iter() {
+					Pallet::<T>::sync_draw_weight(&who);
+					nodes = nodes.saturating_add(1);
+				}
+				let old_nodes = u64::from(built.unwrap_or(wanted)).saturating_add(u64::from(limit));
+				let per_node = u64::from(wanted.trailing_zeros()).saturating_add(4);
+				weight.saturating_accrue(T::DbWeight::get().reads_writes(
+					nodes.saturating_mul(per_node),
+					nodes.saturating_mul(per_node).saturating_add(old_nodes),
+				));
+			}
+			if Pallet::<T>::on_chain_storage_version() < 2 {
+				StorageVersion::new(2).put::<Pallet<T>>();
+			}
+			weight
 		}
 	}
 }

@@ -887,6 +887,41 @@ mod verifier_draw {
 		});
 	}
 
+	/// A tree built for another `MaxNodes` (its root, the total, at another node) is caught
+	/// by the invariants and rebuilt by the upgrade for the capacity `MaxNodes` gives now,
+	/// with every drawable verifier's weight; with the capacity unchanged the upgrade
+	/// changes nothing.
+	#[test]
+	fn an_upgrade_that_changes_max_nodes_rebuilds_the_draw_tree() {
+		use crate::{migrations::ResizeDrawTree, DrawCapacity, DrawSlotOf};
+		use polkadot_sdk::frame_support::traits::{GetStorageVersion, OnRuntimeUpgrade, StorageVersion};
+		ExtBuilder::default().build_and_execute(|| {
+			register_verifier(1, 50);
+			register_verifier(2, 70);
+			register_verifier(3, 90);
+			let capacity = Staking::draw_capacity();
+			assert_eq!(DrawCapacity::<Test>::get(), Some(capacity));
+			// As a chain whose tree was built when `MaxNodes` was four times as large.
+			DrawCapacity::<Test>::put(capacity * 4);
+			StorageVersion::new(1).put::<Staking>();
+			assert!(Staking::do_try_state().is_err());
+			assert_eq!(Staking::draw_total(), 0, "the old root is not where the total is");
+			ResizeDrawTree::<Test>::on_runtime_upgrade();
+			assert_eq!(Staking::on_chain_storage_version(), StorageVersion::new(2));
+			assert_eq!(DrawCapacity::<Test>::get(), Some(capacity));
+			assert_eq!(Staking::draw_total(), 50 + 70 + 90);
+			let slots: Vec<Option<u32>> = [1, 2, 3].iter().map(DrawSlotOf::<Test>::get).collect();
+			assert!(slots.iter().all(|slot| slot.is_some_and(|slot| slot >= 1 && slot <= capacity)));
+			// Unchanged, it is a read and nothing else.
+			ResizeDrawTree::<Test>::on_runtime_upgrade();
+			assert_eq!([1, 2, 3].iter().map(DrawSlotOf::<Test>::get).collect::<Vec<_>>(), slots);
+			assert_eq!(
+				<Staking as touchstone_primitives::traits::VerifierDraw<u64>>::draw_verifiers(&[5; 32], 3, &[]).len(),
+				3
+			);
+		});
+	}
+
 	/// A block checks at most `MAX_LAPSES_PER_BLOCK` lapses; the rest wait for the next.
 	#[test]
 	fn lapses_beyond_a_blocks_share_are_checked_in_the_next() {
