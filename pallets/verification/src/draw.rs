@@ -1,0 +1,229 @@
+//! The draw glue: the beacon of recent blocks' randomness and the seeds taken from it,
+//! the queues of proofs waiting for their draw, the draw itself (verifiers from the
+//! staking pallet's tree), and the hook's weight.
+
+use crate::pallet::*;
+use polkadot_sdk::frame_support;
+use crate::types::*;
+use crate::weights::WeightInfo;
+use alloc::vec::Vec;
+use codec::Encode;
+use polkadot_sdk::{
+	frame_support::{
+		pallet_prelude::*,
+		traits::Randomness,
+	},
+	frame_system::pallet_prelude::*,
+	sp_io::hashing::blake2_256,
+	sp_runtime::traits::{Saturating, Zero},
+};
+use touchstone_primitives::{
+	traits::{UnitProofs, VerifierDraw}, JobId, UnitIndex, VerificationMode,
+};
+
+impl<T: Config> Pallet<T> {
+	/// The most verifiers one draw picks: an escalation committee's.
+	pub(crate) fn largest_draw() -> u32 {
+		T::EscalationCommittee::get().max(T::VerifiersPerUnit::get())
+	}
+
+
+	/// Adds this block's randomness to the [`Beacon`], if it is newer than the newest
+	/// there, and keeps the last `RandomnessBlocks`. Randomness known since genesis (a
+	/// stalled source, or the first block's) is never added: no commitment precedes it.
+	pub(crate) fn note_randomness() {
+		let (random, known_since) = T::Randomness::random(b"touchstone/beacon");
+		if known_since.is_zero() {
+			return;
+		}
+		Beacon::<T>::mutate(|beacon| {
+			if beacon.last().is_some_and(|(newest, _)| *newest >= known_since) {
+				return;
+			}
+			let keep = T::RandomnessBlocks::get().min(MAX_RANDOMNESS_BLOCKS) as usize;
+			let mut blocks = beacon.to_vec();
+			blocks.push((known_since, random.0));
+			let excess = blocks.len().saturating_sub(keep);
+			*beacon = BoundedVec::truncate_from(blocks.split_off(excess));
+		});
+	}
+
+
+	/// The seed for `subject` from the `beacon`, once it holds `RandomnessBlocks` blocks'
+	/// randomness all known after block `committed_at`: `blake2_256` of the subject and
+	/// every one of them. `None` until then.
+	pub(crate) fn seed_after(
+		beacon: &[(BlockNumberFor<T>, [u8; 32])],
+		committed_at: BlockNumberFor<T>,
+		subject: &[u8],
+	) -> Option<[u8; 32]> {
+		let full = beacon.len() >= T::RandomnessBlocks::get() as usize;
+		let after = beacon.first().is_some_and(|(oldest, _)| *oldest > committed_at);
+		let values: Vec<[u8; 32]> = beacon.iter().map(|(_, value)| *value).collect();
+		(full && after).then(|| blake2_256(&(subject, values).encode()))
+	}
+
+
+	/// Appends `key` to the queue `Q` unless it is queued already: an entry stands for
+	/// its unit, whose current state the hook reads when it reaches it.
+	pub(crate) fn enqueue<Q>(key: (JobId, UnitIndex)) -> DispatchResult
+	where
+		Q: frame_support::storage::StorageValue<
+			BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>,
+			Query = BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>,
+		>,
+	{
+		Q::try_mutate(|queue| {
+			if queue.contains(&key) {
+				return Ok(());
+			}
+			queue.try_push(key).map_err(|_| Error::<T>::DrawQueueFull.into())
+		})
+	}
+
+
+	/// Walks a queue of units in commitment order, up to `limit` handled: stale and
+	/// handled entries leave it, and the first entry that must wait stops the walk,
+	/// since every later one waits too.
+	pub(crate) fn walk_queue<S: Get<u32>>(
+		queue: &BoundedVec<(JobId, UnitIndex), S>,
+		limit: u32,
+		mut handle: impl FnMut((JobId, UnitIndex)) -> Queued,
+	) -> Walk<S> {
+		let (mut handled, mut stale, mut taken) = (0u32, 0u32, 0usize);
+		for key in queue.iter().copied() {
+			if handled >= limit {
+				break;
+			}
+			match handle(key) {
+				Queued::Stale => stale = stale.saturating_add(1),
+				Queued::Wait => break,
+				Queued::Handled => handled = handled.saturating_add(1),
+			}
+			taken = taken.saturating_add(1);
+		}
+		let rest = (taken > 0).then(|| BoundedVec::truncate_from(queue.iter().skip(taken).copied().collect()));
+		Walk { handled, stale, rest }
+	}
+
+
+	/// The weight of the block hook that concluded `concluded` rounds (so many of them
+	/// escalations), drew `drawn` (so many of them escalation committees) and recorded
+	/// `recorded` secrets' randomness, walking past the stale entries both counts name (a
+	/// read each). Each count is at most `MaxDrawsPerBlock` (`MaxSecretsPerBlock` for the
+	/// secrets), the escalations at most `MaxEscalationsPerBlock`, and the stale entries
+	/// at most a queue's bound.
+	pub fn hook_weight(concluded: HookCount, drawn: HookCount, recorded: HookCount) -> Weight {
+		// A draw's benchmark picks a round from a pool of online verifiers; the staking
+		// pallet's bound on its picks covers draws that skip offline ones.
+		let draw = |count: u32| T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(count));
+		let plain = |count: HookCount| u64::from(count.all.saturating_sub(count.escalations));
+		// `on_initialize_idle` is measured before secrets were queued: one more read; and
+		// before the beacon: its read and write, and the randomness source's read.
+		T::WeightInfo::on_initialize_idle()
+			.saturating_add(T::DbWeight::get().reads_writes(3, 1))
+			.saturating_add(Self::conclusion_weight().saturating_mul(plain(concluded)))
+			.saturating_add(Self::escalation_conclusion_weight().saturating_mul(u64::from(concluded.escalations)))
+			.saturating_add(draw(T::VerifiersPerUnit::get()).saturating_mul(plain(drawn)))
+			.saturating_add(draw(Self::largest_draw()).saturating_mul(u64::from(drawn.escalations)))
+			.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded.all)))
+			.saturating_add(T::DbWeight::get().reads(u64::from(drawn.stale.saturating_add(recorded.stale))))
+	}
+
+
+	/// Draws the verifiers of queued proofs whose randomness is known, and drops those
+	/// past `DrawTimeout`, up to `MaxDrawsPerBlock` in all and `MaxEscalationsPerBlock`
+	/// escalation committees; returns how many, and how many were escalations.
+	pub(crate) fn draw_due(now: BlockNumberFor<T>) -> HookCount {
+		let queue = PendingDraws::<T>::get();
+		let beacon = Beacon::<T>::get();
+		let mut escalations = 0u32;
+		let drawn = Self::walk_queue(&queue, T::MaxDrawsPerBlock::get(), |(job, unit)| {
+			let Some(round) = Rounds::<T>::get((job, unit)) else { return Queued::Stale };
+			if round.drawn.is_some() {
+				// A duplicate entry of a unit proven again: already drawn.
+				return Queued::Stale;
+			}
+			let escalation = matches!(round.kind, RoundKind::Escalation { .. });
+			if escalation {
+				// Its conclusion may overturn a proof and roll a job back: few a block.
+				if escalations >= T::MaxEscalationsPerBlock::get() {
+					return Queued::Wait;
+				}
+				escalations = escalations.saturating_add(1);
+			}
+			// Nothing the solver chose goes into the seed (not its trace root, which it
+			// could grind), and randomness known at or before the commitment's block
+			// could have been known to the solver: wait until every block is newer.
+			let subject = (b"touchstone/verification", job, unit, round.committed_at, escalation).encode();
+			if let Some(seed) = Self::seed_after(&beacon, round.committed_at, &subject) {
+				Self::draw(job, unit, round, seed, now);
+			} else if now <= Self::draw_deadline(&round) {
+				return Queued::Wait;
+			} else {
+				// Counted as a draw, so expiries share the per-block bound and its weight.
+				Self::deposit_event(Event::DrawExpired { job, unit });
+				// The solver still owes its secret: a round without verifiers takes it.
+				if matches!(round.kind, RoundKind::Escalation { .. }) {
+					Self::escalation_undecided(job, unit, round);
+				} else if matches!(round.secret, SolverSecret::Awaited { .. }) {
+					Self::open_periods(job, unit, round, [0; 32], Vec::new(), now);
+				} else {
+					Self::remove_round((job, unit));
+				}
+			}
+			Queued::Handled
+		});
+		if let Some(rest) = drawn.rest {
+			PendingDraws::<T>::put(rest);
+		}
+		HookCount { all: drawn.handled, escalations, stale: drawn.stale }
+	}
+
+
+	/// Draws a round's verifiers (an escalation's committee) from `seed` and opens its
+	/// commit period.
+	pub(crate) fn draw(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
+		let proven = match T::Units::proven_unit(job, unit) {
+			Some(proven) if proven.trace.trace_root == round.trace_root => proven,
+			_ => {
+				Self::remove_round((job, unit));
+				Self::deposit_event(Event::RoundVoided { job, unit });
+				return;
+			},
+		};
+		let escalation = matches!(round.kind, RoundKind::Escalation { .. });
+		if !escalation {
+			round.kind = match proven.verification {
+				VerificationMode::Exact => RoundKind::Exact,
+				VerificationMode::Tolerance { .. } => {
+					Self::freeze_thresholds(job, unit);
+					RoundKind::Tolerance { profiling: !RoundThresholds::<T>::contains_key((job, unit)) }
+				},
+			};
+		}
+		let count = if escalation { T::EscalationCommittee::get() } else { T::VerifiersPerUnit::get() };
+		let verifiers = T::Draw::draw_verifiers(&seed, count, &[proven.solver, proven.owner]);
+		if verifiers.is_empty() {
+			Self::deposit_event(Event::NoVerifiers { job, unit });
+			if escalation {
+				return Self::escalation_undecided(job, unit, round);
+			}
+			// The solver still owes its secret: a forced proof must be replaced even
+			// when nobody could check it.
+			if matches!(round.secret, SolverSecret::Awaited { .. }) {
+				Self::open_periods(job, unit, round, seed, Vec::new(), now);
+			} else {
+				Self::remove_round((job, unit));
+			}
+			return;
+		}
+		Self::open_periods(job, unit, round, seed, verifiers, now);
+	}
+
+
+	/// The last block a round may be drawn in.
+	pub(crate) fn draw_deadline(round: &RoundOf<T>) -> BlockNumberFor<T> {
+		round.committed_at.saturating_add(T::DrawTimeout::get())
+	}
+}
