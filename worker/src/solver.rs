@@ -286,6 +286,33 @@ impl Solver {
 		self.claim_from_pool(&at).await
 	}
 
+	/// The duties this solver's proven units owe while another unit (`training`) trains:
+	/// each one's forced-error reveal, and its dispute moves (unless its proof is forced).
+	/// Runs once per best block (`last` keeps the block it last ran at).
+	async fn proven_duties(&mut self, training: (JobId, UnitIndex), last: &mut Option<u64>) -> Result<()> {
+		let at = self.best.at().await?;
+		if *last == Some(at.block_number()) {
+			return Ok(());
+		}
+		*last = Some(at.block_number());
+		for (job_id, index) in self.chain.solver_units(&at, &self.me).await? {
+			if (job_id, index) == training {
+				continue;
+			}
+			let (Some(job), Some(unit)) = (self.chain.job(&at, job_id).await?, self.chain.unit(&at, job_id, index).await?) else {
+				continue;
+			};
+			if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) {
+				continue;
+			}
+			self.reveal_secret(&at, job_id, index, &unit).await?;
+			if self.secrets.forced(job_id, index).is_none() {
+				self.defend(&at, job_id, index, &job, &unit).await?;
+			}
+		}
+		Ok(())
+	}
+
 	/// Accepts an offered unit this machine can train, or declines it with the reason.
 	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		let ready = match self.fetch_inputs(job_id, index, job, unit).await {
@@ -411,7 +438,9 @@ impl Solver {
 		let mut pending: Option<Checkpoint> = None;
 		let mut last_step = (Instant::now(), first_step);
 		let mut done_before = 0u32;
-		let mut tick = tokio::time::interval(Duration::from_secs(10));
+		// About a block: the duties of the solver's other units are checked once a block.
+		let mut tick = tokio::time::interval(Duration::from_secs(3));
+		let mut duties_at = None;
 		let mut finished = false;
 		while !finished {
 			// Wait for news (or the heartbeat tick), then take everything already queued:
@@ -477,6 +506,12 @@ impl Solver {
 				}
 			}
 			self.heartbeat_if_due().await?;
+			// A reveal or a dispute move of another unit cannot wait for this one's training:
+			// missing it costs bond. A failure is reported and tried again next block.
+			match self.proven_duties((job_id, index), &mut duties_at).await {
+				Ok(()) => {},
+				Err(error) => tracing::warn!(job = job_id, unit = index, "duties of the other units while training: {error:#}"),
+			}
 		}
 		bar.finish_and_clear();
 		let Some((result, work)) = worker.await.context("the training thread failed")?? else {
