@@ -18,7 +18,7 @@ use polkadot_sdk::{
 	sp_runtime::traits::{Saturating, Zero},
 };
 use touchstone_primitives::{
-	traits::{UnitProofs, VerifierDraw}, JobId, UnitIndex, VerificationMode,
+	traits::VerifierDraw, JobId, UnitIndex, VerificationMode,
 };
 
 impl<T: Config> Pallet<T> {
@@ -26,7 +26,6 @@ impl<T: Config> Pallet<T> {
 	pub(crate) fn largest_draw() -> u32 {
 		T::EscalationCommittee::get().max(T::VerifiersPerUnit::get())
 	}
-
 
 	/// Adds this block's randomness to the [`Beacon`], if it is newer than the newest
 	/// there, and keeps the last `RandomnessBlocks`. Randomness known since genesis (a
@@ -48,7 +47,6 @@ impl<T: Config> Pallet<T> {
 		});
 	}
 
-
 	/// The seed for `subject` from the `beacon`, once it holds `RandomnessBlocks` blocks'
 	/// randomness all known after block `committed_at`: `blake2_256` of the subject and
 	/// every one of them. `None` until then.
@@ -62,7 +60,6 @@ impl<T: Config> Pallet<T> {
 		let values: Vec<[u8; 32]> = beacon.iter().map(|(_, value)| *value).collect();
 		(full && after).then(|| blake2_256(&(subject, values).encode()))
 	}
-
 
 	/// Appends `key` to the queue `Q` unless it is queued already: an entry stands for
 	/// its unit, whose current state the hook reads when it reaches it.
@@ -80,7 +77,6 @@ impl<T: Config> Pallet<T> {
 			queue.try_push(key).map_err(|_| Error::<T>::DrawQueueFull.into())
 		})
 	}
-
 
 	/// Walks a queue of units in commitment order, up to `limit` handled: stale and
 	/// handled entries leave it, and the first entry that must wait stops the walk,
@@ -106,7 +102,6 @@ impl<T: Config> Pallet<T> {
 		Walk { handled, stale, rest }
 	}
 
-
 	/// The weight of the block hook that concluded `concluded` rounds (so many of them
 	/// escalations), drew `drawn` (so many of them escalation committees) and recorded
 	/// `recorded` secrets' randomness, walking past the stale entries both counts name (a
@@ -129,7 +124,6 @@ impl<T: Config> Pallet<T> {
 			.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded.all)))
 			.saturating_add(T::DbWeight::get().reads(u64::from(drawn.stale.saturating_add(recorded.stale))))
 	}
-
 
 	/// Draws the verifiers of queued proofs whose randomness is known, and drops those
 	/// past `DrawTimeout`, up to `MaxDrawsPerBlock` in all and `MaxEscalationsPerBlock`
@@ -180,18 +174,10 @@ impl<T: Config> Pallet<T> {
 		HookCount { all: drawn.handled, escalations, stale: drawn.stale }
 	}
 
-
 	/// Draws a round's verifiers (an escalation's committee) from `seed` and opens its
 	/// commit period.
 	pub(crate) fn draw(job: JobId, unit: UnitIndex, mut round: RoundOf<T>, seed: [u8; 32], now: BlockNumberFor<T>) {
-		let proven = match T::Units::proven_unit(job, unit) {
-			Some(proven) if proven.trace.trace_root == round.trace_root => proven,
-			_ => {
-				Self::remove_round((job, unit));
-				Self::deposit_event(Event::RoundVoided { job, unit });
-				return;
-			},
-		};
+		let Some(proven) = Self::proof_of_round(job, unit, &round) else { return };
 		let escalation = matches!(round.kind, RoundKind::Escalation { .. });
 		if !escalation {
 			round.kind = match proven.verification {
@@ -220,7 +206,6 @@ impl<T: Config> Pallet<T> {
 		}
 		Self::open_periods(job, unit, round, seed, verifiers, now);
 	}
-
 
 	/// The last block a round may be drawn in.
 	pub(crate) fn draw_deadline(round: &RoundOf<T>) -> BlockNumberFor<T> {

@@ -62,7 +62,6 @@ impl<T: Config> Pallet<T> {
 		Self::deposit_event(Event::ForcedErrorPaid { job, unit, step, caught: paid, each });
 	}
 
-
 	/// Records the randomness of queued secret commitments once it is newer than them,
 	/// up to `MaxSecretsPerBlock`; returns how many. A solver's proof waits for it.
 	pub(crate) fn record_due(_now: BlockNumberFor<T>) -> HookCount {
@@ -89,7 +88,6 @@ impl<T: Config> Pallet<T> {
 		}
 		HookCount { all: recorded.handled, escalations: 0, stale: recorded.stale }
 	}
-
 
 	/// Replacing a forced proof: the tasks pallet reads and writes the job and unit, and
 	/// this pallet queues the new round, as for a proof committed (about 30 µs).

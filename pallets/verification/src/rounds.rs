@@ -30,7 +30,6 @@ impl<T: Config> Pallet<T> {
 		H256(blake2_256(&(verdict, salt, verifier).encode()))
 	}
 
-
 	/// The checkpoint segments `verifier` re-executes in a unit cut into `segments`
 	/// segments ([`Segments`]: the stretches between the solver's checkpoints, on the
 	/// job's global grid of checkpoint steps): `SamplesPerVerifier`
@@ -56,13 +55,11 @@ impl<T: Config> Pallet<T> {
 		chosen
 	}
 
-
 	/// The segments `verifier` re-executes in the unit's current round, or `None` if it
 	/// was not drawn for it. Backs the `VerificationApi::samples` runtime API.
 	pub fn samples(job: JobId, unit: UnitIndex, verifier: &T::AccountId) -> Option<Vec<u32>> {
 		Self::round_samples(job, unit, &Rounds::<T>::get((job, unit))?, verifier)
 	}
-
 
 	/// The segments `verifier` re-executes in `round`: its own sample, or every flagged
 	/// segment in an escalation. `None` if it is not drawn in the round.
@@ -77,7 +74,6 @@ impl<T: Config> Pallet<T> {
 		let proven = T::Units::proven_unit(job, unit)?;
 		Some(Self::sampled_segments(&drawn.seed, verifier, Self::segments(&proven).count()))
 	}
-
 
 	/// Checks that a revealed verdict is of the round's kind, and that a distance names a
 	/// segment the verifier re-executed.
@@ -104,12 +100,10 @@ impl<T: Config> Pallet<T> {
 		Ok(())
 	}
 
-
 	/// The checkpoint segments of the proven unit.
 	pub(crate) fn segments(proven: &ProvenUnitOf<T>) -> Segments {
 		Segments::new(proven.trace.first_step, proven.trace.steps, proven.hyper.checkpoint_interval)
 	}
-
 
 	/// Concludes every round whose reveal period ends at `now`; returns how many, and
 	/// how many of them were escalations.
@@ -125,7 +119,6 @@ impl<T: Config> Pallet<T> {
 		HookCount { all: due.len() as u32, escalations, stale: 0 }
 	}
 
-
 	/// Ends a round's reveal period: voids it if its proof no longer stands, else
 	/// slashes every drawn verifier that did not reveal, and the solver if it owed its
 	/// secret and did not reveal it. A forced round pays its catchers and hands the unit
@@ -136,14 +129,7 @@ impl<T: Config> Pallet<T> {
 		if round.drawn.as_ref().is_none_or(|drawn| drawn.reveal_ends != now) {
 			return;
 		}
-		let proven = match T::Units::proven_unit(job, unit) {
-			Some(proven) if proven.trace.trace_root == round.trace_root => proven,
-			_ => {
-				Self::remove_round((job, unit));
-				Self::deposit_event(Event::RoundVoided { job, unit });
-				return;
-			},
-		};
+		let Some(proven) = Self::proof_of_round(job, unit, &round) else { return };
 		if matches!(round.kind, RoundKind::Escalation { .. }) {
 			return Self::conclude_escalation(job, unit, round, &proven);
 		}
@@ -203,6 +189,19 @@ impl<T: Config> Pallet<T> {
 		Rounds::<T>::insert((job, unit), round);
 	}
 
+	/// The unit's standing proof, if it is the one the round judges. Otherwise its proof
+	/// was overturned or replaced since: the round is voided, with nobody slashed or paid,
+	/// and `None`.
+	pub(crate) fn proof_of_round(job: JobId, unit: UnitIndex, round: &RoundOf<T>) -> Option<ProvenUnitOf<T>> {
+		match T::Units::proven_unit(job, unit) {
+			Some(proven) if proven.trace.trace_root == round.trace_root => Some(proven),
+			_ => {
+				Self::remove_round((job, unit));
+				Self::deposit_event(Event::RoundVoided { job, unit });
+				None
+			},
+		}
+	}
 
 	/// Marks every drawn verifier that did not reveal as `Missed` and slashes it
 	/// `MissedRevealSlash`; returns how many missed.
@@ -228,14 +227,12 @@ impl<T: Config> Pallet<T> {
 		missed
 	}
 
-
 	/// Slashes `MissedRevealSlash` from `who`'s bond for `role`, for a reveal it owed and
 	/// did not make; returns what was taken. A party that left the registry and withdrew
 	/// has nothing left to take: the slash takes what there is.
 	pub(crate) fn slash_missed(who: &T::AccountId, role: Role, reason: SlashReason) -> BalanceOf<T> {
 		T::Slash::slash(who, role, T::MissedRevealSlash::get(), reason, None).unwrap_or_else(|_| Zero::zero())
 	}
-
 
 	/// The weight of concluding one round at its worst: every verifier slashed, and a
 	/// forced round's catchers paid, its disputes dismissed and its proof replaced.
@@ -249,7 +246,6 @@ impl<T: Config> Pallet<T> {
 			// escalation and hold the unit.
 			.saturating_add(T::DbWeight::get().reads_writes(3, 3))
 	}
-
 
 	/// Opens a round's commit and reveal periods for `verifiers`, drawn from `seed`.
 	pub(crate) fn open_periods(
@@ -286,14 +282,12 @@ impl<T: Config> Pallet<T> {
 		Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
 	}
 
-
 	/// One payment to an account outside the benchmarked calls: a transfer from a hold,
 	/// as a solver's pay from escrow (the hold and both accounts: 3 reads, 3 writes,
 	/// about 40 µs). It bounds a share of a slash paid to a dispute's winner too.
 	pub(crate) fn payment_weight() -> Weight {
 		Weight::from_parts(40_000_000, 0).saturating_add(T::DbWeight::get().reads_writes(3, 3))
 	}
-
 
 	/// Every verifier drawn in a round: its attestations, and an escalation's tolerance
 	/// round's verifiers, whom the committee judges.
@@ -304,7 +298,6 @@ impl<T: Config> Pallet<T> {
 		};
 		round.attestations.iter().chain(judged.iter())
 	}
-
 
 	/// Removes a unit's round, and counts it off each of its verifiers' `DrawnRounds`.
 	pub(crate) fn remove_round(key: (JobId, UnitIndex)) -> Option<RoundOf<T>> {

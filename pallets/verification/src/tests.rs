@@ -385,6 +385,22 @@ fn take_with_secret(secret: &[u8; 32]) -> u64 {
 	job
 }
 
+/// Has the verifiers drawn for `job`'s unit's standing proof, whose round is about to be
+/// drawn, attest `Match`, and finalizes the unit once its window has passed.
+fn match_and_finalize(job: u64) {
+	let now = System::block_number();
+	run_to_block(now + 2);
+	for verifier in drawn(job) {
+		assert_ok!(commit(verifier, job, &Verdict::Match));
+	}
+	run_to_block(now + 2 + COMMIT_PERIOD);
+	for verifier in drawn(job) {
+		assert_ok!(reveal(verifier, job, Verdict::Match));
+	}
+	run_to_block(now + CHALLENGE_WINDOW + COMMIT_PERIOD + REVEAL_PERIOD);
+	assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+}
+
 #[test]
 fn the_forced_step_is_the_secrets_and_carries_no_hash_the_proof_repeats() {
 	use touchstone_primitives::Segments;
@@ -512,17 +528,7 @@ fn a_forced_error_is_caught_and_paid_from_the_jackpot_and_the_honest_proof_repla
 		let round = Rounds::<Test>::get((job, 0)).unwrap();
 		assert_eq!((round.trace_root, round.secret), (honest.trace_root.0, SolverSecret::NotRequired));
 		assert!(!holds());
-		let now = System::block_number();
-		run_to_block(now + 2);
-		for verifier in drawn(job) {
-			assert_ok!(commit(verifier, job, &Verdict::Match));
-		}
-		run_to_block(now + 2 + COMMIT_PERIOD);
-		for verifier in drawn(job) {
-			assert_ok!(reveal(verifier, job, Verdict::Match));
-		}
-		run_to_block(now + CHALLENGE_WINDOW + COMMIT_PERIOD + REVEAL_PERIOD);
-		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+		match_and_finalize(job);
 		assert_eq!(unit_state(job), UnitState::Finalized);
 	});
 }
@@ -1144,17 +1150,7 @@ fn attack_the_jackpot_cannot_be_drained_through_forced_errors() {
 		}
 		run_to_block(System::block_number() + REVEAL_PERIOD);
 		// The honest proof's round, checked by everyone, then payment.
-		let now = System::block_number();
-		run_to_block(now + 2);
-		for verifier in drawn(job) {
-			assert_ok!(commit(verifier, job, &Verdict::Match));
-		}
-		run_to_block(now + 2 + COMMIT_PERIOD);
-		for verifier in drawn(job) {
-			assert_ok!(reveal(verifier, job, Verdict::Match));
-		}
-		run_to_block(now + CHALLENGE_WINDOW + COMMIT_PERIOD + REVEAL_PERIOD);
-		assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
+		match_and_finalize(job);
 		let gained = |who: u64| wealth(who) as i128 - before[who as usize] as i128;
 		let net = gained(OWNER) + gained(ATTACKER_SOLVER) + gained(colluder);
 		let jackpot_gained = Balances::balance(&JACKPOT) as i128 - jackpot_before as i128;

@@ -26,7 +26,6 @@ impl<T: Config> Pallet<T> {
 		}
 	}
 
-
 	/// The thresholds a tolerance-mode job's distances are judged by now: the profiled
 	/// ones, or the submitter's ceilings until they are profiled.
 	pub(crate) fn bound(job: JobId, unit: UnitIndex) -> Option<Distance> {
@@ -34,13 +33,11 @@ impl<T: Config> Pallet<T> {
 		Some(Self::thresholds_of((job, unit), &info).unwrap_or(info.ceiling))
 	}
 
-
 	/// The thresholds the unit's round is judged by: those frozen for it, else the job's
 	/// current ones; `None` while the job is unprofiled.
 	pub(crate) fn thresholds_of(key: (JobId, UnitIndex), info: &touchstone_primitives::traits::ToleranceJob<T::AccountId>) -> Option<Distance> {
 		RoundThresholds::<T>::get(key).or(info.profile.thresholds)
 	}
-
 
 	/// Freezes the job's current thresholds for the unit's round, unless frozen already
 	/// or the job has none (the round then profiles them).
@@ -52,7 +49,6 @@ impl<T: Config> Pallet<T> {
 			RoundThresholds::<T>::insert((job, unit), thresholds);
 		}
 	}
-
 
 	/// The thresholds a concluding tolerance round judges by. A profiling round of a job
 	/// still without thresholds sets them: the componentwise median of the revealed
@@ -87,7 +83,6 @@ impl<T: Config> Pallet<T> {
 		Some(thresholds)
 	}
 
-
 	/// Turns a concluded tolerance round whose verifiers measured `flagged` segments
 	/// beyond the thresholds into an escalation: the unit is held (`Challenged`), and a
 	/// committee is drawn from randomness known only after this block. With the draw
@@ -110,7 +105,6 @@ impl<T: Config> Pallet<T> {
 		Self::deposit_event(Event::EscalationOpened { job, unit, segments: flagged });
 	}
 
-
 	/// An escalation without a committee (none could be queued, or drawn in time): the
 	/// unit is released if it was held, its proof standing, and nobody is slashed for a
 	/// distance.
@@ -127,7 +121,6 @@ impl<T: Config> Pallet<T> {
 			missed: 0,
 		});
 	}
-
 
 	/// Ends an escalation's reveal period. The majority of the members that revealed
 	/// decides; the losers (members on the minority side, and the tolerance round's
@@ -211,7 +204,6 @@ impl<T: Config> Pallet<T> {
 		Rounds::<T>::insert((job, unit), round);
 	}
 
-
 	/// Slashes each of `losers` `FalseAttestationSlash` from its verifier bond,
 	/// `WinnerShare` of it to one of `winners` in turn (to the jackpot alone if there is
 	/// none, or if the winner is the loser itself).
@@ -230,7 +222,6 @@ impl<T: Config> Pallet<T> {
 			Self::deposit_event(Event::WrongDistance { job, unit, verifier: verifier.clone(), slashed });
 		}
 	}
-
 
 	/// The weight of concluding one escalation at its worst: the committee and the round
 	/// it judges slashed (the solver too), each paying a winner, the thresholds read and
