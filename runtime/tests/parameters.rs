@@ -30,8 +30,9 @@ fn unbonding_outlasts_a_verification_round_and_its_dispute() {
 	let window: u32 = <Runtime as pallet_touchstone_tasks::Config>::ChallengeWindow::get();
 	let commit: u32 = <Runtime as pallet_touchstone_verification::Config>::CommitPeriod::get();
 	let reveal: u32 = <Runtime as pallet_touchstone_verification::Config>::RevealPeriod::get();
-	// The earliest draw is two blocks after the proof: randomness from the block after it.
-	let round = 2 + commit + reveal;
+	let beacon: u32 = <Runtime as pallet_touchstone_verification::Config>::RandomnessBlocks::get();
+	// The earliest draw is in the block after the beacon's blocks, all after the proof's.
+	let round = 1 + beacon + commit + reveal;
 	assert!(round < window, "a prompt round ({round} blocks) ends inside the window ({window})");
 	let longest_dispute = MAX_DISPUTE_PHASES * DISPUTE_RESPONSE_WINDOW;
 	assert!(unbonding > window + round + longest_dispute, "unbonding {unbonding} too short");

@@ -21,7 +21,7 @@ use touchstone_primitives::referee::StateOpening;
 use touchstone_primitives::{forced_commitment, JobId, LearningProof, Segments, UnitIndex};
 
 use crate::samples::TraceManifest;
-use crate::store::Store;
+use crate::store::{write_atomically, Store};
 use crate::train::UnitWork;
 
 /// A secret and the two trace roots its commitment binds, as the solver keeps them for
@@ -120,14 +120,6 @@ impl Secrets {
 	fn forced_path(&self, job: JobId, unit: UnitIndex) -> PathBuf {
 		self.dir.join(format!("{job}-{unit}.forced"))
 	}
-}
-
-/// Writes `bytes` to `path` through a temporary file renamed over it, so a crash leaves
-/// the old file or the new one, never half of one.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-	let partial = path.with_extension("partial");
-	std::fs::write(&partial, bytes).with_context(|| format!("cannot write {}", partial.display()))?;
-	std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The step a forced proof of the unit trained in `work` gets wrong under `secret`: the

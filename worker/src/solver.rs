@@ -563,17 +563,13 @@ impl Solver {
 		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
 			return Ok((honest, final_state));
 		}
-		let committed = self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me);
-		let (bound, step, forced) = match committed {
-			Some(commitment) => {
-				let Some(bound) = self.secrets.secret(job_id, index, &commitment.hash.0) else {
+		let saved = match self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) {
+			Some(commitment) => match self.secrets.secret(job_id, index, &commitment.hash.0) {
+				Some(saved) => Some(saved),
+				None => {
 					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
 					return Ok((honest, final_state));
-				};
-				ensure!(bound.honest_root == honest.trace_root.0, "the retrained unit's trace differs from the one its secret was committed with");
-				let step = crate::forced::forced_step(work, &bound.secret);
-				let forced = step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)).transpose()?;
-				(bound, step, forced)
+				},
 			},
 			None => {
 				// Randomness comes a block or two after the commitment, and a unit let go after
@@ -585,18 +581,26 @@ impl Solver {
 					deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS)),
 					"the unit's deadline is too close to commit a forced-error secret and then the proof"
 				);
-				let secret = Secrets::fresh()?;
-				let step = crate::forced::forced_step(work, &secret);
-				let forced = step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)).transpose()?;
-				let forced_root = forced.as_ref().map_or(honest.trace_root.0, |(proof, _)| proof.trace_root.0);
-				let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };
+				None
+			},
+		};
+		let secret = match saved {
+			Some(saved) => saved.secret,
+			None => Secrets::fresh()?,
+		};
+		let step = crate::forced::forced_step(work, &secret);
+		let forced = step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)).transpose()?;
+		let forced_root = forced.as_ref().map_or(honest.trace_root.0, |(proof, _)| proof.trace_root.0);
+		let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };
+		match saved {
+			Some(saved) => ensure!(saved == bound, "the retrained unit's traces differ from those its secret was committed with"),
+			None => {
 				self.secrets.save(job_id, index, &bound)?;
 				let commit = runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(bound.commitment()));
 				self.chain.send_in_block(&commit, &self.signer).await.context("committing the forced-error secret")?;
 				tracing::info!(job = job_id, unit = index, "committed a forced-error secret bound to the honest and the forced proof");
-				(bound, step, forced)
 			},
-		};
+		}
 		let mut waited = 0;
 		let (random, rate) = loop {
 			let at = self.best.at().await?;

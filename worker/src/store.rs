@@ -53,9 +53,7 @@ impl Store {
 	pub fn put_as(&self, name: &Digest, bytes: &[u8]) -> Result<()> {
 		let path = self.path(name);
 		if !path.is_file() {
-			let writing = path.with_extension("writing");
-			std::fs::write(&writing, bytes).with_context(|| format!("cannot write {}", writing.display()))?;
-			std::fs::rename(&writing, &path).with_context(|| format!("cannot write {}", path.display()))?;
+			write_atomically(&path, bytes)?;
 		}
 		Ok(())
 	}
@@ -125,4 +123,12 @@ mod tests {
 		assert!(store.get(&[7; 32]).unwrap_err().to_string().contains("not in the local store"));
 		std::fs::remove_dir_all(&dir).unwrap();
 	}
+}
+
+/// Writes `bytes` to `path` through a file beside it renamed over it, so a crash leaves
+/// the old file or the new one, never half of one.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+	let writing = path.with_extension("writing");
+	std::fs::write(&writing, bytes).with_context(|| format!("cannot write {}", writing.display()))?;
+	std::fs::rename(&writing, path).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -162,10 +162,7 @@ fn parse_record(line: &str) -> Option<StepRecord> {
 /// Writes `records` atomically.
 fn save_records(dir: &Path, records: &[StepRecord]) -> Result<()> {
 	let text: String = records.iter().map(record_line).collect();
-	let partial = dir.join("records.partial");
-	std::fs::write(&partial, text)?;
-	std::fs::rename(&partial, dir.join(RECORDS))?;
-	Ok(())
+	crate::store::write_atomically(&dir.join(RECORDS), text.as_bytes())
 }
 
 /// The step records saved in a unit's folder (none before its first checkpoint).

@@ -3,12 +3,12 @@
 //! staking pallet's tree), and the hook's weight.
 
 use crate::pallet::*;
-use polkadot_sdk::frame_support;
 use crate::types::*;
 use crate::weights::WeightInfo;
 use alloc::vec::Vec;
 use codec::Encode;
 use polkadot_sdk::{
+	frame_support,
 	frame_support::{
 		pallet_prelude::*,
 		traits::Randomness,
@@ -39,11 +39,12 @@ impl<T: Config> Pallet<T> {
 			if beacon.last().is_some_and(|(newest, _)| *newest >= known_since) {
 				return;
 			}
-			let keep = T::RandomnessBlocks::get().min(MAX_RANDOMNESS_BLOCKS) as usize;
-			let mut blocks = beacon.to_vec();
-			blocks.push((known_since, random.0));
-			let excess = blocks.len().saturating_sub(keep);
-			*beacon = BoundedVec::truncate_from(blocks.split_off(excess));
+			let keep = T::RandomnessBlocks::get().clamp(1, MAX_RANDOMNESS_BLOCKS) as usize;
+			while beacon.len() >= keep {
+				beacon.remove(0);
+			}
+			// Room was just made: `keep` is at most the bound.
+			let _ = beacon.try_push((known_since, random.0));
 		});
 	}
 

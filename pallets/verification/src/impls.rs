@@ -2,11 +2,11 @@
 //! the tasks pallet drives, and the judgment of attestations the disputes pallet calls.
 
 use crate::pallet::*;
-use polkadot_sdk::frame_system;
 use crate::types::*;
 use crate::weights::WeightInfo;
 use alloc::vec::Vec;
 use polkadot_sdk::{
+	frame_system,
 	frame_support::pallet_prelude::*,
 	sp_runtime::{
 		traits::Zero,

@@ -321,7 +321,8 @@ impl pallet_touchstone_verification::Config for Runtime {
 	type VerifiersPerUnit = ConstU32<3>;
 	type SamplesPerVerifier = ConstU32<2>;
 	// Thirty seconds to re-execute two segments and commit, thirty to reveal: a round
-	// concludes 22 blocks after its proof, well inside the five-minute challenge window.
+	// concludes 24 blocks after its proof (drawn four after it, `RandomnessBlocks`), well
+	// inside the five-minute challenge window.
 	type CommitPeriod = ConstU32<10>;
 	type RevealPeriod = ConstU32<10>;
 	type MissedRevealSlash = ConstU128<{ UNIT }>;
