@@ -1086,4 +1086,25 @@ mod attacks {
 			assert!(lost >= 4 * MIN_PRICE, "filling {filled} of {max_open} slots cost DAVE only {lost}");
 		});
 	}
+
+	/// Attack 9, its model half: the model a job's result names was whatever hash its
+	/// solver wrote into the proof. Nothing tied `final_model_hash` to the final state root
+	/// the proof's opening proved, so a solver that trained honestly could name any file
+	/// (or none it serves) as the job's model, and be paid: the submitter's result pointed
+	/// at a model nobody proved. (Its other half, withholding the checkpoints and the model
+	/// so that nobody can check the proof in time, had no call to play it with: nothing on
+	/// chain could demand a chunk of a committed artifact.)
+	#[test]
+	#[ignore = "attack 9 works: the job's result names a model file its proof never proved"]
+	fn attack_the_result_names_only_a_proven_model() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let job = submit(job_spec());
+			for unit in 0..4 {
+				complete_unit(BOB, job, unit, 1 + unit as u8);
+			}
+			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
+			assert_eq!(result.units_finalized, 4);
+			assert_eq!(result.model_hash, result.state_root, "the result names a model its proof never proved");
+		});
+	}
 }
