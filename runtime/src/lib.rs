@@ -63,7 +63,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 118,
+	spec_version: 119,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 2,
@@ -145,6 +145,8 @@ pub type SignedPayload = generic::SignedPayload<RuntimeCall, TxExtension>;
 type Migrations = (
 	pallet_touchstone_staking::migrations::ScheduleLapses<Runtime>,
 	pallet_touchstone_staking::migrations::ResizeDrawTree<Runtime>,
+	pallet_touchstone_tasks::migrations::DropUnprovenModelHashes<Runtime>,
+	pallet_touchstone_verification::migrations::DropUnprovenModelHashes<Runtime>,
 );
 
 /// Dispatches blocks to the pallets.

@@ -12,6 +12,7 @@
 	substitute_type(path = "touchstone_kernels::referee::StateOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateOpening>"),
 	substitute_type(path = "touchstone_kernels::referee::Openings", with = "::subxt::utils::Static<::touchstone_primitives::referee::Openings>"),
 	substitute_type(path = "touchstone_kernels::referee::binding::StepBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::StepBinding>"),
+	substitute_type(path = "touchstone_kernels::referee::binding::StateChunk", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateChunk>"),
 	substitute_type(path = "touchstone_kernels::proof::bisection::Reveal", with = "::subxt::utils::Static<::touchstone_primitives::referee::Reveal>"),
 	substitute_type(path = "pallet_touchstone_verification::types::Verdict", with = "::subxt::utils::Static<::pallet_touchstone_verification::Verdict>"),
 	substitute_type(path = "touchstone_kernels::proof::merkle::MerkleProof", with = "::subxt::utils::Static<::touchstone_primitives::referee::MerkleProof>"),

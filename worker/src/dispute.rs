@@ -16,7 +16,10 @@ use touchstone_kernels::job::trace::StepTrace;
 use touchstone_kernels::proof::chain::trace_leaf;
 use touchstone_kernels::proof::graph::Graph;
 use touchstone_kernels::proof::merkle::MerkleTree;
-use touchstone_kernels::referee::{open_case, open_step_binding, RunOpening};
+use touchstone_kernels::arith::canonical_bits;
+use touchstone_kernels::job::trace::StepRecord;
+use touchstone_kernels::proof::chain::anchor_hash;
+use touchstone_kernels::referee::{open_case, open_step_binding, state_chunk, RunOpening};
 use touchstone_primitives::referee::{self, reveal, Digest, Level};
 use touchstone_primitives::{JobId, UnitIndex};
 
@@ -50,6 +53,8 @@ pub enum Move {
 	BindOperator(Digest, Static<referee::MerkleProof>),
 	/// The openings the referee judges the disputed piece from.
 	Resolve(Static<referee::Openings>),
+	/// The chunk of a state an availability request demands, with its proofs.
+	ProvideChunk(Static<referee::StateChunk>),
 	/// The other side missed its deadline: end the dispute against it.
 	TimeOut,
 }
@@ -58,6 +63,7 @@ pub enum Move {
 pub struct Run<'a> {
 	work: &'a UnitWork,
 	graph: Graph,
+	records: Vec<StepRecord>,
 	tree: MerkleTree,
 	dataset_tree: MerkleTree,
 	start_state_root: [u8; 32],
@@ -75,7 +81,26 @@ impl<'a> Run<'a> {
 		let graph = Graph::build(&work.model, &work.train).map_err(|error| anyhow!("{error:?}"))?;
 		let dataset_tree = work.data.tree().map_err(|error| anyhow!("{error:?}"))?;
 		let start_state_root = touchstone_kernels::job::trace::state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
-		Ok(Self { work, graph, tree, dataset_tree, start_state_root })
+		Ok(Self { work, graph, records, tree, dataset_tree, start_state_root })
+	}
+
+	/// The opening of the state this run commits before global step `step`: the record of
+	/// the step before it, proven in the step-level tree (or the anchor, at the start).
+	fn state_opening(&self, step: u32) -> Result<referee::StateOpening> {
+		let position = step.checked_sub(self.work.first_step).context("the step is before the unit")? as usize;
+		let Some(last) = position.checked_sub(1) else { return Ok(referee::StateOpening::Anchor) };
+		let record = self.records.get(last).context("the step is past the unit's records")?;
+		let previous = match last.checked_sub(1) {
+			Some(before) => self.records.get(before).context("the unit's records are short")?.state_hash,
+			None => anchor_hash(&self.start_state_root),
+		};
+		Ok(referee::StateOpening::Step {
+			previous,
+			state_root: record.state_root,
+			batch_root: record.batch_root,
+			loss: canonical_bits(record.loss),
+			proof: self.tree.proof(last).map_err(|error| anyhow!("{error:?}"))?,
+		})
 	}
 
 	fn opening(&self) -> RunOpening<'_> {
@@ -103,7 +128,7 @@ impl<'a> Run<'a> {
 		let (defender_done, challenger_done) = match &dispute.phase {
 			Phase::Bisect { reveals, .. } => (reveals.defender.is_some(), reveals.challenger.is_some()),
 			Phase::BindStep { roots } | Phase::BindOperator { roots } => (roots.defender.is_some(), roots.challenger.is_some()),
-			Phase::Judge => (false, true),
+			Phase::Judge | Phase::Availability { .. } => (false, true),
 		};
 		let (mine_done, theirs_done) = match side {
 			Party::Defender => (defender_done, challenger_done),
@@ -149,6 +174,11 @@ impl<'a> Run<'a> {
 					open_case(&self.graph, &trace, &self.opening(), operator()?, piece).map_err(|error| anyhow!("{error:?}"))?;
 				Move::Resolve(Static(openings))
 			},
+			Phase::Availability { step, chunk } => {
+				let state = train::state_before(self.work, *step)?;
+				let posted = state_chunk(&state, *chunk, self.state_opening(*step)?).map_err(|error| anyhow!("{error:?}"))?;
+				Move::ProvideChunk(Static(posted))
+			},
 		}))
 	}
 }
@@ -176,14 +206,25 @@ pub async fn play(
 			Party::Challenger => dispute.challenger == me,
 		})
 		.collect();
+	let now = at.block_number() as u32;
+	// A requester of a chunk has nothing to answer from a run of its own: it waits out
+	// the deadline and ends the request against a solver that posted nothing.
+	let (requests, mine): (Vec<_>, Vec<_>) =
+		mine.into_iter().partition(|(_, dispute)| side == Party::Challenger && matches!(dispute.phase, Phase::Availability { .. }));
+	let calls = runtime::transactions().disputes();
+	let mut sent_any = false;
+	for (id, _) in requests.into_iter().filter(|(_, dispute)| now >= dispute.deadline) {
+		match chain.send(&calls.time_out(id), signer).await {
+			Ok(_) => tracing::info!(job, unit = index, dispute = id, "chunk request: the solver posted nothing; ended it"),
+			Err(error) => tracing::warn!(job, unit = index, dispute = id, "chunk request: time_out refused: {error:#}"),
+		}
+		sent_any = true;
+	}
 	if mine.is_empty() {
-		return Ok(false);
+		return Ok(sent_any);
 	}
 	let work = prepare()?;
 	let run = Run::load(&work).context("the unit's records, to play a dispute")?;
-	let now = at.block_number() as u32;
-	let calls = runtime::transactions().disputes();
-	let mut sent_any = false;
 	for (id, dispute) in mine {
 		let Some(next) = run.next_move(&dispute, side, now)? else { continue };
 		let (name, sent) = match next {
@@ -193,6 +234,7 @@ pub async fn play(
 				("bind_operator", chain.send_in_block(&calls.bind_operator(id, root, proof), signer).await)
 			},
 			Move::Resolve(openings) => ("resolve", chain.send(&calls.resolve(id, openings), signer).await),
+			Move::ProvideChunk(chunk) => ("provide_chunk", chain.send_in_block(&calls.provide_chunk(id, chunk), signer).await),
 			Move::TimeOut => ("time_out", chain.send(&calls.time_out(id), signer).await),
 		};
 		match sent {
@@ -214,7 +256,7 @@ mod tests {
 	use touchstone_kernels::proof::bisection::Game;
 	use touchstone_kernels::proof::chain::ChainPoint;
 	use touchstone_kernels::CpuBackend;
-	use touchstone_primitives::referee::{bind_step, TraceCommitment};
+	use touchstone_primitives::referee::{bind_step, open_state_chunk, TraceCommitment};
 
 	fn dispute(phase: Phase, deadline: u32) -> Dispute {
 		DisputeInfo {
@@ -301,6 +343,31 @@ mod tests {
 		// for the deadline and then ends the dispute against a silent defender.
 		assert!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 50).unwrap().is_none());
 		assert!(matches!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 100).unwrap(), Some(Move::TimeOut)));
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// Asked for a chunk of a checkpoint or of the final model, the defender posts one the
+	/// chain's check accepts against the proof it committed, read from its unit folder; a
+	/// requester has nothing to post and ends the request once its deadline has passed.
+	#[test]
+	fn the_defender_posts_the_chunks_an_availability_request_demands() {
+		let base = std::env::temp_dir().join(format!("touchstone-available-{}", std::process::id()));
+		let unit = work(&base);
+		let proof = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		let run = Run::load(&unit).unwrap();
+		let commitment = commitment_of(&unit, &proof);
+		for step in [20, 30, 35] {
+			let request = dispute(Phase::Availability { step, chunk: 0 }, 100);
+			let Some(Move::ProvideChunk(Static(chunk))) = run.next_move(&request, Party::Defender, 50).unwrap() else {
+				panic!("the defender posts the chunk of step {step}");
+			};
+			assert_eq!(open_state_chunk(&run.graph, &commitment, step, 0, &chunk), Ok(()), "step {step}");
+			// The chunk of one state is not another's.
+			assert!(open_state_chunk(&run.graph, &commitment, step - 10, 0, &chunk).is_err(), "step {step}");
+		}
+		let request = dispute(Phase::Availability { step: 20, chunk: 0 }, 100);
+		assert!(run.next_move(&request, Party::Challenger, 50).unwrap().is_none());
+		assert!(matches!(run.next_move(&request, Party::Challenger, 100).unwrap(), Some(Move::TimeOut)));
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 

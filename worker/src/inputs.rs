@@ -17,7 +17,7 @@ use crate::chain::{AccountId, AtBlock, Chain, Job, WorkUnit};
 use crate::dataset;
 use crate::hardware;
 use crate::p2p::Network;
-use crate::store::{parse_digest, Store};
+use crate::store::{holds_state, Store};
 use crate::train::UnitWork;
 
 /// A worker's artifacts and the folder its units are worked in.
@@ -89,8 +89,8 @@ impl Inputs {
 
 	/// Fetches what the unit starts from and this worker lacks, from the peers that hold
 	/// it: the job's dataset, and for a later step range the model the previous range
-	/// proved (named by its proof's model hash, and checked against the unit's start state
-	/// root). `at` is the chain state the unit was read at.
+	/// proved (named by its proven final state root, the unit's start state root, and
+	/// checked against it). `at` is the chain state the unit was read at.
 	pub async fn fetch(&self, chain: &Chain, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		let patience = Duration::from_secs(30);
 		let dataset = job.spec.dataset.content.hash.0;
@@ -99,7 +99,7 @@ impl Inputs {
 		let from_initial = start == Some(job.spec.initial_state_root.0);
 		let missing = !self.store.contains(&dataset) ||
 			(from_initial && weights.is_some_and(|hash| !self.store.contains(&hash))) ||
-			start.is_some_and(|start| !from_initial && self.state_with_root(&start).is_err());
+			start.is_some_and(|start| !from_initial && !self.store.contains(&start));
 		if !missing {
 			return Ok(());
 		}
@@ -116,21 +116,11 @@ impl Inputs {
 			}
 			return Ok(());
 		}
-		if self.state_with_root(&start).is_ok() {
-			return Ok(());
+		if !self.store.contains(&start) {
+			tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&start));
+			self.network.fetch_with(start, patience, &holds_state(start)).await.context("the unit's start model")?;
 		}
-		let previous = match index.checked_sub(1) {
-			Some(previous) => chain.unit(at, job_id, previous).await?.and_then(|unit| unit.proof),
-			None => None,
-		};
-		let model = previous.context("the unit's start state is not a proven model this worker can fetch")?.final_model_hash.0;
-		tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&model));
-		let bytes = self.network.fetch(model, patience).await.context("the unit's start model")?;
-		let checkpoint = KernelCheckpoint::from_bytes(&bytes, &model).map_err(|error| anyhow!("{error}"))?;
-		if state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))? != start {
-			bail!("the previous range's model {} does not hold the unit's start state", hex(&model));
-		}
-		self.index_state(&start, &model)
+		Ok(())
 	}
 
 	/// Connects to the endpoints the solvers of the job's units advertise on-chain: they
@@ -145,21 +135,13 @@ impl Inputs {
 		Ok(())
 	}
 
-	/// Records that the model file `model` holds the state with root `root`.
-	pub fn index_state(&self, root: &Digest, model: &Digest) -> Result<()> {
-		let states = self.units_dir.join("states");
-		std::fs::create_dir_all(&states)?;
-		std::fs::write(states.join(hex(root)), hex(model))?;
-		Ok(())
-	}
-
 	/// A model state this worker holds, by its state root.
 	pub fn state_with_root(&self, root: &Digest) -> Result<Vec<Vec<f32>>> {
-		let index = self.units_dir.join("states").join(hex(root));
-		let text = std::fs::read_to_string(&index)
+		let bytes = self
+			.store
+			.get_with(root, &holds_state(*root))
 			.with_context(|| format!("the unit starts from state {}, which this worker does not hold", hex(root)))?;
-		let hash = parse_digest(text.trim()).context("damaged state index")?;
-		let checkpoint = KernelCheckpoint::from_bytes(&self.store.get(&hash)?, &hash).map_err(|error| anyhow!("{error}"))?;
+		let checkpoint = KernelCheckpoint::with_state_root(&bytes, root).map_err(|error| anyhow!("{error}"))?;
 		Ok(checkpoint.state)
 	}
 }

@@ -16,14 +16,13 @@ use subxt::utils::Static;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::model::ModelConfig;
-use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::proof::hash::digest_bytes;
 use touchstone_primitives::referee::kernel_model;
 use touchstone_primitives::{JobId, JobStatus, UnitState};
 
 use crate::chain::{runtime, Chain};
 use crate::jobfile::UNIT;
-use crate::store::Store;
+use crate::store::{holds_state, Store};
 
 /// The Touchstone worker: trains and proves work units from the chain (solver), and takes
 /// jobs from a description to a tested model (submitter).
@@ -211,7 +210,7 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Challenge(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			let (job, unit, watch) = (args.job, args.unit, args.watch);
+			let (job, unit, watch, request) = (args.job, args.unit, args.watch, args.request_chunk);
 			// The bond is the challenger bond here.
 			let settings = verifier::VerifyArgs {
 				key: args.key,
@@ -222,7 +221,10 @@ async fn run(cli: Cli) -> Result<()> {
 			};
 			let challenger = verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?;
 			match (job, unit) {
-				(Some(job), Some(unit)) if !watch => challenger.challenge(job, unit).await,
+				(Some(job), Some(unit)) if !watch => match request {
+					Some(chunk) => challenger.request_chunk(job, unit, chunk).await,
+					None => challenger.challenge(job, unit).await,
+				},
 				_ => challenger.watch().await,
 			}
 		},
@@ -259,11 +261,10 @@ fn train_locally(data_dir: &std::path::Path, args: TrainArgs) -> Result<()> {
 	let seconds = started.elapsed().as_secs_f64();
 	let _ = std::fs::remove_dir_all(&dir);
 	println!(
-		"trained {} steps in {seconds:.2} s ({:.0} steps/s); final state root {}, model {}",
+		"trained {} steps in {seconds:.2} s ({:.0} steps/s); final state root {} (the model's name)",
 		spec.hyper.steps,
 		spec.hyper.steps as f64 / seconds,
-		hex(&result.proof.final_state_root.0),
-		hex(&result.proof.final_model_hash.0)
+		hex(&result.proof.final_state_root.0)
 	);
 	if let Some(out) = args.out {
 		std::fs::write(&out, &result.final_model).with_context(|| format!("cannot write {}", out.display()))?;
@@ -342,7 +343,7 @@ async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
 					"job {job_id} completed: {} units finalized, {} failed, model {}",
 					result.units_finalized,
 					result.units_failed,
-					hex(&result.model_hash.0)
+					hex(&result.state_root.0)
 				);
 			}
 			return Ok(());
@@ -387,8 +388,7 @@ async fn status(node: &str, job: Option<JobId>) -> Result<()> {
 		}
 		if let Some(result) = job.result {
 			println!(
-				"  result: model {} (state root {}), loss {:.4}",
-				hex(&result.model_hash.0),
+				"  result: model (its state root) {}, loss {:.4}",
 				hex(&result.state_root.0),
 				result.metrics.loss.into_inner() as f64 / 1e9
 			);
@@ -408,10 +408,18 @@ async fn fetch(
 	let at = chain.at().await?;
 	let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 	let result = job.result.with_context(|| format!("job {job_id} has no result yet ({:?}, {} of {} units final)", job.status, job.units_final, job.units))?;
+	if let touchstone_primitives::Decomposition::DataShards { .. } = job.spec.decomposition {
+		bail!(
+			"job {job_id} trained data shards: its result is one model per shard, each named by its unit's final state root (see `status --job {job_id}`); there is no single model to fetch"
+		);
+	}
 	let store = Store::open(data_dir)?;
-	let hash = result.model_hash.0;
-	let bytes = if store.contains(&hash) {
-		store.get(&hash)?
+	// The model is named by its proven state root; whatever is fetched or read must hold
+	// that state (`holds_state`).
+	let root = result.state_root.0;
+	let check = holds_state(root);
+	let bytes = if store.contains(&root) {
+		store.get_with(&root, &check)?
 	} else {
 		let network = p2p::Network::start(network, store.clone(), data_dir).await?;
 		// The solvers that trained the job hold its model: connect to the endpoints they
@@ -422,17 +430,10 @@ async fn fetch(
 				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
 			}
 		}
-		network.fetch(hash, Duration::from_secs(60)).await.context("fetching the final model from the solvers")?
+		network.fetch_with(root, Duration::from_secs(60), &check).await.context("fetching the final model from the solvers")?
 	};
-	// The file's hash is the one on-chain (the store checked it); its state must also be
-	// the one the chain proved.
-	let checkpoint = Checkpoint::from_bytes(&bytes, &hash).map_err(|error| anyhow!("{error}"))?;
-	let root = state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))?;
-	if root != result.state_root.0 {
-		bail!("the model file's state root {} is not the proven {}", hex(&root), hex(&result.state_root.0));
-	}
 	std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
-	println!("wrote {} ({} bytes, hash {})", out.display(), bytes.len(), hex(&digest_bytes(&bytes)));
+	println!("wrote {} ({} bytes, state root {}, the one the chain proved)", out.display(), bytes.len(), hex(&root));
 	Ok(())
 }
 

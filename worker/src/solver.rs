@@ -518,10 +518,11 @@ impl Solver {
 			tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
 			return Ok(());
 		};
-		let model_hash = self.inputs.store.put(&result.final_model)?;
-		self.inputs.network.provide(model_hash);
-		// Index the final state by its root, so the next step range can start from it.
-		self.inputs.index_state(&result.proof.final_state_root.0, &model_hash)?;
+		// The final model is named by its proven state root: the next step range and the
+		// job's submitter fetch it by that root and check it against it.
+		let model = result.proof.final_state_root.0;
+		self.inputs.store.put_as(&model, &result.final_model)?;
+		self.inputs.network.provide(model);
 		// Served before the proof goes out: verifiers check their samples against it.
 		let manifest = crate::samples::write_manifest(&work, &self.inputs.store)?;
 		ensure!(manifest == result.proof.trace_root.0, "the unit's trace manifest does not build its proof's trace root");
@@ -534,7 +535,7 @@ impl Solver {
 		tracing::info!(
 			job = job_id,
 			unit = index,
-			model = %hex(&model_hash),
+			model = %hex(&model),
 			loss = proof.metrics.loss.into_inner() as f64 / 1e9,
 			"learning proof committed; the unit is paid once its challenge window passes"
 		);

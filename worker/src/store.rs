@@ -84,6 +84,15 @@ impl Store {
 	}
 }
 
+/// The check of a model named by its state root (a proof's final state): its bytes parse
+/// as a model file whose state has root `root`.
+pub fn holds_state(root: Digest) -> impl Fn(&[u8]) -> Result<()> + Send + Sync {
+	move |bytes| {
+		touchstone_kernels::job::checkpoint::Checkpoint::with_state_root(bytes, &root).map_err(|error| anyhow::anyhow!("{error}"))?;
+		Ok(())
+	}
+}
+
 /// What an artifact's bytes must pass to be used under its name.
 pub type Check<'a> = dyn Fn(&[u8]) -> Result<()> + Send + Sync + 'a;
 

@@ -190,6 +190,21 @@ pub(crate) fn checkpoint_steps(dir: &Path) -> Result<Vec<u32>> {
 pub fn trace_step(work: &UnitWork, step: u32) -> Result<StepTrace> {
 	let end = work.first_step.saturating_add(work.steps);
 	anyhow::ensure!((work.first_step..end).contains(&step), "step {step} is not in the unit");
+	trainer_at(work, step)?.trace_step().map_err(|error| anyhow::anyhow!("re-executing step {step} failed: {error:?}"))
+}
+
+/// The state the unit in `work` holds before global step `step` (its end included: the
+/// final model), for an availability request: the checkpoint there, or re-executed on
+/// the reference from the newest checkpoint before it.
+pub fn state_before(work: &UnitWork, step: u32) -> Result<Vec<Vec<f32>>> {
+	let end = work.first_step.saturating_add(work.steps);
+	anyhow::ensure!((work.first_step..=end).contains(&step), "step {step} is not in the unit");
+	trainer_at(work, step)?.state().map_err(|error| anyhow::anyhow!("the state before step {step}: {error:?}"))
+}
+
+/// A reference trainer of the unit in `work` about to run global step `step`, brought
+/// there from the newest checkpoint at or before it.
+fn trainer_at(work: &UnitWork, step: u32) -> Result<Trainer<touchstone_kernels::CpuBackend>> {
 	let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
 	let mut from = (work.start_state.clone(), ChainPoint::anchored(work.first_step, &start_root));
 	for next_step in checkpoint_steps(&work.dir)? {
@@ -202,12 +217,12 @@ pub fn trace_step(work: &UnitWork, step: u32) -> Result<StepTrace> {
 			break;
 		}
 	}
-	let kernel = |error| anyhow::anyhow!("re-executing step {step} failed: {error:?}");
+	let kernel = |error| anyhow::anyhow!("re-executing up to step {step} failed: {error:?}");
 	let mut trainer = reference_trainer(work, from.0, from.1)?;
 	while trainer.next_step() < step {
 		trainer.step().map_err(kernel)?;
 	}
-	trainer.trace_step().map_err(kernel)
+	Ok(trainer)
 }
 
 /// A reference trainer for the unit in `work`, at `point` from `state`: on the unit's
@@ -338,7 +353,6 @@ fn prove(
 		steps: records.len() as u32,
 		start_state_root: start_root.into(),
 		final_state_root: last.state_root.into(),
-		final_model_hash: digest_bytes(&final_model).into(),
 		metrics: TrainingMetrics { loss: FixedU64::from_inner((loss.max(0.0) * 1e9) as u64), accuracy },
 	};
 	Ok(UnitResult { proof, final_state, final_model })

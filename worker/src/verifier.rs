@@ -79,12 +79,27 @@ pub struct ChallengeArgs {
 	/// reproduce, and play those disputes. Runs until stopped.
 	#[arg(long, conflicts_with_all = ["job", "unit"])]
 	pub watch: bool,
+	/// Instead of re-executing the unit, demand that its solver post a chunk of a state
+	/// its proof commits, as `STEP:CHUNK`: the state before global step STEP (a
+	/// checkpoint of the unit or its end, the final model) and its chunk CHUNK (32
+	/// segments of the state's tree, 4 KiB). For a solver that serves nothing: if it
+	/// posts nothing within the response window, its proof is overturned and it is
+	/// slashed; if it posts, the chunk is on chain and the request's bond is its.
+	#[arg(long, value_name = "STEP:CHUNK", value_parser = parse_chunk_request, requires = "job", conflicts_with = "watch")]
+	pub request_chunk: Option<(u32, u32)>,
 	/// The challenger bond to post when registering, in TST (at least the chain's
 	/// minimum). A challenge also holds the disputes pallet's challenge bond.
 	#[arg(long, default_value_t = 20.0)]
 	pub bond: f64,
 	#[command(flatten)]
 	pub network: NetworkArgs,
+}
+
+/// Parses `STEP:CHUNK`.
+fn parse_chunk_request(text: &str) -> std::result::Result<(u32, u32), String> {
+	let (step, chunk) = text.split_once(':').ok_or("expected STEP:CHUNK, such as 20:0")?;
+	let number = |field: &str, what: &str| field.trim().parse::<u32>().map_err(|_| format!("{what} `{field}` is not a whole number"));
+	Ok((number(step, "STEP")?, number(chunk, "CHUNK")?))
 }
 
 /// A verification round as the chain stores it (the bound only limits decoding).
@@ -497,6 +512,42 @@ impl Verifier {
 			self.best.next(Duration::from_secs(6)).await;
 		}
 		println!("stopped with dispute {id} open: run the same command again to go on playing it");
+		Ok(())
+	}
+
+	/// `challenge --request-chunk`: demands chunk `chunk` of the state before global step
+	/// `step` of unit `index`'s proof, and waits until the solver posts it or, silent past
+	/// its deadline, loses the proof (this node then ends the request).
+	pub async fn request_chunk(mut self, job_id: JobId, index: UnitIndex, (step, chunk): (u32, u32)) -> Result<()> {
+		let profile = self.detected.profile.clone();
+		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
+		let at = self.best.at().await?;
+		let unit = self.chain.unit(&at, job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
+		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to request a chunk of")?;
+		let call = runtime::transactions().disputes().request_chunk(job_id, index, step, chunk);
+		let events = self.chain.send(&call, &self.signer).await.context("requesting the chunk")?;
+		let requested = events
+			.find_first::<runtime::disputes::events::ChunkRequested>()
+			.transpose()?
+			.context("the request was included but opened nothing")?;
+		let id = requested.dispute;
+		println!("chunk {chunk} of the state before step {step} requested (dispute {id}); the solver must post it by block {}", requested.deadline);
+		while !self.stop.load(Ordering::Relaxed) {
+			let at = self.best.at().await?;
+			if at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await?.is_none() {
+				let proof = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
+				match proof {
+					Some(root) if root == theirs => println!("the solver posted the chunk: the proof stands"),
+					_ => println!("the solver posted nothing in time: its proof is overturned"),
+				}
+				return Ok(());
+			}
+			if let Err(error) = self.play_disputes(&at).await {
+				tracing::warn!("{error:#}");
+			}
+			self.best.next(Duration::from_secs(6)).await;
+		}
+		println!("stopped with request {id} open: run `challenge --job {job_id} --unit {index}` to end it once its deadline passes");
 		Ok(())
 	}
 

@@ -61,6 +61,13 @@ pub enum CheckpointError {
 	},
 	/// The bytes are not a checkpoint of this format.
 	Format(String),
+	/// The state the file holds does not have the expected root.
+	WrongStateRoot {
+		/// Expected, hex.
+		expected: String,
+		/// Found, hex.
+		actual: String,
+	},
 }
 
 impl fmt::Display for CheckpointError {
@@ -71,6 +78,9 @@ impl fmt::Display for CheckpointError {
 				write!(f, "checkpoint hash is {actual}, expected {expected}: refusing to load it")
 			},
 			Self::Format(reason) => write!(f, "not a Touchstone checkpoint: {reason}"),
+			Self::WrongStateRoot { expected, actual } => {
+				write!(f, "the model's state root is {actual}, expected {expected}: refusing to load it")
+			},
 		}
 	}
 }
@@ -148,6 +158,24 @@ impl Checkpoint {
 		if actual != *expected {
 			return Err(CheckpointError::WrongHash { expected: hex(expected), actual: hex(&actual) });
 		}
+		Self::parse(bytes)
+	}
+
+	/// Parses a model file named by its state root (a proven final state): its state's
+	/// root must be `expected`. Only the state is checked; the chain point the file
+	/// carries is not, and a caller must not resume a trace from it.
+	pub fn with_state_root(bytes: &[u8], expected: &Digest) -> Result<Self, CheckpointError> {
+		let checkpoint = Self::parse(bytes)?;
+		let actual = crate::job::trace::state_root(&checkpoint.state)
+			.map_err(|error| CheckpointError::Format(format!("the state cannot be hashed: {error:?}")))?;
+		if actual != *expected {
+			return Err(CheckpointError::WrongStateRoot { expected: hex(expected), actual: hex(&actual) });
+		}
+		Ok(checkpoint)
+	}
+
+	/// Parses checkpoint bytes, checking their format only.
+	fn parse(bytes: &[u8]) -> Result<Self, CheckpointError> {
 		let format = |reason: &str| CheckpointError::Format(reason.to_string());
 		let (_, metadata) =
 			SafeTensors::read_metadata(bytes).map_err(|error| CheckpointError::Format(error.to_string()))?;

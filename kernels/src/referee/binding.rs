@@ -22,12 +22,17 @@
 //! - **Ends of a unit.** [`open_state`] proves the state root before any step
 //!   of a trace, and [`final_state_root`] the state root after its last step:
 //!   the chain ties unit `i + 1`'s start state to unit `i`'s proven end with it.
+//! - **Availability.** [`open_state_chunk`] proves a chunk of the state a trace
+//!   commits at a step: what a solver posts when the chain demands a piece of a
+//!   checkpoint or of its final model, to show it holds (and serves) what it
+//!   committed.
 
 use super::{StateOpening, TraceCommitment};
 use crate::proof::graph::{Graph, OpKind};
 use crate::proof::hash::Digest;
 use crate::proof::graph::Origin;
-use crate::proof::merkle::{index_segment_leaf, MerkleProof};
+use crate::proof::merkle::{index_segment_leaf, segment_count, MerkleProof, MultiProof, SEGMENT};
+use alloc::vec::Vec;
 use crate::proof::chain::{anchor_hash, operator_leaf, state_hash, trace_leaf};
 
 codec_types! {
@@ -71,6 +76,19 @@ codec_types! {
 		pub loss_proof: MerkleProof,
 	}
 
+	/// A chunk of the state a trace commits at one step, opened: what a solver posts to
+	/// answer an availability request ([`open_state_chunk`]).
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct StateChunk {
+		/// Proves the state root at the step from the trace root (or the start state).
+		pub state: StateOpening,
+		/// The chunk's segments, in order: each one's canonical words, at most
+		/// [`SEGMENT`] of them.
+		pub segments: Vec<Vec<u32>>,
+		/// Their inclusion in the state's segment tree.
+		pub proof: MultiProof,
+	}
+
 	/// Why a root does not belong to the level above.
 	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
@@ -93,7 +111,50 @@ codec_types! {
 		OperatorOutOfRange,
 		/// The job's graph has no `Batch` first and `Commit` last operator.
 		InvalidJob,
+		/// The state has no such chunk.
+		ChunkOutOfRange,
+		/// The chunk's segments do not open against the state root.
+		InvalidChunkProof,
 	}
+}
+
+/// Segments of a state that one availability chunk holds: 32 segments of
+/// [`SEGMENT`] words, 4 KiB of weights, which one transaction carries with its
+/// proofs in a few kilobytes more.
+pub const CHUNK_SEGMENTS: usize = 32;
+
+/// Segments in a state of `graph` (its parameters and optimizer moments, each
+/// tensor starting a segment of its own): the leaf count of its segment tree.
+pub fn state_segments(graph: &Graph) -> usize {
+	graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |value| value.len))).sum()
+}
+
+/// Availability chunks in a state of `graph`: its segments in runs of
+/// [`CHUNK_SEGMENTS`], the last one possibly shorter.
+pub fn state_chunks(graph: &Graph) -> usize {
+	state_segments(graph).div_ceil(CHUNK_SEGMENTS)
+}
+
+/// Checks that `chunk` is chunk `index` of the state `trace` commits before
+/// global step `step` (after step `step − 1`; one past the last step is the
+/// final state): its state opening proves the state root, and its segments,
+/// the chunk's every one in order, open against that root in a tree of
+/// [`state_segments`] leaves.
+pub fn open_state_chunk(graph: &Graph, trace: &TraceCommitment, step: u32, index: u32, chunk: &StateChunk) -> Result<(), BindingError> {
+	let (_, state_root) = open_state(trace, step, &chunk.state)?;
+	let leaf_count = state_segments(graph);
+	let first = (index as usize).checked_mul(CHUNK_SEGMENTS).filter(|&first| first < leaf_count).ok_or(BindingError::ChunkOutOfRange)?;
+	let end = first.saturating_add(CHUNK_SEGMENTS).min(leaf_count);
+	let indices_match = chunk.proof.indices.len() == end - first &&
+		chunk.proof.indices.iter().zip(first..end).all(|(&proven, expected)| proven as usize == expected);
+	if !indices_match || chunk.segments.len() != end - first || chunk.segments.iter().any(|words| words.len() > SEGMENT) {
+		return Err(BindingError::InvalidChunkProof);
+	}
+	let leaves: Vec<Digest> = chunk.segments.iter().map(|words| index_segment_leaf(words)).collect();
+	if !chunk.proof.verify(&state_root, leaf_count, &leaves) {
+		return Err(BindingError::InvalidChunkProof);
+	}
+	Ok(())
 }
 
 /// Leaves of the tree a dispute bisects at `level`, from the job's graph and

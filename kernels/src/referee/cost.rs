@@ -108,7 +108,7 @@ pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: 
 	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
 	let operators = graph.nodes.len() as u64;
 	let operator_depth = u64::from(depth(graph.nodes.len()));
-	let state_segments: u64 = graph.state.iter().filter_map(|&id| graph.value(id)).map(|v| v.len.div_ceil(SEGMENT).max(1) as u64).sum();
+	let state_segments = super::state_segments(graph) as u64;
 	let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)? as u64;
 	let piece_depth = u64::from(depth(pieces as usize));
 	// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.

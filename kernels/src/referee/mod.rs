@@ -58,12 +58,15 @@ mod cost;
 #[cfg(feature = "std")]
 mod prover;
 
-pub use binding::{bind_operator, bind_step, final_state_root, level_leaves, open_state, BindingError, Level, StepBinding};
+pub use binding::{
+	bind_operator, bind_step, final_state_root, level_leaves, open_state, open_state_chunk, state_chunks, state_segments, BindingError,
+	Level, StateChunk, StepBinding, CHUNK_SEGMENTS,
+};
 pub use cost::{
 	piece_cost, validate_data, validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES, MAX_OPENED_PIECES, MAX_OPENED_SEGMENTS,
 };
 #[cfg(feature = "std")]
-pub use prover::{first_non_finite_piece, open_case, open_step_binding, requirements, Requirements, RunOpening};
+pub use prover::{first_non_finite_piece, open_case, open_step_binding, requirements, state_chunk, Requirements, RunOpening};
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -453,8 +456,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 			let f32_words = if value.kind == ValueKind::F32 { 0..value.len } else { 0..0 };
 			match value.origin {
 				Origin::State(index) => {
-					let total: usize = graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |v| v.len))).sum();
-					(state_root, total, value.len, Some((graph.state.as_slice(), index, 0)), f32_words)
+					(state_root, state_segments(&graph), value.len, Some((graph.state.as_slice(), index, 0)), f32_words)
 				},
 				Origin::Node { node: producer, output } => {
 					let root = *producer_roots.get(&producer).ok_or(RefereeError::MissingOperator { operator: producer as u32 })?;

@@ -4,7 +4,7 @@
 
 use alloc::vec::Vec;
 
-use super::binding::{loss_piece, StepBinding};
+use super::binding::{loss_piece, BindingError, StateChunk, StepBinding, CHUNK_SEGMENTS};
 use crate::arith::canonical_bits;
 use super::{
 	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
@@ -17,6 +17,28 @@ use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleTree, SEGMENT};
 use crate::proof::reduction::Reads;
 use crate::job::trace::StepTrace;
+
+/// Chunk `index` of `state` (its tensors: parameters, then moments), opened for an
+/// availability request: its segments' words and their multiproof in the state's
+/// segment tree, with `state_opening`, which proves the state's root at the requested
+/// step. [`super::open_state_chunk`] accepts it.
+pub fn state_chunk(state: &[Vec<f32>], index: u32, state_opening: StateOpening) -> Result<StateChunk, BindingError> {
+	let mut segments: Vec<&[f32]> = Vec::new();
+	for tensor in state {
+		if tensor.is_empty() {
+			// An empty tensor still has one (empty) segment.
+			segments.push(&[]);
+		}
+		segments.extend(tensor.chunks(SEGMENT));
+	}
+	let first = (index as usize).checked_mul(CHUNK_SEGMENTS).filter(|&first| first < segments.len()).ok_or(BindingError::ChunkOutOfRange)?;
+	let end = first.saturating_add(CHUNK_SEGMENTS).min(segments.len());
+	let tree = MerkleTree::new(segments.iter().map(|segment| crate::proof::merkle::segment_leaf(segment)).collect())
+		.map_err(|_| BindingError::InvalidChunkProof)?;
+	let proof = tree.multiproof(&(first..end).collect::<Vec<_>>()).map_err(|_| BindingError::InvalidChunkProof)?;
+	let words = segments.get(first..end).ok_or(BindingError::ChunkOutOfRange)?.iter().map(|segment| segment.iter().map(|&value| canonical_bits(value)).collect()).collect();
+	Ok(StateChunk { state: state_opening, segments: words, proof })
+}
 
 /// What judging one piece reads: `(input position, segment indices)` pairs,
 /// and indices of earlier pieces of the same operator.

@@ -11,7 +11,10 @@ use polkadot_sdk::{
 };
 use crate::benchmark_case::{BenchmarkCase, Recording};
 use touchstone_primitives::{
-	referee::{bookkeeping_spec, filler_proof, filler_trace, reveal, MerkleTree, Openings, Reveal},
+	referee::{
+		bookkeeping_spec, filler_proof, filler_trace, index_segment_leaf, job_graph, reveal, state_segments, MerkleTree,
+		Openings, Reveal, StateChunk, StateOpening, CHUNK_SEGMENTS, SEGMENT,
+	},
 	Decomposition, JobId, JobSpec, Role,
 };
 
@@ -119,6 +122,33 @@ fn to_judge<T: Config>(recording: Recording) -> Result<(DisputeId, T::AccountId,
 	Ok((id, account("caller", 0, 0), case.openings))
 }
 
+/// A job with the recorded K-chunk case's model (a digits-sized MLP), its unit proven
+/// with a trace that ends at a state of the model's shape, every segment full, whose tree
+/// is returned with the opening of that final state; and the unit's last step.
+fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, StateOpening, u32), BenchmarkError> {
+	let case = Recording::KChunk.case().ok_or(BenchmarkError::Stop("no recorded case"))?;
+	let graph = job_graph(&case.model, &case.hyper).ok_or(BenchmarkError::Stop("no graph"))?;
+	let words = alloc::vec![0u32; SEGMENT];
+	let leaves = (0..state_segments(&graph)).map(|_| index_segment_leaf(&words)).collect();
+	let state = MerkleTree::new(leaves).map_err(|_| BenchmarkError::Stop("no state tree"))?;
+	let steps = case.hyper.steps;
+	let (proof, opening, _) =
+		filler_proof(0, steps, case.initial_state_root, state.root(), 0).ok_or(BenchmarkError::Stop("no trace"))?;
+	let owner: T::AccountId = account("owner", 0, 0);
+	let solver: T::AccountId = account("solver", 0, 0);
+	T::BenchmarkHelper::register(&solver, Role::Solver);
+	let mut job_spec = spec::<T>(1);
+	job_spec.model = case.model.clone();
+	job_spec.hyper = case.hyper.clone();
+	job_spec.decomposition = Decomposition::StepRanges { steps_per_unit: steps };
+	job_spec.dataset.samples = case.samples;
+	job_spec.dataset.root = case.dataset_root.into();
+	job_spec.initial_state_root = case.initial_state_root.into();
+	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, proof, opening.clone())
+		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
+	Ok((job, solver, state, opening, steps))
+}
+
 #[benchmarks]
 mod benchmarks {
 	use super::*;
@@ -220,6 +250,43 @@ mod benchmarks {
 		let (id, caller, openings) = to_judge::<T>(Recording::LargestPiece)?;
 		#[extrinsic_call]
 		resolve(RawOrigin::Signed(caller), id, openings);
+		assert!(Disputes::<T>::get(id).is_none());
+		Ok(())
+	}
+
+	/// Worst case: the unit already has all but one of its challengers' disputes open, and
+	/// the request checks the job's graph for the chunk.
+	#[benchmark]
+	fn request_chunk() -> Result<(), BenchmarkError> {
+		let (job, _, _, _, steps) = chunked::<T>()?;
+		let others = Pallet::<T>::challenger_slots().saturating_sub(1);
+		for index in 0..others {
+			challenged::<T>(job, index)?;
+		}
+		let requester: T::AccountId = account("challenger", others, 0);
+		T::BenchmarkHelper::register(&requester, Role::Challenger);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(requester), job, 0, steps, 0);
+		assert_eq!(UnitDisputes::<T>::get((job, 0)).len() as u32, others.saturating_add(1));
+		Ok(())
+	}
+
+	/// The solver posts a full chunk of its final state; the request ends and its bond is
+	/// paid out.
+	#[benchmark]
+	fn provide_chunk() -> Result<(), BenchmarkError> {
+		let (job, solver, state, opening, steps) = chunked::<T>()?;
+		let requester: T::AccountId = account("challenger", 0, 0);
+		T::BenchmarkHelper::register(&requester, Role::Challenger);
+		let id = NextDisputeId::<T>::get();
+		Pallet::<T>::request_chunk(RawOrigin::Signed(requester).into(), job, 0, steps, 0)
+			.map_err(|_| BenchmarkError::Stop("request failed"))?;
+		let count = CHUNK_SEGMENTS.min(state.len());
+		let indices: alloc::vec::Vec<usize> = (0..count).collect();
+		let proof = state.multiproof(&indices).map_err(|_| BenchmarkError::Stop("no multiproof"))?;
+		let chunk = StateChunk { state: opening, segments: alloc::vec![alloc::vec![0u32; SEGMENT]; count], proof };
+		#[extrinsic_call]
+		_(RawOrigin::Signed(solver), id, chunk);
 		assert!(Disputes::<T>::get(id).is_none());
 		Ok(())
 	}

@@ -104,11 +104,11 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		referee::{
-			bind_operator, bind_step, judge, job_graph, level_leaves, Digest, Dispute, Foul, Game, Level,
-			MerkleProof, Openings, Position, RefereeError, Reveal, StepBinding, TraceCommitment,
+			bind_operator, bind_step, judge, job_graph, level_leaves, open_state_chunk, state_chunks, Digest, Dispute, Foul,
+			Game, Level, MerkleProof, Openings, Position, RefereeError, Reveal, StateChunk, StepBinding, TraceCommitment,
 		},
 		traits::{AttestationJudge, ComputeNodes, Slash, UnitProofs},
-		JobId, Role, SlashReason, UnitIndex, VerificationMode,
+		JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
@@ -148,6 +148,13 @@ pub mod pallet {
 		/// The bond a challenger posts with each challenge.
 		#[pallet::constant]
 		type ChallengeBond: Get<BalanceOf<Self>>;
+
+		/// The bond a request for a chunk of a committed state holds (`request_chunk`). Posted
+		/// in time, the chunk wins the bond for the solver (its `WinnerShare`, the rest to the
+		/// jackpot): the price of making a solver post data it serves anyway. Kept small, so
+		/// that a verifier that cannot fetch a checkpoint can afford to ask.
+		#[pallet::constant]
+		type AvailabilityBond: Get<BalanceOf<Self>>;
 
 		/// The least a solver whose proof is overturned is slashed, from its solver bond (and
 		/// then its unbonding funds): the unit's collateral where that is more.
@@ -230,6 +237,26 @@ pub mod pallet {
 			/// The challenger's trace root.
 			trace_root: Digest,
 			/// The last block the first round may be answered in.
+			deadline: BlockNumberFor<T>,
+		},
+		/// A node demanded a chunk of a state a unit's proof commits (`request_chunk`); the
+		/// solver must post it before `deadline`.
+		ChunkRequested {
+			/// The new dispute.
+			dispute: DisputeId,
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The solver that must post the chunk.
+			defender: T::AccountId,
+			/// The node that asked.
+			challenger: T::AccountId,
+			/// The state demanded: the one before this global step.
+			step: u32,
+			/// The chunk demanded.
+			chunk: u32,
+			/// The last block the chunk may be posted in.
 			deadline: BlockNumberFor<T>,
 		},
 		/// A side answered the current phase.
@@ -330,6 +357,15 @@ pub mod pallet {
 		OpeningsTooLarge,
 		/// The job's shape cannot be built: no dispute over it can be judged.
 		InvalidJob,
+		/// The step is not where the unit's solver holds a state: a checkpoint (the start
+		/// of a checkpoint segment after the unit's first) or the unit's end.
+		NotACheckpoint,
+		/// The state has no chunk with this index: see `state_chunks` of the job's model.
+		NoSuchChunk,
+		/// Only the solver whose proof is disputed may post the chunk.
+		NotTheDefender,
+		/// The chunk does not open against the state the proof commits at the step.
+		InvalidChunk,
 	}
 
 	#[pallet::hooks]
@@ -455,6 +491,39 @@ pub mod pallet {
 				pays_fee: Pays::No,
 			})
 		}
+
+		/// Demand chunk `chunk` of a state unit `unit` of `job` commits, within its challenge
+		/// window: the state before global step `step`, which must be one its solver keeps, a
+		/// checkpoint (the start of a checkpoint segment after the unit's first) or the
+		/// unit's end (its final model). A chunk is 32 segments of the state's tree, 4 KiB of
+		/// weights (`CHUNK_SEGMENTS`); a state has `state_chunks` of them. Holds
+		/// `AvailabilityBond` from the caller, who must be bonded as a challenger or a
+		/// verifier, and takes one of the unit's challenger slots. The solver must post the
+		/// chunk with its proofs (`provide_chunk`) within `ResponseWindow`, or its proof is
+		/// overturned as a lie: slashed like any other, the requester paid like any other
+		/// challenger. A solver that serves nothing cannot keep its proof beyond check.
+		///
+		/// Emits `ChunkRequested`.
+		#[pallet::call_index(6)]
+		#[pallet::weight(T::WeightInfo::request_chunk())]
+		pub fn request_chunk(origin: OriginFor<T>, job: JobId, unit: UnitIndex, step: u32, chunk: u32) -> DispatchResult {
+			let requester = ensure_signed(origin)?;
+			Self::do_request_chunk(requester, job, unit, step, chunk)
+		}
+
+		/// Post the chunk an open request demands of the caller's proof, with the opening
+		/// of the state at the requested step against the proof's trace and the chunk's
+		/// inclusion in that state's tree. The chunk is then on chain, for anyone to read
+		/// from the extrinsic; the request ends, and its bond goes to the caller (its
+		/// `WinnerShare`) and the jackpot. An operational call, as every answer in a dispute.
+		///
+		/// Emits `DisputeResolved` with grounds `Provided`.
+		#[pallet::call_index(7)]
+		#[pallet::weight((T::WeightInfo::provide_chunk(), DispatchClass::Operational))]
+		pub fn provide_chunk(origin: OriginFor<T>, dispute: DisputeId, chunk: StateChunk) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			Self::do_provide_chunk(who, dispute, chunk)
+		}
 	}
 
 	/// Encoded bytes of the openings the `resolve` benchmark judges (a K-chunk of a
@@ -503,48 +572,15 @@ pub mod pallet {
 			trace_root: Digest,
 			role: Role,
 		) -> DispatchResult {
-			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NotDisputable)?;
-			let now = frame_system::Pallet::<T>::block_number();
-			// The block the window ends in is the first the unit may be finalized in. A
-			// drawn verifier reports within its own round, which holds finalization back.
-			ensure!(role == Role::Verifier || now < proven.window_ends, Error::<T>::WindowClosed);
-			ensure!(challenger != proven.solver, Error::<T>::OwnProof);
-			ensure!(T::Nodes::is_bonded_for(&challenger, role), Error::<T>::NotBondedChallenger);
-			ensure!(matches!(proven.verification, VerificationMode::Exact), Error::<T>::ToleranceNotSupported);
-			ensure!(trace_root != proven.trace.trace_root, Error::<T>::NoDisagreement);
-			let key = (job, unit);
-			let open = UnitDisputes::<T>::get(key);
-			// Challengers never take the verifiers' slots: at most `VerifiersPerUnit` drawn
-			// verifiers can mismatch one proof, and each finds a slot free.
-			ensure!(role == Role::Verifier || (open.len() as u32) < Self::challenger_slots(), Error::<T>::TooManyDisputes);
-			ensure!(
-				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == challenger)),
-				Error::<T>::AlreadyChallenged
-			);
-			let bond = T::ChallengeBond::get();
-			T::Currency::hold(&HoldReason::ChallengeBond.into(), &challenger, bond)
-				.map_err(|_| Error::<T>::InsufficientBalance)?;
-			let id = NextDisputeId::<T>::get();
-			UnitDisputes::<T>::try_mutate(key, |open| open.try_push(id)).map_err(|_| Error::<T>::TooManyDisputes)?;
-			NextDisputeId::<T>::put(id.saturating_add(1));
-			T::Units::open_challenge(job, unit)?;
-			let deadline = now.saturating_add(T::ResponseWindow::get());
-			let mut info = DisputeInfo {
-				job,
-				unit,
-				defender: proven.solver.clone(),
-				challenger: challenger.clone(),
-				bond,
-				challenger_trace_root: trace_root,
-				step: None,
-				operator_roots: None,
-				operator: None,
-				piece_roots: None,
-				piece: None,
-				phase: Phase::Judge,
-				deadline,
-				rounds: 0,
+			let bonded = T::Nodes::is_bonded_for(&challenger, role);
+			let disputable = |proven: &ProvenUnitOf<T>| {
+				ensure!(bonded, Error::<T>::NotBondedChallenger);
+				ensure!(matches!(proven.verification, VerificationMode::Exact), Error::<T>::ToleranceNotSupported);
+				ensure!(trace_root != proven.trace.trace_root, Error::<T>::NoDisagreement);
+				Ok(())
 			};
+			let (id, proven) = Self::open(&challenger, job, unit, role, T::ChallengeBond::get(), disputable)?;
+			let mut info = Self::new_dispute(job, unit, &proven, challenger.clone(), T::ChallengeBond::get(), trace_root);
 			let nodes = Pair { defender: proven.trace.trace_root, challenger: trace_root };
 			Self::enter_level(&mut info, &proven.trace, Level::Steps, proven.trace.steps, nodes)?;
 			Self::deposit_event(Event::DisputeOpened {
@@ -554,10 +590,129 @@ pub mod pallet {
 				defender: proven.solver,
 				challenger,
 				trace_root,
-				deadline,
+				deadline: info.deadline,
 			});
 			Disputes::<T>::insert(id, info);
 			Ok(())
+		}
+
+		pub(crate) fn do_request_chunk(
+			requester: T::AccountId,
+			job: JobId,
+			unit: UnitIndex,
+			step: u32,
+			chunk: u32,
+		) -> DispatchResult {
+			let bonded = T::Nodes::is_bonded_for(&requester, Role::Challenger) ||
+				T::Nodes::is_bonded_for(&requester, Role::Verifier);
+			let available = |proven: &ProvenUnitOf<T>| {
+				ensure!(bonded, Error::<T>::NotBondedChallenger);
+				let trace = &proven.trace;
+				let end = trace.first_step.saturating_add(trace.steps);
+				let segments = Segments::new(trace.first_step, trace.steps, proven.hyper.checkpoint_interval);
+				let checkpoint = step > trace.first_step &&
+					segments.of_step(step).and_then(|index| segments.range(index)).is_some_and(|range| range.start == step);
+				ensure!(step == end || checkpoint, Error::<T>::NotACheckpoint);
+				let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
+				ensure!((chunk as usize) < state_chunks(&graph), Error::<T>::NoSuchChunk);
+				Ok(())
+			};
+			let bond = T::AvailabilityBond::get();
+			let (id, proven) = Self::open(&requester, job, unit, Role::Challenger, bond, available)?;
+			// The request disputes no trace: it names the defender's own root.
+			let mut info = Self::new_dispute(job, unit, &proven, requester.clone(), bond, proven.trace.trace_root);
+			info.phase = Phase::Availability { step, chunk };
+			Self::deposit_event(Event::ChunkRequested {
+				dispute: id,
+				job,
+				unit,
+				defender: proven.solver,
+				challenger: requester,
+				step,
+				chunk,
+				deadline: info.deadline,
+			});
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
+		pub(crate) fn do_provide_chunk(who: T::AccountId, id: DisputeId, chunk: StateChunk) -> DispatchResult {
+			let (info, party, proven) = Self::answering(&who, id)?;
+			ensure!(party == Party::Defender, Error::<T>::NotTheDefender);
+			let Phase::Availability { step, chunk: index } = info.phase else {
+				return Err(Error::<T>::WrongPhase.into());
+			};
+			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
+			open_state_chunk(&graph, &proven.trace, step, index, &chunk).map_err(|_| Error::<T>::InvalidChunk)?;
+			Self::conclude(id, info, &proven, Ruling::DefenderWins, Grounds::Provided)?;
+			Ok(())
+		}
+
+		/// Opens dispute slot for `challenger` over unit `unit` of `job`, acting in `role`,
+		/// holding `bond`: checks what every dispute needs (a standing proof, inside its
+		/// window unless a drawn verifier reports, not the challenger's own, a free slot, and
+		/// no other dispute of the challenger's over the unit) and then `check`, before
+		/// anything changes. Returns the new dispute's id and the unit.
+		fn open(
+			challenger: &T::AccountId,
+			job: JobId,
+			unit: UnitIndex,
+			role: Role,
+			bond: BalanceOf<T>,
+			check: impl FnOnce(&ProvenUnitOf<T>) -> DispatchResult,
+		) -> Result<(DisputeId, ProvenUnitOf<T>), DispatchError> {
+			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NotDisputable)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			// The block the window ends in is the first the unit may be finalized in. A
+			// drawn verifier reports within its own round, which holds finalization back.
+			ensure!(role == Role::Verifier || now < proven.window_ends, Error::<T>::WindowClosed);
+			ensure!(*challenger != proven.solver, Error::<T>::OwnProof);
+			check(&proven)?;
+			let key = (job, unit);
+			let open = UnitDisputes::<T>::get(key);
+			// Challengers never take the verifiers' slots: at most `VerifiersPerUnit` drawn
+			// verifiers can mismatch one proof, and each finds a slot free.
+			ensure!(role == Role::Verifier || (open.len() as u32) < Self::challenger_slots(), Error::<T>::TooManyDisputes);
+			ensure!(
+				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == *challenger)),
+				Error::<T>::AlreadyChallenged
+			);
+			T::Currency::hold(&HoldReason::ChallengeBond.into(), challenger, bond)
+				.map_err(|_| Error::<T>::InsufficientBalance)?;
+			let id = NextDisputeId::<T>::get();
+			UnitDisputes::<T>::try_mutate(key, |open| open.try_push(id)).map_err(|_| Error::<T>::TooManyDisputes)?;
+			NextDisputeId::<T>::put(id.saturating_add(1));
+			T::Units::open_challenge(job, unit)?;
+			Ok((id, proven))
+		}
+
+		/// A dispute of `challenger` over `proven`, holding `bond`, with `trace_root` its
+		/// root, waiting in the referee's phase for its first move until one response
+		/// window from now.
+		fn new_dispute(
+			job: JobId,
+			unit: UnitIndex,
+			proven: &ProvenUnitOf<T>,
+			challenger: T::AccountId,
+			bond: BalanceOf<T>,
+			trace_root: Digest,
+		) -> DisputeOf<T> {
+			DisputeInfo {
+				job,
+				unit,
+				defender: proven.solver.clone(),
+				challenger,
+				bond,
+				challenger_trace_root: trace_root,
+				step: None,
+				operator_roots: None,
+				operator: None,
+				piece_roots: None,
+				piece: None,
+				phase: Phase::Judge,
+				deadline: frame_system::Pallet::<T>::block_number().saturating_add(T::ResponseWindow::get()),
+				rounds: 0,
+			}
 		}
 
 		pub(crate) fn do_reveal(who: T::AccountId, id: DisputeId, reveal: Reveal) -> DispatchResult {
@@ -700,6 +855,7 @@ pub mod pallet {
 					(DisputeStage::BindOperator, roots.defender.is_none(), roots.challenger.is_none())
 				},
 				Phase::Judge => (DisputeStage::Judge, true, false),
+				Phase::Availability { step, chunk } => (DisputeStage::Availability { step: *step, chunk: *chunk }, true, false),
 			};
 			Some(touchstone_primitives::DisputeStatus {
 				job: info.job,
@@ -729,7 +885,7 @@ pub mod pallet {
 			let silent = match &info.phase {
 				Phase::Bisect { reveals, .. } => reveals.missing(),
 				Phase::BindStep { roots } | Phase::BindOperator { roots } => roots.missing(),
-				Phase::Judge => Some(Party::Defender),
+				Phase::Judge | Phase::Availability { .. } => Some(Party::Defender),
 			};
 			// Neither side answered: the challenger brought the case and abandoned it.
 			let ruling = match silent.unwrap_or(Party::Challenger) {

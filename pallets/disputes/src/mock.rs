@@ -63,6 +63,8 @@ pub const SOLVER_BOND: u64 = 1_000;
 pub const CHALLENGER_ROLE_BOND: u64 = 100;
 /// The bond posted with each challenge.
 pub const CHALLENGE_BOND: u64 = 200;
+/// The bond of a request for a chunk of a committed state.
+pub const AVAILABILITY_BOND: u64 = 20;
 /// What a solver that loses a dispute is slashed.
 pub const SOLVER_SLASH: u64 = 500;
 /// Blocks of the challenge window.
@@ -139,6 +141,7 @@ impl pallet_touchstone_disputes::Config for Test {
 	type Attestations = Verification;
 	type Jackpot = Jackpot;
 	type ChallengeBond = ConstU64<CHALLENGE_BOND>;
+	type AvailabilityBond = ConstU64<AVAILABILITY_BOND>;
 	type SolverSlash = ConstU64<SOLVER_SLASH>;
 	type WinnerShare = HalfToWinner;
 	type ConvictionShare = TenthToChallengers;

@@ -30,7 +30,7 @@ use touchstone_kernels::{
 		graph::Graph,
 		merkle::{depth, MerkleTree},
 	},
-	referee::{open_case, open_step_binding, RunOpening},
+	referee::{open_case, open_step_binding, state_chunk, RunOpening},
 	CpuBackend, Digest,
 };
 use touchstone_primitives::{
@@ -206,24 +206,41 @@ impl<'a> Run<'a> {
 		self.tree.root()
 	}
 
-	/// The learning proof a solver commits for this run, and the opening of its final state.
-	fn proof(&self) -> (LearningProof, StateOpening) {
-		let last = self.records.len() - 1;
-		let record = &self.records[last];
-		let previous = if last == 0 { anchor_hash(&self.start) } else { self.records[last - 1].state_hash };
-		let opening = StateOpening::Step {
+	/// The opening of the state this run commits before global step `step`.
+	fn state_opening(&self, step: u32) -> StateOpening {
+		let position = (step - self.first_step) as usize;
+		if position == 0 {
+			return StateOpening::Anchor;
+		}
+		let record = &self.records[position - 1];
+		let previous = if position == 1 { anchor_hash(&self.start) } else { self.records[position - 2].state_hash };
+		StateOpening::Step {
 			previous,
 			state_root: record.state_root,
 			batch_root: record.batch_root,
 			loss: canonical_bits(record.loss),
-			proof: self.tree.proof(last).unwrap(),
-		};
+			proof: self.tree.proof(position - 1).unwrap(),
+		}
+	}
+
+	/// The state this run holds before global step `step`.
+	fn state_before(&self, step: u32) -> Vec<Vec<f32>> {
+		let mut trainer = self.trainer();
+		for _ in self.first_step..step {
+			trainer.step().unwrap();
+		}
+		trainer.state().unwrap()
+	}
+
+	/// The learning proof a solver commits for this run, and the opening of its final state.
+	fn proof(&self) -> (LearningProof, StateOpening) {
+		let record = &self.records[self.records.len() - 1];
+		let opening = self.state_opening(self.first_step + self.records.len() as u32);
 		let proof = LearningProof {
 			trace_root: self.root().into(),
 			steps: self.records.len() as u32,
 			start_state_root: self.start.into(),
 			final_state_root: record.state_root.into(),
-			final_model_hash: record.state_root.into(),
 			metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
 		};
 		(proof, opening)
@@ -265,6 +282,10 @@ impl<'a> Run<'a> {
 				let (operator, piece) = (info.operator.unwrap() as usize, info.piece.unwrap() as usize);
 				let (_, openings) = open_case(&graph, trace, &opening, operator, piece).unwrap();
 				Disputes::resolve(origin, id, openings).map(|_| ()).map_err(|error| error.error)
+			},
+			Phase::Availability { step, chunk } => {
+				let posted = state_chunk(&self.state_before(step), chunk, self.state_opening(step)).unwrap();
+				Disputes::provide_chunk(origin, id, posted)
 			},
 		}
 	}

@@ -95,6 +95,15 @@ pub enum Phase {
 	/// The piece level ended: the defender's claimed piece awaits the referee, with the
 	/// defender's openings.
 	Judge,
+	/// Not a disagreement over the trace but a demand for data: the defender must post
+	/// chunk `chunk` of the state its proof commits before global step `step`, with its
+	/// proofs (`provide_chunk`).
+	Availability {
+		/// The state's step: a checkpoint of the unit, or its end.
+		step: u32,
+		/// The chunk of that state.
+		chunk: u32,
+	},
 }
 
 /// A dispute between a solver and a challenger over one unit's learning proof.
@@ -149,6 +158,8 @@ pub enum Grounds {
 	Referee,
 	/// The losing side did not answer before the deadline.
 	Timeout,
+	/// The defender posted the chunk a request demanded, in time.
+	Provided,
 }
 
 /// A dispute (key) of a unit.

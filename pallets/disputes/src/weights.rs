@@ -50,6 +50,8 @@ pub trait WeightInfo {
 	fn bind_operator() -> Weight;
 	fn resolve() -> Weight;
 	fn resolve_largest_piece() -> Weight;
+	fn request_chunk() -> Weight;
+	fn provide_chunk() -> Weight;
 }
 
 /// Weights for a runtime, with its own database weights.
@@ -222,6 +224,20 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(T::DbWeight::get().reads(15))
 			.saturating_add(T::DbWeight::get().writes(15))
 	}
+	// `request_chunk` and `provide_chunk` are estimated by hand until the weights are next
+	// regenerated (their benchmarks exist): `challenge` plus building the job's graph
+	// (`bind_operator`'s execution), and `bind_operator` plus a chunk's 32 leaves and their
+	// multiproof plus a bond paid out, each rounded up.
+	fn request_chunk() -> Weight {
+		Weight::from_parts(250_000_000, 21864)
+			.saturating_add(T::DbWeight::get().reads(15))
+			.saturating_add(T::DbWeight::get().writes(6))
+	}
+	fn provide_chunk() -> Weight {
+		Weight::from_parts(400_000_000, 13775)
+			.saturating_add(T::DbWeight::get().reads(12))
+			.saturating_add(T::DbWeight::get().writes(10))
+	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
@@ -260,5 +276,15 @@ impl WeightInfo for () {
 		Weight::from_parts(3_492_437_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(15))
 			.saturating_add(ParityDbWeight::get().writes(15))
+	}
+	fn request_chunk() -> Weight {
+		Weight::from_parts(250_000_000, 21864)
+			.saturating_add(ParityDbWeight::get().reads(15))
+			.saturating_add(ParityDbWeight::get().writes(6))
+	}
+	fn provide_chunk() -> Weight {
+		Weight::from_parts(400_000_000, 13775)
+			.saturating_add(ParityDbWeight::get().reads(12))
+			.saturating_add(ParityDbWeight::get().writes(10))
 	}
 }

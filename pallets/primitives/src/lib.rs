@@ -670,10 +670,11 @@ pub struct LearningProof {
 	/// step range's proven `final_state_root`.
 	pub start_state_root: ContentHash,
 	/// State root of the model after the unit's last step, proven against `trace_root`
-	/// when the proof is committed. The next step range starts from it.
+	/// when the proof is committed. The next step range starts from it. It also names the
+	/// final model (weights and optimizer state): a worker fetches the model by this root
+	/// and checks what it fetched against it, so the model a proof names is always the
+	/// one it proved.
 	pub final_state_root: ContentHash,
-	/// Hash of the final model (weights and optimizer state).
-	pub final_model_hash: ContentHash,
 	/// Metrics of the final model.
 	pub metrics: TrainingMetrics,
 }
@@ -702,9 +703,6 @@ pub struct WorkUnit<AccountId, BlockNumber> {
 	/// The last solver that declined the unit or let an offer of it lapse; the scheduler
 	/// offers the unit to others first.
 	pub passed_by: Option<AccountId>,
-	/// Hash of the model the unit starts from: the previous unit's final model for a
-	/// step range, `None` for seeded initialisation or the job's initial weights.
-	pub start_model_hash: Option<ContentHash>,
 	/// State root of the model the unit starts from, once known: the job's initial state
 	/// root, or the previous step range's proven final state root. `None` while the unit
 	/// waits for that range.
@@ -743,13 +741,10 @@ pub enum JobStatus {
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct JobResult {
-	/// The final model file: the last step range's model hash, or for data shards the
-	/// BLAKE2b-256 of the finalized shards' model hashes in unit order. Where to fetch it;
-	/// check what was fetched against `state_root`.
-	pub model_hash: ContentHash,
-	/// The proven final state: the last step range's `final_state_root`, or for data
-	/// shards the BLAKE2b-256 of the finalized shards' final state roots in unit order.
-	/// Each was proven against its unit's trace, which survived its challenge window, so a
+	/// The proven final state, which also names the final model: the last step range's
+	/// `final_state_root`, or for data shards the BLAKE2b-256 of the finalized shards' final
+	/// state roots in unit order (each shard's model is fetched by its unit's root). Each
+	/// was proven against its unit's trace, which survived its challenge window, so a
 	/// model whose state root (`touchstone_kernels::job::trace::state_root`) matches is
 	/// the trained one.
 	pub state_root: ContentHash,
@@ -821,6 +816,37 @@ pub enum SlashReason {
 	/// A solver let a unit time out after the chain had recorded the randomness that told
 	/// it whether the unit was forced: it forfeits the unit's collateral.
 	AbandonedAfterDesignation,
+}
+
+/// The layouts earlier runtimes stored, for the pallets' storage migrations.
+pub mod previous {
+	use super::*;
+
+	/// A learning proof as runtimes before spec version 119 stored it: with a
+	/// `final_model_hash` of its own, which nothing proved. The final model is now named by
+	/// its final state root.
+	#[derive(Encode, Decode, Clone, Copy, PartialEq, Eq, Debug)]
+	pub struct LearningProofV0 {
+		/// As [`LearningProof::trace_root`].
+		pub trace_root: ContentHash,
+		/// As [`LearningProof::steps`].
+		pub steps: u32,
+		/// As [`LearningProof::start_state_root`].
+		pub start_state_root: ContentHash,
+		/// As [`LearningProof::final_state_root`].
+		pub final_state_root: ContentHash,
+		/// Dropped: the hash of a model file the solver named.
+		pub final_model_hash: ContentHash,
+		/// As [`LearningProof::metrics`].
+		pub metrics: TrainingMetrics,
+	}
+
+	impl From<LearningProofV0> for LearningProof {
+		fn from(old: LearningProofV0) -> Self {
+			let LearningProofV0 { trace_root, steps, start_state_root, final_state_root, final_model_hash: _, metrics } = old;
+			LearningProof { trace_root, steps, start_state_root, final_state_root, metrics }
+		}
+	}
 }
 
 #[cfg(test)]

@@ -11,10 +11,11 @@ use touchstone_kernels::{
 pub use touchstone_kernels::proof::bisection::{reveal, Foul, Game, Reveal};
 pub use touchstone_kernels::proof::graph::Graph;
 pub use touchstone_kernels::proof::hash::Digest;
-pub use touchstone_kernels::proof::merkle::{MerkleProof, MerkleTree};
+pub use touchstone_kernels::proof::merkle::{index_segment_leaf, MerkleProof, MerkleTree, MultiProof, SEGMENT};
 pub use touchstone_kernels::referee::{
-	bind_operator, bind_step, final_state_root, level_leaves, BindingError, DataCommitment, Dispute, JobError, Level,
-	Openings, PieceCost, Position, RefereeError, StateOpening, StepBinding, TraceCommitment, Verdict,
+	bind_operator, bind_step, final_state_root, level_leaves, open_state_chunk, state_chunks, state_segments, BindingError,
+	DataCommitment, Dispute, JobError, Level, Openings, PieceCost, Position, RefereeError, StateChunk, StateOpening, StepBinding,
+	TraceCommitment, Verdict, CHUNK_SEGMENTS,
 };
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
@@ -195,7 +196,7 @@ pub fn filler_trace(
 
 /// A learning proof over [`filler_trace`]'s trace, for tests and benchmarks of the chain's
 /// bookkeeping: `steps` steps from `first_step`, anchored at `start_state_root` and ending
-/// at `final_state_root`, with a fixed model hash and metrics. Returns the proof, the
+/// at `final_state_root`, with fixed metrics. Returns the proof, the
 /// opening of its final state, and its step-level tree.
 pub fn filler_proof(
 	first_step: u32,
@@ -211,7 +212,6 @@ pub fn filler_proof(
 		steps,
 		start_state_root: start_state_root.into(),
 		final_state_root: final_state_root.into(),
-		final_model_hash: [5; 32].into(),
 		metrics: crate::TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
 	};
 	Some((proof, opening, tree))

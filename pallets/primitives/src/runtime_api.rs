@@ -40,6 +40,13 @@ pub enum DisputeStage {
 	BindOperator,
 	/// The defender opens the disputed piece to the referee.
 	Judge,
+	/// The defender posts the demanded chunk of the state before global step `step`.
+	Availability {
+		/// The state's step.
+		step: u32,
+		/// The chunk.
+		chunk: u32,
+	},
 }
 
 /// Where an open dispute stands, as the runtime API reports it: the positions found so far,

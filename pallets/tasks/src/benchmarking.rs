@@ -117,7 +117,6 @@ fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(Learning
 		steps,
 		start_state_root: start,
 		final_state_root: [5; 32].into(),
-		final_model_hash: [4; 32].into(),
 		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 3), accuracy: Perbill::from_percent(97) },
 	};
 	Ok((proof, opening))

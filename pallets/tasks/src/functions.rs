@@ -60,7 +60,6 @@ impl<T: Config> Pallet<T> {
 		NextJobId::<T>::put(job_id.saturating_add(1));
 		let now = frame_system::Pallet::<T>::block_number();
 		let sequential = matches!(spec.decomposition, Decomposition::StepRanges { .. });
-		let initial_model = spec.initial_weights.as_ref().map(|weights| weights.hash);
 		let pool_deadline = now.saturating_add(spec.pool_timeout.into());
 		let mut pool = Pool::<T>::get();
 		for (index, scope) in scopes.into_iter().enumerate() {
@@ -75,7 +74,6 @@ impl<T: Config> Pallet<T> {
 				deadline: None,
 				pool_deadline: None,
 				passed_by: None,
-				start_model_hash: None,
 				start_state_root: None,
 				last_checkpoint: None,
 				proof: None,
@@ -83,7 +81,6 @@ impl<T: Config> Pallet<T> {
 				attempts: 0,
 			};
 			if ready {
-				unit.start_model_hash = initial_model;
 				unit.start_state_root = Some(spec.initial_state_root);
 				Self::enter_pool(&mut unit, (job_id, index), UnitState::Pending, pool_deadline);
 				// Cannot fail: `OpenUnits` was checked against the pool's bound above.
@@ -402,7 +399,6 @@ impl<T: Config> Pallet<T> {
 		let next = index.saturating_add(1);
 		if let Some(mut successor) = Units::<T>::get(job_id, next) {
 			if successor.state == UnitState::Waiting {
-				successor.start_model_hash = Some(proof.final_model_hash);
 				successor.start_state_root = Some(proof.final_state_root);
 				let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
 				Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
@@ -797,14 +793,12 @@ impl<T: Config> Pallet<T> {
 		let units_finalized = ordered.len() as u32;
 		let units_failed = job.units.saturating_sub(units_finalized);
 
-		let (model_hash, state_root, metrics) = match job.spec.decomposition {
+		let (state_root, metrics) = match job.spec.decomposition {
 			Decomposition::StepRanges { .. } => ordered
 				.last()
-				.map(|(_, _, proof)| (proof.final_model_hash, proof.final_state_root, proof.metrics))
+				.map(|(_, _, proof)| (proof.final_state_root, proof.metrics))
 				.unwrap_or_default(),
 			Decomposition::DataShards { aggregation, .. } => {
-				let hashes: Vec<u8> =
-					ordered.iter().flat_map(|(_, _, proof)| proof.final_model_hash.0).collect();
 				let roots: Vec<u8> =
 					ordered.iter().flat_map(|(_, _, proof)| proof.final_state_root.0).collect();
 				let weights: Vec<(u128, TrainingMetrics)> = ordered
@@ -818,10 +812,10 @@ impl<T: Config> Pallet<T> {
 						(weight, proof.metrics)
 					})
 					.collect();
-				(blake2_256(&hashes).into(), blake2_256(&roots).into(), weighted_mean(&weights))
+				(blake2_256(&roots).into(), weighted_mean(&weights))
 			},
 		};
-		JobResult { model_hash, state_root, metrics, units_finalized, units_failed }
+		JobResult { state_root, metrics, units_finalized, units_failed }
 	}
 
 	// ---------------------------------------------------------------------------------
@@ -1152,7 +1146,6 @@ impl<T: Config> Pallet<T> {
 			unit.proof = None;
 			unit.proven_at = None;
 			unit.last_checkpoint = None;
-			unit.start_model_hash = None;
 			unit.start_state_root = None;
 			Units::<T>::insert(job_id, later, unit);
 			rolled_back.push(later);

@@ -113,7 +113,7 @@ pub mod pallet {
 	};
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -789,6 +789,202 @@ pub mod pallet {
 		pub fn decline_unit(origin: OriginFor<T>, job: JobId, unit: UnitIndex) -> DispatchResult {
 			let solver = ensure_signed(origin)?;
 			Self::do_decline_unit(solver, job, unit)
+		}
+	}
+}
+
+/// Storage migrations of the tasks pallet.
+pub mod migrations {
+	use super::*;
+	use codec::{Decode, Encode};
+	use frame_support::{
+		traits::{Get, GetStorageVersion, OnRuntimeUpgrade, StorageVersion},
+		weights::Weight,
+	};
+	use touchstone_primitives::{
+		previous::LearningProofV0, Checkpoint, ContentHash, Job, JobResult, JobSpec, JobStatus, ToleranceProfile,
+		TrainingMetrics, UnitScope, UnitState, WorkUnit,
+	};
+
+	/// A work unit as version 0 stored it.
+	#[derive(Encode, Decode)]
+	struct WorkUnitV0<AccountId, BlockNumber> {
+		scope: UnitScope,
+		state: UnitState,
+		solver: Option<AccountId>,
+		accepted: bool,
+		deadline: Option<BlockNumber>,
+		pool_deadline: Option<BlockNumber>,
+		passed_by: Option<AccountId>,
+		start_model_hash: Option<ContentHash>,
+		start_state_root: Option<ContentHash>,
+		last_checkpoint: Option<Checkpoint>,
+		proof: Option<LearningProofV0>,
+		proven_at: Option<BlockNumber>,
+		attempts: u32,
+	}
+
+	/// A job's result as version 0 stored it.
+	#[derive(Encode, Decode)]
+	struct JobResultV0 {
+		model_hash: ContentHash,
+		state_root: ContentHash,
+		metrics: TrainingMetrics,
+		units_finalized: u32,
+		units_failed: u32,
+	}
+
+	/// A job as version 0 stored it.
+	#[derive(Encode, Decode)]
+	struct JobV0<AccountId, Balance, BlockNumber> {
+		owner: AccountId,
+		spec: JobSpec<Balance>,
+		status: JobStatus,
+		units: u32,
+		units_final: u32,
+		escrow: Balance,
+		deposit: Balance,
+		submitted_at: BlockNumber,
+		result: Option<JobResultV0>,
+		removable_at: Option<BlockNumber>,
+		tolerance: ToleranceProfile,
+	}
+
+	/// Version 0 to 1: the final model is named by its proven final state root, so a
+	/// proof's `final_model_hash`, a unit's `start_model_hash` and a result's `model_hash`
+	/// (hashes the solver named and nothing proved) are dropped. Rewrites every unit and
+	/// job; at most `MaxOpenUnits` units are open, and finished jobs are removed after
+	/// their retention, so the count is bounded by what the chain holds.
+	pub struct DropUnprovenModelHashes<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for DropUnprovenModelHashes<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 1 {
+				return T::DbWeight::get().reads(1);
+			}
+			let mut count = 0u64;
+			Units::<T>::translate::<WorkUnitV0<T::AccountId, frame_system::pallet_prelude::BlockNumberFor<T>>, _>(
+				|_, _, old| {
+					count = count.saturating_add(1);
+					Some(WorkUnit {
+						scope: old.scope,
+						state: old.state,
+						solver: old.solver,
+						accepted: old.accepted,
+						deadline: old.deadline,
+						pool_deadline: old.pool_deadline,
+						passed_by: old.passed_by,
+						start_state_root: old.start_state_root,
+						last_checkpoint: old.last_checkpoint,
+						proof: old.proof.map(Into::into),
+						proven_at: old.proven_at,
+						attempts: old.attempts,
+					})
+				},
+			);
+			Jobs::<T>::translate::<JobV0<T::AccountId, BalanceOf<T>, frame_system::pallet_prelude::BlockNumberFor<T>>, _>(
+				|_, old| {
+					count = count.saturating_add(1);
+					Some(Job {
+						owner: old.owner,
+						spec: old.spec,
+						status: old.status,
+						units: old.units,
+						units_final: old.units_final,
+						escrow: old.escrow,
+						deposit: old.deposit,
+						submitted_at: old.submitted_at,
+						result: old.result.map(|result| JobResult {
+							state_root: result.state_root,
+							metrics: result.metrics,
+							units_finalized: result.units_finalized,
+							units_failed: result.units_failed,
+						}),
+						removable_at: old.removable_at,
+						tolerance: old.tolerance,
+					})
+				},
+			);
+			StorageVersion::new(1).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(count.saturating_add(1), count.saturating_add(1))
+		}
+	}
+
+	#[cfg(test)]
+	#[allow(clippy::unwrap_used)]
+	mod tests {
+		use super::*;
+		use crate::mock::*;
+		use frame_support::storage::unhashed;
+
+		/// Every unit and job written in version 0's layout (a model hash after each
+		/// proof's final state root, a start model hash before each unit's start state
+		/// root, a model hash before the result's state root) reads back as it was, less
+		/// those hashes, after the migration; run again, it changes nothing.
+		#[test]
+		fn version_0_units_and_jobs_lose_only_their_unproven_model_hashes() {
+			ExtBuilder::default().solver(2, gpu_profile()).build_and_execute(|| {
+				let (units, jobs) = crate::tests::finished_and_proven_for_migration();
+				for (job, index, unit) in &units {
+					let old = WorkUnitV0 {
+						scope: unit.scope,
+						state: unit.state,
+						solver: unit.solver,
+						accepted: unit.accepted,
+						deadline: unit.deadline,
+						pool_deadline: unit.pool_deadline,
+						passed_by: unit.passed_by,
+						start_model_hash: Some([7; 32].into()),
+						start_state_root: unit.start_state_root,
+						last_checkpoint: unit.last_checkpoint,
+						proof: unit.proof.map(|proof| LearningProofV0 {
+							trace_root: proof.trace_root,
+							steps: proof.steps,
+							start_state_root: proof.start_state_root,
+							final_state_root: proof.final_state_root,
+							final_model_hash: [8; 32].into(),
+							metrics: proof.metrics,
+						}),
+						proven_at: unit.proven_at,
+						attempts: unit.attempts,
+					};
+					unhashed::put_raw(&Units::<Test>::hashed_key_for(job, index), &old.encode());
+				}
+				for (id, job) in &jobs {
+					let old = JobV0 {
+						owner: job.owner,
+						spec: job.spec.clone(),
+						status: job.status,
+						units: job.units,
+						units_final: job.units_final,
+						escrow: job.escrow,
+						deposit: job.deposit,
+						submitted_at: job.submitted_at,
+						result: job.result.map(|result| JobResultV0 {
+							model_hash: [9; 32].into(),
+							state_root: result.state_root,
+							metrics: result.metrics,
+							units_finalized: result.units_finalized,
+							units_failed: result.units_failed,
+						}),
+						removable_at: job.removable_at,
+						tolerance: job.tolerance,
+					};
+					unhashed::put_raw(&Jobs::<Test>::hashed_key_for(id), &old.encode());
+				}
+				StorageVersion::new(0).put::<Pallet<Test>>();
+				DropUnprovenModelHashes::<Test>::on_runtime_upgrade();
+				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 1);
+				for _ in 0..2 {
+					for (job, index, unit) in &units {
+						assert_eq!(Units::<Test>::get(job, index).as_ref(), Some(unit));
+					}
+					for (id, job) in &jobs {
+						assert_eq!(Jobs::<Test>::get(id).as_ref(), Some(job));
+					}
+					DropUnprovenModelHashes::<Test>::on_runtime_upgrade();
+				}
+			});
 		}
 	}
 }

@@ -46,7 +46,6 @@ fn proof(steps: u32, model: u8) -> LearningProof {
 		steps,
 		start_state_root: [0; 32].into(),
 		final_state_root: [model.wrapping_add(50); 32].into(),
-		final_model_hash: [model.wrapping_add(100); 32].into(),
 		metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(90) },
 	}
 }
@@ -92,6 +91,23 @@ fn complete_unit(solver: u64, job: u64, unit: u32, model: u8) {
 	assert_ok!(submit_proof(solver, job, unit, proof(steps, model)));
 	run_to_block(System::block_number() + CHALLENGE_WINDOW);
 	assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, unit));
+}
+
+/// For the migration test: as `BOB`, a finished job and a job with one unit finalized and
+/// one proven; returns every unit and job as stored.
+#[allow(clippy::type_complexity)]
+pub(crate) fn finished_and_proven_for_migration() -> (Vec<(u64, u32, crate::WorkUnitOf<Test>)>, Vec<(u64, crate::JobOf<Test>)>) {
+	let finished = submit(job_spec());
+	for unit in 0..4 {
+		complete_unit(BOB, finished, unit, 1 + unit as u8);
+	}
+	let running = submit(job_spec());
+	complete_unit(BOB, running, 0, 1);
+	assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), running, 1));
+	assert_ok!(submit_proof(BOB, running, 1, proof(25, 2)));
+	let units = Units::<Test>::iter().map(|(job, index, unit)| (job, index, unit)).collect();
+	let jobs = Jobs::<Test>::iter().collect();
+	(units, jobs)
 }
 
 mod submit_job {
@@ -364,9 +380,8 @@ mod solver_path {
 			assert_eq!(state(job, 0), UnitState::Proven);
 			// The next range starts from this range's final model.
 			let next = Units::<Test>::get(job, 1).unwrap();
-			assert_eq!((next.state, next.start_model_hash), (UnitState::Pending, Some(commitment.final_model_hash)));
-			// The next range is anchored at this one's proven end.
-			assert_eq!(next.start_state_root, Some(commitment.final_state_root));
+			// The next range is anchored at this one's proven end, which names its model.
+			assert_eq!((next.state, next.start_state_root), (UnitState::Pending, Some(commitment.final_state_root)));
 
 			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::ChallengeWindowOpen);
 			run_to_block(3 + CHALLENGE_WINDOW);
@@ -568,7 +583,6 @@ mod timeouts {
 			assert_eq!(
 				stored.result,
 				Some(JobResult {
-					model_hash: Default::default(),
 					state_root: Default::default(),
 					metrics: Default::default(),
 					units_finalized: 0,
@@ -630,7 +644,7 @@ mod timeouts {
 			);
 			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
 			assert_eq!((result.units_finalized, result.units_failed), (1, 3));
-			assert_eq!(result.model_hash, proof(25, 1).final_model_hash);
+			assert_eq!(result.state_root, proof(25, 1).final_state_root);
 			assert_eq!(escrowed(ALICE), 0);
 		});
 	}
@@ -723,7 +737,7 @@ mod aggregation {
 				complete_unit(BOB, job, unit, unit as u8 + 1);
 			}
 			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
-			assert_eq!(result.model_hash, proof(25, 4).final_model_hash);
+			assert_eq!(result.state_root, proof(25, 4).final_state_root);
 			assert_eq!((result.units_finalized, result.units_failed), (4, 0));
 			System::assert_last_event(
 				Event::JobCompleted { job, result, refunded: 10, removable_at: System::block_number() + RETENTION }.into(),
@@ -755,9 +769,6 @@ mod aggregation {
 			// (1·1 + 2·4) / 3 = 3; (1·60% + 2·90%) / 3 = 80%.
 			assert_eq!(result.metrics.loss, FixedU64::from_u32(3));
 			assert_eq!(result.metrics.accuracy, Perbill::from_percent(80));
-			let mut hashes = first.final_model_hash.0.to_vec();
-			hashes.extend(second.final_model_hash.0);
-			assert_eq!(result.model_hash, polkadot_sdk::sp_io::hashing::blake2_256(&hashes).into());
 			let mut roots = first.final_state_root.0.to_vec();
 			roots.extend(second.final_state_root.0);
 			assert_eq!(result.state_root, polkadot_sdk::sp_io::hashing::blake2_256(&roots).into());
@@ -1088,23 +1099,32 @@ mod attacks {
 	}
 
 	/// Attack 9, its model half: the model a job's result names was whatever hash its
-	/// solver wrote into the proof. Nothing tied `final_model_hash` to the final state root
-	/// the proof's opening proved, so a solver that trained honestly could name any file
-	/// (or none it serves) as the job's model, and be paid: the submitter's result pointed
-	/// at a model nobody proved. (Its other half, withholding the checkpoints and the model
-	/// so that nobody can check the proof in time, had no call to play it with: nothing on
-	/// chain could demand a chunk of a committed artifact.)
+	/// solver wrote into the proof (`final_model_hash`), which nothing tied to the final
+	/// state root the proof's opening proved: a solver that trained honestly could name any
+	/// file, or one it never serves, as the job's model and be paid. The model is now named
+	/// by its proven final state root alone (workers fetch it by that root and check it
+	/// against it), so a proof can name only a model its trace proves: a final state its
+	/// trace does not open to is refused, and the result names the last proof's.
 	#[test]
-	#[ignore = "attack 9 works: the job's result names a model file its proof never proved"]
 	fn attack_the_result_names_only_a_proven_model() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
 			let job = submit(job_spec());
-			for unit in 0..4 {
+			for unit in 0..3 {
 				complete_unit(BOB, job, unit, 1 + unit as u8);
 			}
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 3));
+			let (mut unproven, opening) = anchored(job, 3, proof(25, 4));
+			unproven.final_state_root = [99; 32].into();
+			assert_noop!(
+				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 3, unproven, opening),
+				Error::<Test>::InvalidFinalState
+			);
+			assert_ok!(submit_proof(BOB, job, 3, proof(25, 4)));
+			run_to_block(System::block_number() + CHALLENGE_WINDOW);
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 3));
 			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
 			assert_eq!(result.units_finalized, 4);
-			assert_eq!(result.model_hash, result.state_root, "the result names a model its proof never proved");
+			assert_eq!(result.state_root, proof(25, 4).final_state_root, "the result names the model the last proof proved");
 		});
 	}
 }

@@ -114,7 +114,7 @@ pub mod pallet {
 	pub const MAX_RANDOMNESS_BLOCKS: u32 = 8;
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -903,6 +903,156 @@ pub mod pallet {
 			T::Units::set_thresholds(job, None)?;
 			Self::deposit_event(Event::ThresholdsChallenged { job, by: who, previous });
 			Ok(())
+		}
+	}
+}
+
+/// Storage migrations of the verification pallet.
+pub mod migrations {
+	use super::*;
+	use codec::{Decode, Encode};
+	use polkadot_sdk::{
+		frame_support::{
+			pallet_prelude::BoundedVec,
+			traits::{Get, GetStorageVersion, OnRuntimeUpgrade, StorageVersion},
+			weights::Weight,
+		},
+		frame_system::pallet_prelude::BlockNumberFor,
+		sp_core::H256,
+		sp_runtime::Perbill,
+	};
+	use touchstone_primitives::previous::LearningProofV0;
+
+	/// A round's secret as version 0 stored it: a forced round kept its honest proof in
+	/// the old layout.
+	#[derive(Encode, Decode)]
+	enum SolverSecretV0 {
+		NotRequired,
+		Awaited { hash: H256, random: [u8; 32], rate: Perbill },
+		Revealed,
+		Forced { step: u32, honest: LearningProofV0, rate: Perbill },
+		Missed,
+	}
+
+	/// A round as version 0 stored it; only its last field, the secret, changed.
+	#[derive(Encode, Decode)]
+	struct RoundV0<AccountId: Clone + PartialEq + Eq + core::fmt::Debug, BlockNumber, MaxVerifiers: Get<u32>, MaxCommittee: Get<u32>> {
+		trace_root: [u8; 32],
+		committed_at: BlockNumber,
+		drawn: Option<DrawnRound<BlockNumber>>,
+		kind: RoundKind<AccountId, MaxVerifiers>,
+		attestations: BoundedVec<Attestation<AccountId>, MaxCommittee>,
+		concluded: bool,
+		secret: SolverSecretV0,
+	}
+
+	/// Version 0 to 1: a forced round's honest proof loses its `final_model_hash` (the
+	/// final model is named by its proven final state root). Rewrites every round; a round
+	/// exists only for a unit with a proof not yet finalized, so at most `MaxOpenUnits`.
+	pub struct DropUnprovenModelHashes<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for DropUnprovenModelHashes<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 1 {
+				return T::DbWeight::get().reads(1);
+			}
+			let mut count = 0u64;
+			Rounds::<T>::translate::<RoundV0<T::AccountId, BlockNumberFor<T>, T::VerifiersPerUnit, T::EscalationCommittee>, _>(
+				|_, old| {
+					count = count.saturating_add(1);
+					let secret = match old.secret {
+						SolverSecretV0::NotRequired => SolverSecret::NotRequired,
+						SolverSecretV0::Awaited { hash, random, rate } => SolverSecret::Awaited { hash, random, rate },
+						SolverSecretV0::Revealed => SolverSecret::Revealed,
+						SolverSecretV0::Forced { step, honest, rate } => SolverSecret::Forced { step, honest: honest.into(), rate },
+						SolverSecretV0::Missed => SolverSecret::Missed,
+					};
+					Some(Round {
+						trace_root: old.trace_root,
+						committed_at: old.committed_at,
+						drawn: old.drawn,
+						kind: old.kind,
+						attestations: old.attestations,
+						concluded: old.concluded,
+						secret,
+					})
+				},
+			);
+			StorageVersion::new(1).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(count.saturating_add(1), count.saturating_add(1))
+		}
+	}
+
+	#[cfg(test)]
+	#[allow(clippy::unwrap_used)]
+	mod tests {
+		use super::*;
+		use crate::mock::*;
+		use polkadot_sdk::{frame_support::storage::unhashed, sp_runtime::FixedU64};
+		use touchstone_primitives::{LearningProof, TrainingMetrics};
+
+		/// A round stored in version 0's layout, its forced secret's honest proof with a
+		/// model hash, reads back as it was, less that hash; every other secret is kept.
+		#[test]
+		fn version_0_rounds_lose_only_the_honest_proofs_model_hash() {
+			new_test_ext(&[]).execute_with(|| {
+				let honest = LearningProof {
+					trace_root: [1; 32].into(),
+					steps: 8,
+					start_state_root: [2; 32].into(),
+					final_state_root: [3; 32].into(),
+					metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
+				};
+				let secrets = [
+					(SolverSecretV0::Revealed, SolverSecret::Revealed),
+					(
+						SolverSecretV0::Forced {
+							step: 4,
+							honest: LearningProofV0 {
+								trace_root: honest.trace_root,
+								steps: honest.steps,
+								start_state_root: honest.start_state_root,
+								final_state_root: honest.final_state_root,
+								final_model_hash: [9; 32].into(),
+								metrics: honest.metrics,
+							},
+							rate: Perbill::from_percent(1),
+						},
+						SolverSecret::Forced { step: 4, honest, rate: Perbill::from_percent(1) },
+					),
+				];
+				let mut expected = alloc::vec::Vec::new();
+				for (unit, (old_secret, new_secret)) in secrets.into_iter().enumerate() {
+					let key = (0u64, unit as u32);
+					let old: RoundV0<u64, u64, <Test as Config>::VerifiersPerUnit, <Test as Config>::EscalationCommittee> =
+						RoundV0 {
+							trace_root: [5; 32],
+							committed_at: 1,
+							drawn: Some(DrawnRound { seed: [6; 32], commit_ends: 3, reveal_ends: 4 }),
+							kind: RoundKind::Exact,
+							attestations: Default::default(),
+							concluded: false,
+							secret: old_secret,
+						};
+					unhashed::put_raw(&Rounds::<Test>::hashed_key_for(key), &old.encode());
+					let new = Round {
+						trace_root: [5; 32],
+						committed_at: 1,
+						drawn: Some(DrawnRound { seed: [6; 32], commit_ends: 3, reveal_ends: 4 }),
+						kind: RoundKind::Exact,
+						attestations: Default::default(),
+						concluded: false,
+						secret: new_secret,
+					};
+					expected.push((key, new));
+				}
+				StorageVersion::new(0).put::<Pallet<Test>>();
+				DropUnprovenModelHashes::<Test>::on_runtime_upgrade();
+				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 1);
+				for (key, round) in expected {
+					assert_eq!(Rounds::<Test>::get(key), Some(round));
+				}
+			});
 		}
 	}
 }

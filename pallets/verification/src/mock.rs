@@ -143,6 +143,7 @@ impl pallet_touchstone_disputes::Config for Test {
 	type Attestations = Verification;
 	type Jackpot = Jackpot;
 	type ChallengeBond = ConstU64<200>;
+	type AvailabilityBond = ConstU64<20>;
 	type SolverSlash = ConstU64<500>;
 	type WinnerShare = HalfToWinner;
 	type ConvictionShare = TenthToChallengers;

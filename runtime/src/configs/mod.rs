@@ -263,6 +263,9 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	type Attestations = Verification;
 	type Jackpot = JackpotAccount;
 	type ChallengeBond = ConstU128<{ 10 * UNIT }>;
+	// A tenth of a challenge: enough that spamming requests costs more than the solver's
+	// answer (a few kilobytes), little enough for a verifier that cannot fetch a checkpoint.
+	type AvailabilityBond = ConstU128<{ UNIT }>;
 	type SolverSlash = ConstU128<INVALID_PROOF_SLASH>;
 	type WinnerShare = WinnerShare;
 	type ConvictionShare = ConvictionShare;

@@ -299,3 +299,98 @@ fn attack_lost_challenges_cannot_delay_payment_without_bound() {
 		);
 	});
 }
+
+/// Attack 9, its withholding half: nothing on chain made a solver serve what its proof
+/// commits, so a liar that served no checkpoint and no model could not be checked in
+/// time, and its proof stood and was paid. Now any bonded node may demand a chunk of a
+/// state the proof commits (a checkpoint or the final model); a solver that does not post
+/// it, with its proofs, within the response window loses as a liar: slashed the unit's
+/// collateral, the unit redone, the requester paid like any challenger and its bond
+/// returned. An honest solver posts the chunk and keeps its proof, and the requester's
+/// small bond pays it for the trouble.
+#[test]
+fn attack_a_solver_that_withholds_its_data_loses_its_proof() {
+	let mut job = TinyJob::new(8, 1);
+	job.spec.hyper.checkpoint_interval = 4;
+	let liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
+	let honest = Run::train(&job, 0, 8, None);
+	build_and_execute(|| {
+		let id = job.submit();
+		prove(id, 0, SOLVER, &liar);
+		// The liar serves nothing; the challenger cannot fetch its checkpoint at step 4,
+		// so it demands a chunk of it. The liar stays silent.
+		let request = crate::NextDisputeId::<Test>::get();
+		assert_ok!(Disputes::request_chunk(RuntimeOrigin::signed(CHALLENGER), id, 0, 4, 0));
+		assert_eq!(challenge_bond_held(CHALLENGER), AVAILABILITY_BOND);
+		assert_eq!(unit_state(id, 0), UnitState::Challenged);
+		let (challenger_before, bond_before) = (Balances::balance(&CHALLENGER), solver_bond(SOLVER));
+		run_to_block(DisputeRecords::<Test>::get(request).unwrap().deadline + 1);
+		assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), request));
+		assert_eq!(ruling(request), (Ruling::ChallengerWins, Grounds::Timeout));
+		assert_eq!(solver_bond(SOLVER), bond_before - SOLVER_SLASH);
+		assert_eq!(Balances::balance(&CHALLENGER), challenger_before + conviction_reward(SOLVER_SLASH) + AVAILABILITY_BOND);
+		assert_eq!(unit_state(id, 0), UnitState::Reassigned);
+
+		// An honest solver posts what is asked, the checkpoint's chunk or its final model's,
+		// and keeps its proof; the bond pays it.
+		let mut honest = honest;
+		prove(id, 0, SECOND_SOLVER, &honest);
+		for step in [4, 8] {
+			let request = crate::NextDisputeId::<Test>::get();
+			let solver_before = Balances::balance(&SECOND_SOLVER);
+			assert_ok!(Disputes::request_chunk(RuntimeOrigin::signed(CHALLENGER), id, 0, step, 0));
+			assert_ok!(honest.answer(request, SECOND_SOLVER));
+			assert_eq!(ruling(request), (Ruling::DefenderWins, Grounds::Provided));
+			let share = <Test as crate::Config>::WinnerShare::get().mul_floor(AVAILABILITY_BOND);
+			assert_eq!(Balances::balance(&SECOND_SOLVER), solver_before + share);
+			assert_eq!(unit_state(id, 0), UnitState::Proven);
+		}
+	});
+}
+
+/// A request names a state the solver keeps and a chunk it has; a posted chunk must be the
+/// one asked, proven against the proof's own commitments, from the defender. Each refusal
+/// names its error and changes nothing.
+#[test]
+fn bad_chunk_requests_and_answers_are_refused_with_named_errors() {
+	let mut job = TinyJob::new(8, 1);
+	job.spec.hyper.checkpoint_interval = 4;
+	let honest = Run::train(&job, 0, 8, None);
+	build_and_execute(|| {
+		let id = job.submit();
+		prove(id, 0, SOLVER, &honest);
+		let request = |step, chunk| Disputes::request_chunk(RuntimeOrigin::signed(CHALLENGER), id, 0, step, chunk);
+		for step in [0, 3, 5, 9] {
+			assert_noop!(request(step, 0), Error::<Test>::NotACheckpoint);
+		}
+		assert_noop!(request(4, 1), Error::<Test>::NoSuchChunk);
+		assert_noop!(
+			Disputes::request_chunk(RuntimeOrigin::signed(SOLVER), id, 0, 4, 0),
+			Error::<Test>::OwnProof
+		);
+		let dispute = crate::NextDisputeId::<Test>::get();
+		assert_ok!(request(4, 0));
+		assert_noop!(request(8, 0), Error::<Test>::AlreadyChallenged);
+		let right = state_chunk(&honest.state_before(4), 0, honest.state_opening(4)).unwrap();
+		// Another step's state, a changed word, or the challenger posting: refused.
+		let other_step = state_chunk(&honest.state_before(8), 0, honest.state_opening(8)).unwrap();
+		let mut changed = right.clone();
+		changed.segments[0][0] ^= 1;
+		for wrong in [other_step, changed] {
+			assert_noop!(
+				Disputes::provide_chunk(RuntimeOrigin::signed(SOLVER), dispute, wrong),
+				Error::<Test>::InvalidChunk
+			);
+		}
+		assert_noop!(
+			Disputes::provide_chunk(RuntimeOrigin::signed(CHALLENGER), dispute, right.clone()),
+			Error::<Test>::NotTheDefender
+		);
+		// The request's phase takes no move of a trace dispute.
+		assert_noop!(
+			Disputes::resolve(RuntimeOrigin::signed(SOLVER), dispute, dummy_openings()),
+			Error::<Test>::WrongPhase
+		);
+		assert_ok!(Disputes::provide_chunk(RuntimeOrigin::signed(SOLVER), dispute, right));
+	});
+}
