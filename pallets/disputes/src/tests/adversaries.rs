@@ -5,10 +5,13 @@
 //! (re-executing their samples), lazily (always `Match`), always `Mismatch` (a root of no
 //! run) or not at all; a challenger re-executes the unit and disputes a lie, or is absent;
 //! a sybil of the solver disputes with a root of no run, or is absent; a lying defender
-//! plays its disputes or falls silent. After every block: total issuance is unchanged and
-//! no honest party holds less than it started with. At the end every dispute has ended,
-//! the unit has left its proof's states (paid, or back to the pool), and a lie that an
-//! honest challenger watched left the liar (the solver and its sybil together) poorer.
+//! plays its disputes or falls silent; a node that cannot fetch the solver's data demands a
+//! chunk of one of its checkpoints, or does not. After every block: total issuance is
+//! unchanged, no honest party holds less than it started with, and the requester has paid
+//! at most its request's bond. At the end every dispute has ended, the unit has left its
+//! proof's states (paid, or back to the pool), and a lie that an honest challenger watched,
+//! or whose solver withheld a requested chunk, left the liar (the solver and its sybil
+//! together) poorer and unpaid.
 
 use super::*;
 use core::cell::RefCell;
@@ -32,6 +35,9 @@ fn verifying() -> impl Strategy<Value = Verifying> {
 	prop_oneof![Just(Verifying::Honest), Just(Verifying::Lazy), Just(Verifying::AlwaysMismatch), Just(Verifying::Silent)]
 }
 
+/// A node that demands a chunk of the solver's data, bonded as a challenger.
+const REQUESTER: u64 = 30;
+
 /// Everyone's worth: free and held funds together (bonds and challenge bonds are holds).
 fn worth(who: u64) -> u64 {
 	Balances::total_balance(&who)
@@ -44,6 +50,7 @@ fn play_adversaries(
 	honest_challenger: bool,
 	sybil: bool,
 	defender_plays: bool,
+	request: Option<u32>,
 ) {
 	let mut job = TinyJob::new(8, 1);
 	job.spec.hyper.checkpoint_interval = 2;
@@ -55,6 +62,8 @@ fn play_adversaries(
 	let lie_segment = lie.map(|(step, ..)| step / 2);
 	build_and_execute(|| {
 		register_verifiers();
+		assert_ok!(Balances::transfer_allow_death(RuntimeOrigin::signed(OWNER), REQUESTER, 10 * CHALLENGE_BOND));
+		register(REQUESTER, Role::Challenger, CHALLENGER_ROLE_BOND);
 		let id = job.submit();
 		prove(id, 0, SOLVER, &solver_run.borrow());
 		let plays: BTreeMap<u64, Verifying> = VERIFIERS.into_iter().zip(verifiers).collect();
@@ -67,6 +76,7 @@ fn play_adversaries(
 		}
 		let start: BTreeMap<u64, u64> = honest.iter().chain([&SOLVER, &SECOND_CHALLENGER]).map(|who| (*who, worth(*who))).collect();
 		let liar_start = worth(SOLVER) + worth(SECOND_CHALLENGER);
+		let requester_start = worth(REQUESTER);
 		let issuance = Balances::total_issuance();
 		// Whether the defender answers each dispute, and the run its challenger answers
 		// from (`None`: silent).
@@ -85,6 +95,11 @@ fn play_adversaries(
 				if honest_challenger && lies {
 					let dispute = challenge(id, 0, CHALLENGER, &honest_run.borrow());
 					sides.insert(dispute, (defender_answers, Some(&honest_run)));
+				}
+				if let Some(step) = request {
+					let id_before = crate::NextDisputeId::<Test>::get();
+					assert_ok!(Disputes::request_chunk(RuntimeOrigin::signed(REQUESTER), id, 0, step, 0));
+					sides.insert(id_before, (defender_answers, None));
 				}
 			}
 			// The verification round, as each verifier plays it.
@@ -146,6 +161,7 @@ fn play_adversaries(
 			for who in &honest {
 				assert!(worth(*who) >= start[who], "block {block}: honest {who} lost {} ", start[who] - worth(*who));
 			}
+			assert!(worth(REQUESTER) + AVAILABILITY_BOND >= requester_start, "block {block}: the requester paid more than its bond");
 			let settled = !matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged);
 			if settled && UnitDisputes::<Test>::get((id, 0)).is_empty() {
 				break;
@@ -153,7 +169,8 @@ fn play_adversaries(
 		}
 		assert!(crate::Disputes::<Test>::iter().next().is_none(), "every dispute ended");
 		assert!(!matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged), "the unit ended");
-		if lies && honest_challenger {
+		let withheld = request.is_some() && !defender_plays;
+		if lies && (honest_challenger || withheld) {
 			assert!(worth(SOLVER) + worth(SECOND_CHALLENGER) < liar_start, "the liar and its sybil profited");
 			assert_ne!(unit_state(id, 0), UnitState::Finalized, "the lie was paid");
 		}
@@ -171,9 +188,11 @@ proptest! {
 		honest_challenger: bool,
 		sybil: bool,
 		defender_plays: bool,
+		request in proptest::option::of(1u32..=4),
 	) {
 		let job = TinyJob::new(8, 1);
 		let lie = lie.map(|(step, pick, element, bit)| (step, 1 + pick % (job.graph.nodes.len() - 2), element, bit));
-		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays);
+		// A checkpoint of the unit's (every two steps) or its end.
+		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays, request.map(|boundary| 2 * boundary));
 	}
 }
