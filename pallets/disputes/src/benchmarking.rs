@@ -73,14 +73,14 @@ enum At {
 	Judge,
 }
 
-/// The dispute of `recording`, its unit proven through the tasks pallet, opened by a
-/// challenger, and moved to phase `at` with the challenger's answer to it given. Returns
-/// the dispute, the defender and the case.
-fn recorded_dispute<T: Config>(
-	recording: Recording,
-	at: At,
-) -> Result<(DisputeId, T::AccountId, BenchmarkCase), BenchmarkError> {
-	let case = recording.case().ok_or(BenchmarkError::Stop("no recorded case"))?;
+/// The job of the recorded `case` (its model, data and initial state, one unit of all its
+/// steps), submitted, and its unit proven by a registered solver with `proof` and
+/// `opening`. Returns the job and the solver.
+fn prove_case<T: Config>(
+	case: &BenchmarkCase,
+	proof: touchstone_primitives::LearningProof,
+	opening: StateOpening,
+) -> Result<(JobId, T::AccountId), BenchmarkError> {
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
@@ -91,8 +91,20 @@ fn recorded_dispute<T: Config>(
 	job_spec.dataset.samples = case.samples;
 	job_spec.dataset.root = case.dataset_root.into();
 	job_spec.initial_state_root = case.initial_state_root.into();
-	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, case.proof, case.final_state.clone())
-		.ok_or(BenchmarkError::Stop("the recorded unit could not be proven"))?;
+	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, proof, opening)
+		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
+	Ok((job, solver))
+}
+
+/// The dispute of `recording`, its unit proven through the tasks pallet, opened by a
+/// challenger, and moved to phase `at` with the challenger's answer to it given. Returns
+/// the dispute, the defender and the case.
+fn recorded_dispute<T: Config>(
+	recording: Recording,
+	at: At,
+) -> Result<(DisputeId, T::AccountId, BenchmarkCase), BenchmarkError> {
+	let case = recording.case().ok_or(BenchmarkError::Stop("no recorded case"))?;
+	let (job, solver) = prove_case::<T>(&case, case.proof, case.final_state.clone())?;
 	let challenger: T::AccountId = account("challenger", 0, 0);
 	T::BenchmarkHelper::register(&challenger, Role::Challenger);
 	let id = NextDisputeId::<T>::get();
@@ -134,18 +146,7 @@ fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, StateOpening
 	let steps = case.hyper.steps;
 	let (proof, opening, _) =
 		filler_proof(0, steps, case.initial_state_root, state.root(), 0).ok_or(BenchmarkError::Stop("no trace"))?;
-	let owner: T::AccountId = account("owner", 0, 0);
-	let solver: T::AccountId = account("solver", 0, 0);
-	T::BenchmarkHelper::register(&solver, Role::Solver);
-	let mut job_spec = spec::<T>(1);
-	job_spec.model = case.model.clone();
-	job_spec.hyper = case.hyper.clone();
-	job_spec.decomposition = Decomposition::StepRanges { steps_per_unit: steps };
-	job_spec.dataset.samples = case.samples;
-	job_spec.dataset.root = case.dataset_root.into();
-	job_spec.initial_state_root = case.initial_state_root.into();
-	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, proof, opening.clone())
-		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
+	let (job, solver) = prove_case::<T>(&case, proof, opening.clone())?;
 	Ok((job, solver, state, opening, steps))
 }
 
