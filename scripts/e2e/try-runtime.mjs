@@ -108,7 +108,7 @@ try {
   await send(api, api.tx.tasks.commitCheckpoint(first, 0, { step: 20, hash: '0x' + '11'.repeat(32) }), bob);
   await send(api, api.tx.tasks.commitCheckpoint(first, 0, { step: 40, hash: '0x' + '22'.repeat(32) }), bob);
   const proof = {
-    traceRoot: '0x' + '33'.repeat(32), steps: 50, finalModelHash: '0x' + '44'.repeat(32),
+    traceRoot: '0x' + '33'.repeat(32), steps: 50,
     metrics: { loss: fixed(0.5), accuracy: 900_000_000 },
   };
   const proven = await send(api, api.tx.tasks.submitProof(first, 0, proof), bob);
