@@ -394,3 +394,40 @@ fn bad_chunk_requests_and_answers_are_refused_with_named_errors() {
 		assert_ok!(Disputes::provide_chunk(RuntimeOrigin::signed(SOLVER), dispute, right));
 	});
 }
+
+/// Attack 7's arithmetic for a solver lying on several units at once: its bond covers the
+/// collateral of every unit it holds, and a conviction slashes `SolverSlash` where that is
+/// more than the unit's collateral, so the first convictions take more than their units'
+/// share and the bond may be gone before the last. Whatever the order, what the liar loses
+/// in all is at least the collateral of every unit convicted: the bond it had covered all
+/// of them. Here two lies (as many units as a solver may hold in the mock) on units of
+/// collateral 480 each, a bond of 1,000 and a slash floor of 500: the convictions take 500
+/// and 500, and 1,000 ≥ 2 × 480.
+#[test]
+fn lies_on_several_units_lose_at_least_their_collateral_together() {
+	let mut job = TinyJob::new(8, 1);
+	let price = 160;
+	job.spec.price_per_unit = price;
+	job.spec.budget = price;
+	let collateral = 3 * price;
+	let mut liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
+	let mut honest = Run::train(&job, 0, 8, None);
+	build_and_execute(|| {
+		let jobs: Vec<u64> = (0..2).map(|_| job.submit()).collect();
+		// Its bond covers the two units' collateral, and no more.
+		assert!(solver_bond(SOLVER) >= 2 * collateral && solver_bond(SOLVER) < 3 * collateral);
+		assert!(SOLVER_SLASH > collateral, "the slash floor is above each unit's collateral");
+		for &id in &jobs {
+			prove(id, 0, SOLVER, &liar);
+		}
+		let before = solver_bond(SOLVER);
+		for &id in &jobs {
+			let dispute = challenge(id, 0, CHALLENGER, &honest);
+			play(dispute, &mut liar, &mut honest);
+			assert_eq!(ruling(dispute).0, Ruling::ChallengerWins);
+			assert_eq!(unit_state(id, 0), UnitState::Reassigned);
+		}
+		let lost = before - solver_bond(SOLVER);
+		assert!(lost >= 2 * collateral, "two lies cost {lost}, less than their collateral {}", 2 * collateral);
+	});
+}
