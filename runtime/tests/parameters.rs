@@ -3,7 +3,7 @@
 
 use polkadot_sdk::frame_support::traits::Get;
 use touchstone_runtime::{
-	configs::{DISPUTE_RESPONSE_WINDOW, MAX_DISPUTE_PHASES},
+	configs::{DISPUTE_RESPONSE_WINDOW, MAX_DISPUTE_PHASES, MAX_SEGMENT_BLOCKS},
 	Runtime,
 };
 
@@ -16,7 +16,10 @@ fn unbonding_outlasts_the_longest_dispute() {
 	let window: u32 = <Runtime as pallet_touchstone_tasks::Config>::ChallengeWindow::get();
 	let response: u32 = <Runtime as pallet_touchstone_disputes::Config>::ResponseWindow::get();
 	assert_eq!(response, DISPUTE_RESPONSE_WINDOW);
-	let longest_dispute = MAX_DISPUTE_PHASES * response;
+	let segment: u32 = <Runtime as pallet_touchstone_tasks::Config>::MaxSegmentBlocks::get();
+	assert_eq!(segment, MAX_SEGMENT_BLOCKS);
+	// Every phase gives a side a response window and a segment's re-execution.
+	let longest_dispute = MAX_DISPUTE_PHASES * (response + segment);
 	assert!(unbonding > window + longest_dispute, "unbonding {unbonding} ≤ {window} + {longest_dispute}");
 }
 
@@ -33,8 +36,11 @@ fn unbonding_outlasts_a_verification_round_and_its_dispute() {
 	let beacon: u32 = <Runtime as pallet_touchstone_verification::Config>::RandomnessBlocks::get();
 	// The earliest draw is in the block after the beacon's blocks, all after the proof's.
 	let round = 1 + beacon + commit + reveal;
-	assert!(round < window, "a prompt round ({round} blocks) ends inside the window ({window})");
-	let longest_dispute = MAX_DISPUTE_PHASES * DISPUTE_RESPONSE_WINDOW;
+	assert!(round < window, "a prompt round ({round} blocks) of a job of short segments ends inside the window ({window})");
+	// A round of the longest segments the chain accepts gives each verifier its samples' time.
+	let samples: u32 = <Runtime as pallet_touchstone_verification::Config>::SamplesPerVerifier::get();
+	let round = round + samples * MAX_SEGMENT_BLOCKS;
+	let longest_dispute = MAX_DISPUTE_PHASES * (DISPUTE_RESPONSE_WINDOW + MAX_SEGMENT_BLOCKS);
 	assert!(unbonding > window + round + longest_dispute, "unbonding {unbonding} too short");
 }
 
@@ -48,8 +54,11 @@ fn an_escalation_ends_inside_the_unbonding_period_and_its_slash_is_payable() {
 	let commit: u32 = <Runtime as pallet_touchstone_verification::Config>::CommitPeriod::get();
 	let reveal: u32 = <Runtime as pallet_touchstone_verification::Config>::RevealPeriod::get();
 	let draw_timeout: u32 = <Runtime as pallet_touchstone_verification::Config>::DrawTimeout::get();
-	// The round drawn as late as it may be, then the committee as late as it may be.
-	let longest = 2 * (draw_timeout + commit + reveal);
+	// The round drawn as late as it may be, then the committee as late as it may be, each
+	// given its segments' re-execution: the round's samples, then every flagged segment.
+	let samples: u32 = <Runtime as pallet_touchstone_verification::Config>::SamplesPerVerifier::get();
+	let verifiers: u32 = <Runtime as pallet_touchstone_verification::Config>::VerifiersPerUnit::get();
+	let longest = 2 * (draw_timeout + commit + reveal) + (samples + verifiers * samples) * MAX_SEGMENT_BLOCKS;
 	assert!(unbonding > window + longest, "unbonding {unbonding} ≤ {window} + {longest}");
 	let slash: u128 = <Runtime as pallet_touchstone_verification::Config>::InvalidProofSlash::get();
 	let minimum: u128 = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();

@@ -173,7 +173,10 @@ pub mod pallet {
 		#[pallet::constant]
 		type ConvictionShare: Get<Perbill>;
 
-		/// Blocks each side has to answer a phase of a dispute.
+		/// Blocks each side has to answer a phase of a dispute, at the least: every phase
+		/// adds the unit's `segment_blocks`, the time to re-execute one checkpoint segment
+		/// (an answer below the step level re-executes the disputed step from the
+		/// checkpoint before it; a posted chunk may need the same).
 		#[pallet::constant]
 		type ResponseWindow: Get<BlockNumberFor<Self>>;
 
@@ -582,7 +585,7 @@ pub mod pallet {
 			let (id, proven) = Self::open(&challenger, job, unit, role, T::ChallengeBond::get(), disputable)?;
 			let mut info = Self::new_dispute(job, unit, &proven, challenger.clone(), T::ChallengeBond::get(), trace_root);
 			let nodes = Pair { defender: proven.trace.trace_root, challenger: trace_root };
-			Self::enter_level(&mut info, &proven.trace, Level::Steps, proven.trace.steps, nodes)?;
+			Self::enter_level(&mut info, &proven, Level::Steps, proven.trace.steps, nodes)?;
 			Self::deposit_event(Event::DisputeOpened {
 				dispute: id,
 				job,
@@ -710,7 +713,7 @@ pub mod pallet {
 				piece_roots: None,
 				piece: None,
 				phase: Phase::Judge,
-				deadline: frame_system::Pallet::<T>::block_number().saturating_add(T::ResponseWindow::get()),
+				deadline: frame_system::Pallet::<T>::block_number().saturating_add(Self::response_window(proven)),
 				rounds: 0,
 			}
 		}
@@ -739,7 +742,7 @@ pub mod pallet {
 				.map_err(|_| Error::<T>::RevealInconsistent)?;
 			info.rounds = info.rounds.saturating_add(1);
 			info.phase = Phase::Bisect { level, game, nodes: Pair { defender, challenger }, reveals: Pair::default() };
-			Self::settle_level(&mut info, &proven.trace)?;
+			Self::settle_level(&mut info, &proven)?;
 			Self::advanced(id, &info);
 			Disputes::<T>::insert(id, info);
 			Ok(())
@@ -767,7 +770,7 @@ pub mod pallet {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.operator_roots = Some(nodes);
 					let leaves = level_leaves(&graph, &proven.trace, Level::Operators).map_err(|_| Error::<T>::InvalidJob)?;
-					Self::enter_level(&mut info, &proven.trace, Level::Operators, leaves, nodes)?;
+					Self::enter_level(&mut info, &proven, Level::Operators, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
 				None => info.phase = Phase::BindStep { roots },
@@ -800,7 +803,7 @@ pub mod pallet {
 					info.piece_roots = Some(nodes);
 					let level = Level::Pieces { operator };
 					let leaves = level_leaves(&graph, &proven.trace, level).map_err(|_| Error::<T>::InvalidJob)?;
-					Self::enter_level(&mut info, &proven.trace, level, leaves, nodes)?;
+					Self::enter_level(&mut info, &proven, level, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
 				None => info.phase = Phase::BindOperator { roots },
@@ -926,20 +929,28 @@ pub mod pallet {
 		/// no round.
 		fn enter_level(
 			info: &mut DisputeOf<T>,
-			trace: &TraceCommitment,
+			proven: &ProvenUnitOf<T>,
 			level: Level,
 			leaves: u32,
 			nodes: Pair<Digest>,
 		) -> DispatchResult {
 			let game = Game::new(leaves).map_err(|_| Error::<T>::InvalidJob)?;
 			info.phase = Phase::Bisect { level, game, nodes, reveals: Pair::default() };
-			Self::settle_level(info, trace)
+			Self::settle_level(info, proven)
+		}
+
+		/// The blocks a side has to answer a phase of a dispute over `proven`:
+		/// `ResponseWindow`, and the blocks one of its checkpoint segments takes to
+		/// re-execute (`segment_blocks`).
+		pub fn response_window(proven: &ProvenUnitOf<T>) -> BlockNumberFor<T> {
+			T::ResponseWindow::get().saturating_add(proven.segment_blocks.into())
 		}
 
 		/// If the current level's game stands on a leaf, records it and moves to the next
 		/// phase; the new phase's deadline starts now either way.
-		fn settle_level(info: &mut DisputeOf<T>, trace: &TraceCommitment) -> DispatchResult {
-			info.deadline = frame_system::Pallet::<T>::block_number().saturating_add(T::ResponseWindow::get());
+		fn settle_level(info: &mut DisputeOf<T>, proven: &ProvenUnitOf<T>) -> DispatchResult {
+			let trace = &proven.trace;
+			info.deadline = frame_system::Pallet::<T>::block_number().saturating_add(Self::response_window(proven));
 			let Phase::Bisect { level, game, .. } = &info.phase else { return Ok(()) };
 			let Some(leaf) = game.leaf() else { return Ok(()) };
 			match *level {

@@ -373,6 +373,48 @@ impl Segments {
 	}
 }
 
+/// Multiply-adds of one training step of `model` at `hyper`'s batch size: the products of
+/// its dense layers and of its valid, stride-1 convolutions, three times over (the forward
+/// pass, the input gradient and the weight gradient), saturating. Contractions are nearly
+/// all of a step's work, so this is what the chain sizes the deadlines of re-execution by
+/// ([`reexecution_blocks`]).
+pub fn step_multiply_adds(model: &ModelArch, hyper: &HyperParams) -> u64 {
+	let dense = |inputs: u64, hidden: &LayerWidths, classes: u32| {
+		let mut total = 0u64;
+		let mut previous = inputs;
+		for &width in hidden.iter().chain(core::iter::once(&classes)) {
+			total = total.saturating_add(previous.saturating_mul(u64::from(width)));
+			previous = u64::from(width);
+		}
+		total
+	};
+	let per_sample = match model {
+		ModelArch::Mlp { inputs, hidden, classes, .. } => dense(u64::from(*inputs), hidden, *classes),
+		ModelArch::Cnn { channels, height, width, conv_channels, kernel_size, hidden, classes, .. } => {
+			let (mut channels, mut height, mut width) = (u64::from(*channels), u64::from(*height), u64::from(*width));
+			let kernel = u64::from(*kernel_size);
+			let mut total = 0u64;
+			for &out in conv_channels.iter() {
+				height = height.saturating_sub(kernel.saturating_sub(1));
+				width = width.saturating_sub(kernel.saturating_sub(1));
+				let products = height.saturating_mul(width).saturating_mul(u64::from(out)).saturating_mul(kernel.saturating_mul(kernel)).saturating_mul(channels);
+				total = total.saturating_add(products);
+				channels = u64::from(out);
+			}
+			total.saturating_add(dense(channels.saturating_mul(height).saturating_mul(width), hidden, *classes))
+		},
+	};
+	per_sample.saturating_mul(u64::from(hyper.batch_size)).saturating_mul(3)
+}
+
+/// Whole blocks it takes to re-execute `steps` steps of `step_work` multiply-adds each at
+/// `work_per_block` multiply-adds a block, rounded down: a deadline's allowance for the
+/// work beyond its floor, which covers the part block. Zero when `work_per_block` is.
+pub fn reexecution_blocks(step_work: u64, steps: u32, work_per_block: u64) -> u32 {
+	let work = step_work.saturating_mul(u64::from(steps));
+	u32::try_from(work.checked_div(work_per_block).unwrap_or(0)).unwrap_or(u32::MAX)
+}
+
 /// How a proof is checked.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
@@ -867,6 +909,47 @@ mod tests {
 		assert_eq!(Distance::median(&[d(1, 9, 5), d(3, 1, 5), d(2, 4, 7)]), Some(d(2, 4, 5)));
 		assert_eq!(Distance::median(&[d(1, 9, 5), d(4, 1, 6)]), Some(d(2, 5, 5)));
 		assert_eq!(Distance::median(&[d(u64::MAX, 1, 1), d(u64::MAX, 1, 1)]), Some(d(u64::MAX, 1, 1)));
+	}
+
+	/// A step's multiply-adds count every dense product and every valid convolution's, forward
+	/// and backward, for the whole batch; re-execution blocks round down.
+	#[test]
+	fn a_steps_work_counts_its_products_and_sizes_blocks_of_re_execution() {
+		use super::{reexecution_blocks, step_multiply_adds, Activation, HyperParams, ModelArch, Optimizer};
+		use polkadot_sdk::sp_runtime::BoundedVec;
+		let hyper = |batch_size| HyperParams {
+			steps: 10,
+			batch_size,
+			learning_rate: FixedU64::from_rational(1, 10),
+			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
+			grad_clip_norm: None,
+			seed: 1,
+			checkpoint_interval: 5,
+		};
+		let mlp = ModelArch::Mlp {
+			inputs: 784,
+			hidden: BoundedVec::truncate_from(vec![1024, 1024]),
+			classes: 10,
+			activation: Activation::Relu,
+		};
+		assert_eq!(step_multiply_adds(&mlp, &hyper(128)), 128 * 3 * (784 * 1024 + 1024 * 1024 + 1024 * 10));
+		let cnn = ModelArch::Cnn {
+			channels: 1,
+			height: 28,
+			width: 28,
+			conv_channels: BoundedVec::truncate_from(vec![8, 16]),
+			kernel_size: 3,
+			hidden: BoundedVec::truncate_from(vec![64]),
+			classes: 10,
+			activation: Activation::Relu,
+		};
+		let convolutions = 26 * 26 * 8 * 9 + 24 * 24 * 16 * 9 * 8;
+		let dense = 16 * 24 * 24 * 64 + 64 * 10;
+		assert_eq!(step_multiply_adds(&cnn, &hyper(32)), 32 * 3 * (convolutions + dense));
+		assert_eq!(reexecution_blocks(1_000, 50, 20_000), 2);
+		assert_eq!(reexecution_blocks(1_000, 50, 30_000), 1);
+		assert_eq!(reexecution_blocks(u64::MAX, u32::MAX, 1), u32::MAX);
+		assert_eq!(reexecution_blocks(1_000, 50, 0), 0);
 	}
 
 	/// Segments follow the job's checkpoint grid, cover every step of the unit once, in

@@ -284,6 +284,10 @@ pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	pub window_ends: BlockNumber,
 	/// Whether a dispute holds the unit (`Challenged`).
 	pub challenged: bool,
+	/// Whole blocks one of the unit's checkpoint segments takes to re-execute at the
+	/// chain's reference rate: what verification rounds and dispute phases add to their
+	/// floors, so that honest parties have the time the work takes.
+	pub segment_blocks: u32,
 }
 
 /// A tolerance-mode job, as the verification pallet sees it: who may challenge its

@@ -25,6 +25,7 @@ use touchstone_primitives::{
 	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
 	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
 	LearningProof, ModelArch, Role, Segments, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
+	reexecution_blocks, step_multiply_adds,
 };
 
 impl<T: Config> Pallet<T> {
@@ -181,6 +182,9 @@ impl<T: Config> Pallet<T> {
 			ShapeError::InvalidData => Error::<T>::DatasetTooLarge,
 			ShapeError::DisputeTooCostly => Error::<T>::DisputeTooCostly,
 		})?;
+		// Verification rounds and dispute phases give a segment's re-execution its time, so
+		// the time must be bounded for them to end while the parties' bonds are in reach.
+		ensure!(Self::segment_blocks(spec) <= T::MaxSegmentBlocks::get(), Error::<T>::SegmentTooLong);
 
 		let cost = spec
 			.price_per_unit
@@ -854,6 +858,13 @@ impl<T: Config> Pallet<T> {
 		}
 	}
 
+	/// Whole blocks one checkpoint segment of a job of `spec` (its checkpoint interval of
+	/// steps, or all its steps if fewer) takes to re-execute at `ReferenceWorkPerBlock`.
+	pub(crate) fn segment_blocks(spec: &JobSpec<BalanceOf<T>>) -> u32 {
+		let steps = spec.hyper.checkpoint_interval.max(1).min(spec.hyper.steps);
+		reexecution_blocks(step_multiply_adds(&spec.model, &spec.hyper), steps, T::ReferenceWorkPerBlock::get())
+	}
+
 	/// The collateral of units worth `value`: `CollateralPercent` of it, rounded up.
 	pub(crate) fn collateral(value: BalanceOf<T>) -> BalanceOf<T> {
 		let percent = BalanceOf::<T>::from(T::CollateralPercent::get());
@@ -1013,6 +1024,7 @@ impl<T: Config> Pallet<T> {
 			data: DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples },
 			window_ends: unit.proven_at?.saturating_add(T::ChallengeWindow::get()),
 			challenged: unit.state == UnitState::Challenged,
+			segment_blocks: Self::segment_blocks(&job.spec),
 			model: job.spec.model,
 			hyper: job.spec.hyper,
 			verification: job.spec.verification,

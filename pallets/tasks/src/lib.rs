@@ -203,6 +203,21 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxSegmentsPerUnit: Get<u32>;
 
+		/// Multiply-adds of training a verifier or a disputing party is expected to
+		/// re-execute per block on the CPU reference, the backend every exact-mode job is
+		/// judged by. A unit's `segment_blocks` (what verification rounds and dispute phases
+		/// add to their floors) is a checkpoint segment's steps, each
+		/// `touchstone_primitives::step_multiply_adds` of the job's model, at this rate. Set
+		/// it below what a modest machine does, so that honest parties are never late.
+		#[pallet::constant]
+		type ReferenceWorkPerBlock: Get<u64>;
+
+		/// The most blocks one checkpoint segment of a job may take to re-execute at
+		/// `ReferenceWorkPerBlock`; longer segments are refused (`SegmentTooLong`). It bounds
+		/// how long a round or a dispute can last, which the unbonding period must outlast.
+		#[pallet::constant]
+		type MaxSegmentBlocks: Get<u32>;
+
 		/// The share of each unit's price that settlement sends to the jackpot instead of
 		/// the solver. It funds the forced-error rewards, and it makes reputation, which
 		/// counts the value of completed units, cost something to farm with self-dealt jobs.
@@ -287,6 +302,8 @@ pub mod pallet {
 			type MaxPoolWait = ConstU32<50>;
 			type CollateralPercent = ConstU32<300>;
 			type MaxSegmentsPerUnit = ConstU32<1024>;
+			type ReferenceWorkPerBlock = frame_support::traits::ConstU64<1_000_000>;
+			type MaxSegmentBlocks = ConstU32<1_000>;
 			type JackpotShare = TenthToJackpot;
 			type VerifierShare = TenthToVerifiers;
 			type MinUnitTimeout = ConstU32<2>;
@@ -644,6 +661,9 @@ pub mod pallet {
 		/// A unit of the job would have more checkpoint segments than `MaxSegmentsPerUnit`:
 		/// raise `checkpoint_interval`, or make the units shorter.
 		TooManySegments,
+		/// A checkpoint segment of the job would take more than `MaxSegmentBlocks` to
+		/// re-execute at `ReferenceWorkPerBlock`: lower `checkpoint_interval` or the batch.
+		SegmentTooLong,
 	}
 
 	#[pallet::hooks]

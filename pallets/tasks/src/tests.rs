@@ -920,6 +920,34 @@ mod hardening {
 		});
 	}
 
+	/// A job whose checkpoint segments would take longer than `MaxSegmentBlocks` to
+	/// re-execute at `ReferenceWorkPerBlock` is refused: rounds and dispute phases give a
+	/// segment its time, and must end while bonds are in reach. Shorter segments of the same
+	/// model are accepted, and a proven unit reports its segments' blocks.
+	#[test]
+	fn a_job_whose_segments_take_too_long_to_re_execute_is_refused() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let limit = <<Test as crate::Config>::MaxSegmentBlocks as polkadot_sdk::frame_support::traits::Get<u32>>::get();
+			let rate = <<Test as crate::Config>::ReferenceWorkPerBlock as polkadot_sdk::frame_support::traits::Get<u64>>::get();
+			let mut spec = job_spec();
+			let ModelArch::Mlp { hidden, .. } = &mut spec.model else { panic!("an MLP") };
+			*hidden = BoundedVec::truncate_from(vec![2048, 2048]);
+			let step = touchstone_primitives::step_multiply_adds(&spec.model, &spec.hyper);
+			// The longest interval the limit allows, and one step more.
+			let allowed = (u64::from(limit) * rate / step) as u32;
+			assert!(allowed >= 1 && allowed < spec.hyper.steps, "the test's model fits its interval range");
+			spec.hyper.checkpoint_interval = allowed + 1;
+			assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec.clone()), Error::<Test>::SegmentTooLong);
+			spec.hyper.checkpoint_interval = allowed;
+			let job = submit(spec);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_ok!(submit_proof(BOB, job, 0, proof(25, 1)));
+			let proven = <Tasks as touchstone_primitives::traits::UnitProofs<_, _, _>>::proven_unit(job, 0).unwrap();
+			assert_eq!(u64::from(proven.segment_blocks), u64::from(allowed) * step / rate);
+			assert!(proven.segment_blocks <= limit);
+		});
+	}
+
 	#[test]
 	fn solver_calls_after_the_deadline_are_refused_while_the_sweep_lags() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {

@@ -162,7 +162,7 @@ impl<T: Config> Pallet<T> {
 				if matches!(round.kind, RoundKind::Escalation { .. }) {
 					Self::escalation_undecided(job, unit, round);
 				} else if matches!(round.secret, SolverSecret::Awaited { .. }) {
-					Self::open_periods(job, unit, round, [0; 32], Vec::new(), now);
+					Self::open_periods(job, unit, round, [0; 32], Vec::new(), now, Zero::zero());
 				} else {
 					Self::remove_round((job, unit));
 				}
@@ -190,6 +190,13 @@ impl<T: Config> Pallet<T> {
 			};
 		}
 		let count = if escalation { T::EscalationCommittee::get() } else { T::VerifiersPerUnit::get() };
+		// Each verifier re-executes its samples (a member, every flagged segment): the commit
+		// period gives it the time they take.
+		let segments = match &round.kind {
+			RoundKind::Escalation { flagged, .. } => flagged.len() as u32,
+			RoundKind::Exact | RoundKind::Tolerance { .. } => T::SamplesPerVerifier::get(),
+		};
+		let work = BlockNumberFor::<T>::from(segments.saturating_mul(proven.segment_blocks));
 		let verifiers = T::Draw::draw_verifiers(&seed, count, &[proven.solver, proven.owner]);
 		if verifiers.is_empty() {
 			Self::deposit_event(Event::NoVerifiers { job, unit });
@@ -199,13 +206,13 @@ impl<T: Config> Pallet<T> {
 			// The solver still owes its secret: a forced proof must be replaced even
 			// when nobody could check it.
 			if matches!(round.secret, SolverSecret::Awaited { .. }) {
-				Self::open_periods(job, unit, round, seed, Vec::new(), now);
+				Self::open_periods(job, unit, round, seed, Vec::new(), now, Zero::zero());
 			} else {
 				Self::remove_round((job, unit));
 			}
 			return;
 		}
-		Self::open_periods(job, unit, round, seed, verifiers, now);
+		Self::open_periods(job, unit, round, seed, verifiers, now, work);
 	}
 
 	/// The last block a round may be drawn in.

@@ -163,7 +163,10 @@ pub mod pallet {
 		#[pallet::constant]
 		type SamplesPerVerifier: Get<u32>;
 
-		/// Blocks after the draw in which verifiers commit their attestations.
+		/// Blocks after the draw in which verifiers commit their attestations, at the least:
+		/// a round adds the blocks its verifiers' re-execution takes, each verifier's
+		/// `SamplesPerVerifier` segments (an escalation member's, every flagged segment) at
+		/// the unit's `segment_blocks` each.
 		#[pallet::constant]
 		type CommitPeriod: Get<BlockNumberFor<Self>>;
 

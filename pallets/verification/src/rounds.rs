@@ -247,7 +247,9 @@ impl<T: Config> Pallet<T> {
 			.saturating_add(T::DbWeight::get().reads_writes(3, 3))
 	}
 
-	/// Opens a round's commit and reveal periods for `verifiers`, drawn from `seed`.
+	/// Opens a round's commit and reveal periods for `verifiers`, drawn from `seed`; the
+	/// commit period is `CommitPeriod` and the `work` blocks the verifiers' re-execution
+	/// takes.
 	pub(crate) fn open_periods(
 		job: JobId,
 		unit: UnitIndex,
@@ -255,8 +257,9 @@ impl<T: Config> Pallet<T> {
 		seed: [u8; 32],
 		verifiers: Vec<T::AccountId>,
 		now: BlockNumberFor<T>,
+		work: BlockNumberFor<T>,
 	) {
-		let commit_ends = now.saturating_add(T::CommitPeriod::get());
+		let commit_ends = now.saturating_add(T::CommitPeriod::get()).saturating_add(work);
 		let mut reveal_ends = commit_ends.saturating_add(T::RevealPeriod::get());
 		// All of a block's draws close in the same block, and there are at most
 		// `MaxDrawsPerBlock` of them, so the first block has room. Were it full, the

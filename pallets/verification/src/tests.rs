@@ -110,6 +110,37 @@ fn verifiers_are_drawn_only_from_randomness_known_after_the_proof() {
 	});
 }
 
+/// A round's commit period grows with the work its verifiers are asked: each re-executes
+/// its two sampled segments, a checkpoint interval of steps each, at
+/// `ReferenceWorkPerBlock` multiply-adds a block, beyond the `CommitPeriod` floor. A
+/// verifier drawn on a unit whose segments take minutes is not late by construction.
+#[test]
+fn a_round_of_long_segments_gives_its_verifiers_the_time_their_samples_take() {
+	build_and_execute(&[6, 7, 8, 9], || {
+		let mut wide = spec();
+		wide.model = touchstone_primitives::ModelArch::Mlp {
+			inputs: 4,
+			hidden: polkadot_sdk::sp_runtime::BoundedVec::truncate_from(vec![4096, 4096]),
+			classes: 3,
+			activation: touchstone_primitives::Activation::Tanh,
+		};
+		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), wide.clone()));
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
+		let (proof, opening) = proof_for(job);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+		run_to_block(3);
+		let drawn_round = Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap();
+		// 4 × (4·4096 + 4096·4096 + 4096·3) multiply-adds a sample, three products, batch 4:
+		// two segments of two steps at 10⁶ a block take 806 blocks.
+		let step = 3 * 4 * (4 * 4096 + 4096 * 4096 + 4096 * 3);
+		assert_eq!(touchstone_primitives::step_multiply_adds(&wide.model, &wide.hyper), step);
+		assert_eq!(drawn_round.commit_ends, 3 + COMMIT_PERIOD + 2 * 2 * step / 1_000_000);
+		assert_eq!(drawn_round.commit_ends, 3 + COMMIT_PERIOD + 806);
+		assert_eq!(drawn_round.reveal_ends, drawn_round.commit_ends + REVEAL_PERIOD);
+	});
+}
+
 /// A seed mixes the randomness of `RandomnessBlocks` blocks, every one known only after
 /// the proof's block, and nothing the solver chose: only an author of all of them could
 /// have known it when the proof was committed.

@@ -163,9 +163,10 @@ impl pallet_touchstone_staking::Config for Runtime {
 	type MinSolverBond = ConstU128<{ 100 * UNIT }>;
 	type MinVerifierBond = ConstU128<{ 50 * UNIT }>;
 	type MinChallengerBond = ConstU128<{ 20 * UNIT }>;
-	// Longer than a challenge window and the longest dispute after it (see
-	// `DisputeResponseWindow`), so a solver cannot unbond out of reach of a slash.
-	type UnbondingPeriod = ConstU32<{ 4 * 60 * MINUTES }>;
+	// Longer than a challenge window and the longest dispute after it (every phase one
+	// response window and one segment's re-execution, `MAX_SEGMENT_BLOCKS`), so a solver
+	// cannot unbond out of reach of a slash: a day.
+	type UnbondingPeriod = ConstU32<{ 24 * 60 * MINUTES }>;
 	type HeartbeatTimeout = ConstU32<{ 5 * MINUTES }>;
 	// A day offline with nothing in hand, and anyone may free the node's registry slot.
 	type ReapDelay = ConstU32<{ 24 * 60 * MINUTES }>;
@@ -215,6 +216,12 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	// in expectation at every price (tests/parameters.rs, docs/protocol.md).
 	type CollateralPercent = ConstU32<300>;
 	type MaxSegmentsPerUnit = ConstU32<16>;
+	type ReferenceWorkPerBlock = ConstU64<REFERENCE_WORK_PER_BLOCK>;
+	// Ten minutes of re-execution at the reference rate (10¹² multiply-adds, 1,400 steps
+	// of a 784 → 1024 → 1024 → 10 MLP at batch 128). A round then lasts at most eight of
+	// them beyond its floors (an escalation's six flagged segments after its round's two),
+	// and a dispute one per phase: the unbonding period outlasts both.
+	type MaxSegmentBlocks = ConstU32<{ MAX_SEGMENT_BLOCKS }>;
 	type JackpotShare = JackpotShare;
 	type VerifierShare = VerifierShare;
 	type Jackpot = JackpotAccount;
@@ -244,6 +251,18 @@ parameter_types! {
 
 /// Blocks each side of a dispute has to answer a phase: one minute.
 pub const DISPUTE_RESPONSE_WINDOW: BlockNumber = MINUTES;
+
+/// Multiply-adds of training the chain expects a verifier or a disputing party to
+/// re-execute per block (six seconds) on the CPU reference: 10⁹·10, about 1.7 × 10⁹ a
+/// second. The reference does 13 to 26 times that on one thread of this project's 2-core
+/// machine for dense layers, and 2.5 times that for the small CNN, whose convolutions run
+/// slower (`docs/performance.md`). Verification rounds and dispute phases are given the
+/// blocks their re-execution takes at this rate beyond their floors.
+pub const REFERENCE_WORK_PER_BLOCK: u64 = 10_000_000_000;
+
+/// The most blocks one checkpoint segment of a job may take to re-execute at
+/// [`REFERENCE_WORK_PER_BLOCK`]: ten minutes.
+pub const MAX_SEGMENT_BLOCKS: BlockNumber = 10 * MINUTES;
 
 /// The most phases a dispute can have: 32 rounds over the steps (a unit's step count is a
 /// `u32`), 32 over the operators, 32 over the pieces, two bindings and the referee.

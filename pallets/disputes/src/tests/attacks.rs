@@ -431,3 +431,27 @@ fn lies_on_several_units_lose_at_least_their_collateral_together() {
 		assert!(lost >= 2 * collateral, "two lies cost {lost}, less than their collateral {}", 2 * collateral);
 	});
 }
+
+/// Issue 23's deadlines sized to the work, for disputes: every phase gives a side
+/// `ResponseWindow` and the blocks a checkpoint interval of the job's steps takes to
+/// re-execute at `ReferenceWorkPerBlock` (an answer below the step level re-executes the
+/// disputed step from the checkpoint before it). An honest defender of a unit with long
+/// segments is not late by construction.
+#[test]
+fn a_dispute_over_long_segments_gives_each_phase_the_time_a_segment_takes() {
+	let job = TinyJob::shaped(4, 20_000, 3, 4, 24, 8, 1);
+	let honest = Run::train(&job, 0, 8, None);
+	build_and_execute(|| {
+		let id = job.submit();
+		prove(id, 0, SOLVER, &honest);
+		let dispute = crate::NextDisputeId::<Test>::get();
+		assert_ok!(Disputes::challenge(RuntimeOrigin::signed(CHALLENGER), id, 0, [7; 32]));
+		// (4 · 20,000 + 20,000 · 3) multiply-adds a sample, three products, batch 4, eight
+		// steps (the checkpoint interval) at 10⁶ a block: 13 blocks beyond the window.
+		let step = 3 * 4 * (4 * 20_000 + 20_000 * 3);
+		assert_eq!(touchstone_primitives::step_multiply_adds(&job.spec.model, &job.spec.hyper), step);
+		let deadline = DisputeRecords::<Test>::get(dispute).unwrap().deadline;
+		assert_eq!(deadline, System::block_number() + RESPONSE_WINDOW + 8 * step / 1_000_000);
+		assert_eq!(deadline, System::block_number() + RESPONSE_WINDOW + 13);
+	});
+}
