@@ -651,7 +651,7 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Opens dispute slot for `challenger` over unit `unit` of `job`, acting in `role`,
+		/// Opens a dispute of `challenger` over unit `unit` of `job`, acting in `role`,
 		/// holding `bond`: checks what every dispute needs (a standing proof, inside its
 		/// window unless a drawn verifier reports, not the challenger's own, a free slot, and
 		/// no other dispute of the challenger's over the unit) and then `check`, before
