@@ -314,10 +314,12 @@ function backgroundWorker(dir, args) {
 
 test('a solver worker trains the digits job through the chain and each proof is verified', { timeout: 600_000 }, async (t) => {
   // Every proof of this job is verified: Dave and Eve run verifier workers that re-execute
-  // the segments they are drawn for, from Bob's checkpoints, and attest; Ferdie is drawn
-  // too and never answers.
+  // the segments they are drawn for, from Bob's checkpoints, and attest (Dave on the CPU
+  // reference, Eve on wgpu, lavapipe here, bit-identical to it); Ferdie is drawn too and
+  // never answers.
   const [dave, eve, ferdie] = ['//Dave', '//Eve', '//Ferdie'].map((uri) => keyring.addFromUri(uri));
-  for (const uri of ['//Dave', '//Eve']) startVerifierWorker(uri);
+  startVerifierWorker('//Dave');
+  startVerifierWorker('//Eve', ['verify', '--backend', 'wgpu']);
   // Charlie, a challenger since the dispute test, watches every proof open to challenge
   // with segments of his own choosing; he runs on into the liar test.
   startVerifierWorker('//Charlie', ['challenge', '--watch']);

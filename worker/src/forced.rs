@@ -194,7 +194,7 @@ mod tests {
 		let root = forced.trace_root.0;
 		let bytes = store.get_with(&root, &|bytes| TraceManifest::checked(bytes, &root).map(|_| ())).unwrap();
 		let served = TraceManifest::checked(&bytes, &root).unwrap();
-		assert_eq!(replay_against(&unit, &served), vec![None, Some(20), None]);
+		assert_eq!(replay_against(crate::train::BackendKind::Cpu, &unit, &served), vec![None, Some(20), None]);
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }

@@ -217,6 +217,7 @@ async fn run(cli: Cli) -> Result<()> {
 				bond: args.bond,
 				region: "local".into(),
 				network: args.network,
+				backend: args.backend,
 				attest_without_checking: false,
 			};
 			let challenger = verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?;

@@ -25,7 +25,7 @@ use touchstone_kernels::proof::chain::{state_hash, trace_leaf, ChainPoint};
 use touchstone_kernels::proof::hash::{digest_bytes, Digest};
 use touchstone_kernels::proof::merkle;
 
-use crate::train::{checkpoint_path, checkpoint_steps, reference_trainer, saved_records, UnitWork};
+use crate::train::{checkpoint_path, checkpoint_steps, reference_trainer, saved_records, trainer_on, BackendKind, UnitWork};
 
 /// What a solver serves about a unit it proved, under the unit's trace root.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
@@ -111,29 +111,72 @@ pub fn segment_start(
 	Ok((checkpoint.state, point))
 }
 
-/// Re-executes the steps `range` of the unit in `work` on the reference, from `state` at
-/// `point`, comparing each state hash with the manifest's. Returns the first step that
-/// does not reproduce, `None` when all do, or an error when stopped.
-pub fn replay_segment(
+/// The device exact-mode segments are re-executed on: the CPU reference, or wgpu, which is
+/// bit-identical to it (libtorch is not, and is refused). A verifier keeps one: opening wgpu
+/// compiles every kernel and runs its conformance self-test, which takes seconds, so the
+/// open device is kept between segments.
+pub struct ReplayDevice {
+	kind: BackendKind,
+	wgpu: std::sync::Mutex<Option<touchstone_kernels_wgpu::WgpuBackend>>,
+}
+
+impl ReplayDevice {
+	/// A device of `kind`, opened when first used; libtorch is refused.
+	pub fn new(kind: BackendKind) -> Result<Self> {
+		if kind == BackendKind::Tch {
+			bail!("libtorch is not bit-identical to the reference: exact-mode proofs are re-executed with --backend cpu or wgpu");
+		}
+		Ok(Self { kind, wgpu: std::sync::Mutex::new(None) })
+	}
+
+	/// Re-executes the steps `range` of the unit in `work` from `state` at `point`,
+	/// comparing each state hash with the manifest's. Returns the first step that does not
+	/// reproduce, `None` when all do, or an error when stopped.
+	pub fn replay(
+		&self,
+		work: &UnitWork,
+		manifest: &TraceManifest,
+		range: Range<u32>,
+		(state, point): (Vec<Vec<f32>>, ChainPoint),
+		stop: &AtomicBool,
+	) -> Result<Option<u32>> {
+		if self.kind != BackendKind::Wgpu {
+			return replay_on(touchstone_kernels::CpuBackend, work, manifest, range, (state, point), stop).map(|(differs, _)| differs);
+		}
+		let kept = self.wgpu.lock().map_err(|_| anyhow!("the wgpu device's lock is poisoned"))?.take();
+		let device = match kept {
+			Some(device) => device,
+			None => touchstone_kernels_wgpu::WgpuBackend::new().map_err(|error| {
+				anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or re-execute on the CPU with --backend cpu")
+			})?,
+		};
+		let (differs, device) = replay_on(device, work, manifest, range, (state, point), stop)?;
+		*self.wgpu.lock().map_err(|_| anyhow!("the wgpu device's lock is poisoned"))? = Some(device);
+		Ok(differs)
+	}
+}
+
+/// [`ReplayDevice::replay`] on `backend`, which it gives back.
+fn replay_on<B: touchstone_kernels::Backend>(
+	backend: B,
 	work: &UnitWork,
 	manifest: &TraceManifest,
 	range: Range<u32>,
-	state: Vec<Vec<f32>>,
-	point: ChainPoint,
+	(state, point): (Vec<Vec<f32>>, ChainPoint),
 	stop: &AtomicBool,
-) -> Result<Option<u32>> {
+) -> Result<(Option<u32>, B)> {
 	ensure!(point.next_step == range.start, "the segment starts at step {}, its start state at {}", range.start, point.next_step);
-	let mut trainer = reference_trainer(work, state, point)?;
+	let mut trainer = trainer_on(backend, work, state, point)?;
 	for step in range {
 		if stop.load(Ordering::Relaxed) {
 			bail!("stopped while re-executing step {step}");
 		}
 		let record = trainer.step().map_err(|error| anyhow!("re-executing step {step} failed: {error:?}"))?;
 		if Some(record.state_hash) != manifest.state_hash_after(work.first_step, step) {
-			return Ok(Some(step));
+			return Ok((Some(step), trainer.into_backend()));
 		}
 	}
-	Ok(None)
+	Ok((None, trainer.into_backend()))
 }
 
 /// Tolerance mode: re-executes the steps `range` of the unit in `work` on the reference,
@@ -221,12 +264,13 @@ pub(crate) mod tests {
 	/// Replays every segment of the unit trained in `work` against its own manifest, each
 	/// from its checkpoint; returns the first step each one fails at.
 	fn replay_all(work: &UnitWork) -> Vec<Option<u32>> {
-		replay_against(work, &TraceManifest::of_unit(work).unwrap())
+		replay_against(BackendKind::Cpu, work, &TraceManifest::of_unit(work).unwrap())
 	}
 
-	/// Replays every segment of the unit trained in `work` against `manifest`, each from
-	/// its checkpoint; returns the first step each one fails at.
-	pub(crate) fn replay_against(work: &UnitWork, manifest: &TraceManifest) -> Vec<Option<u32>> {
+	/// Replays every segment of the unit trained in `work` against `manifest` on `backend`,
+	/// each from its checkpoint; returns the first step each one fails at.
+	pub(crate) fn replay_against(backend: BackendKind, work: &UnitWork, manifest: &TraceManifest) -> Vec<Option<u32>> {
+		let device = ReplayDevice::new(backend).unwrap();
 		let manifest = manifest.clone();
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		(0..segments.count())
@@ -235,7 +279,7 @@ pub(crate) mod tests {
 				let bytes = manifest.checkpoint(range.start).map(|hash| (hash, std::fs::read(checkpoint_path(&work.dir, range.start)).unwrap()));
 				let (state, point) =
 					segment_start(work, &manifest, range.start, bytes.as_ref().map(|(hash, bytes)| (hash, &bytes[..]))).unwrap();
-				replay_segment(work, &manifest, range, state, point, &AtomicBool::new(false)).unwrap()
+				device.replay(work, &manifest, range, (state, point), &AtomicBool::new(false)).unwrap()
 			})
 			.collect()
 	}
@@ -262,6 +306,12 @@ pub(crate) mod tests {
 		// Re-executed without the fault, as a verifier does.
 		liar.fault = None;
 		assert_eq!(replay_all(&liar), vec![None, Some(24), None]);
+		// On wgpu (lavapipe here), bit-identical to the reference, the same; libtorch, which
+		// is not, is refused.
+		let manifest = TraceManifest::of_unit(&liar).unwrap();
+		assert_eq!(replay_against(BackendKind::Wgpu, &liar, &manifest), vec![None, Some(24), None]);
+		assert_eq!(replay_against(BackendKind::Wgpu, &honest, &TraceManifest::of_unit(&honest).unwrap()), vec![None, None, None]);
+		assert!(ReplayDevice::new(BackendKind::Tch).err().unwrap().to_string().contains("not bit-identical"));
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 

@@ -228,11 +228,15 @@ fn trainer_at(work: &UnitWork, step: u32) -> Result<Trainer<touchstone_kernels::
 /// A reference trainer for the unit in `work`, at `point` from `state`: on the unit's
 /// shard, and with its fault, if any.
 pub(crate) fn reference_trainer(work: &UnitWork, state: Vec<Vec<f32>>, point: ChainPoint) -> Result<Trainer<touchstone_kernels::CpuBackend>> {
+	trainer_on(touchstone_kernels::CpuBackend, work, state, point)
+}
+
+/// As [`reference_trainer`], on `backend`.
+pub(crate) fn trainer_on<B: Backend>(backend: B, work: &UnitWork, state: Vec<Vec<f32>>, point: ChainPoint) -> Result<Trainer<B>> {
 	let kernel = |error| anyhow::anyhow!("the unit cannot be re-executed: {error:?}");
-	let mut trainer =
-		Trainer::resume(touchstone_kernels::CpuBackend, &work.model, &work.train, work.data.clone(), state, point).map_err(kernel)?;
+	let mut trainer = Trainer::resume(backend, &work.model, &work.train, work.data.clone(), state, point).map_err(kernel)?;
 	if let Some(shard) = &work.shard {
-		trainer = trainer.on_shard(shard.clone()).map_err(kernel)?;
+		trainer = trainer.on_shard(shard.clone()).map_err(|error| anyhow::anyhow!("the unit's shard cannot be re-executed: {error:?}"))?;
 	}
 	if let Some(fault) = work.fault {
 		trainer.inject(fault);

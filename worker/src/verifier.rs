@@ -35,9 +35,9 @@ use crate::dispute::Party;
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::p2p::{Network, NetworkArgs};
-use crate::samples::{measure_segment, profile_segment, replay_segment, segment_start, TraceManifest};
+use crate::samples::{measure_segment, profile_segment, segment_start, ReplayDevice, TraceManifest};
 use crate::store::Store;
-use crate::train::{run_unit, UnitWork};
+use crate::train::{run_unit_on, BackendKind, UnitWork};
 
 /// How long a fetch of a solver's trace manifest or checkpoint may wait for its peers.
 const FETCH_PATIENCE: Duration = Duration::from_secs(30);
@@ -56,6 +56,12 @@ pub struct VerifyArgs {
 	pub region: String,
 	#[command(flatten)]
 	pub network: NetworkArgs,
+	/// The backend exact-mode proofs are re-executed on: the CPU reference, or wgpu on a
+	/// GPU, bit-identical to it and faster on a real model. (libtorch is not bit-identical
+	/// and is refused. Tolerance-mode distances are always measured on the reference, the
+	/// yardstick.)
+	#[arg(long, value_enum, default_value = "cpu")]
+	pub backend: BackendKind,
 	/// Test equipment: attest `Match` to every proof without re-executing anything, as a
 	/// lazy verifier would. A dispute that overturns such a proof slashes the attestation
 	/// (`FalseAttestation`); it exists to rehearse that end to end.
@@ -91,6 +97,9 @@ pub struct ChallengeArgs {
 	/// minimum). A challenge also holds the disputes pallet's challenge bond.
 	#[arg(long, default_value_t = 20.0)]
 	pub bond: f64,
+	/// The backend the unit is re-executed on: `cpu` (the reference) or `wgpu`.
+	#[arg(long, value_enum, default_value = "cpu")]
+	pub backend: BackendKind,
 	#[command(flatten)]
 	pub network: NetworkArgs,
 }
@@ -117,6 +126,8 @@ pub struct Verifier {
 	heartbeat: Heartbeat,
 	/// One file per committed verdict, with its salt: a restarted verifier still reveals.
 	verdicts_dir: PathBuf,
+	/// Where exact-mode segments are re-executed, kept open between them.
+	replay: Arc<ReplayDevice>,
 }
 
 impl crate::chain::EveryBlock for Verifier {
@@ -132,6 +143,7 @@ impl crate::chain::EveryBlock for Verifier {
 impl Verifier {
 	/// Detects the hardware and prepares a verifier; nothing is sent yet.
 	pub fn new(chain: Chain, network: Network, store: Store, data_dir: PathBuf, args: VerifyArgs, stop: Arc<AtomicBool>) -> Result<Self> {
+		let replay = Arc::new(ReplayDevice::new(args.backend)?);
 		let signer = args.key.keypair()?;
 		let me = signer.public_key().to_account_id();
 		let detected = hardware::detect(None, &args.region)?;
@@ -139,7 +151,19 @@ impl Verifier {
 		std::fs::create_dir_all(&verdicts_dir).with_context(|| format!("cannot create {}", verdicts_dir.display()))?;
 		// Kept apart from a solver's units: this folder holds this node's own runs.
 		let inputs = Inputs { store, network, units_dir: data_dir.join("verified"), me: me.clone() };
-		Ok(Self { best: chain.follow_best(), chain, signer, me, inputs, args, detected, stop, heartbeat: Heartbeat::default(), verdicts_dir })
+		Ok(Self {
+			best: chain.follow_best(),
+			chain,
+			signer,
+			me,
+			inputs,
+			args,
+			detected,
+			stop,
+			heartbeat: Heartbeat::default(),
+			verdicts_dir,
+			replay,
+		})
 	}
 
 	/// Runs until `stop` is set.
@@ -428,7 +452,8 @@ impl Verifier {
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
 			let (state, point) = self.solver_state(&work, &manifest, range.start).await?;
 			let (work, manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
-			let differs = tokio::task::spawn_blocking(move || replay_segment(&work, &manifest, range, state, point, &stop))
+			let device = self.replay.clone();
+			let differs = tokio::task::spawn_blocking(move || device.replay(&work, &manifest, range, (state, point), &stop))
 				.await
 				.context("the re-execution thread failed")??;
 			if differs.is_some() {
@@ -456,7 +481,8 @@ impl Verifier {
 	async fn reexecute(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<[u8; 32]> {
 		let work = self.standing_work(at, job_id, index, trace_root).await?;
 		let stop = self.stop.clone();
-		let result = tokio::task::spawn_blocking(move || run_unit(touchstone_kernels::CpuBackend, &work, &stop, |_| {}))
+		let backend = self.args.backend;
+		let result = tokio::task::spawn_blocking(move || run_unit_on(backend, &work, &stop, |_| {}))
 			.await
 			.context("the re-execution thread failed")??
 			.context("stopped before the re-execution finished")?;
