@@ -16,10 +16,8 @@ use touchstone_kernels::job::trace::StepTrace;
 use touchstone_kernels::proof::chain::trace_leaf;
 use touchstone_kernels::proof::graph::Graph;
 use touchstone_kernels::proof::merkle::MerkleTree;
-use touchstone_kernels::arith::canonical_bits;
 use touchstone_kernels::job::trace::StepRecord;
-use touchstone_kernels::proof::chain::anchor_hash;
-use touchstone_kernels::referee::{open_case, open_step_binding, state_chunk, RunOpening};
+use touchstone_kernels::referee::{open_case, open_step_binding, record_state_opening, state_chunk, RunOpening};
 use touchstone_primitives::referee::{self, reveal, Digest, Level};
 use touchstone_primitives::{JobId, UnitIndex};
 
@@ -84,23 +82,10 @@ impl<'a> Run<'a> {
 		Ok(Self { work, graph, records, tree, dataset_tree, start_state_root })
 	}
 
-	/// The opening of the state this run commits before global step `step`: the record of
-	/// the step before it, proven in the step-level tree (or the anchor, at the start).
+	/// The opening of the state this run commits before global step `step`.
 	fn state_opening(&self, step: u32) -> Result<referee::StateOpening> {
-		let position = step.checked_sub(self.work.first_step).context("the step is before the unit")? as usize;
-		let Some(last) = position.checked_sub(1) else { return Ok(referee::StateOpening::Anchor) };
-		let record = self.records.get(last).context("the step is past the unit's records")?;
-		let previous = match last.checked_sub(1) {
-			Some(before) => self.records.get(before).context("the unit's records are short")?.state_hash,
-			None => anchor_hash(&self.start_state_root),
-		};
-		Ok(referee::StateOpening::Step {
-			previous,
-			state_root: record.state_root,
-			batch_root: record.batch_root,
-			loss: canonical_bits(record.loss),
-			proof: self.tree.proof(last).map_err(|error| anyhow!("{error:?}"))?,
-		})
+		record_state_opening(&self.records, &self.tree, self.work.first_step, &self.start_state_root, step)
+			.with_context(|| format!("step {step} is outside the unit's records"))
 	}
 
 	fn opening(&self) -> RunOpening<'_> {

@@ -43,6 +43,12 @@ pub fn segment_tree<'a>(tensors: impl IntoIterator<Item = &'a HostTensor>) -> Re
 /// Hashed straight from the tensors, in batches and (with `std`) on several
 /// threads: see [`merkle::root_of_segments`].
 pub fn state_root(tensors: &[Vec<f32>]) -> Result<Digest, MerkleError> {
+	merkle::root_of_segments(&segments_of_state(tensors))
+}
+
+/// The segments of a state's tree, in leaf order: each tensor's runs of [`SEGMENT`]
+/// values, an empty tensor one empty segment.
+pub fn segments_of_state(tensors: &[Vec<f32>]) -> Vec<&[f32]> {
 	let mut segments: Vec<&[f32]> = Vec::with_capacity(tensors.iter().map(|t| segment_count(t.len())).sum());
 	for tensor in tensors {
 		if tensor.is_empty() {
@@ -51,7 +57,7 @@ pub fn state_root(tensors: &[Vec<f32>]) -> Result<Digest, MerkleError> {
 		}
 		segments.extend(tensor.chunks(SEGMENT));
 	}
-	merkle::root_of_segments(&segments)
+	segments
 }
 
 /// Segment leaves of an `f32` tensor; an empty tensor has one empty segment.

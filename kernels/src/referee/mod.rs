@@ -66,7 +66,9 @@ pub use cost::{
 	piece_cost, validate_data, validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES, MAX_OPENED_PIECES, MAX_OPENED_SEGMENTS,
 };
 #[cfg(feature = "std")]
-pub use prover::{first_non_finite_piece, open_case, open_step_binding, requirements, state_chunk, Requirements, RunOpening};
+pub use prover::{
+	first_non_finite_piece, open_case, open_step_binding, record_state_opening, requirements, state_chunk, Requirements, RunOpening,
+};
 
 use alloc::collections::BTreeMap;
 use alloc::vec;

@@ -16,21 +16,14 @@ use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleTree, SEGMENT};
 use crate::proof::reduction::Reads;
-use crate::job::trace::StepTrace;
+use crate::job::trace::{StepRecord, StepTrace};
 
 /// Chunk `index` of `state` (its tensors: parameters, then moments), opened for an
 /// availability request: its segments' words and their multiproof in the state's
 /// segment tree, with `state_opening`, which proves the state's root at the requested
 /// step. [`super::open_state_chunk`] accepts it.
 pub fn state_chunk(state: &[Vec<f32>], index: u32, state_opening: StateOpening) -> Result<StateChunk, BindingError> {
-	let mut segments: Vec<&[f32]> = Vec::new();
-	for tensor in state {
-		if tensor.is_empty() {
-			// An empty tensor still has one (empty) segment.
-			segments.push(&[]);
-		}
-		segments.extend(tensor.chunks(SEGMENT));
-	}
+	let segments = crate::job::trace::segments_of_state(state);
 	let first = (index as usize).checked_mul(CHUNK_SEGMENTS).filter(|&first| first < segments.len()).ok_or(BindingError::ChunkOutOfRange)?;
 	let end = first.saturating_add(CHUNK_SEGMENTS).min(segments.len());
 	let tree = MerkleTree::new(segments.iter().map(|segment| crate::proof::merkle::segment_leaf(segment)).collect())
@@ -38,6 +31,33 @@ pub fn state_chunk(state: &[Vec<f32>], index: u32, state_opening: StateOpening) 
 	let proof = tree.multiproof(&(first..end).collect::<Vec<_>>()).map_err(|_| BindingError::InvalidChunkProof)?;
 	let words = segments.get(first..end).ok_or(BindingError::ChunkOutOfRange)?.iter().map(|segment| segment.iter().map(|&value| canonical_bits(value)).collect()).collect();
 	Ok(StateChunk { state: state_opening, segments: words, proof })
+}
+
+/// The opening of the state a trace commits before global step `step`, from the trace's
+/// step `records` (its first at `first_step`), its step-level `tree` and the state root it
+/// starts from: the record of the step before, proven in the tree, or the anchor at the
+/// start. `None` for a step outside the records.
+pub fn record_state_opening(
+	records: &[StepRecord],
+	tree: &MerkleTree,
+	first_step: u32,
+	start_state_root: &Digest,
+	step: u32,
+) -> Option<StateOpening> {
+	let position = step.checked_sub(first_step)? as usize;
+	let Some(last) = position.checked_sub(1) else { return Some(StateOpening::Anchor) };
+	let record = records.get(last)?;
+	let previous = match last.checked_sub(1) {
+		Some(before) => records.get(before)?.state_hash,
+		None => crate::proof::chain::anchor_hash(start_state_root),
+	};
+	Some(StateOpening::Step {
+		previous,
+		state_root: record.state_root,
+		batch_root: record.batch_root,
+		loss: canonical_bits(record.loss),
+		proof: tree.proof(last).ok()?,
+	})
 }
 
 /// What judging one piece reads: `(input position, segment indices)` pairs,

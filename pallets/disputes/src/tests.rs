@@ -17,7 +17,6 @@ use polkadot_sdk::{
 };
 use std::collections::BTreeMap;
 use touchstone_kernels::{
-	arith::canonical_bits,
 	job::{
 		data::{synthetic, Dataset},
 		fault::Fault,
@@ -26,11 +25,11 @@ use touchstone_kernels::{
 	},
 	proof::{
 		bisection::reveal,
-		chain::{anchor_hash, trace_leaf, ChainPoint},
+		chain::{trace_leaf, ChainPoint},
 		graph::Graph,
 		merkle::{depth, MerkleTree},
 	},
-	referee::{open_case, open_step_binding, state_chunk, RunOpening},
+	referee::{open_case, open_step_binding, record_state_opening, state_chunk, RunOpening},
 	CpuBackend, Digest,
 };
 use touchstone_primitives::{
@@ -208,19 +207,7 @@ impl<'a> Run<'a> {
 
 	/// The opening of the state this run commits before global step `step`.
 	fn state_opening(&self, step: u32) -> StateOpening {
-		let position = (step - self.first_step) as usize;
-		if position == 0 {
-			return StateOpening::Anchor;
-		}
-		let record = &self.records[position - 1];
-		let previous = if position == 1 { anchor_hash(&self.start) } else { self.records[position - 2].state_hash };
-		StateOpening::Step {
-			previous,
-			state_root: record.state_root,
-			batch_root: record.batch_root,
-			loss: canonical_bits(record.loss),
-			proof: self.tree.proof(position - 1).unwrap(),
-		}
+		record_state_opening(&self.records, &self.tree, self.first_step, &self.start, step).unwrap()
 	}
 
 	/// The state this run holds before global step `step`.
