@@ -3,7 +3,7 @@
 # development chain (one validator, Alice, a block every 3 seconds), one solver worker
 # (Bob) and one verifier worker (Dave), submits the digits job (Alice pays), waits while
 # the units are trained, proven, re-executed by the verifier, and paid after their
-# challenge windows, fetches the final model by its on-chain hash and prints its test
+# challenge windows, fetches the final model by its proven state root and prints its test
 # accuracy.
 #
 #   scripts/run.sh          then keeps the chain and the workers running: RPC on
