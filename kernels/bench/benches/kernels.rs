@@ -12,7 +12,9 @@
 //! smoke test), `--only ops|steps|protocol|proof` for one section, `--max-size N`
 //! to cap matrix sizes, `--threads N` (default 1) for the reference's
 //! contraction and hashing threads (`parallel::set_threads`), libtorch's intra-op threads,
-//! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike.
+//! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike. `--unchecked` times the
+//! preferred wgpu adapter without the conformance self-test (for a driver the self-test
+//! refuses: its timings hold, its results do not).
 
 use std::time::{Duration, Instant};
 
@@ -75,16 +77,41 @@ impl Bench for touchstone_kernels_wgpu::WgpuBackend {
 		self.synchronize().expect("wgpu device failed");
 	}
 	fn threads(&self) -> String {
+		// A real GPU has no host thread count to report.
+		if self.adapter_info().device_type != wgpu::DeviceType::Cpu {
+			return "GPU".to_string();
+		}
 		// llvmpipe runs workgroups on LP_NUM_THREADS threads, by default one per core.
 		std::env::var("LP_NUM_THREADS").unwrap_or_else(|_| format!("{} (llvmpipe)", available_cores()))
 	}
 }
 
+#[cfg(feature = "tch")]
 impl Bench for touchstone_kernels_tch::TchBackend {
 	fn sync(&mut self) {}
 	fn threads(&self) -> String {
 		::tch::get_num_threads().to_string()
 	}
+}
+
+/// The wgpu backend the tables time: the one `WgpuBackend::new` opens (an adapter that
+/// passes the conformance self-test), or, with `--unchecked`, the preferred adapter
+/// without the self-test. Timings of an unchecked adapter are valid; its results are
+/// not, so it may never prove or verify anything: the flag exists to time a device
+/// whose driver the self-test refuses.
+fn open_wgpu() -> touchstone_kernels_wgpu::WgpuBackend {
+	if !std::env::args().any(|a| a == "--unchecked") {
+		return touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
+	}
+	let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+	let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+	let adapter = adapters
+		.iter()
+		.find(|adapter| adapter.get_info().device_type == wgpu::DeviceType::DiscreteGpu)
+		.or(adapters.first())
+		.expect("no wgpu adapter");
+	eprintln!("--unchecked: timing {} without the conformance self-test", adapter.get_info().name);
+	touchstone_kernels_wgpu::WgpuBackend::open_unchecked(adapter).expect("wgpu backend")
 }
 
 fn available_cores() -> usize {
@@ -462,10 +489,11 @@ fn step_runner<B: Bench + 'static>(name: String, mut backend: B, job: &MlpJob) -
 fn step_runners(job: &MlpJob) -> Vec<StepRunner> {
 	let mut runners = vec![step_runner("reference (CPU)".to_string(), CpuBackend, job)];
 	{
-		let gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
+		let gpu = open_wgpu();
 		let name = format!("wgpu ({})", gpu.adapter_info().name);
 		runners.push(step_runner(name, gpu, job));
 	}
+	#[cfg(feature = "tch")]
 	runners.push(step_runner("tch (libtorch CPU)".to_string(), touchstone_kernels_tch::TchBackend::cpu(), job));
 	runners
 }
@@ -513,10 +541,11 @@ macro_rules! each_backend {
 			rows.push(("reference (CPU)".to_string(), cpu.threads(), $f(&mut cpu)));
 		}
 		{
-			let mut gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
+			let mut gpu = open_wgpu();
 			let name = format!("wgpu ({})", gpu.adapter_info().name);
 			rows.push((name, gpu.threads(), $f(&mut gpu)));
 		}
+		#[cfg(feature = "tch")]
 		{
 			let mut torch = touchstone_kernels_tch::TchBackend::cpu();
 			rows.push(("tch (libtorch CPU)".to_string(), torch.threads(), $f(&mut torch)));
@@ -648,10 +677,11 @@ fn print_protocol_step() {
 	println!("|---|---:|---:|");
 	println!("| reference (CPU) | {} | {:.3} |", CpuBackend.threads(), protocol_step(CpuBackend));
 	{
-		let gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
+		let gpu = open_wgpu();
 		let (name, threads) = (gpu.adapter_info().name.clone(), gpu.threads());
 		println!("| wgpu ({name}) | {threads} | {:.3} |", protocol_step(gpu));
 	}
+	#[cfg(feature = "tch")]
 	{
 		let torch = touchstone_kernels_tch::TchBackend::cpu();
 		let threads = torch.threads();
@@ -734,7 +764,7 @@ fn print_proof_share(options: &Options) {
 			println!("| {} | {backend} | {threads} | {step:.2} | {proof:.2} | {:.0} % |", job.name, 100.0 * proof / step.max(1e-9));
 		};
 		row("reference", CpuBackend.threads(), proof_share(CpuBackend, &job));
-		let gpu = touchstone_kernels_wgpu::WgpuBackend::new().expect("wgpu backend");
+		let gpu = open_wgpu();
 		let (name, threads) = (gpu.adapter_info().name.clone(), gpu.threads());
 		row(&format!("wgpu ({name})"), threads, proof_share(gpu, &job));
 	}
@@ -746,6 +776,7 @@ fn main() {
 	if std::env::var_os("LP_NUM_THREADS").is_none() {
 		std::env::set_var("LP_NUM_THREADS", options.threads.to_string());
 	}
+	#[cfg(feature = "tch")]
 	::tch::set_num_threads(options.threads as i32);
 	exec::parallel::set_threads(options.threads);
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
