@@ -27,11 +27,31 @@ use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
 use crate::p2p::{Network, NetworkArgs};
 use crate::store::Store;
-use crate::train::{run_unit_on, BackendKind, Progress, UnitWork};
+use crate::train::{self, run_unit_on, BackendKind, Progress, UnitWork};
 
 /// Blocks a unit's deadline must leave when the solver commits its forced-error secret:
 /// the randomness takes one or two, the proof one more.
 const SECRET_MARGIN_BLOCKS: u32 = 5;
+
+/// How much slower than its trial step a solver assumes a segment runs: checkpoint
+/// files, the checkpoint's transaction, and a busy machine.
+const SEGMENT_TIME_MARGIN: f64 = 1.5;
+
+/// Whether a segment of `segment_steps` steps at `step_seconds` a step, with the
+/// [`SEGMENT_TIME_MARGIN`], fits the `unit_timeout` blocks of `block_seconds` each that a
+/// deadline gives, less the [`SECRET_MARGIN_BLOCKS`] the proof needs after the last one.
+fn deadline_admits(step_seconds: f64, segment_steps: u32, unit_timeout: u32, block_seconds: f64) -> Result<()> {
+	let needed = step_seconds * f64::from(segment_steps) * SEGMENT_TIME_MARGIN;
+	let allowed = f64::from(unit_timeout.saturating_sub(SECRET_MARGIN_BLOCKS)) * block_seconds;
+	ensure!(
+		needed <= allowed,
+		"a checkpoint segment of {segment_steps} steps takes about {needed:.0} s here ({:.1} ms a step, with a margin of \
+		 {SEGMENT_TIME_MARGIN}×), and the unit's timeout of {unit_timeout} blocks leaves {allowed:.0} s between \
+		 checkpoints: it would time out",
+		step_seconds * 1e3
+	);
+	Ok(())
+}
 
 /// What `solve` is told.
 #[derive(Clone, Debug, clap::Args)]
@@ -319,6 +339,10 @@ impl Solver {
 			Ok(()) => self.prepare(job_id, index, job, unit),
 			Err(error) => Err(error),
 		};
+		let ready = match ready {
+			Ok(work) => self.meets_deadline(job, &work).await.map(|()| work),
+			Err(error) => Err(error),
+		};
 		match ready {
 			Ok(_) => {
 				self.chain.send_in_block(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
@@ -352,7 +376,11 @@ impl Solver {
 				continue;
 			}
 			let ready = match self.fetch_inputs(job_id, index, &job, &unit).await {
-				Ok(()) => self.prepare(job_id, index, &job, &unit).map(|_| ()),
+				Ok(()) => self.prepare(job_id, index, &job, &unit),
+				Err(error) => Err(error),
+			};
+			let ready = match ready {
+				Ok(work) => self.meets_deadline(&job, &work).await,
 				Err(error) => Err(error),
 			};
 			if let Err(reason) = ready {
@@ -371,6 +399,20 @@ impl Solver {
 			return Ok(());
 		}
 		Ok(())
+	}
+
+	/// Whether this machine trains a checkpoint segment of `job` inside the unit's
+	/// timeout: the chain moves a unit's deadline on only when a checkpoint is committed,
+	/// so a solver that takes a unit it cannot checkpoint in time is timed out however
+	/// honest it is. Times a step of the unit on the backend it would train on.
+	async fn meets_deadline(&mut self, job: &Job, work: &UnitWork) -> Result<()> {
+		let at = self.best.at().await?;
+		// A slot is twice the timestamp pallet's minimum period.
+		let period: u64 = at.constants().entry(runtime::constants().timestamp().minimum_period())?;
+		let block_seconds = 2.0 * period as f64 / 1000.0;
+		let step_seconds = train::measure_step_seconds(self.backend_for(job), work)?;
+		let segment_steps = job.spec.hyper.checkpoint_interval.clamp(1, work.steps.max(1));
+		deadline_admits(step_seconds, segment_steps, job.spec.unit_timeout, block_seconds)
 	}
 
 	/// Everything needed to train a unit, or why this solver cannot (see
@@ -687,5 +729,21 @@ impl Solver {
 		}
 		self.metrics.unit("finalized");
 		Ok(())
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	/// A unit is taken only if a checkpoint segment, with the margin, fits its timeout less
+	/// the blocks the proof needs after the last checkpoint; the refusal says why.
+	#[test]
+	fn a_unit_is_taken_only_if_a_segment_fits_between_its_deadlines() {
+		// 80 steps of 0.125 s with the 1.5× margin: 15 s; 10 blocks of 3 s less 5: 15 s.
+		assert!(deadline_admits(0.125, 80, 10, 3.0).is_ok());
+		let error = deadline_admits(0.125, 81, 10, 3.0).unwrap_err().to_string();
+		assert!(error.contains("segment of 81 steps") && error.contains("it would time out"), "{error}");
+		assert!(deadline_admits(0.001, 1, SECRET_MARGIN_BLOCKS, 3.0).is_err(), "a timeout the proof's margin uses up admits nothing");
 	}
 }

@@ -44,16 +44,8 @@ pub enum BackendKind {
 pub fn run_unit_on(kind: BackendKind, work: &UnitWork, stop: &AtomicBool, report: impl FnMut(Progress)) -> Result<Option<UnitResult>> {
 	match kind {
 		BackendKind::Cpu => run_unit(touchstone_kernels::CpuBackend, work, stop, report),
-		BackendKind::Wgpu => {
-			let device = touchstone_kernels_wgpu::WgpuBackend::new().map_err(|error| {
-				anyhow::anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
-			})?;
-			run_unit(device, work, stop, report)
-		},
-		BackendKind::Tch => {
-			let device = if crate::hardware::torch_cuda().is_some() { tch::Device::Cuda(0) } else { tch::Device::Cpu };
-			run_unit(touchstone_kernels_tch::TchBackend::on(device), work, stop, report)
-		},
+		BackendKind::Wgpu => run_unit(wgpu_device()?, work, stop, report),
+		BackendKind::Tch => run_unit(tch_device(), work, stop, report),
 	}
 }
 
@@ -231,6 +223,40 @@ pub(crate) fn reference_trainer(work: &UnitWork, state: Vec<Vec<f32>>, point: Ch
 	trainer_on(touchstone_kernels::CpuBackend, work, state, point)
 }
 
+/// The wgpu device a unit trains on: an adapter that passes the conformance self-test.
+fn wgpu_device() -> Result<touchstone_kernels_wgpu::WgpuBackend> {
+	touchstone_kernels_wgpu::WgpuBackend::new().map_err(|error| {
+		anyhow::anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
+	})
+}
+
+/// The libtorch device a unit trains on: the first CUDA device where libtorch sees one.
+fn tch_device() -> touchstone_kernels_tch::TchBackend {
+	let device = if crate::hardware::torch_cuda().is_some() { tch::Device::Cuda(0) } else { tch::Device::Cpu };
+	touchstone_kernels_tch::TchBackend::on(device)
+}
+
+/// Seconds one training step of `work` takes on `kind` here, proof records included: the
+/// second of two steps from the unit's start state (the first pays for buffers and
+/// pipelines). A solver weighs a unit's deadline with it before taking the unit.
+pub fn measure_step_seconds(kind: BackendKind, work: &UnitWork) -> Result<f64> {
+	fn time<B: Backend>(backend: B, work: &UnitWork) -> Result<f64> {
+		let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+		let point = ChainPoint::anchored(work.first_step, &start_root);
+		let mut trainer = trainer_on(backend, work, work.start_state.clone(), point)?;
+		let kernel = |error| anyhow::anyhow!("a trial step failed: {error:?}");
+		trainer.step().map_err(kernel)?;
+		let started = std::time::Instant::now();
+		trainer.step().map_err(kernel)?;
+		Ok(started.elapsed().as_secs_f64())
+	}
+	match kind {
+		BackendKind::Cpu => time(touchstone_kernels::CpuBackend, work),
+		BackendKind::Wgpu => time(wgpu_device()?, work),
+		BackendKind::Tch => time(tch_device(), work),
+	}
+}
+
 /// As [`reference_trainer`], on `backend`.
 pub(crate) fn trainer_on<B: Backend>(backend: B, work: &UnitWork, state: Vec<Vec<f32>>, point: ChainPoint) -> Result<Trainer<B>> {
 	let kernel = |error| anyhow::anyhow!("the unit cannot be re-executed: {error:?}");
@@ -388,6 +414,19 @@ pub(crate) mod tests {
 		}
 		let start_state = trainer.state().unwrap();
 		UnitWork { model, train, data, shard: None, first_step: 10, steps: 25, start_state, dir: dir.to_path_buf(), fault: None }
+	}
+
+	/// A trial step is timed on the reference and on wgpu (lavapipe here), and it writes
+	/// nothing to the unit's folder: the unit still trains from its start.
+	#[test]
+	fn a_trial_step_is_timed_on_the_backend_the_unit_would_train_on_and_leaves_no_trace() {
+		let dir = std::env::temp_dir().join(format!("touchstone-trial-{}", std::process::id()));
+		let work = work(&dir);
+		for kind in [BackendKind::Cpu, BackendKind::Wgpu] {
+			let seconds = measure_step_seconds(kind, &work).unwrap();
+			assert!(seconds > 0.0 && seconds.is_finite(), "{kind:?}: {seconds}");
+		}
+		assert!(!dir.exists(), "a trial step wrote to the unit's folder");
 	}
 
 	/// A unit stopped after a checkpoint and resumed proves exactly what an uninterrupted

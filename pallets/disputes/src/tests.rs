@@ -11,7 +11,10 @@ use crate::{mock::*, DisputeId, Disputes as DisputeRecords, Error, Event, Ground
 use polkadot_sdk::{
 	frame_support::{
 		assert_noop, assert_ok,
-		traits::fungible::{Inspect, InspectHold},
+		traits::{
+			fungible::{Inspect, InspectHold},
+			Get,
+		},
 	},
 	sp_runtime::{BoundedVec, DispatchResult, FixedU64, Perbill},
 };
@@ -108,6 +111,17 @@ impl TinyJob {
 			unit_timeout: 20,
 			pool_timeout: 20,
 		};
+		// A timeout that holds a segment's training at the mock's reference rate, as the
+		// chain requires; 20 blocks for the small jobs most tests time.
+		let minimum: u32 = <Test as pallet_touchstone_tasks::Config>::MinUnitTimeout::get();
+		let segment = minimum.saturating_add(
+			touchstone_primitives::reexecution_blocks(
+				touchstone_primitives::step_multiply_adds(&spec.model, &spec.hyper),
+				spec.hyper.checkpoint_interval,
+				<Test as pallet_touchstone_tasks::Config>::ReferenceWorkPerBlock::get(),
+			),
+		);
+		let spec = JobSpec { unit_timeout: spec.unit_timeout.max(segment), ..spec };
 		let graph = Graph::build(&kernel_model, &train).unwrap();
 		Self { spec, model: kernel_model, train, data, data_tree, graph }
 	}

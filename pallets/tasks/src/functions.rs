@@ -184,7 +184,15 @@ impl<T: Config> Pallet<T> {
 		})?;
 		// Verification rounds and dispute phases give a segment's re-execution its time, so
 		// the time must be bounded for them to end while the parties' bonds are in reach.
-		ensure!(Self::segment_blocks(spec) <= T::MaxSegmentBlocks::get(), Error::<T>::SegmentTooLong);
+		let segment_blocks = Self::segment_blocks(spec);
+		ensure!(segment_blocks <= T::MaxSegmentBlocks::get(), Error::<T>::SegmentTooLong);
+		// A solver's deadline moves on with each checkpoint it commits, so the timeout must
+		// hold one segment's training at the rate the chain assumes for re-execution, beyond
+		// the minimum the chain's own steps take: a shorter one times out honest solvers.
+		ensure!(
+			spec.unit_timeout >= T::MinUnitTimeout::get().saturating_add(segment_blocks),
+			Error::<T>::UnitTimeoutTooShort
+		);
 
 		let cost = spec
 			.price_per_unit

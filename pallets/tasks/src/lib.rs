@@ -243,7 +243,8 @@ pub mod pallet {
 		#[pallet::no_default]
 		type AcceptanceTimeout: Get<BlockNumberFor<Self>>;
 
-		/// The shortest `unit_timeout` a job may ask for.
+		/// The shortest `unit_timeout` a job may ask for, beyond one checkpoint segment's
+		/// training at `ReferenceWorkPerBlock` (a deadline moves on with each checkpoint).
 		#[pallet::constant]
 		type MinUnitTimeout: Get<u32>;
 
@@ -596,7 +597,9 @@ pub mod pallet {
 		BudgetBelowCost,
 		/// Price times units overflows the balance type.
 		CostOverflow,
-		/// The unit timeout is shorter than `MinUnitTimeout`.
+		/// The unit timeout is shorter than `MinUnitTimeout` plus one checkpoint segment's
+		/// training at `ReferenceWorkPerBlock`: an honest solver could not reach its next
+		/// checkpoint in time.
 		UnitTimeoutTooShort,
 		/// The pool timeout is shorter than `MinUnitTimeout` or longer than `MaxPoolWait`.
 		PoolTimeoutOutOfRange,

@@ -922,10 +922,12 @@ mod hardening {
 
 	/// A job whose checkpoint segments would take longer than `MaxSegmentBlocks` to
 	/// re-execute at `ReferenceWorkPerBlock` is refused: rounds and dispute phases give a
-	/// segment its time, and must end while bonds are in reach. Shorter segments of the same
-	/// model are accepted, and a proven unit reports its segments' blocks.
+	/// segment its time, and must end while bonds are in reach. So is one whose unit timeout
+	/// cannot hold a segment's training beyond `MinUnitTimeout`. Shorter segments of the same
+	/// model with a timeout that holds them are accepted, and a proven unit reports its
+	/// segments' blocks.
 	#[test]
-	fn a_job_whose_segments_take_too_long_to_re_execute_is_refused() {
+	fn a_job_whose_segments_take_too_long_to_re_execute_or_outlast_its_unit_timeout_is_refused() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
 			let limit = <<Test as crate::Config>::MaxSegmentBlocks as polkadot_sdk::frame_support::traits::Get<u32>>::get();
 			let rate = <<Test as crate::Config>::ReferenceWorkPerBlock as polkadot_sdk::frame_support::traits::Get<u64>>::get();
@@ -939,6 +941,14 @@ mod hardening {
 			spec.hyper.checkpoint_interval = allowed + 1;
 			assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec.clone()), Error::<Test>::SegmentTooLong);
 			spec.hyper.checkpoint_interval = allowed;
+			// The timeout must hold one such segment beyond the minimum: a deadline moves on
+			// only when a checkpoint is committed.
+			let minimum = <<Test as crate::Config>::MinUnitTimeout as polkadot_sdk::frame_support::traits::Get<u32>>::get();
+			let segment = (u64::from(allowed) * step / rate) as u32;
+			assert!(segment > 0, "the test's segment takes blocks");
+			spec.unit_timeout = minimum + segment - 1;
+			assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec.clone()), Error::<Test>::UnitTimeoutTooShort);
+			spec.unit_timeout = minimum + segment;
 			let job = submit(spec);
 			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
 			assert_ok!(submit_proof(BOB, job, 0, proof(25, 1)));

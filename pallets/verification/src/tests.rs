@@ -124,6 +124,8 @@ fn a_round_of_long_segments_gives_its_verifiers_the_time_their_samples_take() {
 			classes: 3,
 			activation: touchstone_primitives::Activation::Tanh,
 		};
+		// The unit timeout must hold a segment (403 blocks) beyond the minimum.
+		wide.unit_timeout = 500;
 		let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
 		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), wide.clone()));
 		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
