@@ -6,12 +6,15 @@
 //! run) or not at all; a challenger re-executes the unit and disputes a lie, or is absent;
 //! a sybil of the solver disputes with a root of no run, or is absent; a lying defender
 //! plays its disputes or falls silent; a node that cannot fetch the solver's data demands a
-//! chunk of one of its checkpoints, or does not. After every block: total issuance is
-//! unchanged, no honest party holds less than it started with, and the requester has paid
-//! at most its request's bond. At the end every dispute has ended, the unit has left its
-//! proof's states (paid, or back to the pool), and a lie that an honest challenger watched,
-//! or whose solver withheld a requested chunk, left the liar (the solver and its sybil
-//! together) poorer and unpaid.
+//! chunk of one of its checkpoints, or does not; and before any of it another solver may
+//! claim the unit and abandon it, before its forced-error designation or after (it committed
+//! a secret and the randomness came). After every block: total issuance is unchanged, no
+//! honest party holds less than it started with, the requester has paid at most its
+//! request's bond, and the abandoner holds no more than it started with. At the end every
+//! dispute has ended, the unit has left its proof's states (paid, or back to the pool), a
+//! lie that an honest challenger watched, or whose solver withheld a requested chunk, left
+//! the liar (the solver and its sybil together) poorer and unpaid, and a solver that
+//! abandoned the unit after its designation lost the unit's collateral.
 
 use super::*;
 use core::cell::RefCell;
@@ -38,6 +41,47 @@ fn verifying() -> impl Strategy<Value = Verifying> {
 /// A node that demands a chunk of the solver's data, bonded as a challenger.
 const REQUESTER: u64 = 30;
 
+/// How a solver that claims the unit first and never proves it leaves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Abandoning {
+	/// Before its forced-error designation: it only times out.
+	Early,
+	/// After committing a secret and seeing the randomness that designates the unit.
+	Designated,
+}
+
+fn abandoning() -> impl Strategy<Value = Option<Abandoning>> {
+	proptest::option::of(prop_oneof![Just(Abandoning::Early), Just(Abandoning::Designated)])
+}
+
+/// `SECOND_SOLVER` claims unit 0 of `job` and abandons it as `how` says; returns once the
+/// unit has left it (back in the pool, or offered to another solver).
+fn abandon(job: u64, how: Abandoning) {
+	assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SECOND_SOLVER), job, 0));
+	if how == Abandoning::Designated {
+		assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SECOND_SOLVER), job, 0, [7; 32].into()));
+	}
+	for _ in 0..100 {
+		run_to_block(System::block_number() + 1);
+		if pallet_touchstone_tasks::Units::<Test>::get(job, 0).is_some_and(|unit| unit.solver != Some(SECOND_SOLVER)) {
+			return;
+		}
+	}
+	panic!("the abandoned unit never left its solver");
+}
+
+/// `SOLVER` takes unit 0 of `job` (accepting the scheduler's offer, or claiming it from the
+/// pool) and commits `run`'s proof.
+fn take_and_prove(job: u64, run: &Run) {
+	let offered = pallet_touchstone_tasks::Units::<Test>::get(job, 0).is_some_and(|unit| unit.solver == Some(SOLVER));
+	if !offered {
+		return prove(job, 0, SOLVER, run);
+	}
+	assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(SOLVER), job, 0));
+	let (proof, opening) = run.proof();
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+}
+
 /// Everyone's worth: free and held funds together (bonds and challenge bonds are holds).
 fn worth(who: u64) -> u64 {
 	Balances::total_balance(&who)
@@ -51,6 +95,7 @@ fn play_adversaries(
 	sybil: bool,
 	defender_plays: bool,
 	request: Option<u32>,
+	abandoned: Option<Abandoning>,
 ) {
 	let mut job = TinyJob::new(8, 1);
 	job.spec.hyper.checkpoint_interval = 2;
@@ -65,7 +110,12 @@ fn play_adversaries(
 		assert_ok!(Balances::transfer_allow_death(RuntimeOrigin::signed(OWNER), REQUESTER, 10 * CHALLENGE_BOND));
 		register(REQUESTER, Role::Challenger, CHALLENGER_ROLE_BOND);
 		let id = job.submit();
-		prove(id, 0, SOLVER, &solver_run.borrow());
+		let abandoner_start = worth(SECOND_SOLVER);
+		if let Some(how) = abandoned {
+			abandon(id, how);
+		}
+		take_and_prove(id, &solver_run.borrow());
+		let first = System::block_number() + 1;
 		let plays: BTreeMap<u64, Verifying> = VERIFIERS.into_iter().zip(verifiers).collect();
 		let mut honest: Vec<u64> = plays.iter().filter(|(_, play)| **play == Verifying::Honest).map(|(who, _)| *who).collect();
 		if !lies {
@@ -83,9 +133,9 @@ fn play_adversaries(
 		let mut sides: BTreeMap<DisputeId, (bool, Option<&RefCell<Run<'_>>>)> = BTreeMap::new();
 		let defender_answers = !lies || defender_plays;
 		let bogus = |who: u64| Verdict::Mismatch { trace_root: [who as u8; 32] };
-		for block in 2..300u64 {
+		for block in first..first + 298 {
 			run_to_block(block);
-			if block == 2 {
+			if block == first {
 				if sybil {
 					let id_before = crate::NextDisputeId::<Test>::get();
 					if Disputes::challenge(RuntimeOrigin::signed(SECOND_CHALLENGER), id, 0, [99; 32]).is_ok() {
@@ -162,6 +212,7 @@ fn play_adversaries(
 				assert!(worth(*who) >= start[who], "block {block}: honest {who} lost {} ", start[who] - worth(*who));
 			}
 			assert!(worth(REQUESTER) + AVAILABILITY_BOND >= requester_start, "block {block}: the requester paid more than its bond");
+			assert!(worth(SECOND_SOLVER) <= abandoner_start, "block {block}: the abandoner profited");
 			let settled = !matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged);
 			if settled && UnitDisputes::<Test>::get((id, 0)).is_empty() {
 				break;
@@ -173,6 +224,10 @@ fn play_adversaries(
 		if lies && (honest_challenger || withheld) {
 			assert!(worth(SOLVER) + worth(SECOND_CHALLENGER) < liar_start, "the liar and its sybil profited");
 			assert_ne!(unit_state(id, 0), UnitState::Finalized, "the lie was paid");
+		}
+		if abandoned == Some(Abandoning::Designated) {
+			// The unit's collateral: three times its price.
+			assert_eq!(worth(SECOND_SOLVER), abandoner_start - 3 * job.spec.price_per_unit, "the designated abandoner's forfeit");
 		}
 	});
 }
@@ -189,10 +244,11 @@ proptest! {
 		sybil: bool,
 		defender_plays: bool,
 		request in proptest::option::of(1u32..=4),
+		abandoned in abandoning(),
 	) {
 		let job = TinyJob::new(8, 1);
 		let lie = lie.map(|(step, pick, element, bit)| (step, 1 + pick % (job.graph.nodes.len() - 2), element, bit));
 		// A checkpoint of the unit's (every two steps) or its end.
-		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays, request.map(|boundary| 2 * boundary));
+		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays, request.map(|boundary| 2 * boundary), abandoned);
 	}
 }
