@@ -7,6 +7,8 @@
 // - every product goes through `mul` (a rounded product, then an integer mask),
 //   so no compiler can contract it into a following addition;
 // - no `/`, `sqrt`, `inverseSqrt`, `exp`, `log`, `tanh`, `pow` or `fma` builtin;
+// - no literal 1 in a factor `1 ± y` of a product: the host passes 1.0 (see
+//   `activation_apply`), so no compiler can distribute the product into an FMA;
 // - every constant that is not a small exact literal is a bit pattern copied
 //   from the Rust source, and no constant expression combines floats (WGSL
 //   evaluates abstract-float constant expressions at higher precision).
@@ -205,7 +207,11 @@ const SQRT_2_OVER_PI: u32 = 0x3F4C422Au;
 const GELU_CUBIC: u32 = 0x3D372713u;
 const GELU_CUBIC_SLOPE: u32 = 0x3E095D4Fu;
 
-fn activation_apply(kind: u32, x: f32) -> f32 {
+// `one` is 1.0 passed by the host, never a literal, wherever a product takes `1 ± y`:
+// NVIDIA's Vulkan compiler (driver 580, on an H100) rewrote `c · (1 + y)` with a literal 1
+// as `fma(c, y, c)`, which rounds once where the contract rounds twice, and so differed
+// in the last place in a fifth of GELU's slopes. A 1 it cannot see stops the rewrite.
+fn activation_apply(kind: u32, x: f32, one: f32) -> f32 {
     if kind == 0u {
         return select(0.0f, x, x > 0.0f);
     }
@@ -214,23 +220,23 @@ fn activation_apply(kind: u32, x: f32) -> f32 {
     }
     let square = mul(x, x);
     let inner = mul(bitcast<f32>(SQRT_2_OVER_PI), x + mul(x, mul(bitcast<f32>(GELU_CUBIC), square)));
-    return mul(mul(0.5f, x), 1.0f + tanh_pinned(inner));
+    return mul(mul(0.5f, x), one + tanh_pinned(inner));
 }
 
-fn activation_grad(kind: u32, x: f32, dy: f32) -> f32 {
+fn activation_grad(kind: u32, x: f32, dy: f32, one: f32) -> f32 {
     if kind == 0u {
         return select(0.0f, dy, x > 0.0f);
     }
     if kind == 1u {
         let t = tanh_pinned(x);
-        return mul(dy, 1.0f - mul(t, t));
+        return mul(dy, one - mul(t, t));
     }
     let square = mul(x, x);
     let inner = mul(bitcast<f32>(SQRT_2_OVER_PI), x + mul(x, mul(bitcast<f32>(GELU_CUBIC), square)));
     let half_x = mul(0.5f, x);
     let t = tanh_pinned(inner);
-    let inner_slope = mul(bitcast<f32>(SQRT_2_OVER_PI), 1.0f + mul(bitcast<f32>(GELU_CUBIC_SLOPE), square));
-    let local = mul(0.5f, 1.0f + t) + mul(mul(half_x, 1.0f - mul(t, t)), inner_slope);
+    let inner_slope = mul(bitcast<f32>(SQRT_2_OVER_PI), one + mul(bitcast<f32>(GELU_CUBIC_SLOPE), square));
+    let local = mul(0.5f, one + t) + mul(mul(half_x, one - mul(t, t)), inner_slope);
     return mul(dy, local);
 }
 

@@ -48,7 +48,8 @@ fn activation_forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num
     if e >= params.len {
         return;
     }
-    target_a[e] = activation_apply(params.mode, source_a[e]);
+    // Host scalar 0 is 1.0: see `activation_apply`.
+    target_a[e] = activation_apply(params.mode, source_a[e], scalar(0u));
 }
 
 // target_a = source_b * f'(source_a): source_a is the forward input, source_b the output gradient.
@@ -58,7 +59,7 @@ fn activation_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(nu
     if e >= params.len {
         return;
     }
-    target_a[e] = activation_grad(params.mode, source_a[e], source_b[e]);
+    target_a[e] = activation_grad(params.mode, source_a[e], source_b[e], scalar(0u));
 }
 
 // SGD with momentum: target_a = params, source_a = grads, target_b = velocity.

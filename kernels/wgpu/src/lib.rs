@@ -824,7 +824,8 @@ impl Backend for WgpuBackend {
 		check_len("output", output.len, input.len)?;
 		let kernel = self.pipelines.activation_forward.clone();
 		let buffers = [(1, &output.buffer), (2, &input.buffer)];
-		self.elementwise(&kernel, input.len, activation_mode(kind), (0, 0), &[], &buffers);
+		// The 1.0 the shader's activations take from the host (see `common.wgsl`).
+		self.elementwise(&kernel, input.len, activation_mode(kind), (0, 0), &[1.0], &buffers);
 		Ok(())
 	}
 
@@ -839,7 +840,8 @@ impl Backend for WgpuBackend {
 		check_len("input_grad", input_grad.len, input.len)?;
 		let kernel = self.pipelines.activation_backward.clone();
 		let buffers = [(1, &input_grad.buffer), (2, &input.buffer), (3, &output_grad.buffer)];
-		self.elementwise(&kernel, input.len, activation_mode(kind), (0, 0), &[], &buffers);
+		// The 1.0 the shader's activations take from the host (see `common.wgsl`).
+		self.elementwise(&kernel, input.len, activation_mode(kind), (0, 0), &[1.0], &buffers);
 		Ok(())
 	}
 
