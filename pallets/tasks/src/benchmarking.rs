@@ -51,7 +51,8 @@ fn spec<T: Config>(decomposition: Decomposition, units: u32) -> JobSpec<BalanceO
 			optimizer: Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) },
 			grad_clip_norm: None,
 			seed: 7,
-			checkpoint_interval: 1,
+			// The most checkpoints a unit of the whole job may have.
+			checkpoint_interval: STEPS.div_ceil(T::MaxSegmentsPerUnit::get().max(1)),
 		},
 		decomposition,
 		verification: VerificationMode::Exact,
