@@ -128,13 +128,18 @@ fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(Learning
 /// needs. Returns who holds each unit.
 fn claim_all<T: Config>(job: JobId, units: u32, first: T::AccountId) -> Result<Vec<T::AccountId>, BenchmarkError> {
 	let capacity = T::MaxUnitsPerSolver::get();
+	let price = Jobs::<T>::get(job).ok_or(BenchmarkError::Stop("no job"))?.spec.price_per_unit;
 	let mut holders = Vec::new();
-	let mut current = first;
+	let (mut current, mut held, mut next) = (first, 0u32, 1u32);
 	for unit in 0..units {
-		if unit > 0 && unit % capacity == 0 {
-			current = solver::<T>(unit / capacity);
+		// A solver holds what its list and its bond allow (the collateral), then the next.
+		let bond = T::Nodes::bond(&current, touchstone_primitives::Role::Solver);
+		if held == capacity || !Tasks::<T>::covers_collateral(bond, SolverExposure::<T>::get(&current), price) {
+			current = solver::<T>(next);
+			(held, next) = (0, next.saturating_add(1));
 		}
 		claim::<T>(&current, job, unit)?;
+		held = held.saturating_add(1);
 		holders.push(current.clone());
 	}
 	Ok(holders)
