@@ -24,6 +24,8 @@ const STEPS: u32 = 64;
 const INITIAL: [u8; 32] = [2; 32];
 /// The final state root the defender claims.
 const FINAL: [u8; 32] = [3; 32];
+/// The unit timeout of the recorded cases' jobs: beyond any `MaxSegmentBlocks`.
+const CASE_UNIT_TIMEOUT: u32 = 1_000_000;
 
 /// A small job the chain accepts, of `units` step ranges; the helper sets its price.
 fn spec<T: Config>(units: u32) -> JobSpec<BalanceOf<T>> {
@@ -91,6 +93,9 @@ fn prove_case<T: Config>(
 	job_spec.dataset.samples = case.samples;
 	job_spec.dataset.root = case.dataset_root.into();
 	job_spec.initial_state_root = case.initial_state_root.into();
+	// The recorded jobs' segments take many blocks at a slow chain's reference rate (the
+	// mock's), and the timeout must hold one: this holds any the chain accepts.
+	job_spec.unit_timeout = CASE_UNIT_TIMEOUT;
 	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, proof, opening)
 		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
 	Ok((job, solver))
