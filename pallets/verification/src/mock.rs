@@ -89,6 +89,19 @@ parameter_types! {
 	pub static RandomnessStalled: bool = false;
 	/// Blocks of randomness a seed mixes: one, the parent's, unless a test says more.
 	pub static RandomnessBlocks: u32 = 1;
+	/// Block authors there are now; one unless a test plays a network of several.
+	pub static AuthorityCount: u32 = 1;
+	/// Who authors block `n`: one author, `0`, unless a test says otherwise. A block's
+	/// randomness (its author's VRF output, on a runtime) is known to its author in advance.
+	pub static AuthorOfBlock: fn(u64) -> u8 = |_| 0;
+}
+
+/// The current block's author, as [`AuthorOfBlock`] names it.
+pub struct CurrentAuthor;
+impl polkadot_sdk::frame_support::traits::Get<Option<[u8; 32]>> for CurrentAuthor {
+	fn get() -> Option<[u8; 32]> {
+		Some([AuthorOfBlock::get()(System::block_number()); 32])
+	}
 }
 
 /// Randomness determined by the parent block, as BABE's VRF output of the parent's author.
