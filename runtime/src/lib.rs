@@ -63,7 +63,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 121,
+	spec_version: 122,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 2,
@@ -147,6 +147,7 @@ type Migrations = (
 	pallet_touchstone_staking::migrations::ResizeDrawTree<Runtime>,
 	pallet_touchstone_tasks::migrations::DropUnprovenModelHashes<Runtime>,
 	pallet_touchstone_verification::migrations::DropUnprovenModelHashes<Runtime>,
+	pallet_touchstone_verification::migrations::ResetBeacon<Runtime>,
 );
 
 /// Dispatches blocks to the pallets.

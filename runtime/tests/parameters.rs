@@ -229,6 +229,16 @@ fn the_verification_queues_hold_every_open_unit_and_secrets_drain_faster_than_th
 	assert!(secrets * timeout >= open, "{secrets} secrets a block drain slower than {open} units over {timeout} blocks commit");
 }
 
+/// A solver that commits its forced-error secret after training its last segment still
+/// has the verification pallet's `SECRET_DEADLINE_MARGIN` before its deadline: every
+/// accepted job's timeout leaves `MinUnitTimeout` blocks beyond a segment.
+#[test]
+fn every_accepted_unit_leaves_time_for_its_forced_error_secret() {
+	use pallet_touchstone_verification::SECRET_DEADLINE_MARGIN;
+	let timeout: u32 = <Runtime as pallet_touchstone_tasks::Config>::MinUnitTimeout::get();
+	assert!(timeout >= SECRET_DEADLINE_MARGIN, "MinUnitTimeout {timeout} < SECRET_DEADLINE_MARGIN {SECRET_DEADLINE_MARGIN}");
+}
+
 /// A block's length costs what its compute costs, so crowding a dispute's answers out with
 /// long transactions is no cheaper than with heavy ones; and the largest `resolve` a
 /// defender may have to send stays affordable beside what the dispute is about.

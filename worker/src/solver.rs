@@ -30,8 +30,9 @@ use crate::store::Store;
 use crate::train::{self, run_unit_on, BackendKind, Progress, UnitWork};
 
 /// Blocks a unit's deadline must leave when the solver commits its forced-error secret:
-/// the randomness takes one or two, the proof one more.
-const SECRET_MARGIN_BLOCKS: u32 = 5;
+/// what the chain requires (its randomness may take up to 17 blocks, the proof one or
+/// two more); with less, `commit_secret` fails with `DeadlineTooClose`.
+const SECRET_MARGIN_BLOCKS: u32 = pallet_touchstone_verification::SECRET_DEADLINE_MARGIN;
 
 /// How much slower than its trial step a solver assumes a segment runs: checkpoint
 /// files, the checkpoint's transaction, and a busy machine.
@@ -588,8 +589,8 @@ impl Solver {
 	/// The proof to commit for a trained unit. While forced errors are on (exact mode
 	/// only: a distance has no error to place), the solver builds beside its honest proof
 	/// the one wrong at the step a fresh secret fixes, commits the hash binding the secret
-	/// to both roots, and waits for the randomness the chain records after it (a block or
-	/// two): with the secret it says which proof to commit. The forced one is kept, with
+	/// to both roots, and waits for the randomness the chain records after it (four blocks
+	/// or so, at most 17): with the secret it says which proof to commit. The forced one is kept, with
 	/// the honest one for the reveal. A solver restarted after its commitment finds its
 	/// secret on disk and commits by the same rule (its training is bit-exact, so its
 	/// roots are the same).
@@ -740,9 +741,10 @@ mod tests {
 	/// the blocks the proof needs after the last checkpoint; the refusal says why.
 	#[test]
 	fn a_unit_is_taken_only_if_a_segment_fits_between_its_deadlines() {
-		// 80 steps of 0.125 s with the 1.5× margin: 15 s; 10 blocks of 3 s less 5: 15 s.
-		assert!(deadline_admits(0.125, 80, 10, 3.0).is_ok());
-		let error = deadline_admits(0.125, 81, 10, 3.0).unwrap_err().to_string();
+		// 80 steps of 0.125 s with the 1.5× margin: 15 s; 25 blocks of 3 s less 20: 15 s.
+		assert_eq!(SECRET_MARGIN_BLOCKS, 20);
+		assert!(deadline_admits(0.125, 80, 25, 3.0).is_ok());
+		let error = deadline_admits(0.125, 81, 25, 3.0).unwrap_err().to_string();
 		assert!(error.contains("segment of 81 steps") && error.contains("it would time out"), "{error}");
 		assert!(deadline_admits(0.001, 1, SECRET_MARGIN_BLOCKS, 3.0).is_err(), "a timeout the proof's margin uses up admits nothing");
 	}

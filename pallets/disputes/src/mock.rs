@@ -173,8 +173,12 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<16>;
 	type MaxDrawsPerBlock = ConstU32<4>;
 	type MaxSecretsPerBlock = ConstU32<16>;
+	// The mock's blocks name no author.
+	type BlockAuthor = ();
+	type AuthorCount = ConstU32<0>;
 	type RandomnessBlocks = ConstU32<1>;
-	type DrawTimeout = ConstU64<4>;
+	type RandomnessAuthors = ConstU32<1>;
+	type DrawTimeout = ConstU64<18>;
 	type EscalationCommittee = ConstU32<3>;
 	type ToleranceMargin = ConstU32<2>;
 	type MinProfiles = ConstU32<2>;

@@ -307,8 +307,9 @@ pub struct ToleranceJob<AccountId> {
 pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// The unit, while its proof stands (`Proven` or `Challenged`).
 	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, BlockNumber, Balance>>;
-	/// The solver that accepted the unit and has not committed its proof yet (`Assigned`).
-	fn assigned_solver(job: JobId, unit: UnitIndex) -> Option<AccountId>;
+	/// The solver that accepted the unit and has not committed its proof yet (`Assigned`),
+	/// and the block its proof is due by.
+	fn assignment(job: JobId, unit: UnitIndex) -> Option<(AccountId, BlockNumber)>;
 	/// Whether `who` is the solver of one of the job's units (accepted, proving, proven or
 	/// challenged): a party to the job's rounds. Reads every unit of the job.
 	fn solves_in(job: JobId, who: &AccountId) -> bool;

@@ -81,10 +81,10 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 		Self::proven_unit(job, unit)
 	}
 
-	fn assigned_solver(job: JobId, unit: UnitIndex) -> Option<T::AccountId> {
+	fn assignment(job: JobId, unit: UnitIndex) -> Option<(T::AccountId, BlockNumberFor<T>)> {
 		Units::<T>::get(job, unit)
 			.filter(|unit| unit.state == touchstone_primitives::UnitState::Assigned && unit.accepted)
-			.and_then(|unit| unit.solver)
+			.and_then(|unit| unit.solver.zip(unit.deadline))
 	}
 
 	fn solves_in(job: JobId, who: &T::AccountId) -> bool {

@@ -243,7 +243,7 @@ mod benchmarks {
 	/// The hook records the randomness of one queued secret.
 	#[benchmark]
 	fn record_randomness() -> Result<(), BenchmarkError> {
-		frame_system::Pallet::<T>::set_block_number(10u32.into());
+		frame_system::Pallet::<T>::set_block_number((MAX_RANDOMNESS_BLOCKS + 1).into());
 		let solver: T::AccountId = account("solver", 0, 0);
 		Secrets::<T>::insert(
 			(0, 0),
@@ -257,7 +257,9 @@ mod benchmarks {
 		);
 		PendingSecrets::<T>::put(BoundedVec::truncate_from(alloc::vec![(0, 0)]));
 		// A full beacon of blocks after the commitment: the record path, not the wait.
-		let blocks = (1..=T::RandomnessBlocks::get()).map(|n| (n.into(), [n as u8; 32])).collect();
+		let blocks = (1..=MAX_RANDOMNESS_BLOCKS)
+			.map(|n| BeaconEntry { known_since: n.into(), value: [n as u8; 32], author: Some([n as u8; 32]) })
+			.collect();
 		Beacon::<T>::put(BoundedVec::truncate_from(blocks));
 		let now = frame_system::Pallet::<T>::block_number();
 		let recorded;

@@ -27,39 +27,58 @@ impl<T: Config> Pallet<T> {
 		T::EscalationCommittee::get().max(T::VerifiersPerUnit::get())
 	}
 
-	/// Adds this block's randomness to the [`Beacon`], if it is newer than the newest
-	/// there, and keeps the last `RandomnessBlocks`. Randomness known since genesis (a
+	/// Adds the randomness the source gives to the [`Beacon`], with its block's author, if
+	/// it is newer than the newest there, and keeps the last [`MAX_RANDOMNESS_BLOCKS`];
+	/// then notes this block's author for the next. Randomness known since genesis (a
 	/// stalled source, or the first block's) is never added: no commitment precedes it.
-	pub(crate) fn note_randomness() {
+	pub(crate) fn note_randomness(now: BlockNumberFor<T>) {
 		let (random, known_since) = T::Randomness::random(b"touchstone/beacon");
+		// The source gives the randomness of the block before this one, whose author the
+		// hook noted there.
+		let author = LastAuthor::<T>::get().filter(|(block, _)| *block == known_since).map(|(_, author)| author);
+		match T::BlockAuthor::get() {
+			Some(author) => LastAuthor::<T>::put((now, author)),
+			None => LastAuthor::<T>::kill(),
+		}
 		if known_since.is_zero() {
 			return;
 		}
 		Beacon::<T>::mutate(|beacon| {
-			if beacon.last().is_some_and(|(newest, _)| *newest >= known_since) {
+			if beacon.last().is_some_and(|newest| newest.known_since >= known_since) {
 				return;
 			}
-			let keep = T::RandomnessBlocks::get().clamp(1, MAX_RANDOMNESS_BLOCKS) as usize;
-			while beacon.len() >= keep {
+			while beacon.len() >= MAX_RANDOMNESS_BLOCKS as usize {
 				beacon.remove(0);
 			}
-			// Room was just made: `keep` is at most the bound.
-			let _ = beacon.try_push((known_since, random.0));
+			// Room was just made.
+			let _ = beacon.try_push(BeaconEntry { known_since, value: random.0, author });
 		});
 	}
 
-	/// The seed for `subject` from the `beacon`, once it holds `RandomnessBlocks` blocks'
-	/// randomness all known after block `committed_at`: `blake2_256` of the subject and
-	/// every one of them. `None` until then.
+	/// The seed for `subject` from the `beacon`: `blake2_256` of the subject and the
+	/// randomness of every entry known after block `committed_at`, once there are at
+	/// least `RandomnessBlocks` of them, made by at least `RandomnessAuthors` distinct
+	/// authors (or every author there is, if fewer). Past [`MAX_RANDOMNESS_BLOCKS`] such
+	/// entries, whoever made them. `None` until then.
 	pub(crate) fn seed_after(
-		beacon: &[(BlockNumberFor<T>, [u8; 32])],
+		beacon: &[BeaconEntry<BlockNumberFor<T>>],
 		committed_at: BlockNumberFor<T>,
 		subject: &[u8],
 	) -> Option<[u8; 32]> {
-		let full = beacon.len() >= T::RandomnessBlocks::get() as usize;
-		let after = beacon.first().is_some_and(|(oldest, _)| *oldest > committed_at);
-		let values: Vec<[u8; 32]> = beacon.iter().map(|(_, value)| *value).collect();
-		(full && after).then(|| blake2_256(&(subject, values).encode()))
+		let after: Vec<&BeaconEntry<BlockNumberFor<T>>> =
+			beacon.iter().filter(|entry| entry.known_since > committed_at).collect();
+		if after.len() < T::RandomnessBlocks::get() as usize {
+			return None;
+		}
+		let mut authors: Vec<[u8; 32]> = after.iter().filter_map(|entry| entry.author).collect();
+		authors.sort_unstable();
+		authors.dedup();
+		let required = T::RandomnessAuthors::get().min(T::AuthorCount::get()) as usize;
+		if authors.len() < required && after.len() < MAX_RANDOMNESS_BLOCKS as usize {
+			return None;
+		}
+		let values: Vec<[u8; 32]> = after.iter().map(|entry| entry.value).collect();
+		Some(blake2_256(&(subject, values).encode()))
 	}
 
 	/// Appends `key` to the queue `Q` unless it is queued already: an entry stands for
@@ -115,9 +134,11 @@ impl<T: Config> Pallet<T> {
 		let draw = |count: u32| T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(count));
 		let plain = |count: HookCount| u64::from(count.all.saturating_sub(count.escalations));
 		// `on_initialize_idle` is measured before secrets were queued: one more read; and
-		// before the beacon: its read and write, and the randomness source's read.
+		// before the beacon: its read and write, the randomness source's read, the last
+		// author's read and write, the block author's two (the digest and the authorities)
+		// and the author count's.
 		T::WeightInfo::on_initialize_idle()
-			.saturating_add(T::DbWeight::get().reads_writes(3, 1))
+			.saturating_add(T::DbWeight::get().reads_writes(7, 2))
 			.saturating_add(Self::conclusion_weight().saturating_mul(plain(concluded)))
 			.saturating_add(Self::escalation_conclusion_weight().saturating_mul(u64::from(concluded.escalations)))
 			.saturating_add(draw(T::VerifiersPerUnit::get()).saturating_mul(plain(drawn)))

@@ -15,12 +15,11 @@ impl<T: Config> Pallet<T> {
 	///   no attestation left unrevealed and owes no secret;
 	/// - every secret commitment waiting for randomness is queued;
 	/// - every frozen threshold belongs to a round;
-	/// - the beacon holds at most `RandomnessBlocks` blocks' randomness, oldest first.
+	/// - the beacon holds its blocks' randomness oldest first.
 	#[cfg(any(feature = "try-runtime", feature = "std"))]
 	pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 		let beacon = Beacon::<T>::get();
-		ensure!(beacon.len() <= T::RandomnessBlocks::get() as usize, "the beacon holds too many blocks");
-		ensure!(beacon.windows(2).all(|pair| pair[0].0 < pair[1].0), "the beacon is out of order");
+		ensure!(beacon.windows(2).all(|pair| pair[0].known_since < pair[1].known_since), "the beacon is out of order");
 		for (key, round) in Rounds::<T>::iter() {
 			let escalation = matches!(round.kind, RoundKind::Escalation { .. });
 			let Some(drawn) = round.drawn.as_ref() else {
@@ -78,7 +77,7 @@ impl<T: Config> Pallet<T> {
 			ensure!(commitment.random.is_some() || queued.contains(&key), "a secret waiting for randomness not queued");
 			// A proof takes its secret; work dropped before one drops it.
 			ensure!(
-				T::Units::assigned_solver(key.0, key.1).as_ref() == Some(&commitment.solver),
+				T::Units::assignment(key.0, key.1).is_some_and(|(solver, _)| solver == commitment.solver),
 				"a secret of a unit its solver no longer works on"
 			);
 		}

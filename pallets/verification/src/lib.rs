@@ -101,7 +101,7 @@ pub mod pallet {
 	use polkadot_sdk::{
 		sp_core::H256,
 		sp_runtime::{
-			traits::Zero,
+			traits::{Saturating, Zero},
 			Perbill,
 		},
 	};
@@ -110,11 +110,20 @@ pub mod pallet {
 		forced_commitment, forced_error, forced_step, referee::StateOpening, Distance, JobId, Role, UnitIndex,
 	};
 
-	/// The most blocks' randomness a seed may mix ([`Config::RandomnessBlocks`]).
-	pub const MAX_RANDOMNESS_BLOCKS: u32 = 8;
+	/// The blocks' randomness the [`Beacon`] keeps, and the most blocks after a commitment
+	/// a seed waits for: past them, it is taken whoever made them (one author makes so
+	/// many blocks in a row only while the others are down).
+	pub const MAX_RANDOMNESS_BLOCKS: u32 = 16;
+
+	/// Blocks a unit's deadline must leave when its solver commits a forced-error secret:
+	/// the randomness may take [`MAX_RANDOMNESS_BLOCKS`] and one more to be recorded, and
+	/// the proof needs a block or two after it. With this much left, a solver always has
+	/// time to prove once it learns whether its unit is forced, so forfeiting the unit's
+	/// collateral when it does not is never an honest solver's loss.
+	pub const SECRET_DEADLINE_MARGIN: u32 = MAX_RANDOMNESS_BLOCKS + 4;
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(2);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -144,16 +153,30 @@ pub mod pallet {
 
 		/// A block's randomness, with the block from which it is known (BABE's VRF output
 		/// of the parent block's author on a runtime). The hook keeps the last
-		/// `RandomnessBlocks` of them ([`Beacon`]).
+		/// [`MAX_RANDOMNESS_BLOCKS`] of them, with their authors ([`Beacon`]).
 		type Randomness: Randomness<H256, BlockNumberFor<Self>>;
 
+		/// The current block's author (its block-authoring key on a runtime), or `None`
+		/// where the block names none. A block's randomness is known in advance to its
+		/// author alone, so the beacon notes who made each.
+		type BlockAuthor: Get<Option<[u8; 32]>>;
+
+		/// How many authors make blocks now (the epoch's authorities); zero where blocks
+		/// name no author, and seeds then need only `RandomnessBlocks`.
+		type AuthorCount: Get<u32>;
+
 		/// How many blocks' randomness, each known only after a commitment (a proof, or a
-		/// solver's forced-error secret), decide it together: a draw's verifiers and a
-		/// unit's designation. Each block's randomness is known in advance to its author
-		/// alone, so only an author of every one of these blocks could know the seed when
-		/// the commitment was made. At most [`MAX_RANDOMNESS_BLOCKS`].
+		/// solver's forced-error secret), decide it together at least: a draw's verifiers
+		/// and a unit's designation. At most [`MAX_RANDOMNESS_BLOCKS`].
 		#[pallet::constant]
 		type RandomnessBlocks: Get<u32>;
+
+		/// How many distinct authors the blocks deciding a seed must have (or every author
+		/// there is, if fewer): a seed waits for more blocks while fewer made them. With
+		/// two, no single author knows a seed when the commitment is made, however many
+		/// blocks in a row it makes.
+		#[pallet::constant]
+		type RandomnessAuthors: Get<u32>;
 
 		/// Verifiers drawn for each proof.
 		#[pallet::constant]
@@ -302,12 +325,17 @@ pub mod pallet {
 	pub type PendingSecrets<T: Config> =
 		StorageValue<_, BoundedVec<(JobId, UnitIndex), T::MaxPendingDraws>, ValueQuery>;
 
-	/// The randomness of the last `RandomnessBlocks` blocks, oldest first, each with the
-	/// block from which it is known: seeds are drawn from all of them together, once every
-	/// one is newer than the commitment they decide.
+	/// The randomness of the last [`MAX_RANDOMNESS_BLOCKS`] blocks, oldest first, each with
+	/// the block from which it is known and its author: a seed mixes every entry newer
+	/// than the commitment it decides, once there are enough of them by enough authors.
 	#[pallet::storage]
 	pub type Beacon<T: Config> =
-		StorageValue<_, BoundedVec<(BlockNumberFor<T>, [u8; 32]), ConstU32<MAX_RANDOMNESS_BLOCKS>>, ValueQuery>;
+		StorageValue<_, BoundedVec<BeaconEntry<BlockNumberFor<T>>, ConstU32<MAX_RANDOMNESS_BLOCKS>>, ValueQuery>;
+
+	/// The current block and its author, noted by the hook: the next block's randomness
+	/// source gives this block's randomness, and the beacon names its author from here.
+	#[pallet::storage]
+	pub type LastAuthor<T: Config> = StorageValue<_, (BlockNumberFor<T>, [u8; 32])>;
 
 	/// The rounds whose reveal period ends at each block: `on_initialize` concludes them.
 	#[pallet::storage]
@@ -629,12 +657,16 @@ pub mod pallet {
 		/// The caller solves one of the job's units: a party to its rounds may not move
 		/// the thresholds they are judged by.
 		SolvesInJob,
+		/// The unit's deadline is too close to commit a forced-error secret: it must leave
+		/// `SECRET_DEADLINE_MARGIN` blocks for the randomness and the proof. Let the unit go
+		/// instead (it costs reputation, not collateral).
+		DeadlineTooClose,
 	}
 
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		fn on_initialize(now: BlockNumberFor<T>) -> Weight {
-			Self::note_randomness();
+			Self::note_randomness(now);
 			let concluded = Self::conclude_due(now);
 			let drawn = Self::draw_due(now);
 			let recorded = Self::record_due(now);
@@ -677,9 +709,12 @@ pub mod pallet {
 				(1..=MAX_RANDOMNESS_BLOCKS).contains(&T::RandomnessBlocks::get()),
 				"RandomnessBlocks must be between one and MAX_RANDOMNESS_BLOCKS"
 			);
+			assert!(T::RandomnessAuthors::get() >= 1, "RandomnessAuthors must be positive");
+			// A seed may wait for `MAX_RANDOMNESS_BLOCKS` blocks after its commitment, and is
+			// used in the block after the last.
 			assert!(
-				T::DrawTimeout::get() > T::RandomnessBlocks::get().into(),
-				"DrawTimeout must leave room for a draw"
+				T::DrawTimeout::get() > (MAX_RANDOMNESS_BLOCKS + 1).into(),
+				"DrawTimeout must leave room for the slowest seed"
 			);
 			// A committee outvotes the round it judges, and never ties when all reveal.
 			assert!(
@@ -810,7 +845,15 @@ pub mod pallet {
 		#[pallet::weight(T::WeightInfo::commit_secret())]
 		pub fn commit_secret(origin: OriginFor<T>, job: JobId, unit: UnitIndex, hash: H256) -> DispatchResult {
 			let who = ensure_signed(origin)?;
-			ensure!(T::Units::assigned_solver(job, unit).as_ref() == Some(&who), Error::<T>::NotUnitSolver);
+			let (solver, deadline) = T::Units::assignment(job, unit).ok_or(Error::<T>::NotUnitSolver)?;
+			ensure!(solver == who, Error::<T>::NotUnitSolver);
+			let committed_at = frame_system::Pallet::<T>::block_number();
+			// Abandoning a unit after its designation forfeits its collateral: an honest
+			// solver must always have the time to prove after it.
+			ensure!(
+				deadline >= committed_at.saturating_add(SECRET_DEADLINE_MARGIN.into()),
+				Error::<T>::DeadlineTooClose
+			);
 			// One secret per solver and unit: a second, once the randomness is known, would
 			// let the solver choose whether it is forced.
 			ensure!(
@@ -818,7 +861,6 @@ pub mod pallet {
 				Error::<T>::SecretAlreadyCommitted
 			);
 			Self::enqueue::<PendingSecrets<T>>((job, unit))?;
-			let committed_at = frame_system::Pallet::<T>::block_number();
 			let rate = T::ForcedErrorRate::get();
 			Secrets::<T>::insert((job, unit), SecretCommitment { solver: who.clone(), hash, committed_at, rate, random: None });
 			Self::deposit_event(Event::SecretCommitted { job, unit, solver: who });
@@ -986,6 +1028,23 @@ pub mod migrations {
 		}
 	}
 
+	/// Version 1 to 2: the beacon's entries name their blocks' authors. The old entries are
+	/// dropped, not rewritten: their authors are unknown, and the beacon refills from the
+	/// next block (seeds waiting for it wait a few blocks more).
+	pub struct ResetBeacon<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for ResetBeacon<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 2 {
+				return T::DbWeight::get().reads(1);
+			}
+			Beacon::<T>::kill();
+			LastAuthor::<T>::kill();
+			StorageVersion::new(2).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(1, 3)
+		}
+	}
+
 	#[cfg(test)]
 	#[allow(clippy::unwrap_used)]
 	mod tests {
@@ -993,6 +1052,22 @@ pub mod migrations {
 		use crate::mock::*;
 		use polkadot_sdk::{frame_support::storage::unhashed, sp_runtime::FixedU64};
 		use touchstone_primitives::{LearningProof, TrainingMetrics};
+
+		/// A beacon stored in version 1's layout, without authors, is dropped, and the
+		/// hook refills it from the next block.
+		#[test]
+		fn version_1_beacons_are_dropped_and_refill() {
+			new_test_ext(&[]).execute_with(|| {
+				let old: alloc::vec::Vec<(u64, [u8; 32])> = alloc::vec![(1, [1; 32]), (2, [2; 32])];
+				unhashed::put_raw(&Beacon::<Test>::hashed_key(), &old.encode());
+				StorageVersion::new(1).put::<Pallet<Test>>();
+				ResetBeacon::<Test>::on_runtime_upgrade();
+				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 2);
+				assert!(Beacon::<Test>::get().is_empty());
+				run_to_block(System::block_number() + 2);
+				assert_eq!(Beacon::<Test>::get().len(), 2);
+			});
+		}
 
 		/// A round stored in version 0's layout, its forced secret's honest proof with a
 		/// model hash, reads back as it was, less that hash; every other secret is kept.
@@ -1052,6 +1127,8 @@ pub mod migrations {
 				StorageVersion::new(0).put::<Pallet<Test>>();
 				DropUnprovenModelHashes::<Test>::on_runtime_upgrade();
 				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 1);
+				ResetBeacon::<Test>::on_runtime_upgrade();
+				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 2);
 				for (key, round) in expected {
 					assert_eq!(Rounds::<Test>::get(key), Some(round));
 				}

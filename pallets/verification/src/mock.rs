@@ -68,7 +68,7 @@ pub const CHALLENGE_WINDOW: u64 = 5;
 /// Price of a unit.
 pub const PRICE: u64 = 100;
 /// Blocks after a proof within which its round must be drawn.
-pub const DRAW_TIMEOUT: u64 = 4;
+pub const DRAW_TIMEOUT: u64 = 18;
 /// Members of an escalation committee.
 pub const ESCALATION_COMMITTEE: u32 = 3;
 /// Profiled thresholds are the median profile times this.
@@ -189,7 +189,10 @@ impl pallet_touchstone_verification::Config for Test {
 	type MaxPendingDraws = ConstU32<10>;
 	type MaxDrawsPerBlock = ConstU32<2>;
 	type MaxSecretsPerBlock = ConstU32<10>;
+	type BlockAuthor = CurrentAuthor;
+	type AuthorCount = AuthorityCount;
 	type RandomnessBlocks = RandomnessBlocks;
+	type RandomnessAuthors = ConstU32<2>;
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
 	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
 	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;

@@ -26,6 +26,17 @@ pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 pub type SecretCommitmentOf<T> =
 	SecretCommitment<<T as polkadot_sdk::frame_system::Config>::AccountId, BlockNumberFor<T>>;
 
+/// One block's randomness in the [`crate::Beacon`].
+#[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct BeaconEntry<BlockNumber> {
+	/// The block from which it is known: its author knew it before.
+	pub known_since: BlockNumber,
+	/// The randomness.
+	pub value: [u8; 32],
+	/// The block's author, where the block named one.
+	pub author: Option<[u8; 32]>,
+}
+
 /// A solver's commitment to its forced-error secret for a unit it holds.
 #[derive(Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq, Debug)]
 pub struct SecretCommitment<AccountId, BlockNumber> {

@@ -10,7 +10,7 @@ use crate::{
 use polkadot_sdk::{
 	frame_support::{
 		derive_impl, parameter_types,
-		traits::{tokens::imbalance::ResolveTo, ConstU128, ConstU32, ConstU64, ConstU8, VariantCountOf},
+		traits::{tokens::imbalance::ResolveTo, ConstU128, ConstU32, ConstU64, ConstU8, Get, VariantCountOf},
 		dispatch::DispatchClass,
 		weights::{
 			constants::{ParityDbWeight, WEIGHT_REF_TIME_PER_SECOND},
@@ -227,7 +227,9 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type Jackpot = JackpotAccount;
 	type Retention = ConstU32<{ 60 * MINUTES }>;
 	type AcceptanceTimeout = ConstU32<{ MINUTES }>;
-	type MinUnitTimeout = ConstU32<10>;
+	// A solver that commits its forced-error secret after its last segment must have the
+	// verification pallet's `SECRET_DEADLINE_MARGIN` left (tests/parameters.rs).
+	type MinUnitTimeout = ConstU32<20>;
 	// Five minutes: time to re-execute a unit's sampled steps and open a dispute.
 	type ChallengeWindow = ConstU32<{ 5 * MINUTES }>;
 	type MaxAttempts = ConstU32<3>;
@@ -304,6 +306,31 @@ impl pallet_touchstone_disputes::Config for Runtime {
 }
 
 
+/// The current block's author, for the verification pallet's beacon: the BABE key of the
+/// authority the block's pre-runtime digest names.
+pub struct BabeBlockAuthor;
+
+impl Get<Option<[u8; 32]>> for BabeBlockAuthor {
+	fn get() -> Option<[u8; 32]> {
+		use polkadot_sdk::{frame_support::traits::FindAuthor, sp_core::crypto::ByteArray};
+		let digest = frame_system::Pallet::<Runtime>::digest();
+		let pre_runtime = digest.logs().iter().filter_map(|item| item.as_pre_runtime());
+		let index = <Babe as FindAuthor<u32>>::find_author(pre_runtime)?;
+		let authorities = pallet_babe::Authorities::<Runtime>::get();
+		let (authority, _) = authorities.get(index as usize)?;
+		<[u8; 32]>::try_from(authority.as_slice()).ok()
+	}
+}
+
+/// How many authorities author blocks this epoch.
+pub struct BabeAuthorCount;
+
+impl Get<u32> for BabeAuthorCount {
+	fn get() -> u32 {
+		pallet_babe::Authorities::<Runtime>::decode_len().unwrap_or(0) as u32
+	}
+}
+
 /// The verification pallet's randomness: BABE's VRF output of the parent block's author,
 /// known since the parent block. Every block carries one (`PrimaryAndSecondaryVRFSlots`);
 /// a block without one (the first) gives randomness known since block zero, which no draw
@@ -355,14 +382,17 @@ impl pallet_touchstone_verification::Config for Runtime {
 	type MaxPendingDraws = ConstU32<1024>;
 	type MaxDrawsPerBlock = ConstU32<16>;
 	// Recording a secret's randomness is cheap; 128 a block outpaces the most the open units
-	// can commit (1,024 units, each assignment lasting at least `MinUnitTimeout`, 10 blocks).
+	// can commit (1,024 units, each assignment lasting at least `MinUnitTimeout`, 20 blocks).
 	type MaxSecretsPerBlock = ConstU32<128>;
-	// Every block carries fresh randomness, so a draw waits two blocks; half the challenge
-	// window is the most a stalled source may hold a unit's pay.
-	// Three blocks' VRF outputs after each commitment decide its draw or designation: only
-	// an author of all three could know the seed in advance. It costs two blocks (six
-	// seconds) on each draw and each secret, over the parent block's output alone.
+	type BlockAuthor = BabeBlockAuthor;
+	type AuthorCount = BabeAuthorCount;
+	// Three blocks' VRF outputs after each commitment, by at least two authors, decide its
+	// draw or designation: no single author knows the seed in advance. Three blocks cost
+	// two (six seconds) over the parent block's output alone; two authors cost more only
+	// when one author made all three, one time in `V²` on `V` validators of equal stake
+	// (docs/protocol.md).
 	type RandomnessBlocks = ConstU32<3>;
+	type RandomnessAuthors = ConstU32<2>;
 	type DrawTimeout = ConstU32<50>;
 	// A committee of seven outvotes any round of three; with a third of the verifier stake
 	// dishonest, its majority is dishonest with probability about 17 % per escalation, and
