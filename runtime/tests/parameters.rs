@@ -229,6 +229,28 @@ fn the_verification_queues_hold_every_open_unit_and_secrets_drain_faster_than_th
 	assert!(secrets * timeout >= open, "{secrets} secrets a block drain slower than {open} units over {timeout} blocks commit");
 }
 
+/// A burst of proofs fills the draw queue (each a unit its sender holds with three times
+/// its price bonded, and trained): the queue drains `MaxDrawsPerBlock` a block in
+/// commitment order, and a seed ready for a later proof is ready for every earlier one
+/// (it mixes fewer blocks), so a proof behind the burst is drawn at most the queue's
+/// length over the draws a block after it, or after its own randomness if that comes
+/// later. Drawn that late, its round still concludes inside the challenge window for a
+/// job of short segments: the burst delays no honest unit's pay.
+#[test]
+fn a_full_draw_queue_delays_no_round_past_the_challenge_window() {
+	use pallet_touchstone_verification::MAX_RANDOMNESS_BLOCKS;
+	let window: u32 = <Runtime as pallet_touchstone_tasks::Config>::ChallengeWindow::get();
+	let queue: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxPendingDraws::get();
+	let per_block: u32 = <Runtime as pallet_touchstone_verification::Config>::MaxDrawsPerBlock::get();
+	let commit: u32 = <Runtime as pallet_touchstone_verification::Config>::CommitPeriod::get();
+	let reveal: u32 = <Runtime as pallet_touchstone_verification::Config>::RevealPeriod::get();
+	let behind_the_burst = queue.div_ceil(per_block);
+	let slowest_seed = MAX_RANDOMNESS_BLOCKS + 1;
+	let round = behind_the_burst.max(slowest_seed) + 1 + commit + reveal;
+	println!("a round behind a full draw queue concludes {round} blocks after its proof; the window is {window}");
+	assert!(round <= window, "a round behind a full draw queue ends {round} blocks after its proof, past the {window}-block window");
+}
+
 /// A solver that commits its forced-error secret after training its last segment still
 /// has the verification pallet's `SECRET_DEADLINE_MARGIN` before its deadline: every
 /// accepted job's timeout leaves `MinUnitTimeout` blocks beyond a segment.

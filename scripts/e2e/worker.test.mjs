@@ -81,7 +81,7 @@ function startSolver(extra = []) {
 
 /** Starts a verifier worker for `uri` (or, with `command`, another checking subcommand) with its own data directory and log. */
 function startVerifierWorker(uri, command = ['verify']) {
-  const name = uri.replace('//', '').toLowerCase();
+  const name = uri.replace(/^\/\//, '').replaceAll('//', '-').toLowerCase();
   const args = ['--node', node.wsUrl, '--data-dir', join(dataDir, name), ...command, '--key', uri,
     '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns'];
   const entry = { log: '', process: spawn(workerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'info' } }) };
@@ -444,9 +444,13 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
   // lands from the reference; the chain sets the job's thresholds to twice the median.
   // Bob also lies, grossly, at step 499, the second unit's last (`--inject-fault`: the top
   // exponent bit of a weight as the step's update writes it): its round measures that
-  // segment far beyond the thresholds, and a committee drawn afresh re-measures it and
-  // overturns the proof.
+  // segment far beyond the thresholds, and a committee drawn afresh, none of the round's
+  // own verifiers among it, re-measures it and overturns the proof. The committee's three
+  // verifier workers (One, Two and Ferdie's stash, endowed at genesis) start once the
+  // lying unit's round is drawn, and leave the draw when the escalation is decided.
   const [bob, dave, eve] = ['//Bob', '//Dave', '//Eve'].map((uri) => keyring.addFromUri(uri));
+  const committeeUris = ['//One', '//Two', '//Ferdie//stash'];
+  const committee = committeeUris.map((uri) => keyring.addFromUri(uri));
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
@@ -458,6 +462,13 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
   const mine = (method, unit) => verification.events.filter((e) => e.section === 'verification' && e.method === method &&
     Number(e.data.job) === jobId && (unit === undefined || Number(e.data.unit) === unit));
   const jobEvents = () => JSON.stringify(verification.events.filter((e) => Number(e.data.job) === jobId));
+  await waitFor("the second unit's round to be drawn", () => mine('VerifiersDrawn', 1).length > 0, { timeoutMs: 420_000 })
+    .catch(withSolverLog);
+  for (const uri of committeeUris) startVerifierWorker(uri);
+  await waitFor('the committee workers to register', async () =>
+    (await Promise.all(committee.map((pair) => api.query.staking.nodes(pair.address)))).every((node) => node.isSome), {
+    timeoutMs: 60_000,
+  }).catch(withSolverLog);
   await waitFor("the first unit's round to conclude and the second's to escalate", () =>
     mine('RoundConcluded', 0).length > 0 && mine('EscalationOpened', 1).length > 0, { timeoutMs: 420_000 })
     .catch(withSolverLog);
@@ -500,15 +511,16 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
     assert.equal(reveal.data.verdict.measured.segment, 1, JSON.stringify(reveal.data.verdict));
     assert.ok(!within(measured(reveal)), `${JSON.stringify(measured(reveal))} beyond ${JSON.stringify(bound)}`);
   }
-  // The committee (every verifier but the solver and the submitter: Dave, Eve and the
-  // silent Ferdie) re-measures the flagged segment; its majority overturns the proof.
+  // The committee (every verifier but the solver, the submitter and the round's own three:
+  // the three committee workers) re-measures the flagged segment; its majority overturns
+  // the proof.
   await waitFor('the escalation to be decided', () => mine('EscalationDecided', 1).length > 0, { timeoutMs: 180_000 })
     .catch(withSolverLog);
   const [decided] = mine('EscalationDecided', 1);
   assert.equal(decided.data.outcome, 'Overturned', jobEvents());
-  assert.deepEqual([decided.data.beyond, decided.data.within], [2, 0]);
+  assert.deepEqual([decided.data.beyond, decided.data.within], [3, 0]);
   const members = mine('Revealed', 1).filter((e) => e.block > opened.block);
-  assert.deepEqual(new Set(members.map((e) => e.data.verifier)), new Set([dave.address, eve.address]));
+  assert.deepEqual(new Set(members.map((e) => e.data.verifier)), new Set(committee.map((pair) => pair.address)));
   assert.ok(members.every((e) => e.data.verdict.measured.segment === 1 && !within(measured(e))), JSON.stringify(members));
   // Bob paid the invalid proof's slash from his solver bond; the unit failed with the job
   // cancelled. Nobody endorsed the flagged segment, so no verifier is slashed for a distance.
@@ -522,6 +534,15 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
     assert.match(log, new RegExp(`verification: segment profiled job=${jobId} unit=0 sample=\\d`), uri);
     assert.match(log, new RegExp(`verification: revealed job=${jobId} unit=0 verdict="?distance`), uri);
     assert.match(log, new RegExp(`verification: drawn; measuring the sampled segments' distances job=${jobId} unit=1 samples=\\[1\\] profiling=false`), uri);
+  }
+  // The committee workers stop and unbond, so later rounds draw from Dave, Eve and Ferdie
+  // as before.
+  for (const [index, uri] of committeeUris.entries()) {
+    const { process: member } = verifierWorkers.get(uri);
+    member.kill('SIGINT');
+    await new Promise((resolve) => member.once('exit', resolve));
+    verifierWorkers.delete(uri);
+    await sendOk(api.tx.staking.unbond('Verifier', 1_000_000n * UNIT), committee[index]);
   }
   // Bob stops lying, and tops his bond back up (above the solver minimum) while his worker,
   // which signs with the same key, is stopped.

@@ -180,6 +180,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type RandomnessAuthors = ConstU32<1>;
 	type DrawTimeout = ConstU64<18>;
 	type EscalationCommittee = ConstU32<3>;
+	type MinEscalationCommittee = ConstU32<3>;
 	type ToleranceMargin = ConstU32<2>;
 	type MinProfiles = ConstU32<2>;
 	type ThresholdFloor = HundredthOfCeiling;

@@ -240,6 +240,30 @@ mod benchmarks {
 		Ok(())
 	}
 
+	/// The tasks pallet's sweep lets go of a unit whose solver committed a secret and saw
+	/// its designation: the unit's collateral is forfeited, and the secret dropped.
+	#[benchmark]
+	fn on_abandoned() -> Result<(), BenchmarkError> {
+		let owner: T::AccountId = account("owner", 0, 0);
+		let solver: T::AccountId = account("solver", 0, 0);
+		T::BenchmarkHelper::register(&solver, Role::Solver);
+		let job = T::BenchmarkHelper::take(&owner, bookkeeping_spec(STEPS, 1, STEPS, INITIAL), &solver)
+			.ok_or(BenchmarkError::Stop("the unit could not be taken"))?;
+		let committed_at = frame_system::Pallet::<T>::block_number();
+		Secrets::<T>::insert(
+			(job, 0),
+			SecretCommitment { solver, hash: H256([9; 32]), committed_at, rate: T::ForcedErrorRate::get(), random: Some([5; 32]) },
+		);
+
+		#[block]
+		{
+			<Pallet<T> as ProofLifecycle<T::AccountId>>::on_abandoned(job, 0);
+		}
+
+		assert!(Secrets::<T>::get((job, 0)).is_none());
+		Ok(())
+	}
+
 	/// The hook records the randomness of one queued secret.
 	#[benchmark]
 	fn record_randomness() -> Result<(), BenchmarkError> {

@@ -132,6 +132,9 @@ impl<T: Config> Pallet<T> {
 		// A draw's benchmark picks a round from a pool of online verifiers; the staking
 		// pallet's bound on its picks covers draws that skip offline ones.
 		let draw = |count: u32| T::WeightInfo::draw_round().saturating_add(T::Draw::draw_weight(count));
+		// A committee's draw also takes the round's verifiers out: two reads each.
+		let committee = draw(Self::largest_draw())
+			.saturating_add(T::DbWeight::get().reads(2u64.saturating_mul(u64::from(T::VerifiersPerUnit::get()))));
 		let plain = |count: HookCount| u64::from(count.all.saturating_sub(count.escalations));
 		// `on_initialize_idle` is measured before secrets were queued: one more read; and
 		// before the beacon: its read and write, the randomness source's read, the last
@@ -142,7 +145,7 @@ impl<T: Config> Pallet<T> {
 			.saturating_add(Self::conclusion_weight().saturating_mul(plain(concluded)))
 			.saturating_add(Self::escalation_conclusion_weight().saturating_mul(u64::from(concluded.escalations)))
 			.saturating_add(draw(T::VerifiersPerUnit::get()).saturating_mul(plain(drawn)))
-			.saturating_add(draw(Self::largest_draw()).saturating_mul(u64::from(drawn.escalations)))
+			.saturating_add(committee.saturating_mul(u64::from(drawn.escalations)))
 			.saturating_add(T::WeightInfo::record_randomness().saturating_mul(u64::from(recorded.all)))
 			.saturating_add(T::DbWeight::get().reads(u64::from(drawn.stale.saturating_add(recorded.stale))))
 	}
@@ -218,12 +221,18 @@ impl<T: Config> Pallet<T> {
 			RoundKind::Exact | RoundKind::Tolerance { .. } => T::SamplesPerVerifier::get(),
 		};
 		let work = BlockNumberFor::<T>::from(segments.saturating_mul(proven.segment_blocks));
-		let verifiers = T::Draw::draw_verifiers(&seed, count, &[proven.solver, proven.owner]);
+		// A committee judges the round's verifiers too: none of them sits in it.
+		let mut exclude = alloc::vec![proven.solver, proven.owner];
+		if let RoundKind::Escalation { verifiers, .. } = &round.kind {
+			exclude.extend(verifiers.iter().map(|attestation| attestation.verifier.clone()));
+		}
+		let verifiers = T::Draw::draw_verifiers(&seed, count, &exclude);
+		if escalation && (verifiers.len() as u32) < T::MinEscalationCommittee::get() {
+			Self::deposit_event(Event::CommitteeTooSmall { job, unit, drawn: verifiers.len() as u32 });
+			return Self::escalation_undecided(job, unit, round);
+		}
 		if verifiers.is_empty() {
 			Self::deposit_event(Event::NoVerifiers { job, unit });
-			if escalation {
-				return Self::escalation_undecided(job, unit, round);
-			}
 			// The solver still owes its secret: a forced proof must be replaced even
 			// when nobody could check it.
 			if matches!(round.secret, SolverSecret::Awaited { .. }) {

@@ -136,8 +136,9 @@ impl<T: Config> touchstone_primitives::traits::ProofLifecycle<T::AccountId> for 
 	}
 
 	fn on_abandoned_weight() -> Weight {
-		// The secret and the job read, the solver's bond, node and the jackpot written.
-		Self::on_proof_dropped_weight().saturating_add(T::DbWeight::get().reads_writes(4, 3))
+		// The forfeit is benchmarked; a round of the unit's (one proven before, then
+		// dropped) would be dropped too.
+		T::WeightInfo::on_abandoned().saturating_add(Self::on_proof_dropped_weight())
 	}
 
 	fn on_finalized_weight() -> Weight {

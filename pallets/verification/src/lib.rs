@@ -49,7 +49,8 @@
 //!    capped by the submitter's ceilings, becomes the job's thresholds, stored with the job
 //!    ([`Pallet::challenge_thresholds`] has them profiled again). A distance beyond them
 //!    opens an escalation ([`RoundKind::Escalation`]): `EscalationCommittee` verifiers drawn
-//!    afresh measure the flagged segments, and their majority overturns the proof (the
+//!    afresh, none of the round's own and at least `MinEscalationCommittee` of them,
+//!    measure the flagged segments, and their majority overturns the proof (the
 //!    solver slashed `InvalidProofSlash`, the unit rejected) or upholds it (the verifiers
 //!    that flagged it slashed). Forced errors are exact mode's only.
 //!
@@ -242,9 +243,17 @@ pub mod pallet {
 
 		/// Members of an escalation committee: a tolerance-mode proof that a verifier
 		/// measured beyond its job's thresholds is judged by the majority of this many
-		/// verifiers, drawn afresh. At least `VerifiersPerUnit`, and odd.
+		/// verifiers, drawn afresh without the judged round's own verifiers. At least
+		/// `VerifiersPerUnit`, and odd.
 		#[pallet::constant]
 		type EscalationCommittee: Get<u32>;
+
+		/// The fewest members an escalation committee may have. Fewer verifiers eligible
+		/// (online, bonded, and neither the solver, the submitter nor one of the round's
+		/// verifiers) leave the escalation undecided (`CommitteeTooSmall`): no verifier
+		/// judges a round it sat in, and no one or two members decide alone.
+		#[pallet::constant]
+		type MinEscalationCommittee: Get<u32>;
 
 		/// A tolerance-mode job's thresholds are its verifiers' median profile times this
 		/// factor, capped by the submitter's ceilings.
@@ -537,6 +546,17 @@ pub mod pallet {
 			/// The thresholds cleared.
 			previous: Distance,
 		},
+		/// Too few verifiers were eligible for an escalation's committee (fewer than
+		/// `MinEscalationCommittee` besides the solver, the submitter and the round's own
+		/// verifiers): the escalation is undecided, and the proof stands.
+		CommitteeTooSmall {
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// How many could be drawn.
+			drawn: u32,
+		},
 		/// A tolerance round's verifiers measured segments beyond the thresholds: the unit
 		/// is held (`Challenged`) and an escalation committee will be drawn.
 		EscalationOpened {
@@ -720,6 +740,10 @@ pub mod pallet {
 			assert!(
 				T::EscalationCommittee::get() >= T::VerifiersPerUnit::get() && T::EscalationCommittee::get() % 2 == 1,
 				"EscalationCommittee must be odd and at least VerifiersPerUnit"
+			);
+			assert!(
+				(1..=T::EscalationCommittee::get()).contains(&T::MinEscalationCommittee::get()),
+				"MinEscalationCommittee must be positive and at most EscalationCommittee"
 			);
 			// Thresholds below the profiled distance would fail honest solvers.
 			assert!(T::ToleranceMargin::get() >= 1, "ToleranceMargin must be at least 1");

@@ -52,6 +52,8 @@ pub const SOLVER: u64 = 2;
 /// Accounts registered as verifiers (and, with another role, the owner is one too, so
 /// the draw must exclude it).
 pub const VERIFIERS: [u64; 4] = [6, 7, 8, 9];
+/// Enough verifiers for a round of three and, without them, a committee of three.
+pub const MANY_VERIFIERS: [u64; 7] = [6, 7, 8, 9, 10, 11, 12];
 /// Starting balance of every test account.
 pub const BALANCE: u64 = 1_000_000;
 /// A verifier's bond.
@@ -195,6 +197,7 @@ impl pallet_touchstone_verification::Config for Test {
 	type RandomnessAuthors = ConstU32<2>;
 	type DrawTimeout = ConstU64<DRAW_TIMEOUT>;
 	type EscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
+	type MinEscalationCommittee = ConstU32<ESCALATION_COMMITTEE>;
 	type ToleranceMargin = ConstU32<TOLERANCE_MARGIN>;
 	type MinProfiles = ConstU32<2>;
 	type ThresholdFloor = HundredthOfCeiling;
@@ -277,7 +280,7 @@ pub fn register(who: u64, bonds: &[(Role, u64)]) {
 /// owner among them, which the draw must skip for its own job).
 pub fn new_test_ext(verifiers: &[u64]) -> sp_io::TestExternalities {
 	let mut storage = frame_system::GenesisConfig::<Test>::default().build_storage().expect("system genesis builds");
-	let balances = (1..=9).map(|who| (who, BALANCE)).chain([(JACKPOT, 1)]).collect();
+	let balances = (1..=12).map(|who| (who, BALANCE)).chain([(JACKPOT, 1)]).collect();
 	pallet_balances::GenesisConfig::<Test> { balances, ..Default::default() }
 		.assimilate_storage(&mut storage)
 		.expect("balances genesis builds");

@@ -819,7 +819,7 @@ mod tolerance {
 
 	#[test]
 	fn the_first_round_profiles_the_thresholds_and_verifiers_within_them_are_paid() {
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			let round = Rounds::<Test>::get((job, 0)).unwrap();
 			assert_eq!(round.kind, RoundKind::Tolerance { profiling: true });
@@ -839,7 +839,7 @@ mod tolerance {
 			assert_eq!(thresholds(job), None);
 			assert_eq!(verifier_bond(first), VERIFIER_BOND - MISSED_REVEAL_SLASH);
 		});
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			let verifiers = drawn(job);
 			// The median of each component, whichever report it comes from.
@@ -880,7 +880,7 @@ mod tolerance {
 
 	#[test]
 	fn a_lone_profile_sets_no_thresholds_and_profiles_near_zero_meet_the_floor() {
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			let verifiers = drawn(job);
 			// One profile revealed, the others silent: fewer than `MinProfiles` (2).
@@ -888,7 +888,7 @@ mod tolerance {
 			conclude(job);
 			assert_eq!(thresholds(job), None);
 		});
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			// Every profile reports no distance at all: the thresholds are the floor, a
 			// hundredth of the ceilings, not zero.
@@ -928,6 +928,9 @@ mod tolerance {
 		let committee = drawn(job);
 		assert_eq!(committee.len() as u32, ESCALATION_COMMITTEE);
 		assert!(!committee.contains(&SOLVER) && !committee.contains(&OWNER));
+		// None of the round's own verifiers judges it.
+		let RoundKind::Escalation { verifiers, .. } = &round.kind else { panic!("an escalation") };
+		assert!(verifiers.iter().all(|attestation| !committee.contains(&attestation.verifier)));
 		let verdicts: Vec<(u64, Verdict)> = committee
 			.iter()
 			.map(|who| (*who, Verdict::Measured { segment, distance: measured_distance, profile: None }))
@@ -940,7 +943,7 @@ mod tolerance {
 
 	#[test]
 	fn a_distance_beyond_the_thresholds_escalates_and_the_committee_overturns_the_proof() {
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			let solver_bond = pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver);
 			let verifiers = round_with_accuser(job, distance(3_000, 300, 50_000));
@@ -998,7 +1001,7 @@ mod tolerance {
 
 	#[test]
 	fn the_committee_upholds_an_honest_proof_and_the_accuser_is_slashed() {
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			let verifiers = round_with_accuser(job, distance(3_000, 300, 50_000));
 			let accuser = verifiers[0];
@@ -1027,7 +1030,7 @@ mod tolerance {
 
 	#[test]
 	fn a_silent_committee_leaves_the_proof_standing_and_is_slashed() {
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			round_with_accuser(job, distance(3_000, 300, 50_000));
 			run_to_block(System::block_number() + 2);
@@ -1048,9 +1051,35 @@ mod tolerance {
 		});
 	}
 
+	/// A committee is drawn without the round it judges: the round's verifiers would vote
+	/// on their own verdicts again (a colluding endorser twice). With fewer than
+	/// `MinEscalationCommittee` other verifiers eligible, no committee is drawn, the
+	/// escalation is undecided and the proof stands, with nobody slashed.
+	#[test]
+	fn an_escalation_without_enough_verifiers_outside_the_round_is_undecided() {
+		build_and_execute(&VERIFIERS, || {
+			let job = proven_and_drawn();
+			round_with_accuser(job, distance(3_000, 300, 50_000));
+			verification_events();
+			run_to_block(System::block_number() + 2);
+			let events = verification_events();
+			// Four verifiers, three of them the round's: one is left.
+			assert!(events.contains(&Event::CommitteeTooSmall { job, unit: 0, drawn: 1 }), "{events:?}");
+			assert!(events.contains(&Event::EscalationDecided {
+				job,
+				unit: 0,
+				outcome: EscalationOutcome::Undecided,
+				beyond: 0,
+				within: 0,
+				missed: 0
+			}));
+			assert_eq!(unit_state(job), UnitState::Proven);
+		});
+	}
+
 	#[test]
 	fn thresholds_are_challenged_by_the_owner_or_a_solver_and_profiled_again() {
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			let job = proven_and_drawn();
 			assert_noop!(
 				Verification::challenge_thresholds(RuntimeOrigin::signed(OWNER), job),
@@ -1102,7 +1131,7 @@ mod tolerance {
 	#[test]
 	fn attack_a_defendant_cannot_loosen_its_own_thresholds() {
 		let sybil = 3;
-		build_and_execute(&VERIFIERS, || {
+		build_and_execute(&MANY_VERIFIERS, || {
 			register(sybil, &[(Role::Solver, 1_000)]);
 			let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
 			let mut spec = spec();

@@ -51,6 +51,7 @@ pub trait WeightInfo {
 	fn on_finalized(v: u32, ) -> Weight;
 	fn commit_secret() -> Weight;
 	fn reveal_secret() -> Weight;
+	fn on_abandoned() -> Weight;
 	fn record_randomness() -> Weight;
 	fn challenge_thresholds() -> Weight;
 }
@@ -205,6 +206,13 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Verification::Beacon` (`max_values`: Some(1), `max_size`: Some(289), added: 784, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Secrets` (r:1 w:1)
 	/// Proof: `Verification::Secrets` (`max_values`: None, `max_size`: Some(125), added: 2600, mode: `MaxEncodedLen`)
+	fn on_abandoned() -> Weight {
+		// Provisional until regenerated: the secret, the job and unit, the solver's node,
+		// bond and the jackpot.
+		Weight::from_parts(60_000_000, 0)
+			.saturating_add(T::DbWeight::get().reads(5_u64))
+			.saturating_add(T::DbWeight::get().writes(4_u64))
+	}
 	fn record_randomness() -> Weight {
 		// Proof size: measured `291`, estimated `13775` bytes.
 		// Minimum execution time: 20_957_000 picoseconds.
@@ -277,6 +285,13 @@ impl WeightInfo for () {
 		Weight::from_parts(119_709_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(1))
+	}
+	fn on_abandoned() -> Weight {
+		// Provisional until regenerated: the secret, the job and unit, the solver's node,
+		// bond and the jackpot.
+		Weight::from_parts(60_000_000, 0)
+			.saturating_add(ParityDbWeight::get().reads(5_u64))
+			.saturating_add(ParityDbWeight::get().writes(4_u64))
 	}
 	fn record_randomness() -> Weight {
 		Weight::from_parts(41_350_000, 13775)

@@ -398,6 +398,9 @@ impl pallet_touchstone_verification::Config for Runtime {
 	// dishonest, its majority is dishonest with probability about 17 % per escalation, and
 	// every dishonest member that loses pays `FalseAttestationSlash` (docs/protocol.md).
 	type EscalationCommittee = ConstU32<7>;
+	// Three at least, none of the round's own verifiers: no verifier judges a round it sat
+	// in, and a committee's majority is at least two.
+	type MinEscalationCommittee = ConstU32<3>;
 	// Twice the median profile: about the margin the kernels' documented bounds keep over
 	// the distances measured between libtorch and the reference (docs/kernels.md).
 	type ToleranceMargin = ConstU32<2>;
