@@ -991,6 +991,128 @@ mod tolerance {
 		});
 	}
 
+	/// How a verifier plays a tolerance round or an escalation committee.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	enum Measuring {
+		/// Reports the distance it measures: beyond the bound for a lie, within it otherwise.
+		Honest,
+		/// Reports a distance within the bound, whatever the proof.
+		Endorses,
+		/// Reports a distance beyond the bound, whatever the proof.
+		Accuses,
+		/// Never commits.
+		Silent,
+	}
+
+	/// One play of a tolerance job's proof against verifiers playing `plays` (by account,
+	/// in `MANY_VERIFIERS` order), through its round and, if one is flagged, its
+	/// escalation, to the end of its challenge window. Issuance is checked by
+	/// `build_and_execute`. Where the committee's truthful members outnumber its untruthful
+	/// ones (or no committee sat), every verifier that only told the truth, and an honest
+	/// solver, lose nothing, and a lie that was flagged is not paid and costs its solver;
+	/// whatever the committee, the unit ends, paid or back in the pool.
+	fn play_tolerance(case: u32, lies: bool, plays: [Measuring; 7]) -> (bool, bool, UnitState) {
+		use std::collections::BTreeMap;
+		let mut outcome = (false, false, UnitState::Proven);
+		build_and_execute(&MANY_VERIFIERS, || {
+			let plays: BTreeMap<u64, Measuring> = MANY_VERIFIERS.into_iter().zip(plays).collect();
+			let worth = |who: u64| Balances::total_balance(&who);
+			let start: BTreeMap<u64, u64> = plays.keys().chain([&SOLVER]).map(|who| (*who, worth(*who))).collect();
+			let (within, beyond) = (distance(10, 1, 10), distance(3_000, 300, 50_000));
+			let truth = if lies { beyond } else { within };
+			let reported = |who: u64| match plays[&who] {
+				Measuring::Honest => Some(truth),
+				Measuring::Endorses => Some(within),
+				Measuring::Accuses => Some(beyond),
+				Measuring::Silent => None,
+			};
+			let mut told_untruth: Vec<u64> = Vec::new();
+			let job = proven_and_drawn();
+			let round = drawn(job);
+			let verdicts: Vec<(u64, Verdict)> = round
+				.iter()
+				.filter_map(|who| reported(*who).map(|d| (*who, measured(*who, job, d, Some(distance(200, 40, 200))))))
+				.collect();
+			told_untruth.extend(round.iter().filter(|who| reported(**who).is_some_and(|d| d != truth)));
+			attest(job, &verdicts);
+			conclude(job);
+			let escalated = matches!(Rounds::<Test>::get((job, 0)).map(|round| round.kind), Some(RoundKind::Escalation { .. }));
+			let mut truthful_majority = true;
+			if escalated {
+				run_to_block(System::block_number() + 2);
+				let escalation = Rounds::<Test>::get((job, 0)).unwrap();
+				let RoundKind::Escalation { flagged, .. } = &escalation.kind else { unreachable!() };
+				let segment = flagged[0];
+				let committee = drawn(job);
+				assert!(committee.iter().all(|who| !round.contains(who)), "case {case}: a round's verifier sat in its committee");
+				let verdicts: Vec<(u64, Verdict)> = committee
+					.iter()
+					.filter_map(|who| reported(*who).map(|d| (*who, Verdict::Measured { segment, distance: d, profile: None })))
+					.collect();
+				let untruthful = committee.iter().filter(|who| reported(**who).is_some_and(|d| d != truth)).count();
+				told_untruth.extend(committee.iter().filter(|who| reported(**who).is_some_and(|d| d != truth)));
+				truthful_majority = verdicts.len() - untruthful > untruthful;
+				attest(job, &verdicts);
+				conclude(job);
+			}
+			// A decided escalation opens the challenge window again.
+			let mut finalized = Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0);
+			for _ in 0..4 * CHALLENGE_WINDOW {
+				if finalized.is_ok() || unit_state(job) != UnitState::Proven {
+					break;
+				}
+				run_to_block(System::block_number() + 1);
+				finalized = Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0);
+			}
+			let state = unit_state(job);
+			assert!(
+				matches!(state, UnitState::Finalized | UnitState::Reassigned),
+				"case {case}: the unit ended {state:?} ({finalized:?}; lies {lies}, plays {plays:?}, escalated {escalated}, block {})",
+				System::block_number()
+			);
+			outcome = (escalated, truthful_majority, state);
+			if !truthful_majority {
+				return;
+			}
+			for (who, play) in &plays {
+				let truthful = *play != Measuring::Silent && !told_untruth.contains(who);
+				if truthful {
+					assert!(worth(*who) >= start[who], "case {case}: truthful verifier {who} ({play:?}) lost {}", start[who] - worth(*who));
+				}
+			}
+			if !lies {
+				assert!(worth(SOLVER) >= start[&SOLVER], "case {case}: the honest solver lost");
+			} else if escalated {
+				assert_eq!(state, UnitState::Reassigned, "case {case}: a flagged lie was paid");
+				assert!(worth(SOLVER) < start[&SOLVER], "case {case}: a flagged lie cost nothing");
+			}
+		});
+		outcome
+	}
+
+	/// Random strategies for every verifier, round and committee alike, against an
+	/// honest or a lying solver, over 256 seeded cases: see [`play_tolerance`].
+	#[test]
+	fn no_tolerance_adversary_costs_a_truthful_party_where_the_committee_is_truthful() {
+		use polkadot_sdk::sp_io::hashing::blake2_256;
+		const PLAYS: [Measuring; 4] = [Measuring::Honest, Measuring::Endorses, Measuring::Accuses, Measuring::Silent];
+		let mut outcomes = Vec::new();
+		for case in 0..256u32 {
+			let bytes = blake2_256(&case.to_le_bytes());
+			let plays = core::array::from_fn(|i| PLAYS[usize::from(bytes[i] % 4)]);
+			outcomes.push(play_tolerance(case, bytes[7] % 2 == 1, plays));
+		}
+		// The cases reach every ending: unescalated, and escalations that overturned the
+		// proof or let it stand, with the committee truthful or not.
+		let count = |f: &dyn Fn(&(bool, bool, UnitState)) -> bool| outcomes.iter().filter(|o| f(o)).count();
+		let plain = count(&|o| !o.0);
+		let overturned = count(&|o| o.0 && o.2 == UnitState::Reassigned);
+		let stood = count(&|o| o.0 && o.2 == UnitState::Finalized);
+		let untruthful = count(&|o| o.0 && !o.1);
+		println!("256 cases: {plain} unescalated, {overturned} overturned, {stood} escalated and paid, {untruthful} with an untruthful committee");
+		assert!(plain > 0 && overturned > 0 && stood > 0 && untruthful > 0);
+	}
+
 	/// The tolerance round's seed an escalation keeps.
 	fn round_seed(round: &crate::RoundOf<Test>) -> [u8; 32] {
 		match &round.kind {
