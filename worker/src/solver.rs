@@ -336,15 +336,7 @@ impl Solver {
 
 	/// Accepts an offered unit this machine can train, or declines it with the reason.
 	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		let ready = match self.fetch_inputs(job_id, index, job, unit).await {
-			Ok(()) => self.prepare(job_id, index, job, unit),
-			Err(error) => Err(error),
-		};
-		let ready = match ready {
-			Ok(work) => self.meets_deadline(job, &work).await.map(|()| work),
-			Err(error) => Err(error),
-		};
-		match ready {
+		match self.ready_to_take(job_id, index, job, unit).await {
 			Ok(_) => {
 				self.chain.send_in_block(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
 				self.metrics.unit("accepted");
@@ -376,15 +368,7 @@ impl Solver {
 			{
 				continue;
 			}
-			let ready = match self.fetch_inputs(job_id, index, &job, &unit).await {
-				Ok(()) => self.prepare(job_id, index, &job, &unit),
-				Err(error) => Err(error),
-			};
-			let ready = match ready {
-				Ok(work) => self.meets_deadline(&job, &work).await,
-				Err(error) => Err(error),
-			};
-			if let Err(reason) = ready {
+			if let Err(reason) = self.ready_to_take(job_id, index, &job, &unit).await {
 				tracing::info!(job = job_id, unit = index, "not claiming the unit: {reason:#}");
 				self.refused.insert((job_id, index));
 				continue;
@@ -402,6 +386,16 @@ impl Solver {
 		Ok(())
 	}
 
+	/// The unit's work, once this solver holds what it starts from, can train it, and
+	/// trains a segment of it inside its deadline; or why not. What an offer is accepted
+	/// or declined by, and a pool unit claimed or left by.
+	async fn ready_to_take(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
+		self.fetch_inputs(job_id, index, job, unit).await?;
+		let work = self.prepare(job_id, index, job, unit)?;
+		self.meets_deadline(job, &work).await?;
+		Ok(work)
+	}
+
 	/// Whether this machine trains a checkpoint segment of `job` inside the unit's
 	/// timeout: the chain moves a unit's deadline on only when a checkpoint is committed,
 	/// so a solver that takes a unit it cannot checkpoint in time is timed out however
@@ -411,7 +405,9 @@ impl Solver {
 		// A slot is twice the timestamp pallet's minimum period.
 		let period: u64 = at.constants().entry(runtime::constants().timestamp().minimum_period())?;
 		let block_seconds = 2.0 * period as f64 / 1000.0;
-		let step_seconds = train::measure_step_seconds(self.backend_for(job), work)?;
+		// Two steps of a large model take seconds: off the executor's other tasks.
+		let backend = self.backend_for(job);
+		let step_seconds = tokio::task::block_in_place(|| train::measure_step_seconds(backend, work))?;
 		let segment_steps = job.spec.hyper.checkpoint_interval.clamp(1, work.steps.max(1));
 		deadline_admits(step_seconds, segment_steps, job.spec.unit_timeout, block_seconds)
 	}
