@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ApiPromise, WsProvider } from '@polkadot/api';
 import { freePort, nodeBinary, startNode, waitFor } from './lib/node.mjs';
 
 const workDir = mkdtempSync(join(tmpdir(), 'touchstone-localnet-'));
@@ -118,6 +119,25 @@ test('four validators keep finalising with any one of them stopped', async (t) =
   const { nodes, stop, stopAll, started } = await startNetwork('local4', 'touchstone_local4', names);
   const healthy = await heads(nodes.alice);
   t.diagnostic(`all four up: best #${healthy.best}, finalized #${healthy.finalized}, ${seconds(started)} s after start`);
+
+  // The verification pallet's beacon names each block's author, a BABE authority of the
+  // epoch, so a draw's seed can wait for a second author: over the last blocks of four
+  // validators, several authors appear (one making sixteen in a row: about 4⁻¹⁵).
+  const api = await ApiPromise.create({ provider: new WsProvider(nodes.alice.wsUrl), noInitWarn: true });
+  try {
+    await waitFor('a full beacon', async () => (await api.query.verification.beacon()).length >= 16, { timeoutMs: 120_000 });
+    const beacon = await api.query.verification.beacon();
+    const authorities = new Set((await api.query.babe.authorities()).map(([key]) => key.toHex()));
+    assert.equal(authorities.size, 4);
+    const authors = beacon.map((entry) => entry.author.unwrapOr(null)?.toHex());
+    assert.ok(authors.every((author) => authorities.has(author)), `beacon authors ${authors} among ${[...authorities]}`);
+    const blocks = beacon.map((entry) => entry.knownSince.toNumber());
+    assert.ok(blocks.every((block, i) => i === 0 || block === blocks[i - 1] + 1), `consecutive blocks ${blocks}`);
+    t.diagnostic(`beacon of blocks #${blocks[0]} to #${blocks.at(-1)}: ${new Set(authors).size} distinct authors`);
+    assert.ok(new Set(authors).size >= 2, `one author made every block: ${authors}`);
+  } finally {
+    await api.disconnect();
+  }
 
   // Three of four voters are more than two thirds: finality goes on without Dave.
   await stop('dave', nodes.dave);

@@ -533,6 +533,10 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
     assert.match(log, new RegExp(`verification: drawn; measuring the sampled segments' distances job=${jobId} unit=0 samples=\\[\\d, \\d\\] profiling=true`), uri);
     assert.match(log, new RegExp(`verification: segment profiled job=${jobId} unit=0 sample=\\d`), uri);
     assert.match(log, new RegExp(`verification: revealed job=${jobId} unit=0 verdict="?distance`), uri);
+  }
+  // The committee's members measured the flagged segment alone.
+  for (const uri of committeeUris) {
+    const { log } = verifierWorkers.get(uri);
     assert.match(log, new RegExp(`verification: drawn; measuring the sampled segments' distances job=${jobId} unit=1 samples=\\[1\\] profiling=false`), uri);
   }
   // The committee workers stop and unbond, so later rounds draw from Dave, Eve and Ferdie

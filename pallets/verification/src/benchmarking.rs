@@ -192,8 +192,10 @@ mod benchmarks {
 		let owner: T::AccountId = account("owner", 0, 0);
 		let solver: T::AccountId = account("solver", 0, 0);
 		T::BenchmarkHelper::register(&solver, Role::Solver);
-		let job = T::BenchmarkHelper::take(&owner, bookkeeping_spec(STEPS, 1, STEPS, INITIAL), &solver)
-			.ok_or(BenchmarkError::Stop("the unit could not be taken"))?;
+		// A deadline far enough for a secret (`SECRET_DEADLINE_MARGIN`).
+		let mut spec = bookkeeping_spec(STEPS, 1, STEPS, INITIAL);
+		spec.unit_timeout = 4 * SECRET_DEADLINE_MARGIN;
+		let job = T::BenchmarkHelper::take(&owner, spec, &solver).ok_or(BenchmarkError::Stop("the unit could not be taken"))?;
 		Secrets::<T>::remove((job, 0));
 		PendingSecrets::<T>::kill();
 
