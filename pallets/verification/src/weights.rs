@@ -63,8 +63,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1137), added: 3612, mode: `MaxEncodedLen`)
 	fn commit() -> Weight {
 		// Proof size: measured `267`, estimated `4602` bytes.
-		// Minimum execution time: 19_071_000 picoseconds.
-		Weight::from_parts(24_758_000, 4602)
+		// Minimum execution time: 20_067_000 picoseconds.
+		Weight::from_parts(24_537_000, 4602)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -72,8 +72,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1137), added: 3612, mode: `MaxEncodedLen`)
 	fn reveal() -> Weight {
 		// Proof size: measured `363`, estimated `4602` bytes.
-		// Minimum execution time: 23_445_000 picoseconds.
-		Weight::from_parts(29_640_000, 4602)
+		// Minimum execution time: 21_169_000 picoseconds.
+		Weight::from_parts(26_572_000, 4602)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -82,11 +82,11 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Verification::PendingDraws` (r:1 w:0)
 	/// Proof: `Verification::PendingDraws` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Beacon` (r:1 w:0)
-	/// Proof: `Verification::Beacon` (`max_values`: Some(1), `max_size`: Some(289), added: 784, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Beacon` (`max_values`: Some(1), `max_size`: Some(1105), added: 1600, mode: `MaxEncodedLen`)
 	fn on_initialize_idle() -> Weight {
 		// Proof size: measured `6`, estimated `13775` bytes.
-		// Minimum execution time: 5_214_000 picoseconds.
-		Weight::from_parts(6_931_000, 13775)
+		// Minimum execution time: 4_710_000 picoseconds.
+		Weight::from_parts(5_835_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(3))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
@@ -111,8 +111,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1137), added: 3612, mode: `MaxEncodedLen`)
 	fn draw_round() -> Weight {
 		// Proof size: measured `2339`, estimated `28523` bytes.
-		// Minimum execution time: 171_648_000 picoseconds.
-		Weight::from_parts(195_653_000, 28523)
+		// Minimum execution time: 166_126_000 picoseconds.
+		Weight::from_parts(190_039_000, 28523)
 			.saturating_add(T::DbWeight::get().reads(26))
 			.saturating_add(T::DbWeight::get().writes(5))
 	}
@@ -140,10 +140,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Staking::FreeDrawSlots` (`max_values`: Some(1), `max_size`: Some(1026), added: 1521, mode: `MaxEncodedLen`)
 	/// The range of component `v` is `[1, 3]`.
 	fn conclude_round(v: u32, ) -> Weight {
-		// Proof size: measured `1800 + v * (412 ±0)`, estimated `22833 + v * (2706 ±0)` bytes.
-		// Minimum execution time: 167_961_000 picoseconds.
-		Weight::from_parts(91_385_611, 22833)
-			.saturating_add(Weight::from_parts(107_302_565, 0).saturating_mul(v.into()))
+		// Proof size: measured `1800 + v * (412 ±0)`, estimated `22824 + v * (2706 ±0)` bytes.
+		// Minimum execution time: 172_508_000 picoseconds.
+		Weight::from_parts(93_720_723, 22824)
+			.saturating_add(Weight::from_parts(106_053_654, 0).saturating_mul(v.into()))
 			.saturating_add(T::DbWeight::get().reads(15))
 			.saturating_add(T::DbWeight::get().reads((5_u64).saturating_mul(v.into())))
 			.saturating_add(T::DbWeight::get().writes(12))
@@ -161,9 +161,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `v` is `[0, 3]`.
 	fn on_finalized(v: u32, ) -> Weight {
 		// Proof size: measured `650 + v * (34 ±0)`, estimated `4635 + v * (2527 ±0)` bytes.
-		// Minimum execution time: 18_885_000 picoseconds.
-		Weight::from_parts(33_084_138, 4635)
-			.saturating_add(Weight::from_parts(6_754_952, 0).saturating_mul(v.into()))
+		// Minimum execution time: 18_515_000 picoseconds.
+		Weight::from_parts(26_493_740, 4635)
+			.saturating_add(Weight::from_parts(5_722_612, 0).saturating_mul(v.into()))
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(v.into())))
 			.saturating_add(T::DbWeight::get().writes(2))
@@ -180,8 +180,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: UNKNOWN KEY `0xb98f84607c2a733bb1cad5e2b2495216` (r:1 w:0)
 	fn commit_secret() -> Weight {
 		// Proof size: measured `310`, estimated `13775` bytes.
-		// Minimum execution time: 30_592_000 picoseconds.
-		Weight::from_parts(58_169_000, 13775)
+		// Minimum execution time: 30_361_000 picoseconds.
+		Weight::from_parts(37_287_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(2))
 	}
@@ -195,29 +195,47 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	fn reveal_secret() -> Weight {
 		// Proof size: measured `1068`, estimated `4635` bytes.
-		// Minimum execution time: 63_858_000 picoseconds.
-		Weight::from_parts(119_709_000, 4635)
+		// Minimum execution time: 61_618_000 picoseconds.
+		Weight::from_parts(73_463_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(1))
+	}
+	/// Storage: `Verification::Secrets` (r:1 w:1)
+	/// Proof: `Verification::Secrets` (`max_values`: None, `max_size`: Some(125), added: 2600, mode: `MaxEncodedLen`)
+	/// Storage: `Tasks::Jobs` (r:1 w:0)
+	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
+	/// Storage: `Balances::Holds` (r:1 w:1)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
+	/// Storage: `System::Account` (r:2 w:2)
+	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Nodes` (r:1 w:1)
+	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::DrawSlotOf` (r:1 w:0)
+	/// Proof: `Staking::DrawSlotOf` (`max_values`: None, `max_size`: Some(52), added: 2527, mode: `MaxEncodedLen`)
+	/// Storage: `Verification::Rounds` (r:1 w:0)
+	/// Proof: `Verification::Rounds` (`max_values`: None, `max_size`: Some(1137), added: 3612, mode: `MaxEncodedLen`)
+	/// Storage: `Verification::RoundThresholds` (r:0 w:1)
+	/// Proof: `Verification::RoundThresholds` (`max_values`: None, `max_size`: Some(44), added: 2519, mode: `MaxEncodedLen`)
+	fn on_abandoned() -> Weight {
+		// Proof size: measured `1285`, estimated `6196` bytes.
+		// Minimum execution time: 99_497_000 picoseconds.
+		Weight::from_parts(121_203_000, 6196)
+			.saturating_add(T::DbWeight::get().reads(8))
+			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Verification::PendingSecrets` (r:1 w:1)
 	/// Proof: `Verification::PendingSecrets` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Beacon` (r:1 w:0)
-	/// Proof: `Verification::Beacon` (`max_values`: Some(1), `max_size`: Some(289), added: 784, mode: `MaxEncodedLen`)
+	/// Proof: `Verification::Beacon` (`max_values`: Some(1), `max_size`: Some(1105), added: 1600, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::Secrets` (r:1 w:1)
 	/// Proof: `Verification::Secrets` (`max_values`: None, `max_size`: Some(125), added: 2600, mode: `MaxEncodedLen`)
-	fn on_abandoned() -> Weight {
-		// Provisional until regenerated: the secret, the job and unit, the solver's node,
-		// bond and the jackpot.
-		Weight::from_parts(60_000_000, 0)
-			.saturating_add(T::DbWeight::get().reads(5_u64))
-			.saturating_add(T::DbWeight::get().writes(4_u64))
-	}
+	/// Storage: `Babe::Authorities` (r:1 w:0)
+	/// Proof: `Babe::Authorities` (`max_values`: Some(1), `max_size`: Some(1281), added: 1776, mode: `MaxEncodedLen`)
 	fn record_randomness() -> Weight {
-		// Proof size: measured `291`, estimated `13775` bytes.
-		// Minimum execution time: 20_957_000 picoseconds.
-		Weight::from_parts(41_350_000, 13775)
-			.saturating_add(T::DbWeight::get().reads(3))
+		// Proof size: measured `1449`, estimated `13775` bytes.
+		// Minimum execution time: 30_706_000 picoseconds.
+		Weight::from_parts(57_457_000, 13775)
+			.saturating_add(T::DbWeight::get().reads(4))
 			.saturating_add(T::DbWeight::get().writes(2))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
@@ -230,8 +248,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(307), added: 2782, mode: `MaxEncodedLen`)
 	fn challenge_thresholds() -> Weight {
 		// Proof size: measured `1255`, estimated `6554` bytes.
-		// Minimum execution time: 75_180_000 picoseconds.
-		Weight::from_parts(126_356_000, 6554)
+		// Minimum execution time: 68_289_000 picoseconds.
+		Weight::from_parts(129_763_000, 6554)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -240,27 +258,27 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn commit() -> Weight {
-		Weight::from_parts(24_758_000, 4602)
+		Weight::from_parts(24_537_000, 4602)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn reveal() -> Weight {
-		Weight::from_parts(29_640_000, 4602)
+		Weight::from_parts(26_572_000, 4602)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn on_initialize_idle() -> Weight {
-		Weight::from_parts(6_931_000, 13775)
+		Weight::from_parts(5_835_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(3))
 	}
 	fn draw_round() -> Weight {
-		Weight::from_parts(195_653_000, 28523)
+		Weight::from_parts(190_039_000, 28523)
 			.saturating_add(ParityDbWeight::get().reads(26))
 			.saturating_add(ParityDbWeight::get().writes(5))
 	}
 	fn conclude_round(v: u32, ) -> Weight {
-		Weight::from_parts(91_385_611, 22833)
-			.saturating_add(Weight::from_parts(107_302_565, 0).saturating_mul(v.into()))
+		Weight::from_parts(93_720_723, 22824)
+			.saturating_add(Weight::from_parts(106_053_654, 0).saturating_mul(v.into()))
 			.saturating_add(ParityDbWeight::get().reads(15))
 			.saturating_add(ParityDbWeight::get().reads((5_u64).saturating_mul(v.into())))
 			.saturating_add(ParityDbWeight::get().writes(12))
@@ -268,8 +286,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(v.into()))
 	}
 	fn on_finalized(v: u32, ) -> Weight {
-		Weight::from_parts(33_084_138, 4635)
-			.saturating_add(Weight::from_parts(6_754_952, 0).saturating_mul(v.into()))
+		Weight::from_parts(26_493_740, 4635)
+			.saturating_add(Weight::from_parts(5_722_612, 0).saturating_mul(v.into()))
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(v.into())))
 			.saturating_add(ParityDbWeight::get().writes(2))
@@ -277,29 +295,27 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2527).saturating_mul(v.into()))
 	}
 	fn commit_secret() -> Weight {
-		Weight::from_parts(58_169_000, 13775)
+		Weight::from_parts(37_287_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(2))
 	}
 	fn reveal_secret() -> Weight {
-		Weight::from_parts(119_709_000, 4635)
+		Weight::from_parts(73_463_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn on_abandoned() -> Weight {
-		// Provisional until regenerated: the secret, the job and unit, the solver's node,
-		// bond and the jackpot.
-		Weight::from_parts(60_000_000, 0)
-			.saturating_add(ParityDbWeight::get().reads(5_u64))
-			.saturating_add(ParityDbWeight::get().writes(4_u64))
+		Weight::from_parts(121_203_000, 6196)
+			.saturating_add(ParityDbWeight::get().reads(8))
+			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn record_randomness() -> Weight {
-		Weight::from_parts(41_350_000, 13775)
-			.saturating_add(ParityDbWeight::get().reads(3))
+		Weight::from_parts(57_457_000, 13775)
+			.saturating_add(ParityDbWeight::get().reads(4))
 			.saturating_add(ParityDbWeight::get().writes(2))
 	}
 	fn challenge_thresholds() -> Weight {
-		Weight::from_parts(126_356_000, 6554)
+		Weight::from_parts(129_763_000, 6554)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
