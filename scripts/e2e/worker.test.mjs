@@ -454,7 +454,12 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
-  startSolver(['--backend', 'tch', '--inject-fault', '499']);
+  // It also asks a higher least price, which a registered worker updates on-chain.
+  startSolver(['--backend', 'tch', '--inject-fault', '499', '--min-price', '0.02']);
+  await waitFor("the solver's new least price on-chain", async () =>
+    (await api.query.staking.nodes(bob.address)).unwrap().minPrice.toBigInt() === UNIT / 50n, { timeoutMs: 60_000 })
+    .catch(withSolverLog);
+  assert.match(solverLog, /minimum price updated on-chain/);
   const toleranceJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'tolerance-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', toleranceJob, '--no-mdns']);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);

@@ -376,16 +376,17 @@ impl Chain {
 		};
 		let at = self.at().await?;
 		if let Some(node) = at.storage().try_fetch(runtime::storage().staking().nodes(), (me.clone(),)).await? {
-			let roles = node.decode()?.roles;
+			let node = node.decode()?;
 			let has = match role {
-				Role::Solver => roles.solver,
-				Role::Verifier => roles.verifier,
-				Role::Challenger => roles.challenger,
+				Role::Solver => node.roles.solver,
+				Role::Verifier => node.roles.verifier,
+				Role::Challenger => node.roles.challenger,
 			};
 			if !has {
 				bail!("{me} is registered, but not as a {name}: bond for the {name} role (staking.bondMore) or use another key");
 			}
 			tracing::info!("already registered as a {name}");
+			self.update_registration(signer, &node, profile, min_price).await;
 			return Ok(());
 		}
 		let bond = (bond_tst * UNIT as f64) as u128;
@@ -411,6 +412,46 @@ impl Chain {
 		self.send(&call, signer).await.with_context(|| format!("registering as a {name}"))?;
 		tracing::info!(bond_tst, "registered as a {name}");
 		Ok(())
+	}
+}
+
+impl Chain {
+	/// Brings a registered node's declared hardware and minimum price up to date, when
+	/// they changed since it registered (another backend or GPU, another `--min-price`),
+	/// so the scheduler matches it by what it is now. The measured throughput moves a
+	/// little from run to run: only a change of more than a quarter counts. The chain
+	/// refuses a new profile while the node holds units; that, like any failure here, is
+	/// logged and registration goes on with the profile declared before.
+	async fn update_registration(
+		&self,
+		signer: &Keypair,
+		node: &runtime::runtime_types::pallet_touchstone_staking::types::NodeInfo<u32, u128>,
+		profile: touchstone_primitives::HardwareProfile,
+		min_price: u128,
+	) {
+		use codec::{Decode, Encode};
+		let declared = touchstone_primitives::HardwareProfile::decode(&mut &node.profile.encode()[..]);
+		let changed = match &declared {
+			Ok(declared) => {
+				let throughput = |p: &touchstone_primitives::HardwareProfile| f64::from(p.throughput_gflops.max(1));
+				let moved = (throughput(&profile) / throughput(declared) - 1.0).abs() > 0.25;
+				moved || touchstone_primitives::HardwareProfile { throughput_gflops: declared.throughput_gflops, ..profile.clone() } != *declared
+			},
+			Err(_) => true,
+		};
+		if changed {
+			let call = runtime::transactions().staking().update_profile(subxt::utils::Static(profile.clone()));
+			match self.send_in_block(&call, signer).await {
+				Ok(_) => tracing::info!(device = %String::from_utf8_lossy(&profile.model), "the declared hardware changed: profile updated on-chain"),
+				Err(error) => tracing::warn!("the declared hardware changed, but the profile was not updated: {error:#}"),
+			}
+		}
+		if node.min_price != min_price {
+			match self.send_in_block(&runtime::transactions().staking().set_min_price(min_price), signer).await {
+				Ok(_) => tracing::info!(min_price, "minimum price updated on-chain"),
+				Err(error) => tracing::warn!("the minimum price was not updated: {error:#}"),
+			}
+		}
 	}
 }
 

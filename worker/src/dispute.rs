@@ -208,10 +208,20 @@ pub async fn play(
 	if mine.is_empty() {
 		return Ok(sent_any);
 	}
-	let work = prepare()?;
-	let run = Run::load(&work).context("the unit's records, to play a dispute")?;
-	for (id, dispute) in mine {
-		let Some(next) = run.next_move(&dispute, side, now)? else { continue };
+	// Loading the unit and re-executing a disputed step take seconds on a large model:
+	// off the executor's other tasks, which include the worker's other duties.
+	let moves = tokio::task::block_in_place(|| -> Result<Vec<(u64, u32, Move)>> {
+		let work = prepare()?;
+		let run = Run::load(&work).context("the unit's records, to play a dispute")?;
+		let mut moves = Vec::new();
+		for (id, dispute) in &mine {
+			if let Some(next) = run.next_move(dispute, side, now)? {
+				moves.push((*id, dispute.rounds, next));
+			}
+		}
+		Ok(moves)
+	})?;
+	for (id, rounds, next) in moves {
 		let (name, sent) = match next {
 			Move::Reveal(reveal) => ("reveal", chain.send_in_block(&calls.reveal(id, reveal), signer).await),
 			Move::BindStep(root, binding) => ("bind_step", chain.send_in_block(&calls.bind_step(id, root, binding), signer).await),
@@ -223,7 +233,7 @@ pub async fn play(
 			Move::TimeOut => ("time_out", chain.send(&calls.time_out(id), signer).await),
 		};
 		match sent {
-			Ok(_) => tracing::info!(job, unit = index, dispute = id, round = dispute.rounds, ?side, "dispute: sent {name}"),
+			Ok(_) => tracing::info!(job, unit = index, dispute = id, round = rounds, ?side, "dispute: sent {name}"),
 			Err(error) => tracing::warn!(job, unit = index, dispute = id, ?side, "dispute: {name} refused: {error:#}"),
 		}
 		sent_any = true;

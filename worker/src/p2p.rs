@@ -160,7 +160,8 @@ fn identity(path: &Path) -> Result<Keypair> {
 	}
 	let keypair = Keypair::generate_ed25519();
 	let bytes = keypair.to_protobuf_encoding().map_err(|error| anyhow!("{error}"))?;
-	std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+	// Atomically: a torn key file would stop every later start.
+	crate::store::write_atomically(path, &bytes)?;
 	Ok(keypair)
 }
 

@@ -612,13 +612,14 @@ impl Solver {
 				},
 			},
 			None => {
-				// Randomness comes a block or two after the commitment, and a unit let go after
-				// it costs its collateral: with the deadline that close, let the unit go now,
-				// for its reputation only.
+				// Randomness comes 3 to 17 blocks after the commitment, and a unit let go after
+				// it costs its collateral: the chain refuses a commitment closer to the
+				// deadline than its margin, so let the unit go now, for its reputation only.
 				let deadline = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline);
 				let now = at.block_number() as u32;
+				// The commitment lands a block or two after the best block read here.
 				ensure!(
-					deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS)),
+					deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS + 2)),
 					"the unit's deadline is too close to commit a forced-error secret and then the proof"
 				);
 				None

@@ -334,7 +334,7 @@ pub fn run_unit<B: Backend>(
 			let checkpoint = Checkpoint::of(&mut trainer).map_err(kernel)?;
 			let bytes = checkpoint.to_bytes().map_err(|error| anyhow::anyhow!("{error}"))?;
 			let path = checkpoint_path(&work.dir, next_step);
-			std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+			crate::store::write_atomically(&path, &bytes)?;
 			save_records(&work.dir, &records)?;
 			report(Progress::Checkpoint { step: next_step, hash: digest_bytes(&bytes), bytes });
 		}

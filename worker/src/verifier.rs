@@ -233,7 +233,8 @@ impl Verifier {
 				let mut salt = [0u8; 32];
 				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
 				// Saved before the commitment goes out: without the salt it cannot be revealed.
-				std::fs::write(&path, (verdict.clone(), salt).encode()).with_context(|| format!("cannot write {}", path.display()))?;
+				// Atomically: a torn file after a crash would leave the reveal impossible.
+				crate::store::write_atomically(&path, &(verdict.clone(), salt).encode())?;
 				(verdict, salt)
 			},
 		};

@@ -1160,17 +1160,15 @@ mod tolerance {
 			verification_events();
 			conclude(job);
 			let events = verification_events();
-			assert!(events.contains(&Event::EscalationDecided {
-				job,
-				unit: 0,
-				outcome: EscalationOutcome::Undecided,
-				beyond: 0,
-				within: 0,
-				missed: committee.len() as u32
-			}));
+			assert!(events.contains(&undecided(job, committee.len() as u32)));
 			assert!(!events.iter().any(|e| matches!(e, Event::WrongDistance { .. })));
 			assert_eq!(unit_state(job), UnitState::Proven);
 		});
+	}
+
+	/// The event of an escalation of `job`'s unit left undecided, `missed` members silent.
+	fn undecided(job: u64, missed: u32) -> Event<Test> {
+		Event::EscalationDecided { job, unit: 0, outcome: EscalationOutcome::Undecided, beyond: 0, within: 0, missed }
 	}
 
 	/// A committee is drawn without the round it judges: the round's verifiers would vote
@@ -1187,14 +1185,7 @@ mod tolerance {
 			let events = verification_events();
 			// Four verifiers, three of them the round's: one is left.
 			assert!(events.contains(&Event::CommitteeTooSmall { job, unit: 0, drawn: 1 }), "{events:?}");
-			assert!(events.contains(&Event::EscalationDecided {
-				job,
-				unit: 0,
-				outcome: EscalationOutcome::Undecided,
-				beyond: 0,
-				within: 0,
-				missed: 0
-			}));
+			assert!(events.contains(&undecided(job, 0)));
 			assert_eq!(unit_state(job), UnitState::Proven);
 		});
 	}
