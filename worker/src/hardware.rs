@@ -92,8 +92,11 @@ pub fn torch_cuda() -> Option<Gpu> {
 	if !loaded || !tch::Cuda::is_available() {
 		return None;
 	}
+	// libtorch's device 0 is the first `CUDA_VISIBLE_DEVICES` names; nvidia-smi ignores
+	// that variable and counts every GPU, so it is asked for that one by name.
+	let id = format!("--id={}", first_visible_device(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
 	let query = std::process::Command::new("nvidia-smi")
-		.args(["--query-gpu=name,memory.total", "--format=csv,noheader,nounits", "--id=0"])
+		.args(["--query-gpu=name,memory.total", "--format=csv,noheader,nounits", id.as_str()])
 		.output()
 		.ok()
 		.filter(|output| output.status.success())
@@ -103,6 +106,17 @@ pub fn torch_cuda() -> Option<Gpu> {
 		None => ("CUDA device 0".to_owned(), None),
 	};
 	Some(Gpu { name: format!("{name} (libtorch CUDA)"), memory_mib })
+}
+
+/// The GPU (an index or a UUID, as nvidia-smi takes it) that CUDA numbers 0 under
+/// `CUDA_VISIBLE_DEVICES` = `visible`: its first entry, or GPU 0 when it is unset or empty.
+fn first_visible_device(visible: Option<&str>) -> String {
+	visible
+		.and_then(|list| list.split(',').next())
+		.map(str::trim)
+		.filter(|first| !first.is_empty())
+		.unwrap_or("0")
+		.to_owned()
 }
 
 /// Detects this machine: the device the chosen backend trains on, its memory, and a
@@ -139,4 +153,18 @@ pub fn unit_memory_mib(model: &ModelConfig, train: &TrainConfig, data: &Dataset)
 	let state: u64 = graph.state.iter().filter_map(|&id| graph.values.get(id)).map(|value| value.len as u64).sum();
 	let words = buffers + 2 * state + data.features.len() as u64 + data.labels.len() as u64;
 	Ok((words * 4).div_ceil(1 << 20) + 64)
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	/// libtorch's first device is the first `CUDA_VISIBLE_DEVICES` names, by index or UUID.
+	#[test]
+	fn the_gpu_queried_is_the_first_cuda_makes_visible() {
+		assert_eq!(first_visible_device(None), "0");
+		assert_eq!(first_visible_device(Some("")), "0");
+		assert_eq!(first_visible_device(Some("2,3")), "2");
+		assert_eq!(first_visible_device(Some(" GPU-8f3a,1")), "GPU-8f3a");
+	}
 }
