@@ -413,9 +413,7 @@ impl Chain {
 		tracing::info!(bond_tst, "registered as a {name}");
 		Ok(())
 	}
-}
 
-impl Chain {
 	/// Brings a registered node's declared hardware and minimum price up to date, when
 	/// they changed since it registered (another backend or GPU, another `--min-price`),
 	/// so the scheduler matches it by what it is now. The measured throughput moves a
@@ -469,13 +467,16 @@ impl Heartbeat {
 		self.0 = Some(std::time::Instant::now());
 	}
 
-	/// Sends a heartbeat unless one went out within the last minute.
-	pub async fn send_if_due(&mut self, chain: &Chain, signer: &Keypair) -> Result<()> {
+	/// Sends a heartbeat unless one went out within the last minute. A failure (a node
+	/// briefly away) is logged and tried again at the next call: the chain waits minutes
+	/// for a heartbeat, and failing the caller would throw away the work in its hands.
+	pub async fn send_if_due(&mut self, chain: &Chain, signer: &Keypair) {
 		if self.0.is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
-			return Ok(());
+			return;
 		}
-		chain.send_in_block(&runtime::transactions().staking().heartbeat(), signer).await.context("heartbeat")?;
-		self.sent();
-		Ok(())
+		match chain.send_in_block(&runtime::transactions().staking().heartbeat(), signer).await {
+			Ok(_) => self.sent(),
+			Err(error) => tracing::warn!("heartbeat not sent, tried again next block: {error:#}"),
+		}
 	}
 }

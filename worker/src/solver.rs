@@ -242,15 +242,15 @@ impl Solver {
 	}
 
 	/// Tells the chain the solver is online, at most once a minute.
-	async fn heartbeat_if_due(&mut self) -> Result<()> {
-		self.heartbeat.send_if_due(&self.chain, &self.signer).await
+	async fn heartbeat_if_due(&mut self) {
+		self.heartbeat.send_if_due(&self.chain, &self.signer).await;
 	}
 
 	/// One pass over the chain: answer offers, train what is accepted, finalize what is
 	/// due, and claim from the pool when idle.
 	async fn tick(&mut self) -> Result<()> {
 		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
-		self.heartbeat_if_due().await?;
+		self.heartbeat_if_due().await;
 		// Work is read at the best block, so a unit is trained without waiting for
 		// finality; only paying out (finalize) waits for it.
 		let at = self.best.at().await?;
@@ -544,7 +544,7 @@ impl Solver {
 					Err(error) => tracing::warn!(job = job_id, unit = index, "checkpoint not committed: {error:#}"),
 				}
 			}
-			self.heartbeat_if_due().await?;
+			self.heartbeat_if_due().await;
 			// A reveal or a dispute move of another unit cannot wait for this one's training:
 			// missing it costs bond. A failure is reported and tried again next block.
 			match self.proven_duties((job_id, index), &mut duties_at).await {

@@ -184,7 +184,7 @@ impl Verifier {
 	/// dispute can outlast a commit period, and a verifier busy with one must not miss
 	/// its next round.
 	async fn tick(&mut self) -> Result<()> {
-		self.heartbeat.send_if_due(&self.chain, &self.signer).await?;
+		self.heartbeat.send_if_due(&self.chain, &self.signer).await;
 		let at = self.best.at().await?;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
