@@ -7,5 +7,5 @@ cd "$ROOT"
 # Built with the whole workspace's features (scripts/lib.sh), so it reuses the test build
 # instead of compiling the runtime's dependency graph a second time.
 use_torch
-cargo build --workspace --examples --locked --features touchstone-kernels/testing
+cargo build --workspace --examples --locked --features "$TEST_FEATURES"
 "$CARGO_TARGET_DIR/debug/examples/referee_wasm_bench"

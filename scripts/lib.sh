@@ -23,19 +23,22 @@ use_torch() {
 	source "$ROOT/kernels/scripts/torch-env.sh"
 }
 
-# Builds every crate of the workspace once, in the one profile tests use too. Builds and
-# tests always select the whole workspace with default features, so the crate graph
-# compiles once. The kernels' wgpu and libtorch backends are crates of their own
+# The features every build and test command selects, the same each time so that the crate
+# graph compiles once: the worker's test equipment (`solve --inject-fault`, `verify
+# --attest-without-checking`, which the end-to-end tests use), with the kernels' `testing`
+# feature (fault injection) it needs. The kernels' integration tests enable `testing`
+# through a dev-dependency anyway. A release worker built for operators
+# (`cargo build --release -p touchstone-worker`) has neither, and the runtime's wasm is
+# built without them.
+TEST_FEATURES="touchstone-worker/test-equipment"
+
+# Builds every crate of the workspace once, in the one profile tests use too, with
+# $TEST_FEATURES. The kernels' wgpu and libtorch backends are crates of their own
 # (kernels/wgpu, kernels/tch): the node never links a GPU stack or libtorch.
-# The kernels' integration tests enable their `testing` feature (fault injection)
-# through a dev-dependency; the build enables it too, so that `cargo test` finds
-# every crate already built with the same features instead of building the graph
-# above the kernels a second time. Nothing outside the tests makes a fault, and
-# the runtime's wasm is built without it.
 build_workspace() {
 	use_torch
 	log "Building the workspace into $CARGO_TARGET_DIR"
-	(cd "$ROOT" && cargo build --workspace --locked --features touchstone-kernels/testing)
+	(cd "$ROOT" && cargo build --workspace --locked --features "$TEST_FEATURES")
 }
 
 # The worker binary the run, test and benchmark commands use.

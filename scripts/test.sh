@@ -8,7 +8,7 @@ started=$(date +%s)
 build_workspace
 
 log "Unit and integration tests (the kernels on the CPU reference, wgpu and libtorch)"
-(cd "$ROOT" && cargo test --workspace --locked)
+(cd "$ROOT" && cargo test --workspace --locked --features "$TEST_FEATURES")
 
 log "The kernels build no_std for the runtime's wasm target"
 "$ROOT/kernels/scripts/check-wasm.sh"

@@ -458,7 +458,7 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 /// When a node last told the chain it is online: it does so about once a minute, so the
 /// scheduler offers it work and the verifier draw counts it.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 pub struct Heartbeat(Option<std::time::Instant>);
 
 impl Heartbeat {

@@ -371,6 +371,7 @@ mod tests {
 	/// operator trees of the faulted step bind to its own commitment, so a dispute against
 	/// it is played to the referee rather than lost on a binding.
 	#[test]
+	#[cfg(feature = "test-equipment")]
 	fn a_faulted_unit_is_replayed_consistently_for_its_dispute() {
 		let base = std::env::temp_dir().join(format!("touchstone-liar-{}", std::process::id()));
 		let honest = work(&base.join("honest"));

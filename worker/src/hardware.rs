@@ -12,6 +12,7 @@ use touchstone_kernels::{matmul, MatmulLayout, MatmulShape};
 use touchstone_primitives::{DeviceKind, HardwareProfile};
 
 /// What was detected, with the profile to declare on-chain.
+#[derive(Clone)]
 pub struct Detected {
 	/// The profile.
 	pub profile: HardwareProfile,

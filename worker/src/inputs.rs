@@ -21,6 +21,7 @@ use crate::store::{holds_state, Store};
 use crate::train::UnitWork;
 
 /// A worker's artifacts and the folder its units are worked in.
+#[derive(Clone)]
 pub struct Inputs {
 	/// The content-addressed artifact store.
 	pub store: Store,

@@ -218,6 +218,7 @@ async fn run(cli: Cli) -> Result<()> {
 				region: "local".into(),
 				network: args.network,
 				backend: args.backend,
+				#[cfg(feature = "test-equipment")]
 				attest_without_checking: false,
 			};
 			let challenger = verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?;
@@ -323,31 +324,37 @@ async fn submit(node: &str, data_dir: &std::path::Path, args: SubmitArgs) -> Res
 }
 
 /// Follows `job` until it completes, printing each change of its units.
+/// Follows a job until it completes, printing each change of its units' states as the
+/// best block shows it (`best:`, what solvers act on) and as finality does (`finalized:`,
+/// what cannot be undone), with the seconds since the wait began.
 async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
-	let mut last = String::new();
+	let mut best = chain.follow_best();
+	let mut last = [String::new(), String::new()];
 	let started = std::time::Instant::now();
 	loop {
-		let at = chain.at().await?;
-		let job = chain.job(&at, job_id).await?.context("the job disappeared")?;
-		let mut states = Vec::new();
-		for index in 0..job.units {
-			states.push(chain.unit(&at, job_id, index).await?.map_or("gone".to_string(), |unit| format!("{:?}", unit.state)));
-		}
-		let line = format!("job {job_id}: {:?}, units {}", job.status, states.join(" "));
-		if line != last {
-			eprintln!("[{:>5.0} s] {line}", started.elapsed().as_secs_f64());
-			last = line;
-		}
-		if job.status != JobStatus::Active || job.is_finished() {
-			if let Some(result) = job.result {
-				println!(
-					"job {job_id} completed: {} units finalized, {} failed, model {}",
-					result.units_finalized,
-					result.units_failed,
-					hex(&result.state_root.0)
-				);
+		let views = [("best", best.at().await?), ("finalized", chain.at().await?)];
+		for (index, (view, at)) in views.iter().enumerate() {
+			let job = chain.job(at, job_id).await?.context("the job disappeared")?;
+			let mut states = Vec::new();
+			for index in 0..job.units {
+				states.push(chain.unit(at, job_id, index).await?.map_or("gone".to_string(), |unit| format!("{:?}", unit.state)));
 			}
-			return Ok(());
+			let line = format!("job {job_id}: {:?}, units {}", job.status, states.join(" "));
+			if line != last[index] {
+				eprintln!("[{:>5.0} s] {view}: {line}", started.elapsed().as_secs_f64());
+				last[index] = line;
+			}
+			if *view == "finalized" && (job.status != JobStatus::Active || job.is_finished()) {
+				if let Some(result) = job.result {
+					println!(
+						"job {job_id} completed: {} units finalized, {} failed, model {}",
+						result.units_finalized,
+						result.units_failed,
+						hex(&result.state_root.0)
+					);
+				}
+				return Ok(());
+			}
 		}
 		tokio::time::sleep(Duration::from_secs(1)).await;
 	}

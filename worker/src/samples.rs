@@ -256,6 +256,7 @@ pub fn write_manifest(work: &UnitWork, store: &crate::store::Store) -> Result<Di
 pub(crate) mod tests {
 	use super::*;
 	use crate::train::{run_unit, tests::work};
+	#[cfg(feature = "test-equipment")]
 	use touchstone_kernels::job::fault::Fault;
 	use touchstone_kernels::CpuBackend;
 	use touchstone_primitives::{Segments, VerificationMode};
@@ -288,6 +289,7 @@ pub(crate) mod tests {
 	/// its checkpoint; a liar's own manifest shows its lie in exactly the segment that holds
 	/// it, since the later segments start from the liar's checkpoints.
 	#[test]
+	#[cfg(feature = "test-equipment")]
 	fn a_lie_shows_only_in_the_segment_that_holds_it() {
 		let base = std::env::temp_dir().join(format!("touchstone-samples-{}", std::process::id()));
 		let honest = work(&base.join("honest"));
@@ -354,6 +356,7 @@ pub(crate) mod tests {
 	/// thresholds its profile sets; a wrong step (a flipped bit in one operator output) puts
 	/// its segment, and only it, beyond them.
 	#[test]
+	#[cfg(feature = "test-equipment")]
 	fn segments_measure_their_distance_to_the_reference() {
 		let base = std::env::temp_dir().join(format!("touchstone-measure-{}", std::process::id()));
 		let reference = work(&base.join("reference"));

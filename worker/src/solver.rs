@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{anyhow, ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -83,7 +83,8 @@ pub struct SolveArgs {
 	/// mode), commit the corrupted proof and defend it as if it were honest. Verifiers and
 	/// challengers catch it and the bond is slashed; it exists to rehearse a dispute (exact
 	/// mode) or an escalation (tolerance mode: aim at a unit's last step) against a
-	/// dishonest solver end to end.
+	/// dishonest solver end to end. Only in a build with the `test-equipment` feature.
+	#[cfg(feature = "test-equipment")]
 	#[arg(long, value_name = "STEP", hide = true)]
 	pub inject_fault: Option<u32>,
 }
@@ -98,6 +99,7 @@ pub struct SolveArgs {
 /// tolerance mode by design does not look. The next forward pass overflows on such a
 /// weight, and the trainer stops rather than commit a non-finite step, so a tolerance-mode
 /// rehearsal aims at a unit's last step.
+#[cfg(feature = "test-equipment")]
 pub(crate) fn injected_fault(step: u32, mode: &VerificationMode, work: &UnitWork) -> Result<Fault> {
 	use touchstone_kernels::proof::graph::{Graph, OpKind};
 	Ok(match mode {
@@ -130,6 +132,82 @@ pub struct Solver {
 	/// The forced-error secrets of the units it took, and its forced units' reveals, on disk.
 	secrets: Secrets,
 	heartbeat: Heartbeat,
+	/// The unit training on the device, if one is.
+	training: Option<Training>,
+	/// The trained unit whose proof is not committed yet, if one is.
+	proving: Option<Proving>,
+}
+
+/// A unit training on its own thread while the solver's passes go on.
+struct Training {
+	key: (JobId, UnitIndex),
+	/// The state root the unit starts from.
+	start_root: [u8; 32],
+	/// The unit's end: the step after its last.
+	end: u32,
+	/// Whether the job is verified in exact mode (and so owes a forced-error secret).
+	exact: bool,
+	/// The newest checkpoint the thread has written and stored.
+	checkpoints: tokio::sync::watch::Receiver<Option<Checkpoint>>,
+	thread: tokio::task::JoinHandle<Result<Option<(train::UnitResult, UnitWork)>>>,
+	/// Set to stop the thread at its next step.
+	halt: Arc<AtomicBool>,
+	/// The step of the last checkpoint committed on chain.
+	last_committed: u32,
+	bar: ProgressBar,
+}
+
+/// A trained unit whose proof waits to be committed.
+struct Proving {
+	key: (JobId, UnitIndex),
+	work: UnitWork,
+	honest: LearningProof,
+	final_state: StateOpening,
+	/// The forced-error secret committed for the unit, when forced errors are on.
+	forced: Option<ForcedPlan>,
+}
+
+/// A committed forced-error secret and what it makes the solver commit if it is drawn.
+struct ForcedPlan {
+	bound: BoundSecret,
+	/// The step the forced proof gets wrong, that proof and its final-state opening;
+	/// `None` when the unit has no step to force.
+	forced: Option<(u32, (LearningProof, StateOpening))>,
+}
+
+/// Where a unit training here stands on chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Standing {
+	/// Accepted by this solver: its checkpoints and proof go on chain.
+	Ours,
+	/// Trained ahead of the chain: the range before it is not proven yet, or it is offered
+	/// to this solver and not yet accepted.
+	Ahead,
+	/// Ready and waiting in the pool, and not passed on by this solver: it claims it.
+	InPool,
+	/// Another solver's, or no unit to train any more: training stops.
+	Lost,
+}
+
+/// Where `unit`, trained here from `start_root`, stands for solver `me`.
+fn standing(unit: Option<&WorkUnit>, me: &AccountId, start_root: &[u8; 32]) -> Standing {
+	let Some(unit) = unit else { return Standing::Lost };
+	// The chain anchored the unit elsewhere (the range before it proved another end).
+	if unit.start_state_root.is_some_and(|root| root.0 != *start_root) {
+		return Standing::Lost;
+	}
+	match unit.state {
+		UnitState::Assigned if unit.solver.as_ref() == Some(me) => {
+			if unit.accepted {
+				Standing::Ours
+			} else {
+				Standing::Ahead
+			}
+		},
+		UnitState::Waiting => Standing::Ahead,
+		UnitState::Pending if unit.passed_by.as_ref() != Some(me) => Standing::InPool,
+		_ => Standing::Lost,
+	}
 }
 
 impl crate::chain::EveryBlock for Solver {
@@ -190,6 +268,8 @@ impl Solver {
 			refused: BTreeSet::new(),
 			secrets: Secrets::open(data_dir.join("secrets"))?,
 			heartbeat: Heartbeat::default(),
+			training: None,
+			proving: None,
 		})
 	}
 
@@ -206,10 +286,11 @@ impl Solver {
 		if let Err(error) = self.advertise_endpoint().await {
 			tracing::warn!("the endpoint is not advertised on-chain: {error:#}");
 		}
-		// Training stops at the step it is in, and the unit resumes from its last checkpoint
-		// on restart.
+		// Training stops at the step it is in (see `stop_training`), and the unit resumes
+		// from its last checkpoint on restart.
 		let stop = self.stop.clone();
 		crate::chain::run_every_block(&mut self, &stop).await;
+		self.stop_training().await;
 		tracing::info!("solver stopped");
 		Ok(())
 	}
@@ -246,8 +327,12 @@ impl Solver {
 		self.heartbeat.send_if_due(&self.chain, &self.signer).await;
 	}
 
-	/// One pass over the chain: answer offers, train what is accepted, finalize what is
-	/// due, and claim from the pool when idle.
+	/// One pass over the chain, at every best block, whatever is training: take the
+	/// training unit's checkpoints and, once it is trained, commit its proof; answer
+	/// offers; reveal the secrets and answer the disputes of proven units; finalize what
+	/// is due; and, when the device is free, train an accepted unit or claim one from the
+	/// pool. Training runs on its own thread and nothing here waits for it: a reveal or a
+	/// dispute move missed while a long range trains costs bond.
 	async fn tick(&mut self) -> Result<()> {
 		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
 		self.heartbeat_if_due().await;
@@ -258,97 +343,135 @@ impl Solver {
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let mut held = self.chain.solver_units(&at, &self.me).await?;
 		held.sort_unstable();
+		let mut units = Vec::with_capacity(held.len());
 		for (job_id, index) in held {
-			let (Some(job), Some(unit)) = (self.chain.job(&at, job_id).await?, self.chain.unit(&at, job_id, index).await?) else {
-				continue;
-			};
-			match unit.state {
-				UnitState::Assigned if !unit.accepted => {
-					self.answer_offer(job_id, index, &job, &unit).await?;
-					// The chain moved on: read it again before doing more.
-					return Ok(());
-				},
-				UnitState::Assigned => {
-					let work = self.prepare(job_id, index, &job, &unit)?;
-					let backend = self.backend_for(&job);
-					let exact = matches!(job.spec.verification, VerificationMode::Exact);
-					self.train(job_id, index, work, backend, unit.last_checkpoint.map(|c| c.step), exact).await?;
-					return Ok(());
-				},
-				UnitState::Proven | UnitState::Challenged => {
-					if self.reveal_secret(&at, job_id, index, &unit).await? {
-						return Ok(());
-					}
-					// A forced proof is not defended: its error is deliberate, and the reveal
-					// dismisses every dispute over it.
-					if self.secrets.forced(job_id, index).is_none() && self.defend(&at, job_id, index, &job, &unit).await? {
-						return Ok(());
-					}
-					if unit.state == UnitState::Challenged {
-						continue;
-					}
-					let due = unit.proven_at.is_some_and(|at| now >= at.saturating_add(window));
-					let predecessor_final = match (job.spec.decomposition, index.checked_sub(1)) {
-						(touchstone_primitives::Decomposition::StepRanges { .. }, Some(previous)) => {
-							self.chain.unit(&at, job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized)
-						},
-						_ => true,
-					};
-					if due && predecessor_final {
-						self.finalize(job_id, index).await?;
-						return Ok(());
-					}
-				},
-				_ => {},
+			if let (Some(job), Some(unit)) = (self.chain.job(&at, job_id).await?, self.chain.unit(&at, job_id, index).await?) {
+				units.push(((job_id, index), job, unit));
 			}
 		}
-		// Nothing to train: a proven unit waiting out its window does not keep the
-		// solver from taking more work.
+		let still_training = |key: (JobId, UnitIndex)| {
+			units.iter().any(|(held, _, unit)| *held == key && unit.state == UnitState::Assigned && unit.accepted)
+		};
+		// One unit's trouble is reported and must not cost another unit its reveal.
+		if let Err(error) = self.follow_training(&at).await {
+			tracing::warn!("training: {error:#}");
+		}
+		match self.follow_proof(&at, still_training).await {
+			// The chain moved on: read it again before doing more.
+			Ok(true) => return Ok(()),
+			Ok(false) => {},
+			Err(error) => tracing::warn!("proof: {error:#}"),
+		}
+		let waiting_for_proof = self.proving.as_ref().map(|proving| proving.key);
+		// The device is spoken for while a unit trains or waits its turn to: an offer
+		// accepted now would run its deadline down while it waits.
+		let mut device_busy = self.training.is_some() ||
+			units.iter().any(|(key, _, unit)| {
+				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof
+			});
+		for ((job_id, index), job, unit) in &units {
+			let (job_id, index) = (*job_id, *index);
+			let outcome = match unit.state {
+				// The range this solver trains ahead, offered to it: taken at once.
+				UnitState::Assigned if !unit.accepted && self.training.as_ref().map(|training| training.key) == Some((job_id, index)) => {
+					self.accept(job_id, index).await
+				},
+				UnitState::Assigned if !unit.accepted => {
+					self.answer_offer(job_id, index, job, unit, device_busy).await.map(|accepted| device_busy |= accepted)
+				},
+				UnitState::Assigned => {
+					let taken = self.training.as_ref().map(|training| training.key) == Some((job_id, index)) ||
+						waiting_for_proof == Some((job_id, index));
+					if taken || self.training.is_some() {
+						Ok(())
+					} else {
+						self.start_training(job_id, index, job, unit)
+					}
+				},
+				UnitState::Proven | UnitState::Challenged => self.proven_duties(&at, (now, window), job_id, index, job, unit).await,
+				_ => Ok(()),
+			};
+			if let Err(error) = outcome {
+				tracing::warn!(job = job_id, unit = index, "{error:#}");
+			}
+		}
+		// A proven unit waiting out its window, or a proof waiting for its randomness, does
+		// not keep the solver from taking more work.
+		if device_busy || self.training.is_some() {
+			return Ok(());
+		}
 		self.claim_from_pool(&at).await
 	}
 
-	/// The duties this solver's proven units owe while another unit (`training`) trains:
-	/// each one's forced-error reveal, and its dispute moves (unless its proof is forced).
-	/// Runs once per best block (`last` keeps the block it last ran at).
-	async fn proven_duties(&mut self, training: (JobId, UnitIndex), last: &mut Option<u64>) -> Result<()> {
-		let at = self.best.at().await?;
-		if *last == Some(at.block_number()) {
+	/// What a proven unit owes: its forced-error reveal, its dispute moves (unless its
+	/// proof is forced: its error is deliberate, and the reveal dismisses every dispute
+	/// over it), and its finalization once its window has passed and, for a step range,
+	/// its predecessor is final. One transaction a unit a pass: each moves the chain on.
+	async fn proven_duties(
+		&mut self,
+		at: &AtBlock,
+		(now, window): (u32, u32),
+		job_id: JobId,
+		index: UnitIndex,
+		job: &Job,
+		unit: &WorkUnit,
+	) -> Result<()> {
+		if self.reveal_secret(at, job_id, index, unit).await? {
 			return Ok(());
 		}
-		*last = Some(at.block_number());
-		for (job_id, index) in self.chain.solver_units(&at, &self.me).await? {
-			if (job_id, index) == training {
-				continue;
-			}
-			let (Some(job), Some(unit)) = (self.chain.job(&at, job_id).await?, self.chain.unit(&at, job_id, index).await?) else {
-				continue;
-			};
-			if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) {
-				continue;
-			}
-			self.reveal_secret(&at, job_id, index, &unit).await?;
-			if self.secrets.forced(job_id, index).is_none() {
-				self.defend(&at, job_id, index, &job, &unit).await?;
-			}
+		if self.secrets.forced(job_id, index).is_none() && self.defend(at, job_id, index, job, unit).await? {
+			return Ok(());
+		}
+		if unit.state == UnitState::Challenged {
+			return Ok(());
+		}
+		let due = unit.proven_at.is_some_and(|at| now >= at.saturating_add(window));
+		let predecessor_final = match (job.spec.decomposition, index.checked_sub(1)) {
+			(touchstone_primitives::Decomposition::StepRanges { .. }, Some(previous)) => {
+				self.chain.unit(at, job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized)
+			},
+			_ => true,
+		};
+		if due && predecessor_final {
+			self.finalize(job_id, index).await?;
 		}
 		Ok(())
 	}
 
-	/// Accepts an offered unit this machine can train, or declines it with the reason.
-	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		match self.ready_to_take(job_id, index, job, unit).await {
-			Ok(_) => {
-				self.chain.send_in_block(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
-				self.metrics.unit("accepted");
-				tracing::info!(job = job_id, unit = index, "accepted the unit");
+	/// Answers an offer: declines it while the device is busy (accepting would start its
+	/// deadline while it waits), accepts it if this machine can train it, or declines it
+	/// with the reason. Returns whether it accepted.
+	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device_busy: bool) -> Result<bool> {
+		let verdict = if device_busy {
+			Err(anyhow!("the device is training another unit"))
+		} else {
+			match self.ready_to_take(job_id, index, job, unit).await {
+				Ok(_) => Ok(()),
+				Err(reason) => {
+					// Not for this machine at all: neither offered nor claimed again.
+					self.refused.insert((job_id, index));
+					Err(reason)
+				},
+			}
+		};
+		match verdict {
+			Ok(()) => {
+				self.accept(job_id, index).await?;
+				Ok(true)
 			},
 			Err(reason) => {
-				tracing::warn!(job = job_id, unit = index, "declining the unit: {reason:#}");
-				self.refused.insert((job_id, index));
+				tracing::info!(job = job_id, unit = index, "declining the unit: {reason:#}");
 				self.chain.send_in_block(&runtime::transactions().tasks().decline_unit(job_id, index), &self.signer).await?;
 				self.metrics.unit("declined");
+				Ok(false)
 			},
 		}
+	}
+	/// Accepts an offered unit.
+	async fn accept(&mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
+		self.chain.send_in_block(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
+		self.metrics.unit("accepted");
+		tracing::info!(job = job_id, unit = index, "accepted the unit");
 		Ok(())
 	}
 
@@ -415,13 +538,17 @@ impl Solver {
 	/// Everything needed to train a unit, or why this solver cannot (see
 	/// [`Inputs::prepare`]); with `--inject-fault`, the fault it is told to inject.
 	fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
+		#[allow(unused_mut)] // Only test equipment changes it.
 		let mut work = self.inputs.prepare(job_id, index, job, unit, self.detected.available_mib)?;
-		work.fault = match self.args.inject_fault {
-			Some(step) if (work.first_step..work.first_step.saturating_add(work.steps)).contains(&step) => {
-				Some(injected_fault(step, &job.spec.verification, &work)?)
-			},
-			_ => None,
-		};
+		#[cfg(feature = "test-equipment")]
+		{
+			work.fault = match self.args.inject_fault {
+				Some(step) if (work.first_step..work.first_step.saturating_add(work.steps)).contains(&step) => {
+					Some(injected_fault(step, &job.spec.verification, &work)?)
+				},
+				_ => None,
+			};
+		}
 		Ok(work)
 	}
 
@@ -440,28 +567,15 @@ impl Solver {
 		}
 	}
 
-	/// Trains an accepted unit, committing checkpoints as it goes, then commits the proof.
-	async fn train(
-		&mut self,
-		job_id: JobId,
-		index: UnitIndex,
-		work: UnitWork,
-		backend: BackendKind,
-		committed: Option<u32>,
-		exact: bool,
-	) -> Result<()> {
-		let steps = work.steps;
-		let first_step = work.first_step;
-		let end = first_step + steps;
-		tracing::info!(job = job_id, unit = index, first_step = work.first_step, steps, "training");
-		let (sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
-		let stop = self.stop.clone();
-		let worker = tokio::task::spawn_blocking(move || {
-			let report = |update| {
-				let _ = sender.send(update);
-			};
-			run_unit_on(backend, &work, &stop, report).map(|done| done.map(|result| (result, work)))
-		});
+	/// Starts training an accepted unit on its own thread, from its last local checkpoint
+	/// if it has one. The passes follow it ([`Self::follow_training`]).
+	fn start_training(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		// Reading and checking a large dataset takes a while: off the executor's other tasks.
+		let work = tokio::task::block_in_place(|| self.prepare(job_id, index, job, unit))?;
+		let backend = self.backend_for(job);
+		let exact = matches!(job.spec.verification, VerificationMode::Exact);
+		let (first_step, steps) = (work.first_step, work.steps);
+		tracing::info!(job = job_id, unit = index, first_step, steps, "training");
 		let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
 			let bar = ProgressBar::new(steps as u64);
 			bar.set_style(
@@ -473,142 +587,184 @@ impl Solver {
 		} else {
 			ProgressBar::hidden()
 		};
-		let mut last_committed = committed.unwrap_or(0);
-		let mut pending: Option<Checkpoint> = None;
-		let mut last_step = (Instant::now(), first_step);
-		let mut done_before = 0u32;
-		// About a block: the duties of the solver's other units are checked once a block.
-		let mut tick = tokio::time::interval(Duration::from_secs(3));
-		let mut duties_at = None;
-		let mut finished = false;
-		while !finished {
-			// Wait for news (or the heartbeat tick), then take everything already queued:
-			// while a commit waits for finality, training runs on, and only the newest
-			// checkpoint is committed next.
-			let mut updates = Vec::new();
-			tokio::select! {
-				update = progress.recv() => match update {
-					Some(update) => updates.push(update),
-					None => finished = true,
+		// Only the newest checkpoint matters: while one commit waits for its block, training
+		// runs on, and the next pass commits the latest.
+		let (newest, checkpoints) = tokio::sync::watch::channel(None);
+		let halt = Arc::new(AtomicBool::new(false));
+		let (store, network, metrics, thread_bar, thread_halt) =
+			(self.inputs.store.clone(), self.inputs.network.clone(), self.metrics.clone(), bar.clone(), halt.clone());
+		let thread = tokio::task::spawn_blocking(move || {
+			let mut done_before = 0u32;
+			let mut last_checkpoint = (Instant::now(), first_step);
+			let report = |update| match update {
+				Progress::Steps { done } => {
+					thread_bar.set_position(done as u64);
+					metrics.steps.inc_by(done.saturating_sub(done_before) as u64);
+					done_before = done;
 				},
-				_ = tick.tick() => {},
-			}
-			loop {
-				match progress.try_recv() {
-					Ok(update) => updates.push(update),
-					Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
-					Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
-						finished = true;
-						break;
-					},
-				}
-			}
-			for update in updates {
-				match update {
-					Progress::Steps { done } => {
-						bar.set_position(done as u64);
-						self.metrics.steps.inc_by(done.saturating_sub(done_before) as u64);
-						done_before = done;
-					},
-					Progress::Checkpoint { step, hash, bytes } => {
-						self.inputs.network.provide(self.inputs.store.put(&bytes)?);
-						self.metrics.artifact_bytes.inc_by(bytes.len() as u64);
-						let elapsed = last_step.0.elapsed().as_secs_f64();
-						if elapsed > 0.0 {
-							self.metrics.steps_per_second.set(step.saturating_sub(last_step.1) as f64 / elapsed);
-						}
-						last_step = (Instant::now(), step);
-						if bar.is_hidden() {
-							tracing::info!(job = job_id, unit = index, step, "checkpoint {}", hex(&hash));
-						} else {
-							bar.println(format!("checkpoint at step {step}: {}", hex(&hash)));
-						}
-						// The proof covers the unit's end: only earlier checkpoints are committed.
-						if step < end && step > last_committed {
-							pending = Some(Checkpoint { step, hash: hash.into() });
-						}
-					},
-				}
-			}
-			// Once training is done the proof supersedes any checkpoint still pending.
-			if finished {
-				break;
-			}
-			if let Some(checkpoint) = pending.take() {
-				let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
-				match self.chain.send_in_block(&call, &self.signer).await {
-					Ok(_) => {
-						last_committed = checkpoint.step;
-						self.metrics.checkpoints.inc();
-					},
-					Err(error) => tracing::warn!(job = job_id, unit = index, "checkpoint not committed: {error:#}"),
-				}
-			}
-			self.heartbeat_if_due().await;
-			// A reveal or a dispute move of another unit cannot wait for this one's training:
-			// missing it costs bond. A failure is reported and tried again next block.
-			match self.proven_duties((job_id, index), &mut duties_at).await {
-				Ok(()) => {},
-				Err(error) => tracing::warn!(job = job_id, unit = index, "duties of the other units while training: {error:#}"),
-			}
-		}
-		bar.finish_and_clear();
-		let Some((result, work)) = worker.await.context("the training thread failed")?? else {
-			tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
-			return Ok(());
-		};
-		// The final model is named by its proven state root: the next step range and the
-		// job's submitter fetch it by that root and check it against it.
-		let model = result.proof.final_state_root.0;
-		self.inputs.store.put_as(&model, &result.final_model)?;
-		self.inputs.network.provide(model);
-		// Served before the proof goes out: verifiers check their samples against it.
-		let manifest = crate::samples::write_manifest(&work, &self.inputs.store)?;
-		ensure!(manifest == result.proof.trace_root.0, "the unit's trace manifest does not build its proof's trace root");
-		self.inputs.network.provide(manifest);
-		let (proof, final_state) = self.forced_if_drawn(job_id, index, &work, exact, result.proof, result.final_state).await?;
-		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(final_state));
-		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
-		self.metrics.proofs.inc();
-		self.metrics.unit("proven");
-		tracing::info!(
-			job = job_id,
-			unit = index,
-			model = %hex(&model),
-			loss = proof.metrics.loss.into_inner() as f64 / 1e9,
-			"learning proof committed; the unit is paid once its challenge window passes"
-		);
-		tracing::debug!(dir = %work.dir.display(), "the unit's checkpoints stay for the challenge window");
+				Progress::Checkpoint { step, hash, bytes } => {
+					// A checkpoint this worker cannot serve must not be committed: a chunk
+					// request over it would be lost.
+					match store.put(&bytes) {
+						Ok(key) => network.provide(key),
+						Err(error) => {
+							tracing::warn!(job = job_id, unit = index, step, "checkpoint not stored: {error:#}");
+							return;
+						},
+					}
+					metrics.artifact_bytes.inc_by(bytes.len() as u64);
+					let elapsed = last_checkpoint.0.elapsed().as_secs_f64();
+					if elapsed > 0.0 {
+						metrics.steps_per_second.set(step.saturating_sub(last_checkpoint.1) as f64 / elapsed);
+					}
+					last_checkpoint = (Instant::now(), step);
+					if thread_bar.is_hidden() {
+						tracing::info!(job = job_id, unit = index, step, "checkpoint {}", hex(&hash));
+					} else {
+						thread_bar.println(format!("checkpoint at step {step}: {}", hex(&hash)));
+					}
+					let _ = newest.send(Some(Checkpoint { step, hash: hash.into() }));
+				},
+			};
+			run_unit_on(backend, &work, &thread_halt, report).map(|done| done.map(|result| (result, work)))
+		});
+		let last_committed = unit.last_checkpoint.map_or(0, |checkpoint| checkpoint.step);
+		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
+		self.training =
+			Some(Training { key: (job_id, index), start_root, end: first_step + steps, exact, checkpoints, thread, halt, last_committed, bar });
 		Ok(())
 	}
 
-	/// The proof to commit for a trained unit. While forced errors are on (exact mode
-	/// only: a distance has no error to place), the solver builds beside its honest proof
-	/// the one wrong at the step a fresh secret fixes, commits the hash binding the secret
-	/// to both roots, and waits for the randomness the chain records after it (four blocks
-	/// or so, at most 17): with the secret it says which proof to commit. The forced one is kept, with
-	/// the honest one for the reveal. A solver restarted after its commitment finds its
-	/// secret on disk and commits by the same rule (its training is bit-exact, so its
-	/// roots are the same).
-	async fn forced_if_drawn(
-		&mut self,
-		job_id: JobId,
-		index: UnitIndex,
-		work: &UnitWork,
-		exact: bool,
-		honest: LearningProof,
-		final_state: StateOpening,
-	) -> Result<(LearningProof, StateOpening)> {
+	/// Follows the unit training: commits its newest checkpoint once the unit is this
+	/// solver's (which moves its deadline on), stops it once it cannot be, and once it is
+	/// trained, serves its results, starts the next step range ahead of the chain
+	/// ([`Self::train_ahead`]) and prepares the proof ([`Self::begin_proof`]).
+	async fn follow_training(&mut self, at: &AtBlock) -> Result<()> {
+		let Some((key, start_root)) = self.training.as_ref().map(|training| (training.key, training.start_root)) else {
+			return Ok(());
+		};
+		let (job_id, index) = key;
+		let unit = self.chain.unit(at, job_id, index).await?;
+		match standing(unit.as_ref(), &self.me, &start_root) {
+			Standing::Lost => {
+				tracing::warn!(job = job_id, unit = index, "the unit is not this solver's to train (timed out, taken by another, or its job ended): training stopped");
+				self.stop_training().await;
+				return Ok(());
+			},
+			Standing::InPool => {
+				match self.chain.send_in_block(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await {
+					Ok(_) => {
+						self.metrics.unit("claimed");
+						tracing::info!(job = job_id, unit = index, "claimed the unit trained ahead");
+					},
+					Err(error) => {
+						// Refused, it would be refused again: the range is left to others.
+						tracing::info!(job = job_id, unit = index, "claim refused, training ahead stopped: {error:#}");
+						self.stop_training().await;
+					},
+				}
+				return Ok(());
+			},
+			// Trained ahead of the chain: its checkpoints and proof wait until it is ours.
+			Standing::Ahead => return Ok(()),
+			Standing::Ours => {},
+		}
+		if self.training.as_ref().is_some_and(|training| training.thread.is_finished()) {
+			let Some(training) = self.training.take() else { return Ok(()) };
+			training.bar.finish_and_clear();
+			let Some((result, work)) = training.thread.await.context("the training thread failed")?? else {
+				tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
+				return Ok(());
+			};
+			self.serve_results(&work, &result)?;
+			if let Some(job) = self.chain.job(at, job_id).await? {
+				if let Err(error) = self.train_ahead(at, job_id, index, &job, result.proof.final_state_root.0).await {
+					tracing::info!(job = job_id, unit = index.saturating_add(1), "not training the next range ahead: {error:#}");
+				}
+			}
+			return self.begin_proof(key, work, training.exact, result).await;
+		}
+		let Some(training) = self.training.as_mut() else { return Ok(()) };
+		// The proof covers the unit's end: only earlier checkpoints are committed.
+		let newest = *training.checkpoints.borrow_and_update();
+		let (end, last_committed) = (training.end, training.last_committed);
+		let Some(checkpoint) = newest.filter(|checkpoint| checkpoint.step < end && checkpoint.step > last_committed) else {
+			return Ok(());
+		};
+		let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
+		self.chain.send_in_block(&call, &self.signer).await.context("checkpoint not committed")?;
+		if let Some(training) = self.training.as_mut() {
+			training.last_committed = checkpoint.step;
+		}
+		self.metrics.checkpoints.inc();
+		Ok(())
+	}
+
+	/// Starts training the step range after `index` from the state it ended at
+	/// (`end_root`), before the chain has the proof that makes the range ready: the device
+	/// never waits on the proof's randomness or the offer's round trip. The range's
+	/// checkpoints and proof are committed only once the chain gives it to this solver,
+	/// and its training is dropped if the chain gives it to another.
+	async fn train_ahead(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, end_root: [u8; 32]) -> Result<()> {
+		if !matches!(job.spec.decomposition, touchstone_primitives::Decomposition::StepRanges { .. }) {
+			return Ok(());
+		}
+		let next = index.saturating_add(1);
+		let Some(mut unit) = self.chain.unit(at, job_id, next).await? else { return Ok(()) };
+		if unit.state != UnitState::Waiting {
+			return Ok(());
+		}
+		unit.start_state_root = Some(end_root.into());
+		self.start_training(job_id, next, job, &unit)?;
+		tracing::info!(job = job_id, unit = next, "training the next range ahead of its proof");
+		Ok(())
+	}
+	/// Stops the training thread, if one runs, and waits for it: the unit resumes from its
+	/// last checkpoint on restart.
+	async fn stop_training(&mut self) {
+		if let Some(training) = self.training.take() {
+			training.halt.store(true, std::sync::atomic::Ordering::Relaxed);
+			training.bar.finish_and_clear();
+			let _ = training.thread.await;
+		}
+	}
+
+	/// Serves a trained unit's final model, named by its proven state root (the next step
+	/// range and the job's submitter fetch it by that root and check it against it), and
+	/// its trace manifest, which verifiers check their samples against.
+	fn serve_results(&self, work: &UnitWork, result: &train::UnitResult) -> Result<()> {
+		let model = result.proof.final_state_root.0;
+		self.inputs.store.put_as(&model, &result.final_model)?;
+		self.inputs.network.provide(model);
+		let manifest = crate::samples::write_manifest(work, &self.inputs.store)?;
+		ensure!(manifest == result.proof.trace_root.0, "the unit's trace manifest does not build its proof's trace root");
+		self.inputs.network.provide(manifest);
+		Ok(())
+	}
+
+	/// Prepares a trained unit's proof, once its results are served.
+	/// While forced errors are on (exact mode only: a distance has no error to place), the
+	/// solver builds beside its honest proof the one wrong at the step a fresh secret
+	/// fixes, and commits the hash binding the secret to both roots; the chain records
+	/// randomness after it (three blocks or so, at most 17), and [`Self::follow_proof`]
+	/// then commits the proof the secret and the randomness call for. A solver restarted
+	/// after its commitment finds its secret on disk and commits by the same rule (its
+	/// training is bit-exact, so its roots are the same).
+	async fn begin_proof(&mut self, key: (JobId, UnitIndex), work: UnitWork, exact: bool, result: train::UnitResult) -> Result<()> {
+		let (job_id, index) = key;
+		let (honest, final_state) = (result.proof, result.final_state);
 		let at = self.best.at().await?;
 		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
-			return Ok((honest, final_state));
+			self.proving = Some(Proving { key, work, honest, final_state, forced: None });
+			return Ok(());
 		}
 		let saved = match self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) {
 			Some(commitment) => match self.secrets.secret(job_id, index, &commitment.hash.0) {
 				Some(saved) => Some(saved),
 				None => {
 					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
-					return Ok((honest, final_state));
+					self.proving = Some(Proving { key, work, honest, final_state, forced: None });
+					return Ok(());
 				},
 			},
 			None => {
@@ -629,8 +785,10 @@ impl Solver {
 			Some(saved) => saved.secret,
 			None => Secrets::fresh()?,
 		};
-		let step = crate::forced::forced_step(work, &secret);
-		let forced = step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, &final_state, step)).transpose()?;
+		let step = crate::forced::forced_step(&work, &secret);
+		let forced = tokio::task::block_in_place(|| {
+			step.map(|step| crate::forced::forced_proof(&work, &self.inputs.store, &honest, &final_state, step)).transpose()
+		})?;
 		let forced_root = forced.as_ref().map_or(honest.trace_root.0, |(proof, _)| proof.trace_root.0);
 		let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };
 		match saved {
@@ -642,35 +800,67 @@ impl Solver {
 				tracing::info!(job = job_id, unit = index, "committed a forced-error secret bound to the honest and the forced proof");
 			},
 		}
-		let mut waited = 0;
-		let (random, rate) = loop {
-			let at = self.best.at().await?;
-			let commitment = self.chain.secret(&at, job_id, index).await?.context("the unit's forced-error commitment is gone")?;
-			if let Some(random) = commitment.random {
-				// The rate in force when the secret was committed is the one the unit is judged by.
-				break (random, commitment.rate);
-			}
-			waited += 1;
-			ensure!(waited < 30, "the chain has not recorded randomness after this unit's forced-error secret");
-			self.best.next(Duration::from_secs(6)).await;
-		};
-		let (Some(step), Some((forced, opening))) = (step, forced) else {
-			return Ok((honest, final_state));
-		};
-		if !touchstone_primitives::forced_error(&bound.secret, &random, job_id, index, rate) {
-			return Ok((honest, final_state));
+		let plan = ForcedPlan { bound, forced: step.zip(forced) };
+		self.proving = Some(Proving { key, work, honest, final_state, forced: Some(plan) });
+		Ok(())
+	}
+
+	/// Commits the proof of the trained unit once it may: at once without a forced-error
+	/// secret, else once the chain has recorded randomness after the secret. A forced unit
+	/// commits the proof wrong on purpose, and keeps the honest one for the reveal. A
+	/// failed commit is tried again next pass. Returns whether it sent the proof.
+	async fn follow_proof(&mut self, at: &AtBlock, still_ours: impl Fn((JobId, UnitIndex)) -> bool) -> Result<bool> {
+		let Some(proving) = self.proving.as_ref() else { return Ok(false) };
+		let (job_id, index) = proving.key;
+		if !still_ours(proving.key) {
+			tracing::info!(job = job_id, unit = index, "the unit is no longer assigned to this solver (proven, timed out, or its job ended): no proof to commit");
+			self.proving = None;
+			return Ok(false);
 		}
-		self.inputs.network.provide(forced.trace_root.0);
+		let (proof, final_state) = match &proving.forced {
+			None => (proving.honest.clone(), proving.final_state.clone()),
+			Some(plan) => {
+				// Not at `at` yet: the commitment went out after this pass read the chain. (Once
+				// the proof is in, the unit is no longer held as assigned, and it is dropped
+				// above.)
+				let Some(commitment) = self.chain.secret(at, job_id, index).await? else { return Ok(false) };
+				// The rate in force when the secret was committed is the one the unit is judged by.
+				let Some(random) = commitment.random else { return Ok(false) };
+				match &plan.forced {
+					Some((step, (forced, opening)))
+						if touchstone_primitives::forced_error(&plan.bound.secret, &random, job_id, index, commitment.rate) =>
+					{
+						self.inputs.network.provide(forced.trace_root.0);
+						tracing::info!(
+							job = job_id,
+							unit = index,
+							step,
+							"the unit is forced: committing a proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
+						);
+						let reveal = ForcedUnit { step: *step, honest: proving.honest.clone(), final_state: proving.final_state.clone() };
+						self.secrets.save_forced(job_id, index, &reveal)?;
+						(forced.clone(), opening.clone())
+					},
+					_ => (proving.honest.clone(), proving.final_state.clone()),
+				}
+			},
+		};
+		let model = proving.honest.final_state_root.0;
+		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof.clone()), Static(final_state));
+		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
+		self.metrics.proofs.inc();
+		self.metrics.unit("proven");
 		tracing::info!(
 			job = job_id,
 			unit = index,
-			step,
-			"the unit is forced: committing a proof wrong at this step on purpose; the honest one replaces it once the verifiers have committed"
+			model = %hex(&model),
+			loss = proof.metrics.loss.into_inner() as f64 / 1e9,
+			"learning proof committed; the unit is paid once its challenge window passes"
 		);
-		self.secrets.save_forced(job_id, index, &ForcedUnit { step, honest, final_state })?;
-		Ok((forced, opening))
+		tracing::debug!(dir = %proving.work.dir.display(), "the unit's checkpoints stay for the challenge window");
+		self.proving = None;
+		Ok(true)
 	}
-
 	/// Reveals the forced-error secret of a proven unit once its verifiers' commit period
 	/// is over, with the root committed beside the proof's, and the honest proof's final
 	/// state if the unit is forced; forgets a forced unit once its honest proof stands.
@@ -733,6 +923,52 @@ impl Solver {
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	/// A unit of step range 1 in `state`, held by `solver`, anchored at `start` once ready.
+	fn range(state: UnitState, solver: Option<AccountId>, accepted: bool, start: Option<[u8; 32]>) -> WorkUnit {
+		WorkUnit {
+			scope: touchstone_primitives::UnitScope::Steps { first_step: 100, steps: 100 },
+			state,
+			solver,
+			accepted,
+			deadline: None,
+			pool_deadline: None,
+			passed_by: None,
+			start_state_root: start.map(Into::into),
+			last_checkpoint: None,
+			proof: None,
+			proven_at: None,
+			attempts: 0,
+		}
+	}
+
+	/// A range trained ahead of its predecessor's proof goes on while the chain may still
+	/// give it to this solver, becomes its own once accepted, is claimed from the pool
+	/// unless passed on, and stops once another solver has it or the chain anchored it at
+	/// another state.
+	#[test]
+	fn a_range_trained_ahead_runs_on_only_while_the_chain_may_give_it_to_this_solver() {
+		let (me, other) = (AccountId::from([1; 32]), AccountId::from([2; 32]));
+		let (ours, theirs) = ([7; 32], [8; 32]);
+		let cases = [
+			(range(UnitState::Waiting, None, false, None), Standing::Ahead),
+			(range(UnitState::Pending, None, false, Some(ours)), Standing::InPool),
+			(range(UnitState::Assigned, Some(me.clone()), false, Some(ours)), Standing::Ahead),
+			(range(UnitState::Assigned, Some(me.clone()), true, Some(ours)), Standing::Ours),
+			(range(UnitState::Assigned, Some(other.clone()), false, Some(ours)), Standing::Lost),
+			(range(UnitState::Assigned, Some(other.clone()), true, Some(ours)), Standing::Lost),
+			(range(UnitState::Assigned, Some(me.clone()), true, Some(theirs)), Standing::Lost),
+			(range(UnitState::Proven, Some(me.clone()), true, Some(ours)), Standing::Lost),
+			(range(UnitState::Failed, None, false, Some(ours)), Standing::Lost),
+		];
+		for (unit, expected) in cases {
+			assert_eq!(standing(Some(&unit), &me, &ours), expected, "{unit:?}");
+		}
+		let mut passed = range(UnitState::Pending, None, false, Some(ours));
+		passed.passed_by = Some(me.clone());
+		assert_eq!(standing(Some(&passed), &me, &ours), Standing::Lost, "a range this solver declined is not claimed back");
+		assert_eq!(standing(None, &me, &ours), Standing::Lost);
+	}
 
 	/// A unit is taken only if a checkpoint segment, with the margin, fits its timeout less
 	/// the blocks the proof needs after the last checkpoint; the refusal says why.

@@ -64,7 +64,9 @@ pub struct VerifyArgs {
 	pub backend: BackendKind,
 	/// Test equipment: attest `Match` to every proof without re-executing anything, as a
 	/// lazy verifier would. A dispute that overturns such a proof slashes the attestation
-	/// (`FalseAttestation`); it exists to rehearse that end to end.
+	/// (`FalseAttestation`); it exists to rehearse that end to end. Only in a build with the
+	/// `test-equipment` feature.
+	#[cfg(feature = "test-equipment")]
 	#[arg(long, hide = true)]
 	pub attest_without_checking: bool,
 }
@@ -113,7 +115,9 @@ fn parse_chunk_request(text: &str) -> std::result::Result<(u32, u32), String> {
 
 /// A verification round as the chain stores it (the bound only limits decoding).
 
-/// A running verifier.
+/// A running verifier. A copy re-executes a round's samples in the background
+/// ([`Verifier::start_verdict`]) while the original's passes go on.
+#[derive(Clone)]
 pub struct Verifier {
 	chain: Chain,
 	best: BestBlocks,
@@ -128,7 +132,14 @@ pub struct Verifier {
 	verdicts_dir: PathBuf,
 	/// Where exact-mode segments are re-executed, kept open between them.
 	replay: Arc<ReplayDevice>,
+	/// The verdicts being worked out in the background, by round.
+	checking: Arc<std::sync::Mutex<BTreeSet<RoundKey>>>,
+	/// One re-execution at a time: two rounds sharing the device would both finish late.
+	device: Arc<tokio::sync::Semaphore>,
 }
+
+/// A round this verifier is drawn for: the unit and the round.
+type RoundKey = (JobId, UnitIndex, RoundId);
 
 impl crate::chain::EveryBlock for Verifier {
 	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
@@ -163,6 +174,8 @@ impl Verifier {
 			heartbeat: Heartbeat::default(),
 			verdicts_dir,
 			replay,
+			checking: Arc::default(),
+			device: Arc::new(tokio::sync::Semaphore::new(1)),
 		})
 	}
 
@@ -222,27 +235,53 @@ impl Verifier {
 		Ok(())
 	}
 
-	/// Re-executes the unit, then commits the verdict on it.
+	/// Commits the verdict on the unit once it is worked out and saved; until then makes
+	/// sure it is being worked out in the background ([`Self::start_verdict`]), so a long
+	/// re-execution never holds up this verifier's other commits and reveals.
 	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
 		let path = self.verdict_path(job_id, index, round_id);
-		let trace_root = &round_id.0;
-		let (verdict, salt) = match std::fs::read(&path) {
-			Ok(bytes) => <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?,
-			Err(_) => {
-				let verdict = self.verdict(at, job_id, index, trace_root, attested).await?;
-				let mut salt = [0u8; 32];
-				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
-				// Saved before the commitment goes out: without the salt it cannot be revealed.
-				// Atomically: a torn file after a crash would leave the reveal impossible.
-				crate::store::write_atomically(&path, &(verdict.clone(), salt).encode())?;
-				(verdict, salt)
-			},
+		let Ok(bytes) = std::fs::read(&path) else {
+			self.start_verdict(at, job_id, index, round_id, attested);
+			return Ok(());
 		};
+		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
 		let commitment = digest_bytes(&(&verdict, &salt, &self.me).encode());
 		let call = runtime::transactions().verification().commit(job_id, index, subxt::utils::H256(commitment));
 		self.chain.send_in_block(&call, &self.signer).await.context("committing the verdict")?;
 		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: committed");
 		Ok(())
+	}
+
+	/// Works out the verdict on a round in the background, unless that is under way:
+	/// re-executes the samples (one round at a time on the device) and saves the verdict
+	/// with a fresh salt, atomically, before anything is committed (without the salt it
+	/// cannot be revealed, and a torn file after a crash would leave the reveal
+	/// impossible). A failure is logged, and the next pass starts it again.
+	fn start_verdict(&self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) {
+		let key = (job_id, index, round_id);
+		let Ok(mut checking) = self.checking.lock() else { return };
+		if !checking.insert(key) {
+			return;
+		}
+		drop(checking);
+		let mut copy = self.clone();
+		let at = at.clone();
+		tokio::spawn(async move {
+			let outcome = async {
+				let _device = copy.device.clone().acquire_owned().await.context("the device queue closed")?;
+				let verdict = copy.verdict(&at, job_id, index, &round_id.0, attested).await?;
+				let mut salt = [0u8; 32];
+				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
+				crate::store::write_atomically(&copy.verdict_path(job_id, index, round_id), &(verdict, salt).encode())
+			}
+			.await;
+			if let Err(error) = outcome {
+				tracing::warn!(job = job_id, unit = index, "verification: {error:#}");
+			}
+			if let Ok(mut checking) = copy.checking.lock() {
+				checking.remove(&key);
+			}
+		});
 	}
 
 	/// Reveals the verdict committed on the unit.
@@ -277,6 +316,7 @@ impl Verifier {
 			Attested::ByMatch => None,
 			Attested::ByDistance { profiling } => Some(profiling),
 		};
+		#[cfg(feature = "test-equipment")]
 		if self.args.attest_without_checking {
 			tracing::warn!(job = job_id, unit = index, ?samples, "verification: drawn; attesting a match without re-executing (--attest-without-checking)");
 			let segment = samples.first().copied().unwrap_or(0);

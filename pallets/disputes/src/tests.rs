@@ -308,11 +308,31 @@ fn output_fault(step: u32, operator: usize) -> Fault {
 	Fault::Output { step, operator, output: 0, element: 0, bit: 20 }
 }
 
-/// `solver` claims unit `unit` of `job` and commits `run`'s proof.
+/// `solver` takes unit `unit` of `job` (accepts it if it is offered to it, as the next step
+/// range is to the solver of the one before, else claims it) and commits `run`'s proof.
 fn prove(job: u64, unit: u32, solver: u64, run: &Run) {
-	assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, unit));
+	take(job, unit, solver);
 	let (proof, opening) = run.proof();
 	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening));
+}
+
+/// `solver` takes unit `unit` of `job`: accepts it if it is offered to it, else claims it
+/// (once the solver it is offered to, if another, declines it).
+fn take(job: u64, unit: u32, solver: u64) {
+	let offered_to = pallet_touchstone_tasks::Units::<Test>::get(job, unit)
+		.filter(|unit| unit.state == UnitState::Assigned && !unit.accepted)
+		.and_then(|unit| unit.solver);
+	match offered_to {
+		Some(offered) if offered == solver => {
+			assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(solver), job, unit));
+		},
+		other => {
+			if let Some(other) = other {
+				assert_ok!(Tasks::decline_unit(RuntimeOrigin::signed(other), job, unit));
+			}
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, unit));
+		},
+	}
 }
 
 /// `challenger` disputes unit `unit` of `job` with `run`'s trace; returns the dispute.
@@ -840,6 +860,8 @@ fn an_overturned_range_rolls_back_the_ranges_that_started_from_it() {
 		// The next range starts from the liar's final state, and a second solver proves it.
 		let next = pallet_touchstone_tasks::Units::<Test>::get(id, 1).unwrap();
 		assert_eq!(next.start_state_root, Some(liar.proof().0.final_state_root));
+		// Offered first to the solver that proved range 0, which declines it.
+		assert_ok!(Tasks::decline_unit(RuntimeOrigin::signed(SOLVER), id, 1));
 		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SECOND_SOLVER), id, 1));
 		let dispute = challenge(id, 0, CHALLENGER, &honest);
 		play(dispute, &mut liar, &mut honest);

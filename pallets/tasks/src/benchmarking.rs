@@ -252,16 +252,18 @@ mod benchmarks {
 	#[benchmark]
 	fn submit_proof() -> Result<(), BenchmarkError> {
 		let who = solver::<T>(0);
-		// Worst case: a step range whose successor becomes ready.
+		// Worst case: a step range whose successor becomes ready and is offered to its solver.
 		let mut two_ranges = spec::<T>(Decomposition::StepRanges { steps_per_unit: STEPS / 2 }, 2);
 		two_ranges.requirements.region = None;
 		let job = submitted::<T>(two_ranges)?;
 		claim::<T>(&who, job, 0)?;
 		let (commitment, opening) = proof::<T>(job, 0, STEPS / 2)?;
 		T::BenchmarkHelper::ready_proof(job, 0, &who);
+		let who_again = who.clone();
 		#[extrinsic_call]
 		_(RawOrigin::Signed(who), job, 0, commitment, opening);
-		assert_eq!(Units::<T>::get(job, 1).map(|u| u.state), Some(UnitState::Pending));
+		let successor = Units::<T>::get(job, 1).ok_or(BenchmarkError::Stop("no second range"))?;
+		assert_eq!((successor.state, successor.solver), (UnitState::Assigned, Some(who_again)));
 		Ok(())
 	}
 

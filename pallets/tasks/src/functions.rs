@@ -405,7 +405,7 @@ impl<T: Config> Pallet<T> {
 
 		let now = frame_system::Pallet::<T>::block_number();
 		Self::clear_deadline(&mut unit, (job_id, index));
-		Self::stand_proof(job_id, index, unit, solver, proof);
+		Self::stand_proof(job_id, index, unit, solver.clone(), proof);
 
 		// The next step range starts from this unit's final model.
 		let next = index.saturating_add(1);
@@ -414,12 +414,37 @@ impl<T: Config> Pallet<T> {
 				successor.start_state_root = Some(proof.final_state_root);
 				let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
 				Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
-				Units::<T>::insert(job_id, next, successor);
-				Self::enqueue((job_id, next))?;
 				Self::deposit_event(Event::UnitReady { job: job_id, unit: next });
+				// Offered at once to the solver that proved this range, if it may take it: it
+				// holds the range's end state and may already be training on from it. Else,
+				// or if it declines, the scheduler offers it like any pool unit.
+				if !Self::offer_to(&mut successor, (job_id, next), &job, &solver) {
+					Self::enqueue((job_id, next))?;
+				}
+				Units::<T>::insert(job_id, next, successor);
 			}
 		}
 		Ok(())
+	}
+
+	/// Offers a pool-ready `unit` of `job` to `solver` if the scheduler could (bonded,
+	/// online, meets the job's price and requirements, room and collateral for it), with
+	/// the scheduler's acceptance deadline. Returns whether it did; the caller stores the
+	/// unit either way.
+	fn offer_to(unit: &mut WorkUnitOf<T>, key: UnitKey, job: &JobOf<T>, solver: &T::AccountId) -> bool {
+		let price = job.spec.price_per_unit;
+		let may_take = Self::is_eligible(solver, job) &&
+			Self::covers_collateral(T::Nodes::bond(solver, Role::Solver), SolverExposure::<T>::get(solver), price);
+		if !may_take {
+			return false;
+		}
+		let deadline = frame_system::Pallet::<T>::block_number().saturating_add(T::AcceptanceTimeout::get());
+		// At capacity, `assign` changes nothing and the unit goes to the pool.
+		if Self::assign(unit, key, solver, deadline, price).is_err() {
+			return false;
+		}
+		Self::deposit_event(Event::UnitAssigned { job: key.0, unit: key.1, solver: solver.clone(), deadline });
+		true
 	}
 
 	/// Checks that `final_state` opens the proof's final state root against its trace: a

@@ -393,7 +393,8 @@ pub mod pallet {
 			/// The congestion fee it paid to the jackpot (not refunded).
 			congestion_fee: BalanceOf<T>,
 		},
-		/// The scheduler assigned a unit to a solver, who must accept it.
+		/// A unit was offered to a solver, who must accept it: by the scheduler, or, for a
+		/// step range, to the solver that proved the range before it.
 		UnitAssigned {
 			/// The job.
 			job: JobId,
@@ -771,7 +772,8 @@ pub mod pallet {
 		/// final state root; the start state root must be the unit's. The challenge window
 		/// opens.
 		///
-		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range.
+		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range, with
+		/// `UnitAssigned` when that range is offered to the caller (if it may take it).
 		#[pallet::call_index(5)]
 		#[pallet::weight(T::WeightInfo::submit_proof())]
 		pub fn submit_proof(

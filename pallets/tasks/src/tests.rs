@@ -329,6 +329,37 @@ mod scheduling {
 	}
 
 	#[test]
+	fn the_next_step_range_is_offered_to_the_solver_that_proved_the_range_before_it() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).solver(CHARLIE, gpu_profile()).build_and_execute(|| {
+			// Charlie ranks first with the scheduler; Bob proves range 0.
+			assert_ok!(Staking::bond_more(RuntimeOrigin::signed(CHARLIE), touchstone_primitives::Role::Solver, 500));
+			let job = submit(job_spec());
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, 0));
+			assert_ok!(submit_proof(BOB, job, 0, proof(25, 1)));
+			// Range 1 is Bob's to accept, in the proof's block: he holds its start state.
+			let next = Units::<Test>::get(job, 1).unwrap();
+			assert_eq!((next.state, next.solver, next.accepted), (UnitState::Assigned, Some(BOB), false));
+			assert_eq!(SolverUnits::<Test>::get(BOB).into_inner(), vec![(job, 0), (job, 1)]);
+			assert_eq!(crate::SolverExposure::<Test>::get(BOB), 2 * job_spec().price_per_unit);
+			// Declined, it goes to the others first, as any offer does.
+			assert_ok!(Tasks::decline_unit(RuntimeOrigin::signed(BOB), job, 1));
+			run_to_block(2);
+			let next = Units::<Test>::get(job, 1).unwrap();
+			assert_eq!((next.state, next.solver), (UnitState::Assigned, Some(CHARLIE)));
+			// Charlie proves range 1; he now asks more than the job pays, so range 2 is not
+			// offered to him: it waits in the pool, and the scheduler gives it to Bob.
+			assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(CHARLIE), job, 1));
+			assert_ok!(Staking::set_min_price(RuntimeOrigin::signed(CHARLIE), job_spec().price_per_unit + 1));
+			tasks_events();
+			assert_ok!(submit_proof(CHARLIE, job, 1, proof(25, 2)));
+			assert!(!tasks_events().iter().any(|event| matches!(event, Event::UnitAssigned { .. })));
+			assert_eq!((state(job, 2), Pool::<Test>::get().into_inner()), (UnitState::Pending, vec![(job, 2)]));
+			run_to_block(3);
+			assert_eq!(Units::<Test>::get(job, 2).unwrap().solver, Some(BOB));
+		});
+	}
+
+	#[test]
 	fn units_no_online_solver_can_take_stay_in_the_pool() {
 		ExtBuilder::default().solver(BOB, gpu_profile()).solver(DAVE, cpu_profile()).build_and_execute(|| {
 			let mut spec = job_spec();
@@ -374,6 +405,8 @@ mod solver_path {
 					Event::CheckpointCommitted { job, unit: 0, checkpoint },
 					Event::ProofSubmitted { job, unit: 0, solver: BOB, proof: commitment, window_ends: 3 + CHALLENGE_WINDOW },
 					Event::UnitReady { job, unit: 1 },
+					// Offered at once to Bob, who holds the range's end state.
+					Event::UnitAssigned { job, unit: 1, solver: BOB, deadline: 3 + ACCEPTANCE_TIMEOUT },
 				]
 			);
 			assert_eq!(ProofsSeen::get(), vec![(job, 0)]);
@@ -381,7 +414,9 @@ mod solver_path {
 			// The next range starts from this range's final model.
 			let next = Units::<Test>::get(job, 1).unwrap();
 			// The next range is anchored at this one's proven end, which names its model.
-			assert_eq!((next.state, next.start_state_root), (UnitState::Pending, Some(commitment.final_state_root)));
+			assert_eq!((next.state, next.start_state_root), (UnitState::Assigned, Some(commitment.final_state_root)));
+			assert_eq!((next.solver, next.accepted), (Some(BOB), false));
+			assert!(!Pool::<Test>::get().contains(&(job, 1)), "offered, not pooled");
 
 			assert_noop!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0), Error::<Test>::ChallengeWindowOpen);
 			run_to_block(3 + CHALLENGE_WINDOW);

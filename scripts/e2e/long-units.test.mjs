@@ -1,0 +1,218 @@
+// Long units under fire, against a dev node: a job of two step ranges that each train for
+// minutes (`fixtures/long-job.toml`), and while the second range trains, everything the
+// solver owes the chain falls due at once. Charlie challenges the first range's honest
+// proof and then falls silent, so the solver must answer the dispute in time or lose its
+// proof and bond; the first range's forced-error secret falls due for its reveal; and
+// another job's unit is offered to the solver, which must answer the offer. The solver's
+// duties run every block on their own while its device trains: it answers the dispute
+// (and wins it once Charlie's deadline passes), reveals in time, declines the offer (its device is busy) and takes that unit from the
+// pool once the range is proven, and ends with its bond whole and every unit paid. A
+// verifier that joins after the first range's round is drawn for the second, whose
+// segments take more than 30 s each to re-execute here, and commits and reveals in time.
+// The test prints how long each range trained and how long the verifier re-executed.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
+import { u8aToHex } from '@polkadot/util';
+import { xxhashAsHex } from '@polkadot/util-crypto';
+import { startNode, waitFor, freePort, send } from './lib/node.mjs';
+
+const UNIT = 10n ** 12n;
+/** The solver's bond: the worker's default. */
+const SOLVER_BOND = 150n * UNIT;
+
+function workerBinary() {
+  const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'touchstone', 'target');
+  const binary = process.env.TOUCHSTONE_WORKER ?? join(targetDir, 'debug', 'touchstone-worker');
+  if (!existsSync(binary)) throw new Error(`touchstone-worker not found at ${binary}: build the workspace first`);
+  return binary;
+}
+
+let node;
+let api;
+let dataDir;
+let solverPeer;
+const keyring = new Keyring({ type: 'sr25519' });
+/** Background workers by name, with their output so far. */
+const workers = new Map();
+/** Every tasks, verification, disputes and staking event of every best block, in order. */
+const events = [];
+let unsubscribeEvents;
+
+/** Starts `touchstone-worker` with its own data directory `name`; its output accumulates. */
+function startWorker(name, args) {
+  const entry = { log: '' };
+  entry.process = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, name), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, RUST_LOG: 'info' },
+  });
+  const keep = (chunk) => {
+    entry.log += chunk.toString();
+    if (process.env.TOUCHSTONE_E2E_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
+  };
+  entry.process.stdout.on('data', keep);
+  entry.process.stderr.on('data', keep);
+  workers.set(name, entry);
+  return entry;
+}
+
+const solverLog = () => workers.get('solver')?.log ?? '';
+
+/** A rejection that carries the workers' logs, which say why. */
+const withLogs = (error) => {
+  const logs = [...workers].map(([name, { log }]) => `\n${name} log:\n${log}`).join('');
+  throw new Error(`${error.message}${logs}`);
+};
+
+/** Sends `tx`; resolves with its events, or rejects with the runtime's error name. */
+async function sendOk(tx, signer) {
+  const { events: included, dispatchError } = await send(tx, signer);
+  if (dispatchError?.isModule) {
+    const { section, name } = api.registry.findMetaError(dispatchError.asModule);
+    throw new Error(`${section}.${name}`);
+  }
+  if (dispatchError) throw new Error(dispatchError.toString());
+  return included;
+}
+
+/** The events recorded so far of `section.method` about job `job` (and unit `unit`). */
+const eventsOf = (section, method, job, unit) => events.filter((e) => e.section === section && e.method === method &&
+  (job === undefined || Number(e.data.job) === job) && (unit === undefined || Number(e.data.unit) === unit));
+
+/** Submits the job file fixture `name` as Alice, serving its dataset while the job runs; resolves with its id. */
+async function submit(name) {
+  const job = join(dataDir, `${name}.toml`);
+  writeFileSync(job, readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', `${name}.toml`), 'utf8'));
+  const submitter = startWorker(`${name}-submitter`, ['submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
+  const submitted = await waitFor(`${name} to be submitted`, () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
+    .catch(withLogs);
+  return Number(submitted[1]);
+}
+
+/** A unit's state at the best block. */
+const unitState = async (job, unit) => (await api.query.tasks.units(job, unit)).unwrap().state.toString();
+
+before(async () => {
+  node = await startNode(['--dev', '--tmp'], { name: 'long-units' });
+  api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
+  dataDir = mkdtempSync(join(tmpdir(), 'touchstone-long-units-'));
+  solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
+  unsubscribeEvents = await api.rpc.chain.subscribeNewHeads(async (header) => {
+    const block = header.number.toNumber();
+    const at = await api.at(header.hash);
+    for (const { event } of await at.query.system.events()) {
+      if (['tasks', 'verification', 'disputes', 'staking'].includes(event.section)) {
+        const data = Object.fromEntries(event.data.names.map((name, i) => [name, event.data[i].toJSON()]));
+        events.push({ block, section: event.section, method: event.method, data });
+      }
+    }
+  });
+  // One unit in a billion is forced: the solver commits a secret for every unit and must
+  // reveal it, as on a real chain, and no unit here is forced.
+  const key = xxhashAsHex(':ForcedErrorRate:', 128);
+  const rate = u8aToHex(api.createType('Perbill', 1).toU8a());
+  await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, rate]])), keyring.addFromUri('//Alice'));
+  startWorker('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
+  const bob = keyring.addFromUri('//Bob');
+  await waitFor('the solver to register', async () => (await api.query.staking.nodes(bob.address)).isSome, { timeoutMs: 120_000 })
+    .catch(withLogs);
+});
+
+after(async () => {
+  unsubscribeEvents?.();
+  for (const { process: child } of workers.values()) child.kill('SIGINT');
+  await api?.disconnect();
+  await node?.stop();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('while a long range trains, the solver wins a dispute, reveals its secret, answers an offer, and every unit is paid', { timeout: 1_800_000 }, async (t) => {
+  const bob = keyring.addFromUri('//Bob');
+  const charlie = keyring.addFromUri('//Charlie');
+  const long = await submit('long-job');
+
+  // Range 1 trains and is proven; range 2 goes to the same solver and trains.
+  await waitFor('the first range to be proven', async () => (await unitState(long, 0)) === 'Proven', { timeoutMs: 900_000, intervalMs: 3000 })
+    .catch(withLogs);
+  await waitFor('the second range to train', () => new RegExp(`training job=${long} unit=1\\b`).test(solverLog()), { timeoutMs: 300_000 })
+    .catch(withLogs);
+  const trainingFrom = events.at(-1)?.block ?? 0;
+  // Dave's verifier joins once range 1's round is drawn (with nobody to draw, so its
+  // secret falls due while range 2 trains): he is drawn for range 2.
+  await waitFor("range 1's round to be drawn", () => eventsOf('verification', 'NoVerifiers', long, 0).length > 0, { timeoutMs: 120_000 })
+    .catch(withLogs);
+  const dave = keyring.addFromUri('//Dave');
+  startWorker('verifier', ['verify', '--key', '//Dave', '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns']);
+
+  // While it trains: Charlie disputes range 1's honest proof with a made-up trace root,
+  // then never plays; and another job's unit is offered to the solver, the only one.
+  const profile = { device: 'Cpu', model: 'challenger', memoryMib: 1024, throughputGflops: 1, bandwidthMbps: 100, region: 'local' };
+  await sendOk(api.tx.staking.register(profile, [['Challenger', 20n * UNIT]], 0), charlie);
+  const challenged = await sendOk(api.tx.disputes.challenge(long, 0, `0x${'42'.repeat(32)}`), charlie);
+  const dispute = challenged.find((e) => e.section === 'disputes' && e.method === 'DisputeOpened').data.dispute.toNumber();
+  const small = await submit('small-job');
+
+  // Each duty is done while range 2 is still training (its proof not yet committed).
+  const range2Proven = () => eventsOf('tasks', 'ProofSubmitted', long, 1)[0]?.block ?? Infinity;
+  await waitFor('the offer to be answered', () => eventsOf('tasks', 'UnitDeclined', small, 0).length > 0 ||
+    eventsOf('tasks', 'UnitAccepted', small, 0).length > 0, { timeoutMs: 120_000 }).catch(withLogs);
+  await waitFor('the dispute to end', () => events.some((e) => e.section === 'disputes' && e.method === 'DisputeResolved' &&
+    Number(e.data.dispute) === dispute), { timeoutMs: 600_000, intervalMs: 3000 }).catch(withLogs);
+  await waitFor("range 1's secret to be revealed", () => eventsOf('verification', 'SecretRevealed', long, 0).length > 0,
+    { timeoutMs: 600_000, intervalMs: 3000 }).catch(withLogs);
+  const resolved = events.find((e) => e.section === 'disputes' && e.method === 'DisputeResolved' && Number(e.data.dispute) === dispute);
+  assert.equal(`${resolved.data.ruling} ${resolved.data.grounds}`, 'DefenderWins Timeout');
+  const declined = eventsOf('tasks', 'UnitDeclined', small, 0);
+  assert.equal(declined.length, 1, 'the busy solver declined the offer rather than let it lapse');
+  assert.match(solverLog(), new RegExp(`declining the unit: the device is training another unit job=${small} unit=0`));
+  const revealed = eventsOf('verification', 'SecretRevealed', long, 0)[0];
+  // The solver's answer to the dispute: Charlie's deadline (a minute plus a segment's
+  // re-execution time) may outlast the range, and the ruling with it.
+  const answered = events.find((e) => e.section === 'disputes' && e.method === 'Answered' && Number(e.data.dispute) === dispute &&
+    e.data.party === 'Defender');
+  assert.ok(answered, 'the solver answered the dispute');
+  for (const [what, block] of [['the dispute was answered', answered.block], ['the secret was revealed', revealed.block], ['the offer was declined', declined[0].block]]) {
+    assert.ok(block < range2Proven(), `${what} at block ${block}, while range 2 trained (proven at ${range2Proven()})`);
+  }
+
+  // Dave re-executed his two samples of range 2 and committed a match within the commit
+  // period sized to them, and revealed it.
+  await waitFor("Dave's reveal on range 2", () => eventsOf('verification', 'Revealed', long, 1).length > 0,
+    { timeoutMs: 900_000, intervalMs: 3000 }).catch(withLogs);
+  const committed = eventsOf('verification', 'Committed', long, 1);
+  assert.deepEqual(committed.map((e) => e.data.verifier), [dave.address]);
+  const verdictName = (verdict) => (typeof verdict === 'string' ? verdict : Object.keys(verdict)[0]).toLowerCase();
+  const verdicts = eventsOf('verification', 'Revealed', long, 1).map((e) => [e.data.verifier, verdictName(e.data.verdict)]);
+  assert.deepEqual(verdicts, [[dave.address, 'match']]);
+  const verifierLog = workers.get('verifier').log;
+  const stamp = (pattern) => Date.parse(verifierLog.split('\n').find((line) => pattern.test(line))?.match(/^\S+/)?.[0]);
+  const reexecution = (stamp(new RegExp(`every sampled segment reproduces job=${long} unit=1\\b`)) -
+    stamp(new RegExp(`drawn; re-executing the sampled segments job=${long} unit=1\\b`))) / 1000;
+
+  // Both jobs end: every unit finalized and paid, nobody slashed, Bob's bond whole.
+  await waitFor('every unit to be finalized', () => eventsOf('tasks', 'UnitFinalized', long).length === 2 &&
+    eventsOf('tasks', 'UnitFinalized', small).length === 1, { timeoutMs: 900_000, intervalMs: 3000 }).catch(withLogs);
+  for (const finalized of [...eventsOf('tasks', 'UnitFinalized', long), ...eventsOf('tasks', 'UnitFinalized', small)]) {
+    assert.equal(finalized.data.solver, bob.address);
+    assert.ok(BigInt(finalized.data.paid) > 0n, JSON.stringify(finalized.data));
+  }
+  assert.deepEqual(events.filter((e) => e.section === 'staking' && e.method === 'Slashed'), []);
+  assert.deepEqual(events.filter((e) => e.section === 'verification' && ['SecretRevealMissed', 'RevealMissed'].includes(e.method)), []);
+  const solverBond = (await api.query.balances.holds(bob.address))
+    .filter((hold) => hold.id.isStaking && hold.id.asStaking.isSolverBond)
+    .reduce((sum, hold) => sum + hold.amount.toBigInt(), 0n);
+  assert.equal(solverBond, SOLVER_BOND, "Bob's solver bond is whole");
+
+  // How long each range trained, from the blocks its training started and was proven in.
+  const accepted = (unit) => [...eventsOf('tasks', 'UnitAccepted', long, unit), ...eventsOf('tasks', 'UnitClaimed', long, unit)][0]?.block;
+  const proven = (unit) => eventsOf('tasks', 'ProofSubmitted', long, unit)[0]?.block;
+  t.diagnostic(`range 1: taken at block ${accepted(0)}, proven at ${proven(0)}; range 2: taken at ${accepted(1)}, proven at ${proven(1)}` +
+    ` (3 s blocks); the dispute opened after block ${trainingFrom}, was answered at ${answered.block} and ended at ${resolved.block}, the secret was revealed at` +
+    ` ${revealed.block}, the offer declined at ${declined[0].block}; Dave re-executed two segments of range 2 in ${reexecution} s` +
+    ` and committed at block ${committed[0].block}`);
+});
