@@ -134,8 +134,6 @@ pub struct Verifier {
 	replay: Arc<ReplayDevice>,
 	/// The verdicts being worked out in the background, by round.
 	checking: Arc<std::sync::Mutex<BTreeSet<RoundKey>>>,
-	/// One re-execution at a time: two rounds sharing the device would both finish late.
-	device: Arc<tokio::sync::Semaphore>,
 }
 
 /// A round this verifier is drawn for: the unit and the round.
@@ -175,7 +173,6 @@ impl Verifier {
 			verdicts_dir,
 			replay,
 			checking: Arc::default(),
-			device: Arc::new(tokio::sync::Semaphore::new(1)),
 		})
 	}
 
@@ -253,7 +250,7 @@ impl Verifier {
 	}
 
 	/// Works out the verdict on a round in the background, unless that is under way:
-	/// re-executes the samples (one round at a time on the device) and saves the verdict
+	/// re-executes the samples and saves the verdict
 	/// with a fresh salt, atomically, before anything is committed (without the salt it
 	/// cannot be revealed, and a torn file after a crash would leave the reveal
 	/// impossible). A failure is logged, and the next pass starts it again.
@@ -267,8 +264,9 @@ impl Verifier {
 		let mut copy = self.clone();
 		let at = at.clone();
 		tokio::spawn(async move {
+			// Rounds drawn together are re-executed side by side, sharing the device: a short
+			// round's commit period, sized to its own work, must not wait out a long one's.
 			let outcome = async {
-				let _device = copy.device.clone().acquire_owned().await.context("the device queue closed")?;
 				let verdict = copy.verdict(&at, job_id, index, &round_id.0, attested).await?;
 				let mut salt = [0u8; 32];
 				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;

@@ -83,9 +83,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn submit_job(u: u32, ) -> Weight {
 		// Proof size: measured `584`, estimated `13775 + u * (11 ±1)` bytes.
-		// Minimum execution time: 371_016_000 picoseconds.
-		Weight::from_parts(444_515_506, 13775)
-			.saturating_add(Weight::from_parts(5_301_897, 0).saturating_mul(u.into()))
+		// Minimum execution time: 389_693_000 picoseconds.
+		Weight::from_parts(468_610_684, 13775)
+			.saturating_add(Weight::from_parts(5_633_955, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(10))
 			.saturating_add(T::DbWeight::get().writes(7))
 			.saturating_add(T::DbWeight::get().writes((2_u64).saturating_mul(u.into())))
@@ -96,9 +96,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn scan_registry(n: u32, ) -> Weight {
 		// Proof size: measured `264 + n * (85 ±0)`, estimated `3696 + n * (2706 ±0)` bytes.
-		// Minimum execution time: 16_940_000 picoseconds.
-		Weight::from_parts(20_496_651, 3696)
-			.saturating_add(Weight::from_parts(5_995_930, 0).saturating_mul(n.into()))
+		// Minimum execution time: 17_494_000 picoseconds.
+		Weight::from_parts(902_819, 3696)
+			.saturating_add(Weight::from_parts(6_574_270, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
@@ -120,9 +120,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn cancel_job(u: u32, ) -> Weight {
 		// Proof size: measured `1327 + u * (93 ±0)`, estimated `13775 + u * (2782 ±0)` bytes.
-		// Minimum execution time: 97_468_000 picoseconds.
-		Weight::from_parts(78_682_335, 13775)
-			.saturating_add(Weight::from_parts(49_043_513, 0).saturating_mul(u.into()))
+		// Minimum execution time: 110_764_000 picoseconds.
+		Weight::from_parts(85_169_999, 13775)
+			.saturating_add(Weight::from_parts(53_419_917, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(6))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(6))
@@ -147,8 +147,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn claim_unit() -> Weight {
 		// Proof size: measured `15231`, estimated `13775` bytes.
-		// Minimum execution time: 140_901_000 picoseconds.
-		Weight::from_parts(161_001_000, 13775)
+		// Minimum execution time: 145_435_000 picoseconds.
+		Weight::from_parts(175_102_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(7))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
@@ -166,8 +166,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn decline_unit() -> Weight {
 		// Proof size: measured `1386`, estimated `13775` bytes.
-		// Minimum execution time: 47_988_000 picoseconds.
-		Weight::from_parts(59_797_000, 13775)
+		// Minimum execution time: 53_920_000 picoseconds.
+		Weight::from_parts(64_484_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
@@ -179,8 +179,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn accept_unit() -> Weight {
 		// Proof size: measured `1259`, estimated `4635` bytes.
-		// Minimum execution time: 33_520_000 picoseconds.
-		Weight::from_parts(41_953_000, 4635)
+		// Minimum execution time: 39_483_000 picoseconds.
+		Weight::from_parts(46_564_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -192,8 +192,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn commit_checkpoint() -> Weight {
 		// Proof size: measured `1255`, estimated `4635` bytes.
-		// Minimum execution time: 35_220_000 picoseconds.
-		Weight::from_parts(41_834_000, 4635)
+		// Minimum execution time: 40_046_000 picoseconds.
+		Weight::from_parts(48_273_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(2))
 			.saturating_add(T::DbWeight::get().writes(3))
 	}
@@ -209,18 +209,24 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Verification::Secrets` (`max_values`: None, `max_size`: Some(125), added: 2600, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::PendingDraws` (r:1 w:1)
 	/// Proof: `Verification::PendingDraws` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
-	/// Storage: `Tasks::Pool` (r:1 w:1)
-	/// Proof: `Tasks::Pool` (`max_values`: Some(1), `max_size`: Some(12290), added: 12785, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Nodes` (r:1 w:0)
+	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
+	/// Storage: `Balances::Holds` (r:1 w:0)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
+	/// Storage: `Tasks::SolverExposure` (r:1 w:1)
+	/// Proof: `Tasks::SolverExposure` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
+	/// Storage: `Tasks::SolverUnits` (r:1 w:1)
+	/// Proof: `Tasks::SolverUnits` (`max_values`: None, `max_size`: Some(241), added: 2716, mode: `MaxEncodedLen`)
 	/// Storage: `Verification::RoundThresholds` (r:0 w:1)
 	/// Proof: `Verification::RoundThresholds` (`max_values`: None, `max_size`: Some(44), added: 2519, mode: `MaxEncodedLen`)
-	/// Storage: `Tasks::Deadlines` (r:0 w:2)
+	/// Storage: `Tasks::Deadlines` (r:0 w:3)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn submit_proof() -> Weight {
-		// Proof size: measured `1455`, estimated `13775` bytes.
-		// Minimum execution time: 82_440_000 picoseconds.
-		Weight::from_parts(101_599_000, 13775)
-			.saturating_add(T::DbWeight::get().reads(8))
-			.saturating_add(T::DbWeight::get().writes(9))
+		// Proof size: measured `1992`, estimated `13775` bytes.
+		// Minimum execution time: 156_390_000 picoseconds.
+		Weight::from_parts(174_569_000, 13775)
+			.saturating_add(T::DbWeight::get().reads(11))
+			.saturating_add(T::DbWeight::get().writes(11))
 	}
 	/// Storage: `Tasks::Jobs` (r:1 w:1)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
@@ -249,9 +255,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn finalize_unit(u: u32, ) -> Weight {
 		// Proof size: measured `2133 + u * (236 ±0)`, estimated `8799 + u * (2782 ±0)` bytes.
-		// Minimum execution time: 219_263_000 picoseconds.
-		Weight::from_parts(249_896_706, 8799)
-			.saturating_add(Weight::from_parts(6_376_256, 0).saturating_mul(u.into()))
+		// Minimum execution time: 238_600_000 picoseconds.
+		Weight::from_parts(262_426_309, 8799)
+			.saturating_add(Weight::from_parts(7_095_110, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(12))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(13))
@@ -278,9 +284,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn time_out(u: u32, ) -> Weight {
 		// Proof size: measured `15271 + u * (27 ±0)`, estimated `13775 + u * (2782 ±0)` bytes.
-		// Minimum execution time: 194_096_000 picoseconds.
-		Weight::from_parts(176_856_328, 13775)
-			.saturating_add(Weight::from_parts(47_755_921, 0).saturating_mul(u.into()))
+		// Minimum execution time: 207_058_000 picoseconds.
+		Weight::from_parts(235_543_858, 13775)
+			.saturating_add(Weight::from_parts(49_513_616, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(8))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(8))
@@ -298,9 +304,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `u` is `[1, 64]`.
 	fn remove_job(u: u32, ) -> Weight {
 		// Proof size: measured `1354 + u * (47 ±0)`, estimated `4635 + u * (2782 ±0)` bytes.
-		// Minimum execution time: 73_205_000 picoseconds.
-		Weight::from_parts(83_966_430, 4635)
-			.saturating_add(Weight::from_parts(1_324_483, 0).saturating_mul(u.into()))
+		// Minimum execution time: 77_723_000 picoseconds.
+		Weight::from_parts(91_888_154, 4635)
+			.saturating_add(Weight::from_parts(1_356_711, 0).saturating_mul(u.into()))
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(T::DbWeight::get().writes(3))
@@ -331,10 +337,10 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `n` is `[1, 256]`.
 	fn schedule(a: u32, n: u32, ) -> Weight {
 		// Proof size: measured `1403 + a * (93 ±0) + n * (159 ±0)`, estimated `13775 + a * (2782 ±0) + n * (2716 ±0)` bytes.
-		// Minimum execution time: 235_632_000 picoseconds.
-		Weight::from_parts(254_610_000, 13775)
-			.saturating_add(Weight::from_parts(1_595_577, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(25_891_439, 0).saturating_mul(n.into()))
+		// Minimum execution time: 256_376_000 picoseconds.
+		Weight::from_parts(362_791_554, 13775)
+			.saturating_add(Weight::from_parts(2_484_825, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(26_156_850, 0).saturating_mul(n.into()))
 			.saturating_add(T::DbWeight::get().reads(5))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(T::DbWeight::get().reads((4_u64).saturating_mul(n.into())))
@@ -348,23 +354,23 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn submit_job(u: u32, ) -> Weight {
-		Weight::from_parts(444_515_506, 13775)
-			.saturating_add(Weight::from_parts(5_301_897, 0).saturating_mul(u.into()))
+		Weight::from_parts(468_610_684, 13775)
+			.saturating_add(Weight::from_parts(5_633_955, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(10))
 			.saturating_add(ParityDbWeight::get().writes(7))
 			.saturating_add(ParityDbWeight::get().writes((2_u64).saturating_mul(u.into())))
 			.saturating_add(Weight::from_parts(0, 11).saturating_mul(u.into()))
 	}
 	fn scan_registry(n: u32, ) -> Weight {
-		Weight::from_parts(20_496_651, 3696)
-			.saturating_add(Weight::from_parts(5_995_930, 0).saturating_mul(n.into()))
+		Weight::from_parts(902_819, 3696)
+			.saturating_add(Weight::from_parts(6_574_270, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(n.into())))
 			.saturating_add(Weight::from_parts(0, 2706).saturating_mul(n.into()))
 	}
 	fn cancel_job(u: u32, ) -> Weight {
-		Weight::from_parts(78_682_335, 13775)
-			.saturating_add(Weight::from_parts(49_043_513, 0).saturating_mul(u.into()))
+		Weight::from_parts(85_169_999, 13775)
+			.saturating_add(Weight::from_parts(53_419_917, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(6))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(6))
@@ -372,41 +378,41 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2782).saturating_mul(u.into()))
 	}
 	fn claim_unit() -> Weight {
-		Weight::from_parts(161_001_000, 13775)
+		Weight::from_parts(175_102_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(7))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn decline_unit() -> Weight {
-		Weight::from_parts(59_797_000, 13775)
+		Weight::from_parts(64_484_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn accept_unit() -> Weight {
-		Weight::from_parts(41_953_000, 4635)
+		Weight::from_parts(46_564_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn commit_checkpoint() -> Weight {
-		Weight::from_parts(41_834_000, 4635)
+		Weight::from_parts(48_273_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(2))
 			.saturating_add(ParityDbWeight::get().writes(3))
 	}
 	fn submit_proof() -> Weight {
-		Weight::from_parts(101_599_000, 13775)
-			.saturating_add(ParityDbWeight::get().reads(8))
-			.saturating_add(ParityDbWeight::get().writes(9))
+		Weight::from_parts(174_569_000, 13775)
+			.saturating_add(ParityDbWeight::get().reads(11))
+			.saturating_add(ParityDbWeight::get().writes(11))
 	}
 	fn finalize_unit(u: u32, ) -> Weight {
-		Weight::from_parts(249_896_706, 8799)
-			.saturating_add(Weight::from_parts(6_376_256, 0).saturating_mul(u.into()))
+		Weight::from_parts(262_426_309, 8799)
+			.saturating_add(Weight::from_parts(7_095_110, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(12))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(13))
 			.saturating_add(Weight::from_parts(0, 2782).saturating_mul(u.into()))
 	}
 	fn time_out(u: u32, ) -> Weight {
-		Weight::from_parts(176_856_328, 13775)
-			.saturating_add(Weight::from_parts(47_755_921, 0).saturating_mul(u.into()))
+		Weight::from_parts(235_543_858, 13775)
+			.saturating_add(Weight::from_parts(49_513_616, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(8))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(8))
@@ -414,8 +420,8 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2782).saturating_mul(u.into()))
 	}
 	fn remove_job(u: u32, ) -> Weight {
-		Weight::from_parts(83_966_430, 4635)
-			.saturating_add(Weight::from_parts(1_324_483, 0).saturating_mul(u.into()))
+		Weight::from_parts(91_888_154, 4635)
+			.saturating_add(Weight::from_parts(1_356_711, 0).saturating_mul(u.into()))
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(u.into())))
 			.saturating_add(ParityDbWeight::get().writes(3))
@@ -423,9 +429,9 @@ impl WeightInfo for () {
 			.saturating_add(Weight::from_parts(0, 2782).saturating_mul(u.into()))
 	}
 	fn schedule(a: u32, n: u32, ) -> Weight {
-		Weight::from_parts(254_610_000, 13775)
-			.saturating_add(Weight::from_parts(1_595_577, 0).saturating_mul(a.into()))
-			.saturating_add(Weight::from_parts(25_891_439, 0).saturating_mul(n.into()))
+		Weight::from_parts(362_791_554, 13775)
+			.saturating_add(Weight::from_parts(2_484_825, 0).saturating_mul(a.into()))
+			.saturating_add(Weight::from_parts(26_156_850, 0).saturating_mul(n.into()))
 			.saturating_add(ParityDbWeight::get().reads(5))
 			.saturating_add(ParityDbWeight::get().reads((1_u64).saturating_mul(a.into())))
 			.saturating_add(ParityDbWeight::get().reads((4_u64).saturating_mul(n.into())))
