@@ -13,25 +13,19 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { u8aToHex } from '@polkadot/util';
 import { xxhashAsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort, send } from './lib/node.mjs';
+import { startNode, waitFor, freePort, sendOk, workerBinary } from './lib/node.mjs';
 
 const UNIT = 10n ** 12n;
 /** The solver's bond: the worker's default. */
 const SOLVER_BOND = 150n * UNIT;
 
-function workerBinary() {
-  const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'touchstone', 'target');
-  const binary = process.env.TOUCHSTONE_WORKER ?? join(targetDir, 'debug', 'touchstone-worker');
-  if (!existsSync(binary)) throw new Error(`touchstone-worker not found at ${binary}: build the workspace first`);
-  return binary;
-}
 
 let node;
 let api;
@@ -69,16 +63,6 @@ const withLogs = (error) => {
   throw new Error(`${error.message}${logs}`);
 };
 
-/** Sends `tx`; resolves with its events, or rejects with the runtime's error name. */
-async function sendOk(tx, signer) {
-  const { events: included, dispatchError } = await send(tx, signer);
-  if (dispatchError?.isModule) {
-    const { section, name } = api.registry.findMetaError(dispatchError.asModule);
-    throw new Error(`${section}.${name}`);
-  }
-  if (dispatchError) throw new Error(dispatchError.toString());
-  return included;
-}
 
 /** The events recorded so far of `section.method` about job `job` (and unit `unit`). */
 const eventsOf = (section, method, job, unit) => events.filter((e) => e.section === section && e.method === method &&

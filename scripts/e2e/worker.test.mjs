@@ -22,26 +22,20 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { u8aToHex } from '@polkadot/util';
 import { blake2AsHex, xxhashAsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort, send } from './lib/node.mjs';
+import { startNode, waitFor, freePort, sendOk, workerBinary } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
 const UNIT = 10n ** 12n;
 
-function workerBinary() {
-  const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'touchstone', 'target');
-  const binary = process.env.TOUCHSTONE_WORKER ?? join(targetDir, 'debug', 'touchstone-worker');
-  if (!existsSync(binary)) throw new Error(`touchstone-worker not found at ${binary}: build the workspace first`);
-  return binary;
-}
 
 let node;
 let api;
@@ -207,16 +201,6 @@ async function dryRunError(tx, signer) {
   return `${section}.${name}`;
 }
 
-/** Sends `tx`; resolves with its events, or rejects with the runtime's error name. */
-async function sendOk(tx, signer) {
-  const { events, dispatchError } = await send(tx, signer);
-  if (dispatchError?.isModule) {
-    const { section, name } = api.registry.findMetaError(dispatchError.asModule);
-    throw new Error(`${section}.${name}`);
-  }
-  if (dispatchError) throw new Error(dispatchError.toString());
-  return events;
-}
 
 test('the solver defends its proof in a dispute and wins when the challenger falls silent', { timeout: 420_000 }, async () => {
   // Charlie challenges the unit the resume test proved (job 0, unit 0, in its challenge

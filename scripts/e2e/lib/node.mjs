@@ -16,6 +16,14 @@ export function nodeBinary() {
   return binary;
 }
 
+/** The worker binary: $TOUCHSTONE_WORKER, else the debug build in the shared target dir. */
+export function workerBinary() {
+  const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'touchstone', 'target');
+  const binary = process.env.TOUCHSTONE_WORKER ?? join(targetDir, 'debug', 'touchstone-worker');
+  if (!existsSync(binary)) throw new Error(`touchstone-worker not found at ${binary}: build the workspace first`);
+  return binary;
+}
+
 /** A TCP port nothing listens on right now. */
 export function freePort() {
   return new Promise((resolve, reject) => {
@@ -176,4 +184,16 @@ export function send(tx, signer) {
       }
     }).then((u) => { unsubscribe = u; }, reject);
   });
+}
+
+/** Sends `tx` as `send` does; resolves with its events, or rejects with the runtime's error
+ * name (`section.Name`). */
+export async function sendOk(tx, signer) {
+  const { events, dispatchError } = await send(tx, signer);
+  if (dispatchError?.isModule) {
+    const { section, name } = tx.registry.findMetaError(dispatchError.asModule);
+    throw new Error(`${section}.${name}`);
+  }
+  if (dispatchError) throw new Error(dispatchError.toString());
+  return events;
 }
