@@ -432,7 +432,10 @@ impl Solver {
 			},
 			_ => true,
 		};
-		if due && predecessor_final {
+		// The chain finalizes a unit only once its verification round has concluded: asking
+		// earlier is refused (`FinalizationBlocked`) and costs a fee every block.
+		let round_open = due && self.chain.round(at, job_id, index).await?.is_some_and(|round| !round.concluded);
+		if due && predecessor_final && !round_open {
 			self.finalize(job_id, index).await?;
 		}
 		Ok(())
