@@ -499,16 +499,20 @@ impl Solver {
 				self.refused.insert((job_id, index));
 				continue;
 			}
-			match self.chain.send_in_block(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await {
-				Ok(_) => {
-					self.metrics.unit("claimed");
-					tracing::info!(job = job_id, unit = index, "claimed the unit");
-				},
-				// Another solver (or the scheduler's offer to this one) got there first.
-				Err(error) => tracing::info!(job = job_id, unit = index, "claim refused: {error:#}"),
+			// Refused: another solver (or the scheduler's offer to this one) got there first.
+			if let Err(error) = self.claim(job_id, index).await {
+				tracing::info!(job = job_id, unit = index, "claim refused: {error:#}");
 			}
 			return Ok(());
 		}
+		Ok(())
+	}
+
+	/// Claims a pool unit.
+	async fn claim(&mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
+		self.chain.send_in_block(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await?;
+		self.metrics.unit("claimed");
+		tracing::info!(job = job_id, unit = index, "claimed the unit");
 		Ok(())
 	}
 
@@ -655,16 +659,10 @@ impl Solver {
 				return Ok(());
 			},
 			Standing::InPool => {
-				match self.chain.send_in_block(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await {
-					Ok(_) => {
-						self.metrics.unit("claimed");
-						tracing::info!(job = job_id, unit = index, "claimed the unit trained ahead");
-					},
-					Err(error) => {
-						// Refused, it would be refused again: the range is left to others.
-						tracing::info!(job = job_id, unit = index, "claim refused, training ahead stopped: {error:#}");
-						self.stop_training().await;
-					},
+				if let Err(error) = self.claim(job_id, index).await {
+					// Refused, it would be refused again: the range is left to others.
+					tracing::info!(job = job_id, unit = index, "claim refused, training ahead stopped: {error:#}");
+					self.stop_training().await;
 				}
 				return Ok(());
 			},

@@ -250,10 +250,10 @@ impl Verifier {
 	}
 
 	/// Works out the verdict on a round in the background, unless that is under way:
-	/// re-executes the samples and saves the verdict
-	/// with a fresh salt, atomically, before anything is committed (without the salt it
-	/// cannot be revealed, and a torn file after a crash would leave the reveal
-	/// impossible). A failure is logged, and the next pass starts it again.
+	/// re-executes the samples and saves the verdict with a fresh salt, atomically, before
+	/// anything is committed (without the salt it cannot be revealed, and a torn file after
+	/// a crash would leave the reveal impossible). A failure is logged, and the next pass
+	/// starts it again.
 	fn start_verdict(&self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) {
 		let key = (job_id, index, round_id);
 		let Ok(mut checking) = self.checking.lock() else { return };
