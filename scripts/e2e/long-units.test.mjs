@@ -12,15 +12,13 @@
 // The test prints how long each range trained and how long the verifier re-executed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { u8aToHex } from '@polkadot/util';
-import { xxhashAsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort, sendOk, workerBinary } from './lib/node.mjs';
+import { startNode, waitFor, freePort, sendOk, setForcedErrorRate } from './lib/node.mjs';
+import { Workers, recordEvents } from './lib/workers.mjs';
 
 const UNIT = 10n ** 12n;
 /** The solver's bond: the worker's default. */
@@ -33,46 +31,20 @@ let dataDir;
 let solverPeer;
 const keyring = new Keyring({ type: 'sr25519' });
 /** Background workers by name, with their output so far. */
-const workers = new Map();
+let workers;
 /** Every tasks, verification, disputes and staking event of every best block, in order. */
-const events = [];
-let unsubscribeEvents;
+let recorded;
+const events = () => recorded.events;
+const eventsOf = (...args) => recorded.of(...args);
 
-/** Starts `touchstone-worker` with its own data directory `name`; its output accumulates. */
-function startWorker(name, args) {
-  const entry = { log: '' };
-  entry.process = spawn(workerBinary(), ['--node', node.wsUrl, '--data-dir', join(dataDir, name), ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUST_LOG: 'info' },
-  });
-  const keep = (chunk) => {
-    entry.log += chunk.toString();
-    if (process.env.TOUCHSTONE_E2E_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
-  };
-  entry.process.stdout.on('data', keep);
-  entry.process.stderr.on('data', keep);
-  workers.set(name, entry);
-  return entry;
-}
-
-const solverLog = () => workers.get('solver')?.log ?? '';
-
-/** A rejection that carries the workers' logs, which say why. */
-const withLogs = (error) => {
-  const logs = [...workers].map(([name, { log }]) => `\n${name} log:\n${log}`).join('');
-  throw new Error(`${error.message}${logs}`);
-};
-
-
-/** The events recorded so far of `section.method` about job `job` (and unit `unit`). */
-const eventsOf = (section, method, job, unit) => events.filter((e) => e.section === section && e.method === method &&
-  (job === undefined || Number(e.data.job) === job) && (unit === undefined || Number(e.data.unit) === unit));
+const solverLog = () => workers.log('solver');
+const withLogs = (error) => workers.withLogs(error);
 
 /** Submits the job file fixture `name` as Alice, serving its dataset while the job runs; resolves with its id. */
 async function submit(name) {
   const job = join(dataDir, `${name}.toml`);
   writeFileSync(job, readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', `${name}.toml`), 'utf8'));
-  const submitter = startWorker(`${name}-submitter`, ['submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
+  const submitter = workers.start(`${name}-submitter`, ['submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
   const submitted = await waitFor(`${name} to be submitted`, () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
     .catch(withLogs);
   return Number(submitted[1]);
@@ -86,30 +58,20 @@ before(async () => {
   api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
   dataDir = mkdtempSync(join(tmpdir(), 'touchstone-long-units-'));
   solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
-  unsubscribeEvents = await api.rpc.chain.subscribeNewHeads(async (header) => {
-    const block = header.number.toNumber();
-    const at = await api.at(header.hash);
-    for (const { event } of await at.query.system.events()) {
-      if (['tasks', 'verification', 'disputes', 'staking'].includes(event.section)) {
-        const data = Object.fromEntries(event.data.names.map((name, i) => [name, event.data[i].toJSON()]));
-        events.push({ block, section: event.section, method: event.method, data });
-      }
-    }
-  });
+  workers = new Workers(node.wsUrl, dataDir);
+  recorded = await recordEvents(api);
   // One unit in a billion is forced: the solver commits a secret for every unit and must
   // reveal it, as on a real chain, and no unit here is forced.
-  const key = xxhashAsHex(':ForcedErrorRate:', 128);
-  const rate = u8aToHex(api.createType('Perbill', 1).toU8a());
-  await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, rate]])), keyring.addFromUri('//Alice'));
-  startWorker('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
+  await setForcedErrorRate(api, keyring.addFromUri('//Alice'), 1);
+  workers.start('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
   const bob = keyring.addFromUri('//Bob');
   await waitFor('the solver to register', async () => (await api.query.staking.nodes(bob.address)).isSome, { timeoutMs: 120_000 })
     .catch(withLogs);
 });
 
 after(async () => {
-  unsubscribeEvents?.();
-  for (const { process: child } of workers.values()) child.kill('SIGINT');
+  recorded?.stop();
+  workers?.stopAll();
   await api?.disconnect();
   await node?.stop();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
@@ -125,13 +87,13 @@ test('while a long range trains, the solver wins a dispute, reveals its secret, 
     .catch(withLogs);
   await waitFor('the second range to train', () => new RegExp(`training job=${long} unit=1\\b`).test(solverLog()), { timeoutMs: 300_000 })
     .catch(withLogs);
-  const trainingFrom = events.at(-1)?.block ?? 0;
+  const trainingFrom = events().at(-1)?.block ?? 0;
   // Dave's verifier joins once range 1's round is drawn (with nobody to draw, so its
   // secret falls due while range 2 trains): he is drawn for range 2.
   await waitFor("range 1's round to be drawn", () => eventsOf('verification', 'NoVerifiers', long, 0).length > 0, { timeoutMs: 120_000 })
     .catch(withLogs);
   const dave = keyring.addFromUri('//Dave');
-  startWorker('verifier', ['verify', '--key', '//Dave', '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns']);
+  workers.start('verifier', ['verify', '--key', '//Dave', '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns']);
 
   // While it trains: Charlie disputes range 1's honest proof with a made-up trace root,
   // then never plays; and another job's unit is offered to the solver, the only one.
@@ -145,11 +107,11 @@ test('while a long range trains, the solver wins a dispute, reveals its secret, 
   const range2Proven = () => eventsOf('tasks', 'ProofSubmitted', long, 1)[0]?.block ?? Infinity;
   await waitFor('the offer to be answered', () => eventsOf('tasks', 'UnitDeclined', small, 0).length > 0 ||
     eventsOf('tasks', 'UnitAccepted', small, 0).length > 0, { timeoutMs: 120_000 }).catch(withLogs);
-  await waitFor('the dispute to end', () => events.some((e) => e.section === 'disputes' && e.method === 'DisputeResolved' &&
+  await waitFor('the dispute to end', () => events().some((e) => e.section === 'disputes' && e.method === 'DisputeResolved' &&
     Number(e.data.dispute) === dispute), { timeoutMs: 600_000, intervalMs: 3000 }).catch(withLogs);
   await waitFor("range 1's secret to be revealed", () => eventsOf('verification', 'SecretRevealed', long, 0).length > 0,
     { timeoutMs: 600_000, intervalMs: 3000 }).catch(withLogs);
-  const resolved = events.find((e) => e.section === 'disputes' && e.method === 'DisputeResolved' && Number(e.data.dispute) === dispute);
+  const resolved = events().find((e) => e.section === 'disputes' && e.method === 'DisputeResolved' && Number(e.data.dispute) === dispute);
   assert.equal(`${resolved.data.ruling} ${resolved.data.grounds}`, 'DefenderWins Timeout');
   const declined = eventsOf('tasks', 'UnitDeclined', small, 0);
   assert.equal(declined.length, 1, 'the busy solver declined the offer rather than let it lapse');
@@ -157,7 +119,7 @@ test('while a long range trains, the solver wins a dispute, reveals its secret, 
   const revealed = eventsOf('verification', 'SecretRevealed', long, 0)[0];
   // The solver's answer to the dispute: Charlie's deadline (a minute plus a segment's
   // re-execution time) may outlast the range, and the ruling with it.
-  const answered = events.find((e) => e.section === 'disputes' && e.method === 'Answered' && Number(e.data.dispute) === dispute &&
+  const answered = events().find((e) => e.section === 'disputes' && e.method === 'Answered' && Number(e.data.dispute) === dispute &&
     e.data.party === 'Defender');
   assert.ok(answered, 'the solver answered the dispute');
   for (const [what, block] of [['the dispute was answered', answered.block], ['the secret was revealed', revealed.block], ['the offer was declined', declined[0].block]]) {
@@ -173,7 +135,7 @@ test('while a long range trains, the solver wins a dispute, reveals its secret, 
   const verdictName = (verdict) => (typeof verdict === 'string' ? verdict : Object.keys(verdict)[0]).toLowerCase();
   const verdicts = eventsOf('verification', 'Revealed', long, 1).map((e) => [e.data.verifier, verdictName(e.data.verdict)]);
   assert.deepEqual(verdicts, [[dave.address, 'match']]);
-  const verifierLog = workers.get('verifier').log;
+  const verifierLog = workers.log('verifier');
   const stamp = (pattern) => Date.parse(verifierLog.split('\n').find((line) => pattern.test(line))?.match(/^\S+/)?.[0]);
   const reexecution = (stamp(new RegExp(`every sampled segment reproduces job=${long} unit=1\\b`)) -
     stamp(new RegExp(`drawn; re-executing the sampled segments job=${long} unit=1\\b`))) / 1000;
@@ -185,8 +147,8 @@ test('while a long range trains, the solver wins a dispute, reveals its secret, 
     assert.equal(finalized.data.solver, bob.address);
     assert.ok(BigInt(finalized.data.paid) > 0n, JSON.stringify(finalized.data));
   }
-  assert.deepEqual(events.filter((e) => e.section === 'staking' && e.method === 'Slashed'), []);
-  assert.deepEqual(events.filter((e) => e.section === 'verification' && ['SecretRevealMissed', 'RevealMissed'].includes(e.method)), []);
+  assert.deepEqual(events().filter((e) => e.section === 'staking' && e.method === 'Slashed'), []);
+  assert.deepEqual(events().filter((e) => e.section === 'verification' && ['SecretRevealMissed', 'RevealMissed'].includes(e.method)), []);
   const solverBond = (await api.query.balances.holds(bob.address))
     .filter((hold) => hold.id.isStaking && hold.id.asStaking.isSolverBond)
     .reduce((sum, hold) => sum + hold.amount.toBigInt(), 0n);

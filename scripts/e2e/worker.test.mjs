@@ -28,9 +28,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { u8aToHex } from '@polkadot/util';
-import { blake2AsHex, xxhashAsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort, sendOk, workerBinary } from './lib/node.mjs';
+import { blake2AsHex } from '@polkadot/util-crypto';
+import { startNode, waitFor, freePort, sendOk, workerBinary, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
@@ -177,13 +176,7 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
  * Sets the runtime's forced-error rate, in parts per billion, as the sudo key (Alice): the
  * rate is a runtime parameter kept in storage under `twox_128(":ForcedErrorRate:")`.
  */
-async function setForcedErrorRate(partsPerBillion) {
-  const key = xxhashAsHex(':ForcedErrorRate:', 128);
-  // SCALE, little-endian (`toHex` of a number type is big-endian).
-  const value = u8aToHex(api.createType('Perbill', partsPerBillion).toU8a());
-  await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, value]])), keyring.addFromUri('//Alice'));
-  assert.equal((await api.call.verificationApi.forcedErrorRate()).toNumber(), partsPerBillion);
-}
+const setForcedErrorRate = (partsPerBillion) => setForcedErrorRateAs(api, keyring.addFromUri('//Alice'), partsPerBillion);
 
 /**
  * Dry-runs `tx` signed by `signer` at the best block (nothing is sent, no nonce is spent);

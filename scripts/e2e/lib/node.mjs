@@ -4,6 +4,8 @@ import { createServer } from 'node:net';
 import { existsSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { u8aToHex } from '@polkadot/util';
+import { xxhashAsHex } from '@polkadot/util-crypto';
 
 /** The node binary: $TOUCHSTONE_NODE, else the debug build in the shared target dir. */
 export function nodeBinary() {
@@ -196,4 +198,14 @@ export async function sendOk(tx, signer) {
   }
   if (dispatchError) throw new Error(dispatchError.toString());
   return events;
+}
+
+/** Sets the runtime's forced-error rate to `partsPerBillion` through sudo as `sudoer`. */
+export async function setForcedErrorRate(api, sudoer, partsPerBillion) {
+  const key = xxhashAsHex(':ForcedErrorRate:', 128);
+  // SCALE, little-endian (`toHex` of a number type is big-endian).
+  const value = u8aToHex(api.createType('Perbill', partsPerBillion).toU8a());
+  await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, value]])), sudoer);
+  const now = (await api.call.verificationApi.forcedErrorRate()).toNumber();
+  if (now !== partsPerBillion) throw new Error(`the forced-error rate is ${now}, not ${partsPerBillion}`);
 }

@@ -1,0 +1,96 @@
+// Background `touchstone-worker` processes for the end-to-end tests, each with its own data
+// directory and accumulated log, and a record of the chain's protocol events at every best
+// block.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { workerBinary } from './node.mjs';
+
+/**
+ * The workers of one test against the node at `wsUrl`, each named, with its data directory
+ * `dataDir/name`. A worker can be killed and started again with the same arguments and
+ * directory, the way an operator's service manager restarts it.
+ */
+export class Workers {
+  constructor(wsUrl, dataDir) {
+    this.wsUrl = wsUrl;
+    this.dataDir = dataDir;
+    /** Workers by name: `{ args, process, log, exited }`. */
+    this.running = new Map();
+  }
+
+  /** Starts worker `name` with subcommand arguments `args`; its output accumulates in its `log`. */
+  start(name, args) {
+    const entry = this.running.get(name) ?? { args, log: '' };
+    entry.args = args;
+    entry.exited = null;
+    entry.process = spawn(workerBinary(), ['--node', this.wsUrl, '--data-dir', join(this.dataDir, name), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, RUST_LOG: 'info' },
+    });
+    entry.process.on('exit', (code, signal) => { entry.exited = { code, signal }; });
+    const keep = (chunk) => {
+      entry.log += chunk.toString();
+      if (process.env.TOUCHSTONE_E2E_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
+    };
+    entry.process.stdout.on('data', keep);
+    entry.process.stderr.on('data', keep);
+    this.running.set(name, entry);
+    return entry;
+  }
+
+  /** Worker `name`'s output so far ('' if it never ran). */
+  log(name) {
+    return this.running.get(name)?.log ?? '';
+  }
+
+  /** Sends `signal` to worker `name` and resolves once it has exited. */
+  async kill(name, signal) {
+    const entry = this.running.get(name);
+    if (!entry || entry.exited) return;
+    const exited = new Promise((resolve) => entry.process.once('exit', resolve));
+    entry.process.kill(signal);
+    await exited;
+  }
+
+  /** Starts worker `name` again, with the arguments and data directory it had. */
+  restart(name) {
+    return this.start(name, this.running.get(name).args);
+  }
+
+  /** Every worker's log, for a failure's message. */
+  logs() {
+    return [...this.running].map(([name, { log }]) => `\n${name} log:\n${log}`).join('');
+  }
+
+  /** Rethrows `error` with every worker's log appended: they say why. */
+  withLogs = (error) => {
+    throw new Error(`${error.message}${this.logs()}`);
+  };
+
+  /** Asks every worker still running to stop, as Ctrl-C does. */
+  stopAll() {
+    for (const { process: child, exited } of this.running.values()) if (!exited) child.kill('SIGINT');
+  }
+}
+
+/**
+ * Records every event of the pallets `sections` in every best block, in order, as
+ * `{ block, section, method, data }` with `data` by field name. Returns `{ events, of, stop }`:
+ * `of(section, method, job, unit)` filters them by job and unit when given.
+ */
+export async function recordEvents(api, sections = ['tasks', 'verification', 'disputes', 'staking']) {
+  const events = [];
+  const unsubscribe = await api.rpc.chain.subscribeNewHeads(async (header) => {
+    const block = header.number.toNumber();
+    const at = await api.at(header.hash);
+    for (const { event } of await at.query.system.events()) {
+      if (sections.includes(event.section)) {
+        const data = Object.fromEntries(event.data.names.map((name, i) => [name, event.data[i].toJSON()]));
+        events.push({ block, section: event.section, method: event.method, data });
+      }
+    }
+  });
+  const of = (section, method, job, unit) => events.filter((e) => e.section === section && e.method === method &&
+    (job === undefined || Number(e.data.job) === job) && (unit === undefined || Number(e.data.unit) === unit));
+  return { events, of, stop: () => unsubscribe() };
+}
