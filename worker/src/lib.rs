@@ -2,12 +2,14 @@
 //!
 //! - [`chain`]: the node connection, with calls and storage generated from the runtime's
 //!   metadata;
+//! - [`config`]: settings from the environment and a config file;
 //! - [`keys`]: identities;
 //! - [`store`]: the content-addressed artifact store;
 //! - [`dataset`] and [`jobfile`]: datasets as artifacts, and job descriptions;
 //! - [`train`]: training one unit, checkpointed and resumable, and its learning proof;
 //! - [`hardware`]: the declared hardware profile and the memory check;
 //! - [`inputs`]: what a unit starts from, fetched and checked;
+//! - [`submitter`]: the submitter's commands, from a job description to a tested model;
 //! - [`solver`]: the solver role;
 //! - [`verifier`]: the verifier role;
 //! - [`samples`]: trace manifests, and re-executing one checkpoint segment against one;
@@ -17,6 +19,7 @@
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod chain;
+pub mod config;
 pub mod dataset;
 pub mod dispute;
 pub mod forced;
@@ -29,5 +32,6 @@ pub mod p2p;
 pub mod samples;
 pub mod solver;
 pub mod store;
+pub mod submitter;
 pub mod train;
 pub mod verifier;
