@@ -1,14 +1,17 @@
 // Local testnets over real libp2p on loopback, started from a raw chain spec with a boot
 // node, the way operators start a network: three validators (`--chain local`) and four
-// (`--chain local4`).
+// (`--chain local4`). On the four, a solver and two verifiers work a job through Alice's
+// node while Dave's validator is stopped for a minute; the job completes with every proof
+// verified.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ApiPromise, WsProvider } from '@polkadot/api';
-import { freePort, nodeBinary, startNode, waitFor } from './lib/node.mjs';
+import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
+import { freePort, nodeBinary, startNode, waitFor, setForcedErrorRate } from './lib/node.mjs';
+import { Workers, recordEvents } from './lib/workers.mjs';
 
 const workDir = mkdtempSync(join(tmpdir(), 'touchstone-localnet-'));
 const running = new Map();
@@ -114,9 +117,9 @@ test('three validators finalise; with one stopped, blocks go on and finality res
   await stopAll();
 });
 
-test('four validators keep finalising with any one of them stopped', async (t) => {
+test('four validators keep finalising with any one of them stopped, and a job run through a minute without one completes with every proof verified', { timeout: 1_800_000 }, async (t) => {
   const names = ['alice', 'bob', 'charlie', 'dave'];
-  const { nodes, stop, stopAll, started } = await startNetwork('local4', 'touchstone_local4', names);
+  const { nodes, start, stop, stopAll, started } = await startNetwork('local4', 'touchstone_local4', names);
   const healthy = await heads(nodes.alice);
   t.diagnostic(`all four up: best #${healthy.best}, finalized #${healthy.finalized}, ${seconds(started)} s after start`);
 
@@ -124,6 +127,8 @@ test('four validators keep finalising with any one of them stopped', async (t) =
   // epoch, so a draw's seed can wait for a second author: over the last blocks of four
   // validators, several authors appear (one making sixteen in a row: about 4⁻¹⁵).
   const api = await ApiPromise.create({ provider: new WsProvider(nodes.alice.wsUrl), noInitWarn: true });
+  const workers = new Workers(nodes.alice.wsUrl, mkdtempSync(join(workDir, 'workers-')));
+  let recorded;
   try {
     await waitFor('a full beacon', async () => (await api.query.verification.beacon()).length >= 16, { timeoutMs: 120_000 });
     const beacon = await api.query.verification.beacon();
@@ -135,19 +140,64 @@ test('four validators keep finalising with any one of them stopped', async (t) =
     assert.ok(blocks.every((block, i) => i === 0 || block === blocks[i - 1] + 1), `consecutive blocks ${blocks}`);
     t.diagnostic(`beacon of blocks #${blocks[0]} to #${blocks.at(-1)}: ${new Set(authors).size} distinct authors`);
     assert.ok(new Set(authors).size >= 2, `one author made every block: ${authors}`);
+
+    // A solver (Eve) and two verifiers (Ferdie, and Charlie's account) work through
+    // Alice's node; Alice submits the digits job. No unit is forced (one in a billion).
+    const keyring = new Keyring({ type: 'sr25519' });
+    // Finalized blocks only: competing forks of best blocks carry the same events twice.
+    recorded = await recordEvents(api, undefined, { finalized: true });
+    await setForcedErrorRate(api, keyring.addFromUri('//Alice'), 1);
+    const solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
+    workers.start('solver', ['solve', '--key', '//Eve', '--p2p-listen', solverPeer, '--no-mdns']);
+    for (const name of ['Ferdie', 'Charlie']) workers.start(name, ['verify', '--key', `//${name}`, '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns']);
+    const registered = async (uri) => (await api.query.staking.nodes(keyring.addFromUri(uri).address)).isSome;
+    await waitFor('the workers to register', async () => (await registered('//Eve')) && (await registered('//Ferdie')) &&
+      (await registered('//Charlie')), { timeoutMs: 180_000 }).catch(workers.withLogs);
+    const submitter = workers.start('submitter', ['submit', '--key', '//Alice', '--example', 'digits', '--wait', '--peer', solverPeer, '--no-mdns']);
+    const job = Number((await waitFor('the job to be submitted', () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
+      .catch(workers.withLogs))[1]);
+    const units = (await api.query.tasks.jobs(job)).unwrap().units.toNumber();
+    await waitFor('the first proof', () => recorded.of('tasks', 'ProofSubmitted', job).length > 0, { timeoutMs: 300_000 })
+      .catch(workers.withLogs);
+
+    // Dave stops for a minute in the middle of the job. Three of four voters are more than
+    // two thirds: finality goes on without him, and so does the job.
+    await stop('dave', nodes.dave);
+    const stopped = await heads(nodes.alice);
+    const stoppedAt = Date.now();
+    const during = await waitFor('finality to advance three blocks without Dave', async () => {
+      const now = await heads(nodes.alice);
+      return now.finalized >= stopped.finalized + 3 && now.finalized > stopped.best ? now : null;
+    }, { timeoutMs: 120_000 });
+    const outage = (Date.now() - stoppedAt) / 1000;
+    t.diagnostic(`Dave down: best #${stopped.best} -> #${during.best}, finalized #${stopped.finalized} -> #${during.finalized} in ${outage.toFixed(0)} s (${(outage / (during.best - stopped.best)).toFixed(1)} s a block), finality lag ${during.best - during.finalized} blocks`);
+    const eventsBefore = recorded.events.length;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, 60_000 - (Date.now() - stoppedAt))));
+    const down = await heads(nodes.alice);
+    const duringOutage = recorded.events.slice(eventsBefore).filter((e) => ['ProofSubmitted', 'Revealed', 'Committed'].includes(e.method));
+    t.diagnostic(`after a minute without Dave: best #${down.best}, finalized #${down.finalized}; ${duringOutage.length} proofs, commits and reveals meanwhile`);
+    assert.ok(duringOutage.length > 0, 'the job went on while Dave was down');
+    const daveAgain = await start('dave');
+
+    // The job completes: every unit proven by Eve, attested by both verifiers, paid once;
+    // nobody slashed, nothing missed.
+    await waitFor('every unit to be finalized', () => recorded.of('tasks', 'UnitFinalized', job).length === units,
+      { timeoutMs: 900_000, intervalMs: 3000 }).catch(workers.withLogs);
+    for (let unit = 0; unit < units; unit++) {
+      const concluded = recorded.of('verification', 'RoundConcluded', job, unit);
+      assert.deepEqual(concluded.map((e) => [e.data.matched, e.data.mismatched, e.data.missed]), [[2, 0, 0]], `unit ${unit}'s proof verified`);
+      const finalized = recorded.of('tasks', 'UnitFinalized', job, unit);
+      assert.equal(finalized.length, 1);
+      assert.equal(finalized[0].data.solver, keyring.addFromUri('//Eve').address);
+    }
+    const failures = recorded.events.filter((e) => e.method === 'Slashed' || ['RevealMissed', 'SecretRevealMissed', 'UnitTimedOut'].includes(e.method));
+    assert.deepEqual(failures, []);
+    const back = await heads(daveAgain);
+    t.diagnostic(`the job's ${units} units finalized; Dave back at best #${back.best}, finalized #${back.finalized}`);
   } finally {
+    recorded?.stop();
+    workers.stopAll();
     await api.disconnect();
   }
-
-  // Three of four voters are more than two thirds: finality goes on without Dave.
-  await stop('dave', nodes.dave);
-  const stopped = await heads(nodes.alice);
-  const stoppedAt = Date.now();
-  const during = await waitFor('finality to advance three blocks without Dave', async () => {
-    const now = await heads(nodes.alice);
-    return now.finalized >= stopped.finalized + 3 && now.finalized > stopped.best ? now : null;
-  }, { timeoutMs: 120_000 });
-  const outage = (Date.now() - stoppedAt) / 1000;
-  t.diagnostic(`Dave down: best #${stopped.best} -> #${during.best}, finalized #${stopped.finalized} -> #${during.finalized} in ${outage.toFixed(0)} s (${(outage / (during.best - stopped.best)).toFixed(1)} s a block), finality lag ${during.best - during.finalized} blocks`);
   await stopAll();
 });

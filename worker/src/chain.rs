@@ -111,20 +111,107 @@ pub trait EveryBlock {
 	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>>;
 	/// The best blocks the passes follow.
 	fn best_blocks(&mut self) -> &mut BestBlocks;
+	/// The account the role acts for, whose slashes it reports.
+	fn account(&self) -> &AccountId;
 }
 
-/// Runs `role`'s passes, each as soon as the chain moves on, until `stop` is set. A stop
+/// How far back a look for slashes goes after a gap (blocks): a pass that took longer
+/// than this many blocks reports only the slashes of the last ones.
+const SLASH_LOOKBACK: u64 = 64;
+
+/// How often (in blocks) a role checks that its account is still registered and can pay
+/// its fees.
+const ACCOUNT_CHECK_BLOCKS: u64 = 20;
+
+/// What the operator sees of the chain between passes: the lag of finality behind the
+/// best block, and each slash of the role's account, counted in the metrics and logged
+/// as an error with its reason. Each best block is looked at once. It also finds what no
+/// retry cures: a runtime this worker was not built for, an account no longer registered.
+#[derive(Default)]
+struct ChainWatch {
+	/// The last best block whose events were looked at.
+	looked_at: Option<u64>,
+	/// The runtime's spec version this worker last found it can talk to.
+	spec_version: Option<u32>,
+	/// The block of the last check of the account.
+	account_checked: Option<u64>,
+}
+
+impl ChainWatch {
+	/// Looks at the blocks since the last look. `Ok(Some(reason))` when the role must stop;
+	/// an error is passing (the node away, a block not yet readable).
+	async fn look(&mut self, chain: &Chain, best: &mut BestBlocks, me: &AccountId) -> Result<Option<anyhow::Error>> {
+		let metrics = crate::metrics::get();
+		let at = best.at().await?;
+		let now = at.block_number();
+		// A runtime upgrade changes calls and storage under the worker's feet: one it was
+		// generated for goes on, any other stops it before it signs something malformed.
+		if self.spec_version != Some(at.spec_version()) {
+			if !runtime::is_codegen_valid_for(&at.metadata_ref()) {
+				return Ok(Some(anyhow!(
+					"the chain upgraded its runtime to spec version {}, which this worker was not built for: update touchstone-worker and start it again",
+					at.spec_version()
+				)));
+			}
+			self.spec_version = Some(at.spec_version());
+		}
+		if self.account_checked.is_none_or(|last| now >= last.saturating_add(ACCOUNT_CHECK_BLOCKS)) {
+			self.account_checked = Some(now);
+			if at.storage().try_fetch(runtime::storage().staking().nodes(), (me.clone(),)).await?.is_none() {
+				return Ok(Some(anyhow!(
+					"the account {me} is no longer registered (it unbonded, or slashes took its bond): start the worker again to register and bond"
+				)));
+			}
+			let free = chain.free_balance(&at, me).await?;
+			if free < UNIT / 10 {
+				tracing::error!(
+					free_tst = free as f64 / UNIT as f64,
+					"the account can hardly pay transaction fees: fund it, or its reveals and dispute moves will fail and be slashed"
+				);
+			}
+		}
+		let finalized = chain.at().await?.block_number();
+		metrics.chain_lag_blocks.set(now.saturating_sub(finalized));
+		let from = self.looked_at.map_or(now, |last| last.saturating_add(1).max(now.saturating_sub(SLASH_LOOKBACK)));
+		for number in from..=now {
+			let events = chain.api.at_block(number).await.context("cannot read a block")?.events().fetch().await?;
+			for slashed in events.find::<runtime::staking::events::Slashed>() {
+				let slashed = slashed?;
+				if slashed.who == *me {
+					metrics.slashes.inc();
+					metrics.slashed.inc_by(u64::try_from(slashed.amount).unwrap_or(u64::MAX));
+					tracing::error!(block = number, role = ?slashed.role, reason = ?slashed.reason, tst = slashed.amount as f64 / UNIT as f64, "slashed");
+				}
+			}
+		}
+		self.looked_at = Some(now);
+		Ok(None)
+	}
+}
+
+/// Runs `role`'s passes, each as soon as the chain moves on, until `stop` is set or the
+/// chain shows a condition no retry cures (the error says which and what to do). A stop
 /// interrupts a pass even when the node is gone and a call would retry for ever.
-pub async fn run_every_block(role: &mut impl EveryBlock, stop: &std::sync::atomic::AtomicBool) {
+pub async fn run_every_block(role: &mut impl EveryBlock, stop: &std::sync::atomic::AtomicBool) -> Result<()> {
 	let stopped = || async {
 		while !stop.load(std::sync::atomic::Ordering::Relaxed) {
 			tokio::time::sleep(Duration::from_millis(200)).await;
 		}
 	};
+	let mut watch = ChainWatch::default();
 	while !stop.load(std::sync::atomic::Ordering::Relaxed) {
 		tokio::select! {
 			result = role.pass() => if let Err(error) = result {
 				tracing::warn!("{error:#}");
+			},
+			_ = stopped() => break,
+		}
+		let (chain, me) = (role.best_blocks().chain.clone(), role.account().clone());
+		tokio::select! {
+			looked = watch.look(&chain, role.best_blocks(), &me) => match looked {
+				Ok(None) => {},
+				Ok(Some(fatal)) => return Err(fatal),
+				Err(error) => tracing::debug!("cannot look at the latest blocks: {error:#}"),
 			},
 			_ = stopped() => break,
 		}
@@ -133,6 +220,7 @@ pub async fn run_every_block(role: &mut impl EveryBlock, stop: &std::sync::atomi
 			_ = stopped() => break,
 		}
 	}
+	Ok(())
 }
 
 impl Chain {
@@ -204,6 +292,12 @@ impl Chain {
 	/// that move money (bonds, escrow, payouts). A transaction the runtime refuses is an
 	/// error naming the runtime's error.
 	pub async fn send<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
+		let outcome = self.send_finalized(call, signer).await;
+		count_transaction(call, &outcome);
+		outcome
+	}
+
+	async fn send_finalized<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
 		let progress = self.submit(call, signer).await?;
 		let finalized = progress.wait_for_finalized_success().await.map_err(|error| anyhow!("{error}"));
 		if finalized.is_err() {
@@ -246,6 +340,12 @@ impl Chain {
 	/// leaves the best chain puts its transactions back in the pool, so a call included
 	/// once is included again; the nonce comes from the node, which counts the pool.
 	pub async fn send_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
+		let outcome = self.include_in_block(call, signer).await;
+		count_transaction(call, &outcome);
+		outcome
+	}
+
+	async fn include_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
 		use subxt::transactions::TransactionStatus;
 		let mut progress = self.submit(call, signer).await?;
 		// Ok(the dispatch's outcome) once in a block; Err when it never got there.
@@ -451,6 +551,13 @@ impl Chain {
 			}
 		}
 	}
+}
+
+/// Counts a transaction's outcome under its call's name (`Pallet.call`).
+fn count_transaction<Call: subxt::tx::Payload>(call: &Call, outcome: &Result<Events>) {
+	let name = call.validation_details().map_or_else(|| "unknown".to_owned(), |call| format!("{}.{}", call.pallet_name, call.call_name));
+	let outcome = if outcome.is_ok() { "included" } else { "failed" };
+	crate::metrics::get().transactions.with_label_values(&[name.as_str(), outcome]).inc();
 }
 
 /// How often a node tells the chain it is online.

@@ -233,7 +233,11 @@ pub async fn play(
 			Move::TimeOut => ("time_out", chain.send(&calls.time_out(id), signer).await),
 		};
 		match sent {
-			Ok(_) => tracing::info!(job, unit = index, dispute = id, round = rounds, ?side, "dispute: sent {name}"),
+			Ok(_) => {
+				let party = if side == Party::Defender { "defender" } else { "challenger" };
+				crate::metrics::get().dispute_moves.with_label_values(&[party]).inc();
+				tracing::info!(job, unit = index, dispute = id, round = rounds, ?side, "dispute: sent {name}")
+			},
 			Err(error) => tracing::warn!(job, unit = index, dispute = id, ?side, "dispute: {name} refused: {error:#}"),
 		}
 		sent_any = true;

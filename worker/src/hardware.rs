@@ -16,8 +16,48 @@ use touchstone_primitives::{DeviceKind, HardwareProfile};
 pub struct Detected {
 	/// The profile.
 	pub profile: HardwareProfile,
-	/// Memory available for training now, in MiB.
-	pub available_mib: u64,
+	/// Where the memory a unit trains in is measured when the unit is admitted.
+	memory: MemorySource,
+}
+
+/// Where a unit's memory comes from, and so where its free memory is read.
+#[derive(Clone, Debug, PartialEq)]
+enum MemorySource {
+	/// Host memory: the CPU reference, and GPUs whose memory is not known (wgpu adapters,
+	/// which do not report it).
+	Host,
+	/// An NVIDIA GPU's memory, as `nvidia-smi` reports it for the GPU with this index or UUID.
+	Nvidia(String),
+}
+
+/// What a backend takes beyond the unit's buffers, in MiB: the program and allocator
+/// slack on the host, and on a GPU the driver's context and staging buffers. Allowances,
+/// not measurements: a unit is refused when it would leave less than this free.
+const HOST_OVERHEAD_MIB: u64 = 64;
+/// See [`HOST_OVERHEAD_MIB`]: a CUDA context and libtorch's caching allocator.
+const GPU_OVERHEAD_MIB: u64 = 768;
+
+impl Detected {
+	/// Memory free for a unit now, in MiB: read at each admission, not once at start,
+	/// because other programs and this worker's own work use memory too.
+	pub fn free_mib(&self) -> u64 {
+		match &self.memory {
+			MemorySource::Host => meminfo("MemAvailable:").or_else(|| meminfo("MemFree:")).unwrap_or(0),
+			MemorySource::Nvidia(id) => nvidia_smi(id, "memory.free").and_then(|free| free.parse().ok()).unwrap_or(0),
+		}
+	}
+
+	/// Whether a unit of `model`, trained with `train` on `data`, fits in the memory free
+	/// now; the error says how much it needs and how much is free.
+	pub fn admit(&self, model: &ModelConfig, train: &TrainConfig, data: &Dataset) -> Result<()> {
+		let on_gpu = self.profile.device == DeviceKind::Gpu;
+		let needed = unit_memory_mib(model, train, data, on_gpu)?;
+		let free = self.free_mib();
+		if needed > free {
+			anyhow::bail!("the unit needs about {needed} MiB and {free} MiB are free on the device now");
+		}
+		Ok(())
+	}
 }
 
 fn meminfo(field: &str) -> Option<u64> {
@@ -60,6 +100,18 @@ pub struct Gpu {
 	pub name: String,
 	/// Its memory in MiB, where known (host memory is used otherwise).
 	pub memory_mib: Option<u64>,
+	/// The index or UUID `nvidia-smi` knows it by, for an NVIDIA GPU.
+	pub nvidia_id: Option<String>,
+}
+
+/// One field of `nvidia-smi --query-gpu` for the GPU `id` (an index or a UUID).
+fn nvidia_smi(id: &str, field: &str) -> Option<String> {
+	std::process::Command::new("nvidia-smi")
+		.args([format!("--query-gpu={field}"), "--format=csv,noheader,nounits".to_owned(), format!("--id={id}")])
+		.output()
+		.ok()
+		.filter(|output| output.status.success())
+		.map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 /// libtorch's first CUDA device, when this machine has one. tch builds against
@@ -95,18 +147,13 @@ pub fn torch_cuda() -> Option<Gpu> {
 	}
 	// libtorch's device 0 is the first `CUDA_VISIBLE_DEVICES` names; nvidia-smi ignores
 	// that variable and counts every GPU, so it is asked for that one by name.
-	let id = format!("--id={}", first_visible_device(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
-	let query = std::process::Command::new("nvidia-smi")
-		.args(["--query-gpu=name,memory.total", "--format=csv,noheader,nounits", id.as_str()])
-		.output()
-		.ok()
-		.filter(|output| output.status.success())
-		.map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
-	let (name, memory_mib) = match query.as_deref().and_then(|line| line.rsplit_once(',')) {
-		Some((name, memory)) => (name.trim().to_owned(), memory.trim().parse().ok()),
-		None => ("CUDA device 0".to_owned(), None),
+	let id = first_visible_device(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+	let query = nvidia_smi(&id, "name,memory.total");
+	let (name, memory_mib, nvidia_id) = match query.as_deref().and_then(|line| line.rsplit_once(',')) {
+		Some((name, memory)) => (name.trim().to_owned(), memory.trim().parse().ok(), Some(id)),
+		None => ("CUDA device 0".to_owned(), None, None),
 	};
-	Some(Gpu { name: format!("{name} (libtorch CUDA)"), memory_mib })
+	Some(Gpu { name: format!("{name} (libtorch CUDA)"), memory_mib, nvidia_id })
 }
 
 /// The GPU (an index or a UUID, as nvidia-smi takes it) that CUDA numbers 0 under
@@ -124,11 +171,10 @@ fn first_visible_device(visible: Option<&str>) -> String {
 /// measured throughput. `gpu` is the GPU when training on one.
 pub fn detect(gpu: Option<Gpu>, region: &str) -> Result<Detected> {
 	let host_total = meminfo("MemTotal:").unwrap_or(0);
-	let host_available = meminfo("MemAvailable:").unwrap_or(host_total);
-	let (device, model, total, available) = match gpu {
-		Some(Gpu { name, memory_mib: Some(memory) }) => (DeviceKind::Gpu, name, memory, memory),
-		Some(Gpu { name, memory_mib: None }) => (DeviceKind::Gpu, name, host_total, host_available),
-		None => (DeviceKind::Cpu, cpu_model(), host_total, host_available),
+	let (device, model, total, memory) = match gpu {
+		Some(Gpu { name, memory_mib: Some(total), nvidia_id: Some(id) }) => (DeviceKind::Gpu, name, total, MemorySource::Nvidia(id)),
+		Some(Gpu { name, .. }) => (DeviceKind::Gpu, name, host_total, MemorySource::Host),
+		None => (DeviceKind::Cpu, cpu_model(), host_total, MemorySource::Host),
 	};
 	let mut model = model.into_bytes();
 	model.truncate(touchstone_primitives::MAX_DEVICE_MODEL_LEN as usize);
@@ -142,23 +188,47 @@ pub fn detect(gpu: Option<Gpu>, region: &str) -> Result<Detected> {
 		bandwidth_mbps: 1000,
 		region: BoundedVec::truncate_from(region),
 	};
-	Ok(Detected { profile, available_mib: available })
+	Ok(Detected { profile, memory })
 }
 
 /// The memory training a unit needs, in MiB: every buffer of the step graph (parameters,
-/// moments, activations, gradients), the dataset on the device, and a host copy of the
-/// state for checkpoints. Known from the spec alone, so it is checked before accepting.
-pub fn unit_memory_mib(model: &ModelConfig, train: &TrainConfig, data: &Dataset) -> Result<u64> {
+/// moments, activations, gradients), the dataset (twice on a GPU: the host's copy and the
+/// device's), a host copy of the state for checkpoints, and the backend's allowance.
+/// Known from the spec alone, so it is checked before accepting.
+pub fn unit_memory_mib(model: &ModelConfig, train: &TrainConfig, data: &Dataset, on_gpu: bool) -> Result<u64> {
 	let graph = Graph::build(model, train).map_err(|error| anyhow::anyhow!("{error:?}"))?;
 	let buffers: u64 = graph.buffers.iter().map(|&(len, _)| len as u64).sum();
 	let state: u64 = graph.state.iter().filter_map(|&id| graph.values.get(id)).map(|value| value.len as u64).sum();
-	let words = buffers + 2 * state + data.features.len() as u64 + data.labels.len() as u64;
-	Ok((words * 4).div_ceil(1 << 20) + 64)
+	let dataset = data.features.len() as u64 + data.labels.len() as u64;
+	let (copies, overhead) = if on_gpu { (2, GPU_OVERHEAD_MIB) } else { (1, HOST_OVERHEAD_MIB) };
+	let words = buffers + 2 * state + copies * dataset;
+	Ok((words * 4).div_ceil(1 << 20) + overhead)
 }
 
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	/// A unit is admitted by the memory free when it comes, which is there to read on any
+	/// host, and a GPU counts the dataset twice and its driver's allowance.
+	#[test]
+	fn admission_reads_the_free_memory_and_counts_what_a_gpu_adds() {
+		let detected = detect(None, "local").unwrap();
+		let free = detected.free_mib();
+		assert!(free > 0 && free <= u64::from(detected.profile.memory_mib), "{free} of {}", detected.profile.memory_mib);
+		let crate::train::UnitWork { model, train, .. } = crate::train::tests::work(&std::env::temp_dir());
+		// 4,096 samples of 63 features and a label: exactly 1 MiB.
+		let data = Dataset { features: vec![0.0; 63 * 4096], labels: vec![0; 4096], feature_len: 63, classes: 4 };
+		let on_cpu = unit_memory_mib(&model, &train, &data, false).unwrap();
+		let on_gpu = unit_memory_mib(&model, &train, &data, true).unwrap();
+		assert_eq!(on_gpu - on_cpu, GPU_OVERHEAD_MIB - HOST_OVERHEAD_MIB + 1, "one more 1 MiB dataset copy and the driver");
+		assert!(detected.admit(&model, &train, &data).is_ok());
+		// A GPU whose memory cannot be read has none free: nothing is admitted on a guess.
+		let unreadable = Detected { memory: MemorySource::Nvidia("no-such-gpu".into()), ..detected };
+		assert_eq!(unreadable.free_mib(), 0);
+		let refused = unreadable.admit(&model, &train, &data).unwrap_err().to_string();
+		assert!(refused.contains("MiB and 0 MiB are free on the device now"), "{refused}");
+	}
 
 	/// libtorch's first device is the first `CUDA_VISIBLE_DEVICES` names, by index or UUID.
 	#[test]

@@ -36,9 +36,9 @@ pub struct Inputs {
 
 impl Inputs {
 	/// Everything needed to train a unit, or why this worker cannot: its dataset and
-	/// start state are here and check out against the chain, and it fits in the
-	/// `available_mib` of memory.
-	pub fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, available_mib: u64) -> Result<UnitWork> {
+	/// start state are here and check out against the chain, and it fits in the memory
+	/// free on the `device` now.
+	pub fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device: &hardware::Detected) -> Result<UnitWork> {
 		let spec = &job.spec;
 		let model = kernel_model(&spec.model);
 		let train = kernel_train(&spec.hyper);
@@ -51,10 +51,7 @@ impl Inputs {
 		if root != spec.dataset.root.0 || data.len() != spec.dataset.samples as usize {
 			bail!("the dataset does not match the job's dataset root: refusing to train on it");
 		}
-		let needed = hardware::unit_memory_mib(&model, &train, &data)?;
-		if needed > available_mib {
-			bail!("the unit needs about {needed} MiB and {available_mib} MiB are available");
-		}
+		device.admit(&model, &train, &data)?;
 		let (first_step, steps, shard) = match unit.scope {
 			UnitScope::Steps { first_step, steps } => (first_step, steps, None),
 			UnitScope::Shard { first_sample, samples } => {

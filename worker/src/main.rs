@@ -174,6 +174,7 @@ async fn run(cli: Cli) -> Result<()> {
 				region: "local".into(),
 				network: args.network,
 				backend: args.backend,
+				metrics: args.metrics,
 				#[cfg(feature = "test-equipment")]
 				attest_without_checking: false,
 			};

@@ -315,6 +315,7 @@ impl Network {
 					Ok(Some(bytes)) => return Ok(bytes),
 					Ok(None) => bail!("stopped early"),
 					Err(error) => {
+						crate::metrics::get().fetch_failures.inc();
 						tracing::warn!(%peer, "fetching {} failed: {error:#}", hex(&hash));
 						last_error = Some(error);
 					},

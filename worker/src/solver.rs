@@ -125,7 +125,7 @@ pub struct Solver {
 	inputs: Inputs,
 	args: SolveArgs,
 	detected: Detected,
-	metrics: Metrics,
+	metrics: &'static Metrics,
 	stop: Arc<AtomicBool>,
 	/// Units this process gave up on (cannot train them): not claimed again.
 	refused: BTreeSet<(JobId, UnitIndex)>,
@@ -218,6 +218,10 @@ impl crate::chain::EveryBlock for Solver {
 	fn best_blocks(&mut self) -> &mut BestBlocks {
 		&mut self.best
 	}
+
+	fn account(&self) -> &AccountId {
+		&self.me
+	}
 }
 
 impl Solver {
@@ -238,7 +242,7 @@ impl Solver {
 				let backend = WgpuBackend::new().map_err(|error| {
 					anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
 				})?;
-				Some(hardware::Gpu { name: backend.adapter_description(), memory_mib: None })
+				Some(hardware::Gpu { name: backend.adapter_description(), memory_mib: None, nvidia_id: None })
 			},
 			BackendKind::Tch => {
 				let cuda = hardware::torch_cuda();
@@ -250,10 +254,10 @@ impl Solver {
 			},
 		};
 		let detected = hardware::detect(gpu, &args.region)?;
-		let metrics = match args.metrics {
-			Some(address) => Metrics::serve(address)?,
-			None => Metrics::unserved()?,
-		};
+		if let Some(address) = args.metrics {
+			crate::metrics::serve(address);
+		}
+		let metrics = crate::metrics::get();
 		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me: me.clone() };
 		Ok(Self {
 			best: chain.follow_best(),
@@ -289,8 +293,9 @@ impl Solver {
 		// Training stops at the step it is in (see `stop_training`), and the unit resumes
 		// from its last checkpoint on restart.
 		let stop = self.stop.clone();
-		crate::chain::run_every_block(&mut self, &stop).await;
+		let outcome = crate::chain::run_every_block(&mut self, &stop).await;
 		self.stop_training().await;
+		outcome?;
 		tracing::info!("solver stopped");
 		Ok(())
 	}
@@ -546,7 +551,7 @@ impl Solver {
 	/// [`Inputs::prepare`]); with `--inject-fault`, the fault it is told to inject.
 	fn prepare(&self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
 		#[allow(unused_mut)] // Only test equipment changes it.
-		let mut work = self.inputs.prepare(job_id, index, job, unit, self.detected.available_mib)?;
+		let mut work = self.inputs.prepare(job_id, index, job, unit, &self.detected)?;
 		#[cfg(feature = "test-equipment")]
 		{
 			work.fault = match self.args.inject_fault {
@@ -599,7 +604,7 @@ impl Solver {
 		let (newest, checkpoints) = tokio::sync::watch::channel(None);
 		let halt = Arc::new(AtomicBool::new(false));
 		let (store, network, metrics, thread_bar, thread_halt) =
-			(self.inputs.store.clone(), self.inputs.network.clone(), self.metrics.clone(), bar.clone(), halt.clone());
+			(self.inputs.store.clone(), self.inputs.network.clone(), self.metrics, bar.clone(), halt.clone());
 		let thread = tokio::task::spawn_blocking(move || {
 			let mut done_before = 0u32;
 			let mut last_checkpoint = (Instant::now(), first_step);
@@ -897,6 +902,7 @@ impl Solver {
 			honest_final_state,
 		);
 		self.chain.send_in_block(&reveal, &self.signer).await.context("revealing the forced-error secret")?;
+		self.metrics.reveals.with_label_values(&["secret"]).inc();
 		tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
 		Ok(true)
 	}

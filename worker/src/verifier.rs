@@ -62,6 +62,9 @@ pub struct VerifyArgs {
 	/// yardstick.)
 	#[arg(long, value_enum, default_value = "cpu")]
 	pub backend: BackendKind,
+	/// Serve Prometheus metrics at this address (for example 127.0.0.1:9617).
+	#[arg(long)]
+	pub metrics: Option<std::net::SocketAddr>,
 	/// Test equipment: attest `Match` to every proof without re-executing anything, as a
 	/// lazy verifier would. A dispute that overturns such a proof slashes the attestation
 	/// (`FalseAttestation`); it exists to rehearse that end to end. Only in a build with the
@@ -102,6 +105,9 @@ pub struct ChallengeArgs {
 	/// The backend the unit is re-executed on: `cpu` (the reference) or `wgpu`.
 	#[arg(long, value_enum, default_value = "cpu")]
 	pub backend: BackendKind,
+	/// Serve Prometheus metrics at this address (for example 127.0.0.1:9618).
+	#[arg(long)]
+	pub metrics: Option<std::net::SocketAddr>,
 	#[command(flatten)]
 	pub network: NetworkArgs,
 }
@@ -136,6 +142,27 @@ pub struct Verifier {
 	checking: Arc<std::sync::Mutex<BTreeSet<RoundKey>>>,
 }
 
+/// A challenger watching every proof open to challenge: the checker and the proofs it
+/// has checked (each once, by unit and trace root).
+struct Watcher {
+	checker: Verifier,
+	checked: BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+}
+
+impl crate::chain::EveryBlock for Watcher {
+	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
+		self.checker.watch_pass(&mut self.checked)
+	}
+
+	fn best_blocks(&mut self) -> &mut BestBlocks {
+		&mut self.checker.best
+	}
+
+	fn account(&self) -> &AccountId {
+		&self.checker.me
+	}
+}
+
 /// A round this verifier is drawn for: the unit and the round.
 type RoundKey = (JobId, UnitIndex, RoundId);
 
@@ -147,12 +174,19 @@ impl crate::chain::EveryBlock for Verifier {
 	fn best_blocks(&mut self) -> &mut BestBlocks {
 		&mut self.best
 	}
+
+	fn account(&self) -> &AccountId {
+		&self.me
+	}
 }
 
 impl Verifier {
 	/// Detects the hardware and prepares a verifier; nothing is sent yet.
 	pub fn new(chain: Chain, network: Network, store: Store, data_dir: PathBuf, args: VerifyArgs, stop: Arc<AtomicBool>) -> Result<Self> {
 		let replay = Arc::new(ReplayDevice::new(args.backend)?);
+		if let Some(address) = args.metrics {
+			crate::metrics::serve(address);
+		}
 		let signer = args.key.keypair()?;
 		let me = signer.public_key().to_account_id();
 		let detected = hardware::detect(None, &args.region)?;
@@ -184,7 +218,7 @@ impl Verifier {
 		self.heartbeat.sent();
 		// A re-execution stops at the step it is in; committed verdicts stay on disk.
 		let stop = self.stop.clone();
-		crate::chain::run_every_block(&mut self, &stop).await;
+		crate::chain::run_every_block(&mut self, &stop).await?;
 		tracing::info!("verifier stopped");
 		Ok(())
 	}
@@ -245,6 +279,7 @@ impl Verifier {
 		let commitment = digest_bytes(&(&verdict, &salt, &self.me).encode());
 		let call = runtime::transactions().verification().commit(job_id, index, subxt::utils::H256(commitment));
 		self.chain.send_in_block(&call, &self.signer).await.context("committing the verdict")?;
+		crate::metrics::get().round("committed");
 		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: committed");
 		Ok(())
 	}
@@ -261,13 +296,17 @@ impl Verifier {
 			return;
 		}
 		drop(checking);
+		crate::metrics::get().round("drawn");
 		let mut copy = self.clone();
 		let at = at.clone();
 		tokio::spawn(async move {
 			// Rounds drawn together are re-executed side by side, sharing the device: a short
 			// round's commit period, sized to its own work, must not wait out a long one's.
 			let outcome = async {
+				let started = std::time::Instant::now();
 				let verdict = copy.verdict(&at, job_id, index, &round_id.0, attested).await?;
+				crate::metrics::get().reexecution_seconds.set(started.elapsed().as_secs_f64());
+				crate::metrics::get().round(verdict_name(&verdict));
 				let mut salt = [0u8; 32];
 				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
 				crate::store::write_atomically(&copy.verdict_path(job_id, index, round_id), &(verdict, salt).encode())
@@ -289,6 +328,7 @@ impl Verifier {
 		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
 		let call = runtime::transactions().verification().reveal(job_id, index, subxt::utils::Static(verdict.clone()), salt);
 		self.chain.send_in_block(&call, &self.signer).await.context("revealing the verdict")?;
+		crate::metrics::get().reveals.with_label_values(&["verdict"]).inc();
 		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: revealed");
 		Ok(())
 	}
@@ -512,7 +552,7 @@ impl Verifier {
 		}
 		self.inputs.connect(&self.chain, at, job_id, &job).await?;
 		self.inputs.fetch(&self.chain, at, job_id, index, &job, &unit).await?;
-		self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib)
+		self.inputs.prepare(job_id, index, &job, &unit, &self.detected)
 	}
 
 	/// Re-executes the unit, which must still stand on the proof with `trace_root`, on the
@@ -620,28 +660,32 @@ impl Verifier {
 	/// segments chosen here at random, which its solver cannot know; a proof whose sample
 	/// does not reproduce is re-executed whole and, if its trace root differs, disputed.
 	/// Every pass also plays the disputes this node opened. Runs until stopped.
-	pub async fn watch(mut self) -> Result<()> {
+	pub async fn watch(self) -> Result<()> {
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		tracing::info!(account = %self.me, "watch: checking every proof open to challenge");
-		let mut checked = BTreeSet::new();
-		while !self.stop.load(Ordering::Relaxed) {
-			let at = self.best.at().await?;
-			if let Err(error) = self.play_disputes(&at).await {
-				tracing::warn!("dispute: {error:#}");
-			}
-			let at = self.best.at().await?;
-			for (job_id, index, theirs) in self.open_proofs(&at).await? {
-				if self.stop.load(Ordering::Relaxed) || !checked.insert((job_id, index, theirs)) {
-					continue;
-				}
-				if let Err(error) = self.watch_unit(&at, job_id, index, &theirs).await {
-					tracing::warn!(job = job_id, unit = index, "watch: {error:#}");
-				}
-			}
-			self.best.next(Duration::from_secs(6)).await;
-		}
+		let stop = self.stop.clone();
+		crate::chain::run_every_block(&mut Watcher { checker: self, checked: BTreeSet::new() }, &stop).await?;
 		tracing::info!("watcher stopped");
+		Ok(())
+	}
+
+	/// One pass of the watcher: the next move in each dispute it opened, then every proof
+	/// open to challenge that it has not checked yet.
+	async fn watch_pass(&mut self, checked: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>) -> Result<()> {
+		let at = self.best.at().await?;
+		if let Err(error) = self.play_disputes(&at).await {
+			tracing::warn!("dispute: {error:#}");
+		}
+		let at = self.best.at().await?;
+		for (job_id, index, theirs) in self.open_proofs(&at).await? {
+			if self.stop.load(Ordering::Relaxed) || !checked.insert((job_id, index, theirs)) {
+				continue;
+			}
+			if let Err(error) = self.watch_unit(&at, job_id, index, &theirs).await {
+				tracing::warn!(job = job_id, unit = index, "watch: {error:#}");
+			}
+		}
 		Ok(())
 	}
 
@@ -710,7 +754,7 @@ impl Verifier {
 			let (Some(job), Some(unit)) = (self.chain.job(at, job_id).await?, self.chain.unit(at, job_id, index).await?) else {
 				continue;
 			};
-			let prepare = || self.inputs.prepare(job_id, index, &job, &unit, self.detected.available_mib);
+			let prepare = || self.inputs.prepare(job_id, index, &job, &unit, &self.detected);
 			crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await?;
 		}
 		Ok(())

@@ -77,19 +77,41 @@ export class Workers {
  * Records every event of the pallets `sections` in every best block, in order, as
  * `{ block, section, method, data }` with `data` by field name. Returns `{ events, of, stop }`:
  * `of(section, method, job, unit)` filters them by job and unit when given.
+ *
+ * With `finalized`, only finalized blocks are recorded, each once, in order (every block
+ * between two finalized heads, found through the parent hashes): on a network of several
+ * validators, best blocks of competing forks carry the same events twice.
  */
-export async function recordEvents(api, sections = ['tasks', 'verification', 'disputes', 'staking']) {
+export async function recordEvents(api, sections = ['tasks', 'verification', 'disputes', 'staking'], { finalized = false } = {}) {
   const events = [];
-  const unsubscribe = await api.rpc.chain.subscribeNewHeads(async (header) => {
-    const block = header.number.toNumber();
-    const at = await api.at(header.hash);
+  const record = async (hash, block) => {
+    const at = await api.at(hash);
     for (const { event } of await at.query.system.events()) {
       if (sections.includes(event.section)) {
         const data = Object.fromEntries(event.data.names.map((name, i) => [name, event.data[i].toJSON()]));
         events.push({ block, section: event.section, method: event.method, data });
       }
     }
-  });
+  };
+  let unsubscribe;
+  if (finalized) {
+    let recorded = null;
+    let queue = Promise.resolve();
+    unsubscribe = await api.rpc.chain.subscribeFinalizedHeads((header) => {
+      queue = queue.then(async () => {
+        const newest = header.number.toNumber();
+        const from = recorded === null ? newest : recorded + 1;
+        const hashes = [header.hash];
+        for (let number = newest; number > from; number--) {
+          hashes.unshift((await api.rpc.chain.getHeader(hashes[0])).parentHash);
+        }
+        for (const [i, hash] of hashes.entries()) await record(hash, from + i);
+        recorded = newest;
+      }).catch(() => {});
+    });
+  } else {
+    unsubscribe = await api.rpc.chain.subscribeNewHeads((header) => record(header.hash, header.number.toNumber()));
+  }
   const of = (section, method, job, unit) => events.filter((e) => e.section === section && e.method === method &&
     (job === undefined || Number(e.data.job) === job) && (unit === undefined || Number(e.data.unit) === unit));
   return { events, of, stop: () => unsubscribe() };
