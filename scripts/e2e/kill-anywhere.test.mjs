@@ -14,13 +14,7 @@
 // logged and the units' states on chain).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { startNode, waitFor, freePort, setForcedErrorRate } from './lib/node.mjs';
-import { Workers, recordEvents } from './lib/workers.mjs';
+import { devChainWithSolver } from './lib/workers.mjs';
 
 const UNIT = 10n ** 12n;
 /** The solver's and verifiers' bonds: the worker's defaults. */
@@ -28,13 +22,12 @@ const BONDS = { solver: 150n * UNIT, dave: 100n * UNIT };
 /** Kills over the job, at least. */
 const MIN_KILLS = 8;
 
-let node;
+/** The dev node, Bob's solver and the events recorded (`lib/workers.mjs`). */
+let chain;
 let api;
-let dataDir;
-let solverPeer;
 let workers;
 let recorded;
-const keyring = new Keyring({ type: 'sr25519' });
+let keyring;
 
 /** A small seeded generator (mulberry32): the same seed gives the same kill moments. */
 function generator(seed) {
@@ -55,31 +48,16 @@ const lastLine = (name) => workers.log(name).trimEnd().split('\n').findLast((lin
   ?.replace(/^\S+\s+/, '').slice(0, 160) ?? '';
 
 before(async () => {
-  node = await startNode(['--dev', '--tmp'], { name: 'kill-anywhere' });
-  api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
-  dataDir = mkdtempSync(join(tmpdir(), 'touchstone-kill-anywhere-'));
-  solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
-  workers = new Workers(node.wsUrl, dataDir);
-  recorded = await recordEvents(api);
-  // One unit in a billion is forced: the solver commits a secret for every range and must
-  // reveal it after each restart too.
-  await setForcedErrorRate(api, keyring.addFromUri('//Alice'), 1);
-  workers.start('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
+  chain = await devChainWithSolver('kill-anywhere');
+  ({ api, workers, recorded, keyring } = chain);
   for (const name of ['dave', 'eve']) {
     workers.start(name, ['verify', '--key', `//${name[0].toUpperCase()}${name.slice(1)}`, '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns']);
   }
-  const registered = async (uri) => (await api.query.staking.nodes(keyring.addFromUri(uri).address)).isSome;
-  await waitFor('the solver and verifiers to register', async () =>
-    (await registered('//Bob')) && (await registered('//Dave')) && (await registered('//Eve')), { timeoutMs: 180_000 })
-    .catch(workers.withLogs);
+  await chain.registered(['//Dave', '//Eve'], 'the verifiers to register');
 });
 
 after(async () => {
-  recorded?.stop();
-  workers?.stopAll();
-  await api?.disconnect();
-  await node?.stop();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  await chain?.stop();
 });
 
 test('the solver and a verifier killed at random points of a job, again and again, lose nothing: the job completes, nobody is slashed, nothing is paid twice', { timeout: 2_400_000 }, async (t) => {
@@ -87,11 +65,7 @@ test('the solver and a verifier killed at random points of a job, again and agai
   const random = generator(seed);
   t.diagnostic(`seed ${seed} (TOUCHSTONE_E2E_SEED=${seed} replays these kill moments)`);
 
-  const jobFile = join(dataDir, 'kill-job.toml');
-  writeFileSync(jobFile, readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'kill-job.toml'), 'utf8'));
-  const submitter = workers.start('submitter', ['submit', '--key', '//Alice', '--job', jobFile, '--wait', '--peer', solverPeer, '--no-mdns']);
-  const job = Number((await waitFor('the job to be submitted', () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
-    .catch(workers.withLogs))[1]);
+  const job = await chain.submit('kill-job');
   const units = (await api.query.tasks.jobs(job)).unwrap().units.toNumber();
   const started = Date.now();
   const finalized = () => recorded.of('tasks', 'UnitFinalized', job).length;

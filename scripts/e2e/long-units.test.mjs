@@ -12,69 +12,34 @@
 // The test prints how long each range trained and how long the verifier re-executed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { startNode, waitFor, freePort, sendOk, setForcedErrorRate } from './lib/node.mjs';
-import { Workers, recordEvents } from './lib/workers.mjs';
+import { sendOk } from './lib/node.mjs';
+import { devChainWithSolver } from './lib/workers.mjs';
 
 const UNIT = 10n ** 12n;
 /** The solver's bond: the worker's default. */
 const SOLVER_BOND = 150n * UNIT;
 
-
-let node;
+/** The dev node, Bob's solver and the events recorded (`lib/workers.mjs`). */
+let chain;
 let api;
-let dataDir;
-let solverPeer;
-const keyring = new Keyring({ type: 'sr25519' });
-/** Background workers by name, with their output so far. */
 let workers;
-/** Every tasks, verification, disputes and staking event of every best block, in order. */
-let recorded;
-const events = () => recorded.events;
-const eventsOf = (...args) => recorded.of(...args);
-
+let keyring;
+const events = () => chain.recorded.events;
+const eventsOf = (...args) => chain.recorded.of(...args);
 const solverLog = () => workers.log('solver');
 const withLogs = (error) => workers.withLogs(error);
-
-/** Submits the job file fixture `name` as Alice, serving its dataset while the job runs; resolves with its id. */
-async function submit(name) {
-  const job = join(dataDir, `${name}.toml`);
-  writeFileSync(job, readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', `${name}.toml`), 'utf8'));
-  const submitter = workers.start(`${name}-submitter`, ['submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
-  const submitted = await waitFor(`${name} to be submitted`, () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
-    .catch(withLogs);
-  return Number(submitted[1]);
-}
+const submit = (fixture) => chain.submit(fixture);
 
 /** A unit's state at the best block. */
 const unitState = async (job, unit) => (await api.query.tasks.units(job, unit)).unwrap().state.toString();
 
 before(async () => {
-  node = await startNode(['--dev', '--tmp'], { name: 'long-units' });
-  api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
-  dataDir = mkdtempSync(join(tmpdir(), 'touchstone-long-units-'));
-  solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
-  workers = new Workers(node.wsUrl, dataDir);
-  recorded = await recordEvents(api);
-  // One unit in a billion is forced: the solver commits a secret for every unit and must
-  // reveal it, as on a real chain, and no unit here is forced.
-  await setForcedErrorRate(api, keyring.addFromUri('//Alice'), 1);
-  workers.start('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
-  const bob = keyring.addFromUri('//Bob');
-  await waitFor('the solver to register', async () => (await api.query.staking.nodes(bob.address)).isSome, { timeoutMs: 120_000 })
-    .catch(withLogs);
+  chain = await devChainWithSolver('long-units');
+  ({ api, workers, keyring } = chain);
 });
 
 after(async () => {
-  recorded?.stop();
-  workers?.stopAll();
-  await api?.disconnect();
-  await node?.stop();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  await chain?.stop();
 });
 
 test('while a long range trains, the solver wins a dispute, reveals its secret, answers an offer, and every unit is paid', { timeout: 1_800_000 }, async (t) => {

@@ -2,8 +2,12 @@
 // directory and accumulated log, and a record of the chain's protocol events at every best
 // block.
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { workerBinary } from './node.mjs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ApiPromise, Keyring, WsProvider } from '@polkadot/api';
+import { freePort, setForcedErrorRate, startNode, waitFor, workerBinary } from './node.mjs';
 
 /**
  * The workers of one test against the node at `wsUrl`, each named, with its data directory
@@ -115,4 +119,49 @@ export async function recordEvents(api, sections = ['tasks', 'verification', 'di
   const of = (section, method, job, unit) => events.filter((e) => e.section === section && e.method === method &&
     (job === undefined || Number(e.data.job) === job) && (unit === undefined || Number(e.data.unit) === unit));
   return { events, of, stop: () => unsubscribe() };
+}
+
+/**
+ * A dev node (`name` in its logs) with Bob's solver on it, listening for artifacts on a
+ * fixed port (`solverPeer`, which submitters dial for their datasets), every protocol event
+ * recorded, and the forced-error rate at one in a billion, so the solver commits and reveals
+ * a secret for every unit, as on a real chain, and no unit is forced. Resolves once Bob is
+ * registered. `stop()` ends the workers, the recording and the node and removes the data.
+ */
+export async function devChainWithSolver(name) {
+  const node = await startNode(['--dev', '--tmp'], { name });
+  const api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
+  const dataDir = mkdtempSync(join(tmpdir(), `touchstone-${name}-`));
+  const solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
+  const workers = new Workers(node.wsUrl, dataDir);
+  const recorded = await recordEvents(api);
+  const keyring = new Keyring({ type: 'sr25519' });
+  const chain = {
+    node, api, dataDir, solverPeer, workers, recorded, keyring,
+    /** Resolves once every account of `uris` is registered on chain. */
+    registered: (uris, what) => waitFor(what, async () => {
+      for (const uri of uris) if ((await api.query.staking.nodes(keyring.addFromUri(uri).address)).isNone) return false;
+      return true;
+    }, { timeoutMs: 180_000 }).catch(workers.withLogs),
+    /** Submits the job file `fixtures/<fixture>.toml` as Alice, serving its dataset while the job runs; resolves with its id. */
+    async submit(fixture) {
+      const job = join(dataDir, `${fixture}.toml`);
+      writeFileSync(job, readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', `${fixture}.toml`), 'utf8'));
+      const submitter = workers.start(`${fixture}-submitter`, ['submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
+      const submitted = await waitFor(`${fixture} to be submitted`, () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
+        .catch(workers.withLogs);
+      return Number(submitted[1]);
+    },
+    async stop() {
+      recorded.stop();
+      workers.stopAll();
+      await api.disconnect();
+      await node.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  await setForcedErrorRate(api, keyring.addFromUri('//Alice'), 1);
+  workers.start('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
+  await chain.registered(['//Bob'], 'the solver to register');
+  return chain;
 }
