@@ -14,6 +14,7 @@
 // logged and the units' states on chain).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { waitFor } from './lib/node.mjs';
 import { devChainWithSolver } from './lib/workers.mjs';
 
 const UNIT = 10n ** 12n;
@@ -102,6 +103,16 @@ test('the solver and a verifier killed at random points of a job, again and agai
     done = true;
     await killer;
   }
+  try {
+    await checkOutcomeOf(t, job, units, kills, started);
+  } catch (error) {
+    // Every worker's whole log, with the kill points above it, says what went wrong.
+    workers.withLogs(error);
+  }
+});
+
+/** Prints the kill points and checks that the job ended as if nothing had been killed. */
+async function checkOutcomeOf(t, job, units, kills, started) {
   for (const [i, kill] of kills.entries()) {
     t.diagnostic(`kill ${i + 1} at +${kill.seconds.toFixed(0)} s (block ${kill.block}): ${kill.name}, down ${(kill.down / 1000).toFixed(1)} s;` +
       ` units ${kill.states.join(' ')}; it last logged: ${kill.last}`);
@@ -139,4 +150,4 @@ test('the solver and a verifier killed at random points of a job, again and agai
 
   t.diagnostic(`${kills.length} kills (solver ${kills.filter((k) => k.name === 'solver').length}, Dave ${kills.filter((k) => k.name === 'dave').length});` +
     ` the job's ${units} units finalized ${((Date.now() - started) / 1000).toFixed(0)} s after submission`);
-});
+}

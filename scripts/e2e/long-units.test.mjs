@@ -12,7 +12,7 @@
 // The test prints how long each range trained and how long the verifier re-executed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { sendOk } from './lib/node.mjs';
+import { sendOk, waitFor } from './lib/node.mjs';
 import { devChainWithSolver } from './lib/workers.mjs';
 
 const UNIT = 10n ** 12n;

@@ -191,7 +191,8 @@ impl Verifier {
 		let me = signer.public_key().to_account_id();
 		let detected = hardware::detect(None, &args.region)?;
 		let verdicts_dir = data_dir.join("verdicts");
-		std::fs::create_dir_all(&verdicts_dir).with_context(|| format!("cannot create {}", verdicts_dir.display()))?;
+		let checked_dir = verdicts_dir.join("checked");
+		std::fs::create_dir_all(&checked_dir).with_context(|| format!("cannot create {}", checked_dir.display()))?;
 		// Kept apart from a solver's units: this folder holds this node's own runs.
 		let inputs = Inputs { store, network, units_dir: data_dir.join("verified"), me: me.clone() };
 		Ok(Self {
@@ -528,6 +529,13 @@ impl Verifier {
 		};
 		tracing::debug!(job = job_id, unit = index, ?samples, "re-executing segments");
 		for sample in samples {
+			// A segment checked before a restart is not re-executed again: the commit period
+			// leaves room for one lost segment, not for the whole sample set twice.
+			let checked = self.checked_path(trace_root, sample);
+			if checked.exists() {
+				tracing::info!(job = job_id, unit = index, segment = sample, "segment checked before a restart: it reproduces");
+				continue;
+			}
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
 			let (state, point) = self.solver_state(&work, &manifest, range.start).await?;
 			let (work, manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
@@ -538,6 +546,7 @@ impl Verifier {
 			if differs.is_some() {
 				return Ok(differs);
 			}
+			crate::store::write_atomically(&checked, b"")?;
 		}
 		Ok(None)
 	}
@@ -758,6 +767,12 @@ impl Verifier {
 			crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await?;
 		}
 		Ok(())
+	}
+
+	/// The file whose presence records that segment `sample` of the proof with `trace_root`
+	/// reproduced on this node (the checked set, kept across restarts).
+	fn checked_path(&self, trace_root: &[u8; 32], sample: u32) -> PathBuf {
+		self.verdicts_dir.join("checked").join(format!("{}-{sample}", hex(trace_root)))
 	}
 
 	fn verdict_path(&self, job: JobId, unit: UnitIndex, (trace_root, escalation): RoundId) -> PathBuf {
