@@ -271,11 +271,21 @@ impl Verifier {
 	/// sure it is being worked out in the background ([`Self::start_verdict`]), so a long
 	/// re-execution never holds up this verifier's other commits and reveals.
 	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
-		let path = self.verdict_path(job_id, index, round_id);
-		let Ok(bytes) = std::fs::read(&path) else {
+		// The background task working the verdict out commits it itself, the moment it is saved.
+		if self.checking.lock().map(|checking| checking.contains(&(job_id, index, round_id))).unwrap_or(false) {
+			return Ok(());
+		}
+		if !self.verdict_path(job_id, index, round_id).exists() {
 			self.start_verdict(at, job_id, index, round_id, attested);
 			return Ok(());
-		};
+		}
+		self.send_commitment(job_id, index, round_id).await
+	}
+
+	/// Commits the verdict saved for the round.
+	async fn send_commitment(&self, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
+		let path = self.verdict_path(job_id, index, round_id);
+		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the verdict {}", path.display()))?;
 		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
 		let commitment = digest_bytes(&(&verdict, &salt, &self.me).encode());
 		let call = runtime::transactions().verification().commit(job_id, index, subxt::utils::H256(commitment));
@@ -310,7 +320,10 @@ impl Verifier {
 				crate::metrics::get().round(verdict_name(&verdict));
 				let mut salt = [0u8; 32];
 				getrandom::getrandom(&mut salt).context("no randomness for the commitment's salt")?;
-				crate::store::write_atomically(&copy.verdict_path(job_id, index, round_id), &(verdict, salt).encode())
+				crate::store::write_atomically(&copy.verdict_path(job_id, index, round_id), &(verdict, salt).encode())?;
+				// At once, not at the next block's pass: a verdict finished late in the commit
+				// period may have a single block to spare.
+				copy.send_commitment(job_id, index, round_id).await
 			}
 			.await;
 			if let Err(error) = outcome {
