@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake2AsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort, sendOk, workerBinary, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
+import { startNode, waitFor, freePort, sendOk, workerBinary, explainRefusalsWith, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
@@ -102,6 +102,7 @@ const workerLogs = () => {
 before(async () => {
   node = await startNode(['--dev', '--tmp'], { name: 'dev' });
   api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
+  explainRefusalsWith(api);
   dataDir = mkdtempSync(join(tmpdir(), 'touchstone-worker-e2e-'));
   solverPeer = `/ip4/127.0.0.1/tcp/${await freePort()}`;
   // One unit in a billion is forced: the solver commits and reveals a secret for every

@@ -184,8 +184,34 @@ export function send(tx, signer) {
         unsubscribe?.();
         reject(new Error(`transaction failed: ${result.status.type}`));
       }
-    }).then((u) => { unsubscribe = u; }, reject);
+    }).then((u) => { unsubscribe = u; }, (error) => refused(tx, signer, error).then(reject, reject));
   });
+}
+
+/** The connection `refused` reads the pool through, if a test file named one. */
+let poolReader;
+
+/** Makes every refusal `send` reports name what the pool held from the same account, read
+ * through `api`: a nonce clash then names the other transaction. */
+export function explainRefusalsWith(api) {
+  poolReader = api;
+}
+
+/** Explains a transaction the pool refused: who sent it, what, with which nonce, and what
+ * the pool holds from the same account. */
+async function refused(tx, signer, error) {
+  const lines = [`${tx.method.section}.${tx.method.method} nonce ${tx.nonce?.toNumber()} from ${signer.address}: ${error.message}`];
+  try {
+    const api = poolReader;
+    lines.push(`  next index ${(await api?.rpc.system.accountNextIndex(signer.address))?.toNumber()}`);
+    const pending = await api?.rpc.author.pendingExtrinsics();
+    for (const x of pending ?? []) {
+      if (x.signer.toString() === signer.address) lines.push(`  pending: nonce ${x.nonce.toNumber()} ${x.method.section}.${x.method.method}`);
+    }
+  } catch (inner) {
+    lines.push(`  (the pool is unreadable: ${inner.message})`);
+  }
+  return new Error(lines.join('\n'));
 }
 
 /** Sends `tx` as `send` does; resolves with its events, or rejects with the runtime's error
