@@ -75,7 +75,13 @@ pub struct Chain {
 	/// another faster than blocks finalize, so the finalized state's nonce is stale. The
 	/// lock also keeps this process's transactions in order.
 	nonces: Arc<tokio::sync::Mutex<HashMap<[u8; 32], u64>>>,
+	/// Held (shared) by every submission the node has not yet answered; [`Chain::settle`]
+	/// takes it whole, so the process waits for them before it exits.
+	in_flight: Arc<tokio::sync::RwLock<()>>,
 }
+
+/// How long a stopping worker waits for the node to answer the submissions in flight.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a transaction may take to reach a block before it counts as lost.
 const INCLUSION_TIMEOUT: Duration = Duration::from_secs(120);
@@ -242,7 +248,7 @@ impl Chain {
 		.with_context(unreachable)?;
 		let rpc = subxt::rpcs::RpcClient::new(rpc);
 		let api = OnlineClient::<Config>::from_rpc_client(rpc.clone()).await.with_context(unreachable)?;
-		let chain = Self { api, rpc: LegacyRpcMethods::new(rpc), nonces: Arc::default() };
+		let chain = Self { api, rpc: LegacyRpcMethods::new(rpc), nonces: Arc::default(), in_flight: Arc::default() };
 		// Refuse a node whose runtime this worker was not generated for, before any
 		// transaction is signed against it.
 		let at = chain.at().await?;
@@ -308,23 +314,45 @@ impl Chain {
 
 	/// Signs `call` with the signer's next nonce (the node's count, which includes its
 	/// pool, or one past this process's last transaction if that is higher) and submits it.
+	///
+	/// The submission runs on a task of its own, holding the nonce lock until the node has
+	/// answered. A caller dropped meanwhile (a pass cut short by a stop) does not cut the
+	/// submission short: the node imports a transaction whose request reached it whether
+	/// or not anyone waits, and a process that exited first would leave the pool taking,
+	/// after the fact, a nonce that its operator's next transaction from another client
+	/// has just been given (the pool refuses that one: `1014: Priority is too low`).
 	async fn submit<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Progress> {
 		let at = self.at().await?;
 		let account = signer.public_key().to_account_id();
 		let key = account.0;
-		let mut nonces = self.nonces.lock().await;
+		let mut nonces = self.nonces.clone().lock_owned().await;
 		let pooled = self.rpc.system_account_next_index(&account).await.context("cannot read the account's nonce")?;
 		let nonce = nonces.get(&key).map_or(pooled, |&tracked| tracked.max(pooled));
 		let params = DefaultExtrinsicParamsBuilder::<Config>::new().nonce(nonce).build();
-		match at.tx().sign_and_submit_then_watch(call, signer, params).await {
-			Ok(progress) => {
-				nonces.insert(key, nonce.saturating_add(1));
-				Ok(progress)
-			},
-			Err(error) => {
-				nonces.remove(&key);
-				Err(anyhow!("the node refused the transaction: {error}"))
-			},
+		let signed = at.tx().create_signed(call, signer, params).await.map_err(|error| anyhow!("cannot sign the transaction: {error}"))?;
+		let in_flight = self.in_flight.clone().read_owned().await;
+		let submission = tokio::spawn(async move {
+			let _in_flight = in_flight;
+			match signed.submit_and_watch().await {
+				Ok(progress) => {
+					nonces.insert(key, nonce.saturating_add(1));
+					Ok(progress)
+				},
+				Err(error) => {
+					nonces.remove(&key);
+					Err(anyhow!("the node refused the transaction: {error}"))
+				},
+			}
+		});
+		submission.await.context("the submission's task failed")?
+	}
+
+	/// Waits (up to ten seconds) until the node has answered every submission this
+	/// process handed it, so nothing reaches the pool after the process is gone. Called
+	/// once a role stops.
+	pub async fn settle(&self) {
+		if tokio::time::timeout(SETTLE_TIMEOUT, self.in_flight.write()).await.is_err() {
+			tracing::warn!("the node did not answer a submission within {} s of stopping", SETTLE_TIMEOUT.as_secs());
 		}
 	}
 
@@ -516,8 +544,10 @@ impl Chain {
 
 	/// Brings a registered node's declared hardware and minimum price up to date, when
 	/// they changed since it registered (another backend or GPU, another `--min-price`),
-	/// so the scheduler matches it by what it is now. The measured throughput moves a
-	/// little from run to run: only a change of more than a quarter counts. The chain
+	/// so the scheduler matches it by what it is now. The measured throughput moves from
+	/// run to run, and falls while other work shares the machine: on the same device only
+	/// a rise of more than a quarter counts (the hardware was undersold), never a fall
+	/// (it was measured under load, which a restart under load would declare). The chain
 	/// refuses a new profile while the node holds units; that, like any failure here, is
 	/// logged and registration goes on with the profile declared before.
 	async fn update_registration(
@@ -530,11 +560,7 @@ impl Chain {
 		use codec::{Decode, Encode};
 		let declared = touchstone_primitives::HardwareProfile::decode(&mut &node.profile.encode()[..]);
 		let changed = match &declared {
-			Ok(declared) => {
-				let throughput = |p: &touchstone_primitives::HardwareProfile| f64::from(p.throughput_gflops.max(1));
-				let moved = (throughput(&profile) / throughput(declared) - 1.0).abs() > 0.25;
-				moved || touchstone_primitives::HardwareProfile { throughput_gflops: declared.throughput_gflops, ..profile.clone() } != *declared
-			},
+			Ok(declared) => profile_changed(declared, &profile),
 			Err(_) => true,
 		};
 		if changed {
@@ -551,6 +577,16 @@ impl Chain {
 			}
 		}
 	}
+}
+
+/// Whether the hardware `measured` now differs from what the chain holds as `declared`
+/// enough to send a new profile: another device, memory or region, or a throughput more
+/// than a quarter above the declared one ([`Chain::update_registration`] says why a fall
+/// does not count).
+fn profile_changed(declared: &touchstone_primitives::HardwareProfile, measured: &touchstone_primitives::HardwareProfile) -> bool {
+	let throughput = |p: &touchstone_primitives::HardwareProfile| f64::from(p.throughput_gflops.max(1));
+	let faster = throughput(measured) > throughput(declared) * 1.25;
+	faster || touchstone_primitives::HardwareProfile { throughput_gflops: declared.throughput_gflops, ..measured.clone() } != *declared
 }
 
 /// Counts a transaction's outcome under its call's name (`Pallet.call`).
@@ -585,5 +621,35 @@ impl Heartbeat {
 			Ok(_) => self.sent(),
 			Err(error) => tracing::warn!("heartbeat not sent, tried again next block: {error:#}"),
 		}
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::profile_changed;
+	use touchstone_primitives::{DeviceKind, HardwareProfile};
+
+	fn profile(model: &str, throughput_gflops: u32) -> HardwareProfile {
+		HardwareProfile {
+			device: DeviceKind::Cpu,
+			model: polkadot_sdk::sp_runtime::BoundedVec::truncate_from(model.as_bytes().to_vec()),
+			memory_mib: 24_000,
+			throughput_gflops,
+			bandwidth_mbps: 1000,
+			region: polkadot_sdk::sp_runtime::BoundedVec::truncate_from(b"eu-west".to_vec()),
+		}
+	}
+
+	/// A restart under load measures the same CPU slower: that sends no new profile (a
+	/// transaction, and one the chain refuses while the node holds work), where a faster
+	/// measurement or another device does.
+	#[test]
+	fn a_profile_is_sent_again_for_other_hardware_or_a_real_speed_up_never_for_a_machine_under_load() {
+		let declared = profile("EPYC", 40);
+		assert!(!profile_changed(&declared, &profile("EPYC", 40)));
+		assert!(!profile_changed(&declared, &profile("EPYC", 12)), "a fall is load, not hardware");
+		assert!(!profile_changed(&declared, &profile("EPYC", 49)), "a rise within a quarter is noise");
+		assert!(profile_changed(&declared, &profile("EPYC", 51)));
+		assert!(profile_changed(&declared, &profile("H100", 12)), "another device counts whatever it measures");
 	}
 }

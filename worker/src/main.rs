@@ -156,12 +156,16 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Solve(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			solver::Solver::new(chain, network, store, data_dir, args, stop)?.run().await
+			let stopped = solver::Solver::new(chain.clone(), network, store, data_dir, args, stop)?.run().await;
+			chain.settle().await;
+			stopped
 		},
 		Command::Verify(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			verifier::Verifier::new(chain, network, store, data_dir, args, stop)?.run().await
+			let stopped = verifier::Verifier::new(chain.clone(), network, store, data_dir, args, stop)?.run().await;
+			chain.settle().await;
+			stopped
 		},
 		Command::Challenge(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
@@ -178,14 +182,16 @@ async fn run(cli: Cli) -> Result<()> {
 				#[cfg(feature = "test-equipment")]
 				attest_without_checking: false,
 			};
-			let challenger = verifier::Verifier::new(chain, network, store, data_dir, settings, stop)?;
-			match (job, unit) {
+			let challenger = verifier::Verifier::new(chain.clone(), network, store, data_dir, settings, stop)?;
+			let stopped = match (job, unit) {
 				(Some(job), Some(unit)) if !watch => match request {
 					Some(chunk) => challenger.request_chunk(job, unit, chunk).await,
 					None => challenger.challenge(job, unit).await,
 				},
 				_ => challenger.watch().await,
-			}
+			};
+			chain.settle().await;
+			stopped
 		},
 		Command::Submit(args) => submitter::submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => submitter::train_locally(&data_dir, args),
