@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake2AsHex } from '@polkadot/util-crypto';
-import { startNode, waitFor, freePort, sendOk, workerBinary, explainRefusalsWith, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
+import { startNode, waitFor, freePort, sendOk, workerBinary, explainRefusalsWith, waitForPoolToClear, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
@@ -529,12 +529,18 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
     member.kill('SIGINT');
     await new Promise((resolve) => member.once('exit', resolve));
     verifierWorkers.delete(uri);
+    const waited = await waitForPoolToClear(api, committee[index].address);
+    if (waited.length > 0) t.diagnostic(`${uri} stopped with ${waited.join(', ')} in the pool`);
     await sendOk(api.tx.staking.unbond('Verifier', 1_000_000n * UNIT), committee[index]);
   }
   // Bob stops lying, and tops his bond back up (above the solver minimum) while his worker,
   // which signs with the same key, is stopped.
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
+  const waited = await waitForPoolToClear(api, bob.address);
+  if (waited.length > 0) {
+    t.diagnostic(`the solver stopped with ${waited.join(', ')} in the pool; its last lines:\n${solverLog.trim().split('\n').slice(-6).join('\n')}`);
+  }
   await sendOk(api.tx.staking.bondMore('Solver', 100n * UNIT), bob);
   solverLog = '';
   startSolver();

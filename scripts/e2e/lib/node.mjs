@@ -214,6 +214,30 @@ async function refused(tx, signer, error) {
   return new Error(lines.join('\n'));
 }
 
+/**
+ * Waits until the pool holds nothing `address` signed, twice a block apart: a worker just
+ * stopped may have left a transaction that is still on its way into the pool, and the test
+ * signing next with the same key would be given its nonce and refused (`1014`). Resolves
+ * with the transactions it saw waiting.
+ */
+export async function waitForPoolToClear(api, address, { timeoutMs = 60_000 } = {}) {
+  const seen = new Set();
+  const clear = async () => {
+    const pending = (await api.rpc.author.pendingExtrinsics()).filter((x) => x.signer.toString() === address);
+    for (const x of pending) seen.add(`nonce ${x.nonce.toNumber()} ${x.method.section}.${x.method.method}`);
+    if (pending.length > 0) return false;
+    const { nonce } = await api.query.system.account(address);
+    return (await api.rpc.system.accountNextIndex(address)).toNumber() === nonce.toNumber();
+  };
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    await waitFor(`the pool to hold nothing from ${address}`, clear, { timeoutMs: Math.max(deadline - Date.now(), 1000) });
+    const block = (await api.rpc.chain.getHeader()).number.toNumber();
+    await waitFor('a new block', async () => (await api.rpc.chain.getHeader()).number.toNumber() > block, { timeoutMs: 30_000 });
+    if (await clear()) return [...seen];
+  }
+}
+
 /** Sends `tx` as `send` does; resolves with its events, or rejects with the runtime's error
  * name (`section.Name`). */
 export async function sendOk(tx, signer) {
