@@ -215,10 +215,13 @@ async function refused(tx, signer, error) {
 }
 
 /**
- * Waits until the pool holds nothing `address` signed, twice a block apart: a worker just
- * stopped may have left a transaction that is still on its way into the pool, and the test
- * signing next with the same key would be given its nonce and refused (`1014`). Resolves
- * with the transactions it saw waiting.
+ * Waits until the pool holds nothing `address` signed, seen twice two blocks apart, and
+ * resolves with the transactions it saw waiting. The node's pool (fork-aware) answers
+ * `system_accountNextIndex` and `author_pendingExtrinsics` from its view of the best
+ * block; a transaction submitted while that view is being built (a worker reacts to each
+ * new block exactly then) is in the pool but enters views only from the next block's. Until
+ * then, a client signing with the same key is given its nonce and refused (`1014: Priority
+ * is too low`); a stopped worker's last heartbeat did this to the tolerance test.
  */
 export async function waitForPoolToClear(api, address, { timeoutMs = 60_000 } = {}) {
   const seen = new Set();
@@ -233,7 +236,7 @@ export async function waitForPoolToClear(api, address, { timeoutMs = 60_000 } = 
   for (;;) {
     await waitFor(`the pool to hold nothing from ${address}`, clear, { timeoutMs: Math.max(deadline - Date.now(), 1000) });
     const block = (await api.rpc.chain.getHeader()).number.toNumber();
-    await waitFor('a new block', async () => (await api.rpc.chain.getHeader()).number.toNumber() > block, { timeoutMs: 30_000 });
+    await waitFor('two new blocks', async () => (await api.rpc.chain.getHeader()).number.toNumber() >= block + 2, { timeoutMs: 30_000 });
     if (await clear()) return [...seen];
   }
 }
