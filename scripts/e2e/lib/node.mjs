@@ -219,9 +219,10 @@ async function refused(tx, signer, error) {
  * resolves with the transactions it saw waiting. The node's pool (fork-aware) answers
  * `system_accountNextIndex` and `author_pendingExtrinsics` from its view of the best
  * block; a transaction submitted while that view is being built (a worker reacts to each
- * new block exactly then) is in the pool but enters views only from the next block's. Until
- * then, a client signing with the same key is given its nonce and refused (`1014: Priority
- * is too low`); a stopped worker's last heartbeat did this to the tolerance test.
+ * new block exactly then) can be in the pool and missing from it until the next block's
+ * view. Meanwhile a client signing with the same key is given its nonce and refused
+ * (`1014: Priority is too low`); a stopped worker's last heartbeat did this to the
+ * tolerance test.
  */
 export async function waitForPoolToClear(api, address, { timeoutMs = 60_000 } = {}) {
   const seen = new Set();
