@@ -156,16 +156,12 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Solve(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			let stopped = solver::Solver::new(chain.clone(), network, store, data_dir, args, stop)?.run().await;
-			chain.settle().await;
-			stopped
+			settled(&chain, solver::Solver::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Verify(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			let stopped = verifier::Verifier::new(chain.clone(), network, store, data_dir, args, stop)?.run().await;
-			chain.settle().await;
-			stopped
+			settled(&chain, verifier::Verifier::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Challenge(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
@@ -183,21 +179,30 @@ async fn run(cli: Cli) -> Result<()> {
 				attest_without_checking: false,
 			};
 			let challenger = verifier::Verifier::new(chain.clone(), network, store, data_dir, settings, stop)?;
-			let stopped = match (job, unit) {
-				(Some(job), Some(unit)) if !watch => match request {
-					Some(chunk) => challenger.request_chunk(job, unit, chunk).await,
-					None => challenger.challenge(job, unit).await,
-				},
-				_ => challenger.watch().await,
+			let role = async {
+				match (job, unit) {
+					(Some(job), Some(unit)) if !watch => match request {
+						Some(chunk) => challenger.request_chunk(job, unit, chunk).await,
+						None => challenger.challenge(job, unit).await,
+					},
+					_ => challenger.watch().await,
+				}
 			};
-			chain.settle().await;
-			stopped
+			settled(&chain, role).await
 		},
 		Command::Submit(args) => submitter::submit(&cli.node, &data_dir, args).await,
 		Command::Train(args) => submitter::train_locally(&data_dir, args),
 		Command::Status { job } => submitter::status(&cli.node, job).await,
 		Command::Fetch { job, out, network } => submitter::fetch(&cli.node, &data_dir, job, &out, &network).await,
 	}
+}
+
+/// Runs a role to its end, then waits for the node to answer the submissions it left in
+/// flight ([`Chain::settle`]).
+async fn settled(chain: &Chain, role: impl std::future::Future<Output = Result<()>>) -> Result<()> {
+	let outcome = role.await;
+	chain.settle().await;
+	outcome
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -204,14 +204,18 @@ async function refused(tx, signer, error) {
   try {
     const api = poolReader;
     lines.push(`  next index ${(await api?.rpc.system.accountNextIndex(signer.address))?.toNumber()}`);
-    const pending = await api?.rpc.author.pendingExtrinsics();
-    for (const x of pending ?? []) {
-      if (x.signer.toString() === signer.address) lines.push(`  pending: nonce ${x.nonce.toNumber()} ${x.method.section}.${x.method.method}`);
-    }
+    for (const waiting of api ? await pendingFrom(api, signer.address) : []) lines.push(`  pending: ${waiting}`);
   } catch (inner) {
     lines.push(`  (the pool is unreadable: ${inner.message})`);
   }
   return new Error(lines.join('\n'));
+}
+
+/** The transactions `address` signed that the pool's view holds, as `nonce N section.method`. */
+async function pendingFrom(api, address) {
+  return (await api.rpc.author.pendingExtrinsics())
+    .filter((x) => x.signer.toString() === address)
+    .map((x) => `nonce ${x.nonce.toNumber()} ${x.method.section}.${x.method.method}`);
 }
 
 /**
@@ -227,11 +231,9 @@ async function refused(tx, signer, error) {
 export async function waitForPoolToClear(api, address, { timeoutMs = 60_000 } = {}) {
   const seen = new Set();
   const clear = async () => {
-    const pending = (await api.rpc.author.pendingExtrinsics()).filter((x) => x.signer.toString() === address);
-    for (const x of pending) seen.add(`nonce ${x.nonce.toNumber()} ${x.method.section}.${x.method.method}`);
-    if (pending.length > 0) return false;
-    const { nonce } = await api.query.system.account(address);
-    return (await api.rpc.system.accountNextIndex(address)).toNumber() === nonce.toNumber();
+    const pending = await pendingFrom(api, address);
+    for (const waiting of pending) seen.add(waiting);
+    return pending.length === 0;
   };
   const deadline = Date.now() + timeoutMs;
   for (;;) {
