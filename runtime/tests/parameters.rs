@@ -37,9 +37,10 @@ fn unbonding_outlasts_a_verification_round_and_its_dispute() {
 	// The earliest draw is in the block after the beacon's blocks, all after the proof's.
 	let round = 1 + beacon + commit + reveal;
 	assert!(round < window, "a prompt round ({round} blocks) of a job of short segments ends inside the window ({window})");
-	// A round of the longest segments the chain accepts gives each verifier its samples' time.
+	// A round of the longest segments the chain accepts gives each verifier its samples' time
+	// and one segment more, for a restart.
 	let samples: u32 = <Runtime as pallet_touchstone_verification::Config>::SamplesPerVerifier::get();
-	let round = round + samples * MAX_SEGMENT_BLOCKS;
+	let round = round + (samples + 1) * MAX_SEGMENT_BLOCKS;
 	let longest_dispute = MAX_DISPUTE_PHASES * (DISPUTE_RESPONSE_WINDOW + MAX_SEGMENT_BLOCKS);
 	assert!(unbonding > window + round + longest_dispute, "unbonding {unbonding} too short");
 }
@@ -55,10 +56,11 @@ fn an_escalation_ends_inside_the_unbonding_period_and_its_slash_is_payable() {
 	let reveal: u32 = <Runtime as pallet_touchstone_verification::Config>::RevealPeriod::get();
 	let draw_timeout: u32 = <Runtime as pallet_touchstone_verification::Config>::DrawTimeout::get();
 	// The round drawn as late as it may be, then the committee as late as it may be, each
-	// given its segments' re-execution: the round's samples, then every flagged segment.
+	// given its segments' re-execution: the round's samples, then every flagged segment, each
+	// with one segment more for a restart.
 	let samples: u32 = <Runtime as pallet_touchstone_verification::Config>::SamplesPerVerifier::get();
 	let verifiers: u32 = <Runtime as pallet_touchstone_verification::Config>::VerifiersPerUnit::get();
-	let longest = 2 * (draw_timeout + commit + reveal) + (samples + verifiers * samples) * MAX_SEGMENT_BLOCKS;
+	let longest = 2 * (draw_timeout + commit + reveal) + (samples + 1 + verifiers * samples + 1) * MAX_SEGMENT_BLOCKS;
 	assert!(unbonding > window + longest, "unbonding {unbonding} ≤ {window} + {longest}");
 	let slash: u128 = <Runtime as pallet_touchstone_verification::Config>::InvalidProofSlash::get();
 	let minimum: u128 = <Runtime as pallet_touchstone_staking::Config>::MinSolverBond::get();

@@ -215,11 +215,14 @@ impl<T: Config> Pallet<T> {
 		}
 		let count = if escalation { T::EscalationCommittee::get() } else { T::VerifiersPerUnit::get() };
 		// Each verifier re-executes its samples (a member, every flagged segment): the commit
-		// period gives it the time they take.
-		let segments = match &round.kind {
+		// period gives it the time they take, and one segment more. A verifier keeps each
+		// segment it has checked across a restart, so a crash in the middle of the work costs
+		// it at most the segment it was on: an honest verifier that dies once still commits.
+		let samples = match &round.kind {
 			RoundKind::Escalation { flagged, .. } => flagged.len() as u32,
 			RoundKind::Exact | RoundKind::Tolerance { .. } => T::SamplesPerVerifier::get(),
 		};
+		let segments = samples.saturating_add(1);
 		let work = BlockNumberFor::<T>::from(segments.saturating_mul(proven.segment_blocks));
 		// A committee judges the round's verifiers too: none of them sits in it.
 		let mut exclude = alloc::vec![proven.solver, proven.owner];

@@ -189,8 +189,9 @@ pub mod pallet {
 
 		/// Blocks after the draw in which verifiers commit their attestations, at the least:
 		/// a round adds the blocks its verifiers' re-execution takes, each verifier's
-		/// `SamplesPerVerifier` segments (an escalation member's, every flagged segment) at
-		/// the unit's `segment_blocks` each.
+		/// `SamplesPerVerifier` segments (an escalation member's, every flagged segment) and
+		/// one more, for a restart in the middle of the work, at the unit's `segment_blocks`
+		/// each.
 		#[pallet::constant]
 		type CommitPeriod: Get<BlockNumberFor<Self>>;
 

@@ -112,8 +112,10 @@ fn verifiers_are_drawn_only_from_randomness_known_after_the_proof() {
 
 /// A round's commit period grows with the work its verifiers are asked: each re-executes
 /// its two sampled segments, a checkpoint interval of steps each, at
-/// `ReferenceWorkPerBlock` multiply-adds a block, beyond the `CommitPeriod` floor. A
-/// verifier drawn on a unit whose segments take minutes is not late by construction.
+/// `ReferenceWorkPerBlock` multiply-adds a block, beyond the `CommitPeriod` floor, and has
+/// the time of one segment more, for a restart in the middle of the work (a verifier keeps
+/// the segments it has checked). A verifier drawn on a unit whose segments take minutes is
+/// not late by construction.
 #[test]
 fn a_round_of_long_segments_gives_its_verifiers_the_time_their_samples_take() {
 	build_and_execute(&[6, 7, 8, 9], || {
@@ -134,11 +136,12 @@ fn a_round_of_long_segments_gives_its_verifiers_the_time_their_samples_take() {
 		run_to_block(3);
 		let drawn_round = Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap();
 		// 4 × (4·4096 + 4096·4096 + 4096·3) multiply-adds a sample, three products, batch 4:
-		// two segments of two steps at 10⁶ a block take 806 blocks.
+		// a segment of two steps at 10⁶ a block takes 403 blocks; two samples and the
+		// restart's segment, 1,209.
 		let step = 3 * 4 * (4 * 4096 + 4096 * 4096 + 4096 * 3);
 		assert_eq!(touchstone_primitives::step_multiply_adds(&wide.model, &wide.hyper), step);
-		assert_eq!(drawn_round.commit_ends, 3 + COMMIT_PERIOD + 2 * 2 * step / 1_000_000);
-		assert_eq!(drawn_round.commit_ends, 3 + COMMIT_PERIOD + 806);
+		assert_eq!(drawn_round.commit_ends, 3 + COMMIT_PERIOD + 3 * (2 * step / 1_000_000));
+		assert_eq!(drawn_round.commit_ends, 3 + COMMIT_PERIOD + 1_209);
 		assert_eq!(drawn_round.reveal_ends, drawn_round.commit_ends + REVEAL_PERIOD);
 	});
 }
