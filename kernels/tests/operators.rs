@@ -302,3 +302,64 @@ fn bad_inputs_return_errors_instead_of_panicking() {
 	assert_eq!(TILE, 32);
 	assert_eq!(FLUSH_THRESHOLD, 2f32.powi(-103));
 }
+
+/// Inputs for the element-wise operators: random values across their ranges, then every
+/// case the contract's functions select between (zeros of both signs, the flush threshold,
+/// each branch point of `exp` and `tanh` and its neighbours, the saturations, infinities and
+/// NaN), 1,031 in all, so that a vector loop's body and its scalar tail both see them.
+fn element_wise_inputs() -> Vec<f32> {
+	let mut inputs = random_values(40, 900, -12.0, 12.0);
+	for edge in [0.0f32, -0.0, 0.5, 9.0, 80.0, 88.0, 44.0, 40.0, 4.5, 0.25, 1.0, 1e-30, FLUSH_THRESHOLD, 3.0e38] {
+		for value in [edge, -edge] {
+			inputs.extend([value, f32::from_bits(value.to_bits().wrapping_add(1)), f32::from_bits(value.to_bits().wrapping_sub(1))]);
+		}
+	}
+	inputs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN]);
+	inputs.resize(1_031, 0.75);
+	inputs
+}
+
+/// The element-wise operators run on the widest vector instructions the CPU has (AVX-512 or
+/// AVX2 on x86-64) over a whole slice: they must give the bits the same function gives one
+/// element at a time (a one-element slice never reaches a vector loop's body), the contract.
+#[test]
+fn element_wise_operators_give_the_same_bits_on_a_whole_slice_as_one_element_at_a_time() {
+	// NaN's payload is outside the contract (a NaN anywhere ends a run as diverged): any
+	// NaN is the same NaN here; every other value must match bit for bit.
+	let key = |value: f32| if value.is_nan() { u32::MAX } else { value.to_bits() };
+	let bits = |values: &[f32]| values.iter().map(|&v| key(v)).collect::<Vec<_>>();
+	let x = element_wise_inputs();
+	let dy = random_values(41, x.len(), -2.0, 2.0);
+	for kind in [Activation::Relu, Activation::Tanh, Activation::GeluTanh] {
+		let mut whole = vec![0.0; x.len()];
+		activation_forward(kind, &x, &mut whole).unwrap();
+		let mut whole_grad = vec![0.0; x.len()];
+		activation_backward(kind, &x, &dy, &mut whole_grad).unwrap();
+		for (e, &input) in x.iter().enumerate() {
+			let mut one = [0.0];
+			activation_forward(kind, &[input], &mut one).unwrap();
+			assert_eq!(key(whole[e]), key(one[0]), "{kind:?} forward of {input:e} ({:#010x})", input.to_bits());
+			assert_eq!(key(one[0]), key(kind.apply(input)), "{kind:?} forward of {input:e}");
+			activation_backward(kind, &[input], &dy[e..=e], &mut one).unwrap();
+			assert_eq!(key(whole_grad[e]), key(one[0]), "{kind:?} backward at {input:e}");
+		}
+	}
+	// The optimisers over parameters, gradients and moments that include the same cases.
+	let grads = element_wise_inputs();
+	let moment = random_values(42, grads.len(), 0.0, 0.5);
+	let params = random_values(43, grads.len(), -1.0, 1.0);
+	let scalars = AdamW { learning_rate: 1e-3, beta1: 0.9, beta2: 0.999, epsilon: 1e-8, weight_decay: 0.01 }.scalars(3).unwrap();
+	let (mut p, mut m, mut v) = (params.clone(), moment.clone(), moment.clone());
+	adamw_step(&scalars, &mut p, &grads, &mut m, &mut v).unwrap();
+	let sgd = SgdMomentum { learning_rate: 0.05, momentum: 0.9, weight_decay: 1e-3, nesterov: true };
+	let (mut q, mut velocity) = (params.clone(), moment.clone());
+	sgd_momentum_step(&sgd, &mut q, &grads, &mut velocity).unwrap();
+	let (mut p1, mut m1, mut v1, mut q1, mut velocity1) = (params.clone(), moment.clone(), moment.clone(), params.clone(), moment.clone());
+	for e in 0..grads.len() {
+		let one = e..=e;
+		adamw_step(&scalars, &mut p1[one.clone()], &grads[one.clone()], &mut m1[one.clone()], &mut v1[one.clone()]).unwrap();
+		sgd_momentum_step(&sgd, &mut q1[one.clone()], &grads[one.clone()], &mut velocity1[one]).unwrap();
+	}
+	assert_eq!((bits(&p), bits(&m), bits(&v)), (bits(&p1), bits(&m1), bits(&v1)), "AdamW");
+	assert_eq!((bits(&q), bits(&velocity)), (bits(&q1), bits(&velocity1)), "SGD with momentum");
+}

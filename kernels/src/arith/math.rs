@@ -115,7 +115,7 @@ fn scale_by_power_of_two(value: f32, k: i32) -> f32 {
 /// Newton steps `r ← r + r·(1 − m·r)`; then r·2⁻ᵉ through the exponent field,
 /// flushed, with the sign of x. Working on m keeps every intermediate far from
 /// the flush threshold, whatever the magnitude of x.
-#[inline]
+#[inline(always)]
 pub fn recip(x: f32) -> f32 {
 	let mantissa = mantissa_times_power_of_two(x, 0);
 	let mut estimate = RECIP_GUESS_INTERCEPT - mul(RECIP_GUESS_SLOPE, mantissa);
@@ -127,7 +127,7 @@ pub fn recip(x: f32) -> f32 {
 }
 
 /// a/b, as `a · recip(b)`. Accurate where `recip(b)` is.
-#[inline]
+#[inline(always)]
 pub fn div(a: f32, b: f32) -> f32 {
 	mul(a, recip(b))
 }
@@ -156,7 +156,7 @@ fn rsqrt_reduced(mantissa: f32) -> f32 {
 
 /// 1/√x for positive normal x: x = m·4ʰ, then `rsqrt_reduced(m)·2⁻ʰ`.
 /// Accurate for every positive normal x.
-#[inline]
+#[inline(always)]
 pub fn rsqrt(x: f32) -> f32 {
 	let (mantissa, half_exponent) = split_for_root(x);
 	scale_by_power_of_two(rsqrt_reduced(mantissa), -half_exponent)
@@ -165,7 +165,7 @@ pub fn rsqrt(x: f32) -> f32 {
 /// √x: x = m·4ʰ, then `(m ⊗ rsqrt_reduced(m))·2ʰ`; `+0` for x ≤ 0 (negative
 /// inputs are outside the contract); `+∞` for `+∞`, so that an overflowed sum
 /// of squares gives an infinite norm, which rule 7 catches, not a finite one.
-#[inline]
+#[inline(always)]
 pub fn sqrt(x: f32) -> f32 {
 	if x == f32::INFINITY {
 		x
@@ -183,11 +183,9 @@ pub fn sqrt(x: f32) -> f32 {
 /// contract addition, so the result is defined even where that addition rounds.
 #[inline(always)]
 fn round_to_i32(value: f32) -> i32 {
-	if value >= 0.0 {
-		(value + 0.5) as i32
-	} else {
-		(value - 0.5) as i32
-	}
+	// A selected constant, not a branch: loops over elements stay vectorisable.
+	let half = if value >= 0.0 { 0.5 } else { -0.5 };
+	(value + half) as i32
 }
 
 /// eˣ. Accurate for −80 ≤ x ≤ 88; `+0` below (after the flush, the true value
@@ -196,14 +194,11 @@ fn round_to_i32(value: f32) -> i32 {
 /// x = k·ln2 + r with k = round(x·log₂e) and r = (x − k·LN2_HI) − k·LN2_LO;
 /// eʳ by Horner's rule on its degree-7 Taylor polynomial; then 2ᵏ is added to
 /// the exponent field, and the result flushed.
-#[inline]
+#[inline(always)]
 pub fn exp(x: f32) -> f32 {
-	if x.is_nan() || x < EXP_MIN_ARGUMENT {
-		return 0.0;
-	}
-	if x > EXP_MAX_ARGUMENT {
-		return f32::INFINITY;
-	}
+	// Every input goes through the reduction and the polynomial, and the out-of-range
+	// cases are selected at the end: no branch, so loops over elements vectorise. The
+	// discarded values (from a NaN or an argument out of range) are plain arithmetic.
 	let k = round_to_i32(mul(x, LOG2_E));
 	let k_float = k as f32;
 	let r = (x - mul(k_float, LN2_HI)) - mul(k_float, LN2_LO);
@@ -215,7 +210,14 @@ pub fn exp(x: f32) -> f32 {
 	polynomial = mul(polynomial, r) + 1.0;
 	polynomial = mul(polynomial, r) + 1.0;
 	// The polynomial lies in [0.7, 1.5] and k in [−116, 127]: the exponent stays normal.
-	flush(scale_by_power_of_two(polynomial, k))
+	let in_range = flush(scale_by_power_of_two(polynomial, k));
+	let result = if x > EXP_MAX_ARGUMENT { f32::INFINITY } else { in_range };
+	// NaN fails this comparison too, and gives +0.
+	if x >= EXP_MIN_ARGUMENT {
+		result
+	} else {
+		0.0
+	}
 }
 
 /// ln x. Accurate for positive finite x ≥ 2⁻¹⁰³; zero and negative inputs give `−∞`.
@@ -223,7 +225,7 @@ pub fn exp(x: f32) -> f32 {
 /// x = m·2ᵉ with m in [√2/2, √2) taken from the bits; ln m = 2·atanh(z) with
 /// z = (m − 1)·recip(m + 1), by its series through z⁹; then
 /// e·LN2_HI + (e·LN2_LO + ln m).
-#[inline]
+#[inline(always)]
 pub fn log(x: f32) -> f32 {
 	if x.is_nan() || x <= 0.0 {
 		return f32::NEG_INFINITY;
@@ -252,23 +254,23 @@ pub fn log(x: f32) -> f32 {
 /// |x| < ½: x + x·(x²·P(x²)) with P the Taylor series through x¹⁴;
 /// ½ ≤ |x| < 9: (1 − e)·recip(1 + e) with e = exp(−2|x|); beyond: 1.
 /// The sign of x is applied last.
-#[inline]
+#[inline(always)]
 pub fn tanh(x: f32) -> f32 {
+	// Both formulas are computed for every input and the result selected: no branch, so
+	// loops over elements vectorise (twice the arithmetic, a quarter or less of the time).
 	let magnitude = abs(x);
-	let result = if magnitude < TANH_SERIES_LIMIT {
-		let square = mul(magnitude, magnitude);
-		let [highest, lower @ ..] = TANH_COEFFICIENTS;
-		let mut series = highest;
-		for coefficient in lower {
-			series = mul(series, square) + coefficient;
-		}
-		magnitude + mul(magnitude, mul(square, series))
-	} else if magnitude < TANH_SATURATION {
-		let decay = exp(-(magnitude + magnitude));
-		mul(1.0 - decay, recip(1.0 + decay))
-	} else {
-		1.0
-	};
+	let square = mul(magnitude, magnitude);
+	let [highest, lower @ ..] = TANH_COEFFICIENTS;
+	let mut series = highest;
+	for coefficient in lower {
+		series = mul(series, square) + coefficient;
+	}
+	let near_zero = magnitude + mul(magnitude, mul(square, series));
+	let decay = exp(-(magnitude + magnitude));
+	let farther = mul(1.0 - decay, recip(1.0 + decay));
+	// NaN fails both comparisons, and gives ±1 as before.
+	let result = if magnitude < TANH_SATURATION { farther } else { 1.0 };
+	let result = if magnitude < TANH_SERIES_LIMIT { near_zero } else { result };
 	with_sign_of(result, x)
 }
 

@@ -41,7 +41,7 @@ pub enum Activation {
 }
 
 /// ReLU of one element.
-#[inline]
+#[inline(always)]
 pub fn relu(x: f32) -> f32 {
 	if x > 0.0 {
 		x
@@ -51,7 +51,7 @@ pub fn relu(x: f32) -> f32 {
 }
 
 /// ReLU's backward for one element.
-#[inline]
+#[inline(always)]
 pub fn relu_grad(x: f32, dy: f32) -> f32 {
 	if x > 0.0 {
 		dy
@@ -61,14 +61,14 @@ pub fn relu_grad(x: f32, dy: f32) -> f32 {
 }
 
 /// tanh's backward for one element.
-#[inline]
+#[inline(always)]
 pub fn tanh_grad(x: f32, dy: f32) -> f32 {
 	let t = math::tanh(x);
 	mul(dy, 1.0 - mul(t, t))
 }
 
 /// The GELU pieces both passes share: `(0.5 ⊗ x, x ⊗ x, tanh(u))`.
-#[inline]
+#[inline(always)]
 fn gelu_parts(x: f32) -> (f32, f32, f32) {
 	let square = mul(x, x);
 	let inner = mul(SQRT_2_OVER_PI, x + mul(x, mul(GELU_CUBIC, square)));
@@ -76,14 +76,14 @@ fn gelu_parts(x: f32) -> (f32, f32, f32) {
 }
 
 /// GELU (tanh approximation) of one element.
-#[inline]
+#[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
 	let (half_x, _, t) = gelu_parts(x);
 	mul(half_x, 1.0 + t)
 }
 
 /// GELU's backward for one element.
-#[inline]
+#[inline(always)]
 pub fn gelu_tanh_grad(x: f32, dy: f32) -> f32 {
 	let (half_x, square, t) = gelu_parts(x);
 	let inner_slope = mul(SQRT_2_OVER_PI, 1.0 + mul(GELU_CUBIC_SLOPE, square));
@@ -93,7 +93,7 @@ pub fn gelu_tanh_grad(x: f32, dy: f32) -> f32 {
 
 impl Activation {
 	/// The activation of one element.
-	#[inline]
+	#[inline(always)]
 	pub fn apply(self, x: f32) -> f32 {
 		match self {
 			Self::Relu => relu(x),
@@ -103,7 +103,7 @@ impl Activation {
 	}
 
 	/// The backward of one element: `dy · f′(x)`.
-	#[inline]
+	#[inline(always)]
 	pub fn grad(self, x: f32, dy: f32) -> f32 {
 		match self {
 			Self::Relu => relu_grad(x, dy),
@@ -113,26 +113,38 @@ impl Activation {
 	}
 }
 
-/// `output[e] = f(input[e])`.
-pub fn activation_forward(kind: Activation, input: &[f32], output: &mut [f32]) -> Result<(), KernelError> {
-	check_len("output", output.len(), input.len())?;
-	for (y, &x) in output.iter_mut().zip(input) {
-		*y = kind.apply(x);
+widest_vectors! {
+	/// `output[e] = f(input[e])`.
+	pub fn activation_forward(kind: Activation, input: &[f32], output: &mut [f32]) -> Result<(), KernelError> {
+		check_len("output", output.len(), input.len())?;
+		// One loop per kind, each calling its function directly (always inlined; through a
+		// generic `Fn` the call stays a call), so that each is a plain loop that vectorises.
+		let pairs = output.iter_mut().zip(input);
+		match kind {
+			Activation::Relu => pairs.for_each(|(y, &x)| *y = relu(x)),
+			Activation::Tanh => pairs.for_each(|(y, &x)| *y = math::tanh(x)),
+			Activation::GeluTanh => pairs.for_each(|(y, &x)| *y = gelu_tanh(x)),
+		}
+		Ok(())
 	}
-	Ok(())
 }
 
-/// `input_grad[e] = output_grad[e] · f′(input[e])`.
-pub fn activation_backward(
-	kind: Activation,
-	input: &[f32],
-	output_grad: &[f32],
-	input_grad: &mut [f32],
-) -> Result<(), KernelError> {
-	check_len("output_grad", output_grad.len(), input.len())?;
-	check_len("input_grad", input_grad.len(), input.len())?;
-	for ((dx, &x), &dy) in input_grad.iter_mut().zip(input).zip(output_grad) {
-		*dx = kind.grad(x, dy);
+widest_vectors! {
+	/// `input_grad[e] = output_grad[e] · f′(input[e])`.
+	pub fn activation_backward(
+		kind: Activation,
+		input: &[f32],
+		output_grad: &[f32],
+		input_grad: &mut [f32],
+	) -> Result<(), KernelError> {
+		check_len("output_grad", output_grad.len(), input.len())?;
+		check_len("input_grad", input_grad.len(), input.len())?;
+		let triples = input_grad.iter_mut().zip(input).zip(output_grad);
+		match kind {
+			Activation::Relu => triples.for_each(|((dx, &x), &dy)| *dx = relu_grad(x, dy)),
+			Activation::Tanh => triples.for_each(|((dx, &x), &dy)| *dx = tanh_grad(x, dy)),
+			Activation::GeluTanh => triples.for_each(|((dx, &x), &dy)| *dx = gelu_tanh_grad(x, dy)),
+		}
+		Ok(())
 	}
-	Ok(())
 }

@@ -137,45 +137,49 @@ impl AdamW {
 	}
 }
 
-/// One SGD-with-momentum update of `params` and `velocity` from `grads`.
-pub fn sgd_momentum_step(
-	hyper: &SgdMomentum,
-	params: &mut [f32],
-	grads: &[f32],
-	velocity: &mut [f32],
-) -> Result<(), KernelError> {
-	let hyper = hyper.validated()?;
-	check_len("grads", grads.len(), params.len())?;
-	check_len("velocity", velocity.len(), params.len())?;
-	for ((p, &grad), v) in params.iter_mut().zip(grads).zip(velocity.iter_mut()) {
-		let g = grad + mul(hyper.weight_decay, *p);
-		*v = mul(hyper.momentum, *v) + g;
-		let update = if hyper.nesterov { g + mul(hyper.momentum, *v) } else { *v };
-		*p -= mul(hyper.learning_rate, update);
+widest_vectors! {
+	/// One SGD-with-momentum update of `params` and `velocity` from `grads`.
+	pub fn sgd_momentum_step(
+		hyper: &SgdMomentum,
+		params: &mut [f32],
+		grads: &[f32],
+		velocity: &mut [f32],
+	) -> Result<(), KernelError> {
+		let hyper = hyper.validated()?;
+		check_len("grads", grads.len(), params.len())?;
+		check_len("velocity", velocity.len(), params.len())?;
+		for ((p, &grad), v) in params.iter_mut().zip(grads).zip(velocity.iter_mut()) {
+			let g = grad + mul(hyper.weight_decay, *p);
+			*v = mul(hyper.momentum, *v) + g;
+			let update = if hyper.nesterov { g + mul(hyper.momentum, *v) } else { *v };
+			*p -= mul(hyper.learning_rate, update);
+		}
+		Ok(())
 	}
-	Ok(())
 }
 
-/// One AdamW update of `params` and both moments from `grads`.
-pub fn adamw_step(
-	scalars: &AdamWScalars,
-	params: &mut [f32],
-	grads: &[f32],
-	first_moment: &mut [f32],
-	second_moment: &mut [f32],
-) -> Result<(), KernelError> {
-	check_len("grads", grads.len(), params.len())?;
-	check_len("first_moment", first_moment.len(), params.len())?;
-	check_len("second_moment", second_moment.len(), params.len())?;
-	let s = scalars;
-	for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(first_moment.iter_mut()).zip(second_moment.iter_mut()) {
-		*p = mul(*p, s.decay);
-		*m = mul(s.beta1, *m) + mul(s.one_minus_beta1, g);
-		*v = mul(s.beta2, *v) + mul(s.one_minus_beta2, mul(g, g));
-		let denominator = mul(sqrt(*v), s.second_moment_scale) + s.epsilon;
-		*p -= mul(s.step_size, mul(*m, recip(denominator)));
+widest_vectors! {
+	/// One AdamW update of `params` and both moments from `grads`.
+	pub fn adamw_step(
+		scalars: &AdamWScalars,
+		params: &mut [f32],
+		grads: &[f32],
+		first_moment: &mut [f32],
+		second_moment: &mut [f32],
+	) -> Result<(), KernelError> {
+		check_len("grads", grads.len(), params.len())?;
+		check_len("first_moment", first_moment.len(), params.len())?;
+		check_len("second_moment", second_moment.len(), params.len())?;
+		let s = scalars;
+		for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(first_moment.iter_mut()).zip(second_moment.iter_mut()) {
+			*p = mul(*p, s.decay);
+			*m = mul(s.beta1, *m) + mul(s.one_minus_beta1, g);
+			*v = mul(s.beta2, *v) + mul(s.one_minus_beta2, mul(g, g));
+			let denominator = mul(sqrt(*v), s.second_moment_scale) + s.epsilon;
+			*p -= mul(s.step_size, mul(*m, recip(denominator)));
+		}
+		Ok(())
 	}
-	Ok(())
 }
 
 /// The global L2 norm of several gradient tensors, in the contract's order.
