@@ -9,7 +9,8 @@
 //!    verifiers are drawn from the online, bonded verifiers, weighted by stake, excluding
 //!    the solver and the submitter ([`VerifierDraw`]). The solver could not know the seed
 //!    when it committed, so it cannot choose its verifiers or the segments they sample.
-//! 3. **Commit.** For `CommitPeriod` blocks each drawn verifier re-executes its
+//! 3. **Commit.** For `CommitPeriod` blocks plus the reference time of its samples and
+//!    one segment more (a restart's), each drawn verifier re-executes its
 //!    `SamplesPerVerifier` sampled segments ([`Pallet::sampled_segments`]) from the
 //!    solver's checkpoints and commits `blake2_256((verdict, salt, verifier))`.
 //! 4. **Reveal.** For `RevealPeriod` blocks after that it reveals the verdict and salt.
