@@ -1,6 +1,12 @@
 //! Binary Merkle trees over BLAKE2b-256, with inclusion proofs: the shape of
 //! every commitment in a learning proof.
 //!
+//! A tree of [`TreeKind::State`] has the same shape with BLAKE3's node
+//! function: BLAKE3's own tree over 1 KiB chunks is this shape (its left
+//! subtree holds the largest power of two of chunks below the total, which is
+//! what pairing bottom up with promotion gives), so everything below applies to
+//! it with [`TreeKind::node`] in place of `H_node`; see [`crate::proof::state_tree`].
+//!
 //! # Definition
 //!
 //! - A **leaf** is `H_leaf(payload)`, a **node** `H_node(left ‖ right)`, with
@@ -56,6 +62,33 @@ pub fn leaf_hash(payload: &[u8]) -> Digest {
 /// `H_node(left ‖ right)`.
 pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
 	digest_parts_in(Domain::MerkleNode, &[left, right])
+}
+
+/// Which node function a tree uses. Both kinds have the same shape (pairs
+/// bottom up, an odd last node promoted), so indices, proofs, multiproofs and
+/// the bisection over them are the same; only the hash of a node differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeKind {
+	/// BLAKE2b nodes ([`node_hash`]) over BLAKE2b leaves: segment, piece,
+	/// operator, dataset and trace trees.
+	Segments,
+	/// BLAKE3's own tree over 1 KiB chunk chaining values: a training state
+	/// ([`crate::proof::state_tree`]). Inner nodes are BLAKE3 parent chaining
+	/// values and the root is BLAKE3's root output, so the root of a tree of at
+	/// least two chunks is exactly `blake3::hash` of the chunks' bytes.
+	State,
+}
+
+impl TreeKind {
+	/// The node over `left` and `right`; `is_root` when it is the tree's root
+	/// (BLAKE3 finalises its root differently from an inner node).
+	pub fn node(self, left: &Digest, right: &Digest, is_root: bool) -> Digest {
+		match self {
+			Self::Segments => node_hash(left, right),
+			Self::State if is_root => *blake3::hazmat::merge_subtrees_root(left, right, blake3::hazmat::Mode::Hash).as_bytes(),
+			Self::State => blake3::hazmat::merge_subtrees_non_root(left, right, blake3::hazmat::Mode::Hash),
+		}
+	}
 }
 
 /// The leaf of a run of `f32`s: `H_leaf(canonical LE bits)`.
@@ -123,8 +156,20 @@ fn extend_leaves<'a, T: Copy + 'a>(
 const NODE_BATCH: usize = 64;
 
 /// The level above `level`: each pair `(2i, 2i+1)` hashed into a node, an odd
-/// last hash promoted unchanged. Nodes are hashed in batches ([`digest_each`]).
-fn parent_level(level: &[Digest]) -> Vec<Digest> {
+/// last hash promoted unchanged. BLAKE2b nodes are hashed in batches ([`digest_each`]).
+fn parent_level(kind: TreeKind, level: &[Digest]) -> Vec<Digest> {
+	if kind == TreeKind::State {
+		// A level of two is the root's.
+		let is_root = level.len() == 2;
+		return level
+			.chunks(2)
+			.map(|pair| match pair {
+				[left, right] => kind.node(left, right, is_root),
+				[last] => *last,
+				_ => Digest::default(),
+			})
+			.collect();
+	}
 	let mut parents = Vec::with_capacity(level.len().div_ceil(2));
 	let mut staging = [0u8; NODE_BATCH * 64];
 	let mut pairs = level.chunks_exact(2 * NODE_BATCH);
@@ -150,10 +195,15 @@ fn parent_level(level: &[Digest]) -> Vec<Digest> {
 /// The root of the tree over `leaves`, without keeping its levels: the same
 /// as `MerkleTree::new(leaves)?.root()`.
 pub fn root(leaves: Vec<Digest>) -> Result<Digest, MerkleError> {
+	root_in(TreeKind::Segments, leaves)
+}
+
+/// [`root`] in a tree of `kind`.
+pub fn root_in(kind: TreeKind, leaves: Vec<Digest>) -> Result<Digest, MerkleError> {
 	check_leaf_count(leaves.len())?;
 	let mut level = leaves;
 	while level.len() > 1 {
-		level = parent_level(&level);
+		level = parent_level(kind, &level);
 	}
 	level.first().copied().ok_or(MerkleError::Empty)
 }
@@ -196,7 +246,7 @@ fn root_of_segments_on(segments: &[&[f32]], threads: usize, min_part: usize) -> 
 }
 
 /// `Empty` for no leaves, `IndexOutOfRange` for more than a `u32` can index.
-fn check_leaf_count(count: usize) -> Result<(), MerkleError> {
+pub(crate) fn check_leaf_count(count: usize) -> Result<(), MerkleError> {
 	if count == 0 {
 		return Err(MerkleError::Empty);
 	}
@@ -246,9 +296,15 @@ impl MerkleProof {
 	/// The root that `leaf` at this proof's position implies: the multiproof
 	/// walk with one leaf, whose siblings are exactly a lone proof's.
 	pub fn root(&self, leaf: &Digest) -> Result<Digest, MerkleError> {
+		self.root_in(TreeKind::Segments, leaf)
+	}
+
+	/// [`MerkleProof::root`] in a tree of `kind`.
+	pub fn root_in(&self, kind: TreeKind, leaf: &Digest) -> Result<Digest, MerkleError> {
 		check_openings(&[self.index], self.leaf_count, 1)?;
 		let mut siblings = self.siblings.iter();
-		let root = multiproof_walk(alloc::vec![(self.index as usize, *leaf)], self.leaf_count as usize, &mut siblings)?;
+		let root =
+			multiproof_walk(kind, alloc::vec![(self.index as usize, *leaf)], self.leaf_count as usize, &mut siblings)?;
 		if siblings.next().is_some() {
 			return Err(MerkleError::WrongProofLength);
 		}
@@ -257,7 +313,12 @@ impl MerkleProof {
 
 	/// Whether `leaf` sits at this proof's position under `root`.
 	pub fn verify(&self, root: &Digest, leaf: &Digest) -> bool {
-		self.root(leaf).is_ok_and(|computed| computed == *root)
+		self.verify_in(TreeKind::Segments, root, leaf)
+	}
+
+	/// [`MerkleProof::verify`] in a tree of `kind`.
+	pub fn verify_in(&self, kind: TreeKind, root: &Digest, leaf: &Digest) -> bool {
+		self.root_in(kind, leaf).is_ok_and(|computed| computed == *root)
 	}
 }
 
@@ -308,8 +369,9 @@ impl<'a, I: Iterator<Item = &'a Digest>> SiblingSource for I {
 }
 
 /// Walks the multiproof levels from `nodes` (index order, strictly increasing,
-/// below `width`) to the root, taking siblings from `siblings`.
+/// below `width`) to the root of a tree of `kind`, taking siblings from `siblings`.
 fn multiproof_walk(
+	kind: TreeKind,
 	mut nodes: Vec<(usize, Digest)>,
 	mut width: usize,
 	siblings: &mut impl SiblingSource,
@@ -319,12 +381,14 @@ fn multiproof_walk(
 	let mut parents = Vec::with_capacity(nodes.len());
 	while width > 1 {
 		parents.clear();
+		// The level of two nodes is the root's.
+		let is_root = width == 2;
 		let mut position = 0;
 		while let Some(&(index, hash)) = nodes.get(position) {
 			position += 1;
 			let parent = if index % 2 == 1 {
 				let left = siblings.sibling(level, index - 1).ok_or(MerkleError::WrongProofLength)?;
-				node_hash(&left, &hash)
+				kind.node(&left, &hash, is_root)
 			} else if index + 1 < width {
 				let right = match nodes.get(position) {
 					Some(&(next, right)) if next == index + 1 => {
@@ -333,7 +397,7 @@ fn multiproof_walk(
 					},
 					_ => siblings.sibling(level, index + 1).ok_or(MerkleError::WrongProofLength)?,
 				};
-				node_hash(&hash, &right)
+				kind.node(&hash, &right, is_root)
 			} else {
 				hash
 			};
@@ -365,10 +429,15 @@ fn check_openings(indices: &[u32], leaf_count: u32, leaves: usize) -> Result<(),
 impl MultiProof {
 	/// The root that `leaves` (one per index, in order) imply.
 	pub fn root(&self, leaves: &[Digest]) -> Result<Digest, MerkleError> {
+		self.root_in(TreeKind::Segments, leaves)
+	}
+
+	/// [`MultiProof::root`] in a tree of `kind`.
+	pub fn root_in(&self, kind: TreeKind, leaves: &[Digest]) -> Result<Digest, MerkleError> {
 		check_openings(&self.indices, self.leaf_count, leaves.len())?;
 		let nodes = self.indices.iter().map(|&index| index as usize).zip(leaves.iter().copied()).collect();
 		let mut hashes = self.hashes.iter();
-		let root = multiproof_walk(nodes, self.leaf_count as usize, &mut hashes)?;
+		let root = multiproof_walk(kind, nodes, self.leaf_count as usize, &mut hashes)?;
 		if hashes.next().is_some() {
 			return Err(MerkleError::WrongProofLength);
 		}
@@ -378,13 +447,20 @@ impl MultiProof {
 	/// Whether `leaves` sit at this proof's indices under `root`, in a tree of
 	/// `leaf_count` leaves (which the proof alone does not always bind).
 	pub fn verify(&self, root: &Digest, leaf_count: usize, leaves: &[Digest]) -> bool {
-		self.leaf_count as usize == leaf_count && self.root(leaves).is_ok_and(|computed| computed == *root)
+		self.verify_in(TreeKind::Segments, root, leaf_count, leaves)
+	}
+
+	/// [`MultiProof::verify`] in a tree of `kind`.
+	pub fn verify_in(&self, kind: TreeKind, root: &Digest, leaf_count: usize, leaves: &[Digest]) -> bool {
+		self.leaf_count as usize == leaf_count && self.root_in(kind, leaves).is_ok_and(|computed| computed == *root)
 	}
 }
 
 /// A Merkle tree with all its levels kept, for the prover's side.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MerkleTree {
+	/// The node function.
+	kind: TreeKind,
 	/// `levels[0]` are the leaves, the last level the root alone.
 	levels: Vec<Vec<Digest>>,
 }
@@ -392,13 +468,23 @@ pub struct MerkleTree {
 impl MerkleTree {
 	/// Builds the tree over `leaves`.
 	pub fn new(leaves: Vec<Digest>) -> Result<Self, MerkleError> {
+		Self::new_in(TreeKind::Segments, leaves)
+	}
+
+	/// Builds the tree of `kind` over `leaves`.
+	pub fn new_in(kind: TreeKind, leaves: Vec<Digest>) -> Result<Self, MerkleError> {
 		check_leaf_count(leaves.len())?;
 		let mut levels = alloc::vec![leaves];
 		while let Some(level) = levels.last().filter(|level| level.len() > 1) {
-			let next = parent_level(level);
+			let next = parent_level(kind, level);
 			levels.push(next);
 		}
-		Ok(Self { levels })
+		Ok(Self { kind, levels })
+	}
+
+	/// The node function.
+	pub fn kind(&self) -> TreeKind {
+		self.kind
 	}
 
 	/// The root.
@@ -459,7 +545,7 @@ impl MerkleTree {
 			.map(|&index| Ok((index as usize, self.node(0, index as usize).ok_or(MerkleError::IndexOutOfRange)?)))
 			.collect::<Result<Vec<_>, MerkleError>>()?;
 		let mut recording = Recording { tree: self, hashes: Vec::new() };
-		multiproof_walk(nodes, self.len(), &mut recording)?;
+		multiproof_walk(self.kind, nodes, self.len(), &mut recording)?;
 		Ok(MultiProof { leaf_count, indices, hashes: recording.hashes })
 	}
 }
