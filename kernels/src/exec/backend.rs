@@ -29,6 +29,7 @@ use crate::error::KernelError;
 use crate::ops::loss::ClassifierShape;
 use crate::ops::contraction::{MatmulLayout, MatmulShape};
 use crate::ops::optim::{AdamWScalars, SgdMomentum};
+use crate::proof::hash::Digest;
 
 /// A device that runs the determinism contract's operators on its own buffers.
 pub trait Backend {
@@ -71,6 +72,15 @@ pub trait Backend {
 	/// clears the queued result. The default queues nothing.
 	fn take_non_finite(&mut self) -> Result<bool, Self::Error> {
 		Ok(false)
+	}
+
+	/// The state root ([`crate::proof::state_tree::root`]) of `tensors`, in
+	/// order, hashed where they live: `Some(root)` when the backend hashes on
+	/// its own side, `None` when it does not, and the caller downloads the
+	/// tensors and hashes them on the host. The default is `None`.
+	fn state_root(&mut self, tensors: &[&Self::Tensor]) -> Result<Option<Digest>, Self::Error> {
+		let _ = tensors;
+		Ok(None)
 	}
 
 	/// Elements in `tensor`.

@@ -56,6 +56,12 @@ impl Backend for CpuBackend {
 		Ok(Some(tensor.iter().all(|value| value.is_finite())))
 	}
 
+	fn state_root(&mut self, tensors: &[&Vec<f32>]) -> Result<Option<crate::proof::hash::Digest>, KernelError> {
+		// Hashed in place: no copy of the state.
+		let views: Vec<&[f32]> = tensors.iter().map(|tensor| tensor.as_slice()).collect();
+		crate::proof::state_tree::root(&views).map(Some).map_err(KernelError::Commitment)
+	}
+
 	fn tensor_len(&self, tensor: &Vec<f32>) -> usize {
 		tensor.len()
 	}

@@ -346,6 +346,24 @@ impl<B: Backend> Trainer<B> {
 		self.download_values(&ids)
 	}
 
+	/// The state tree's root of the current state
+	/// ([`crate::proof::state_tree::root`]): hashed by the backend where the
+	/// state lives when it can, so that a device sends back 32 bytes, and
+	/// otherwise downloaded and hashed on the host.
+	pub fn state_tree_root(&mut self) -> Result<Digest, B::Error> {
+		let mut tensors = Vec::with_capacity(self.graph.state.len());
+		for &id in &self.graph.state {
+			let buffer = self.graph.values.get(id).map_or(usize::MAX, |value| value.buffer);
+			tensors.push(self.tensors.get(buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?);
+		}
+		if let Some(root) = self.backend.state_root(&tensors)? {
+			return Ok(root);
+		}
+		let state = self.state()?;
+		let views: Vec<&[f32]> = state.iter().map(Vec::as_slice).collect();
+		Ok(crate::proof::state_tree::root(&views).map_err(KernelError::Commitment)?)
+	}
+
 	/// Downloads the current parameters.
 	pub fn params(&mut self) -> Result<Vec<Vec<f32>>, B::Error> {
 		let ids: Vec<_> = self.graph.state.iter().take(self.graph.params).copied().collect();

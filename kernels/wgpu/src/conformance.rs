@@ -19,6 +19,10 @@
 //! - [`operator_mismatches`]: every [`Backend`] operator on the contract
 //!   vectors' shapes (odd sizes, none a multiple of a tile), generic over the
 //!   backend so any future backend can be checked the same way.
+//! - [`state_root_mismatches`]: the state root hashed on the device (BLAKE3
+//!   over 1 KiB chunks) over tensors that end before, on and after a chunk's
+//!   end, an empty one and negative zeros among them, against the reference's
+//!   root.
 
 use alloc::string::String;
 use alloc::vec;
@@ -38,6 +42,7 @@ use touchstone_kernels::arith::math;
 use touchstone_kernels::ops::contraction::{MatmulLayout, MatmulShape};
 use touchstone_kernels::ops::optim::{AdamW, SgdMomentum};
 use touchstone_kernels::arith::rng::RandomStream;
+use touchstone_kernels::error::KernelError;
 
 /// One refused adapter and what it got wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +63,7 @@ impl fmt::Display for Report {
 pub fn self_test(backend: &mut WgpuBackend) -> Result<Vec<String>, WgpuError> {
 	let mut failures = probe_mismatches(backend)?;
 	failures.extend(operator_mismatches(backend)?);
+	failures.extend(state_root_mismatches(backend)?);
 	Ok(failures)
 }
 
@@ -271,4 +277,42 @@ pub fn operator_mismatches<B: Backend>(backend: &mut B) -> Result<Vec<String>, B
 		failures.extend(difference(name, actual, expected));
 	}
 	Ok(failures)
+}
+
+/// Tensors of the state-root check: lengths around a chunk's 256 words, an
+/// empty tensor, one of several chunks with a short tail, and negative zeros.
+pub fn state_root_tensors() -> Vec<Vec<f32>> {
+	[1usize, 255, 256, 257, 0, 16 * 256 + 3]
+		.iter()
+		.enumerate()
+		.map(|(stream, &len)| {
+			let mut values = random_values(20 + stream as u64, len, -1.0, 1.0);
+			for value in values.iter_mut().step_by(97) {
+				*value = -0.0;
+			}
+			values
+		})
+		.collect()
+}
+
+/// Compares `backend`'s own state root of [`state_root_tensors`] with the
+/// reference's; a backend that hashes nothing itself has nothing to differ.
+pub fn state_root_mismatches<B: Backend>(backend: &mut B) -> Result<Vec<String>, B::Error> {
+	let host = state_root_tensors();
+	let views: Vec<&[f32]> = host.iter().map(Vec::as_slice).collect();
+	// The reference cannot fail on this fixed state of several chunks.
+	let expected = touchstone_kernels::proof::state_tree::root(&views).map_err(KernelError::Commitment).map_err(B::Error::from)?;
+	let tensors = host.iter().map(|values| backend.upload(values)).collect::<Result<Vec<_>, _>>()?;
+	let refs: Vec<&B::Tensor> = tensors.iter().collect();
+	Ok(match backend.state_root(&refs)? {
+		Some(actual) if actual != expected => {
+			vec![format!("state_root: {} where the reference has {}", hex(&actual), hex(&expected))]
+		},
+		_ => Vec::new(),
+	})
+}
+
+/// Lowercase hex of a digest.
+fn hex(digest: &[u8; 32]) -> String {
+	digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }

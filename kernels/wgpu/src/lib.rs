@@ -52,6 +52,9 @@ use touchstone_kernels::error::{check_len, check_nonzero, element_count, KernelE
 use touchstone_kernels::ops::loss::ClassifierShape;
 use touchstone_kernels::arith::math;
 use touchstone_kernels::ops::optim::{self, AdamWScalars, SgdMomentum};
+use touchstone_kernels::proof::hash::Digest;
+use touchstone_kernels::proof::merkle::MerkleError;
+use touchstone_kernels::proof::state_tree::{chunk_count, state_chunk_count};
 
 /// Environment variable that restricts adapter selection to adapters whose
 /// name contains its value (case-insensitive), e.g. `llvmpipe`.
@@ -66,6 +69,45 @@ const REDUCE_WGSL: &str = include_str!("reduce.wgsl");
 const SOFTMAX_WGSL: &str = include_str!("softmax.wgsl");
 const PROBE_WGSL: &str = include_str!("probe.wgsl");
 const FINITE_WGSL: &str = include_str!("finite.wgsl");
+const BLAKE3_WGSL: &str = include_str!("blake3.wgsl");
+
+/// BLAKE3's flag on the root node's compression.
+const BLAKE3_ROOT_FLAG: u32 = 8;
+
+/// BLAKE3's compression function in WGSL, fully unrolled: every round's
+/// message word is a named local, so no array is indexed at run time (GPUs
+/// keep such locals in registers). Appended to `blake3.wgsl`.
+fn blake3_compress_wgsl() -> String {
+	const PERMUTATION: [usize; 16] = [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8];
+	const LANES: [[usize; 4]; 8] =
+		[[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14], [3, 7, 11, 15], [0, 5, 10, 15], [1, 6, 11, 12], [2, 7, 8, 13], [3, 4, 9, 14]];
+	let mut source = String::from(
+		"fn blake3_compress(cv: array<u32, 8>, m: array<u32, 16>, counter_lo: u32, counter_hi: u32, block_len: u32, flags: u32) -> array<u32, 8> {\n",
+	);
+	for i in 0..8 {
+		source += &format!("    var v{i} = cv[{i}u];\n");
+	}
+	for (i, iv) in ["0x6A09E667u", "0xBB67AE85u", "0x3C6EF372u", "0xA54FF53Au"].iter().enumerate() {
+		source += &format!("    var v{} = {iv};\n", i + 8);
+	}
+	source += "    var v12 = counter_lo;\n    var v13 = counter_hi;\n    var v14 = block_len;\n    var v15 = flags;\n";
+	for i in 0..16 {
+		source += &format!("    let m{i} = m[{i}u];\n");
+	}
+	// Round r reads the message permuted r times: word i of it is m[schedule[i]].
+	let mut schedule: [usize; 16] = core::array::from_fn(|i| i);
+	for _round in 0..7 {
+		for (g, [a, b, c, d]) in LANES.iter().enumerate() {
+			let (x, y) = (schedule[2 * g], schedule[2 * g + 1]);
+			source += &format!(
+				"    v{a} = v{a} + v{b} + m{x}; v{d} = rotr(v{d} ^ v{a}, 16u); v{c} = v{c} + v{d}; v{b} = rotr(v{b} ^ v{c}, 12u);\n    v{a} = v{a} + v{b} + m{y}; v{d} = rotr(v{d} ^ v{a}, 8u); v{c} = v{c} + v{d}; v{b} = rotr(v{b} ^ v{c}, 7u);\n"
+			);
+		}
+		schedule = core::array::from_fn(|i| schedule[PERMUTATION[i]]);
+	}
+	source += "    return array<u32, 8>(v0 ^ v8, v1 ^ v9, v2 ^ v10, v3 ^ v11, v4 ^ v12, v5 ^ v13, v6 ^ v14, v7 ^ v15);\n}\n";
+	source
+}
 
 /// Bytes of the per-batch parameter arena; a batch is submitted when it fills.
 const ARENA_BYTES: u64 = 1 << 18;
@@ -193,6 +235,9 @@ struct Pipelines {
 	softmax_loss: Kernel,
 	probe: Kernel,
 	non_finite: Kernel,
+	/// `blake3.wgsl`: chunk chaining values of one tensor, then one level of parents.
+	chunk_cvs: Kernel,
+	merge_level: Kernel,
 }
 
 /// The wgpu backend: one device, its pipelines and the recording state.
@@ -658,6 +703,7 @@ impl Pipelines {
 		let softmax = module("softmax.wgsl", SOFTMAX_WGSL);
 		let probe = module("probe.wgsl", PROBE_WGSL);
 		let finite = module("finite.wgsl", FINITE_WGSL);
+		let blake3 = module("blake3.wgsl", &format!("{BLAKE3_WGSL}\n{}", blake3_compress_wgsl()));
 		Self {
 			contract: [0.0, 1.0, 2.0, 3.0].map(|kind| pipeline(&contract, "contract", &[("KIND", kind)])),
 			bias_add: pipeline(&elementwise, "bias_add", &[]),
@@ -675,6 +721,8 @@ impl Pipelines {
 			softmax_loss: pipeline(&softmax, "softmax_loss", &[]),
 			probe: pipeline(&probe, "probe", &[]),
 			non_finite: pipeline(&finite, "non_finite", &[]),
+			chunk_cvs: pipeline(&blake3, "chunk_cvs", &[]),
+			merge_level: pipeline(&blake3, "merge_level", &[]),
 		}
 	}
 }
@@ -723,6 +771,43 @@ impl Backend for WgpuBackend {
 
 	fn tensor_len(&self, tensor: &WgpuTensor) -> usize {
 		tensor.len
+	}
+
+	/// The state root, hashed on the device: one dispatch per tensor for its
+	/// chunks' chaining values, one per level of parents, and a read-back of
+	/// the root's 32 bytes. The state itself never leaves the device.
+	fn state_root(&mut self, tensors: &[&WgpuTensor]) -> Result<Option<Digest>, WgpuError> {
+		let chunks = state_chunk_count(tensors.iter().map(|tensor| tensor.len));
+		if chunks < 2 || u32::try_from(chunks).is_err() {
+			// The host refuses these states with the reference's own error.
+			return Err(KernelError::Commitment(MerkleError::Empty).into());
+		}
+		// Two buffers, read and written in turn, level by level.
+		let mut level = self.storage_buffer(chunks * 8, None)?;
+		let mut parents = self.storage_buffer(chunks.div_ceil(2) * 8, None)?;
+		let kernel = self.pipelines.chunk_cvs.clone();
+		let mut first_chunk = 0usize;
+		for tensor in tensors {
+			let count = chunk_count(tensor.len);
+			let params = [count as u32, tensor.len as u32, first_chunk as u32, 0];
+			self.dispatch(&kernel, &params, &[(1, &tensor.buffer), (2, &level)], linear_groups(count, 64));
+			first_chunk += count;
+		}
+		let kernel = self.pipelines.merge_level.clone();
+		let mut width = chunks;
+		while width > 1 {
+			let flags = if width == 2 { BLAKE3_ROOT_FLAG } else { 0 };
+			let params = [width as u32, 0, 0, flags];
+			self.dispatch(&kernel, &params, &[(1, &level), (2, &parents)], linear_groups(width.div_ceil(2), 64));
+			core::mem::swap(&mut level, &mut parents);
+			width = width.div_ceil(2);
+		}
+		let words = self.read_words(&level, 8)?;
+		let mut root = Digest::default();
+		for (bytes, word) in root.chunks_exact_mut(4).zip(words) {
+			bytes.copy_from_slice(&word.to_le_bytes());
+		}
+		Ok(Some(root))
 	}
 
 	fn check_finite(&mut self, tensor: &WgpuTensor) -> Result<Option<bool>, WgpuError> {
