@@ -456,12 +456,17 @@ impl<B: Backend> Trainer<B> {
 		let device_indices = self.backend.upload_indices(&indices)?;
 		let mut features = self.tensors.get_mut(buffer).and_then(Option::take).ok_or(KernelError::MissingValue { id: features_id })?;
 		let gathered = self.backend.gather_rows(&self.data_tensor, self.graph.input_len, &device_indices, &mut features);
-		let host_features = gathered.and_then(|()| self.backend.download(&features));
 		if let Some(slot) = self.tensors.get_mut(buffer) {
 			*slot = Some(features);
 		}
+		gathered?;
+		// The host's copy of the batch is gathered from the host's copy of the data by
+		// the reference operator: a gather is a copy, so these are the device's bits,
+		// and reading them back would make the host wait for the device mid-step.
+		let mut host_features = vec![0.0; indices.len().saturating_mul(self.graph.input_len)];
+		crate::ops::gather::gather_rows(&self.data.features, self.graph.input_len, &indices, &mut host_features)?;
 		self.labels = Some(self.backend.upload_indices(&labels)?);
-		self.host_batch = [HostTensor::F32(host_features?), HostTensor::U32(labels), HostTensor::U32(indices)];
+		self.host_batch = [HostTensor::F32(host_features), HostTensor::U32(labels), HostTensor::U32(indices)];
 		if let Some(recording) = self.recording.as_mut() {
 			for (&id, tensor) in self.graph.batch_values.iter().zip(&self.host_batch) {
 				if let Some(slot) = recording.get_mut(id) {
