@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use support::*;
 use touchstone_kernels::job::checkpoint::{run_with_checkpoints, Checkpoint, CheckpointError};
-use touchstone_kernels::job::trace::Trainer;
+use touchstone_kernels::job::trace::{Boundary, Trainer};
+use touchstone_kernels::arith::canonical_bits;
+use touchstone_kernels::proof::chain::record_hash;
 use touchstone_kernels::CpuBackend;
 
 /// A fresh directory under the system temp dir.
@@ -130,4 +132,74 @@ fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone(
 	let (dispute, openings) = open_case(&graph, &traced, &run, 1, 0).unwrap();
 	assert!(matches!(openings.previous_state, StateOpening::Step { .. }));
 	judge(&model, &train, &dispute, &openings).unwrap();
+}
+
+/// Runs `trainer` to `end`, closing a segment wherever the checkpoint grid puts a
+/// boundary; returns each step's record and each boundary.
+fn run_segments<B: touchstone_kernels::Backend>(
+	trainer: &mut Trainer<B>,
+	end: u32,
+) -> (Vec<touchstone_kernels::job::trace::StepRecord>, Vec<Boundary>)
+where
+	B::Error: std::fmt::Debug,
+{
+	let train = *trainer.train_config();
+	let (mut records, mut boundaries) = (Vec::new(), Vec::new());
+	while trainer.next_step() < end {
+		records.push(trainer.step().unwrap());
+		if train.is_checkpoint_step(trainer.next_step(), end) {
+			boundaries.push(trainer.close_segment().unwrap());
+		}
+	}
+	(records, boundaries)
+}
+
+/// The boundary commitments: a boundary holds the state tree's root there and the
+/// chained record of its segment's losses, restarted at every boundary, so that a run
+/// resumed from a checkpoint (taken at a boundary) reproduces every later boundary.
+#[test]
+fn boundaries_chain_each_segments_losses_and_a_resumed_run_reproduces_them() {
+	let (model, train, data) = (blob_model(), blob_train(14), blobs(200));
+	assert_eq!(train.checkpoint_interval, 4);
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	let (records, boundaries) = run_segments(&mut trainer, 14);
+	assert_eq!(boundaries.iter().map(|b| b.next_step).collect::<Vec<_>>(), [4, 8, 12, 14]);
+	// Each record restarts from zeros at its segment's first step.
+	let mut start = 0;
+	for boundary in &boundaries {
+		let record = records[start..boundary.next_step as usize]
+			.iter()
+			.fold([0u8; 32], |previous, r| record_hash(&previous, r.step, canonical_bits(r.loss)));
+		assert_eq!(boundary.record, record, "boundary {}", boundary.next_step);
+		assert_ne!(boundary.leaf(), Boundary { record: [0; 32], ..*boundary }.leaf());
+		start = boundary.next_step as usize;
+	}
+	// A run resumed at step 8 from the state and chain point there closes the same boundaries.
+	let mut first = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	run_segments(&mut first, 8);
+	let checkpoint = Checkpoint::of(&mut first).unwrap();
+	let root = first.state_tree_root().unwrap();
+	assert_eq!(root, boundaries[1].state_root);
+	let mut resumed = Trainer::resume(CpuBackend, &model, &train, data, checkpoint.state, checkpoint.point).unwrap();
+	let (_, later) = run_segments(&mut resumed, 14);
+	assert_eq!(later, boundaries[2..]);
+}
+
+/// A wrong value in one step changes the boundary of its segment and every later
+/// one, and none before: the first differing boundary is the lie's segment.
+#[test]
+fn a_lie_changes_its_segments_boundary_and_every_later_one_and_none_before() {
+	use touchstone_kernels::job::fault::Fault;
+	let (model, train, data) = (blob_model(), blob_train(14), blobs(200));
+	let mut honest = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	let (_, expected) = run_segments(&mut honest, 14);
+	let mut liar = Trainer::new(CpuBackend, &model, &train, data).unwrap();
+	let operator = liar.graph().nodes.len() - 2;
+	liar.inject(Fault::Output { step: 5, operator, output: 0, element: 0, bit: 20 });
+	let (_, lied) = run_segments(&mut liar, 14);
+	assert_eq!(lied[0], expected[0]);
+	for (lie, truth) in lied[1..].iter().zip(&expected[1..]) {
+		assert_ne!(lie.state_root, truth.state_root, "boundary {}", truth.next_step);
+		assert_ne!(lie.leaf(), truth.leaf());
+	}
 }

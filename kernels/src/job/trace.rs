@@ -223,6 +223,26 @@ pub struct Trainer<B: Backend> {
 	point: ChainPoint,
 	faults: Vec<Fault>,
 	recording: Option<Vec<Option<HostTensor>>>,
+	/// The record of the last step run in the current segment (zeros at its start).
+	segment_record: Digest,
+}
+
+/// A checkpoint boundary of a run: where a segment ends, and what it commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Boundary {
+	/// The first step after the boundary.
+	pub next_step: u32,
+	/// The BLAKE3 state root there ([`crate::proof::state_tree`]).
+	pub state_root: Digest,
+	/// The last record of the segment that ends there ([`crate::proof::chain::record_hash`]).
+	pub record: Digest,
+}
+
+impl Boundary {
+	/// The boundary's leaf ([`crate::proof::chain::boundary_leaf`]).
+	pub fn leaf(&self) -> Digest {
+		crate::proof::chain::boundary_leaf(self.next_step, &self.state_root, &self.record)
+	}
 }
 
 impl<B: Backend> Trainer<B> {
@@ -283,6 +303,8 @@ impl<B: Backend> Trainer<B> {
 			point,
 			faults: Vec::new(),
 			recording: None,
+			// Runs resume at boundaries only (checkpoints), where the record restarts.
+			segment_record: [0; 32],
 		})
 	}
 
@@ -364,6 +386,17 @@ impl<B: Backend> Trainer<B> {
 		Ok(crate::proof::state_tree::root(&views).map_err(KernelError::Commitment)?)
 	}
 
+	/// Ends the current segment here: the boundary before the next step, with
+	/// the state tree's root ([`Trainer::state_tree_root`]) and the segment's last
+	/// record; the next step starts a new segment. The caller closes segments
+	/// where the job's checkpoint grid puts them, as it writes checkpoints there.
+	pub fn close_segment(&mut self) -> Result<Boundary, B::Error> {
+		let state_root = self.state_tree_root()?;
+		let boundary = Boundary { next_step: self.point.next_step, state_root, record: self.segment_record };
+		self.segment_record = [0; 32];
+		Ok(boundary)
+	}
+
 	/// Downloads the current parameters.
 	pub fn params(&mut self) -> Result<Vec<Vec<f32>>, B::Error> {
 		let ids: Vec<_> = self.graph.state.iter().take(self.graph.params).copied().collect();
@@ -405,6 +438,7 @@ impl<B: Backend> Trainer<B> {
 			return Err(KernelError::NonFinite { step }.into());
 		}
 		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root, canonical_bits(loss));
+		self.segment_record = crate::proof::chain::record_hash(&self.segment_record, step, canonical_bits(loss));
 		self.point = ChainPoint {
 			next_step: step.saturating_add(1),
 			last_hash: state_hash,

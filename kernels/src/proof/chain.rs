@@ -22,6 +22,17 @@
 //! The step-level tree of a learning proof has leaves `H_leaf(h_t)` (the Merkle leaf
 //! hash of [`crate::proof::merkle`]) for its steps in order.
 //!
+//! # Boundaries (built, not yet committed by a learning proof)
+//!
+//! The proof-cost change commits a run at its checkpoint boundaries instead of
+//! every step. What a step then still pays is its **record**,
+//! `ℓ_t = H(0x05 ‖ ℓ_{t−1} ‖ t as u64 ‖ loss of t)` ([`record_hash`]), with
+//! `ℓ = 0³²` before the first step of every segment; a boundary after step
+//! `e − 1` is the leaf `H_leaf(0x04 ‖ e as u64 ‖ S ‖ L)` ([`boundary_leaf`]), with
+//! `S` the BLAKE3 state root there ([`crate::proof::state_tree`]) and `L` the
+//! segment's last record. The trainer keeps both
+//! ([`crate::job::trace::Trainer::close_segment`]).
+//!
 //! # Operator commitments
 //!
 //! For a disputed step, the trace re-executes it and commits every operator of
@@ -38,6 +49,28 @@ use crate::proof::merkle::leaf_hash;
 pub const STATE_PREFIX: u8 = 0x02;
 /// Prefix of a run's anchor.
 pub const ANCHOR_PREFIX: u8 = 0x03;
+/// Prefix of a boundary leaf's payload.
+pub const BOUNDARY_PREFIX: u8 = 0x04;
+/// Prefix of a step's record.
+pub const RECORD_PREFIX: u8 = 0x05;
+
+/// `ℓ_t = H(0x05 ‖ previous ‖ step as u64 ‖ loss)`, the loss as its canonical
+/// bits: the one hash every step pays once the state is committed at boundaries.
+pub fn record_hash(previous: &Digest, step: u32, loss: u32) -> Digest {
+	digest_parts(&[&[RECORD_PREFIX], previous, &u64::from(step).to_le_bytes(), &loss.to_le_bytes()])
+}
+
+/// The leaf of the boundary before step `next_step`: `H_leaf(0x04 ‖ next_step as
+/// u64 ‖ state_root ‖ record)`, with the BLAKE3 state root there and the last
+/// record of the segment that ends there.
+pub fn boundary_leaf(next_step: u32, state_root: &Digest, record: &Digest) -> Digest {
+	let mut payload = [0u8; 73];
+	payload[0] = BOUNDARY_PREFIX;
+	payload[1..9].copy_from_slice(&u64::from(next_step).to_le_bytes());
+	payload[9..41].copy_from_slice(state_root);
+	payload[41..].copy_from_slice(record);
+	leaf_hash(&payload)
+}
 
 /// `h_t = H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ batch_root ‖ loss)`, the
 /// loss as its canonical bits.

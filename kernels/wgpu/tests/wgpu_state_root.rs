@@ -1,6 +1,6 @@
 //! The state root hashed on the device is the reference's, bit for bit: on
 //! ragged tensors with negative zeros, on a state as large as the wide MLP's,
-//! and on a state trained on the device.
+//! and at the boundaries of a run trained on the device.
 //!
 //! Needs an adapter (lavapipe here); fails, never skips, saying what to install.
 #[path = "../../tests/support/mod.rs"]
@@ -65,7 +65,7 @@ fn the_device_root_of_a_wide_mlp_sized_state_is_the_references() {
 }
 
 #[test]
-fn a_state_trained_on_the_device_has_the_references_root_without_leaving_the_device() {
+fn a_state_trained_on_the_device_closes_the_references_boundaries_without_leaving_the_device() {
 	let (model, train) = (blob_model(), blob_train(30));
 	let mut reference = Trainer::new(CpuBackend, &model, &train, blobs(400)).unwrap();
 	let mut device = Trainer::new(wgpu_backend(), &model, &train, blobs(400)).unwrap();
@@ -73,12 +73,18 @@ fn a_state_trained_on_the_device_has_the_references_root_without_leaving_the_dev
 		reference.step().unwrap();
 		device.step().unwrap();
 		if step % 10 == 9 {
-			let expected = reference.state_tree_root().unwrap();
-			assert_eq!(hex(&device.state_tree_root().unwrap()), hex(&expected), "after step {step}");
+			// The boundary: the state root hashed on the device, and the segment's loss records.
+			let expected = reference.close_segment().unwrap();
+			let actual = device.close_segment().unwrap();
+			assert_eq!(
+				(hex(&actual.state_root), hex(&actual.record), actual.next_step),
+				(hex(&expected.state_root), hex(&expected.record), expected.next_step),
+				"after step {step}"
+			);
 			// The host's hash of the downloaded state agrees too.
 			let state = device.state().unwrap();
 			let views: Vec<&[f32]> = state.iter().map(Vec::as_slice).collect();
-			assert_eq!(hex(&state_tree::root(&views).unwrap()), hex(&expected));
+			assert_eq!(hex(&state_tree::root(&views).unwrap()), hex(&expected.state_root));
 		}
 	}
 }
