@@ -9,4 +9,5 @@ pub mod graph;
 pub mod hash;
 pub mod merkle;
 pub mod reduction;
+pub mod segments;
 pub mod state_tree;
