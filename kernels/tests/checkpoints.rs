@@ -203,3 +203,50 @@ fn a_lie_changes_its_segments_boundary_and_every_later_one_and_none_before() {
 		assert_ne!(lie.leaf(), truth.leaf());
 	}
 }
+
+/// The segment level of a dispute, with real runs: the bisection over the two parties'
+/// boundary leaves lands on the segment that holds the lie, the boundary before it
+/// opens to the same state root for both (the unit's start state for the first
+/// segment), and that root is the honest run's state there, so the step-level game
+/// that follows starts from an agreed state.
+#[test]
+fn the_segment_game_lands_on_the_lies_segment_from_a_state_both_sides_agree_on() {
+	use touchstone_kernels::job::fault::Fault;
+	use touchstone_kernels::proof::bisection::bisect;
+	use touchstone_kernels::referee::boundary::{boundary_opening, open_boundary, segment_start, segment_tree, UnitCommitment};
+	let (model, train, data) = (blob_model(), blob_train(14), blobs(200));
+	let commit = |boundaries: &[Boundary], start_state_root| {
+		let tree = segment_tree(boundaries.iter().map(Boundary::leaf).collect()).unwrap();
+		(UnitCommitment { root: tree.root(), first_step: 0, steps: 14, interval: 4, start_state_root }, tree)
+	};
+	let mut honest = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+	let start = honest.state_tree_root().unwrap();
+	let (_, truth) = run_segments(&mut honest, 14);
+	let (honest_unit, honest_tree) = commit(&truth, start);
+	let operator = honest.graph().nodes.len() - 2;
+	// Segments 0..4, 4..8, 8..12, 12..14: a lie at step 1, 9 and 13.
+	for (step, segment) in [(1u32, 0u32), (9, 2), (13, 3)] {
+		let mut liar = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+		liar.inject(Fault::Output { step, operator, output: 0, element: 3, bit: 21 });
+		let (_, lies) = run_segments(&mut liar, 14);
+		let (liar_unit, liar_tree) = commit(&lies, start);
+		let outcome = bisect(honest_unit.segments().count(), &honest_tree, &liar_tree).unwrap();
+		assert_eq!(outcome.leaf as u32, segment, "lie at step {step}");
+		let opened_start = |unit: &UnitCommitment, tree, boundaries: &[Boundary]| {
+			let before = segment.checked_sub(1).map(|k| {
+				let b = boundaries[k as usize];
+				boundary_opening(tree, k, b.state_root, b.record).unwrap()
+			});
+			segment_start(unit, segment, before.as_ref()).unwrap()
+		};
+		let agreed = opened_start(&honest_unit, &honest_tree, &truth);
+		assert_eq!(agreed, opened_start(&liar_unit, &liar_tree, &lies));
+		let expected = if segment == 0 { start } else { truth[segment as usize - 1].state_root };
+		assert_eq!(agreed, expected);
+		// At the disputed boundary the two sides open different states.
+		let end = |unit: &UnitCommitment, tree, b: &Boundary| {
+			open_boundary(unit, segment, &boundary_opening(tree, segment, b.state_root, b.record).unwrap()).unwrap()
+		};
+		assert_ne!(end(&honest_unit, &honest_tree, &truth[segment as usize]), end(&liar_unit, &liar_tree, &lies[segment as usize]));
+	}
+}

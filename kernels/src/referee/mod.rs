@@ -54,6 +54,7 @@
 //! shapes beyond the bounds.
 
 mod binding;
+pub mod boundary;
 mod cost;
 #[cfg(feature = "std")]
 mod prover;

@@ -1,0 +1,148 @@
+//! The segment level of a unit's commitment: one leaf per checkpoint boundary.
+//!
+//! Built and tested here, not yet what a learning proof commits (the chain still
+//! takes one state hash per step; see `docs/kernels.md`, "The state tree").
+//!
+//! A unit of steps `first..end` is cut by the job's checkpoint grid
+//! ([`Segments`]) into segments; segment `k` ends at `e_k` (the first step after
+//! it). Its boundary leaf is `boundary_leaf(e_k, S_k, L_k)`
+//! ([`crate::proof::chain::boundary_leaf`]): the BLAKE3 state root there and the
+//! segment's last loss record. The **segment root** is the Merkle tree
+//! ([`TreeKind::Segments`](crate::proof::merkle::TreeKind)) over the boundary
+//! leaves in order. A dispute bisects it first: both sides agree on every leaf
+//! before the first one they differ on, so the state at the start of the disputed
+//! segment (the unit's start state for the first) is agreed, and only that
+//! segment's steps need a step-level trace.
+
+use alloc::vec::Vec;
+
+use crate::proof::chain::boundary_leaf;
+use crate::proof::hash::Digest;
+use crate::proof::merkle::{MerkleError, MerkleProof, MerkleTree};
+use crate::proof::segments::Segments;
+
+codec_types! {
+	/// What a unit commits at the segment level.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	pub struct UnitCommitment {
+		/// The Merkle root over the unit's boundary leaves.
+		pub root: Digest,
+		/// The unit's first global step.
+		pub first_step: u32,
+		/// Its steps.
+		pub steps: u32,
+		/// The job's checkpoint interval: the grid the segments follow.
+		pub interval: u32,
+		/// The state root the unit starts from (the state before its first segment).
+		pub start_state_root: Digest,
+	}
+
+	/// Opens one boundary of a unit: its state root and record, and the leaf's inclusion.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct BoundaryOpening {
+		/// The BLAKE3 state root at the boundary.
+		pub state_root: Digest,
+		/// The last loss record of the segment that ends there.
+		pub record: Digest,
+		/// Inclusion of the boundary's leaf in the unit's segment tree.
+		pub proof: MerkleProof,
+	}
+
+	/// Why a boundary did not open.
+	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
+	pub enum BoundaryError {
+		/// The unit has no such segment.
+		SegmentOutOfRange,
+		/// The leaf does not open at that segment against the unit's root.
+		InvalidBoundaryProof,
+	}
+}
+
+impl UnitCommitment {
+	/// The unit's segments.
+	pub fn segments(&self) -> Segments {
+		Segments::new(self.first_step, self.steps, self.interval)
+	}
+}
+
+/// Opens boundary `segment` of `unit`: returns the state root and the record
+/// there, or why the opening fails. The position, the tree size and the step
+/// the boundary sits at all come from the unit, never from the opening.
+pub fn open_boundary(unit: &UnitCommitment, segment: u32, opening: &BoundaryOpening) -> Result<(Digest, Digest), BoundaryError> {
+	let segments = unit.segments();
+	let range = segments.range(segment).ok_or(BoundaryError::SegmentOutOfRange)?;
+	let leaf = boundary_leaf(range.end, &opening.state_root, &opening.record);
+	let proof = &opening.proof;
+	if proof.index == segment && proof.leaf_count == segments.count() && proof.verify(&unit.root, &leaf) {
+		Ok((opening.state_root, opening.record))
+	} else {
+		Err(BoundaryError::InvalidBoundaryProof)
+	}
+}
+
+/// The state root a unit ends with, proven by the opening of its last boundary.
+pub fn unit_final_state_root(unit: &UnitCommitment, opening: &BoundaryOpening) -> Result<Digest, BoundaryError> {
+	let last = unit.segments().count().checked_sub(1).ok_or(BoundaryError::SegmentOutOfRange)?;
+	Ok(open_boundary(unit, last, opening)?.0)
+}
+
+/// The state root segment `segment` of `unit` starts from: the unit's start for
+/// the first, otherwise the state root boundary `segment − 1` opens to.
+pub fn segment_start(unit: &UnitCommitment, segment: u32, previous: Option<&BoundaryOpening>) -> Result<Digest, BoundaryError> {
+	match (segment.checked_sub(1), previous) {
+		(None, None) if unit.segments().count() > 0 => Ok(unit.start_state_root),
+		(Some(before), Some(opening)) => Ok(open_boundary(unit, before, opening)?.0),
+		_ => Err(BoundaryError::SegmentOutOfRange),
+	}
+}
+
+/// The prover's side: the segment tree over a unit's boundary leaves.
+pub fn segment_tree(leaves: Vec<Digest>) -> Result<MerkleTree, MerkleError> {
+	MerkleTree::new(leaves)
+}
+
+/// The opening of boundary `segment` from the prover's `tree` and the
+/// boundary's state root and record.
+pub fn boundary_opening(tree: &MerkleTree, segment: u32, state_root: Digest, record: Digest) -> Result<BoundaryOpening, MerkleError> {
+	Ok(BoundaryOpening { state_root, record, proof: tree.proof(segment as usize)? })
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	fn unit_of(leaves: &[(u32, Digest, Digest)], first_step: u32, steps: u32, interval: u32) -> (UnitCommitment, MerkleTree) {
+		let tree = segment_tree(leaves.iter().map(|(end, root, record)| boundary_leaf(*end, root, record)).collect()).unwrap();
+		(UnitCommitment { root: tree.root(), first_step, steps, interval, start_state_root: [9; 32] }, tree)
+	}
+
+	#[test]
+	fn a_boundary_opens_only_at_its_own_segment_and_step() {
+		// Steps 5..19 on a grid of 4: segments 5..8, 8..12, 12..16, 16..19.
+		let boundaries: Vec<(u32, Digest, Digest)> = [8u32, 12, 16, 19].iter().map(|&end| (end, [end as u8; 32], [end as u8 + 1; 32])).collect();
+		let (unit, tree) = unit_of(&boundaries, 5, 14, 4);
+		assert_eq!(unit.segments().count(), 4);
+		for (k, &(_, root, record)) in boundaries.iter().enumerate() {
+			let opening = boundary_opening(&tree, k as u32, root, record).unwrap();
+			assert_eq!(open_boundary(&unit, k as u32, &opening), Ok((root, record)));
+			// At another segment, with another state or record, or against another grid: refused.
+			let other = ((k + 1) % 4) as u32;
+			assert_eq!(open_boundary(&unit, other, &opening), Err(BoundaryError::InvalidBoundaryProof));
+			let forged = BoundaryOpening { state_root: [0; 32], ..opening.clone() };
+			assert_eq!(open_boundary(&unit, k as u32, &forged), Err(BoundaryError::InvalidBoundaryProof));
+			let regridded = UnitCommitment { interval: 5, ..unit };
+			assert!(open_boundary(&regridded, k as u32, &opening).is_err());
+		}
+		assert_eq!(open_boundary(&unit, 4, &boundary_opening(&tree, 3, [0; 32], [0; 32]).unwrap()), Err(BoundaryError::SegmentOutOfRange));
+		let last = boundary_opening(&tree, 3, boundaries[3].1, boundaries[3].2).unwrap();
+		assert_eq!(unit_final_state_root(&unit, &last), Ok(boundaries[3].1));
+		let first = boundary_opening(&tree, 0, boundaries[0].1, boundaries[0].2).unwrap();
+		assert_eq!(segment_start(&unit, 0, None), Ok([9; 32]));
+		assert_eq!(segment_start(&unit, 1, Some(&first)), Ok(boundaries[0].1));
+		assert_eq!(segment_start(&unit, 2, Some(&first)), Err(BoundaryError::InvalidBoundaryProof));
+		assert_eq!(segment_start(&unit, 1, None), Err(BoundaryError::SegmentOutOfRange));
+		let empty = UnitCommitment { steps: 0, ..unit };
+		assert_eq!(segment_start(&empty, 0, None), Err(BoundaryError::SegmentOutOfRange));
+	}
+}
