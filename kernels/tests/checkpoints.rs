@@ -250,3 +250,69 @@ fn the_segment_game_lands_on_the_lies_segment_from_a_state_both_sides_agree_on()
 		assert_ne!(end(&honest_unit, &honest_tree, &truth[segment as usize]), end(&liar_unit, &liar_tree, &lies[segment as usize]));
 	}
 }
+
+/// Below the segment level, with real runs: each side re-executes the disputed segment
+/// from the agreed state and binds its step-level trace to its own boundaries; the
+/// bisection over the two traces lands on the lie's step, with the state hash before it
+/// agreed. A trace whose last step does not commit the boundary its party opened is
+/// refused, and so is one bound to another segment.
+#[test]
+fn segment_traces_bind_to_their_boundaries_and_the_step_game_lands_on_the_lie() {
+	use touchstone_kernels::job::fault::Fault;
+	use touchstone_kernels::proof::bisection::bisect;
+	use touchstone_kernels::proof::chain::trace_leaf;
+	use touchstone_kernels::proof::merkle::MerkleTree;
+	use touchstone_kernels::referee::boundary::{
+		bind_segment, boundary_opening, segment_tree, BoundaryError, SegmentBinding, UnitCommitment,
+	};
+	let (model, train, data) = (blob_model(), blob_train(14), blobs(200));
+	let operator = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap().graph().nodes.len() - 2;
+	// A party: its boundaries, its unit commitment and tree, and its trace of segment 2 (steps 8..12).
+	let party = |fault: Option<Fault>| {
+		let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+		let start = trainer.state_tree_root().unwrap();
+		if let Some(fault) = fault {
+			trainer.inject(fault);
+		}
+		let (_, boundaries) = run_segments(&mut trainer, 14);
+		let tree = segment_tree(boundaries.iter().map(Boundary::leaf).collect()).unwrap();
+		let unit = UnitCommitment { root: tree.root(), first_step: 0, steps: 14, interval: 4, start_state_root: start };
+		// Re-executed on demand from the agreed checkpoint at step 8.
+		let mut again = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
+		if let Some(fault) = fault {
+			again.inject(fault);
+		}
+		run_segments(&mut again, 8);
+		let (hashes, closed) = again.segment_trace(12).unwrap();
+		assert_eq!(closed, boundaries[2], "the re-executed segment closes the boundary the run closed");
+		(boundaries, unit, tree, hashes)
+	};
+	let (truth, honest_unit, honest_tree, honest_hashes) = party(None);
+	let (lies, liar_unit, liar_tree, liar_hashes) = party(Some(Fault::Output { step: 10, operator, output: 0, element: 3, bit: 21 }));
+	let bind = |unit: &UnitCommitment, tree, boundaries: &[Boundary], hashes: &[[u8; 32]], end_segment: u32| {
+		let sub = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).unwrap();
+		let before = boundaries[1];
+		let start = boundary_opening(tree, 1, before.state_root, before.record).unwrap();
+		let end = boundaries[end_segment as usize];
+		let binding = SegmentBinding {
+			end: boundary_opening(tree, end_segment, end.state_root, end.record).unwrap(),
+			previous: hashes[hashes.len() - 2],
+			proof: sub.proof(hashes.len() - 1).unwrap(),
+		};
+		(bind_segment(unit, 2, Some(&start), &sub.root(), &binding), sub)
+	};
+	let (honest, honest_sub) = bind(&honest_unit, &honest_tree, &truth, &honest_hashes, 2);
+	let (lying, liar_sub) = bind(&liar_unit, &liar_tree, &lies, &liar_hashes, 2);
+	let (honest, lying) = (honest.unwrap(), lying.unwrap());
+	assert_eq!((honest.first_step, honest.steps), (8, 4));
+	assert_eq!(honest.start_state_root, lying.start_state_root, "both traces start from the agreed state");
+	assert_eq!(honest.start_state_root, truth[1].state_root);
+	let outcome = bisect(4, &honest_sub, &liar_sub).unwrap();
+	assert_eq!(honest.first_step + outcome.leaf as u32, 10, "the step game lands on the lie's step");
+	assert_eq!(honest_hashes[..2], liar_hashes[..2], "the state hashes before it agree");
+	// The honest trace does not bind to the liar's boundary, nor to the boundary of another segment.
+	let (crossed, _) = bind(&liar_unit, &liar_tree, &lies, &honest_hashes, 2);
+	assert_eq!(crossed, Err(BoundaryError::InvalidSegmentBinding));
+	let (elsewhere, _) = bind(&honest_unit, &honest_tree, &truth, &honest_hashes, 3);
+	assert_eq!(elsewhere, Err(BoundaryError::InvalidBoundaryProof));
+}

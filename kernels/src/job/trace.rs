@@ -397,6 +397,25 @@ impl<B: Backend> Trainer<B> {
 		Ok(boundary)
 	}
 
+	/// The step-level trace of the segment that starts here (at a boundary) and
+	/// ends before `end`: for each step, its state hash
+	/// ([`crate::proof::chain::segment_state_hash`]), chained from the anchor of the
+	/// state here, with the state tree's root after the step and the step's record.
+	/// What a party re-executes when a dispute lands on a segment; the segment
+	/// is closed at `end`, as the run closed it.
+	pub fn segment_trace(&mut self, end: u32) -> Result<(Vec<Digest>, Boundary), B::Error> {
+		let mut hash = crate::proof::chain::anchor_hash(&self.state_tree_root()?);
+		let mut hashes = Vec::with_capacity(end.saturating_sub(self.point.next_step) as usize);
+		while self.point.next_step < end {
+			let step = self.point.next_step;
+			self.step()?;
+			let state_root = self.state_tree_root()?;
+			hash = crate::proof::chain::segment_state_hash(&hash, step, &state_root, &self.segment_record);
+			hashes.push(hash);
+		}
+		Ok((hashes, self.close_segment()?))
+	}
+
 	/// Downloads the current parameters.
 	pub fn params(&mut self) -> Result<Vec<Vec<f32>>, B::Error> {
 		let ids: Vec<_> = self.graph.state.iter().take(self.graph.params).copied().collect();

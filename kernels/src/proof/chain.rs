@@ -60,6 +60,16 @@ pub fn record_hash(previous: &Digest, step: u32, loss: u32) -> Digest {
 	digest_parts(&[&[RECORD_PREFIX], previous, &u64::from(step).to_le_bytes(), &loss.to_le_bytes()])
 }
 
+/// The state hash of step `step` in a segment's step-level trace, the trace a
+/// dispute asks for on demand once the segment is found:
+/// `H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ record)`, with the BLAKE3 state
+/// root after the step and the step's record. It chains from the anchor of the
+/// segment's start state; its preimage is four bytes shorter than [`state_hash`]'s,
+/// so the two never share one.
+pub fn segment_state_hash(previous: &Digest, step: u32, state_root: &Digest, record: &Digest) -> Digest {
+	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, record])
+}
+
 /// The leaf of the boundary before step `next_step`: `H_leaf(0x04 ‖ next_step as
 /// u64 ‖ state_root ‖ record)`, with the BLAKE3 state root there and the last
 /// record of the segment that ends there.

@@ -16,10 +16,11 @@
 
 use alloc::vec::Vec;
 
-use crate::proof::chain::boundary_leaf;
+use crate::proof::chain::{anchor_hash, boundary_leaf, segment_state_hash, trace_leaf};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleError, MerkleProof, MerkleTree};
 use crate::proof::segments::Segments;
+use crate::referee::TraceCommitment;
 
 codec_types! {
 	/// What a unit commits at the segment level.
@@ -56,6 +57,20 @@ codec_types! {
 		SegmentOutOfRange,
 		/// The leaf does not open at that segment against the unit's root.
 		InvalidBoundaryProof,
+		/// The segment trace's last step does not commit the boundary the party opened.
+		InvalidSegmentBinding,
+	}
+
+	/// Binds a party's step-level trace of one segment to the boundary it ends at.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct SegmentBinding {
+		/// Opens the party's own boundary at the segment's end: `S_k` and `L_k`.
+		pub end: BoundaryOpening,
+		/// The state hash before the segment's last step (the start state's anchor
+		/// for a segment of one step).
+		pub previous: Digest,
+		/// Inclusion of the last step's leaf in the party's segment trace.
+		pub proof: MerkleProof,
 	}
 }
 
@@ -95,6 +110,39 @@ pub fn segment_start(unit: &UnitCommitment, segment: u32, previous: Option<&Boun
 		(Some(before), Some(opening)) => Ok(open_boundary(unit, before, opening)?.0),
 		_ => Err(BoundaryError::SegmentOutOfRange),
 	}
+}
+
+/// Binds `trace_root`, a party's step-level trace of segment `segment` of
+/// `unit`, to the segment's two boundaries: it starts from the agreed state
+/// ([`segment_start`], from `start`, the opening of the boundary before), and its
+/// last step's state hash commits the party's own boundary at the end (the
+/// state root and record `binding.end` opens). Returns the trace the step-level
+/// game plays over and the referee judges against.
+///
+/// A trace whose ends do not connect its boundaries is refused; one whose
+/// interior is garbage binds, and then loses in the step game, because no
+/// honest step leads from the agreed start to its first wrong state hash.
+pub fn bind_segment(
+	unit: &UnitCommitment,
+	segment: u32,
+	start: Option<&BoundaryOpening>,
+	trace_root: &Digest,
+	binding: &SegmentBinding,
+) -> Result<TraceCommitment, BoundaryError> {
+	let range = unit.segments().range(segment).ok_or(BoundaryError::SegmentOutOfRange)?;
+	let start_state_root = segment_start(unit, segment, start)?;
+	let (state_root, record) = open_boundary(unit, segment, &binding.end)?;
+	let steps = range.end.saturating_sub(range.start);
+	let last = range.end.saturating_sub(1);
+	if steps == 1 && binding.previous != anchor_hash(&start_state_root) {
+		return Err(BoundaryError::InvalidSegmentBinding);
+	}
+	let leaf = trace_leaf(&segment_state_hash(&binding.previous, last, &state_root, &record));
+	let proof = &binding.proof;
+	if proof.index.saturating_add(1) != steps || proof.leaf_count != steps || !proof.verify(trace_root, &leaf) {
+		return Err(BoundaryError::InvalidSegmentBinding);
+	}
+	Ok(TraceCommitment { trace_root: *trace_root, first_step: range.start, steps, start_state_root })
 }
 
 /// The prover's side: the segment tree over a unit's boundary leaves.
