@@ -548,8 +548,9 @@ impl Chain {
 	/// run to run, and falls while other work shares the machine: on the same device only
 	/// a rise of more than a quarter counts (the hardware was undersold), never a fall
 	/// (it was measured under load, which a restart under load would declare). The chain
-	/// refuses a new profile while the node holds units; that, like any failure here, is
-	/// logged and registration goes on with the profile declared before.
+	/// refuses a new profile while the node holds units, so none is sent then; that, like
+	/// any failure here, is logged and registration goes on with the profile declared
+	/// before.
 	async fn update_registration(
 		&self,
 		signer: &Keypair,
@@ -563,7 +564,20 @@ impl Chain {
 			Ok(declared) => profile_changed(declared, &profile),
 			Err(_) => true,
 		};
-		if changed {
+		// The chain refuses a new profile while the node holds units: a restarted
+		// solver that still holds some keeps its declared profile rather than pay for
+		// a refusal.
+		let holds_units = || async {
+			let at = self.at().await?;
+			Ok::<_, anyhow::Error>(self.solver_units(&at, &signer.public_key().to_account_id()).await?.len())
+		};
+		let held = if changed { holds_units().await.unwrap_or(0) } else { 0 };
+		if changed && held > 0 {
+			tracing::info!(
+				held,
+				"the declared hardware changed, but the node holds units, which the chain matched to the profile declared before: the profile is kept until a restart without units"
+			);
+		} else if changed {
 			let call = runtime::transactions().staking().update_profile(subxt::utils::Static(profile.clone()));
 			match self.send_in_block(&call, signer).await {
 				Ok(_) => tracing::info!(device = %String::from_utf8_lossy(&profile.model), "the declared hardware changed: profile updated on-chain"),
