@@ -7,7 +7,7 @@
 #
 # Needs kernels/scripts/setup-torch.sh to have run (for tch and PyTorch) and a
 # Vulkan driver (`apt-get install mesa-vulkan-drivers libvulkan1`).
-# Arguments go to the benchmark: `--quick` (tiny sizes), `--only ops|steps|protocol`.
+# Arguments go to the benchmark: `--quick` (tiny sizes), `--only ops|steps|protocol|proof|trace`.
 # A copy of the output goes to $TOUCHSTONE_BENCH_OUT (default: a dated file in ~/.cache/touchstone).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

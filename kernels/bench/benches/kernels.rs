@@ -9,7 +9,7 @@
 //! enough (≥ 0.1 s, or at least one call) to dwarf the clock, after a warm-up
 //! call. Device backends are synchronised at the end of each round, so queued
 //! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
-//! smoke test), `--only ops|steps|protocol|proof` for one section, `--max-size N`
+//! smoke test), `--only ops|steps|protocol|proof|trace` for one section, `--max-size N`
 //! to cap matrix sizes, `--threads N` (default 1) for the reference's
 //! contraction and hashing threads (`parallel::set_threads`), libtorch's intra-op threads,
 //! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike. `--unchecked` times the
@@ -805,6 +805,63 @@ fn print_proof_share(options: &Options) {
 	}
 }
 
+/// Steps in the segment the trace-on-demand figures re-execute.
+const TRACE_SEGMENT: u32 = 10;
+
+/// `(training step, traced step)` in ms: a plain step of `job` on `backend`, and a
+/// step of `Trainer::segment_trace`, which a party runs when a dispute lands on a
+/// segment (the step, then the state tree's root after it and the chained hash).
+fn trace_cost<B: Bench>(backend: B, job: &ProofJob) -> (f64, f64) {
+	let train = TrainConfig {
+		steps: u32::MAX,
+		batch_size: job.batch,
+		learning_rate: 10_000_000,
+		optimizer: OptimizerConfig::Sgd { momentum: 900_000_000 },
+		grad_clip_norm: None,
+		seed: 42,
+		checkpoint_interval: TRACE_SEGMENT,
+	};
+	let features = job.model.input_len().unwrap();
+	let mut trainer = Trainer::new(backend, &job.model, &train, synthetic(1, job.samples, features, 10)).unwrap();
+	let step = measure(
+		&mut trainer,
+		|trainer| {
+			trainer.step().unwrap();
+		},
+		|trainer| trainer.backend_mut().sync(),
+	);
+	let segment = measure(
+		&mut trainer,
+		|trainer| {
+			let end = trainer.next_step() + TRACE_SEGMENT;
+			std::hint::black_box(trainer.segment_trace(end).unwrap());
+		},
+		|trainer| trainer.backend_mut().sync(),
+	);
+	(step * 1e3, segment * 1e3 / f64::from(TRACE_SEGMENT))
+}
+
+fn print_trace_cost(options: &Options) {
+	println!("\n### A segment's step trace on demand\n");
+	println!(
+		"What each side of a dispute pays per step to re-execute the disputed segment ({TRACE_SEGMENT} steps here) \
+		 and commit its step-level trace (`Trainer::segment_trace`: the step, the state tree's root after it, \
+		 the chained hash), against a plain training step. Both include today's per-step proof work, which \
+		 `Trainer::step` still does.\n"
+	);
+	println!("| job | backend | threads | training step (ms) | traced step (ms) | traced ÷ plain |");
+	println!("|---|---|---:|---:|---:|---:|");
+	for job in proof_jobs(options.quick) {
+		let row = |backend: &str, threads: String, (step, traced): (f64, f64)| {
+			println!("| {} | {backend} | {threads} | {step:.2} | {traced:.2} | {:.2}× |", job.name, traced / step.max(1e-9));
+		};
+		row("reference", CpuBackend.threads(), trace_cost(CpuBackend, &job));
+		let gpu = open_wgpu();
+		let (name, threads) = (gpu.adapter_info().name.clone(), gpu.threads());
+		row(&format!("wgpu ({name})"), threads, trace_cost(gpu, &job));
+	}
+}
+
 fn main() {
 	let options = Options::parse();
 	// Before any Vulkan instance exists: llvmpipe reads it when a device is created.
@@ -834,6 +891,9 @@ fn main() {
 	}
 	if options.runs("proof") {
 		print_proof_share(&options);
+	}
+	if options.runs("trace") {
+		print_trace_cost(&options);
 	}
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("\nLoad average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
