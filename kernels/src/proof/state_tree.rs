@@ -207,6 +207,31 @@ pub fn tree(tensors: &[&[f32]]) -> Result<MerkleTree, MerkleError> {
 	MerkleTree::new_in(TreeKind::State, leaves)
 }
 
+/// Checks chunks of a state against its root: `chunks` are `(chunk index, the
+/// chunk's words)` in increasing index order (at most [`CHUNK_WORDS`] words each,
+/// the rest of the chunk zeros), `proof` their multiproof in a state of
+/// `chunk_count` chunks. What a verifier of a state opening runs: each chunk's
+/// leaf binds its index (the chunk counter), so words cannot be moved.
+pub fn verify_chunks(
+	root: &Digest,
+	chunk_count: usize,
+	chunks: &[(u32, &[f32])],
+	proof: &crate::proof::merkle::MultiProof,
+) -> Result<(), MerkleError> {
+	if chunks.iter().any(|(_, words)| words.len() > CHUNK_WORDS) {
+		return Err(MerkleError::WrongProofLength);
+	}
+	if proof.indices.len() != chunks.len() || proof.indices.iter().zip(chunks).any(|(&index, &(chunk, _))| index != chunk) {
+		return Err(MerkleError::IndexOutOfRange);
+	}
+	let leaves: Vec<Digest> = chunks.iter().map(|&(index, words)| chunk_leaf(words, u64::from(index))).collect();
+	if proof.verify_in(TreeKind::State, root, chunk_count, &leaves) {
+		Ok(())
+	} else {
+		Err(MerkleError::WrongProofLength)
+	}
+}
+
 /// Where chunk `chunk` of a state with tensors of `lens` elements lies: its
 /// tensor and its chunk within that tensor, or `None` past the state's end.
 pub fn locate_chunk(lens: impl IntoIterator<Item = usize>, chunk: usize) -> Option<(usize, usize)> {
@@ -350,6 +375,39 @@ mod tests {
 			spoilt[0][0] ^= 1;
 			assert!(!proof.verify_in(TreeKind::State, &root, n, &spoilt));
 		}
+	}
+
+	#[test]
+	fn opened_chunks_verify_against_the_root_and_refuse_every_change() {
+		let state = [values(256 * 9 + 17, 0.0), values(300, 1.0)];
+		let tensors = views(&state);
+		let lens: Vec<usize> = tensors.iter().map(|t| t.len()).collect();
+		let tree = tree(&tensors).unwrap();
+		let (root, n) = (tree.root(), tree.len());
+		let words = |chunk: usize| {
+			let (tensor, local) = locate_chunk(lens.iter().copied(), chunk).unwrap();
+			tensors[tensor][chunk_range(lens[tensor], local)].to_vec()
+		};
+		let opened = [0usize, 3, 9, 11];
+		let proof = tree.multiproof(&opened).unwrap();
+		let contents: Vec<Vec<f32>> = opened.iter().map(|&c| words(c)).collect();
+		let chunks: Vec<(u32, &[f32])> = opened.iter().zip(&contents).map(|(&c, w)| (c as u32, w.as_slice())).collect();
+		assert_eq!(verify_chunks(&root, n, &chunks, &proof), Ok(()));
+		// A changed word, a chunk given at another index, another tree size, a longer chunk: refused.
+		let mut changed = contents.clone();
+		changed[1][7] += 1.0;
+		let with_change: Vec<(u32, &[f32])> = opened.iter().zip(&changed).map(|(&c, w)| (c as u32, w.as_slice())).collect();
+		assert!(verify_chunks(&root, n, &with_change, &proof).is_err());
+		let mut moved = chunks.clone();
+		moved[1].0 = 4;
+		assert!(verify_chunks(&root, n, &moved, &proof).is_err());
+		assert!(verify_chunks(&root, n + 1, &chunks, &proof).is_err());
+		let long = vec![0.0; CHUNK_WORDS + 1];
+		let mut too_long = chunks.clone();
+		too_long[0].1 = &long;
+		assert!(verify_chunks(&root, n, &too_long, &proof).is_err());
+		// The last chunk of a tensor opens from its words alone: the padding is implied.
+		assert_eq!(words(9).len(), 17);
 	}
 
 	#[test]
