@@ -730,13 +730,9 @@ struct ProofShare {
 	boundary_root: f64,
 }
 
-/// Steps between checkpoint boundaries in the proof-cost table.
-const PROOF_INTERVAL: u32 = 50;
-
-/// The [`ProofShare`] of `job` on `backend`: the trainer's whole step, the
-/// part of it that only today's proof needs, and the boundary root, all timed
-/// on the same trainer in the same run.
-fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> ProofShare {
+/// A trainer of `job` on `backend` (SGD with momentum, synthetic data) with
+/// checkpoint boundaries every `interval` steps: the proof and trace tables' runs.
+fn proof_trainer<B: Bench>(backend: B, job: &ProofJob, interval: u32) -> Trainer<B> {
 	let train = TrainConfig {
 		steps: u32::MAX,
 		batch_size: job.batch,
@@ -744,17 +740,32 @@ fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> ProofShare {
 		optimizer: OptimizerConfig::Sgd { momentum: 900_000_000 },
 		grad_clip_norm: None,
 		seed: 42,
-		checkpoint_interval: PROOF_INTERVAL,
+		checkpoint_interval: interval,
 	};
 	let features = job.model.input_len().unwrap();
-	let mut trainer = Trainer::new(backend, &job.model, &train, synthetic(1, job.samples, features, 10)).unwrap();
-	let whole = measure(
-		&mut trainer,
+	Trainer::new(backend, &job.model, &train, synthetic(1, job.samples, features, 10)).unwrap()
+}
+
+/// Median seconds of one `Trainer::step`, synchronised per round.
+fn step_time<B: Bench>(trainer: &mut Trainer<B>) -> f64 {
+	measure(
+		trainer,
 		|trainer| {
 			trainer.step().unwrap();
 		},
 		|trainer| trainer.backend_mut().sync(),
-	);
+	)
+}
+
+/// Steps between checkpoint boundaries in the proof-cost table.
+const PROOF_INTERVAL: u32 = 50;
+
+/// The [`ProofShare`] of `job` on `backend`: the trainer's whole step, the
+/// part of it that only today's proof needs, and the boundary root, all timed
+/// on the same trainer in the same run.
+fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> ProofShare {
+	let mut trainer = proof_trainer(backend, job, PROOF_INTERVAL);
+	let whole = step_time(&mut trainer);
 	let per_step = measure(
 		&mut trainer,
 		|trainer| {
@@ -812,24 +823,8 @@ const TRACE_SEGMENT: u32 = 10;
 /// step of `Trainer::segment_trace`, which a party runs when a dispute lands on a
 /// segment (the step, then the state tree's root after it and the chained hash).
 fn trace_cost<B: Bench>(backend: B, job: &ProofJob) -> (f64, f64) {
-	let train = TrainConfig {
-		steps: u32::MAX,
-		batch_size: job.batch,
-		learning_rate: 10_000_000,
-		optimizer: OptimizerConfig::Sgd { momentum: 900_000_000 },
-		grad_clip_norm: None,
-		seed: 42,
-		checkpoint_interval: TRACE_SEGMENT,
-	};
-	let features = job.model.input_len().unwrap();
-	let mut trainer = Trainer::new(backend, &job.model, &train, synthetic(1, job.samples, features, 10)).unwrap();
-	let step = measure(
-		&mut trainer,
-		|trainer| {
-			trainer.step().unwrap();
-		},
-		|trainer| trainer.backend_mut().sync(),
-	);
+	let mut trainer = proof_trainer(backend, job, TRACE_SEGMENT);
+	let step = step_time(&mut trainer);
 	let segment = measure(
 		&mut trainer,
 		|trainer| {
