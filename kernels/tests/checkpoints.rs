@@ -213,10 +213,11 @@ fn a_lie_changes_its_segments_boundary_and_every_later_one_and_none_before() {
 fn the_segment_game_lands_on_the_lies_segment_from_a_state_both_sides_agree_on() {
 	use touchstone_kernels::job::fault::Fault;
 	use touchstone_kernels::proof::bisection::bisect;
-	use touchstone_kernels::referee::boundary::{boundary_opening, open_boundary, segment_start, segment_tree, UnitCommitment};
+	use touchstone_kernels::proof::merkle::MerkleTree;
+	use touchstone_kernels::referee::boundary::{boundary_opening, open_boundary, segment_start, UnitCommitment};
 	let (model, train, data) = (blob_model(), blob_train(14), blobs(200));
 	let commit = |boundaries: &[Boundary], start_state_root| {
-		let tree = segment_tree(boundaries.iter().map(Boundary::leaf).collect()).unwrap();
+		let tree = MerkleTree::new(boundaries.iter().map(Boundary::leaf).collect()).unwrap();
 		(UnitCommitment { root: tree.root(), first_step: 0, steps: 14, interval: 4, start_state_root }, tree)
 	};
 	let mut honest = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
@@ -262,9 +263,7 @@ fn segment_traces_bind_to_their_boundaries_and_the_step_game_lands_on_the_lie() 
 	use touchstone_kernels::proof::bisection::bisect;
 	use touchstone_kernels::proof::chain::trace_leaf;
 	use touchstone_kernels::proof::merkle::MerkleTree;
-	use touchstone_kernels::referee::boundary::{
-		bind_segment, boundary_opening, segment_tree, BoundaryError, SegmentBinding, UnitCommitment,
-	};
+	use touchstone_kernels::referee::boundary::{bind_segment, boundary_opening, BoundaryError, SegmentBinding, UnitCommitment};
 	let (model, train, data) = (blob_model(), blob_train(14), blobs(200));
 	let operator = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap().graph().nodes.len() - 2;
 	// A party: its boundaries, its unit commitment and tree, and its trace of segment 2 (steps 8..12).
@@ -275,7 +274,7 @@ fn segment_traces_bind_to_their_boundaries_and_the_step_game_lands_on_the_lie() 
 			trainer.inject(fault);
 		}
 		let (_, boundaries) = run_segments(&mut trainer, 14);
-		let tree = segment_tree(boundaries.iter().map(Boundary::leaf).collect()).unwrap();
+		let tree = MerkleTree::new(boundaries.iter().map(Boundary::leaf).collect()).unwrap();
 		let unit = UnitCommitment { root: tree.root(), first_step: 0, steps: 14, interval: 4, start_state_root: start };
 		// Re-executed on demand from the agreed checkpoint at step 8.
 		let mut again = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();

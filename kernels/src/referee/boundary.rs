@@ -14,8 +14,6 @@
 //! segment (the unit's start state for the first) is agreed, and only that
 //! segment's steps need a step-level trace.
 
-use alloc::vec::Vec;
-
 use crate::proof::chain::{anchor_hash, boundary_leaf, segment_state_hash, trace_leaf};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleError, MerkleProof, MerkleTree};
@@ -145,12 +143,8 @@ pub fn bind_segment(
 	Ok(TraceCommitment { trace_root: *trace_root, first_step: range.start, steps, start_state_root })
 }
 
-/// The prover's side: the segment tree over a unit's boundary leaves.
-pub fn segment_tree(leaves: Vec<Digest>) -> Result<MerkleTree, MerkleError> {
-	MerkleTree::new(leaves)
-}
-
-/// The opening of boundary `segment` from the prover's `tree` and the
+/// The opening of boundary `segment` from the prover's `tree` (the Merkle tree
+/// over the unit's boundary leaves) and the
 /// boundary's state root and record.
 pub fn boundary_opening(tree: &MerkleTree, segment: u32, state_root: Digest, record: Digest) -> Result<BoundaryOpening, MerkleError> {
 	Ok(BoundaryOpening { state_root, record, proof: tree.proof(segment as usize)? })
@@ -159,9 +153,10 @@ pub fn boundary_opening(tree: &MerkleTree, segment: u32, state_root: Digest, rec
 #[cfg(test)]
 mod tests {
 	use super::*;
+	use alloc::vec::Vec;
 
 	fn unit_of(leaves: &[(u32, Digest, Digest)], first_step: u32, steps: u32, interval: u32) -> (UnitCommitment, MerkleTree) {
-		let tree = segment_tree(leaves.iter().map(|(end, root, record)| boundary_leaf(*end, root, record)).collect()).unwrap();
+		let tree = MerkleTree::new(leaves.iter().map(|(end, root, record)| boundary_leaf(*end, root, record)).collect()).unwrap();
 		(UnitCommitment { root: tree.root(), first_step, steps, interval, start_state_root: [9; 32] }, tree)
 	}
 
