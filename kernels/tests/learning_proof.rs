@@ -538,6 +538,97 @@ fn the_referee_rejects_a_wrong_input_proof() {
 	assert_eq!(recomputed(&job, &tampered), Err(RefereeError::NotAgreed));
 }
 
+/// A weight is read from the state before the step in whole 1 KiB chunks,
+/// proven in the state tree: the honest piece is upheld from a few chunks, and a
+/// changed word, a chunk presented at another index, a short chunk or a
+/// non-canonical zero is refused.
+#[test]
+fn a_weight_is_opened_in_state_chunks_and_a_wrong_chunk_is_refused() {
+	let job = mlp();
+	let honest = run(&job, 4, 2, None);
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let tree = honest.tree();
+	let opening = honest.opening(&tree);
+	// The first layer's forward product reads its weight (input 1) from the state.
+	let operator = graph.nodes.iter().position(|n| matches!(n.kind, OpKind::Contract(_))).unwrap();
+	let weight = graph.nodes[operator].inputs[1];
+	assert!(matches!(graph.value(weight).unwrap().origin, Origin::State(0)));
+	let (_, grid) = graph.accumulator_grid(operator).unwrap().unwrap();
+	let piece = Graph::accumulator_index(&grid, ChunkId { tile_row: 0, tile_col: 0, chunk: grid.chunks - 1 });
+	let case = open_case(&graph, &honest.trace, &opening, operator, piece).unwrap();
+	verdict(&job, &case).unwrap();
+	let chunks = &case.1.inputs.iter().find(|input| input.input == 1).unwrap().segments;
+	assert!(!chunks.is_empty() && chunks.len() <= 2 * SEGMENT, "{} chunks", chunks.len());
+	assert!(chunks.iter().all(|chunk| chunk.words.len() <= 256));
+	let position = case.1.inputs.iter().position(|input| input.input == 1).unwrap();
+	let refused = Err(RefereeError::InvalidInputProof { input: 1 });
+	let mut tampered = case.clone();
+	tampered.1.inputs[position].segments[0].words[100] ^= 1 << 22;
+	assert_eq!(recomputed(&job, &tampered), refused);
+	let mut tampered = case.clone();
+	tampered.1.inputs[position].segments[0].segment += 1;
+	assert_eq!(recomputed(&job, &tampered), refused);
+	let mut tampered = case.clone();
+	tampered.1.inputs[position].segments[0].words.pop();
+	assert_eq!(recomputed(&job, &tampered), refused);
+	// The tree hashes `+0` for a zero; an opening that shows `-0` there is another value.
+	let mut tampered = case.clone();
+	let words = &mut tampered.1.inputs[position].segments[0].words;
+	let zero = words.iter().position(|&word| word == 0);
+	match zero {
+		Some(index) => {
+			words[index] = 0x8000_0000;
+			assert_eq!(recomputed(&job, &tampered), refused);
+		},
+		None => assert!(words.iter().all(|&word| word != 0x8000_0000)),
+	}
+}
+
+/// A party whose committed state is not what its own optimizer produced (the
+/// `Commit` operator lies) is found at the state chunk that differs and loses
+/// to the chunk the referee copies from the optimizer's outputs.
+#[test]
+fn a_committed_state_that_is_not_the_optimizers_output_loses_at_its_chunk() {
+	use touchstone_kernels::proof::chain::operator_leaf;
+	let job = mlp();
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let honest = run(&job, 4, 2, None);
+	let commit = graph.nodes.len() - 1;
+	assert_eq!(graph.nodes[commit].kind, OpKind::Commit);
+	// The liar's trace: the same values, but a state tree with one weight changed.
+	let mut forged = honest.trace.clone();
+	let mut state: Vec<Vec<f32>> = graph.nodes[commit].inputs.iter().map(|&id| forged.values[id].as_f32().to_vec()).collect();
+	let tensor = 0usize;
+	let element = state[tensor].len() - 1;
+	assert!(element >= 256, "the change lies past the first chunk");
+	state[tensor][element] += 1.0;
+	forged.pieces[commit] = touchstone_kernels::job::trace::state_tree(&state).unwrap();
+	let leaves: Vec<Digest> = graph
+		.nodes
+		.iter()
+		.enumerate()
+		.map(|(id, node)| operator_leaf(id as u32, node.kind.code(), forged.pieces[id].len() as u32, &forged.pieces[id].root()))
+		.collect();
+	forged.operators = MerkleTree::new(leaves).unwrap();
+	assert_eq!(forged.pieces[commit].root(), touchstone_kernels::job::trace::state_root(&state).unwrap());
+	// The operator level lands on Commit, the piece level on the chunk holding the change.
+	let operators = bisect(graph.nodes.len() as u32, &honest.trace.operators, &forged.operators).unwrap();
+	assert_eq!(operators.leaf, commit);
+	let count = level_leaves(&graph, &honest.opening(&honest.tree()).trace_commitment(), Level::Pieces { operator: commit as u32 }).unwrap();
+	assert_eq!(count as usize, graph.state_chunks());
+	let pieces = bisect(count, &honest.trace.pieces[commit], &forged.pieces[commit]).unwrap();
+	let expected = graph.state_chunk_index(tensor, element / 256).unwrap();
+	assert_eq!(pieces.leaf, expected);
+	assert_eq!(graph.piece(commit, expected).unwrap(), Piece::Chunk { value: tensor, chunk: element / 256 });
+	// The referee copies the chunk from the optimizer's outputs: the honest claim
+	// stands, the liar's does not.
+	let tree = honest.tree();
+	let case = open_case(&graph, &honest.trace, &honest.opening(&tree), commit, pieces.leaf).unwrap();
+	assert_eq!(verdict(&job, &case).unwrap().output, honest.trace.pieces[commit].leaves()[pieces.leaf]);
+	let liar = open_case(&graph, &forged, &honest.opening(&tree), commit, pieces.leaf).unwrap();
+	assert!(matches!(verdict(&job, &liar), Err(RefereeError::WrongClaimedOutput { .. })), "{:?}", verdict(&job, &liar));
+}
+
 #[test]
 fn the_referee_rejects_out_of_range_ids() {
 	let job = mlp();

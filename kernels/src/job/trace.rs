@@ -27,7 +27,7 @@ use crate::job::fault::{flip, Fault, Flip};
 use crate::proof::chain::{operator_leaf, state_hash, ChainPoint};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{
-	self, index_segment_leaf, segment_count, segment_leaf, MerkleError, MerkleTree, SEGMENT,
+	self, index_segment_leaf, segment_leaf, MerkleError, MerkleTree,
 };
 use crate::job::model::{ModelConfig, TrainConfig, BATCH_STREAM};
 use crate::proof::reduction::Reduction;
@@ -38,26 +38,21 @@ pub fn segment_tree<'a>(tensors: impl IntoIterator<Item = &'a HostTensor>) -> Re
 	MerkleTree::new(tensors.into_iter().flat_map(HostTensor::segment_leaves).collect())
 }
 
-/// The state root of `tensors` (parameters, then moments).
-///
-/// Hashed straight from the tensors, in batches and (with `std`) on several
-/// threads: see [`merkle::root_of_segments`].
+/// The state root of `tensors` (parameters, then moments): the root of their
+/// state tree ([`crate::proof::state_tree`]), BLAKE3 over 1 KiB chunks, hashed
+/// straight from the tensors and (with `std`) on several threads.
 pub fn state_root(tensors: &[Vec<f32>]) -> Result<Digest, MerkleError> {
-	merkle::root_of_segments(&segments_of_state(tensors))
+	crate::proof::state_tree::root(&state_views(tensors))
 }
 
-/// The segments of a state's tree, in leaf order: each tensor's runs of [`SEGMENT`]
-/// values, an empty tensor one empty segment.
-pub fn segments_of_state(tensors: &[Vec<f32>]) -> Vec<&[f32]> {
-	let mut segments: Vec<&[f32]> = Vec::with_capacity(tensors.iter().map(|t| segment_count(t.len())).sum());
-	for tensor in tensors {
-		if tensor.is_empty() {
-			// An empty tensor still has one (empty) segment.
-			segments.push(&[]);
-		}
-		segments.extend(tensor.chunks(SEGMENT));
-	}
-	segments
+/// The state tree of `tensors`, for the prover's openings.
+pub fn state_tree(tensors: &[Vec<f32>]) -> Result<MerkleTree, MerkleError> {
+	crate::proof::state_tree::tree(&state_views(tensors))
+}
+
+/// Borrowed views of a state's tensors.
+fn state_views(tensors: &[Vec<f32>]) -> Vec<&[f32]> {
+	tensors.iter().map(Vec::as_slice).collect()
 }
 
 /// Segment leaves of an `f32` tensor; an empty tensor has one empty segment.
@@ -442,8 +437,7 @@ impl<B: Backend> Trainer<B> {
 			self.run_node(id, step)?;
 		}
 		// The new state lives in the same buffers as the old: in-place updates.
-		let state = self.state()?;
-		let state_root = state_root(&state).map_err(KernelError::Commitment)?;
+		let state_root = self.state_tree_root()?;
 		let batch_root = segment_tree(self.host_batch.iter()).map_err(KernelError::Commitment)?.root();
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
@@ -761,16 +755,22 @@ fn build_step_trace(
 			let partials = reduction_partials(&reduction, &node.inputs, &values, fault)?;
 			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
 		}
-		let piece_values = if node.kind == OpKind::Commit { &node.inputs } else { &node.outputs };
-		for &id in piece_values {
-			leaves.extend(value(id).segment_leaves());
-		}
-		let count = leaves.len() as u32;
-		let tree = MerkleTree::new(leaves).map_err(KernelError::Commitment)?;
+		let tree = if node.kind == OpKind::Commit {
+			// The new state's chunks: Commit's piece tree is the state tree.
+			let state: Vec<&[f32]> = node.inputs.iter().map(|&id| values.get(id).map_or(&[][..], HostTensor::as_f32)).collect();
+			crate::proof::state_tree::tree(&state).map_err(KernelError::Commitment)?
+		} else {
+			for &id in &node.outputs {
+				leaves.extend(value(id).segment_leaves());
+			}
+			MerkleTree::new(leaves).map_err(KernelError::Commitment)?
+		};
+		let count = tree.len() as u32;
 		operator_leaves.push(operator_leaf(id as u32, node.kind.code(), count, &tree.root()));
 		pieces.push(tree);
 	}
-	let previous_state = segment_tree(graph.state.iter().filter_map(|&id| values.get(id))).map_err(KernelError::Commitment)?;
+	let state: Vec<&[f32]> = graph.state.iter().map(|&id| values.get(id).map_or(&[][..], HostTensor::as_f32)).collect();
+	let previous_state = crate::proof::state_tree::tree(&state).map_err(KernelError::Commitment)?;
 	Ok(StepTrace {
 		record,
 		previous_hash: [0; 32],

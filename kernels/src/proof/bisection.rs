@@ -27,7 +27,7 @@
 //! between two trees held in memory, for tests and for a party simulating it.
 
 use crate::proof::hash::Digest;
-use crate::proof::merkle::{depth, node_hash, MerkleTree};
+use crate::proof::merkle::{depth, MerkleTree, TreeKind};
 
 codec_types! {
 	/// What a party reveals in one round: the children of its current node (the
@@ -46,6 +46,8 @@ codec_types! {
 	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
 	pub struct Game {
+		/// Which node function the tree uses, fixed by the level.
+		pub kind: TreeKind,
 		/// Leaves of the tree, fixed by the job.
 		pub leaf_count: u32,
 		/// Level of the current node (0 = leaves; the root is at `⌈log₂ leaf_count⌉`).
@@ -82,10 +84,11 @@ codec_types! {
 }
 
 impl Reveal {
-	/// The node these children hash to.
-	pub fn parent(&self) -> Digest {
+	/// The node these children hash to in a tree of `kind`; `is_root` when that
+	/// node is the tree's root.
+	pub fn parent(&self, kind: TreeKind, is_root: bool) -> Digest {
 		match &self.right {
-			Some(right) => node_hash(&self.left, right),
+			Some(right) => kind.node(&self.left, right, is_root),
 			None => self.left,
 		}
 	}
@@ -108,12 +111,17 @@ fn width(leaf_count: u32, level: u32) -> u32 {
 }
 
 impl Game {
-	/// A game at the root of a tree of `leaf_count` leaves.
+	/// A game at the root of a [`TreeKind::Segments`] tree of `leaf_count` leaves.
 	pub fn new(leaf_count: u32) -> Result<Self, BisectionError> {
+		Self::new_in(TreeKind::Segments, leaf_count)
+	}
+
+	/// A game at the root of a tree of `kind` with `leaf_count` leaves.
+	pub fn new_in(kind: TreeKind, leaf_count: u32) -> Result<Self, BisectionError> {
 		if leaf_count == 0 {
 			return Err(BisectionError::InvalidLeafCount);
 		}
-		Ok(Self { leaf_count, level: depth(leaf_count as usize), index: 0 })
+		Ok(Self { kind, leaf_count, level: depth(leaf_count as usize), index: 0 })
 	}
 
 	/// Rounds a game over `leaf_count` leaves takes: `⌈log₂ leaf_count⌉`.
@@ -140,7 +148,8 @@ impl Game {
 		if reveal.right.is_some() != self.expects_right() {
 			return Err(Foul::Misshapen);
 		}
-		if reveal.parent() != *node {
+		let is_root = self.level == depth(self.leaf_count as usize);
+		if reveal.parent(self.kind, is_root) != *node {
 			return Err(Foul::Inconsistent);
 		}
 		Ok(())
@@ -196,9 +205,10 @@ pub fn reveal(tree: &MerkleTree, level: u32, index: u32) -> Reveal {
 }
 
 /// Plays a whole level between two trees, expecting `leaf_count` leaves: the
-/// party whose tree has another shape loses by a [`Foul`].
+/// party whose tree has another shape loses by a [`Foul`]. The trees are of
+/// `first`'s kind.
 pub fn bisect(leaf_count: u32, first: &MerkleTree, second: &MerkleTree) -> Result<Outcome, BisectionError> {
-	let mut game = Game::new(leaf_count)?;
+	let mut game = Game::new_in(first.kind(), leaf_count)?;
 	let (mut a, mut b) = (first.root(), second.root());
 	let mut rounds = 0u32;
 	while game.leaf().is_none() {
@@ -246,14 +256,23 @@ mod tests {
 
 	#[test]
 	fn the_expected_shape_matches_the_tree_at_every_node() {
-		for n in 1u32..=70 {
-			let tree = MerkleTree::new(leaves(n as usize, 1)).unwrap();
-			assert_eq!(tree.height() as u32, Game::rounds(n));
-			for level in 1..=Game::rounds(n) {
-				for index in 0..width(n, level) {
-					let game = Game { leaf_count: n, level, index };
-					let node = tree.node(level as usize, index as usize).unwrap();
-					assert_eq!(game.check(&node, &reveal(&tree, level, index)), Ok(()), "n {n} level {level} index {index}");
+		for kind in [TreeKind::Segments, TreeKind::State] {
+			for n in 1u32..=70 {
+				let tree = MerkleTree::new_in(kind, leaves(n as usize, 1)).unwrap();
+				assert_eq!(tree.height() as u32, Game::rounds(n));
+				for level in 1..=Game::rounds(n) {
+					for index in 0..width(n, level) {
+						let game = Game { kind, leaf_count: n, level, index };
+						let node = tree.node(level as usize, index as usize).unwrap();
+						assert_eq!(game.check(&node, &reveal(&tree, level, index)), Ok(()), "{kind:?} n {n} level {level} index {index}");
+					}
+				}
+				// A game of the other kind refuses the same reveals at the root.
+				if n > 1 {
+					let other = if kind == TreeKind::State { TreeKind::Segments } else { TreeKind::State };
+					let game = Game::new_in(other, n).unwrap();
+					let root = reveal(&tree, game.level, 0);
+					assert_eq!(game.check(&tree.root(), &root), Err(Foul::Inconsistent));
 				}
 			}
 		}

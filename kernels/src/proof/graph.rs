@@ -38,7 +38,11 @@
 //!   accumulator of a tile is its output. Recomputing one costs one 32×32×32
 //!   chunk;
 //! - then the segments ([`SEGMENT`] elements in storage order) of each output
-//!   value in order (for `Commit`, of each state tensor).
+//!   value in order;
+//! - for `Commit`, the new state's chunks ([`crate::proof::state_tree`]: 256
+//!   elements, each tensor starting a chunk of its own), so that its piece tree
+//!   is the state tree and its root the state root. Recomputing one copies
+//!   eight segments of the optimizer's outputs.
 //!
 //! A dispute's third round descends this tree to the first piece the parties
 //! disagree on; the referee recomputes that piece alone ([`crate::referee`]).
@@ -52,7 +56,7 @@ use crate::ops::contraction::{ChunkGrid, ChunkId, Contraction};
 use crate::error::KernelError;
 use crate::ops::loss::ClassifierShape;
 use crate::ops::contraction::{MatmulLayout, MatmulShape};
-use crate::proof::merkle::segment_count;
+use crate::proof::merkle::{segment_count, TreeKind};
 use crate::job::model::{Layer, ModelConfig, Optimizer, TrainConfig};
 use crate::ops::optim::{AdamW, SgdMomentum};
 use crate::proof::reduction::Reduction;
@@ -194,6 +198,14 @@ pub enum Piece {
 		value: usize,
 		/// Segment index within that value.
 		segment: usize,
+	},
+	/// State chunk `chunk` ([`crate::proof::state_tree`]) of the new state's tensor
+	/// number `value`: the pieces of `Commit`, whose piece tree is the state tree.
+	Chunk {
+		/// Position in the state.
+		value: usize,
+		/// Chunk index within that tensor.
+		chunk: usize,
 	},
 }
 
@@ -464,8 +476,36 @@ impl Graph {
 
 	/// Number of pieces of node `id`: the leaves of its third-level tree.
 	pub fn piece_count(&self, id: usize) -> Result<usize, GraphError> {
+		if self.node(id)?.kind == OpKind::Commit {
+			return Ok(self.state_chunks());
+		}
 		let segments: usize = self.segment_counts(self.piece_values(id)?).sum();
 		Ok(self.accumulator_count(id)? + segments)
+	}
+
+	/// Which tree node `id`'s pieces form: the state tree for `Commit` (its
+	/// root is the state root after the step), a segment tree for the others.
+	pub fn piece_tree_kind(&self, id: usize) -> Result<TreeKind, GraphError> {
+		Ok(if self.node(id)?.kind == OpKind::Commit { TreeKind::State } else { TreeKind::Segments })
+	}
+
+	/// Lengths of the state's tensors, in order.
+	pub fn state_lens(&self) -> impl Iterator<Item = usize> + '_ {
+		self.state.iter().map(|&id| self.value(id).map_or(0, |value| value.len))
+	}
+
+	/// Chunks in a state of this graph: the leaf count of its state tree.
+	pub fn state_chunks(&self) -> usize {
+		crate::proof::state_tree::state_chunk_count(self.state_lens())
+	}
+
+	/// Leaf index in the state tree of chunk `chunk` of state tensor `tensor`.
+	pub fn state_chunk_index(&self, tensor: usize, chunk: usize) -> Option<usize> {
+		let len = self.state_lens().nth(tensor)?;
+		if chunk >= crate::proof::state_tree::chunk_count(len) {
+			return None;
+		}
+		Some(crate::proof::state_tree::state_chunk_count(self.state_lens().take(tensor)) + chunk)
 	}
 
 	/// Segment counts of `values`, in order.
@@ -503,6 +543,11 @@ impl Graph {
 			if let Some((lane, span)) = reduction.locate(index) {
 				return Ok(Piece::Partial { lane, span });
 			}
+		}
+		if self.node(id)?.kind == OpKind::Commit {
+			let (value, chunk) = crate::proof::state_tree::locate_chunk(self.state_lens(), index)
+				.ok_or(GraphError::PieceOutOfRange { piece: index, count })?;
+			return Ok(Piece::Chunk { value, chunk });
 		}
 		let mut rest = index - self.accumulator_count(id)?;
 		for (value, segments) in self.segment_counts(self.piece_values(id)?).enumerate() {

@@ -68,6 +68,10 @@ pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
 /// bottom up, an odd last node promoted), so indices, proofs, multiproofs and
 /// the bisection over them are the same; only the hash of a node differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+	feature = "codec",
+	derive(codec::Encode, codec::Decode, codec::DecodeWithMemTracking, scale_info::TypeInfo, codec::MaxEncodedLen)
+)]
 pub enum TreeKind {
 	/// BLAKE2b nodes ([`node_hash`]) over BLAKE2b leaves: segment, piece,
 	/// operator, dataset and trace trees.

@@ -74,10 +74,22 @@ fn chunk_starts(tensors: &[&[f32]]) -> Vec<usize> {
 /// chunk whose words are `values` (canonical bits, zero-padded to a whole
 /// chunk; elements past [`CHUNK_WORDS`] are not read).
 pub fn chunk_leaf(values: &[f32], index: u64) -> Digest {
+	let mut words = [0u32; CHUNK_WORDS];
+	for (word, &value) in words.iter_mut().zip(values) {
+		*word = canonical_bits(value);
+	}
+	chunk_leaf_words(&words, index)
+}
+
+/// The leaf of chunk `index` whose words are `words` as they are (zero-padded
+/// to a whole chunk; words past [`CHUNK_WORDS`] are not read): what the
+/// referee hashes an opened chunk with, so that an opening must hold the
+/// canonical bits the prover's tree hashed.
+pub fn chunk_leaf_words(words: &[u32], index: u64) -> Digest {
 	use blake3::hazmat::HasherExt;
 	let mut bytes = [0u8; CHUNK_BYTES];
-	for (word, &value) in bytes.chunks_exact_mut(4).zip(values) {
-		word.copy_from_slice(&canonical_bits(value).to_le_bytes());
+	for (bytes, &word) in bytes.chunks_exact_mut(4).zip(words) {
+		bytes.copy_from_slice(&word.to_le_bytes());
 	}
 	let mut hasher = blake3::Hasher::new();
 	// A chunk's counter is its index: offsets are whole chunks, so this never panics.

@@ -31,7 +31,8 @@ use super::{StateOpening, TraceCommitment};
 use crate::proof::graph::{Graph, OpKind};
 use crate::proof::hash::Digest;
 use crate::proof::graph::Origin;
-use crate::proof::merkle::{index_segment_leaf, segment_count, MerkleProof, MultiProof, SEGMENT};
+use crate::proof::merkle::{index_segment_leaf, MerkleProof, MultiProof, TreeKind};
+use crate::proof::state_tree::{chunk_leaf_words, chunk_range, locate_chunk};
 use alloc::vec::Vec;
 use crate::proof::chain::{anchor_hash, operator_leaf, state_hash, trace_leaf};
 
@@ -82,10 +83,11 @@ codec_types! {
 	pub struct StateChunk {
 		/// Proves the state root at the step from the trace root (or the start state).
 		pub state: StateOpening,
-		/// The chunk's segments, in order: each one's canonical words, at most
-		/// [`SEGMENT`] of them.
-		pub segments: Vec<Vec<u32>>,
-		/// Their inclusion in the state's segment tree.
+		/// The state chunks the request covers, in order: each one's canonical
+		/// words, at most [`crate::proof::state_tree::CHUNK_WORDS`] of them (a tensor's last chunk is
+		/// shorter by its zero padding).
+		pub chunks: Vec<Vec<u32>>,
+		/// Their inclusion in the state tree.
 		pub proof: MultiProof,
 	}
 
@@ -113,48 +115,71 @@ codec_types! {
 		InvalidJob,
 		/// The state has no such chunk.
 		ChunkOutOfRange,
-		/// The chunk's segments do not open against the state root.
+		/// The chunk's words do not open against the state root.
 		InvalidChunkProof,
 	}
 }
 
-/// Segments of a state that one availability chunk holds: 32 segments of
-/// [`SEGMENT`] words, 4 KiB of weights, which one transaction carries with its
-/// proofs in a few kilobytes more.
-pub const CHUNK_SEGMENTS: usize = 32;
+/// State chunks ([`crate::proof::state_tree`]) one availability request covers:
+/// 4 KiB of weights, which one transaction carries with its proofs in a few
+/// kilobytes more.
+pub const CHUNKS_PER_REQUEST: usize = 4;
 
-/// Segments in a state of `graph` (its parameters and optimizer moments, each
-/// tensor starting a segment of its own): the leaf count of its segment tree.
-pub fn state_segments(graph: &Graph) -> usize {
-	graph.state.iter().map(|&id| segment_count(graph.value(id).map_or(0, |value| value.len))).sum()
+/// The state chunks availability request `index` covers, in a state of
+/// `chunk_count` chunks: runs of [`CHUNKS_PER_REQUEST`], the last one possibly
+/// shorter.
+pub fn request_chunks(chunk_count: usize, index: u32) -> Result<core::ops::Range<usize>, BindingError> {
+	let first = (index as usize)
+		.checked_mul(CHUNKS_PER_REQUEST)
+		.filter(|&first| first < chunk_count)
+		.ok_or(BindingError::ChunkOutOfRange)?;
+	Ok(first..first.saturating_add(CHUNKS_PER_REQUEST).min(chunk_count))
 }
 
-/// Availability chunks in a state of `graph`: its segments in runs of
-/// [`CHUNK_SEGMENTS`], the last one possibly shorter.
+/// Availability requests that cover a state of `graph`: its chunks in runs of
+/// [`CHUNKS_PER_REQUEST`].
 pub fn state_chunks(graph: &Graph) -> usize {
-	state_segments(graph).div_ceil(CHUNK_SEGMENTS)
+	graph.state_chunks().div_ceil(CHUNKS_PER_REQUEST)
 }
 
-/// Checks that `chunk` is chunk `index` of the state `trace` commits before
-/// global step `step` (after step `step − 1`; one past the last step is the
-/// final state): its state opening proves the state root, and its segments,
-/// the chunk's every one in order, open against that root in a tree of
-/// [`state_segments`] leaves.
+/// Checks that `chunk` answers availability request `index` for the state
+/// `trace` commits before global step `step` (after step `step − 1`; one past
+/// the last step is the final state): its state opening proves the state root,
+/// and the request's state chunks, every one in order, open against that root
+/// in the state tree.
 pub fn open_state_chunk(graph: &Graph, trace: &TraceCommitment, step: u32, index: u32, chunk: &StateChunk) -> Result<(), BindingError> {
 	let (_, state_root) = open_state(trace, step, &chunk.state)?;
-	let leaf_count = state_segments(graph);
-	let first = (index as usize).checked_mul(CHUNK_SEGMENTS).filter(|&first| first < leaf_count).ok_or(BindingError::ChunkOutOfRange)?;
-	let end = first.saturating_add(CHUNK_SEGMENTS).min(leaf_count);
-	let indices_match = chunk.proof.indices.len() == end - first &&
-		chunk.proof.indices.iter().zip(first..end).all(|(&proven, expected)| proven as usize == expected);
-	if !indices_match || chunk.segments.len() != end - first || chunk.segments.iter().any(|words| words.len() > SEGMENT) {
+	let (lens, leaf_count) = (graph.state_lens(), graph.state_chunks());
+	let range = request_chunks(leaf_count, index)?;
+	let indices_match = chunk.proof.indices.len() == range.len() &&
+		chunk.proof.indices.iter().zip(range.clone()).all(|(&proven, expected)| proven as usize == expected);
+	if !indices_match || chunk.chunks.len() != range.len() {
 		return Err(BindingError::InvalidChunkProof);
 	}
-	let leaves: Vec<Digest> = chunk.segments.iter().map(|words| index_segment_leaf(words)).collect();
-	if !chunk.proof.verify(&state_root, leaf_count, &leaves) {
+	// Each chunk holds exactly its tensor's words in it, as the prover's tree hashed them.
+	let lens: Vec<usize> = lens.collect();
+	let mut leaves: Vec<Digest> = Vec::with_capacity(range.len());
+	for (words, index) in chunk.chunks.iter().zip(range) {
+		let (tensor, within) = locate_chunk(lens.iter().copied(), index).ok_or(BindingError::ChunkOutOfRange)?;
+		let len = lens.get(tensor).copied().unwrap_or(0);
+		if words.len() != chunk_range(len, within).len() {
+			return Err(BindingError::InvalidChunkProof);
+		}
+		leaves.push(chunk_leaf_words(words, index as u64));
+	}
+	if !chunk.proof.verify_in(TreeKind::State, &state_root, leaf_count, &leaves) {
 		return Err(BindingError::InvalidChunkProof);
 	}
 	Ok(())
+}
+
+/// Which node function the tree a dispute bisects at `level` uses: the state
+/// tree's for `Commit`'s pieces, the segment trees' for every other level.
+pub fn level_kind(graph: &Graph, level: Level) -> Result<TreeKind, BindingError> {
+	match level {
+		Level::Pieces { operator } => graph.piece_tree_kind(operator as usize).map_err(|_| BindingError::OperatorOutOfRange),
+		Level::Steps | Level::Operators => Ok(TreeKind::Segments),
+	}
 }
 
 /// Leaves of the tree a dispute bisects at `level`, from the job's graph and

@@ -12,7 +12,9 @@
 //! | contraction output segment | the final accumulators of the tiles its 32 elements lie in: 32 × 1,024 |
 //! | reduction partial | 1,024 inputs (two more segments when unaligned, per lane), or 32 logit rows of `classes` and their labels, and one earlier partial |
 //! | reduction output segment | 32 inputs and the partials behind them |
-//! | element-wise, optimizer, commit segment | 32 elements of each of at most 4 inputs, and for bias add 32 bias segments |
+//! | element-wise, optimizer segment | 32 elements of each of at most 4 inputs (the 256-element chunk around them for a state input), and for bias add 32 bias segments (4 chunks of a state bias) |
+//! | contraction accumulator with a weight operand | the weight's block in state chunks: 64 for a matmul or a forward convolution, per crossed output channel `32 × taps` words for an input gradient |
+//! | commit chunk | 8 segments of one optimizer output |
 //! | batch segment | 32 samples' words, each in its own dataset segment at worst; the sample order costs at most 32 random-access draws, whatever the set's size |
 //!
 //! A job whose loss pieces would outgrow the contraction's bound (more than
@@ -21,7 +23,9 @@
 use super::{DataCommitment, RefereeError};
 use crate::job::data::{DatasetLayout, MAX_SAMPLES};
 use crate::arith::{CHUNK, TILE};
-use crate::proof::graph::{Graph, OpKind};
+use crate::ops::contraction::Contraction;
+use crate::proof::graph::{Graph, OpKind, Origin};
+use crate::proof::state_tree::CHUNK_WORDS;
 use crate::proof::merkle::{depth, SEGMENT};
 use crate::job::model::{ModelConfig, TrainConfig};
 
@@ -60,36 +64,102 @@ impl PieceCost {
 	}
 }
 
-/// Words the worst piece of operator `kind` opens, and how many segments
-/// (Merkle leaves) they lie in.
-fn operator_reads(kind: OpKind) -> (u64, u64) {
-	let (tile, chunk, segment) = (TILE as u64, CHUNK as u64, SEGMENT as u64);
-	let block = tile * chunk;
-	match kind {
-		// An accumulator: two operand blocks, every element in a segment of its own
-		// at worst, and the previous accumulator; an output segment reads up to 32 tiles.
-		OpKind::Contract(_) => {
-			let accumulator = (2 * block * segment + tile * tile, 2 * block + 1);
-			let output = (segment * tile * tile, segment);
-			if accumulator.0 >= output.0 { accumulator } else { output }
+/// What the worst piece of an operator opens: words, and the Merkle leaves
+/// they lie in, segments (and earlier pieces) and state chunks apart, since a
+/// chunk leaf is sixteen BLAKE3 compressions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Reads {
+	words: u64,
+	segments: u64,
+	chunks: u64,
+}
+
+impl Reads {
+	/// `segments` leaves of `words` words in all.
+	fn segments(words: u64, segments: u64) -> Self {
+		Self { words, segments, chunks: 0 }
+	}
+
+	/// The two reads together.
+	fn and(self, other: Self) -> Self {
+		Self { words: self.words + other.words, segments: self.segments + other.segments, chunks: self.chunks + other.chunks }
+	}
+}
+
+/// State chunks one K-chunk's block (32 depth × 32 columns) of a contraction's
+/// right operand spans, when that operand is a state tensor (the weight): a
+/// matmul or forward convolution block is 32 runs of at most 32 contiguous
+/// words, two chunks each at worst; the input gradient's is, per output
+/// channel it crosses, one stretch of at most `32 × taps` words.
+fn state_block_chunks(contraction: Contraction) -> u64 {
+	let (tile, chunk, chunk_words) = (TILE as u64, CHUNK as u64, CHUNK_WORDS as u64);
+	let bound = match contraction {
+		Contraction::Matmul { .. } | Contraction::Conv2d(_) => 2 * tile,
+		Contraction::Conv2dInputGrad(shape) => {
+			let taps = (shape.kernel_height as u64).saturating_mul(shape.kernel_width as u64).max(1);
+			let channels = chunk.div_ceil(taps) + 1;
+			channels.saturating_mul((2 * tile).min((tile.saturating_mul(taps)).div_ceil(chunk_words) + 1))
 		},
+		// Its operands are activations and gradients; a state operand would be read element by element.
+		Contraction::Conv2dWeightGrad(_) => tile * chunk,
+	};
+	bound.min(tile * chunk)
+}
+
+/// What the worst piece of operator `operator` opens.
+fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError> {
+	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
+	let is_state = |position: usize| {
+		node.inputs.get(position).and_then(|&id| graph.value(id)).is_some_and(|value| matches!(value.origin, Origin::State(_)))
+	};
+	let (tile, chunk, segment, chunk_words) = (TILE as u64, CHUNK as u64, SEGMENT as u64, CHUNK_WORDS as u64);
+	let block = tile * chunk;
+	// A segment of input `position`: the whole chunk it lies in when the input is state.
+	let one_segment = |position: usize| {
+		if is_state(position) { Reads { words: chunk_words, segments: 0, chunks: 1 } } else { Reads::segments(segment, 1) }
+	};
+	Ok(match node.kind {
+		// An accumulator: two operand blocks (every element in a segment of its own at
+		// worst, or a weight's block in chunks) and the previous accumulator; an output
+		// segment reads up to 32 tiles.
+		OpKind::Contract(contraction) => {
+			let operand = |position: usize| {
+				if is_state(position) {
+					let chunks = state_block_chunks(contraction);
+					Reads { words: chunks * chunk_words, segments: 0, chunks }
+				} else {
+					Reads::segments(block * segment, block)
+				}
+			};
+			let accumulator = operand(0).and(operand(1)).and(Reads::segments(tile * tile, 1));
+			let output = Reads::segments(segment * tile * tile, segment);
+			if accumulator.words >= output.words { accumulator } else { output }
+		},
+		// Its input's segment, and the bias of its 32 elements' channels: at most 32
+		// segments, or (a cyclic run of channels) four chunks of a state bias.
+		OpKind::BiasAdd(_) => {
+			let bias = if is_state(1) { Reads { words: 4 * chunk_words, segments: 0, chunks: 4 } } else { Reads::segments(segment * segment, segment) };
+			Reads::segments(segment, 1).and(bias)
+		},
+		OpKind::Sgd(_) | OpKind::AdamW(_) => {
+			(0..node.inputs.len()).map(one_segment).fold(Reads::default(), Reads::and)
+		},
+		// A chunk of the new state: eight segments of one optimizer output.
+		OpKind::Commit => Reads::segments(chunk_words, chunk_words / segment),
+		OpKind::Activation(_) | OpKind::ActivationGrad(_) => Reads::segments(2 * segment, 2),
 		OpKind::SoftmaxCrossEntropy(shape) => {
 			let classes = shape.classes as u64;
 			// 32 rows of logits (two segments more per row when unaligned) and labels, and a partial.
 			let rows = segment * (classes + 2 * segment) + 2 * segment + segment;
-			(rows, rows.div_ceil(segment) + 2 * segment)
+			Reads::segments(rows, rows.div_ceil(segment) + 2 * segment)
 		},
 		// 1,024 inputs (a lane may start mid-segment) and an earlier partial.
 		OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_) => {
 			let words = block + 2 * segment * segment + tile;
-			(words, words.div_ceil(segment) + tile)
+			Reads::segments(words, words.div_ceil(segment) + tile)
 		},
-		OpKind::BiasAdd(_) => (segment + segment * segment, 1 + segment),
-		OpKind::Batch => (segment * segment, segment),
-		OpKind::Activation(_) | OpKind::ActivationGrad(_) | OpKind::Sgd(_) | OpKind::AdamW(_) | OpKind::Commit => {
-			(4 * segment, 4)
-		},
-	}
+		OpKind::Batch => Reads::segments(segment * segment, segment),
+	})
 }
 
 /// Bounds on judging any one piece of a step of `graph`, with a trace of
@@ -108,25 +178,31 @@ pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: 
 	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
 	let operators = graph.nodes.len() as u64;
 	let operator_depth = u64::from(depth(graph.nodes.len()));
-	let state_segments = super::state_segments(graph) as u64;
+	let state_depth = u64::from(depth(graph.state_chunks()));
 	let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)? as u64;
 	let piece_depth = u64::from(depth(pieces as usize));
 	// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.
 	let input_depth = (0..operator)
 		.filter_map(|producer| graph.piece_count(producer).ok())
 		.map(|count| u64::from(depth(count)))
-		.chain([u64::from(depth(state_segments as usize)), u64::from(depth(dataset_segments as usize))])
+		.chain([u64::from(depth(dataset_segments as usize))])
 		.max()
 		.unwrap_or(0);
-	let (words, leaves) = operator_reads(node.kind);
-	// Each leaf is one hash (a segment is one BLAKE2b block) and brings at most
-	// one path of nodes; the state, the disputed and producer operator leaves
-	// (at most 5), the claim and the earlier pieces add their own paths.
-	let hashes = leaves * (1 + input_depth)
+	let reads = operator_reads(graph, operator)?;
+	// Each segment leaf is one hash (a segment is one BLAKE2b block) and brings at
+	// most one path of nodes; a state chunk is sixteen BLAKE3 compressions and a
+	// path in the state tree; the state, the disputed and producer operator leaves
+	// (at most 5), the claim (a chunk for `Commit`) and the earlier pieces add their
+	// own paths.
+	let chunk_hashes = (CHUNK_WORDS / 16) as u64;
+	let claim = if node.kind == OpKind::Commit { chunk_hashes } else { 0 };
+	let hashes = reads.segments * (1 + input_depth)
+		+ reads.chunks * (chunk_hashes + state_depth)
+		+ claim
 		+ (u64::from(depth(steps as usize)) + 2)
 		+ 6 * (operator_depth + 1)
 		+ 3 * (piece_depth + 1);
-	Ok(PieceCost { words, hashes, operators })
+	Ok(PieceCost { words: reads.words, hashes, operators })
 }
 
 /// Why a job's shape is refused.

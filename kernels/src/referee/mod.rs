@@ -25,7 +25,9 @@
 //!   the piece root and the piece count to it;
 //! - openings of the operator leaves that produced the inputs it reads;
 //! - the input segments it reads, each input's with one multiproof in its
-//!   producer's tree;
+//!   producer's tree; an input read from the state before the step is opened
+//!   in whole state chunks of 256 words ([`crate::proof::state_tree`]), proven
+//!   against the previous state root;
 //! - the pieces of operator `j` before `p` that it reads (the previous
 //!   accumulator of a K-chunk, or the final accumulators behind an output segment);
 //! - the claimed leaf of piece `p`, with its proof under the claimant's piece root.
@@ -43,9 +45,11 @@
 //! Cost: an accumulator piece is one 32×32×32 chunk. A reduction's partial
 //! reads at most 1,024 input elements (or 32 rows of logits) and one earlier
 //! partial ([`crate::proof::reduction`]). An output segment of a contraction or a
-//! reduction, an element-wise operator's segment or a `Commit` segment is at
-//! most 32 elements plus the proofs and the partials it reads; bias add also
-//! reads the bias segments of its elements' channels. So no piece's cost grows with the batch or the
+//! reduction or an element-wise operator's segment is at most 32 elements plus
+//! the proofs and the partials it reads (a whole 256-element chunk for each
+//! state segment it reads); bias add also reads the bias of its elements'
+//! channels; a `Commit` piece is one state chunk, eight segments of the
+//! optimizer's outputs. So no piece's cost grows with the batch or the
 //! model, except a loss piece's with the class count (bounded by
 //! [`MAX_CLASSES`]). A `Batch` piece reads the dataset rows of its samples,
 //! proven against the job's dataset root, and draws their places in the epoch's
@@ -60,8 +64,8 @@ mod cost;
 mod prover;
 
 pub use binding::{
-	bind_operator, bind_step, final_state_root, level_leaves, open_state, open_state_chunk, state_chunks, state_segments, BindingError,
-	Level, StateChunk, StepBinding, CHUNK_SEGMENTS,
+	bind_operator, bind_step, final_state_root, level_leaves, level_kind, open_state, open_state_chunk, request_chunks, state_chunks, BindingError,
+	Level, StateChunk, StepBinding, CHUNKS_PER_REQUEST,
 };
 pub use cost::{
 	piece_cost, validate_data, validate_job, worst_piece, JobError, PieceCost, MAX_CLASSES, MAX_OPENED_PIECES, MAX_OPENED_SEGMENTS,
@@ -82,7 +86,8 @@ use crate::ops::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, 
 use crate::job::data::DatasetLayout;
 use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueKind};
 use crate::proof::hash::Digest;
-use crate::proof::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, SEGMENT};
+use crate::proof::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, TreeKind, SEGMENT};
+use crate::proof::state_tree::{chunk_leaf_words, chunk_range, CHUNK_WORDS};
 use crate::job::model::{ModelConfig, TrainConfig};
 use crate::ops::optim::{adamw_step, sgd_momentum_step};
 use crate::proof::reduction::Source;
@@ -179,16 +184,19 @@ codec_types! {
 		pub proof: MerkleProof,
 	}
 
-	/// One segment of a value.
+	/// One leaf's worth of a value: a segment, or for a value of the state before
+	/// the step, a state chunk.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct SegmentOpening {
-		/// Segment index within the value.
+		/// Segment index within the value, or for a state tensor its chunk index.
 		pub segment: u32,
-		/// Its canonical words (`f32` bits or `u32`s), at most 32.
+		/// Its canonical words (`f32` bits or `u32`s): at most 32 for a segment,
+		/// at most 256 for a state chunk.
 		pub words: Vec<u32>,
 	}
 
-	/// Segments of one input of the disputed operator, proven together.
+	/// Segments of one input of the disputed operator (state chunks for a state
+	/// tensor), proven together.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct InputOpening {
 		/// Position in the operator's input list.
@@ -383,7 +391,9 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 	bind_operator(&graph, operator_id, &dispute.operator_root, &dispute.piece_root, &openings.operator_proof)
 		.map_err(|_| RefereeError::InvalidOperatorProof { operator: operator_id })?;
 	let claim = &openings.claim_proof;
-	if claim.index != piece_id || claim.leaf_count as usize != piece_count || !claim.verify(&dispute.piece_root, &openings.claimed_output) {
+	let piece_kind = graph.piece_tree_kind(operator).map_err(|_| RefereeError::InvalidJob)?;
+	let claim_opens = claim.verify_in(piece_kind, &dispute.piece_root, &openings.claimed_output);
+	if claim.index != piece_id || claim.leaf_count as usize != piece_count || !claim_opens {
 		return Err(RefereeError::InvalidClaimProof);
 	}
 
@@ -446,6 +456,8 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		let position = opening.input as usize;
 		let no_such_input = RefereeError::NoSuchInput { input: opening.input };
 		// The input's tree, leaf count, length, where its segments lie, and which words are `f32`s.
+		// A state tensor is opened in chunks, proven in the state tree.
+		let mut state_tensor = None;
 		let (root, leaf_count, value_len, placement, f32_words) = if is_batch {
 			if position != 0 {
 				return Err(no_such_input);
@@ -459,7 +471,8 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 			let f32_words = if value.kind == ValueKind::F32 { 0..value.len } else { 0..0 };
 			match value.origin {
 				Origin::State(index) => {
-					(state_root, state_segments(&graph), value.len, Some((graph.state.as_slice(), index, 0)), f32_words)
+					state_tensor = Some(index);
+					(state_root, graph.state_chunks(), value.len, None, f32_words)
 				},
 				Origin::Node { node: producer, output } => {
 					let root = *producer_roots.get(&producer).ok_or(RefereeError::MissingOperator { operator: producer as u32 })?;
@@ -477,25 +490,32 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		}
 		let mut leaves = Vec::with_capacity(opening.segments.len());
 		for (segment, &proven_index) in opening.segments.iter().zip(&opening.proof.indices) {
-			let index = match placement {
-				Some((values, value_position, skip)) => graph.segment_leaf_index(values, value_position, segment.segment as usize, skip),
+			let index = match (state_tensor, placement) {
+				(Some(tensor), _) => graph.state_chunk_index(tensor, segment.segment as usize),
+				(None, Some((values, value_position, skip))) => {
+					graph.segment_leaf_index(values, value_position, segment.segment as usize, skip)
+				},
 				// The dataset tree holds nothing but the dataset's segments.
-				None => Some(segment.segment as usize).filter(|&index| index < leaf_count),
+				(None, None) => Some(segment.segment as usize).filter(|&index| index < leaf_count),
 			};
 			let index = index.ok_or(bad)?;
-			let elements = segment_range(value_len, segment.segment as usize);
+			let elements = opened_range(state_tensor.is_some(), value_len, segment.segment as usize);
 			if segment.words.len() != elements.len() || proven_index as usize != index {
 				return Err(bad);
 			}
-			leaves.push(index_segment_leaf(&segment.words));
+			leaves.push(match state_tensor {
+				Some(_) => chunk_leaf_words(&segment.words, index as u64),
+				None => index_segment_leaf(&segment.words),
+			});
 		}
-		if !opening.proof.verify(&root, leaf_count, &leaves) {
+		let kind = if state_tensor.is_some() { TreeKind::State } else { TreeKind::Segments };
+		if !opening.proof.verify_in(kind, &root, leaf_count, &leaves) {
 			return Err(bad);
 		}
 		// Only proven words are judged: a non-finite one means the producer's
 		// commitment holds a value no valid trace contains.
 		for segment in &opening.segments {
-			let elements = segment_range(value_len, segment.segment as usize);
+			let elements = opened_range(state_tensor.is_some(), value_len, segment.segment as usize);
 			let finite = segment.words.iter().zip(elements).all(|(&word, element)| !f32_words.contains(&element) || is_finite(word));
 			if !finite {
 				return Err(RefereeError::NonFiniteInput { input: opening.input });
@@ -506,7 +526,15 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 			return Err(RefereeError::TooManyOpenings);
 		}
 		for segment in &opening.segments {
-			slot.insert(segment.segment as usize, segment.words.as_slice());
+			if state_tensor.is_some() {
+				// A chunk is the eight segments it starts with, as the operators read them.
+				let first = (segment.segment as usize).saturating_mul(SEGMENTS_PER_CHUNK);
+				for (offset, words) in segment.words.chunks(SEGMENT).enumerate() {
+					slot.insert(first + offset, words);
+				}
+			} else {
+				slot.insert(segment.segment as usize, segment.words.as_slice());
+			}
 		}
 	}
 
@@ -546,7 +574,19 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		(kind, Piece::Segment { value, segment }) => {
 			operator_segment(kind, step, value, segment, &reader)?
 		},
-		(_, Piece::Accumulator(_)) => return Err(RefereeError::InvalidJob),
+		(OpKind::Commit, Piece::Chunk { value, chunk }) => {
+			// The new state's chunk: the optimizer's outputs it copies, eight segments.
+			let len = reader.piece_value_len(operator, value)?;
+			let mut words = Vec::with_capacity(CHUNK_WORDS);
+			for segment in chunk_segments(len, chunk) {
+				words.extend_from_slice(reader.segment(value, segment)?);
+			}
+			if !all_finite(&words) {
+				return Err(RefereeError::NonFiniteOutput);
+			}
+			return Ok(chunk_leaf_words(&words, piece_index as u64));
+		},
+		(_, Piece::Accumulator(_) | Piece::Chunk { .. }) => return Err(RefereeError::InvalidJob),
 	};
 	// Only the batch's labels and sample indices are `u32`s; every other piece is `f32`s.
 	let integer_words = is_batch && !matches!(piece, Piece::Segment { value: 0, .. });
@@ -554,6 +594,21 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 		return Err(RefereeError::NonFiniteOutput);
 	}
 	Ok(index_segment_leaf(&words))
+}
+
+/// Segments of a chunk of state: 256 words in segments of 32.
+pub(crate) const SEGMENTS_PER_CHUNK: usize = CHUNK_WORDS / SEGMENT;
+
+/// The elements of a value of `len` elements that opening `index` holds: state
+/// chunk `index` for a state tensor, segment `index` for any other value.
+fn opened_range(is_state: bool, len: usize, index: usize) -> core::ops::Range<usize> {
+	if is_state { chunk_range(len, index) } else { segment_range(len, index) }
+}
+
+/// The segments of a value of `len` elements that lie in its state chunk `chunk`.
+pub(crate) fn chunk_segments(len: usize, chunk: usize) -> core::ops::Range<usize> {
+	let first = chunk.saturating_mul(SEGMENTS_PER_CHUNK).min(segment_count(len));
+	first..first.saturating_add(SEGMENTS_PER_CHUNK).min(segment_count(len))
 }
 
 /// Whether `word`, as an `f32`, is neither NaN nor an infinity.

@@ -4,7 +4,7 @@
 
 use alloc::vec::Vec;
 
-use super::binding::{loss_piece, BindingError, StateChunk, StepBinding, CHUNK_SEGMENTS};
+use super::binding::{loss_piece, request_chunks, BindingError, StateChunk, StepBinding};
 use crate::arith::canonical_bits;
 use super::{
 	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
@@ -15,22 +15,27 @@ use crate::job::data::{Dataset, DatasetLayout};
 use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleTree, SEGMENT};
+use crate::proof::state_tree::{chunk_range, locate_chunk, state_chunk_count, CHUNK_WORDS};
 use crate::proof::reduction::Reads;
 use crate::job::trace::{StepRecord, StepTrace};
 
-/// Chunk `index` of `state` (its tensors: parameters, then moments), opened for an
-/// availability request: its segments' words and their multiproof in the state's
-/// segment tree, with `state_opening`, which proves the state's root at the requested
-/// step. [`super::open_state_chunk`] accepts it.
+/// Availability request `index` for `state` (its tensors: parameters, then
+/// moments), answered: its state chunks' words and their multiproof in the state
+/// tree, with `state_opening`, which proves the state's root at the requested step.
+/// [`super::open_state_chunk`] accepts it.
 pub fn state_chunk(state: &[Vec<f32>], index: u32, state_opening: StateOpening) -> Result<StateChunk, BindingError> {
-	let segments = crate::job::trace::segments_of_state(state);
-	let first = (index as usize).checked_mul(CHUNK_SEGMENTS).filter(|&first| first < segments.len()).ok_or(BindingError::ChunkOutOfRange)?;
-	let end = first.saturating_add(CHUNK_SEGMENTS).min(segments.len());
-	let tree = MerkleTree::new(segments.iter().map(|segment| crate::proof::merkle::segment_leaf(segment)).collect())
-		.map_err(|_| BindingError::InvalidChunkProof)?;
-	let proof = tree.multiproof(&(first..end).collect::<Vec<_>>()).map_err(|_| BindingError::InvalidChunkProof)?;
-	let words = segments.get(first..end).ok_or(BindingError::ChunkOutOfRange)?.iter().map(|segment| segment.iter().map(|&value| canonical_bits(value)).collect()).collect();
-	Ok(StateChunk { state: state_opening, segments: words, proof })
+	let lens = || state.iter().map(Vec::len);
+	let range = request_chunks(state_chunk_count(lens()), index)?;
+	let tree = crate::job::trace::state_tree(state).map_err(|_| BindingError::InvalidChunkProof)?;
+	let proof = tree.multiproof(&range.clone().collect::<Vec<_>>()).map_err(|_| BindingError::InvalidChunkProof)?;
+	let mut chunks = Vec::with_capacity(range.len());
+	for index in range {
+		let (tensor, chunk) = locate_chunk(lens(), index).ok_or(BindingError::ChunkOutOfRange)?;
+		let values = state.get(tensor).map_or(&[][..], Vec::as_slice);
+		let words = values.get(chunk_range(values.len(), chunk)).unwrap_or_default();
+		chunks.push(words.iter().map(|&value| canonical_bits(value)).collect());
+	}
+	Ok(StateChunk { state: state_opening, chunks, proof })
 }
 
 /// The opening of the state a trace commits before global step `step`, from the trace's
@@ -125,13 +130,16 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 		(OpKind::Sgd(_) | OpKind::AdamW(_), Piece::Segment { segment, .. }) => {
 			inputs.extend((0..node.inputs.len()).map(|p| (p, vec![segment])));
 		},
-		(OpKind::Commit, Piece::Segment { value, segment }) => inputs.push((value, vec![segment])),
+		(OpKind::Commit, Piece::Chunk { value, chunk }) => {
+			let len = node.inputs.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
+			inputs.push((value, super::chunk_segments(len, chunk).collect()));
+		},
 		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_), _) => {
 			let reduction = graph.reduction(operator)?.ok_or(GraphError::PieceOutOfRange { piece, count: 0 })?;
 			let reads = match decoded {
 				Piece::Partial { lane, span } => reduction.partial_reads(lane, span)?,
 				Piece::Segment { value, segment } => reduction.output_reads(value, segment)?,
-				Piece::Accumulator(_) => Reads::default(),
+				Piece::Accumulator(_) | Piece::Chunk { .. } => Reads::default(),
 			};
 			for position in 0..node.inputs.len() {
 				let segments = reads.segments(position);
@@ -270,8 +278,24 @@ pub fn open_case(
 		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
 		let value = graph.value(id).ok_or(RefereeError::InvalidJob)?;
 		let host = step.values.get(id).ok_or(RefereeError::InvalidJob)?;
+		if let Origin::State(tensor) = value.origin {
+			// A state tensor opens in whole chunks, proven in the state tree.
+			let mut chunks: Vec<usize> = segments.iter().map(|&segment| segment / super::SEGMENTS_PER_CHUNK).collect();
+			chunks.sort_unstable();
+			chunks.dedup();
+			let mut openings = Vec::with_capacity(chunks.len());
+			let mut leaves = Vec::with_capacity(chunks.len());
+			for chunk in chunks {
+				leaves.push(graph.state_chunk_index(tensor, chunk).ok_or(RefereeError::InvalidJob)?);
+				let words = chunk_range(value.len, chunk).map_while(|index| host.word(index)).collect();
+				openings.push(SegmentOpening { segment: chunk as u32, words });
+			}
+			let proof = step.previous_state.multiproof(&leaves).map_err(|_| RefereeError::InvalidJob)?;
+			inputs.push(InputOpening { input: position as u32, segments: openings, proof });
+			continue;
+		}
 		let (tree, values, value_position, skip) = match value.origin {
-			Origin::State(index) => (&step.previous_state, graph.state.as_slice(), index, 0),
+			Origin::State(_) => return Err(RefereeError::InvalidJob),
 			Origin::Node { node: producer, output } => {
 				if !operators.iter().any(|o: &OperatorOpening| o.operator as usize == producer) {
 					let tree = step.pieces.get(producer).ok_or(RefereeError::InvalidJob)?;
@@ -372,8 +396,19 @@ pub fn first_non_finite_piece(graph: &Graph, step: &StepTrace) -> Result<Option<
 		if let Some(piece) = running.iter().position(|sum| !finite(sum)) {
 			return Ok(Some((operator, piece)));
 		}
-		// Then each output's segments (the batch's labels and indices are integers).
+		// Then each output's segments (the batch's labels and indices are
+		// integers), or for `Commit` the new state's chunks.
 		let values = graph.piece_values(operator).map_err(invalid)?;
+		if node.kind == OpKind::Commit {
+			for (tensor, &id) in values.iter().enumerate() {
+				let Some(crate::job::trace::HostTensor::F32(values)) = step.values.get(id) else { continue };
+				if let Some(bad) = values.iter().position(|value| !value.is_finite()) {
+					let piece = graph.state_chunk_index(tensor, bad / CHUNK_WORDS).ok_or(RefereeError::InvalidJob)?;
+					return Ok(Some((operator, piece)));
+				}
+			}
+			continue;
+		}
 		let skip = graph.accumulator_count(operator).map_err(invalid)?;
 		for (position, &id) in values.iter().enumerate() {
 			let Some(crate::job::trace::HostTensor::F32(tensor)) = step.values.get(id) else { continue };

@@ -12,8 +12,8 @@ use polkadot_sdk::{
 use crate::benchmark_case::{BenchmarkCase, Recording};
 use touchstone_primitives::{
 	referee::{
-		bookkeeping_spec, filler_proof, filler_trace, index_segment_leaf, job_graph, reveal, state_segments, MerkleTree,
-		Openings, Reveal, StateChunk, StateOpening, CHUNK_SEGMENTS, SEGMENT,
+		bookkeeping_spec, chunk_range, filler_proof, filler_trace, job_graph, locate_chunk, reveal, MerkleTree, Openings,
+		Reveal, StateChunk, StateOpening, CHUNKS_PER_REQUEST,
 	},
 	Decomposition, JobId, JobSpec, Role,
 };
@@ -140,19 +140,21 @@ fn to_judge<T: Config>(recording: Recording) -> Result<(DisputeId, T::AccountId,
 }
 
 /// A job with the recorded K-chunk case's model (a digits-sized MLP), its unit proven
-/// with a trace that ends at a state of the model's shape, every segment full, whose tree
-/// is returned with the opening of that final state; and the unit's last step.
-fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, StateOpening, u32), BenchmarkError> {
+/// with a trace that ends at a state of the model's shape (all zeros), whose tree and
+/// tensor lengths are returned with the opening of that final state; and the unit's
+/// last step.
+fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, alloc::vec::Vec<usize>, StateOpening, u32), BenchmarkError> {
 	let case = Recording::KChunk.case().ok_or(BenchmarkError::Stop("no recorded case"))?;
 	let graph = job_graph(&case.model, &case.hyper).ok_or(BenchmarkError::Stop("no graph"))?;
-	let words = alloc::vec![0u32; SEGMENT];
-	let leaves = (0..state_segments(&graph)).map(|_| index_segment_leaf(&words)).collect();
-	let state = MerkleTree::new(leaves).map_err(|_| BenchmarkError::Stop("no state tree"))?;
+	let lens: alloc::vec::Vec<usize> = graph.state_lens().collect();
+	let zeros: alloc::vec::Vec<alloc::vec::Vec<f32>> = lens.iter().map(|&len| alloc::vec![0f32; len]).collect();
+	let views: alloc::vec::Vec<&[f32]> = zeros.iter().map(|tensor| tensor.as_slice()).collect();
+	let state = touchstone_kernels::proof::state_tree::tree(&views).map_err(|_| BenchmarkError::Stop("no state tree"))?;
 	let steps = case.hyper.steps;
 	let (proof, opening, _) =
 		filler_proof(0, steps, case.initial_state_root, state.root(), 0).ok_or(BenchmarkError::Stop("no trace"))?;
 	let (job, solver) = prove_case::<T>(&case, proof, opening.clone())?;
-	Ok((job, solver, state, opening, steps))
+	Ok((job, solver, state, lens, opening, steps))
 }
 
 #[benchmarks]
@@ -264,7 +266,7 @@ mod benchmarks {
 	/// the request checks the job's graph for the chunk.
 	#[benchmark]
 	fn request_chunk() -> Result<(), BenchmarkError> {
-		let (job, _, _, _, steps) = chunked::<T>()?;
+		let (job, _, _, _, _, steps) = chunked::<T>()?;
 		let others = Pallet::<T>::challenger_slots().saturating_sub(1);
 		for index in 0..others {
 			challenged::<T>(job, index)?;
@@ -281,16 +283,21 @@ mod benchmarks {
 	/// paid out.
 	#[benchmark]
 	fn provide_chunk() -> Result<(), BenchmarkError> {
-		let (job, solver, state, opening, steps) = chunked::<T>()?;
+		let (job, solver, state, lens, opening, steps) = chunked::<T>()?;
 		let requester: T::AccountId = account("challenger", 0, 0);
 		T::BenchmarkHelper::register(&requester, Role::Challenger);
 		let id = NextDisputeId::<T>::get();
 		Pallet::<T>::request_chunk(RawOrigin::Signed(requester).into(), job, 0, steps, 0)
 			.map_err(|_| BenchmarkError::Stop("request failed"))?;
-		let count = CHUNK_SEGMENTS.min(state.len());
+		let count = CHUNKS_PER_REQUEST.min(state.len());
 		let indices: alloc::vec::Vec<usize> = (0..count).collect();
 		let proof = state.multiproof(&indices).map_err(|_| BenchmarkError::Stop("no multiproof"))?;
-		let chunk = StateChunk { state: opening, segments: alloc::vec![alloc::vec![0u32; SEGMENT]; count], proof };
+		let mut chunks = alloc::vec::Vec::with_capacity(count);
+		for index in indices {
+			let (tensor, within) = locate_chunk(lens.iter().copied(), index).ok_or(BenchmarkError::Stop("no chunk"))?;
+			chunks.push(alloc::vec![0u32; chunk_range(lens.get(tensor).copied().unwrap_or(0), within).len()]);
+		}
+		let chunk = StateChunk { state: opening, chunks, proof };
 		#[extrinsic_call]
 		_(RawOrigin::Signed(solver), id, chunk);
 		assert!(Disputes::<T>::get(id).is_none());

@@ -104,8 +104,8 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		referee::{
-			bind_operator, bind_step, judge, job_graph, level_leaves, open_state_chunk, state_chunks, Digest, Dispute, Foul,
-			Game, Level, MerkleProof, Openings, Position, RefereeError, Reveal, StateChunk, StepBinding, TraceCommitment,
+			bind_operator, bind_step, judge, job_graph, level_kind, level_leaves, open_state_chunk, state_chunks, Digest, Dispute, Foul,
+			Game, Level, MerkleProof, Openings, Position, RefereeError, Reveal, StateChunk, StepBinding, TraceCommitment, TreeKind,
 		},
 		traits::{AttestationJudge, ComputeNodes, Slash, UnitProofs},
 		JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
@@ -498,8 +498,8 @@ pub mod pallet {
 		/// Demand chunk `chunk` of a state unit `unit` of `job` commits, within its challenge
 		/// window: the state before global step `step`, which must be one its solver keeps, a
 		/// checkpoint (the start of a checkpoint segment after the unit's first) or the
-		/// unit's end (its final model). A chunk is 32 segments of the state's tree, 4 KiB of
-		/// weights (`CHUNK_SEGMENTS`); a state has `state_chunks` of them. Holds
+		/// unit's end (its final model). A chunk is four chunks of the state's tree, 4 KiB of
+		/// weights (`CHUNKS_PER_REQUEST`); a state has `state_chunks` of them. Holds
 		/// `AvailabilityBond` from the caller, who must be bonded as a challenger or a
 		/// verifier, and takes one of the unit's challenger slots. The solver must post the
 		/// chunk with its proofs (`provide_chunk`) within `ResponseWindow`, or its proof is
@@ -531,7 +531,7 @@ pub mod pallet {
 
 	/// Encoded bytes of the openings the `resolve` benchmark judges (a K-chunk of a
 	/// digits-sized step; `benchmark_case.rs`). A test checks it against the recording.
-	pub const RESOLVE_BENCHMARK_BYTES: u32 = 16_117;
+	pub const RESOLVE_BENCHMARK_BYTES: u32 = 18_981;
 
 	/// Encoded bytes of the openings the `resolve_largest_piece` benchmark judges (a loss
 	/// partial at `MAX_CLASSES` classes, the largest piece a real step opens;
@@ -585,7 +585,7 @@ pub mod pallet {
 			let (id, proven) = Self::open(&challenger, job, unit, role, T::ChallengeBond::get(), disputable)?;
 			let mut info = Self::new_dispute(job, unit, &proven, challenger.clone(), T::ChallengeBond::get(), trace_root);
 			let nodes = Pair { defender: proven.trace.trace_root, challenger: trace_root };
-			Self::enter_level(&mut info, &proven, Level::Steps, proven.trace.steps, nodes)?;
+			Self::enter_level(&mut info, &proven, Level::Steps, TreeKind::Segments, proven.trace.steps, nodes)?;
 			Self::deposit_event(Event::DisputeOpened {
 				dispute: id,
 				job,
@@ -770,7 +770,7 @@ pub mod pallet {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.operator_roots = Some(nodes);
 					let leaves = level_leaves(&graph, &proven.trace, Level::Operators).map_err(|_| Error::<T>::InvalidJob)?;
-					Self::enter_level(&mut info, &proven, Level::Operators, leaves, nodes)?;
+					Self::enter_level(&mut info, &proven, Level::Operators, TreeKind::Segments, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
 				None => info.phase = Phase::BindStep { roots },
@@ -803,7 +803,8 @@ pub mod pallet {
 					info.piece_roots = Some(nodes);
 					let level = Level::Pieces { operator };
 					let leaves = level_leaves(&graph, &proven.trace, level).map_err(|_| Error::<T>::InvalidJob)?;
-					Self::enter_level(&mut info, &proven, level, leaves, nodes)?;
+					let kind = level_kind(&graph, level).map_err(|_| Error::<T>::InvalidJob)?;
+					Self::enter_level(&mut info, &proven, level, kind, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
 				None => info.phase = Phase::BindOperator { roots },
@@ -924,17 +925,18 @@ pub mod pallet {
 			}
 		}
 
-		/// Starts bisecting `level`'s trees of `leaves` leaves (the shape the job gives
-		/// them: `level_leaves`) from the sides' roots `nodes`; a tree of a single leaf needs
-		/// no round.
+		/// Starts bisecting `level`'s trees of `kind` with `leaves` leaves (the shape and
+		/// node function the job gives them: `level_leaves`, `level_kind`) from the sides'
+		/// roots `nodes`; a tree of a single leaf needs no round.
 		fn enter_level(
 			info: &mut DisputeOf<T>,
 			proven: &ProvenUnitOf<T>,
 			level: Level,
+			kind: TreeKind,
 			leaves: u32,
 			nodes: Pair<Digest>,
 		) -> DispatchResult {
-			let game = Game::new(leaves).map_err(|_| Error::<T>::InvalidJob)?;
+			let game = Game::new_in(kind, leaves).map_err(|_| Error::<T>::InvalidJob)?;
 			info.phase = Phase::Bisect { level, game, nodes, reveals: Pair::default() };
 			Self::settle_level(info, proven)
 		}

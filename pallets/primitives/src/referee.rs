@@ -13,10 +13,12 @@ pub use touchstone_kernels::proof::graph::Graph;
 pub use touchstone_kernels::proof::hash::Digest;
 pub use touchstone_kernels::proof::merkle::{index_segment_leaf, MerkleProof, MerkleTree, MultiProof, SEGMENT};
 pub use touchstone_kernels::referee::{
-	bind_operator, bind_step, final_state_root, level_leaves, open_state_chunk, state_chunks, state_segments, BindingError,
+	bind_operator, bind_step, final_state_root, level_kind, level_leaves, open_state_chunk, request_chunks, state_chunks, BindingError,
 	DataCommitment, Dispute, JobError, Level, Openings, PieceCost, Position, RefereeError, StateChunk, StateOpening, StepBinding,
-	TraceCommitment, Verdict, CHUNK_SEGMENTS,
+	TraceCommitment, Verdict, CHUNKS_PER_REQUEST,
 };
+pub use touchstone_kernels::proof::merkle::TreeKind;
+pub use touchstone_kernels::proof::state_tree::{chunk_range, locate_chunk, CHUNK_WORDS};
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
 /// words opened, Merkle hashes checked and operators rebuilt
