@@ -33,7 +33,7 @@ function jobSpec(overrides = {}) {
     model: { Mlp: { inputs: 64, hidden: [64], classes: 10, activation: 'Relu' } },
     initialWeights: null,
     // The state root of its seeded weights and zero momentum (kernels/tests/digits.rs pins it).
-    initialStateRoot: '0x279ad34517aac57e28fc6e5d1afe86d6cc3403113be702b798f3e59a7e690194',
+    initialStateRoot: '0x52862fab0f5fcf7dfb21df079f7f0f936de5397492460b35db14755eb9369534',
     dataset: {
       content: {
         hash: '0x' + 'ab'.repeat(32),

@@ -720,14 +720,12 @@ fn proof_jobs(quick: bool) -> Vec<ProofJob> {
 
 /// The proof-cost figures of one job on one backend, in ms.
 struct ProofShare {
-	/// The training step, without the proof's part.
+	/// The training step, without its state root.
 	step: f64,
-	/// Today's per-step proof work: the state's download, its BLAKE2b segment
-	/// root, the batch root and the chained hash.
-	per_step: f64,
 	/// The BLAKE3 state root over 1 KiB chunks, taken where the state lives
-	/// (`Trainer::state_tree_root`): once per checkpoint boundary.
-	boundary_root: f64,
+	/// (`Trainer::state_tree_root`): what every step's state hash commits
+	/// today, and what a checkpoint boundary alone will commit.
+	state_root: f64,
 }
 
 /// A trainer of `job` on `backend` (SGD with momentum, synthetic data) with
@@ -760,53 +758,42 @@ fn step_time<B: Bench>(trainer: &mut Trainer<B>) -> f64 {
 /// Steps between checkpoint boundaries in the proof-cost table.
 const PROOF_INTERVAL: u32 = 50;
 
-/// The [`ProofShare`] of `job` on `backend`: the trainer's whole step, the
-/// part of it that only today's proof needs, and the boundary root, all timed
-/// on the same trainer in the same run.
+/// The [`ProofShare`] of `job` on `backend`: the trainer's whole step and its
+/// state root, timed on the same trainer in the same run.
 fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> ProofShare {
 	let mut trainer = proof_trainer(backend, job, PROOF_INTERVAL);
 	let whole = step_time(&mut trainer);
-	let per_step = measure(
-		&mut trainer,
-		|trainer| {
-			let state = trainer.state().unwrap();
-			let root = state_root(&state).unwrap();
-			std::hint::black_box(touchstone_kernels::proof::chain::state_hash(&root, 0, &root, &root, 0));
-		},
-		|trainer| trainer.backend_mut().sync(),
-	);
-	let boundary_root = measure(
+	let state_root = measure(
 		&mut trainer,
 		|trainer| {
 			std::hint::black_box(trainer.state_tree_root().unwrap());
 		},
 		|trainer| trainer.backend_mut().sync(),
 	);
-	// The step's own work is what is left once the proof's part is taken out.
-	ProofShare { step: (whole - per_step).max(0.0) * 1e3, per_step: per_step * 1e3, boundary_root: boundary_root * 1e3 }
+	// The step's own work is what is left once its state root is taken out.
+	ProofShare { step: (whole - state_root).max(0.0) * 1e3, state_root: state_root * 1e3 }
 }
 
 fn print_proof_share(options: &Options) {
-	println!("\n### Proof cost per step: today's per-step commitment, and the BLAKE3 state root at boundaries\n");
+	println!("\n### Proof cost per step: the BLAKE3 state root, every step today and at boundaries next\n");
 	println!(
-		"The protocol's budget for proof work is a tenth of the step. Today every step downloads the state, \
-		 hashes it into a BLAKE2b segment tree and chains the state hash; the boundary root is the state tree's \
-		 BLAKE3 root (1 KiB chunks) taken once every {PROOF_INTERVAL} steps, on the device where the backend \
-		 can (wgpu: 32 bytes read back). One run, every part timed on the same trainer.\n"
+		"The protocol's budget for proof work is a tenth of the step. Every step's state hash commits the state \
+		 tree's BLAKE3 root (1 KiB chunks), hashed where the state lives (wgpu: on the device, 32 bytes read \
+		 back); committed only at checkpoint boundaries, it is taken once every {PROOF_INTERVAL} steps. One run, \
+		 every part timed on the same trainer.\n"
 	);
-	println!("| job | backend | threads | training step (ms) | per-step proof today (ms) | ÷ step | boundary root (ms) | ÷ step at {PROOF_INTERVAL} steps per boundary |");
-	println!("|---|---|---:|---:|---:|---:|---:|---:|");
+	println!("| job | backend | threads | training step (ms) | state root (ms) | ÷ step, every step | ÷ step at {PROOF_INTERVAL} steps per boundary |");
+	println!("|---|---|---:|---:|---:|---:|---:|");
 	for job in proof_jobs(options.quick) {
 		let row = |backend: &str, threads: String, share: ProofShare| {
 			let step = share.step.max(1e-9);
 			println!(
-				"| {} | {backend} | {threads} | {:.2} | {:.2} | {:.0} % | {:.2} | {:.2} % |",
+				"| {} | {backend} | {threads} | {:.2} | {:.2} | {:.1} % | {:.2} % |",
 				job.name,
 				share.step,
-				share.per_step,
-				100.0 * share.per_step / step,
-				share.boundary_root,
-				100.0 * share.boundary_root / f64::from(PROOF_INTERVAL) / step
+				share.state_root,
+				100.0 * share.state_root / step,
+				100.0 * share.state_root / f64::from(PROOF_INTERVAL) / step
 			);
 		};
 		row("reference", CpuBackend.threads(), proof_share(CpuBackend, &job));
