@@ -1,5 +1,5 @@
 //! Checkpoints: safetensors files addressed by their hash, verified before
-//! use, and resuming from one reproduces the later state hashes bit for bit.
+//! use, and resuming from one reproduces the later records and boundaries bit for bit.
 
 mod support;
 
@@ -21,7 +21,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 #[test]
-fn resuming_from_a_checkpoint_reproduces_the_later_state_hashes() {
+fn resuming_from_a_checkpoint_reproduces_the_later_records() {
 	let dir = temp_dir("resume");
 	let (model, train, data) = (blob_model(), blob_train(12), blobs(200));
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
@@ -31,13 +31,17 @@ fn resuming_from_a_checkpoint_reproduces_the_later_state_hashes() {
 		let loaded = Checkpoint::read(&checkpoint.path, &checkpoint.hash).unwrap();
 		let at = checkpoint.next_step as usize;
 		assert_eq!(loaded.point.next_step, checkpoint.next_step);
-		assert_eq!(loaded.point.last_hash, records[at - 1].state_hash);
-		assert_eq!(loaded.point.previous_hash, records[at - 2].state_hash);
-		assert_eq!(loaded.point.last_batch_root, records[at - 1].batch_root);
+		// Checkpoints sit at boundaries: the segment's last record is in the boundary,
+		// and the next segment starts without one.
+		assert_eq!(loaded.point.record, [0; 32]);
+		assert_eq!(checkpoint.boundary.record, records[at - 1].record);
+		assert_eq!(checkpoint.boundary.next_step, checkpoint.next_step);
+		assert_eq!(checkpoint.boundary.state_root, touchstone_kernels::job::trace::state_root(&loaded.state).unwrap());
 		let mut resumed = Trainer::resume(CpuBackend, &model, &train, data.clone(), loaded.state, loaded.point).unwrap();
-		for record in &records[checkpoint.next_step as usize..] {
-			assert_eq!(resumed.step().unwrap(), *record);
-		}
+		let (later, boundaries) = run_segments(&mut resumed, 12);
+		assert_eq!(later, records[at..]);
+		let expected: Vec<_> = written.iter().filter(|w| w.next_step > checkpoint.next_step).map(|w| w.boundary).collect();
+		assert_eq!(boundaries, expected);
 	}
 	std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -103,34 +107,47 @@ fn a_checkpoint_whose_hash_does_not_match_is_refused_before_parsing() {
 	std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The first step of a segment is judged from the checkpoint at its start alone:
+/// its segment's trace is anchored at the checkpoint's state root, which the
+/// boundary before it commits.
 #[test]
-fn a_step_disputed_right_after_a_checkpoint_is_opened_from_the_checkpoint_alone() {
+fn a_segments_first_step_is_opened_from_the_checkpoint_at_its_start_alone() {
 	use touchstone_kernels::proof::graph::Graph;
 	use touchstone_kernels::proof::merkle::MerkleTree;
 	use touchstone_kernels::referee::{judge, open_case, RunOpening, StateOpening};
 	use touchstone_kernels::proof::chain::trace_leaf;
-	let (model, train, data) = (blob_model(), blob_train(6), blobs(200));
+	let (model, train, data) = (blob_model(), blob_train(8), blobs(200));
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
-	let start_state_root = touchstone_kernels::job::trace::state_root(&trainer.state().unwrap()).unwrap();
-	let mut records = Vec::new();
-	for _ in 0..4 {
-		records.push(trainer.step().unwrap());
-	}
+	let (records, boundaries) = run_segments(&mut trainer, 4);
+	assert_eq!(records.len(), 4);
 	let bytes = Checkpoint::of(&mut trainer).unwrap().to_bytes().unwrap();
 	let hash = touchstone_kernels::proof::hash::digest_bytes(&bytes);
-	records.extend((0..2).map(|_| trainer.step().unwrap()));
-	// A verifier holding only the checkpoint re-executes step 4 with every operator committed.
+	// A verifier holding only the checkpoint re-executes step 4 with every operator
+	// committed, and the rest of the segment to commit its trace.
 	let loaded = Checkpoint::from_bytes(&bytes, &hash).unwrap();
 	let data_tree = data.tree().unwrap();
 	let mut resumed = Trainer::resume(CpuBackend, &model, &train, data.clone(), loaded.state, loaded.point).unwrap();
+	let anchor = resumed.start_trace().unwrap();
+	assert_eq!(anchor.last_state_root, boundaries[0].state_root);
 	let traced = resumed.trace_step().unwrap();
-	assert_eq!(traced.record, records[4]);
-	let tree = MerkleTree::new(records.iter().map(|r| trace_leaf(&r.state_hash)).collect()).unwrap();
+	let mut hashes = vec![traced.state_hash];
+	for _ in 5..8 {
+		resumed.step().unwrap();
+		hashes.push(resumed.trace_point().unwrap().last_hash);
+	}
+	let tree = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).unwrap();
 	let graph = Graph::build(&model, &train).unwrap();
-	let run = RunOpening { trace: &tree, first_step: 0, start_state_root, dataset: &data, dataset_tree: &data_tree, shard: 0..data.len() };
-	// The first matmul reads the parameters: the state before step 4 is opened.
+	let run = RunOpening {
+		trace: &tree,
+		first_step: 4,
+		start_state_root: boundaries[0].state_root,
+		dataset: &data,
+		dataset_tree: &data_tree,
+		shard: 0..data.len(),
+	};
+	// The first matmul reads the parameters: the state before step 4 is the segment's start.
 	let (dispute, openings) = open_case(&graph, &traced, &run, 1, 0).unwrap();
-	assert!(matches!(openings.previous_state, StateOpening::Step { .. }));
+	assert!(matches!(openings.previous_state, StateOpening::Anchor));
 	judge(&model, &train, &dispute, &openings).unwrap();
 }
 

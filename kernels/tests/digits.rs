@@ -82,10 +82,10 @@ fn a_missing_or_altered_file_is_a_clear_error() {
 #[test]
 fn a_200_step_mlp_run_reaches_the_pinned_state_root() {
 	assert_eq!(hex(&weights_digest(&digits_model().init_params(42).unwrap())), DIGITS_INIT_WEIGHTS);
-	let (_, last) = train(200);
+	let (mut trainer, last) = train(200);
 	assert_eq!(last.step, 199);
 	assert!(last.loss < 0.2, "loss {}", last.loss);
-	assert_eq!(hex(&last.state_root), DIGITS_200_STEP_STATE_ROOT);
+	assert_eq!(hex(&trainer.state_tree_root().unwrap()), DIGITS_200_STEP_STATE_ROOT);
 }
 
 #[test]

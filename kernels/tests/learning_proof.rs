@@ -12,8 +12,8 @@ use touchstone_kernels::proof::merkle::{depth, MerkleTree, SEGMENT};
 use touchstone_kernels::job::model::{ModelConfig, OptimizerConfig, TrainConfig};
 use touchstone_kernels::proof::reduction::Reduction;
 use touchstone_kernels::referee::{
-	bind_operator, bind_step, final_state_root, judge, level_leaves, open_case, open_step_binding, recompute, BindingError,
-	Dispute, Level, Openings, RefereeError, RunOpening, StateOpening, Verdict,
+	bind_operator, bind_step, judge, open_case, open_step_binding, open_state, recompute, BindingError, Dispute, Level,
+	Openings, RefereeError, RunOpening, StateOpening, TraceCommitment, Verdict,
 };
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels::job::trace::{StepTrace, Trainer};
@@ -62,7 +62,19 @@ fn recomputed(job: &(ModelConfig, TrainConfig, Dataset), case: &Case) -> Result<
 	recompute(&job.0, &job.1, &case.0, &case.1)
 }
 
-/// A run: its per-step state hashes, and a full trace of step `traced`.
+/// Leaves of `level` below the segment level, for a trace of one segment.
+fn level_leaves(graph: &Graph, trace: &TraceCommitment, level: Level) -> Result<u32, BindingError> {
+	let unit = touchstone_kernels::referee::boundary::UnitCommitment {
+		root: [0; 32],
+		first_step: trace.first_step,
+		steps: trace.steps,
+		interval: trace.steps,
+		start_state_root: trace.start_state_root,
+	};
+	touchstone_kernels::referee::level_leaves(graph, &unit, Some(trace), level)
+}
+
+/// A run of one segment: its step-level trace's state hashes, and a full trace of step `traced`.
 struct Run {
 	hashes: Vec<Digest>,
 	trace: StepTrace,
@@ -107,15 +119,18 @@ fn run_on(job: &(ModelConfig, TrainConfig, Dataset), shard: std::ops::Range<usiz
 	if let Some(fault) = fault {
 		trainer.inject(fault);
 	}
+	// The whole run is the disputed segment: it hashes every step from its start.
+	trainer.start_trace().unwrap();
 	let mut hashes = Vec::new();
 	let mut trace = None;
 	for step in 0..steps {
 		if step == traced {
 			let traced = trainer.trace_step().unwrap();
-			hashes.push(traced.record.state_hash);
+			hashes.push(traced.state_hash);
 			trace = Some(traced);
 		} else {
-			hashes.push(trainer.step().unwrap().state_hash);
+			trainer.step().unwrap();
+			hashes.push(trainer.trace_point().unwrap().last_hash);
 		}
 	}
 	Run { hashes, trace: trace.unwrap(), start, shard, data: data.clone(), data_tree: data.tree().unwrap() }
@@ -124,20 +139,31 @@ fn run_on(job: &(ModelConfig, TrainConfig, Dataset), shard: std::ops::Range<usiz
 #[test]
 fn a_traced_step_commits_the_same_state_as_a_plain_step() {
 	for job in [mlp(), cnn()] {
-		let plain = {
+		let (plain, roots) = {
 			let (model, train, data) = &job;
 			let mut trainer = Trainer::new(CpuBackend, model, train, data.clone()).unwrap();
-			(0..3).map(|_| trainer.step().unwrap()).collect::<Vec<_>>()
+			let mut roots = Vec::new();
+			let records: Vec<_> = (0..3)
+				.map(|_| {
+					let record = trainer.step().unwrap();
+					roots.push(trainer.state_tree_root().unwrap());
+					record
+				})
+				.collect();
+			(records, roots)
 		};
 		let traced = run(&job, 3, 2, None);
-		assert_eq!(traced.hashes, plain.iter().map(|r| r.state_hash).collect::<Vec<_>>());
 		let graph = Graph::build(&job.0, &job.1).unwrap();
 		let trace = &traced.trace;
+		// A plain run keeps the records a traced run chains: the same record, losses and states.
 		assert_eq!(trace.record, plain[2]);
-		// Operator 0's pieces are the batch, the last operator's the new state.
-		assert_eq!(trace.pieces[0].root(), plain[2].batch_root);
-		assert_eq!(trace.pieces.last().unwrap().root(), plain[2].state_root);
-		assert_eq!(trace.previous_state.root(), plain[1].state_root);
+		assert_eq!(trace.previous_record, plain[1].record);
+		// The last operator's pieces are the new state.
+		assert_eq!(trace.pieces.last().unwrap().root(), roots[2]);
+		assert_eq!(trace.state_root, roots[2]);
+		assert_eq!(trace.previous_state.root(), roots[1]);
+		assert_eq!(trace.previous_state_root, roots[1]);
+		assert_eq!(trace.state_hash, traced.hashes[2]);
 		assert_eq!(trace.operators.len(), graph.nodes.len());
 		for (id, tree) in trace.pieces.iter().enumerate() {
 			assert_eq!(tree.len(), graph.piece_count(id).unwrap(), "operator {id}");
@@ -213,7 +239,7 @@ fn dispute_within_step(job: &(ModelConfig, TrainConfig, Dataset), honest: &Run, 
 	for (party, run) in [(honest, &honest_run), (dishonest, &dishonest_run)] {
 		let binding = open_step_binding(&graph, &party.trace, run).unwrap();
 		let hash = bind_step(&graph, &run.trace_commitment(), step, &party.trace.operators.root(), &binding).unwrap();
-		assert_eq!(hash, party.trace.record.state_hash);
+		assert_eq!(hash, party.trace.state_hash);
 	}
 	// Level 2: operators of that step.
 	let operators = level_leaves(&graph, &honest_run.trace_commitment(), Level::Operators).unwrap();
@@ -388,7 +414,6 @@ fn the_referee_judges_every_batch_piece_against_the_dataset_root() {
 		let tree = honest.tree();
 		let opening = honest.opening(&tree);
 		let pieces = &honest.trace.pieces[0];
-		assert_eq!(pieces.root(), honest.trace.record.batch_root);
 		for piece in 0..pieces.len() {
 			let case = open_case(&graph, &honest.trace, &opening, 0, piece).unwrap();
 			assert_eq!(verdict(&job, &case).unwrap().output, pieces.leaves()[piece], "batch piece {piece}");
@@ -701,12 +726,12 @@ fn a_wrong_state_hash_over_an_honest_operator_tree_loses() {
 	let lie_tree = lie.tree();
 	let lie_run = lie.opening(&lie_tree);
 	assert_eq!(bisect(4, &honest_tree, &lie_tree).unwrap().leaf, 2);
-	// Its own leaf 2, with the honest operator tree's batch and commit roots.
-	let StateOpening::Step { previous, state_root, batch_root, loss, .. } = binding.previous.clone() else {
+	// Its own leaf 2, with the honest operator tree's loss and commit roots.
+	let StateOpening::Step { previous, state_root, record, .. } = binding.previous.clone() else {
 		panic!("step 2 has a previous step")
 	};
 	let lie_binding = touchstone_kernels::referee::StepBinding {
-		previous: StateOpening::Step { previous, state_root, batch_root, loss, proof: lie_tree.proof(1).unwrap() },
+		previous: StateOpening::Step { previous, state_root, record, proof: lie_tree.proof(1).unwrap() },
 		proof: lie_tree.proof(2).unwrap(),
 		..binding.clone()
 	};
@@ -715,7 +740,7 @@ fn a_wrong_state_hash_over_an_honest_operator_tree_loses() {
 		Err(BindingError::InvalidStepHash)
 	);
 	assert_eq!(bind_step(&graph, &honest_run.trace_commitment(), 2, &operator_root, &binding), Ok(honest.hashes[2]));
-	// An operator root whose leaves do not give the batch and state roots fails too.
+	// An operator root whose leaves do not give the state root fails too.
 	let mut forged = binding.clone();
 	forged.state_root[0] ^= 1;
 	let last = graph.nodes.len() as u32 - 1;
@@ -751,7 +776,7 @@ fn a_wrong_reported_loss_is_caught() {
 	let fault = Fault::Output { step: 2, operator: loss_operator, output: 0, element: 0, bit: 3 };
 	let honest = run(&job, 4, 2, None);
 	let dishonest = run(&job, 4, 2, Some(fault));
-	assert_eq!(honest.trace.record.state_root, dishonest.trace.record.state_root);
+	assert_eq!(honest.trace.state_root, dishonest.trace.state_root);
 	assert_ne!(honest.trace.record.loss, dishonest.trace.record.loss);
 	assert!(dispute(&job, 4, 2, loss_operator, fault));
 
@@ -867,10 +892,10 @@ fn a_party_whose_tree_has_the_wrong_shape_loses() {
 	assert!(matches!(bisect(expected, pieces, &shorter), Err(BisectionError::Second(_))));
 }
 
-/// The learning proof's final state root is checkable against its trace: the
-/// chain ties the next unit's start state to it.
+/// A segment trace's final state (the state root and record it ends at, which its
+/// boundary commits) opens against the trace.
 #[test]
-fn the_final_state_root_opens_against_the_trace() {
+fn the_final_state_opens_against_the_trace() {
 	let job = mlp();
 	let honest = run(&job, 3, 2, None);
 	let tree = honest.tree();
@@ -878,17 +903,21 @@ fn the_final_state_root_opens_against_the_trace() {
 	let last = &honest.trace;
 	let opening = StateOpening::Step {
 		previous: last.previous_hash,
-		state_root: last.record.state_root,
-		batch_root: last.record.batch_root,
-		loss: last.record.loss.to_bits(),
+		state_root: last.state_root,
+		record: last.record.record,
 		proof: tree.proof(2).unwrap(),
 	};
-	assert_eq!(final_state_root(&trace, &opening), Ok(last.record.state_root));
+	assert_eq!(open_state(&trace, 3, &opening), Ok((last.state_hash, last.state_root, last.record.record)));
 	let mut forged = opening.clone();
 	if let StateOpening::Step { state_root, .. } = &mut forged {
 		state_root[0] ^= 1;
 	}
-	assert_eq!(final_state_root(&trace, &forged), Err(BindingError::InvalidStateProof));
+	assert_eq!(open_state(&trace, 3, &forged), Err(BindingError::InvalidStateProof));
+	let mut forged = opening.clone();
+	if let StateOpening::Step { record, .. } = &mut forged {
+		record[0] ^= 1;
+	}
+	assert_eq!(open_state(&trace, 3, &forged), Err(BindingError::InvalidStateProof));
 }
 
 /// A data-shard unit draws its batches inside its shard and proves the rows

@@ -7,12 +7,9 @@
 //! state order (parameters, then first moments, then second moments), each of
 //! shape `[len]`, little-endian. The header's `__metadata__` holds exactly one
 //! entry, `touchstone`, with the value
-//! `v2 next_step=<n> state_hash=<hex> previous_hash=<hex> batch_root=<hex> loss=<bits>`
-//! (hex: 64 digits; `bits`: the loss's canonical `f32` bits, 8 hex digits): the
-//! step the checkpoint resumes at, the state hash after the step before it (the
-//! run's anchor for a checkpoint at step 0), the state hash before that one and
-//! the batch root and loss of that step, so that a run resumed
-//! from it can also open its first state hash to the referee ([`ChainPoint`]). One entry, because the `safetensors` crate
+//! `v3 next_step=<n> record=<hex>` (hex: 64 digits): the step the checkpoint
+//! resumes at and the segment's record there ([`ChainPoint`]; zeros at a segment
+//! boundary, where checkpoints are taken). One entry, because the `safetensors` crate
 //! writes metadata from a hash map, whose order is not fixed: with one entry
 //! (and zero-padded tensor names, which it sorts) the same state always gives
 //! the same bytes, so the same hash.
@@ -36,7 +33,7 @@ use crate::proof::chain::ChainPoint;
 /// The metadata key of a checkpoint.
 const METADATA_KEY: &str = "touchstone";
 /// The format tag at the start of the metadata value.
-const FORMAT: &str = "v2";
+const FORMAT: &str = "v3";
 
 /// A resumable training state.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,14 +124,7 @@ impl Checkpoint {
 			})
 			.collect();
 		let point = &self.point;
-		let value = format!(
-			"{FORMAT} next_step={} state_hash={} previous_hash={} batch_root={} loss={:08x}",
-			point.next_step,
-			hex(&point.last_hash),
-			hex(&point.previous_hash),
-			hex(&point.last_batch_root),
-			point.last_loss
-		);
+		let value = format!("{FORMAT} next_step={} record={}", point.next_step, hex(&point.record));
 		let metadata = HashMap::from([(METADATA_KEY.to_string(), value)]);
 		safetensors::serialize(tensors.iter().map(|(name, tensor)| (name.as_str(), tensor)), Some(metadata))
 			.map_err(|error| CheckpointError::Format(error.to_string()))
@@ -193,25 +183,13 @@ impl Checkpoint {
 			.and_then(|field| field.strip_prefix("next_step="))
 			.and_then(|n| n.parse().ok())
 			.ok_or_else(|| format("bad next_step"))?;
-		let mut digest = |name: &str| {
-			fields
-				.next()
-				.and_then(|field| field.strip_prefix(name))
-				.and_then(|field| field.strip_prefix('='))
-				.and_then(parse_hex)
-				.ok_or_else(|| CheckpointError::Format(format!("bad {name}")))
-		};
-		let last_hash = digest("state_hash")?;
-		let previous_hash = digest("previous_hash")?;
-		let last_batch_root = digest("batch_root")?;
-		let last_loss = fields
+		let record = fields
 			.next()
-			.and_then(|field| field.strip_prefix("loss="))
-			.filter(|bits| bits.len() == 8)
-			.and_then(|bits| u32::from_str_radix(bits, 16).ok())
-			.ok_or_else(|| format("bad loss"))?;
+			.and_then(|field| field.strip_prefix("record="))
+			.and_then(parse_hex)
+			.ok_or_else(|| format("bad record"))?;
 		if fields.next().is_some() {
-			return Err(format("unexpected metadata after loss"));
+			return Err(format("unexpected metadata after the record"));
 		}
 		let tensors = SafeTensors::deserialize(bytes).map_err(|error| CheckpointError::Format(error.to_string()))?;
 		let mut state = Vec::with_capacity(tensors.len());
@@ -229,7 +207,7 @@ impl Checkpoint {
 			crate::arith::canonicalize(&mut values);
 			state.push(values);
 		}
-		Ok(Self { point: ChainPoint { next_step, last_hash, previous_hash, last_batch_root, last_loss }, state })
+		Ok(Self { point: ChainPoint { next_step, record }, state })
 	}
 
 	/// Reads and verifies the checkpoint at `path` whose hash is `expected`.
@@ -264,12 +242,15 @@ pub struct WrittenCheckpoint {
 	pub hash: Digest,
 	/// Where it was written.
 	pub path: std::path::PathBuf,
+	/// The segment boundary it is taken at: what the learning proof commits there.
+	pub boundary: crate::job::trace::Boundary,
 }
 
 /// Runs `steps` steps, writing a checkpoint into `dir` wherever
 /// [`TrainConfig::is_checkpoint_step`](crate::job::model::TrainConfig::is_checkpoint_step)
 /// says one is taken: at global multiples of `interval` (`next_step = k, 2k, …`,
-/// whatever step the run starts at) and after the last step.
+/// whatever step the run starts at) and after the last step. Each checkpoint
+/// closes a segment ([`Trainer::close_segment`]), so it carries its boundary.
 pub fn run_with_checkpoints<B: Backend>(
 	trainer: &mut Trainer<B>,
 	steps: u32,
@@ -283,11 +264,12 @@ pub fn run_with_checkpoints<B: Backend>(
 	for _ in 0..steps {
 		records.push(trainer.step().map_err(|error| format!("{error:?}"))?);
 		if rule.is_checkpoint_step(trainer.next_step(), end) {
+			let boundary = trainer.close_segment().map_err(|error| format!("{error:?}"))?;
 			let checkpoint = Checkpoint::of(trainer).map_err(|error| format!("{error:?}"))?;
 			let next_step = checkpoint.point.next_step;
 			let path = dir.join(format!("step-{next_step:08}.safetensors"));
 			let hash = checkpoint.write(&path).map_err(|error| error.to_string())?;
-			written.push(WrittenCheckpoint { next_step, hash, path });
+			written.push(WrittenCheckpoint { next_step, hash, path, boundary });
 		}
 	}
 	Ok((records, written))

@@ -24,7 +24,7 @@ use crate::job::data::Dataset;
 use crate::error::KernelError;
 use crate::proof::graph::{Graph, OpKind, ValueKind};
 use crate::job::fault::{flip, Fault, Flip};
-use crate::proof::chain::{operator_leaf, state_hash, ChainPoint};
+use crate::proof::chain::{operator_leaf, record_hash, state_hash, ChainPoint, TracePoint};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{
 	self, index_segment_leaf, segment_leaf, MerkleError, MerkleTree,
@@ -32,11 +32,6 @@ use crate::proof::merkle::{
 use crate::job::model::{ModelConfig, TrainConfig, BATCH_STREAM};
 use crate::proof::reduction::Reduction;
 use crate::arith::rng::{RandomPermutation, RandomStream};
-
-/// The Merkle tree over the segments of `tensors`, each starting a new segment.
-pub fn segment_tree<'a>(tensors: impl IntoIterator<Item = &'a HostTensor>) -> Result<MerkleTree, MerkleError> {
-	MerkleTree::new(tensors.into_iter().flat_map(HostTensor::segment_leaves).collect())
-}
 
 /// The state root of `tensors` (parameters, then moments): the root of their
 /// state tree ([`crate::proof::state_tree`]), BLAKE3 over 1 KiB chunks, hashed
@@ -168,12 +163,8 @@ pub struct StepRecord {
 	pub step: u32,
 	/// Mean training loss of the batch.
 	pub loss: f32,
-	/// Root of the batch's segments.
-	pub batch_root: Digest,
-	/// Root of the state after the step.
-	pub state_root: Digest,
-	/// The chained state hash after the step.
-	pub state_hash: Digest,
+	/// The segment's record after the step ([`crate::proof::chain::record_hash`]).
+	pub record: Digest,
 }
 
 /// A step re-executed with every operator committed: the prover's side of a dispute.
@@ -181,16 +172,16 @@ pub struct StepRecord {
 pub struct StepTrace {
 	/// The step's record (identical to the one the plain run produced).
 	pub record: StepRecord,
-	/// The state hash before the step (the anchor for the first step).
+	/// The state root after the step.
+	pub state_root: Digest,
+	/// The state hash after the step, in its segment's trace.
+	pub state_hash: Digest,
+	/// The state hash before the step (the segment's anchor for its first step).
 	pub previous_hash: Digest,
 	/// The state root before the step.
 	pub previous_state_root: Digest,
-	/// The batch root of the step before (all zeros for the first step; only
-	/// used to open the previous state hash).
-	pub previous_batch_root: Digest,
-	/// The loss of the step before, as canonical bits (only used to open the
-	/// previous state hash).
-	pub previous_loss: u32,
+	/// The record before the step (zeros for the segment's first step).
+	pub previous_record: Digest,
 	/// The state hash before the previous one (to open the previous state hash).
 	pub previous_previous_hash: Digest,
 	/// A host copy of every value of the step, by value id.
@@ -212,14 +203,13 @@ pub struct Trainer<B: Backend> {
 	data_tensor: B::Tensor,
 	tensors: Vec<Option<B::Tensor>>,
 	labels: Option<B::Indices>,
-	host_batch: [HostTensor; 3],
 	/// The samples of `data` this run trains on.
 	shard: core::ops::Range<usize>,
 	point: ChainPoint,
+	/// The segment's step-level trace, while the run hashes every step.
+	trace: Option<TracePoint>,
 	faults: Vec<Fault>,
 	recording: Option<Vec<Option<HostTensor>>>,
-	/// The record of the last step run in the current segment (zeros at its start).
-	segment_record: Digest,
 }
 
 /// A checkpoint boundary of a run: where a segment ends, and what it commits.
@@ -249,8 +239,7 @@ impl<B: Backend> Trainer<B> {
 		for _ in 0..optimizer.moments() {
 			state.extend(params.iter().map(|p| vec![0.0f32; p.len()]));
 		}
-		let root = state_root(&state).map_err(KernelError::Commitment)?;
-		Self::resume(backend, model, train, data, state, ChainPoint::anchored(0, &root))
+		Self::resume(backend, model, train, data, state, ChainPoint::start(0))
 	}
 
 	/// A trainer at `point`, from `state` (parameters then moments): a
@@ -293,13 +282,11 @@ impl<B: Backend> Trainer<B> {
 			data_tensor,
 			tensors,
 			labels: None,
-			host_batch: [HostTensor::F32(Vec::new()), HostTensor::U32(Vec::new()), HostTensor::U32(Vec::new())],
 			shard: 0..data_len,
 			point,
+			trace: None,
 			faults: Vec::new(),
 			recording: None,
-			// Runs resume at boundaries only (checkpoints), where the record restarts.
-			segment_record: [0; 32],
 		})
 	}
 
@@ -337,14 +324,32 @@ impl<B: Backend> Trainer<B> {
 		self.point.next_step
 	}
 
-	/// The state hash after the last step run (the anchor before any).
-	pub fn last_hash(&self) -> Digest {
-		self.point.last_hash
-	}
-
-	/// Where the run stands in its hash chain.
+	/// Where the run stands: its next step and the current segment's record.
 	pub fn chain_point(&self) -> ChainPoint {
 		self.point
+	}
+
+	/// Where the segment's step-level trace stands, while the run hashes every step.
+	pub fn trace_point(&self) -> Option<TracePoint> {
+		self.trace
+	}
+
+	/// Starts hashing every step: the step-level trace of the segment that starts
+	/// here, anchored at the current state's root. Only at a segment's start (no
+	/// record yet): a trace anchored mid-segment would commit nothing a party's
+	/// boundary holds.
+	pub fn start_trace(&mut self) -> Result<TracePoint, B::Error> {
+		if self.point.record != [0; 32] {
+			return Err(KernelError::InvalidHyperparameter { name: "trace start (not at a segment boundary)" }.into());
+		}
+		let point = TracePoint::anchored(&self.state_tree_root()?);
+		self.trace = Some(point);
+		Ok(point)
+	}
+
+	/// Stops hashing every step.
+	pub fn stop_trace(&mut self) {
+		self.trace = None;
 	}
 
 	/// Gives the backend back (a device stays open for the next run).
@@ -386,29 +391,38 @@ impl<B: Backend> Trainer<B> {
 	/// record; the next step starts a new segment. The caller closes segments
 	/// where the job's checkpoint grid puts them, as it writes checkpoints there.
 	pub fn close_segment(&mut self) -> Result<Boundary, B::Error> {
-		let state_root = self.state_tree_root()?;
-		let boundary = Boundary { next_step: self.point.next_step, state_root, record: self.segment_record };
-		self.segment_record = [0; 32];
+		// A run that hashes every step already has the root.
+		let state_root = match self.trace {
+			Some(trace) => trace.last_state_root,
+			None => self.state_tree_root()?,
+		};
+		let boundary = Boundary { next_step: self.point.next_step, state_root, record: self.point.record };
+		self.point.record = [0; 32];
+		// The next segment's trace starts from this boundary's state.
+		if self.trace.is_some() {
+			self.trace = Some(TracePoint::anchored(&state_root));
+		}
 		Ok(boundary)
 	}
 
 	/// The step-level trace of the segment that starts here (at a boundary) and
 	/// ends before `end`: for each step, its state hash
-	/// ([`crate::proof::chain::segment_state_hash`]), chained from the anchor of the
+	/// ([`crate::proof::chain::state_hash`]), chained from the anchor of the
 	/// state here, with the state tree's root after the step and the step's record.
 	/// What a party re-executes when a dispute lands on a segment; the segment
-	/// is closed at `end`, as the run closed it.
+	/// is closed at `end`, as the run closed it, and the run stops hashing.
 	pub fn segment_trace(&mut self, end: u32) -> Result<(Vec<Digest>, Boundary), B::Error> {
-		let mut hash = crate::proof::chain::anchor_hash(&self.state_tree_root()?);
+		self.start_trace()?;
 		let mut hashes = Vec::with_capacity(end.saturating_sub(self.point.next_step) as usize);
-		while self.point.next_step < end {
-			let step = self.point.next_step;
-			self.step()?;
-			let state_root = self.state_tree_root()?;
-			hash = crate::proof::chain::segment_state_hash(&hash, step, &state_root, &self.segment_record);
-			hashes.push(hash);
-		}
-		Ok((hashes, self.close_segment()?))
+		let result = (|| {
+			while self.point.next_step < end {
+				self.step()?;
+				hashes.push(self.trace.map_or([0; 32], |trace| trace.last_hash));
+			}
+			self.close_segment()
+		})();
+		self.stop_trace();
+		Ok((hashes, result?))
 	}
 
 	/// Downloads the current parameters.
@@ -436,9 +450,6 @@ impl<B: Backend> Trainer<B> {
 		for id in 1..node_count {
 			self.run_node(id, step)?;
 		}
-		// The new state lives in the same buffers as the old: in-place updates.
-		let state_root = self.state_tree_root()?;
-		let batch_root = segment_tree(self.host_batch.iter()).map_err(KernelError::Commitment)?.root();
 		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
 		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
@@ -450,16 +461,19 @@ impl<B: Backend> Trainer<B> {
 		if (device_found || !loss.is_finite()) && self.recording.is_none() {
 			return Err(KernelError::NonFinite { step }.into());
 		}
-		let state_hash = state_hash(&self.point.last_hash, step, &state_root, &batch_root, canonical_bits(loss));
-		self.segment_record = crate::proof::chain::record_hash(&self.segment_record, step, canonical_bits(loss));
-		self.point = ChainPoint {
-			next_step: step.saturating_add(1),
-			last_hash: state_hash,
-			previous_hash: self.point.last_hash,
-			last_batch_root: batch_root,
-			last_loss: canonical_bits(loss),
-		};
-		Ok(StepRecord { step, loss, batch_root, state_root, state_hash })
+		let record = record_hash(&self.point.record, step, canonical_bits(loss));
+		self.point = ChainPoint { next_step: step.saturating_add(1), record };
+		// A segment's trace also hashes the state after every step (in the same
+		// buffers as before it: in-place updates), where the state lives.
+		if let Some(trace) = self.trace {
+			let state_root = self.state_tree_root()?;
+			self.trace = Some(TracePoint {
+				last_hash: state_hash(&trace.last_hash, step, &state_root, &record),
+				previous_hash: trace.last_hash,
+				last_state_root: state_root,
+			});
+		}
+		Ok(StepRecord { step, loss, record })
 	}
 
 	/// Runs one step with every value copied to the host and every operator
@@ -468,15 +482,13 @@ impl<B: Backend> Trainer<B> {
 	/// stopped with [`KernelError::NonFinite`] can trace the step from its last
 	/// checkpoint and prove the divergence
 	/// ([`first_non_finite_piece`](crate::referee::first_non_finite_piece)); such a
-	/// trace's later hashes cover non-finite bits and are not portable.
+	/// trace's later hashes cover non-finite bits and are not portable. The run
+	/// must be hashing its segment's trace ([`Trainer::start_trace`]).
 	pub fn trace_step(&mut self) -> Result<StepTrace, B::Error> {
-		let ChainPoint {
-			previous_hash: previous_previous_hash,
-			last_hash: previous_hash,
-			last_batch_root: previous_batch_root,
-			last_loss: previous_loss,
-			..
-		} = self.point;
+		let Some(start) = self.trace else {
+			return Err(KernelError::InvalidHyperparameter { name: "trace step (the run is not hashing its segment)" }.into());
+		};
+		let previous_record = self.point.record;
 		let mut recording: Vec<Option<HostTensor>> = vec![None; self.graph.values.len()];
 		let before = self.state()?;
 		for (&id, values) in self.graph.state.iter().zip(before) {
@@ -490,8 +502,17 @@ impl<B: Backend> Trainer<B> {
 		let record = result?;
 		let values: Vec<HostTensor> =
 			recording.into_iter().map(|value| value.unwrap_or(HostTensor::F32(Vec::new()))).collect();
+		let after = self.trace.unwrap_or(start);
 		let trace = build_step_trace(&self.graph, record, values, &self.faults)?;
-		Ok(StepTrace { previous_hash, previous_batch_root, previous_loss, previous_previous_hash, ..trace })
+		Ok(StepTrace {
+			state_root: after.last_state_root,
+			state_hash: after.last_hash,
+			previous_hash: start.last_hash,
+			previous_state_root: start.last_state_root,
+			previous_record,
+			previous_previous_hash: start.previous_hash,
+			..trace
+		})
 	}
 
 	/// Computes the batch of `step` and runs operator 0.
@@ -507,17 +528,17 @@ impl<B: Backend> Trainer<B> {
 			*slot = Some(features);
 		}
 		gathered?;
-		// The host's copy of the batch is gathered from the host's copy of the data by
-		// the reference operator: a gather is a copy, so these are the device's bits,
-		// and reading them back would make the host wait for the device mid-step.
-		let mut host_features = vec![0.0; indices.len().saturating_mul(self.graph.input_len)];
-		crate::ops::gather::gather_rows(&self.data.features, self.graph.input_len, &indices, &mut host_features)?;
 		self.labels = Some(self.backend.upload_indices(&labels)?);
-		self.host_batch = [HostTensor::F32(host_features), HostTensor::U32(labels), HostTensor::U32(indices)];
+		// A traced step keeps a host copy of the batch, gathered from the host's copy
+		// of the data by the reference operator: a gather is a copy, so these are the
+		// device's bits, and reading them back would make the host wait mid-step.
 		if let Some(recording) = self.recording.as_mut() {
-			for (&id, tensor) in self.graph.batch_values.iter().zip(&self.host_batch) {
+			let mut host_features = vec![0.0; indices.len().saturating_mul(self.graph.input_len)];
+			crate::ops::gather::gather_rows(&self.data.features, self.graph.input_len, &indices, &mut host_features)?;
+			let batch = [HostTensor::F32(host_features), HostTensor::U32(labels), HostTensor::U32(indices)];
+			for (&id, tensor) in self.graph.batch_values.iter().zip(batch) {
 				if let Some(slot) = recording.get_mut(id) {
-					*slot = Some(tensor.clone());
+					*slot = Some(tensor);
 				}
 			}
 		}
@@ -773,10 +794,11 @@ fn build_step_trace(
 	let previous_state = crate::proof::state_tree::tree(&state).map_err(KernelError::Commitment)?;
 	Ok(StepTrace {
 		record,
+		state_root: [0; 32],
+		state_hash: [0; 32],
 		previous_hash: [0; 32],
 		previous_state_root: previous_state.root(),
-		previous_batch_root: [0; 32],
-		previous_loss: 0,
+		previous_record: [0; 32],
 		previous_previous_hash: [0; 32],
 		values,
 		pieces,

@@ -1,37 +1,37 @@
 //! The state-hash chain of a training run, and the leaves of the trees a
 //! learning proof commits.
 //!
-//! # State hash
+//! # What a run commits
 //!
 //! With `H` = BLAKE2b-256 and integers little-endian:
 //!
-//! - the **state root** of a state (parameters, then first moments, then
-//!   second moments, in [`crate::job::model`]'s parameter order) is the Merkle root
-//!   ([`crate::proof::merkle`]) over the segment leaves of every state tensor in that
-//!   order, each tensor starting a new segment;
-//! - the **batch root** of step `t` is the Merkle root over the segments of the
-//!   batch features (`B × inputs`, canonical bits), then of the labels, then of
-//!   the sample indices (both `u32`);
-//! - the **anchor** of a run is `H(0x03 ‖ initial state root)`;
-//! - the **state hash** after step `t` (a global step number) is
-//!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ batch root of t ‖ loss of t)`,
-//!   the loss as its canonical `f32` bits (`u32`), with `h_{first−1}` = the anchor.
-//!   The loss a solver reports is bound to its trace, so it can be disputed
-//!   like any operator output.
+//! - every step pays one small hash, its **record**,
+//!   `ℓ_t = H(0x05 ‖ ℓ_{t−1} ‖ t as u64 ‖ loss of t)` ([`record_hash`]), the loss as
+//!   its canonical `f32` bits, with `ℓ = 0³²` before the first step of every
+//!   segment of the job's checkpoint grid ([`crate::proof::segments::Segments`]);
+//! - a run is committed at its segment **boundaries**: the boundary after step
+//!   `e − 1` is the leaf `H_leaf(0x04 ‖ e as u64 ‖ S ‖ L)` ([`boundary_leaf`]), with
+//!   `S` the state root there (BLAKE3 over the state in 1 KiB chunks,
+//!   [`crate::proof::state_tree`]) and `L` the segment's last record. A unit's
+//!   learning proof is the Merkle root over its boundary leaves
+//!   ([`crate::referee::boundary`]).
 //!
-//! The step-level tree of a learning proof has leaves `H_leaf(h_t)` (the Merkle leaf
-//! hash of [`crate::proof::merkle`]) for its steps in order.
+//! # Segment traces, on demand
 //!
-//! # Boundaries (built, not yet committed by a learning proof)
+//! A dispute that lands on a segment asks both parties for a step-level trace of
+//! it, which each re-executes from the segment's start state:
 //!
-//! The proof-cost change commits a run at its checkpoint boundaries instead of
-//! every step. What a step then still pays is its **record**,
-//! `ℓ_t = H(0x05 ‖ ℓ_{t−1} ‖ t as u64 ‖ loss of t)` ([`record_hash`]), with
-//! `ℓ = 0³²` before the first step of every segment; a boundary after step
-//! `e − 1` is the leaf `H_leaf(0x04 ‖ e as u64 ‖ S ‖ L)` ([`boundary_leaf`]), with
-//! `S` the BLAKE3 state root there ([`crate::proof::state_tree`]) and `L` the
-//! segment's last record. The trainer keeps both
-//! ([`crate::job::trace::Trainer::close_segment`]).
+//! - the **anchor** of a segment is `H(0x03 ‖ state root at its start)`;
+//! - the **state hash** after step `t` is
+//!   `h_t = H(0x02 ‖ h_{t−1} ‖ t as u64 ‖ state root after t ‖ ℓ_t)` ([`state_hash`]),
+//!   with `h_{first−1}` = the anchor. The loss a solver reports is in `ℓ_t`, so it
+//!   is bound to the trace and can be disputed like any operator output; the
+//!   batch a step reads follows from the job's seed and the step, and is judged
+//!   against the dataset root, so no hash of it is committed.
+//!
+//! The segment's step-level tree has leaves `H_leaf(h_t)` (the Merkle leaf hash of
+//! [`crate::proof::merkle`]) for its steps in order, and its last `h` must commit the
+//! boundary the party's learning proof holds ([`crate::referee::boundary::bind_segment`]).
 //!
 //! # Operator commitments
 //!
@@ -64,9 +64,8 @@ pub fn record_hash(previous: &Digest, step: u32, loss: u32) -> Digest {
 /// dispute asks for on demand once the segment is found:
 /// `H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ record)`, with the BLAKE3 state
 /// root after the step and the step's record. It chains from the anchor of the
-/// segment's start state; its preimage is four bytes shorter than [`state_hash`]'s,
-/// so the two never share one.
-pub fn segment_state_hash(previous: &Digest, step: u32, state_root: &Digest, record: &Digest) -> Digest {
+/// segment's start state.
+pub fn state_hash(previous: &Digest, step: u32, state_root: &Digest, record: &Digest) -> Digest {
 	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, record])
 }
 
@@ -80,12 +79,6 @@ pub fn boundary_leaf(next_step: u32, state_root: &Digest, record: &Digest) -> Di
 	payload[9..41].copy_from_slice(state_root);
 	payload[41..].copy_from_slice(record);
 	leaf_hash(&payload)
-}
-
-/// `h_t = H(0x02 ‖ previous ‖ step as u64 ‖ state_root ‖ batch_root ‖ loss)`, the
-/// loss as its canonical bits.
-pub fn state_hash(previous: &Digest, step: u32, state_root: &Digest, batch_root: &Digest, loss: u32) -> Digest {
-	digest_parts(&[&[STATE_PREFIX], previous, &u64::from(step).to_le_bytes(), state_root, batch_root, &loss.to_le_bytes()])
 }
 
 /// `H(0x03 ‖ initial state root)`: the hash the first step chains from.
@@ -108,33 +101,38 @@ pub fn operator_leaf(operator: u32, kind_code: u8, piece_count: u32, piece_root:
 	leaf_hash(&payload)
 }
 
-/// Where a run stands in its hash chain: what resuming it needs, and what
-/// opening its last state hash to the referee needs.
+/// Where a run stands: the next step, and the record of the current segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChainPoint {
 	/// The next global step to run.
 	pub next_step: u32,
-	/// The state hash after step `next_step − 1` (the anchor before the first step).
-	pub last_hash: Digest,
-	/// The state hash before that one (zeros before the first step).
-	pub previous_hash: Digest,
-	/// The batch root of step `next_step − 1` (zeros before the first step).
-	pub last_batch_root: Digest,
-	/// The loss of step `next_step − 1`, as canonical bits (zero before the first step).
-	pub last_loss: u32,
+	/// The record after step `next_step − 1` ([`record_hash`]), or zeros at the
+	/// start of a segment.
+	pub record: Digest,
 }
 
 impl ChainPoint {
-	/// The start of a run: step `first_step` next, chained from `anchor`.
-	pub fn start(first_step: u32, anchor: Digest) -> Self {
-		Self { next_step: first_step, last_hash: anchor, previous_hash: [0; 32], last_batch_root: [0; 32], last_loss: 0 }
-	}
-
-	/// The start of a run at step `first_step` from a model with state root
-	/// `start_state_root`: the job's initial state, the previous unit's proven
-	/// final state, or a checkpoint's. The run re-anchors there.
-	pub fn anchored(first_step: u32, start_state_root: &Digest) -> Self {
-		Self::start(first_step, anchor_hash(start_state_root))
+	/// A run at a segment's start: step `first_step` next, no record yet.
+	pub fn start(first_step: u32) -> Self {
+		Self { next_step: first_step, record: [0; 32] }
 	}
 }
 
+/// Where a segment's step-level trace stands while a run hashes every step:
+/// what chaining the next state hash and opening the last one to the referee need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracePoint {
+	/// The state hash after the last step (the segment's anchor before its first).
+	pub last_hash: Digest,
+	/// The state hash before that one (zeros before the segment's first step).
+	pub previous_hash: Digest,
+	/// The state root after the last step (the segment's start state before its first).
+	pub last_state_root: Digest,
+}
+
+impl TracePoint {
+	/// A trace at the start of a segment whose start state has root `state_root`.
+	pub fn anchored(state_root: &Digest) -> Self {
+		Self { last_hash: anchor_hash(state_root), previous_hash: [0; 32], last_state_root: *state_root }
+	}
+}

@@ -3,15 +3,18 @@
 //! a party cannot enter a level with a root that does not belong to the leaf
 //! the level above ended on.
 //!
-//! - **Steps → operators.** Level 1 ends on step `t`, the first step whose state
-//!   hash the parties disagree on. Each party then names its operator root of
-//!   step `t`, and [`bind_step`] checks it: the operator tree's `Batch` leaf
-//!   commits the batch root, its `Commit` leaf the state root after the step,
-//!   and the loss operator's piece tree the loss, and
-//!   `h_t = state_hash(h_{t−1}, t, state root, batch root, loss)` must be the
-//!   party's leaf `t`, chained from its proven `h_{t−1}` (the anchor of its
-//!   start state for the unit's first step). A party with a wrong `h_t` (a
-//!   wrong reported loss among them) cannot present the honest operator tree.
+//! - **Steps → operators.** The step level ends on step `t`, the first step of the
+//!   disputed segment whose state hash the parties disagree on. Each party then
+//!   names its operator root of step `t`, and [`bind_step`] checks it: the
+//!   operator tree's `Commit` leaf commits the state root after the step and the
+//!   loss operator's piece tree the loss, and with `ℓ_t = record_hash(ℓ_{t−1}, t,
+//!   loss)`, `h_t = state_hash(h_{t−1}, t, state root, ℓ_t)` must be the party's
+//!   leaf `t`, chained from its proven `h_{t−1}` and `ℓ_{t−1}` (the anchor of the
+//!   segment's start state, and no record, for its first step). A party with a
+//!   wrong `h_t` (a wrong reported loss among them) cannot present the honest
+//!   operator tree. The batch is not bound here: it follows from the job's seed
+//!   and the step, and the referee judges the `Batch` operator's pieces against
+//!   the dataset root.
 //! - **Operators → pieces.** Level 2 ends on operator `j`. Each party names its
 //!   piece root of `j`, and [`bind_operator`] checks that the operator leaf
 //!   `j` under the party's operator root commits it, with the kind and piece
@@ -20,13 +23,15 @@
 //!   alone; a [`Game`](crate::proof::bisection::Game) started from it makes the party
 //!   whose tree has another shape lose.
 //! - **Ends of a unit.** [`open_state`] proves the state root before any step
-//!   of a trace, and [`final_state_root`] the state root after its last step:
+//!   of a segment's trace, and [`super::boundary::unit_final_state_root`] the state
+//!   root after a unit's last step:
 //!   the chain ties unit `i + 1`'s start state to unit `i`'s proven end with it.
-//! - **Availability.** [`open_state_chunk`] proves a chunk of the state a trace
-//!   commits at a step: what a solver posts when the chain demands a piece of a
-//!   checkpoint or of its final model, to show it holds (and serves) what it
-//!   committed.
+//! - **Availability.** [`open_state_chunk`] proves a chunk of the state a unit
+//!   commits at one of its boundaries: what a solver posts when the chain demands a
+//!   piece of a checkpoint or of its final model, to show it holds (and serves)
+//!   what it committed.
 
+use super::boundary::{open_boundary, BoundaryOpening, UnitCommitment};
 use super::{StateOpening, TraceCommitment};
 use crate::proof::graph::{Graph, OpKind};
 use crate::proof::hash::Digest;
@@ -34,14 +39,16 @@ use crate::proof::graph::Origin;
 use crate::proof::merkle::{index_segment_leaf, MerkleProof, MultiProof, TreeKind};
 use crate::proof::state_tree::{chunk_leaf_words, chunk_range, locate_chunk};
 use alloc::vec::Vec;
-use crate::proof::chain::{anchor_hash, operator_leaf, state_hash, trace_leaf};
+use crate::proof::chain::{anchor_hash, operator_leaf, record_hash, state_hash, trace_leaf};
 
 codec_types! {
 	/// A level of a dispute.
 	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
 	pub enum Level {
-		/// The unit's step-level tree.
+		/// The unit's segment-level tree: one leaf per checkpoint boundary.
+		Segments,
+		/// The disputed segment's step-level tree.
 		Steps,
 		/// A step's operator-level tree.
 		Operators,
@@ -55,14 +62,10 @@ codec_types! {
 	/// What binds a party's operator root of step `t` to its trace.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct StepBinding {
-		/// Proves `h_{t−1}`, the state hash step `t` chains from.
+		/// Proves `h_{t−1}` and `ℓ_{t−1}`, the state hash and record step `t` chains from.
 		pub previous: StateOpening,
 		/// Inclusion of `trace_leaf(h_t)` at step `t` in the party's step-level tree.
 		pub proof: MerkleProof,
-		/// The batch root of step `t`: the `Batch` operator's piece root.
-		pub batch_root: Digest,
-		/// Inclusion of the `Batch` operator's leaf in the operator-level tree.
-		pub batch_proof: MerkleProof,
 		/// The state root after step `t`: the `Commit` operator's piece root.
 		pub state_root: Digest,
 		/// Inclusion of the `Commit` operator's leaf in the operator-level tree.
@@ -81,8 +84,8 @@ codec_types! {
 	/// answer an availability request ([`open_state_chunk`]).
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct StateChunk {
-		/// Proves the state root at the step from the trace root (or the start state).
-		pub state: StateOpening,
+		/// Opens the unit's boundary at the step: its state root.
+		pub boundary: BoundaryOpening,
 		/// The state chunks the request covers, in order: each one's canonical
 		/// words, at most [`crate::proof::state_tree::CHUNK_WORDS`] of them (a tensor's last chunk is
 		/// shorter by its zero padding).
@@ -143,12 +146,13 @@ pub fn state_chunks(graph: &Graph) -> usize {
 }
 
 /// Checks that `chunk` answers availability request `index` for the state
-/// `trace` commits before global step `step` (after step `step − 1`; one past
-/// the last step is the final state): its state opening proves the state root,
-/// and the request's state chunks, every one in order, open against that root
-/// in the state tree.
-pub fn open_state_chunk(graph: &Graph, trace: &TraceCommitment, step: u32, index: u32, chunk: &StateChunk) -> Result<(), BindingError> {
-	let (_, state_root) = open_state(trace, step, &chunk.state)?;
+/// `unit` commits at its boundary before global step `step` (the end of one of
+/// its segments; the unit's end is its final state): its boundary opening
+/// proves the state root, and the request's state chunks, every one in order,
+/// open against that root in the state tree.
+pub fn open_state_chunk(graph: &Graph, unit: &UnitCommitment, step: u32, index: u32, chunk: &StateChunk) -> Result<(), BindingError> {
+	let segment = boundary_before(unit, step).ok_or(BindingError::StepOutOfRange)?;
+	let (state_root, _) = open_boundary(unit, segment, &chunk.boundary).map_err(|_| BindingError::InvalidStateProof)?;
 	let (lens, leaf_count) = (graph.state_lens(), graph.state_chunks());
 	let range = request_chunks(leaf_count, index)?;
 	let indices_match = chunk.proof.indices.len() == range.len() &&
@@ -173,54 +177,56 @@ pub fn open_state_chunk(graph: &Graph, trace: &TraceCommitment, step: u32, index
 	Ok(())
 }
 
+/// The segment of `unit` that ends right before global step `step`, if one does:
+/// the boundaries a unit commits are its segments' ends.
+pub fn boundary_before(unit: &UnitCommitment, step: u32) -> Option<u32> {
+	let segments = unit.segments();
+	let segment = segments.of_step(step.checked_sub(1)?)?;
+	(segments.range(segment)?.end == step).then_some(segment)
+}
+
 /// Which node function the tree a dispute bisects at `level` uses: the state
 /// tree's for `Commit`'s pieces, the segment trees' for every other level.
 pub fn level_kind(graph: &Graph, level: Level) -> Result<TreeKind, BindingError> {
 	match level {
 		Level::Pieces { operator } => graph.piece_tree_kind(operator as usize).map_err(|_| BindingError::OperatorOutOfRange),
-		Level::Steps | Level::Operators => Ok(TreeKind::Segments),
+		Level::Segments | Level::Steps | Level::Operators => Ok(TreeKind::Segments),
 	}
 }
 
-/// Leaves of the tree a dispute bisects at `level`, from the job's graph and
-/// the unit's trace commitment alone.
-pub fn level_leaves(graph: &Graph, trace: &TraceCommitment, level: Level) -> Result<u32, BindingError> {
-	let count = match level {
-		Level::Steps => return Ok(trace.steps),
-		Level::Operators => graph.nodes.len(),
-		Level::Pieces { operator } => graph.piece_count(operator as usize).map_err(|_| BindingError::OperatorOutOfRange)?,
+/// Leaves of the tree a dispute bisects at `level`, from the job's graph, the
+/// unit's commitment and, below the segment level, the disputed segment's trace
+/// commitment (its steps come from the unit's grid, never from a party).
+pub fn level_leaves(graph: &Graph, unit: &UnitCommitment, segment: Option<&TraceCommitment>, level: Level) -> Result<u32, BindingError> {
+	let count = match (level, segment) {
+		(Level::Segments, _) => return Ok(unit.segments().count()),
+		(Level::Steps, Some(trace)) => return Ok(trace.steps),
+		(Level::Steps, None) => return Err(BindingError::StepOutOfRange),
+		(Level::Operators, _) => graph.nodes.len(),
+		(Level::Pieces { operator }, _) => graph.piece_count(operator as usize).map_err(|_| BindingError::OperatorOutOfRange)?,
 	};
 	u32::try_from(count).map_err(|_| BindingError::InvalidJob)
 }
 
-/// Opens the state before global step `step` of `trace`: returns the state hash
-/// it chains from (`h_{step−1}`, or the anchor before the first step) and its
-/// state root. `step` may be one past the trace's last step: that opens the
-/// trace's final state.
-pub fn open_state(trace: &TraceCommitment, step: u32, opening: &StateOpening) -> Result<(Digest, Digest), BindingError> {
+/// Opens the state before global step `step` of `trace` (a segment's step-level
+/// trace): returns the state hash it chains from (`h_{step−1}`, or the segment's
+/// anchor before its first step), its state root, and the record there (zeros
+/// before the first step). `step` may be one past the trace's last step: that
+/// opens the trace's final state.
+pub fn open_state(trace: &TraceCommitment, step: u32, opening: &StateOpening) -> Result<(Digest, Digest, Digest), BindingError> {
 	let position = step.checked_sub(trace.first_step).filter(|&p| p <= trace.steps).ok_or(BindingError::StepOutOfRange)?;
 	match opening {
-		StateOpening::Anchor if position == 0 => Ok((anchor_hash(&trace.start_state_root), trace.start_state_root)),
-		StateOpening::Step { previous, state_root, batch_root, loss, proof } if position > 0 => {
-			let hash = state_hash(previous, step - 1, state_root, batch_root, *loss);
+		StateOpening::Anchor if position == 0 => Ok((anchor_hash(&trace.start_state_root), trace.start_state_root, [0; 32])),
+		StateOpening::Step { previous, state_root, record, proof } if position > 0 => {
+			let hash = state_hash(previous, step - 1, state_root, record);
 			if proof.index == position - 1 && proof.leaf_count == trace.steps && proof.verify(&trace.trace_root, &trace_leaf(&hash)) {
-				Ok((hash, *state_root))
+				Ok((hash, *state_root, *record))
 			} else {
 				Err(BindingError::InvalidStateProof)
 			}
 		},
 		_ => Err(BindingError::InvalidStateProof),
 	}
-}
-
-/// The state root after the trace's last step, proven by `opening` (the
-/// opening of the state before step `first_step + steps`).
-pub fn final_state_root(trace: &TraceCommitment, opening: &StateOpening) -> Result<Digest, BindingError> {
-	let end = trace.first_step.checked_add(trace.steps).ok_or(BindingError::StepOutOfRange)?;
-	if trace.steps == 0 {
-		return Err(BindingError::StepOutOfRange);
-	}
-	Ok(open_state(trace, end, opening)?.1)
 }
 
 /// Checks that operator `operator`'s leaf under `operator_root` commits
@@ -249,13 +255,12 @@ pub fn bind_operator(
 /// that state hash, `h_step`.
 pub fn bind_step(graph: &Graph, trace: &TraceCommitment, step: u32, operator_root: &Digest, binding: &StepBinding) -> Result<Digest, BindingError> {
 	let position = step.checked_sub(trace.first_step).filter(|&p| p < trace.steps).ok_or(BindingError::StepOutOfRange)?;
-	let (previous, _) = open_state(trace, step, &binding.previous)?;
+	let (previous, _, previous_record) = open_state(trace, step, &binding.previous)?;
 	let last = graph.nodes.len().checked_sub(1).ok_or(BindingError::InvalidJob)?;
 	let ends = (graph.nodes.first().map(|node| node.kind), graph.nodes.last().map(|node| node.kind));
 	if ends != (Some(OpKind::Batch), Some(OpKind::Commit)) {
 		return Err(BindingError::InvalidJob);
 	}
-	bind_operator(graph, 0, operator_root, &binding.batch_root, &binding.batch_proof)?;
 	bind_operator(graph, last as u32, operator_root, &binding.state_root, &binding.state_proof)?;
 	let (loss_operator, loss_leaf, loss_pieces) = loss_piece(graph)?;
 	bind_operator(graph, loss_operator, operator_root, &binding.loss_root, &binding.loss_operator_proof)?;
@@ -268,7 +273,8 @@ pub fn bind_step(graph: &Graph, trace: &TraceCommitment, step: u32, operator_roo
 	{
 		return Err(BindingError::InvalidLossProof);
 	}
-	let hash = state_hash(&previous, step, &binding.state_root, &binding.batch_root, binding.loss);
+	let record = record_hash(&previous_record, step, binding.loss);
+	let hash = state_hash(&previous, step, &binding.state_root, &record);
 	let proof = &binding.proof;
 	if proof.index != position || proof.leaf_count != trace.steps || !proof.verify(&trace.trace_root, &trace_leaf(&hash)) {
 		return Err(BindingError::InvalidStepHash);

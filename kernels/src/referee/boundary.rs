@@ -14,7 +14,7 @@
 //! segment (the unit's start state for the first) is agreed, and only that
 //! segment's steps need a step-level trace.
 
-use crate::proof::chain::{anchor_hash, boundary_leaf, segment_state_hash, trace_leaf};
+use crate::proof::chain::{anchor_hash, boundary_leaf, state_hash, trace_leaf};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleError, MerkleProof, MerkleTree};
 use crate::proof::segments::Segments;
@@ -135,7 +135,7 @@ pub fn bind_segment(
 	if steps == 1 && binding.previous != anchor_hash(&start_state_root) {
 		return Err(BoundaryError::InvalidSegmentBinding);
 	}
-	let leaf = trace_leaf(&segment_state_hash(&binding.previous, last, &state_root, &record));
+	let leaf = trace_leaf(&state_hash(&binding.previous, last, &state_root, &record));
 	let proof = &binding.proof;
 	if proof.index.saturating_add(1) != steps || proof.leaf_count != steps || !proof.verify(trace_root, &leaf) {
 		return Err(BoundaryError::InvalidSegmentBinding);

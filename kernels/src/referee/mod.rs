@@ -64,7 +64,7 @@ mod cost;
 mod prover;
 
 pub use binding::{
-	bind_operator, bind_step, final_state_root, level_leaves, level_kind, open_state, open_state_chunk, request_chunks, state_chunks, BindingError,
+	bind_operator, bind_step, boundary_before, level_leaves, level_kind, open_state, open_state_chunk, request_chunks, state_chunks, BindingError,
 	Level, StateChunk, StepBinding, CHUNKS_PER_REQUEST,
 };
 pub use cost::{
@@ -72,7 +72,7 @@ pub use cost::{
 };
 #[cfg(feature = "std")]
 pub use prover::{
-	first_non_finite_piece, open_case, open_step_binding, record_state_opening, requirements, state_chunk, Requirements, RunOpening,
+	first_non_finite_piece, open_case, open_step_binding, requirements, state_chunk, traced_state_opening, Requirements, RunOpening, TracedStep,
 };
 
 use alloc::collections::BTreeMap;
@@ -164,10 +164,8 @@ codec_types! {
 			previous: Digest,
 			/// The state root after the step before.
 			state_root: Digest,
-			/// The batch root of the step before.
-			batch_root: Digest,
-			/// The loss of the step before, as canonical bits.
-			loss: u32,
+			/// The record after the step before ([`crate::proof::chain::record_hash`]).
+			record: Digest,
 			/// Inclusion of that state hash in the step-level tree.
 			proof: MerkleProof,
 		},
@@ -384,7 +382,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 	if position.is_none() {
 		return Err(RefereeError::StepOutOfRange { step });
 	}
-	let (_, state_root) = open_state(&dispute.trace, step, &openings.previous_state).map_err(|_| RefereeError::InvalidStateProof)?;
+	let (_, state_root, _) = open_state(&dispute.trace, step, &openings.previous_state).map_err(|_| RefereeError::InvalidStateProof)?;
 
 	// The disputed operator's piece root is the one its leaf commits, with this piece count;
 	// the claim is the leaf at the disputed index under that root.

@@ -17,13 +17,14 @@ use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleTree, SEGMENT};
 use crate::proof::state_tree::{chunk_range, locate_chunk, state_chunk_count, CHUNK_WORDS};
 use crate::proof::reduction::Reads;
-use crate::job::trace::{StepRecord, StepTrace};
+use crate::job::trace::StepTrace;
+use super::boundary::BoundaryOpening;
 
 /// Availability request `index` for `state` (its tensors: parameters, then
 /// moments), answered: its state chunks' words and their multiproof in the state
-/// tree, with `state_opening`, which proves the state's root at the requested step.
-/// [`super::open_state_chunk`] accepts it.
-pub fn state_chunk(state: &[Vec<f32>], index: u32, state_opening: StateOpening) -> Result<StateChunk, BindingError> {
+/// tree, with `boundary`, which opens the unit's boundary (its state root) at the
+/// requested step. [`super::open_state_chunk`] accepts it.
+pub fn state_chunk(state: &[Vec<f32>], index: u32, boundary: BoundaryOpening) -> Result<StateChunk, BindingError> {
 	let lens = || state.iter().map(Vec::len);
 	let range = request_chunks(state_chunk_count(lens()), index)?;
 	let tree = crate::job::trace::state_tree(state).map_err(|_| BindingError::InvalidChunkProof)?;
@@ -35,15 +36,27 @@ pub fn state_chunk(state: &[Vec<f32>], index: u32, state_opening: StateOpening) 
 		let words = values.get(chunk_range(values.len(), chunk)).unwrap_or_default();
 		chunks.push(words.iter().map(|&value| canonical_bits(value)).collect());
 	}
-	Ok(StateChunk { state: state_opening, chunks, proof })
+	Ok(StateChunk { boundary, chunks, proof })
 }
 
-/// The opening of the state a trace commits before global step `step`, from the trace's
-/// step `records` (its first at `first_step`), its step-level `tree` and the state root it
-/// starts from: the record of the step before, proven in the tree, or the anchor at the
-/// start. `None` for a step outside the records.
-pub fn record_state_opening(
-	records: &[StepRecord],
+/// One step of a segment's step-level trace, as its prover keeps it: what opening
+/// the state after it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracedStep {
+	/// The state hash after the step.
+	pub state_hash: Digest,
+	/// The state root after the step.
+	pub state_root: Digest,
+	/// The record after the step.
+	pub record: Digest,
+}
+
+/// The opening of the state a segment's trace commits before global step `step`,
+/// from the trace's `steps` (its first at `first_step`), its step-level `tree` and
+/// the state root the segment starts from: the step before, proven in the tree, or
+/// the anchor at the start. `None` for a step outside the trace.
+pub fn traced_state_opening(
+	steps: &[TracedStep],
 	tree: &MerkleTree,
 	first_step: u32,
 	start_state_root: &Digest,
@@ -51,18 +64,12 @@ pub fn record_state_opening(
 ) -> Option<StateOpening> {
 	let position = step.checked_sub(first_step)? as usize;
 	let Some(last) = position.checked_sub(1) else { return Some(StateOpening::Anchor) };
-	let record = records.get(last)?;
+	let traced = steps.get(last)?;
 	let previous = match last.checked_sub(1) {
-		Some(before) => records.get(before)?.state_hash,
+		Some(before) => steps.get(before)?.state_hash,
 		None => crate::proof::chain::anchor_hash(start_state_root),
 	};
-	Some(StateOpening::Step {
-		previous,
-		state_root: record.state_root,
-		batch_root: record.batch_root,
-		loss: canonical_bits(record.loss),
-		proof: tree.proof(last).ok()?,
-	})
+	Some(StateOpening::Step { previous, state_root: traced.state_root, record: traced.record, proof: tree.proof(last).ok()? })
 }
 
 /// What judging one piece reads: `(input position, segment indices)` pairs,
@@ -154,13 +161,13 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 	Ok((inputs, pieces))
 }
 
-/// What the prover holds about its whole run, to open a case.
+/// What the prover holds about the disputed segment of its run, to open a case.
 pub struct RunOpening<'a> {
-	/// The step-level tree (leaves `trace_leaf(h_t)`).
+	/// The segment's step-level tree (leaves `trace_leaf(h_t)`).
 	pub trace: &'a MerkleTree,
-	/// Global number of its first step.
+	/// Global number of the segment's first step.
 	pub first_step: u32,
-	/// The state root the run starts from.
+	/// The state root the segment starts from.
 	pub start_state_root: Digest,
 	/// The job's whole training set, to open batch rows.
 	pub dataset: &'a Dataset,
@@ -171,7 +178,7 @@ pub struct RunOpening<'a> {
 }
 
 impl RunOpening<'_> {
-	/// The run's learning proof, as the chain records it.
+	/// The segment's trace commitment, as the chain binds it ([`super::boundary::bind_segment`]).
 	pub fn trace_commitment(&self) -> TraceCommitment {
 		TraceCommitment {
 			trace_root: self.trace.root(),
@@ -202,8 +209,7 @@ impl RunOpening<'_> {
 			StateOpening::Step {
 				previous: step.previous_previous_hash,
 				state_root: step.previous_state_root,
-				batch_root: step.previous_batch_root,
-				loss: step.previous_loss,
+				record: step.previous_record,
 				proof: self.trace.proof(position as usize - 1).map_err(|_| RefereeError::InvalidStateProof)?,
 			}
 		})
@@ -222,9 +228,7 @@ pub fn open_step_binding(graph: &Graph, step: &StepTrace, run: &RunOpening<'_>) 
 	Ok(StepBinding {
 		previous: run.previous_state(step)?,
 		proof: run.trace.proof(position as usize).map_err(|_| RefereeError::StepOutOfRange { step: number })?,
-		batch_root: step.record.batch_root,
-		batch_proof: operator_proof(0)?,
-		state_root: step.record.state_root,
+		state_root: step.state_root,
 		state_proof: operator_proof(last)?,
 		loss: canonical_bits(step.record.loss),
 		loss_root: loss_tree.root(),
