@@ -720,11 +720,11 @@ fn proof_jobs(quick: bool) -> Vec<ProofJob> {
 
 /// The proof-cost figures of one job on one backend, in ms.
 struct ProofShare {
-	/// The training step, without its state root.
+	/// The training step, with its record.
 	step: f64,
 	/// The BLAKE3 state root over 1 KiB chunks, taken where the state lives
-	/// (`Trainer::state_tree_root`): what every step's state hash commits
-	/// today, and what a checkpoint boundary alone will commit.
+	/// (`Trainer::state_tree_root`): what a checkpoint boundary commits (and what
+	/// every step's state hash committed before the boundary commitments).
 	state_root: f64,
 }
 
@@ -758,8 +758,8 @@ fn step_time<B: Bench>(trainer: &mut Trainer<B>) -> f64 {
 /// Steps between checkpoint boundaries in the proof-cost table.
 const PROOF_INTERVAL: u32 = 50;
 
-/// The [`ProofShare`] of `job` on `backend`: the trainer's whole step and its
-/// state root, timed on the same trainer in the same run.
+/// The [`ProofShare`] of `job` on `backend`: the trainer's step (which commits
+/// only its record) and the state root, timed on the same trainer in the same run.
 fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> ProofShare {
 	let mut trainer = proof_trainer(backend, job, PROOF_INTERVAL);
 	let whole = step_time(&mut trainer);
@@ -770,19 +770,19 @@ fn proof_share<B: Bench>(backend: B, job: &ProofJob) -> ProofShare {
 		},
 		|trainer| trainer.backend_mut().sync(),
 	);
-	// The step's own work is what is left once its state root is taken out.
-	ProofShare { step: (whole - state_root).max(0.0) * 1e3, state_root: state_root * 1e3 }
+	ProofShare { step: whole * 1e3, state_root: state_root * 1e3 }
 }
 
 fn print_proof_share(options: &Options) {
-	println!("\n### Proof cost per step: the BLAKE3 state root, every step today and at boundaries next\n");
+	println!("\n### Proof cost per step: the BLAKE3 state root at checkpoint boundaries\n");
 	println!(
-		"The protocol's budget for proof work is a tenth of the step. Every step's state hash commits the state \
-		 tree's BLAKE3 root (1 KiB chunks), hashed where the state lives (wgpu: on the device, 32 bytes read \
-		 back); committed only at checkpoint boundaries, it is taken once every {PROOF_INTERVAL} steps. One run, \
-		 every part timed on the same trainer.\n"
+		"The protocol's budget for proof work is a tenth of the step. A step commits only its record (one small \
+		 hash of its loss); the state tree's BLAKE3 root (1 KiB chunks) is committed at checkpoint boundaries, \
+		 hashed where the state lives (wgpu: on the device, 32 bytes read back), once every {PROOF_INTERVAL} \
+		 steps here. The middle share is what hashing the state every step would cost. One run, every part \
+		 timed on the same trainer.\n"
 	);
-	println!("| job | backend | threads | training step (ms) | state root (ms) | ÷ step, every step | ÷ step at {PROOF_INTERVAL} steps per boundary |");
+	println!("| job | backend | threads | training step (ms) | state root (ms) | ÷ step, were it every step | ÷ step at {PROOF_INTERVAL} steps per boundary |");
 	println!("|---|---|---:|---:|---:|---:|---:|");
 	for job in proof_jobs(options.quick) {
 		let row = |backend: &str, threads: String, share: ProofShare| {

@@ -432,9 +432,8 @@ pub fn distance_to_reference(
 	first_step: u32,
 	steps: u32,
 ) -> Result<Distance, TorchError> {
-	// The state-hash chain is not compared here, so the run starts from a
-	// placeholder anchor.
-	let point = ChainPoint::start(first_step, [0u8; 32]);
+	// Only the parameters are compared here, not the records.
+	let point = ChainPoint::start(first_step);
 	let mut torch = Trainer::resume(TchBackend::cpu(), model, train, data.clone(), state.to_vec(), point)?;
 	for _ in 0..steps {
 		torch.step()?;

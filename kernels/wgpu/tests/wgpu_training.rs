@@ -14,6 +14,7 @@ use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::job::data::Dataset;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::job::trace::{StepRecord, Trainer};
+use touchstone_kernels::proof::chain::TracePoint;
 use touchstone_kernels::proof::state_tree;
 use touchstone_kernels_wgpu::conformance::{random_values, state_root_tensors};
 use touchstone_kernels_wgpu::WgpuBackend;
@@ -29,24 +30,32 @@ fn wgpu_backend() -> WgpuBackend {
 	})
 }
 
-/// Runs `steps` steps of `model`/`train` on `data` through `backend`; returns every record.
-fn run<B: Backend>(backend: B, model: &ModelConfig, train: &TrainConfig, data: Dataset) -> Vec<StepRecord> {
+/// Runs `steps` steps of `model`/`train` on `data` through `backend`, hashing every
+/// step as a segment's trace does; returns every record with the state root and
+/// state hash after it (the root taken where the state lives).
+fn run<B: Backend>(backend: B, model: &ModelConfig, train: &TrainConfig, data: Dataset) -> Vec<(StepRecord, TracePoint)> {
 	let name = backend.name().to_string();
 	let mut trainer = Trainer::new(backend, model, train, data).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-	(0..train.steps).map(|_| trainer.step().unwrap_or_else(|e| panic!("{name}: {e:?}"))).collect()
+	trainer.start_trace().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+	(0..train.steps)
+		.map(|_| {
+			let record = trainer.step().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+			(record, trainer.trace_point().expect("the run hashes every step"))
+		})
+		.collect()
 }
 
 /// Asserts two runs agree at every step, naming the first step that differs.
-fn assert_same_chain(reference: &[StepRecord], wgpu: &[StepRecord]) {
+fn assert_same_chain(reference: &[(StepRecord, TracePoint)], wgpu: &[(StepRecord, TracePoint)]) {
 	assert_eq!(reference.len(), wgpu.len());
-	for (expected, actual) in reference.iter().zip(wgpu) {
+	for ((expected, expected_point), (actual, actual_point)) in reference.iter().zip(wgpu) {
 		assert_eq!(
-			(hex(&actual.batch_root), hex(&actual.state_root), actual.loss.to_bits()),
-			(hex(&expected.batch_root), hex(&expected.state_root), expected.loss.to_bits()),
-			"step {}: wgpu's batch root, state root or loss differs from the reference",
+			(hex(&actual_point.last_state_root), actual.loss.to_bits(), hex(&actual.record)),
+			(hex(&expected_point.last_state_root), expected.loss.to_bits(), hex(&expected.record)),
+			"step {}: wgpu's state root, loss or record differs from the reference",
 			expected.step
 		);
-		assert_eq!(hex(&actual.state_hash), hex(&expected.state_hash), "step {}: state hash", expected.step);
+		assert_eq!(hex(&actual_point.last_hash), hex(&expected_point.last_hash), "step {}: state hash", expected.step);
 	}
 }
 
@@ -59,8 +68,8 @@ fn a_200_step_digits_mlp_run_has_the_same_state_hash_chain_on_the_reference_and_
 	assert_eq!(wgpu.len(), 200);
 	assert_same_chain(&reference, &wgpu);
 	// The run learned: the chain being equal is not the chain of a stuck model.
-	let early: f32 = reference[..10].iter().map(|r| r.loss).sum::<f32>() / 10.0;
-	let late: f32 = reference[190..].iter().map(|r| r.loss).sum::<f32>() / 10.0;
+	let early: f32 = reference[..10].iter().map(|(r, _)| r.loss).sum::<f32>() / 10.0;
+	let late: f32 = reference[190..].iter().map(|(r, _)| r.loss).sum::<f32>() / 10.0;
 	assert!(late < early * 0.3, "loss went from {early} to {late}");
 }
 
