@@ -311,11 +311,12 @@ fn segment_traces_bind_to_their_boundaries_and_the_step_game_lands_on_the_lie() 
 		let start = boundary_opening(tree, 1, before.state_root, before.record).unwrap();
 		let end = boundaries[end_segment as usize];
 		let binding = SegmentBinding {
+			start: Some(start),
 			end: boundary_opening(tree, end_segment, end.state_root, end.record).unwrap(),
 			previous: hashes[hashes.len() - 2],
 			proof: sub.proof(hashes.len() - 1).unwrap(),
 		};
-		(bind_segment(unit, 2, Some(&start), &sub.root(), &binding), sub)
+		(bind_segment(unit, 2, &sub.root(), &binding), sub)
 	};
 	let (honest, honest_sub) = bind(&honest_unit, &honest_tree, &truth, &honest_hashes, 2);
 	let (lying, liar_sub) = bind(&liar_unit, &liar_tree, &lies, &liar_hashes, 2);

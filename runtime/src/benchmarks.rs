@@ -125,7 +125,7 @@ impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balanc
 		spec: touchstone_primitives::JobSpec<crate::Balance>,
 		solver: &crate::AccountId,
 		proof: touchstone_primitives::LearningProof,
-		final_state: touchstone_primitives::referee::StateOpening,
+		final_state: touchstone_primitives::referee::BoundaryOpening,
 	) -> Option<touchstone_primitives::JobId> {
 		let job = Self::take(owner, spec, solver)?;
 		commit_secret(job, 0, solver);

@@ -1,7 +1,5 @@
-//! The segment level of a unit's commitment: one leaf per checkpoint boundary.
-//!
-//! Built and tested here, not yet what a learning proof commits (the chain still
-//! takes one state hash per step; see `docs/kernels.md`, "The state tree").
+//! The segment level of a unit's commitment: one leaf per checkpoint boundary,
+//! what a learning proof commits.
 //!
 //! A unit of steps `first..end` is cut by the job's checkpoint grid
 //! ([`Segments`]) into segments; segment `k` ends at `e_k` (the first step after
@@ -59,9 +57,14 @@ codec_types! {
 		InvalidSegmentBinding,
 	}
 
-	/// Binds a party's step-level trace of one segment to the boundary it ends at.
+	/// Binds a party's step-level trace of one segment to the boundaries it starts
+	/// and ends at.
 	#[derive(Clone, Debug, PartialEq, Eq)]
 	pub struct SegmentBinding {
+		/// Opens the boundary before the segment (the agreed one, the last both sides'
+		/// trees share): its state root is where the trace starts. `None` for the
+		/// unit's first segment, which starts from the unit's start state.
+		pub start: Option<BoundaryOpening>,
 		/// Opens the party's own boundary at the segment's end: `S_k` and `L_k`.
 		pub end: BoundaryOpening,
 		/// The state hash before the segment's last step (the start state's anchor
@@ -112,10 +115,10 @@ pub fn segment_start(unit: &UnitCommitment, segment: u32, previous: Option<&Boun
 
 /// Binds `trace_root`, a party's step-level trace of segment `segment` of
 /// `unit`, to the segment's two boundaries: it starts from the agreed state
-/// ([`segment_start`], from `start`, the opening of the boundary before), and its
-/// last step's state hash commits the party's own boundary at the end (the
-/// state root and record `binding.end` opens). Returns the trace the step-level
-/// game plays over and the referee judges against.
+/// ([`segment_start`], from `binding.start`, the opening of the boundary before),
+/// and its last step's state hash commits the party's own boundary at the end
+/// (the state root and record `binding.end` opens). Returns the trace the
+/// step-level game plays over and the referee judges against.
 ///
 /// A trace whose ends do not connect its boundaries is refused; one whose
 /// interior is garbage binds, and then loses in the step game, because no
@@ -123,12 +126,11 @@ pub fn segment_start(unit: &UnitCommitment, segment: u32, previous: Option<&Boun
 pub fn bind_segment(
 	unit: &UnitCommitment,
 	segment: u32,
-	start: Option<&BoundaryOpening>,
 	trace_root: &Digest,
 	binding: &SegmentBinding,
 ) -> Result<TraceCommitment, BoundaryError> {
 	let range = unit.segments().range(segment).ok_or(BoundaryError::SegmentOutOfRange)?;
-	let start_state_root = segment_start(unit, segment, start)?;
+	let start_state_root = segment_start(unit, segment, binding.start.as_ref())?;
 	let (state_root, record) = open_boundary(unit, segment, &binding.end)?;
 	let steps = range.end.saturating_sub(range.start);
 	let last = range.end.saturating_sub(1);
@@ -141,6 +143,19 @@ pub fn bind_segment(
 		return Err(BoundaryError::InvalidSegmentBinding);
 	}
 	Ok(TraceCommitment { trace_root: *trace_root, first_step: range.start, steps, start_state_root })
+}
+
+/// The step-level trace commitment of segment `segment` of `unit` whose root is
+/// `trace_root`, starting from `start_state_root` (what [`bind_segment`] returned
+/// when the root was bound).
+pub fn segment_trace_commitment(
+	unit: &UnitCommitment,
+	segment: u32,
+	trace_root: Digest,
+	start_state_root: Digest,
+) -> Option<TraceCommitment> {
+	let range = unit.segments().range(segment)?;
+	Some(TraceCommitment { trace_root, first_step: range.start, steps: range.end.saturating_sub(range.start), start_state_root })
 }
 
 /// The opening of boundary `segment` from the prover's `tree` (the Merkle tree

@@ -104,11 +104,12 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		referee::{
-			bind_operator, bind_step, judge, job_graph, level_kind, level_leaves, open_state_chunk, state_chunks, Digest, Dispute, Foul,
-			Game, Level, MerkleProof, Openings, Position, RefereeError, Reveal, StateChunk, StepBinding, TraceCommitment, TreeKind,
+			bind_operator, bind_segment, bind_step, boundary_before, judge, job_graph, level_kind, level_leaves, open_state_chunk,
+			segment_trace_commitment, state_chunks, Digest, Dispute, Foul, Game, Level, MerkleProof, Openings, Position,
+			RefereeError, Reveal, SegmentBinding, StateChunk, StepBinding, TraceCommitment, TreeKind, UnitCommitment,
 		},
 		traits::{AttestationJudge, ComputeNodes, Slash, UnitProofs},
-		JobId, Role, Segments, SlashReason, UnitIndex, VerificationMode,
+		JobId, Role, SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
@@ -350,6 +351,9 @@ pub mod pallet {
 		RevealInconsistent,
 		/// The reveal's shape (a right child or none) is not the job's tree's at this node.
 		RevealMisshapen,
+		/// The segment trace does not start at the agreed boundary before the disputed
+		/// segment, or its last step does not commit the caller's boundary at its end.
+		InvalidSegmentBinding,
 		/// The operator root does not bind to the caller's trace at the disputed step.
 		InvalidStepBinding,
 		/// The piece root does not bind to the caller's operator root at the disputed operator.
@@ -425,9 +429,30 @@ pub mod pallet {
 			Self::do_reveal(who, dispute, reveal)
 		}
 
+		/// Name the caller's step-level trace of the disputed segment, `trace_root`, with
+		/// `binding`: the opening of the boundary before the segment (where the trace
+		/// starts, the state both sides agree on), the caller's boundary at its end, and the
+		/// trace's last step, which must commit that boundary. Once both sides bound theirs,
+		/// the step level starts. The response window includes the time one segment takes
+		/// to re-execute.
+		///
+		/// Emits `Answered`, and `Advanced` once both answered.
+		#[pallet::call_index(8)]
+		#[pallet::weight((T::WeightInfo::bind_segment(), DispatchClass::Operational))]
+		pub fn bind_segment(
+			origin: OriginFor<T>,
+			dispute: DisputeId,
+			trace_root: Digest,
+			binding: SegmentBinding,
+		) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			Self::do_bind_segment(who, dispute, trace_root, binding)
+		}
+
 		/// Name the caller's operator root of the disputed step, with `binding`: the proofs
-		/// that tie it to the caller's trace (its previous state, the batch, state and loss
-		/// operators' leaves). Once both sides bound theirs, the operator level starts.
+		/// that tie it to the caller's trace of the segment (its previous state and record,
+		/// the state and loss operators' leaves). Once both sides bound theirs, the operator
+		/// level starts.
 		///
 		/// Emits `Answered`, and `Advanced` once both answered.
 		#[pallet::call_index(2)]
@@ -579,13 +604,14 @@ pub mod pallet {
 			let disputable = |proven: &ProvenUnitOf<T>| {
 				ensure!(bonded, Error::<T>::NotBondedChallenger);
 				ensure!(matches!(proven.verification, VerificationMode::Exact), Error::<T>::ToleranceNotSupported);
-				ensure!(trace_root != proven.trace.trace_root, Error::<T>::NoDisagreement);
+				ensure!(trace_root != proven.trace.root, Error::<T>::NoDisagreement);
 				Ok(())
 			};
 			let (id, proven) = Self::open(&challenger, job, unit, role, T::ChallengeBond::get(), disputable)?;
 			let mut info = Self::new_dispute(job, unit, &proven, challenger.clone(), T::ChallengeBond::get(), trace_root);
-			let nodes = Pair { defender: proven.trace.trace_root, challenger: trace_root };
-			Self::enter_level(&mut info, &proven, Level::Steps, TreeKind::Segments, proven.trace.steps, nodes)?;
+			let nodes = Pair { defender: proven.trace.root, challenger: trace_root };
+			let segments = proven.trace.segments().count();
+			Self::enter_level(&mut info, &proven, Level::Segments, TreeKind::Segments, segments, nodes)?;
 			Self::deposit_event(Event::DisputeOpened {
 				dispute: id,
 				job,
@@ -610,12 +636,8 @@ pub mod pallet {
 				T::Nodes::is_bonded_for(&requester, Role::Verifier);
 			let available = |proven: &ProvenUnitOf<T>| {
 				ensure!(bonded, Error::<T>::NotBondedChallenger);
-				let trace = &proven.trace;
-				let end = trace.first_step.saturating_add(trace.steps);
-				let segments = Segments::new(trace.first_step, trace.steps, proven.hyper.checkpoint_interval);
-				let checkpoint = step > trace.first_step &&
-					segments.of_step(step).and_then(|index| segments.range(index)).is_some_and(|range| range.start == step);
-				ensure!(step == end || checkpoint, Error::<T>::NotACheckpoint);
+				// The states a unit commits: its boundaries (its checkpoints and its end).
+				ensure!(boundary_before(&proven.trace, step).is_some(), Error::<T>::NotACheckpoint);
 				let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
 				ensure!((chunk as usize) < state_chunks(&graph), Error::<T>::NoSuchChunk);
 				Ok(())
@@ -623,7 +645,7 @@ pub mod pallet {
 			let bond = T::AvailabilityBond::get();
 			let (id, proven) = Self::open(&requester, job, unit, Role::Challenger, bond, available)?;
 			// The request disputes no trace: it names the defender's own root.
-			let mut info = Self::new_dispute(job, unit, &proven, requester.clone(), bond, proven.trace.trace_root);
+			let mut info = Self::new_dispute(job, unit, &proven, requester.clone(), bond, proven.trace.root);
 			info.phase = Phase::Availability { step, chunk };
 			Self::deposit_event(Event::ChunkRequested {
 				dispute: id,
@@ -707,6 +729,9 @@ pub mod pallet {
 				challenger,
 				bond,
 				challenger_trace_root: trace_root,
+				segment: None,
+				segment_start: None,
+				segment_traces: None,
 				step: None,
 				operator_roots: None,
 				operator: None,
@@ -748,6 +773,43 @@ pub mod pallet {
 			Ok(())
 		}
 
+		pub(crate) fn do_bind_segment(
+			who: T::AccountId,
+			id: DisputeId,
+			trace_root: Digest,
+			binding: SegmentBinding,
+		) -> DispatchResult {
+			let (mut info, party, proven) = Self::answering(&who, id)?;
+			let Phase::BindSegment { mut roots } = info.phase.clone() else {
+				return Err(Error::<T>::WrongPhase.into());
+			};
+			ensure!(roots.get(party).is_none(), Error::<T>::AlreadyAnswered);
+			let segment = info.segment.ok_or(Error::<T>::WrongPhase)?;
+			let unit = Self::unit_of(&info, &proven, party);
+			let trace =
+				bind_segment(&unit, segment, &trace_root, &binding).map_err(|_| Error::<T>::InvalidSegmentBinding)?;
+			// Both sides' trees share every boundary before the segment, so both open the
+			// same start; a second, different one would need a hash collision.
+			ensure!(
+				info.segment_start.is_none_or(|start| start == trace.start_state_root),
+				Error::<T>::InvalidSegmentBinding
+			);
+			info.segment_start = Some(trace.start_state_root);
+			*roots.get_mut(party) = Some(trace_root);
+			Self::deposit_event(Event::Answered { dispute: id, party });
+			match roots.both() {
+				Some(both) => {
+					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
+					info.segment_traces = Some(nodes);
+					Self::enter_level(&mut info, &proven, Level::Steps, TreeKind::Segments, trace.steps, nodes)?;
+					Self::advanced(id, &info);
+				},
+				None => info.phase = Phase::BindSegment { roots },
+			}
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
 		pub(crate) fn do_bind_step(
 			who: T::AccountId,
 			id: DisputeId,
@@ -761,7 +823,7 @@ pub mod pallet {
 			ensure!(roots.get(party).is_none(), Error::<T>::AlreadyAnswered);
 			let step = info.step.ok_or(Error::<T>::WrongPhase)?;
 			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
-			let trace = Self::trace_of(&info, &proven.trace, party);
+			let trace = Self::segment_trace_of(&info, &proven, party)?;
 			bind_step(&graph, &trace, step, &operator_root, &binding).map_err(|_| Error::<T>::InvalidStepBinding)?;
 			*roots.get_mut(party) = Some(operator_root);
 			Self::deposit_event(Event::Answered { dispute: id, party });
@@ -769,7 +831,8 @@ pub mod pallet {
 				Some(both) => {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.operator_roots = Some(nodes);
-					let leaves = level_leaves(&graph, &proven.trace, Level::Operators).map_err(|_| Error::<T>::InvalidJob)?;
+					let leaves =
+						level_leaves(&graph, &proven.trace, Some(&trace), Level::Operators).map_err(|_| Error::<T>::InvalidJob)?;
 					Self::enter_level(&mut info, &proven, Level::Operators, TreeKind::Segments, leaves, nodes)?;
 					Self::advanced(id, &info);
 				},
@@ -802,7 +865,7 @@ pub mod pallet {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.piece_roots = Some(nodes);
 					let level = Level::Pieces { operator };
-					let leaves = level_leaves(&graph, &proven.trace, level).map_err(|_| Error::<T>::InvalidJob)?;
+					let leaves = level_leaves(&graph, &proven.trace, None, level).map_err(|_| Error::<T>::InvalidJob)?;
 					let kind = level_kind(&graph, level).map_err(|_| Error::<T>::InvalidJob)?;
 					Self::enter_level(&mut info, &proven, level, kind, leaves, nodes)?;
 					Self::advanced(id, &info);
@@ -829,7 +892,7 @@ pub mod pallet {
 			// Everything the referee judges against comes from the chain: the defender's
 			// proof, the job's data, the position and roots the game fixed.
 			let case = Dispute {
-				trace: proven.trace.clone(),
+				trace: Self::segment_trace_of(&info, &proven, Party::Defender)?,
 				data: proven.data.clone(),
 				position: Position { step, operator, piece },
 				operator_root: operator_roots.defender,
@@ -854,6 +917,9 @@ pub mod pallet {
 				Phase::Bisect { level, reveals, .. } => {
 					(DisputeStage::Bisect(*level), reveals.defender.is_none(), reveals.challenger.is_none())
 				},
+				Phase::BindSegment { roots } => {
+					(DisputeStage::BindSegment, roots.defender.is_none(), roots.challenger.is_none())
+				},
 				Phase::BindStep { roots } => (DisputeStage::BindStep, roots.defender.is_none(), roots.challenger.is_none()),
 				Phase::BindOperator { roots } => {
 					(DisputeStage::BindOperator, roots.defender.is_none(), roots.challenger.is_none())
@@ -867,6 +933,7 @@ pub mod pallet {
 				defender: info.defender,
 				challenger: info.challenger,
 				stage,
+				segment: info.segment,
 				step: info.step,
 				operator: info.operator,
 				piece: info.piece,
@@ -888,7 +955,7 @@ pub mod pallet {
 			ensure!(now > info.deadline, Error::<T>::DeadlineNotReached);
 			let silent = match &info.phase {
 				Phase::Bisect { reveals, .. } => reveals.missing(),
-				Phase::BindStep { roots } | Phase::BindOperator { roots } => roots.missing(),
+				Phase::BindSegment { roots } | Phase::BindStep { roots } | Phase::BindOperator { roots } => roots.missing(),
 				Phase::Judge | Phase::Availability { .. } => Some(Party::Defender),
 			};
 			// Neither side answered: the challenger brought the case and abandoned it.
@@ -916,13 +983,27 @@ pub mod pallet {
 			Ok((info, party, proven))
 		}
 
-		/// `party`'s learning proof: the defender's is the chain's record; the challenger's
-		/// is the same with its own trace root.
-		fn trace_of(info: &DisputeOf<T>, defender: &TraceCommitment, party: Party) -> TraceCommitment {
+		/// `party`'s learning proof at the segment level: the defender's is the chain's
+		/// record; the challenger's is the same with its own segment root.
+		fn unit_of(info: &DisputeOf<T>, proven: &ProvenUnitOf<T>, party: Party) -> UnitCommitment {
 			match party {
-				Party::Defender => defender.clone(),
-				Party::Challenger => TraceCommitment { trace_root: info.challenger_trace_root, ..defender.clone() },
+				Party::Defender => proven.trace,
+				Party::Challenger => UnitCommitment { root: info.challenger_trace_root, ..proven.trace },
 			}
+		}
+
+		/// `party`'s step-level trace of the disputed segment, as it bound it: what the
+		/// step level and the referee judge it against.
+		fn segment_trace_of(
+			info: &DisputeOf<T>,
+			proven: &ProvenUnitOf<T>,
+			party: Party,
+		) -> Result<TraceCommitment, DispatchError> {
+			let (segment, start, roots) = match (info.segment, info.segment_start, info.segment_traces) {
+				(Some(segment), Some(start), Some(roots)) => (segment, start, roots),
+				_ => return Err(Error::<T>::WrongPhase.into()),
+			};
+			segment_trace_commitment(&proven.trace, segment, *roots.get(party), start).ok_or(Error::<T>::InvalidJob.into())
 		}
 
 		/// Starts bisecting `level`'s trees of `kind` with `leaves` leaves (the shape and
@@ -951,13 +1032,18 @@ pub mod pallet {
 		/// If the current level's game stands on a leaf, records it and moves to the next
 		/// phase; the new phase's deadline starts now either way.
 		fn settle_level(info: &mut DisputeOf<T>, proven: &ProvenUnitOf<T>) -> DispatchResult {
-			let trace = &proven.trace;
 			info.deadline = frame_system::Pallet::<T>::block_number().saturating_add(Self::response_window(proven));
 			let Phase::Bisect { level, game, .. } = &info.phase else { return Ok(()) };
 			let Some(leaf) = game.leaf() else { return Ok(()) };
 			match *level {
+				Level::Segments => {
+					info.segment = Some(leaf);
+					info.phase = Phase::BindSegment { roots: Pair::default() };
+				},
 				Level::Steps => {
-					info.step = Some(trace.first_step.saturating_add(leaf));
+					let segment = info.segment.ok_or(Error::<T>::WrongPhase)?;
+					let range = proven.trace.segments().range(segment).ok_or(Error::<T>::InvalidJob)?;
+					info.step = Some(range.start.saturating_add(leaf));
 					info.phase = Phase::BindStep { roots: Pair::default() };
 				},
 				Level::Operators => {

@@ -70,8 +70,8 @@ pub enum Phase {
 	/// A round of bisection over the tree of `level`: each side reveals the children of
 	/// its current node.
 	Bisect {
-		/// The tree being bisected: the unit's steps, the disputed step's operators, or
-		/// the disputed operator's pieces.
+		/// The tree being bisected: the unit's segments, the disputed segment's steps, the
+		/// disputed step's operators, or the disputed operator's pieces.
 		level: Level,
 		/// The game's position, whose shape comes from the job.
 		game: Game,
@@ -79,6 +79,13 @@ pub enum Phase {
 		nodes: Pair<Digest>,
 		/// Each side's reveal this round, once given.
 		reveals: Pair<Option<Reveal>>,
+	},
+	/// The segment level ended: each side names its step-level trace of the disputed
+	/// segment, re-executed from the agreed boundary before it and bound to its own
+	/// boundary at its end.
+	BindSegment {
+		/// Each side's trace root, once bound.
+		roots: Pair<Option<Digest>>,
 	},
 	/// The step level ended: each side names its operator root of the disputed step,
 	/// bound to its own trace.
@@ -119,8 +126,15 @@ pub struct DisputeInfo<AccountId, Balance, BlockNumber> {
 	pub challenger: AccountId,
 	/// The challenger's bond, held until the dispute ends.
 	pub bond: Balance,
-	/// The challenger's trace root over the unit's steps, from the same start state.
+	/// The challenger's segment root over the unit's boundaries, from the same start state.
 	pub challenger_trace_root: Digest,
+	/// The disputed segment of the unit's checkpoint grid, once the segment level ended.
+	pub segment: Option<u32>,
+	/// The state root the disputed segment starts from (the boundary before it, which
+	/// both sides' trees share), once a side bound its trace.
+	pub segment_start: Option<Digest>,
+	/// Each side's step-level trace root of the disputed segment, once both bound theirs.
+	pub segment_traces: Option<Pair<Digest>>,
 	/// The disputed global step, once the step level ended.
 	pub step: Option<u32>,
 	/// Each side's operator root of that step, once bound.

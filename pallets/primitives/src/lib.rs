@@ -652,7 +652,11 @@ pub struct TrainingMetrics {
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct LearningProof {
-	/// Merkle root over the per-step state hashes of the unit, in step order.
+	/// The unit's segment root: the Merkle root over its boundary leaves, one per
+	/// segment of the job's checkpoint grid, in order
+	/// (`touchstone_kernels::referee::boundary`): each commits the state root at the
+	/// segment's end and the chained record of its losses. Step-level traces are
+	/// produced on demand, in a dispute, for one segment.
 	pub trace_root: ContentHash,
 	/// Number of steps the trace covers; must equal the unit's step count.
 	pub steps: u32,
@@ -661,7 +665,7 @@ pub struct LearningProof {
 	/// step range's proven `final_state_root`.
 	pub start_state_root: ContentHash,
 	/// State root of the model after the unit's last step, proven against `trace_root`
-	/// when the proof is committed. The next step range starts from it. It also names the
+	/// (its last boundary) when the proof is committed. The next step range starts from it. It also names the
 	/// final model (weights and optimizer state): a worker fetches the model by this root
 	/// and checks what it fetched against it, so the model a proof names is always the
 	/// one it proved.

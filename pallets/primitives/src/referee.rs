@@ -13,11 +13,14 @@ pub use touchstone_kernels::proof::graph::Graph;
 pub use touchstone_kernels::proof::hash::Digest;
 pub use touchstone_kernels::proof::merkle::{index_segment_leaf, MerkleProof, MerkleTree, MultiProof, SEGMENT};
 pub use touchstone_kernels::referee::{
-	bind_operator, bind_step, final_state_root, level_kind, level_leaves, open_state_chunk, request_chunks, state_chunks, BindingError,
+	bind_operator, bind_step, boundary_before, level_kind, level_leaves, open_state_chunk, request_chunks, state_chunks, BindingError,
 	DataCommitment, Dispute, JobError, Level, Openings, PieceCost, Position, RefereeError, StateChunk, StateOpening, StepBinding,
 	TraceCommitment, Verdict, CHUNKS_PER_REQUEST,
 };
 pub use touchstone_kernels::proof::merkle::TreeKind;
+pub use touchstone_kernels::referee::boundary::{
+	bind_segment, segment_trace_commitment, unit_final_state_root, BoundaryOpening, SegmentBinding, UnitCommitment,
+};
 pub use touchstone_kernels::proof::state_tree::{chunk_range, locate_chunk, CHUNK_WORDS};
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
@@ -164,51 +167,49 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 }
 
 
-/// A trace commitment that is well formed at its ends only: `steps` filler state hashes
-/// (drawn from `salt`), the last of which ends at `final_state_root`. Returns its
-/// step-level tree (whose root is the trace root) and the opening that proves
-/// `final_state_root` against it. For tests and
-/// benchmarks of the chain's bookkeeping, which never judge the training inside a unit;
-/// a real trace comes from the kernels' trainer.
-pub fn filler_trace(
+/// A unit's segment-level commitment that is well formed at its end only: one filler
+/// boundary leaf (drawn from `salt`) per segment of `steps` steps from `first_step` on a
+/// grid of `interval`, the last of which holds `final_state_root`. Returns its tree (whose
+/// root is the segment root) and the opening of its last boundary, which proves
+/// `final_state_root` against it. For tests and benchmarks of the chain's bookkeeping,
+/// which never judge the training inside a unit; a real commitment comes from the
+/// kernels' trainer.
+pub fn filler_segments(
 	first_step: u32,
 	steps: u32,
-	start_state_root: Digest,
+	interval: u32,
 	final_state_root: Digest,
 	salt: u8,
-) -> Option<(MerkleTree, StateOpening)> {
-	use touchstone_kernels::proof::chain::{anchor_hash, state_hash, trace_leaf};
-	let last = steps.checked_sub(1)?;
-	let mut hashes = alloc::vec::Vec::with_capacity(steps as usize);
-	let mut previous = anchor_hash(&start_state_root);
-	let (batch_root, loss) = ([salt; 32], 1.0f32.to_bits());
-	for position in 0..steps {
-		let step = first_step.checked_add(position)?;
-		let state_root = if position == last { final_state_root } else { [salt ^ 0x5a; 32] };
-		let hash = state_hash(&previous, step, &state_root, &batch_root, loss);
-		hashes.push((previous, hash));
-		previous = hash;
+) -> Option<(MerkleTree, BoundaryOpening)> {
+	use touchstone_kernels::proof::chain::boundary_leaf;
+	let segments = crate::Segments::new(first_step, steps, interval);
+	let last = segments.count().checked_sub(1)?;
+	let record = [salt; 32];
+	let mut leaves = alloc::vec::Vec::with_capacity(segments.count() as usize);
+	for index in 0..segments.count() {
+		let end = segments.range(index)?.end;
+		let state_root = if index == last { final_state_root } else { [salt ^ 0x5a; 32] };
+		leaves.push(boundary_leaf(end, &state_root, &record));
 	}
-	let (before_last, _) = *hashes.get(last as usize)?;
-	let tree = MerkleTree::new(hashes.iter().map(|(_, hash)| trace_leaf(hash)).collect()).ok()?;
+	let tree = MerkleTree::new(leaves).ok()?;
 	let proof = tree.proof(last as usize).ok()?;
-	let opening = StateOpening::Step { previous: before_last, state_root: final_state_root, batch_root, loss, proof };
-	Some((tree, opening))
+	Some((tree, BoundaryOpening { state_root: final_state_root, record, proof }))
 }
 
-/// A learning proof over [`filler_trace`]'s trace, for tests and benchmarks of the chain's
-/// bookkeeping: `steps` steps from `first_step`, anchored at `start_state_root` and ending
-/// at `final_state_root`, with fixed metrics. Returns the proof, the
-/// opening of its final state, and its step-level tree.
+/// A learning proof over [`filler_segments`]' commitment, for tests and benchmarks of the
+/// chain's bookkeeping: `steps` steps from `first_step` on a grid of `interval`, from
+/// `start_state_root` and ending at `final_state_root`, with fixed metrics. Returns the
+/// proof, the opening of its final state, and its segment-level tree.
 pub fn filler_proof(
 	first_step: u32,
 	steps: u32,
+	interval: u32,
 	start_state_root: Digest,
 	final_state_root: Digest,
 	salt: u8,
-) -> Option<(crate::LearningProof, StateOpening, MerkleTree)> {
+) -> Option<(crate::LearningProof, BoundaryOpening, MerkleTree)> {
 	use polkadot_sdk::sp_runtime::{FixedU64, Perbill};
-	let (tree, opening) = filler_trace(first_step, steps, start_state_root, final_state_root, salt)?;
+	let (tree, opening) = filler_segments(first_step, steps, interval, final_state_root, salt)?;
 	let proof = crate::LearningProof {
 		trace_root: tree.root().into(),
 		steps,

@@ -34,6 +34,8 @@ pub struct JobState<AccountId, Balance, BlockNumber> {
 pub enum DisputeStage {
 	/// A round of bisection at this level: both sides reveal their node's children.
 	Bisect(Level),
+	/// Both sides bind their step-level trace of the disputed segment to their boundaries.
+	BindSegment,
 	/// Both sides bind their operator root of the disputed step to their trace.
 	BindStep,
 	/// Both sides bind their piece root of the disputed operator to their operator root.
@@ -63,6 +65,8 @@ pub struct DisputeStatus<AccountId, BlockNumber> {
 	pub challenger: AccountId,
 	/// The stage it is in.
 	pub stage: DisputeStage,
+	/// The disputed segment of the unit's checkpoint grid, once the segment level ended.
+	pub segment: Option<u32>,
 	/// The disputed global step, once the step level ended.
 	pub step: Option<u32>,
 	/// The disputed operator, once the operator level ended.

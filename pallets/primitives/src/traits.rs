@@ -1,7 +1,7 @@
 //! The traits that couple Touchstone's pallets. Pallets never read each other's storage;
 //! the runtime wires one pallet's implementation into another's `Config`.
 
-use crate::referee::{DataCommitment, TraceCommitment};
+use crate::referee::{BoundaryOpening, DataCommitment, UnitCommitment};
 use crate::{
 	Distance, HardwareProfile, HardwareRequirements, HyperParams, JobId, LearningProof, ModelArch, Role, SlashReason,
 	ToleranceProfile, UnitIndex, VerificationMode,
@@ -274,9 +274,9 @@ pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	pub hyper: HyperParams,
 	/// How the job's proofs are checked.
 	pub verification: VerificationMode,
-	/// The solver's learning proof as the referee takes it: its trace root, the unit's
-	/// first step and step count, and the chain-fixed start state root.
-	pub trace: TraceCommitment,
+	/// The solver's learning proof as the game takes it: its segment root, the unit's
+	/// first step, step count and checkpoint grid, and the chain-fixed start state root.
+	pub trace: UnitCommitment,
 	/// The job's training set and the unit's shard.
 	pub data: DataCommitment,
 	/// The block the challenge window ends in: challenges are accepted before it, and
@@ -314,13 +314,13 @@ pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// challenged): a party to the job's rounds. Reads every unit of the job.
 	fn solves_in(job: JobId, who: &AccountId) -> bool;
 	/// The proof that replaces the unit's standing one: the same steps, start, final state
-	/// and final model, over the other trace `trace_root`, whose final state `final_state`
-	/// must open. An error if the trace is the standing one or the opening fails.
+	/// and final model, over the other segment root `trace_root`, whose last boundary
+	/// `final_state` must open. An error if the root is the standing one or the opening fails.
 	fn replacement(
 		job: JobId,
 		unit: UnitIndex,
 		trace_root: [u8; 32],
-		final_state: &crate::referee::StateOpening,
+		final_state: &BoundaryOpening,
 	) -> Result<LearningProof, DispatchError>;
 	/// The collateral each of the job's units carries: what its solver's bond answers for.
 	fn unit_collateral(job: JobId) -> Option<Balance>;
@@ -362,12 +362,12 @@ pub trait ProofSetup<AccountId, Balance> {
 	/// proof not committed. Returns the job.
 	fn take(owner: &AccountId, spec: crate::JobSpec<Balance>, solver: &AccountId) -> Option<JobId>;
 	/// Funds `owner` and submits `spec` as it; `solver` takes unit 0 and commits `proof`,
-	/// whose final state `final_state` opens. Returns the job.
+	/// whose last boundary `final_state` opens. Returns the job.
 	fn prove(
 		owner: &AccountId,
 		spec: crate::JobSpec<Balance>,
 		solver: &AccountId,
 		proof: LearningProof,
-		final_state: crate::referee::StateOpening,
+		final_state: BoundaryOpening,
 	) -> Option<JobId>;
 }

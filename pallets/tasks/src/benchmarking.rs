@@ -13,7 +13,7 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
-	referee::{filler_trace, StateOpening},
+	referee::{filler_segments, BoundaryOpening},
 	traits::ComputeNodes,
 	UnitScope,
 	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind,
@@ -104,15 +104,16 @@ fn claim<T: Config>(who: &T::AccountId, job: JobId, unit: UnitIndex) -> Result<(
 
 /// A proof of unit `unit` of `job` over `steps` steps, anchored at the unit's start, with
 /// the opening of its final state.
-fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(LearningProof, StateOpening), BenchmarkError> {
+fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(LearningProof, BoundaryOpening), BenchmarkError> {
 	let work_unit = Units::<T>::get(job, unit).ok_or(BenchmarkError::Stop("no unit"))?;
 	let first_step = match work_unit.scope {
 		UnitScope::Steps { first_step, .. } => first_step,
 		UnitScope::Shard { .. } => 0,
 	};
 	let start = work_unit.start_state_root.ok_or(BenchmarkError::Stop("unit not ready"))?;
+	let interval = Jobs::<T>::get(job).ok_or(BenchmarkError::Stop("no job"))?.spec.hyper.checkpoint_interval;
 	let (trace, opening) =
-		filler_trace(first_step, steps, start.0, [5; 32], 3).ok_or(BenchmarkError::Stop("no trace"))?;
+		filler_segments(first_step, steps, interval, [5; 32], 3).ok_or(BenchmarkError::Stop("no trace"))?;
 	let proof = LearningProof {
 		trace_root: trace.root().into(),
 		steps,

@@ -21,7 +21,7 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
-	referee::{check_judgeable, final_state_root, kernel_train, DataCommitment, ShapeError, StateOpening, TraceCommitment},
+	referee::{check_judgeable, kernel_train, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError, UnitCommitment},
 	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
 	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
 	LearningProof, ModelArch, Role, Segments, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
@@ -391,7 +391,7 @@ impl<T: Config> Pallet<T> {
 		job_id: JobId,
 		index: UnitIndex,
 		proof: LearningProof,
-		final_state: StateOpening,
+		final_state: BoundaryOpening,
 	) -> DispatchResult {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
@@ -400,7 +400,7 @@ impl<T: Config> Pallet<T> {
 		// The anchor is the chain's, never the solver's: a dispute over the unit's first
 		// step is judged against it.
 		ensure!(unit.start_state_root == Some(proof.start_state_root), Error::<T>::WrongStartState);
-		Self::check_final_state(first, &proof, &final_state)?;
+		Self::check_final_state(&job.spec, first, &proof, &final_state)?;
 		T::ProofLifecycle::on_proof_submitted(job_id, index, &solver, &proof)?;
 
 		let now = frame_system::Pallet::<T>::block_number();
@@ -447,12 +447,17 @@ impl<T: Config> Pallet<T> {
 		true
 	}
 
-	/// Checks that `final_state` opens the proof's final state root against its trace: a
-	/// dispute over the unit's last step is judged against that state.
-	fn check_final_state(first_step: u32, proof: &LearningProof, final_state: &StateOpening) -> DispatchResult {
-		let trace = Self::trace_commitment(first_step, proof);
+	/// Checks that `final_state` opens the proof's final state root at its last boundary:
+	/// the next step range starts from that state, and the final model is named by it.
+	fn check_final_state(
+		spec: &JobSpec<BalanceOf<T>>,
+		first_step: u32,
+		proof: &LearningProof,
+		final_state: &BoundaryOpening,
+	) -> DispatchResult {
+		let unit = Self::unit_commitment(spec, first_step, proof);
 		ensure!(
-			final_state_root(&trace, final_state).ok() == Some(proof.final_state_root.0),
+			unit_final_state_root(&unit, final_state).ok() == Some(proof.final_state_root.0),
 			Error::<T>::InvalidFinalState
 		);
 		Ok(())
@@ -470,12 +475,14 @@ impl<T: Config> Pallet<T> {
 		Self::deposit_event(Event::ProofSubmitted { job: job_id, unit: index, solver, proof, window_ends });
 	}
 
-	/// A unit's learning proof as the referee takes it.
-	pub(crate) fn trace_commitment(first_step: u32, proof: &LearningProof) -> TraceCommitment {
-		TraceCommitment {
-			trace_root: proof.trace_root.0,
+	/// A unit's learning proof as the dispute game takes it: its segment root over the
+	/// job's checkpoint grid.
+	pub(crate) fn unit_commitment(spec: &JobSpec<BalanceOf<T>>, first_step: u32, proof: &LearningProof) -> UnitCommitment {
+		UnitCommitment {
+			root: proof.trace_root.0,
 			first_step,
 			steps: proof.steps,
+			interval: spec.hyper.checkpoint_interval,
 			start_state_root: proof.start_state_root.0,
 		}
 	}
@@ -1053,7 +1060,7 @@ impl<T: Config> Pallet<T> {
 			jackpot_pay: T::JackpotShare::get().mul_floor(job.spec.price_per_unit),
 			collateral: Self::collateral(job.spec.price_per_unit),
 			owner: job.owner,
-			trace: Self::trace_commitment(first, &proof),
+			trace: Self::unit_commitment(&job.spec, first, &proof),
 			data: DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples },
 			window_ends: unit.proven_at?.saturating_add(T::ChallengeWindow::get()),
 			challenged: unit.state == UnitState::Challenged,
@@ -1065,14 +1072,14 @@ impl<T: Config> Pallet<T> {
 	}
 
 	/// The proof that replaces the standing proof of a unit whose proof carried a forced
-	/// error: the same steps, start, final state and final model, over the other trace
-	/// `trace_root`, whose final state `final_state` opens. The later step ranges started
-	/// from that final model, so they stand.
+	/// error: the same steps, start, final state and final model, over the other
+	/// segment root `trace_root`, whose last boundary `final_state` opens. The later step
+	/// ranges started from that final model, so they stand.
 	pub(crate) fn replacement(
 		job_id: JobId,
 		index: UnitIndex,
 		trace_root: [u8; 32],
-		final_state: &StateOpening,
+		final_state: &BoundaryOpening,
 	) -> Result<LearningProof, DispatchError> {
 		let job = Jobs::<T>::get(job_id).ok_or(Error::<T>::JobNotFound)?;
 		let unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
@@ -1081,7 +1088,7 @@ impl<T: Config> Pallet<T> {
 		let (first, _) = Self::step_range(&job, &unit);
 		ensure!(standing.trace_root.0 != trace_root, Error::<T>::NotAReplacement);
 		let proof = LearningProof { trace_root: trace_root.into(), ..standing };
-		Self::check_final_state(first, &proof, final_state)?;
+		Self::check_final_state(&job.spec, first, &proof, final_state)?;
 		Ok(proof)
 	}
 

@@ -95,7 +95,7 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 		job: JobId,
 		unit: UnitIndex,
 		trace_root: [u8; 32],
-		final_state: &touchstone_primitives::referee::StateOpening,
+		final_state: &touchstone_primitives::referee::BoundaryOpening,
 	) -> Result<touchstone_primitives::LearningProof, DispatchError> {
 		Self::replacement(job, unit, trace_root, final_state)
 	}

@@ -766,11 +766,11 @@ pub mod pallet {
 			Self::do_commit_checkpoint(solver, job, unit, checkpoint)
 		}
 
-		/// Commit the learning proof of a unit: the Merkle root of its per-step state
-		/// hashes, the state roots it starts and ends at, its final model hash and metrics.
-		/// `final_state` opens the last step's state hash in the trace, which proves the
-		/// final state root; the start state root must be the unit's. The challenge window
-		/// opens.
+		/// Commit the learning proof of a unit: its segment root (the Merkle root over one
+		/// boundary leaf per segment of the job's checkpoint grid), the state roots it starts
+		/// and ends at, and its metrics. `final_state` opens the last boundary, which proves
+		/// the final state root; the start state root must be the unit's. The challenge
+		/// window opens.
 		///
 		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range, with
 		/// `UnitAssigned` when that range is offered to the caller (if it may take it).
@@ -781,7 +781,7 @@ pub mod pallet {
 			job: JobId,
 			unit: UnitIndex,
 			proof: LearningProof,
-			final_state: touchstone_primitives::referee::StateOpening,
+			final_state: touchstone_primitives::referee::BoundaryOpening,
 		) -> DispatchResult {
 			let solver = ensure_signed(origin)?;
 			Self::do_submit_proof(solver, job, unit, proof, final_state)

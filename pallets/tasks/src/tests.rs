@@ -11,7 +11,7 @@ use polkadot_sdk::{
 	},
 	sp_runtime::{BoundedVec, DispatchResult, FixedU64, Perbill},
 };
-use touchstone_primitives::referee::{filler_trace, StateOpening};
+use touchstone_primitives::referee::{filler_segments, BoundaryOpening};
 use touchstone_primitives::{
 	Aggregation, Checkpoint, Decomposition, DeviceKind, JobResult, JobStatus,
 	LearningProof, ModelArch, TrainingMetrics, UnitScope, UnitState, MAX_DATASET_SAMPLES,
@@ -52,16 +52,16 @@ fn proof(steps: u32, model: u8) -> LearningProof {
 
 /// `proof` anchored at the unit's start state, with a trace that proves its final state
 /// root, and that opening.
-fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, StateOpening) {
+fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, BoundaryOpening) {
 	let work_unit = Units::<Test>::get(job, unit).unwrap();
 	let first_step = match work_unit.scope {
 		UnitScope::Steps { first_step, .. } => first_step,
 		UnitScope::Shard { .. } => 0,
 	};
 	proof.start_state_root = work_unit.start_state_root.unwrap_or_default();
+	let interval = Jobs::<Test>::get(job).unwrap().spec.hyper.checkpoint_interval;
 	let (root, opening) =
-		filler_trace(first_step, proof.steps, proof.start_state_root.0, proof.final_state_root.0, proof.trace_root[0])
-			.unwrap();
+		filler_segments(first_step, proof.steps, interval, proof.final_state_root.0, proof.trace_root[0]).unwrap();
 	proof.trace_root = root.root().into();
 	(proof, opening)
 }

@@ -38,7 +38,7 @@ fn proven_in<T: Config>(verification: VerificationMode) -> Result<JobId, Benchma
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
-	let (proof, opening, _) = filler_proof(0, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
+	let (proof, opening, _) = filler_proof(0, STEPS, STEPS, INITIAL, [3; 32], 0).ok_or(BenchmarkError::Stop("no trace"))?;
 	let mut spec = bookkeeping_spec(STEPS, 1, STEPS, INITIAL);
 	spec.verification = verification;
 	T::BenchmarkHelper::prove(&owner, spec, &solver, proof, opening).ok_or(BenchmarkError::Stop("the unit could not be proven"))
@@ -221,7 +221,7 @@ mod benchmarks {
 			.find(|random| rate.is_zero() || forced_error(&secret, random, job, 0, rate))
 			.ok_or(BenchmarkError::Stop("no forcing randomness"))?;
 		let (honest, final_state, _) =
-			filler_proof(0, STEPS, INITIAL, [3; 32], 1).ok_or(BenchmarkError::Stop("no trace"))?;
+			filler_proof(0, STEPS, STEPS, INITIAL, [3; 32], 1).ok_or(BenchmarkError::Stop("no trace"))?;
 		let standing = Rounds::<T>::get((job, 0)).ok_or(BenchmarkError::Stop("no round"))?.trace_root;
 		let (hash, forced) = if rate.is_zero() {
 			(forced_commitment(&secret, &standing, &honest.trace_root.0), None)

@@ -165,7 +165,7 @@ impl<T: Config> AttestationJudge<T::AccountId> for Pallet<T> {
 		let Some(drawn) = round.drawn.as_ref() else { return 0 };
 		let Some(proven) = T::Units::proven_unit(job, unit) else { return 0 };
 		// A round of an earlier proof of the unit judged another trace.
-		if proven.trace.trace_root != round.trace_root {
+		if proven.trace.root != round.trace_root {
 			return 0;
 		}
 		let segments = Self::segments(&proven);

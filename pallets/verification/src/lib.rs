@@ -109,7 +109,7 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		traits::{ComputeNodes, OpenDispute, Slash, UnitProofs, VerifierDraw},
-		forced_commitment, forced_error, forced_step, referee::StateOpening, Distance, JobId, Role, UnitIndex,
+		forced_commitment, forced_error, forced_step, referee::BoundaryOpening, Distance, JobId, Role, UnitIndex,
 	};
 
 	/// The blocks' randomness the [`Beacon`] keeps, and the most blocks after a commitment
@@ -898,7 +898,7 @@ pub mod pallet {
 		/// it. `alternative` is the trace root committed beside the proof's own; the chain
 		/// checks the commitment with the committed proof's root in the place the
 		/// designation requires. If the unit was forced, `honest_final_state` opens the
-		/// honest proof's final state against `alternative`; that proof replaces the
+		/// honest proof's last boundary (its final state) against `alternative`; that proof replaces the
 		/// committed one when the round concludes, and every dispute over the forced proof
 		/// is dismissed with its bond returned. A solver that does not reveal in time is
 		/// slashed `MissedRevealSlash`.
@@ -913,7 +913,7 @@ pub mod pallet {
 			unit: UnitIndex,
 			secret: [u8; 32],
 			alternative: H256,
-			honest_final_state: Option<StateOpening>,
+			honest_final_state: Option<BoundaryOpening>,
 		) -> DispatchResultWithPostInfo {
 			let who = ensure_signed(origin)?;
 			let now = frame_system::Pallet::<T>::block_number();
@@ -922,7 +922,7 @@ pub mod pallet {
 			ensure!(now >= drawn.commit_ends, Error::<T>::RevealNotOpen);
 			ensure!(now < drawn.reveal_ends, Error::<T>::RevealPeriodOver);
 			let proven = T::Units::proven_unit(job, unit).ok_or(Error::<T>::NoRound)?;
-			ensure!(proven.solver == who && proven.trace.trace_root == round.trace_root, Error::<T>::NotUnitSolver);
+			ensure!(proven.solver == who && proven.trace.root == round.trace_root, Error::<T>::NotUnitSolver);
 			let SolverSecret::Awaited { hash, random, rate } = round.secret else {
 				return Err(Error::<T>::NothingToReveal.into());
 			};

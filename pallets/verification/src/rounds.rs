@@ -102,7 +102,7 @@ impl<T: Config> Pallet<T> {
 
 	/// The checkpoint segments of the proven unit.
 	pub(crate) fn segments(proven: &ProvenUnitOf<T>) -> Segments {
-		Segments::new(proven.trace.first_step, proven.trace.steps, proven.hyper.checkpoint_interval)
+		proven.trace.segments()
 	}
 
 	/// Concludes every round whose reveal period ends at `now`; returns how many, and
@@ -194,7 +194,7 @@ impl<T: Config> Pallet<T> {
 	/// and `None`.
 	pub(crate) fn proof_of_round(job: JobId, unit: UnitIndex, round: &RoundOf<T>) -> Option<ProvenUnitOf<T>> {
 		match T::Units::proven_unit(job, unit) {
-			Some(proven) if proven.trace.trace_root == round.trace_root => Some(proven),
+			Some(proven) if proven.trace.root == round.trace_root => Some(proven),
 			_ => {
 				Self::remove_round((job, unit));
 				Self::deposit_event(Event::RoundVoided { job, unit });

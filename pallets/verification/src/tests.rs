@@ -7,7 +7,7 @@
 use crate::{mock::*, AttestationState, Error, Event, PendingDraws, PendingSecrets, Rounds, Verdict};
 use polkadot_sdk::frame_support::{assert_noop, assert_ok, traits::fungible::Inspect};
 use touchstone_primitives::{
-	referee::{bookkeeping_spec, filler_proof, StateOpening},
+	referee::{bookkeeping_spec, filler_proof, BoundaryOpening},
 	JobSpec, LearningProof, Role, UnitScope, UnitState,
 };
 
@@ -43,11 +43,11 @@ fn claimed_by(solver: u64) -> u64 {
 }
 
 /// A bookkeeping proof of `job`'s unit, anchored at its start, and its final-state opening.
-fn proof_for(job: u64) -> (LearningProof, StateOpening) {
+fn proof_for(job: u64) -> (LearningProof, BoundaryOpening) {
 	let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap();
 	let UnitScope::Steps { first_step, steps } = unit.scope else { panic!("a step range") };
 	let start = unit.start_state_root.unwrap();
-	let (proof, opening, _) = filler_proof(first_step, steps, start.0, [51; 32], 9).unwrap();
+	let (proof, opening, _) = filler_proof(first_step, steps, spec().hyper.checkpoint_interval, start.0, [51; 32], 9).unwrap();
 	(proof, opening)
 }
 
@@ -485,9 +485,9 @@ fn sampled_segments_are_distinct_in_range_and_fixed_by_seed_and_verifier() {
 /// The honest proof of `job`'s unit and the one wrong on purpose that its solver commits
 /// beside it, each with its final-state opening: bookkeeping traces of the same steps,
 /// start and end over different leaves.
-fn honest_and_forced(job: u64) -> ((LearningProof, StateOpening), (LearningProof, StateOpening)) {
+fn honest_and_forced(job: u64) -> ((LearningProof, BoundaryOpening), (LearningProof, BoundaryOpening)) {
 	let start = pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap().start_state_root.unwrap().0;
-	let (honest, honest_opening, _) = filler_proof(0, 10, start, [51; 32], 10).unwrap();
+	let (honest, honest_opening, _) = filler_proof(0, 10, spec().hyper.checkpoint_interval, start, [51; 32], 10).unwrap();
 	((honest, honest_opening), proof_for(job))
 }
 
@@ -617,7 +617,7 @@ fn a_forced_error_is_caught_and_paid_from_the_jackpot_and_the_honest_proof_repla
 			reveal_secret(secret, [9; 32].into(), Some(honest_opening.clone())),
 			Error::<Test>::SecretMismatch
 		);
-		let (_, wrong_end_opening, _) = filler_proof(0, 10, pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap().start_state_root.unwrap().0, [52; 32], 10).unwrap();
+		let (_, wrong_end_opening, _) = filler_proof(0, 10, spec().hyper.checkpoint_interval, pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap().start_state_root.unwrap().0, [52; 32], 10).unwrap();
 		assert_noop!(
 			reveal_secret(secret, honest.trace_root, Some(wrong_end_opening)),
 			pallet_touchstone_tasks::Error::<Test>::InvalidFinalState
