@@ -13,7 +13,7 @@ use crate::benchmark_case::{BenchmarkCase, Recording};
 use touchstone_primitives::{
 	referee::{
 		bookkeeping_spec, chunk_range, filler_proof, filler_trace, job_graph, locate_chunk, reveal, MerkleTree, Openings,
-		Reveal, StateChunk, StateOpening, CHUNKS_PER_REQUEST,
+		Reveal, StateChunk, StateOpening, CHUNKS_PER_REQUEST, state_tree,
 	},
 	Decomposition, JobId, JobSpec, Role,
 };
@@ -149,7 +149,7 @@ fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, alloc::vec::
 	let lens: alloc::vec::Vec<usize> = graph.state_lens().collect();
 	let zeros: alloc::vec::Vec<alloc::vec::Vec<f32>> = lens.iter().map(|&len| alloc::vec![0f32; len]).collect();
 	let views: alloc::vec::Vec<&[f32]> = zeros.iter().map(|tensor| tensor.as_slice()).collect();
-	let state = touchstone_kernels::proof::state_tree::tree(&views).map_err(|_| BenchmarkError::Stop("no state tree"))?;
+	let state = state_tree::tree(&views).map_err(|_| BenchmarkError::Stop("no state tree"))?;
 	let steps = case.hyper.steps;
 	let (proof, opening, _) =
 		filler_proof(0, steps, case.initial_state_root, state.root(), 0).ok_or(BenchmarkError::Stop("no trace"))?;

@@ -21,7 +21,7 @@ pub use touchstone_kernels::proof::merkle::TreeKind;
 pub use touchstone_kernels::referee::boundary::{
 	bind_segment, segment_trace_commitment, unit_final_state_root, BoundaryOpening, SegmentBinding, UnitCommitment,
 };
-pub use touchstone_kernels::proof::state_tree::{chunk_range, locate_chunk, CHUNK_WORDS};
+pub use touchstone_kernels::proof::state_tree::{self, chunk_range, locate_chunk, CHUNK_WORDS};
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
 /// words opened, Merkle hashes checked and operators rebuilt
