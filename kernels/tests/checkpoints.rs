@@ -299,7 +299,8 @@ fn segment_traces_bind_to_their_boundaries_and_the_step_game_lands_on_the_lie() 
 			again.inject(fault);
 		}
 		run_segments(&mut again, 8);
-		let (hashes, closed) = again.segment_trace(12).unwrap();
+		let (steps, closed) = again.segment_trace(12).unwrap();
+		let hashes: Vec<[u8; 32]> = steps.iter().map(|step| step.state_hash).collect();
 		assert_eq!(closed, boundaries[2], "the re-executed segment closes the boundary the run closed");
 		(boundaries, unit, tree, hashes)
 	};

@@ -25,6 +25,7 @@ use crate::error::KernelError;
 use crate::proof::graph::{Graph, OpKind, ValueKind};
 use crate::job::fault::{flip, Fault, Flip};
 use crate::proof::chain::{operator_leaf, record_hash, state_hash, ChainPoint, TracePoint};
+use crate::referee::TracedStep;
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{
 	self, index_segment_leaf, segment_leaf, MerkleError, MerkleTree,
@@ -411,18 +412,19 @@ impl<B: Backend> Trainer<B> {
 	/// state here, with the state tree's root after the step and the step's record.
 	/// What a party re-executes when a dispute lands on a segment; the segment
 	/// is closed at `end`, as the run closed it, and the run stops hashing.
-	pub fn segment_trace(&mut self, end: u32) -> Result<(Vec<Digest>, Boundary), B::Error> {
+	pub fn segment_trace(&mut self, end: u32) -> Result<(Vec<TracedStep>, Boundary), B::Error> {
 		self.start_trace()?;
-		let mut hashes = Vec::with_capacity(end.saturating_sub(self.point.next_step) as usize);
+		let mut steps = Vec::with_capacity(end.saturating_sub(self.point.next_step) as usize);
 		let result = (|| {
 			while self.point.next_step < end {
-				self.step()?;
-				hashes.push(self.trace.map_or([0; 32], |trace| trace.last_hash));
+				let record = self.step()?;
+				let trace = self.trace.unwrap_or(TracePoint::anchored(&[0; 32]));
+				steps.push(TracedStep { state_hash: trace.last_hash, state_root: trace.last_state_root, record: record.record });
 			}
 			self.close_segment()
 		})();
 		self.stop_trace();
-		Ok((hashes, result?))
+		Ok((steps, result?))
 	}
 
 	/// Downloads the current parameters.

@@ -72,7 +72,8 @@ pub use cost::{
 };
 #[cfg(feature = "std")]
 pub use prover::{
-	first_non_finite_piece, open_case, open_step_binding, requirements, state_chunk, traced_state_opening, Requirements, RunOpening, TracedStep,
+	first_non_finite_piece, open_case, open_step_binding, requirements, state_chunk, traced_state_opening, Requirements, RunOpening,
+	SegmentTrace, TracedStep, UnitBoundaries,
 };
 
 use alloc::collections::BTreeMap;

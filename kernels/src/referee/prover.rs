@@ -17,8 +17,9 @@ use crate::proof::hash::Digest;
 use crate::proof::merkle::{MerkleTree, SEGMENT};
 use crate::proof::state_tree::{chunk_range, locate_chunk, state_chunk_count, CHUNK_WORDS};
 use crate::proof::reduction::Reads;
-use crate::job::trace::StepTrace;
-use super::boundary::BoundaryOpening;
+use crate::job::trace::{Boundary, StepTrace};
+use crate::proof::merkle::MerkleError;
+use super::boundary::{BoundaryOpening, SegmentBinding};
 
 /// Availability request `index` for `state` (its tensors: parameters, then
 /// moments), answered: its state chunks' words and their multiproof in the state
@@ -37,6 +38,101 @@ pub fn state_chunk(state: &[Vec<f32>], index: u32, boundary: BoundaryOpening) ->
 		chunks.push(words.iter().map(|&value| canonical_bits(value)).collect());
 	}
 	Ok(StateChunk { boundary, chunks, proof })
+}
+
+/// A unit's boundaries as its prover keeps them, with their tree, whose root is the
+/// unit's segment root (the learning proof's `trace_root`).
+#[derive(Clone, Debug)]
+pub struct UnitBoundaries {
+	/// Each segment's boundary, in order.
+	pub boundaries: Vec<Boundary>,
+	/// The Merkle tree over their leaves.
+	pub tree: MerkleTree,
+}
+
+impl UnitBoundaries {
+	/// The unit's boundaries, in order, and their tree.
+	pub fn new(boundaries: Vec<Boundary>) -> Result<Self, MerkleError> {
+		let tree = MerkleTree::new(boundaries.iter().map(Boundary::leaf).collect())?;
+		Ok(Self { boundaries, tree })
+	}
+
+	/// The segment root.
+	pub fn root(&self) -> Digest {
+		self.tree.root()
+	}
+
+	/// The opening of boundary `segment`.
+	pub fn opening(&self, segment: u32) -> Option<BoundaryOpening> {
+		let boundary = self.boundaries.get(segment as usize)?;
+		super::boundary::boundary_opening(&self.tree, segment, boundary.state_root, boundary.record).ok()
+	}
+
+	/// The opening of the last boundary: the unit's final state.
+	pub fn final_opening(&self) -> Option<BoundaryOpening> {
+		self.opening(u32::try_from(self.boundaries.len().checked_sub(1)?).ok()?)
+	}
+
+	/// The opening of the boundary before segment `segment`, if it has one.
+	pub fn start_opening(&self, segment: u32) -> Option<Option<BoundaryOpening>> {
+		match segment.checked_sub(1) {
+			None => Some(None),
+			Some(before) => Some(Some(self.opening(before)?)),
+		}
+	}
+}
+
+/// One segment's step-level trace, as its prover keeps it once re-executed.
+#[derive(Clone, Debug)]
+pub struct SegmentTrace {
+	/// Global number of the segment's first step.
+	pub first_step: u32,
+	/// The state root it starts from.
+	pub start_state_root: Digest,
+	/// Each step's state hash, state root and record.
+	pub steps: Vec<TracedStep>,
+	/// The step-level tree over the steps' leaves.
+	pub tree: MerkleTree,
+}
+
+impl SegmentTrace {
+	/// The trace of the segment that starts at `first_step` from `start_state_root`.
+	pub fn new(first_step: u32, start_state_root: Digest, steps: Vec<TracedStep>) -> Result<Self, MerkleError> {
+		let tree = MerkleTree::new(steps.iter().map(|step| crate::proof::chain::trace_leaf(&step.state_hash)).collect())?;
+		Ok(Self { first_step, start_state_root, steps, tree })
+	}
+
+	/// The trace root.
+	pub fn root(&self) -> Digest {
+		self.tree.root()
+	}
+
+	/// The opening of the state before global step `step` (one past the last: the
+	/// segment's end state).
+	pub fn state_opening(&self, step: u32) -> Option<StateOpening> {
+		traced_state_opening(&self.steps, &self.tree, self.first_step, &self.start_state_root, step)
+	}
+
+	/// The binding of this trace to its boundaries: `start` opens the boundary before
+	/// it (`None` for the unit's first segment), `end` the party's boundary at its end.
+	pub fn binding(&self, start: Option<BoundaryOpening>, end: BoundaryOpening) -> Option<SegmentBinding> {
+		let last = self.steps.len().checked_sub(1)?;
+		let previous = match last.checked_sub(1) {
+			Some(before) => self.steps.get(before)?.state_hash,
+			None => crate::proof::chain::anchor_hash(&self.start_state_root),
+		};
+		Some(SegmentBinding { start, end, previous, proof: self.tree.proof(last).ok()? })
+	}
+
+	/// What a case over this trace is opened from.
+	pub fn run_opening<'a>(
+		&'a self,
+		dataset: &'a Dataset,
+		dataset_tree: &'a MerkleTree,
+		shard: core::ops::Range<usize>,
+	) -> RunOpening<'a> {
+		RunOpening { trace: &self.tree, first_step: self.first_step, start_state_root: self.start_state_root, dataset, dataset_tree, shard }
+	}
 }
 
 /// One step of a segment's step-level trace, as its prover keeps it: what opening
