@@ -24,8 +24,7 @@ use crate::job::data::Dataset;
 use crate::error::KernelError;
 use crate::proof::graph::{Graph, OpKind, ValueKind};
 use crate::job::fault::{flip, Fault, Flip};
-use crate::proof::chain::{operator_leaf, record_hash, state_hash, ChainPoint, TracePoint};
-use crate::referee::TracedStep;
+use crate::proof::chain::{operator_leaf, record_hash, state_hash, ChainPoint, TracePoint, TracedStep};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{
 	self, index_segment_leaf, segment_leaf, MerkleError, MerkleTree,

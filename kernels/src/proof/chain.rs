@@ -136,3 +136,15 @@ impl TracePoint {
 		Self { last_hash: anchor_hash(state_root), previous_hash: [0; 32], last_state_root: *state_root }
 	}
 }
+
+/// One step of a segment's step-level trace, as its prover keeps it: what opening
+/// the state after it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracedStep {
+	/// The state hash after the step.
+	pub state_hash: Digest,
+	/// The state root after the step.
+	pub state_root: Digest,
+	/// The record after the step.
+	pub record: Digest,
+}

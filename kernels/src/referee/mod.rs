@@ -73,7 +73,7 @@ pub use cost::{
 #[cfg(feature = "std")]
 pub use prover::{
 	first_non_finite_piece, open_case, open_step_binding, requirements, state_chunk, traced_state_opening, Requirements, RunOpening,
-	SegmentTrace, TracedStep, UnitBoundaries,
+	SegmentTrace, UnitBoundaries,
 };
 
 use alloc::collections::BTreeMap;
@@ -87,6 +87,7 @@ use crate::ops::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, 
 use crate::job::data::DatasetLayout;
 use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueKind};
 use crate::proof::hash::Digest;
+pub use crate::proof::chain::TracedStep;
 use crate::proof::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, TreeKind, SEGMENT};
 use crate::proof::state_tree::{chunk_leaf_words, chunk_range, CHUNK_WORDS};
 use crate::job::model::{ModelConfig, TrainConfig};

@@ -18,6 +18,7 @@ use crate::proof::merkle::{MerkleTree, SEGMENT};
 use crate::proof::state_tree::{chunk_range, locate_chunk, state_chunk_count, CHUNK_WORDS};
 use crate::proof::reduction::Reads;
 use crate::job::trace::{Boundary, StepTrace};
+use crate::proof::chain::TracedStep;
 use crate::proof::merkle::MerkleError;
 use super::boundary::{BoundaryOpening, SegmentBinding};
 
@@ -135,17 +136,6 @@ impl SegmentTrace {
 	}
 }
 
-/// One step of a segment's step-level trace, as its prover keeps it: what opening
-/// the state after it needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TracedStep {
-	/// The state hash after the step.
-	pub state_hash: Digest,
-	/// The state root after the step.
-	pub state_root: Digest,
-	/// The record after the step.
-	pub record: Digest,
-}
 
 /// The opening of the state a segment's trace commits before global step `step`,
 /// from the trace's `steps` (its first at `first_step`), its step-level `tree` and
