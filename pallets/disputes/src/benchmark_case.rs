@@ -16,11 +16,12 @@
 use crate::Pair;
 use codec::{Decode, Encode};
 use touchstone_primitives::{
-	referee::{Digest, MerkleProof, Openings, StateOpening, StepBinding},
+	referee::{BoundaryOpening, Digest, MerkleProof, Openings, SegmentBinding, StepBinding},
 	HyperParams, LearningProof, ModelArch,
 };
 
-/// Everything the benchmarks of `bind_step`, `bind_operator` and `resolve` need.
+/// Everything the benchmarks of `bind_segment`, `bind_step`, `bind_operator` and
+/// `resolve` need.
 #[derive(Encode, Decode, Clone, Debug, PartialEq, Eq)]
 pub struct BenchmarkCase {
 	/// The job's model.
@@ -35,10 +36,18 @@ pub struct BenchmarkCase {
 	pub initial_state_root: Digest,
 	/// The defender's (dishonest) learning proof.
 	pub proof: LearningProof,
-	/// The opening of its final state.
-	pub final_state: StateOpening,
-	/// The challenger's (honest) trace root.
+	/// The opening of its final state (its last boundary).
+	pub final_state: BoundaryOpening,
+	/// The challenger's (honest) segment root.
 	pub challenger_trace_root: Digest,
+	/// The disputed segment.
+	pub segment: u32,
+	/// The state root it starts from.
+	pub segment_start: Digest,
+	/// Both sides' step-level trace roots of the segment.
+	pub segment_traces: Pair<Digest>,
+	/// The defender's binding of its segment trace.
+	pub segment_binding: SegmentBinding,
 	/// Where the game ended.
 	pub step: u32,
 	/// The disputed operator.

@@ -12,8 +12,8 @@ use polkadot_sdk::{
 use crate::benchmark_case::{BenchmarkCase, Recording};
 use touchstone_primitives::{
 	referee::{
-		bookkeeping_spec, chunk_range, filler_proof, filler_trace, job_graph, locate_chunk, reveal, MerkleTree, Openings,
-		Reveal, StateChunk, StateOpening, CHUNKS_PER_REQUEST, state_tree,
+		bookkeeping_spec, chunk_range, filler_proof, filler_segments, job_graph, locate_chunk, reveal, BoundaryOpening,
+		MerkleTree, Openings, Reveal, StateChunk, CHUNKS_PER_REQUEST, state_tree,
 	},
 	Decomposition, JobId, JobSpec, Role,
 };
@@ -27,14 +27,19 @@ const FINAL: [u8; 32] = [3; 32];
 /// The unit timeout of the recorded cases' jobs: beyond any `MaxSegmentBlocks`.
 const CASE_UNIT_TIMEOUT: u32 = 1_000_000;
 
+/// The benchmarks' checkpoint interval: one segment per step, so that the segment
+/// level of a dispute plays rounds.
+const INTERVAL: u32 = 1;
+
 /// A small job the chain accepts, of `units` step ranges; the helper sets its price.
 fn spec<T: Config>(units: u32) -> JobSpec<BalanceOf<T>> {
-	bookkeeping_spec(STEPS, units, STEPS, INITIAL)
+	bookkeeping_spec(STEPS, units, INTERVAL, INITIAL)
 }
 
-/// A step-level tree over the unit's steps: the defender's (salt 0) or a challenger's.
-fn tree(salt: u8) -> Result<(MerkleTree, touchstone_primitives::referee::StateOpening), BenchmarkError> {
-	filler_trace(0, STEPS, INITIAL, FINAL, salt).ok_or(BenchmarkError::Stop("no trace"))
+/// A segment-level tree over the unit's boundaries: the defender's (salt 0) or a
+/// challenger's.
+fn tree(salt: u8) -> Result<(MerkleTree, BoundaryOpening), BenchmarkError> {
+	filler_segments(0, STEPS, INTERVAL, FINAL, salt).ok_or(BenchmarkError::Stop("no trace"))
 }
 
 /// A job of `units` step ranges whose first unit `solver` proved with the salt-0 tree.
@@ -43,7 +48,7 @@ fn proven<T: Config>(units: u32) -> Result<(JobId, T::AccountId, MerkleTree), Be
 	let solver: T::AccountId = account("solver", 0, 0);
 	T::BenchmarkHelper::register(&solver, Role::Solver);
 	let (proof, opening, defender) =
-		filler_proof(0, STEPS, INITIAL, FINAL, 0).ok_or(BenchmarkError::Stop("no trace"))?;
+		filler_proof(0, STEPS, INTERVAL, INITIAL, FINAL, 0).ok_or(BenchmarkError::Stop("no trace"))?;
 	let job = T::BenchmarkHelper::prove(&owner, spec::<T>(units), &solver, proof, opening)
 		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
 	Ok((job, solver, defender))
@@ -70,6 +75,7 @@ fn reveal_at<T: Config>(id: DisputeId, tree: &MerkleTree) -> Result<Reveal, Benc
 
 /// Which phase [`recorded_dispute`] puts the recorded dispute in.
 enum At {
+	BindSegment,
 	BindStep,
 	BindOperator,
 	Judge,
@@ -81,7 +87,7 @@ enum At {
 fn prove_case<T: Config>(
 	case: &BenchmarkCase,
 	proof: touchstone_primitives::LearningProof,
-	opening: StateOpening,
+	opening: BoundaryOpening,
 ) -> Result<(JobId, T::AccountId), BenchmarkError> {
 	let owner: T::AccountId = account("owner", 0, 0);
 	let solver: T::AccountId = account("solver", 0, 0);
@@ -116,8 +122,15 @@ fn recorded_dispute<T: Config>(
 	Pallet::<T>::challenge(RawOrigin::Signed(challenger).into(), job, 0, case.challenger_trace_root)
 		.map_err(|_| BenchmarkError::Stop("challenge failed"))?;
 	let mut info = Disputes::<T>::get(id).ok_or(BenchmarkError::Stop("no dispute"))?;
-	info.step = Some(case.step);
-	info.phase = Phase::BindStep { roots: Pair { defender: None, challenger: Some(case.operator_roots.challenger) } };
+	info.segment = Some(case.segment);
+	info.segment_start = Some(case.segment_start);
+	info.phase = Phase::BindSegment { roots: Pair { defender: None, challenger: Some(case.segment_traces.challenger) } };
+	if matches!(at, At::BindStep | At::BindOperator | At::Judge) {
+		info.segment_traces = Some(case.segment_traces);
+		info.step = Some(case.step);
+		info.phase =
+			Phase::BindStep { roots: Pair { defender: None, challenger: Some(case.operator_roots.challenger) } };
+	}
 	if matches!(at, At::BindOperator | At::Judge) {
 		info.operator_roots = Some(case.operator_roots);
 		info.operator = Some(case.operator);
@@ -143,7 +156,7 @@ fn to_judge<T: Config>(recording: Recording) -> Result<(DisputeId, T::AccountId,
 /// with a trace that ends at a state of the model's shape (all zeros), whose tree and
 /// tensor lengths are returned with the opening of that final state; and the unit's
 /// last step.
-fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, alloc::vec::Vec<usize>, StateOpening, u32), BenchmarkError> {
+fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, alloc::vec::Vec<usize>, BoundaryOpening, u32), BenchmarkError> {
 	let case = Recording::KChunk.case().ok_or(BenchmarkError::Stop("no recorded case"))?;
 	let graph = job_graph(&case.model, &case.hyper).ok_or(BenchmarkError::Stop("no graph"))?;
 	let lens: alloc::vec::Vec<usize> = graph.state_lens().collect();
@@ -152,7 +165,8 @@ fn chunked<T: Config>() -> Result<(JobId, T::AccountId, MerkleTree, alloc::vec::
 	let state = state_tree::tree(&views).map_err(|_| BenchmarkError::Stop("no state tree"))?;
 	let steps = case.hyper.steps;
 	let (proof, opening, _) =
-		filler_proof(0, steps, case.initial_state_root, state.root(), 0).ok_or(BenchmarkError::Stop("no trace"))?;
+		filler_proof(0, steps, case.hyper.checkpoint_interval, case.initial_state_root, state.root(), 0)
+			.ok_or(BenchmarkError::Stop("no trace"))?;
 	let (job, solver) = prove_case::<T>(&case, proof, opening.clone())?;
 	Ok((job, solver, state, lens, opening, steps))
 }
@@ -217,6 +231,16 @@ mod benchmarks {
 		#[extrinsic_call]
 		_(RawOrigin::Signed(caller), id);
 		assert!(UnitDisputes::<T>::get((job, 0)).is_empty());
+		Ok(())
+	}
+
+	/// The defender binds its trace of the recorded segment; the step level starts.
+	#[benchmark]
+	fn bind_segment() -> Result<(), BenchmarkError> {
+		let (id, defender, case) = recorded_dispute::<T>(Recording::KChunk, At::BindSegment)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(defender), id, case.segment_traces.defender, case.segment_binding);
+		assert!(matches!(Disputes::<T>::get(id).map(|info| info.phase), Some(Phase::Bisect { .. })));
 		Ok(())
 	}
 
@@ -297,7 +321,7 @@ mod benchmarks {
 			let (tensor, within) = locate_chunk(lens.iter().copied(), index).ok_or(BenchmarkError::Stop("no chunk"))?;
 			chunks.push(alloc::vec![0u32; chunk_range(lens.get(tensor).copied().unwrap_or(0), within).len()]);
 		}
-		let chunk = StateChunk { state: opening, chunks, proof };
+		let chunk = StateChunk { boundary: opening, chunks, proof };
 		#[extrinsic_call]
 		_(RawOrigin::Signed(solver), id, chunk);
 		assert!(Disputes::<T>::get(id).is_none());

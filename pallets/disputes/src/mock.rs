@@ -222,7 +222,7 @@ impl crate::BenchmarkHelper<u64, u64> for BenchmarkHelper {
 		spec: touchstone_primitives::JobSpec<u64>,
 		solver: &u64,
 		proof: touchstone_primitives::LearningProof,
-		final_state: touchstone_primitives::referee::StateOpening,
+		final_state: touchstone_primitives::referee::BoundaryOpening,
 	) -> Option<touchstone_primitives::JobId> {
 		let job = Self::take(owner, spec, solver)?;
 		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;

@@ -24,21 +24,21 @@ use touchstone_kernels::{
 		data::{synthetic, Dataset},
 		fault::Fault,
 		model::{ModelConfig, TrainConfig},
-		trace::{state_root, StepRecord, StepTrace, Trainer},
+		trace::{state_root, Boundary, StepRecord, StepTrace, Trainer},
 	},
 	proof::{
 		bisection::reveal,
-		chain::{trace_leaf, ChainPoint},
+		chain::ChainPoint,
 		graph::Graph,
 		merkle::{depth, MerkleTree},
 	},
-	referee::{open_case, open_step_binding, record_state_opening, state_chunk, RunOpening},
+	referee::{open_case, open_step_binding, state_chunk, RunOpening, SegmentTrace, UnitBoundaries},
 	CpuBackend, Digest,
 };
 use touchstone_primitives::{
-	referee::{kernel_model, kernel_train, Level, StateOpening},
+	referee::{boundary_before, kernel_model, kernel_train, BoundaryOpening, Level, StateOpening, UnitCommitment},
 	Activation, ContentRef, DatasetRef, Decomposition, HardwareRequirements, HyperParams, JobSpec, LearningProof,
-	ModelArch, Optimizer, Role, TrainingMetrics, UnitState, VerificationMode,
+	ModelArch, Optimizer, Role, Segments, TrainingMetrics, UnitState, VerificationMode,
 };
 
 /// A tiny job the chain accepts and the kernels train: a 4→6→3 tanh MLP on 24 synthetic
@@ -134,8 +134,9 @@ impl TinyJob {
 	}
 }
 
-/// A party's run over one unit: the trainer's records of every step, honest or with a
-/// fault, from the unit's start state.
+/// A party's run over one unit: the trainer's records of every step and its boundaries,
+/// honest or with faults, from the unit's start state; segment traces and step traces are
+/// re-executed when a dispute asks for them, as a solver does.
 struct Run<'a> {
 	job: &'a TinyJob,
 	first_step: u32,
@@ -143,7 +144,8 @@ struct Run<'a> {
 	start: Digest,
 	faults: Vec<Fault>,
 	records: Vec<StepRecord>,
-	tree: MerkleTree,
+	unit: UnitBoundaries,
+	segments: BTreeMap<u32, SegmentTrace>,
 	traces: BTreeMap<u32, StepTrace>,
 }
 
@@ -156,15 +158,24 @@ impl<'a> Run<'a> {
 
 	/// Trains as [`Run::train`] does, with every fault of `faults` applied.
 	fn train_with(job: &'a TinyJob, first_step: u32, steps: u32, faults: Vec<Fault>) -> Self {
-		let mut honest = Trainer::new(CpuBackend, &job.model, &job.train, job.data.clone()).unwrap();
-		for _ in 0..first_step {
-			honest.step().unwrap();
-		}
-		Self::from_state(job, first_step, steps, honest.state().unwrap(), faults)
+		Self::from_state(job, first_step, steps, honest_state(job, first_step), faults)
 	}
 
 	/// Trains `steps` steps from step `first_step`, starting from `start_state`.
 	fn from_state(job: &'a TinyJob, first_step: u32, steps: u32, start_state: Vec<Vec<f32>>, faults: Vec<Fault>) -> Self {
+		Self::run(job, first_step, steps, start_state, faults, false)
+	}
+
+	/// Runs the unit, closing a segment at every boundary of the job's grid; `traced`
+	/// steps as the prover does, going on past non-finite values (a lie may plant them).
+	fn run(
+		job: &'a TinyJob,
+		first_step: u32,
+		steps: u32,
+		start_state: Vec<Vec<f32>>,
+		faults: Vec<Fault>,
+		traced: bool,
+	) -> Self {
 		let start = state_root(&start_state).unwrap();
 		let mut run = Self {
 			job,
@@ -173,29 +184,42 @@ impl<'a> Run<'a> {
 			start,
 			faults,
 			records: Vec::new(),
-			tree: MerkleTree::new(vec![[0; 32]]).unwrap(),
+			unit: UnitBoundaries::new(vec![Boundary { next_step: 0, state_root: [0; 32], record: [0; 32] }]).unwrap(),
+			segments: BTreeMap::new(),
 			traces: BTreeMap::new(),
 		};
-		let mut trainer = run.trainer();
-		run.records = (0..steps).map(|_| trainer.step().unwrap()).collect();
-		run.tree = MerkleTree::new(run.records.iter().map(|record| trace_leaf(&record.state_hash)).collect()).unwrap();
+		let mut trainer = run.trainer(first_step);
+		if traced {
+			trainer.start_trace().unwrap();
+		}
+		let end = first_step + steps;
+		let mut boundaries = Vec::new();
+		for _ in 0..steps {
+			run.records.push(if traced { trainer.trace_step().unwrap().record } else { trainer.step().unwrap() });
+			if job.train.is_checkpoint_step(trainer.next_step(), end) {
+				boundaries.push(trainer.close_segment().unwrap());
+			}
+		}
+		run.unit = UnitBoundaries::new(boundaries).unwrap();
 		run
+	}
+
+	/// The unit's checkpoint grid.
+	fn grid(&self) -> Segments {
+		Segments::new(self.first_step, self.records.len() as u32, self.job.train.checkpoint_interval)
 	}
 
 	/// The state this run ends at: where the next step range starts from it.
 	fn final_state(&self) -> Vec<Vec<f32>> {
-		let mut trainer = self.trainer();
-		for _ in &self.records {
-			trainer.step().unwrap();
-		}
-		trainer.state().unwrap()
+		self.state_before(self.first_step + self.records.len() as u32)
 	}
 
-	/// A trainer at the unit's start, with this run's faults.
-	fn trainer(&self) -> Trainer<CpuBackend> {
-		let point = ChainPoint::anchored(self.first_step, &self.start);
+	/// A trainer at global step `step` of this run (a boundary, or the unit's start),
+	/// with this run's faults.
+	fn trainer(&self, step: u32) -> Trainer<CpuBackend> {
+		let state = if step == self.first_step { self.start_state.clone() } else { self.state_before(step) };
 		let mut trainer =
-			Trainer::resume(CpuBackend, &self.job.model, &self.job.train, self.job.data.clone(), self.start_state.clone(), point)
+			Trainer::resume(CpuBackend, &self.job.model, &self.job.train, self.job.data.clone(), state, ChainPoint::start(step))
 				.unwrap();
 		for &fault in &self.faults {
 			trainer.inject(fault);
@@ -203,11 +227,48 @@ impl<'a> Run<'a> {
 		trainer
 	}
 
-	/// The full trace of global step `step`, re-executed once and kept.
+	/// The state this run holds before global step `step`.
+	fn state_before(&self, step: u32) -> Vec<Vec<f32>> {
+		let mut trainer = Trainer::resume(
+			CpuBackend,
+			&self.job.model,
+			&self.job.train,
+			self.job.data.clone(),
+			self.start_state.clone(),
+			ChainPoint::start(self.first_step),
+		)
+		.unwrap();
+		for &fault in &self.faults {
+			trainer.inject(fault);
+		}
+		for _ in self.first_step..step {
+			trainer.step().unwrap();
+		}
+		trainer.state().unwrap()
+	}
+
+	/// The step-level trace of segment `segment`, re-executed once from the boundary
+	/// before it and kept.
+	fn segment(&mut self, segment: u32) -> &SegmentTrace {
+		if !self.segments.contains_key(&segment) {
+			let range = self.grid().range(segment).unwrap();
+			let mut trainer = self.trainer(range.start);
+			let start = trainer.state_tree_root().unwrap();
+			let (steps, _) = trainer.segment_trace(range.end).unwrap();
+			self.segments.insert(segment, SegmentTrace::new(range.start, start, steps).unwrap());
+		}
+		&self.segments[&segment]
+	}
+
+	/// The full trace of global step `step`, re-executed once from the start of its
+	/// segment and kept.
 	fn trace(&mut self, step: u32) -> &StepTrace {
 		if !self.traces.contains_key(&step) {
-			let mut trainer = self.trainer();
-			for _ in self.first_step..step {
+			let grid = self.grid();
+			let range = grid.range(grid.of_step(step).unwrap()).unwrap();
+			let mut trainer = self.trainer(range.start);
+			trainer.start_trace().unwrap();
+			for _ in range.start..step {
 				trainer.step().unwrap();
 			}
 			self.traces.insert(step, trainer.trace_step().unwrap());
@@ -215,36 +276,34 @@ impl<'a> Run<'a> {
 		&self.traces[&step]
 	}
 
+	/// The unit's segment root.
 	fn root(&self) -> Digest {
-		self.tree.root()
+		self.unit.root()
 	}
 
-	/// The opening of the state this run commits before global step `step`.
-	fn state_opening(&self, step: u32) -> StateOpening {
-		record_state_opening(&self.records, &self.tree, self.first_step, &self.start, step).unwrap()
-	}
-
-	/// The state this run holds before global step `step`.
-	fn state_before(&self, step: u32) -> Vec<Vec<f32>> {
-		let mut trainer = self.trainer();
-		for _ in self.first_step..step {
-			trainer.step().unwrap();
-		}
-		trainer.state().unwrap()
+	/// The opening of the boundary this run commits before global step `step`.
+	fn boundary_opening(&self, step: u32) -> BoundaryOpening {
+		let unit = UnitCommitment {
+			root: self.root(),
+			first_step: self.first_step,
+			steps: self.records.len() as u32,
+			interval: self.job.train.checkpoint_interval,
+			start_state_root: self.start,
+		};
+		self.unit.opening(boundary_before(&unit, step).unwrap()).unwrap()
 	}
 
 	/// The learning proof a solver commits for this run, and the opening of its final state.
-	fn proof(&self) -> (LearningProof, StateOpening) {
-		let record = &self.records[self.records.len() - 1];
-		let opening = self.state_opening(self.first_step + self.records.len() as u32);
+	fn proof(&self) -> (LearningProof, BoundaryOpening) {
+		let last = self.unit.boundaries.last().unwrap();
 		let proof = LearningProof {
 			trace_root: self.root().into(),
 			steps: self.records.len() as u32,
 			start_state_root: self.start.into(),
-			final_state_root: record.state_root.into(),
+			final_state_root: last.state_root.into(),
 			metrics: TrainingMetrics { loss: FixedU64::from_rational(1, 2), accuracy: Perbill::from_percent(50) },
 		};
-		(proof, opening)
+		(proof, self.unit.final_opening().unwrap())
 	}
 
 	/// Answers the current phase of dispute `id` as `who`, from this run.
@@ -255,7 +314,8 @@ impl<'a> Run<'a> {
 		match info.phase {
 			Phase::Bisect { level, game, .. } => {
 				let reveal = match level {
-					Level::Steps => reveal(&self.tree, game.level, game.index),
+					Level::Segments => reveal(&self.unit.tree, game.level, game.index),
+					Level::Steps => reveal(&self.segment(info.segment.unwrap()).tree, game.level, game.index),
 					Level::Operators => reveal(&self.trace(info.step.unwrap()).operators, game.level, game.index),
 					Level::Pieces { operator } => {
 						reveal(&self.trace(info.step.unwrap()).pieces[operator as usize], game.level, game.index)
@@ -263,12 +323,20 @@ impl<'a> Run<'a> {
 				};
 				Disputes::reveal(origin, id, reveal)
 			},
+			Phase::BindSegment { .. } => {
+				let segment = info.segment.unwrap();
+				let (start, end) = (self.unit.start_opening(segment).unwrap(), self.unit.opening(segment).unwrap());
+				let trace = self.segment(segment);
+				let binding = trace.binding(start, end).unwrap();
+				Disputes::bind_segment(origin, id, trace.root(), binding)
+			},
 			Phase::BindStep { .. } => {
 				let step = info.step.unwrap();
+				self.segment(info.segment.unwrap());
 				self.trace(step);
-				let (trace, opening) = (&self.traces[&step], self.opening());
-				let binding = open_step_binding(&graph, trace, &opening).unwrap();
-				Disputes::bind_step(origin, id, trace.operators.root(), binding)
+				let opening = self.opening(info.segment.unwrap());
+				let binding = open_step_binding(&graph, &self.traces[&step], &opening).unwrap();
+				Disputes::bind_step(origin, id, self.traces[&step].operators.root(), binding)
 			},
 			Phase::BindOperator { .. } => {
 				let operator = info.operator.unwrap() as usize;
@@ -278,29 +346,33 @@ impl<'a> Run<'a> {
 			},
 			Phase::Judge => {
 				let step = info.step.unwrap();
+				self.segment(info.segment.unwrap());
 				self.trace(step);
-				let (trace, opening) = (&self.traces[&step], self.opening());
+				let opening = self.opening(info.segment.unwrap());
 				let (operator, piece) = (info.operator.unwrap() as usize, info.piece.unwrap() as usize);
-				let (_, openings) = open_case(&graph, trace, &opening, operator, piece).unwrap();
+				let (_, openings) = open_case(&graph, &self.traces[&step], &opening, operator, piece).unwrap();
 				Disputes::resolve(origin, id, openings).map(|_| ()).map_err(|error| error.error)
 			},
 			Phase::Availability { step, chunk } => {
-				let posted = state_chunk(&self.state_before(step), chunk, self.state_opening(step)).unwrap();
+				let posted = state_chunk(&self.state_before(step), chunk, self.boundary_opening(step)).unwrap();
 				Disputes::provide_chunk(origin, id, posted)
 			},
 		}
 	}
 
-	fn opening(&self) -> RunOpening<'_> {
-		RunOpening {
-			trace: &self.tree,
-			first_step: self.first_step,
-			start_state_root: self.start,
-			dataset: &self.job.data,
-			dataset_tree: &self.job.data_tree,
-			shard: 0..self.job.data.len(),
-		}
+	/// What a case over segment `segment` (re-executed already) is opened from.
+	fn opening(&self, segment: u32) -> RunOpening<'_> {
+		self.segments[&segment].run_opening(&self.job.data, &self.job.data_tree, 0..self.job.data.len())
 	}
+}
+
+/// The honest model's state before global step `step`.
+fn honest_state(job: &TinyJob, step: u32) -> Vec<Vec<f32>> {
+	let mut honest = Trainer::new(CpuBackend, &job.model, &job.train, job.data.clone()).unwrap();
+	for _ in 0..step {
+		honest.step().unwrap();
+	}
+	honest.state().unwrap()
 }
 
 /// A fault that flips an output of `operator` at `step` (its first output, element 0).
@@ -388,8 +460,13 @@ fn conviction_reward(slashed: u64) -> u64 {
 }
 
 /// The expected rounds of a dispute found at `operator` and `piece` count of a unit of `steps` steps.
-fn expected_rounds(job: &TinyJob, steps: u32, operator: usize) -> u32 {
-	depth(steps as usize) + depth(job.graph.nodes.len()) + depth(job.graph.piece_count(operator).unwrap())
+fn expected_rounds(job: &TinyJob, steps: u32, step: u32, operator: usize) -> u32 {
+	let grid = Segments::new(0, steps, job.train.checkpoint_interval);
+	let segment = grid.range(grid.of_step(step).unwrap()).unwrap();
+	depth(grid.count() as usize)
+		+ depth(segment.len())
+		+ depth(job.graph.nodes.len())
+		+ depth(job.graph.piece_count(operator).unwrap())
 }
 
 #[test]
@@ -429,7 +506,7 @@ fn a_solver_that_lies_at_one_operator_is_caught_slashed_and_its_unit_redone() {
 
 		let rounds = play(dispute, &mut liar, &mut honest);
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
-		assert_eq!(rounds, expected_rounds(&job, 8, operator));
+		assert_eq!(rounds, expected_rounds(&job, 8, 5, operator));
 		// The conviction's share of the slash to the challenger, the rest to the jackpot;
 		// the bond is returned.
 		let reward = conviction_reward(SOLVER_SLASH);
@@ -596,8 +673,8 @@ fn silence_at_every_round_of_every_level_loses() {
 	let operator = 2;
 	let mut liar = Run::train(&job, 0, 4, Some(output_fault(1, operator)));
 	let mut honest = Run::train(&job, 0, 4, None);
-	// Answers per dispute: every round of the three levels and the two bindings.
-	let phases = expected_rounds(&job, 4, operator) as usize + 2;
+	// Answers per dispute: every round of the four levels and the three bindings.
+	let phases = expected_rounds(&job, 4, 1, operator) as usize + 3;
 	for answers in 0..=phases {
 		for silent in [Party::Defender, Party::Challenger] {
 			// An honest side falling silent loses as surely as a dishonest one.
@@ -637,7 +714,7 @@ fn a_wrong_reveal_or_binding_is_refused_and_changes_nothing() {
 			Phase::Bisect { game, .. } => game,
 			phase => panic!("{phase:?}"),
 		};
-		let wrong = reveal(&liar.tree, game.level, game.index);
+		let wrong = reveal(&liar.unit.tree, game.level, game.index);
 		assert_noop!(
 			Disputes::reveal(RuntimeOrigin::signed(CHALLENGER), dispute, wrong),
 			Error::<Test>::RevealInconsistent
@@ -656,9 +733,11 @@ fn a_wrong_reveal_or_binding_is_refused_and_changes_nothing() {
 			assert_ok!(liar.answer(dispute, SOLVER));
 			assert_ok!(honest.answer(dispute, CHALLENGER));
 		}
-		let step = DisputeRecords::<Test>::get(dispute).unwrap().step.unwrap();
+		let info = DisputeRecords::<Test>::get(dispute).unwrap();
+		let (step, segment) = (info.step.unwrap(), info.segment.unwrap());
+		liar.segment(segment);
 		liar.trace(step);
-		let binding = open_step_binding(&job.graph, &liar.traces[&step], &liar.opening()).unwrap();
+		let binding = open_step_binding(&job.graph, &liar.traces[&step], &liar.opening(segment)).unwrap();
 		let root = liar.traces[&step].operators.root();
 		assert_noop!(
 			Disputes::bind_step(RuntimeOrigin::signed(CHALLENGER), dispute, root, binding),
@@ -924,7 +1003,10 @@ fn a_proof_that_does_not_start_from_the_chains_anchor_or_prove_its_end_is_refuse
 #[test]
 fn a_lie_ten_thousand_steps_deep_is_found_in_fourteen_plus_log_rounds() {
 	let steps = 10_000;
-	let job = TinyJob::new(steps, 1);
+	let mut job = TinyJob::new(steps, 1);
+	// 100 segments of 100 steps: seven rounds over the boundaries, seven over the steps.
+	job.spec.hyper.checkpoint_interval = 100;
+	job.train.checkpoint_interval = 100;
 	let operator = 4;
 	let mut liar = Run::train(&job, 0, steps, Some(output_fault(9_999, operator)));
 	let mut honest = Run::train(&job, 0, steps, None);
@@ -934,8 +1016,8 @@ fn a_lie_ten_thousand_steps_deep_is_found_in_fourteen_plus_log_rounds() {
 		prove(id, 0, SOLVER, &liar);
 		let dispute = challenge(id, 0, CHALLENGER, &honest);
 		let rounds = play(dispute, &mut liar, &mut honest);
-		assert_eq!(depth(steps as usize), 14);
-		assert_eq!(rounds, expected_rounds(&job, steps, operator));
+		assert_eq!(depth(100) + depth(100), 14);
+		assert_eq!(rounds, expected_rounds(&job, steps, 9_999, operator));
 		assert_eq!(ruling(dispute), (Ruling::ChallengerWins, Grounds::Referee));
 		assert_eq!(solver_bond(SOLVER), SOLVER_BOND - SOLVER_SLASH);
 	});
@@ -957,10 +1039,16 @@ fn record_case(job: &TinyJob, faults: Vec<Fault>) -> crate::benchmark_case::Benc
 		}
 		let info = DisputeRecords::<Test>::get(dispute).unwrap();
 		let (step, operator, piece) = (info.step.unwrap(), info.operator.unwrap(), info.piece.unwrap());
+		let segment = info.segment.unwrap();
+		liar.segment(segment);
 		liar.trace(step);
 		let trace = &liar.traces[&step];
-		let (_, openings) = open_case(&job.graph, trace, &liar.opening(), operator as usize, piece as usize).unwrap();
+		let opening = liar.opening(segment);
+		let (_, openings) = open_case(&job.graph, trace, &opening, operator as usize, piece as usize).unwrap();
 		let (proof, final_state) = liar.proof();
+		let segment_binding = liar.segments[&segment]
+			.binding(liar.unit.start_opening(segment).unwrap(), liar.unit.opening(segment).unwrap())
+			.unwrap();
 		let case = crate::benchmark_case::BenchmarkCase {
 			model: job.spec.model.clone(),
 			hyper: job.spec.hyper.clone(),
@@ -970,12 +1058,16 @@ fn record_case(job: &TinyJob, faults: Vec<Fault>) -> crate::benchmark_case::Benc
 			proof,
 			final_state,
 			challenger_trace_root: honest.root(),
+			segment,
+			segment_start: info.segment_start.unwrap(),
+			segment_traces: info.segment_traces.unwrap(),
+			segment_binding,
 			step,
 			operator,
 			piece,
 			operator_roots: info.operator_roots.unwrap(),
 			piece_roots: info.piece_roots.unwrap(),
-			step_binding: open_step_binding(&job.graph, trace, &liar.opening()).unwrap(),
+			step_binding: open_step_binding(&job.graph, trace, &opening).unwrap(),
 			operator_proof: trace.operators.proof(operator as usize).unwrap(),
 			openings,
 		};

@@ -13,19 +13,7 @@ impl<'a> Run<'a> {
 	/// going on past non-finite values as the prover does (a lie may plant them). Its
 	/// records are the plain run's wherever that run is finite.
 	fn tracing(job: &'a TinyJob, first_step: u32, steps: u32, faults: Vec<Fault>) -> Self {
-		let mut honest = Trainer::new(CpuBackend, &job.model, &job.train, job.data.clone()).unwrap();
-		for _ in 0..first_step {
-			honest.step().unwrap();
-		}
-		let start_state = honest.state().unwrap();
-		let start = state_root(&start_state).unwrap();
-		let tree = MerkleTree::new(vec![[0; 32]]).unwrap();
-		let mut run =
-			Self { job, first_step, start_state, start, faults, records: Vec::new(), tree, traces: BTreeMap::new() };
-		let mut trainer = run.trainer();
-		run.records = (0..steps).map(|_| trainer.trace_step().unwrap().record).collect();
-		run.tree = MerkleTree::new(run.records.iter().map(|record| trace_leaf(&record.state_hash)).collect()).unwrap();
-		run
+		Self::run(job, first_step, steps, honest_state(job, first_step), faults, true)
 	}
 }
 
@@ -314,6 +302,7 @@ fn attack_lost_challenges_cannot_delay_payment_without_bound() {
 fn attack_a_solver_that_withholds_its_data_loses_its_proof() {
 	let mut job = TinyJob::new(8, 1);
 	job.spec.hyper.checkpoint_interval = 4;
+	job.train.checkpoint_interval = 4;
 	let liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
 	let honest = Run::train(&job, 0, 8, None);
 	build_and_execute(|| {
@@ -357,6 +346,7 @@ fn attack_a_solver_that_withholds_its_data_loses_its_proof() {
 fn bad_chunk_requests_and_answers_are_refused_with_named_errors() {
 	let mut job = TinyJob::new(8, 1);
 	job.spec.hyper.checkpoint_interval = 4;
+	job.train.checkpoint_interval = 4;
 	let honest = Run::train(&job, 0, 8, None);
 	build_and_execute(|| {
 		let id = job.submit();
@@ -376,9 +366,9 @@ fn bad_chunk_requests_and_answers_are_refused_with_named_errors() {
 		let dispute = crate::NextDisputeId::<Test>::get();
 		assert_ok!(request(4, 0));
 		assert_noop!(request(8, 0), Error::<Test>::AlreadyChallenged);
-		let right = state_chunk(&honest.state_before(4), 0, honest.state_opening(4)).unwrap();
+		let right = state_chunk(&honest.state_before(4), 0, honest.boundary_opening(4)).unwrap();
 		// Another step's state, a changed word, or the challenger posting: refused.
-		let other_step = state_chunk(&honest.state_before(8), 0, honest.state_opening(8)).unwrap();
+		let other_step = state_chunk(&honest.state_before(8), 0, honest.boundary_opening(8)).unwrap();
 		let mut changed = right.clone();
 		changed.chunks[0][0] ^= 1;
 		for wrong in [other_step, changed] {
