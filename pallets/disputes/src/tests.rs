@@ -32,7 +32,7 @@ use touchstone_kernels::{
 		graph::Graph,
 		merkle::{depth, MerkleTree},
 	},
-	referee::{open_case, open_step_binding, state_chunk, RunOpening, SegmentTrace, UnitBoundaries},
+	referee::{open_case, open_step_binding, state_chunk, RunOpening, SegmentTrace, TracedStep, UnitBoundaries},
 	CpuBackend, Digest,
 };
 use touchstone_primitives::{
@@ -127,6 +127,13 @@ impl TinyJob {
 	}
 
 	/// Submits the job as `OWNER`; returns its id.
+	/// The job with checkpoint boundaries every `interval` steps.
+	fn with_interval(mut self, interval: u32) -> Self {
+		self.spec.hyper.checkpoint_interval = interval;
+		self.train.checkpoint_interval = interval;
+		self
+	}
+
 	fn submit(&self) -> u64 {
 		let id = pallet_touchstone_tasks::NextJobId::<Test>::get();
 		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), self.spec.clone()));
@@ -143,6 +150,8 @@ struct Run<'a> {
 	start_state: Vec<Vec<f32>>,
 	start: Digest,
 	faults: Vec<Fault>,
+	/// Whether it steps as the prover does, on past non-finite values.
+	traced: bool,
 	records: Vec<StepRecord>,
 	unit: UnitBoundaries,
 	segments: BTreeMap<u32, SegmentTrace>,
@@ -183,19 +192,17 @@ impl<'a> Run<'a> {
 			start_state,
 			start,
 			faults,
+			traced,
 			records: Vec::new(),
 			unit: UnitBoundaries::new(vec![Boundary { next_step: 0, state_root: [0; 32], record: [0; 32] }]).unwrap(),
 			segments: BTreeMap::new(),
 			traces: BTreeMap::new(),
 		};
 		let mut trainer = run.trainer(first_step);
-		if traced {
-			trainer.start_trace().unwrap();
-		}
 		let end = first_step + steps;
 		let mut boundaries = Vec::new();
 		for _ in 0..steps {
-			run.records.push(if traced { trainer.trace_step().unwrap().record } else { trainer.step().unwrap() });
+			run.records.push(run.advance(&mut trainer).0);
 			if job.train.is_checkpoint_step(trainer.next_step(), end) {
 				boundaries.push(trainer.close_segment().unwrap());
 			}
@@ -242,9 +249,20 @@ impl<'a> Run<'a> {
 			trainer.inject(fault);
 		}
 		for _ in self.first_step..step {
-			trainer.step().unwrap();
+			self.advance(&mut trainer);
 		}
 		trainer.state().unwrap()
+	}
+
+	/// Runs `trainer`'s next step as this run does (a traced run hashes every step and
+	/// goes on past non-finite values); returns its record and where its trace stands.
+	fn advance(&self, trainer: &mut Trainer<CpuBackend>) -> (StepRecord, TracedStep) {
+		if trainer.trace_point().is_none() {
+			trainer.start_trace().unwrap();
+		}
+		let record = if self.traced { trainer.trace_step().unwrap().record } else { trainer.step().unwrap() };
+		let point = trainer.trace_point().unwrap();
+		(record, TracedStep { state_hash: point.last_hash, state_root: point.last_state_root, record: record.record })
 	}
 
 	/// The step-level trace of segment `segment`, re-executed once from the boundary
@@ -253,8 +271,8 @@ impl<'a> Run<'a> {
 		if !self.segments.contains_key(&segment) {
 			let range = self.grid().range(segment).unwrap();
 			let mut trainer = self.trainer(range.start);
-			let start = trainer.state_tree_root().unwrap();
-			let (steps, _) = trainer.segment_trace(range.end).unwrap();
+			let start = trainer.start_trace().unwrap().last_state_root;
+			let steps = range.clone().map(|_| self.advance(&mut trainer).1).collect();
 			self.segments.insert(segment, SegmentTrace::new(range.start, start, steps).unwrap());
 		}
 		&self.segments[&segment]
@@ -269,7 +287,7 @@ impl<'a> Run<'a> {
 			let mut trainer = self.trainer(range.start);
 			trainer.start_trace().unwrap();
 			for _ in range.start..step {
-				trainer.step().unwrap();
+				self.advance(&mut trainer);
 			}
 			self.traces.insert(step, trainer.trace_step().unwrap());
 		}
@@ -702,7 +720,7 @@ fn silence_at_every_round_of_every_level_loses() {
 
 #[test]
 fn a_wrong_reveal_or_binding_is_refused_and_changes_nothing() {
-	let job = TinyJob::new(4, 1);
+	let job = TinyJob::new(4, 1).with_interval(2);
 	let mut liar = Run::train(&job, 0, 4, Some(output_fault(1, 2)));
 	let mut honest = Run::train(&job, 0, 4, None);
 	build_and_execute(|| {
@@ -727,8 +745,26 @@ fn a_wrong_reveal_or_binding_is_refused_and_changes_nothing() {
 		assert_noop!(Disputes::reveal(RuntimeOrigin::signed(OWNER), dispute, wrong), Error::<Test>::NotAParty);
 		assert_ok!(liar.answer(dispute, SOLVER));
 		assert_noop!(liar.answer(dispute, SOLVER), Error::<Test>::AlreadyAnswered);
-		// Play to the step binding; the challenger offers the liar's operator root.
+		// Play to the segment binding: the challenger's trace bound to the liar's boundary,
+		// or the liar's trace to the challenger's, is refused.
 		assert_ok!(honest.answer(dispute, CHALLENGER));
+		while !matches!(DisputeRecords::<Test>::get(dispute).unwrap().phase, Phase::BindSegment { .. }) {
+			assert_ok!(liar.answer(dispute, SOLVER));
+			assert_ok!(honest.answer(dispute, CHALLENGER));
+		}
+		let segment = DisputeRecords::<Test>::get(dispute).unwrap().segment.unwrap();
+		let liars_end = liar.unit.opening(segment).unwrap();
+		let honest_trace = honest.segment(segment).clone();
+		let crossed = honest_trace.binding(honest.unit.start_opening(segment).unwrap(), liars_end).unwrap();
+		assert_noop!(
+			Disputes::bind_segment(RuntimeOrigin::signed(CHALLENGER), dispute, honest_trace.root(), crossed.clone()),
+			Error::<Test>::InvalidSegmentBinding
+		);
+		assert_noop!(
+			Disputes::bind_segment(RuntimeOrigin::signed(SOLVER), dispute, honest_trace.root(), crossed),
+			Error::<Test>::InvalidSegmentBinding
+		);
+		// Then to the step binding; the challenger offers the liar's operator root.
 		while !matches!(DisputeRecords::<Test>::get(dispute).unwrap().phase, Phase::BindStep { .. }) {
 			assert_ok!(liar.answer(dispute, SOLVER));
 			assert_ok!(honest.answer(dispute, CHALLENGER));
@@ -1194,7 +1230,7 @@ fn an_overturn_dismisses_disputes_over_the_ranges_it_rolls_back() {
 #[test]
 fn the_status_follows_the_game_until_the_ruling() {
 	use touchstone_primitives::DisputeStage;
-	let job = TinyJob::new(8, 1);
+	let job = TinyJob::new(8, 1).with_interval(2);
 	build_and_execute(|| {
 		let id = job.submit();
 		let mut liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
@@ -1204,8 +1240,8 @@ fn the_status_follows_the_game_until_the_ruling() {
 		assert_eq!(Disputes::unit_disputes(id, 0), vec![dispute]);
 		let status = Disputes::status(dispute).unwrap();
 		assert_eq!((status.job, status.unit, status.defender, status.challenger), (id, 0, SOLVER, CHALLENGER));
-		assert_eq!(status.stage, DisputeStage::Bisect(Level::Steps));
-		assert_eq!((status.step, status.rounds), (None, 0));
+		assert_eq!(status.stage, DisputeStage::Bisect(Level::Segments));
+		assert_eq!((status.segment, status.step, status.rounds), (None, None, 0));
 		assert_eq!(status.deadline, DisputeRecords::<Test>::get(dispute).unwrap().deadline);
 		assert!(status.awaiting_defender && status.awaiting_challenger);
 		assert_ok!(liar.answer(dispute, SOLVER));
@@ -1213,6 +1249,13 @@ fn the_status_follows_the_game_until_the_ruling() {
 		assert!(!status.awaiting_defender && status.awaiting_challenger);
 		assert_ok!(honest.answer(dispute, CHALLENGER));
 		assert_eq!(Disputes::status(dispute).unwrap().rounds, 1);
+		// The segment level (four segments of two steps) ends on the lie's segment, and both
+		// sides owe their traces of it.
+		assert_ok!(liar.answer(dispute, SOLVER));
+		assert_ok!(honest.answer(dispute, CHALLENGER));
+		let status = Disputes::status(dispute).unwrap();
+		assert_eq!((status.stage, status.segment, status.rounds), (DisputeStage::BindSegment, Some(2), 2));
+		assert!(status.awaiting_defender && status.awaiting_challenger);
 		// Played to the referee's stage: the disputed step, operator and piece are known,
 		// and only the defender owes the openings.
 		while DisputeRecords::<Test>::get(dispute).unwrap().phase != Phase::Judge {

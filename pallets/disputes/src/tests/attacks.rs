@@ -26,7 +26,9 @@ fn planted_overflow(job: &TinyJob, planted: u32) -> (Vec<Fault>, Vec<Fault>) {
 	let next = planted + 1;
 	let graph = &job.graph;
 	let commit = graph.nodes.iter().position(|node| node.kind == OpKind::Commit).unwrap();
+	// Both runs trace as a prover does, from the start: the job is one segment.
 	let mut honest = Trainer::new(CpuBackend, &job.model, &job.train, job.data.clone()).unwrap();
+	honest.start_trace().unwrap();
 	for _ in 0..planted {
 		honest.step().unwrap();
 	}
@@ -42,6 +44,7 @@ fn planted_overflow(job: &TinyJob, planted: u32) -> (Vec<Fault>, Vec<Fault>) {
 					.collect();
 				let mut trainer = Trainer::new(CpuBackend, &job.model, &job.train, job.data.clone()).unwrap();
 				plant.iter().for_each(|fault| trainer.inject(*fault));
+				trainer.start_trace().unwrap();
 				if !(0..next).all(|_| trainer.step().is_ok()) {
 					continue;
 				}
