@@ -7,6 +7,32 @@ use touchstone_runtime::{
 	Runtime,
 };
 
+/// The two history levels of a dispute (a unit's segments, then one segment's steps) take
+/// at most `MAX_HISTORY_ROUNDS` rounds together, whatever the unit's step range and grid.
+#[test]
+fn the_segment_and_step_levels_take_at_most_the_history_rounds() {
+	use touchstone_kernels::proof::merkle::depth;
+	use touchstone_primitives::Segments;
+	let mut worst = 0;
+	for first_step in [0u32, 1, 7, u32::MAX / 3, u32::MAX - 2] {
+		for steps in [1u32, 2, 3, 1000, u32::MAX / 2, u32::MAX - first_step] {
+			for interval in [1u32, 2, 3, 64, 1 << 16, (1 << 16) + 1, u32::MAX / 2, u32::MAX] {
+				let grid = Segments::new(first_step, steps, interval);
+				let longest = (0..grid.count().min(3))
+					.chain(grid.count().saturating_sub(3)..grid.count())
+					.filter_map(|k| grid.range(k))
+					.map(|range| range.len())
+					.max()
+					.unwrap_or(0);
+				// Every segment but the first and last is a whole interval.
+				let longest = longest.max(if grid.count() > 2 { interval as usize } else { 0 });
+				worst = worst.max(depth(grid.count() as usize) + depth(longest));
+			}
+		}
+	}
+	assert!(worst <= touchstone_runtime::configs::MAX_HISTORY_ROUNDS, "{worst} rounds");
+}
+
 /// A solver whose proof is disputed cannot unbond out of reach of the slash: its funds
 /// stay slashable while unbonding, for longer than a challenge window and the longest
 /// dispute that can follow it.

@@ -266,9 +266,14 @@ pub const REFERENCE_WORK_PER_BLOCK: u64 = 10_000_000_000;
 /// [`REFERENCE_WORK_PER_BLOCK`]: ten minutes.
 pub const MAX_SEGMENT_BLOCKS: BlockNumber = 10 * MINUTES;
 
-/// The most phases a dispute can have: 32 rounds over the steps (a unit's step count is a
-/// `u32`), 32 over the operators, 32 over the pieces, two bindings and the referee.
-pub const MAX_DISPUTE_PHASES: BlockNumber = 3 * 32 + 3;
+/// The most rounds of a dispute's two history levels together: over a unit's segments,
+/// then over one segment's steps. Both counts are `u32`s, and their depths add to at most
+/// 35 (`MAX_HISTORY_ROUNDS`; a test sweeps the extremes).
+pub const MAX_HISTORY_ROUNDS: BlockNumber = 35;
+
+/// The most phases a dispute can have: the rounds over segments and steps, 32 over the
+/// operators, 32 over the pieces, three bindings and the referee.
+pub const MAX_DISPUTE_PHASES: BlockNumber = MAX_HISTORY_ROUNDS + 2 * 32 + 4;
 
 /// What a solver whose proof is shown wrong (by the referee, or by an escalation
 /// committee) is slashed: the minimum solver bond, so a solver that lies loses at least the
