@@ -12,6 +12,8 @@
 	substitute_type(path = "touchstone_kernels::referee::StateOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateOpening>"),
 	substitute_type(path = "touchstone_kernels::referee::Openings", with = "::subxt::utils::Static<::touchstone_primitives::referee::Openings>"),
 	substitute_type(path = "touchstone_kernels::referee::binding::StepBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::StepBinding>"),
+	substitute_type(path = "touchstone_kernels::referee::boundary::BoundaryOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::BoundaryOpening>"),
+	substitute_type(path = "touchstone_kernels::referee::boundary::SegmentBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::SegmentBinding>"),
 	substitute_type(path = "touchstone_kernels::referee::binding::StateChunk", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateChunk>"),
 	substitute_type(path = "touchstone_kernels::proof::bisection::Reveal", with = "::subxt::utils::Static<::touchstone_primitives::referee::Reveal>"),
 	substitute_type(path = "pallet_touchstone_verification::types::Verdict", with = "::subxt::utils::Static<::pallet_touchstone_verification::Verdict>"),

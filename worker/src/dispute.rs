@@ -2,23 +2,23 @@
 //! mismatch plays the dispute its reveal opened, each from its own run of the unit, so an
 //! honest side never loses by silence.
 //!
-//! A dispute is three bisection games (steps, then the disputed step's operators, then the
-//! disputed operator's pieces) with a binding between levels, and ends with the referee
-//! judging one piece from the defender's openings (see `pallets/disputes`). Each round a
-//! side reveals the children of its current node; the trees come from the unit's
-//! `records.txt` (the step level) and from re-executing the disputed step from the nearest
-//! checkpoint before it (the operator and piece levels). When the other side misses a
-//! deadline, the side that answered ends the dispute by timeout and collects its share.
+//! A dispute is four bisection games (the unit's segments, the disputed segment's steps,
+//! the disputed step's operators, the disputed operator's pieces) with a binding between
+//! levels, and ends with the referee judging one piece from the defender's openings (see
+//! `pallets/disputes`). Each round a side reveals the children of its current node; the
+//! trees come from the unit's `boundaries.txt` (the segment level), from re-executing the
+//! disputed segment from the checkpoint at its start (the step level, kept in the unit's
+//! folder), and from re-executing the disputed step (the operator and piece levels). When
+//! the other side misses a deadline, the side that answered ends the dispute by timeout and
+//! collects its share.
 
 use anyhow::{anyhow, Context, Result};
 use subxt::utils::Static;
 use touchstone_kernels::job::trace::StepTrace;
-use touchstone_kernels::proof::chain::trace_leaf;
 use touchstone_kernels::proof::graph::Graph;
 use touchstone_kernels::proof::merkle::MerkleTree;
-use touchstone_kernels::job::trace::StepRecord;
-use touchstone_kernels::referee::{open_case, open_step_binding, record_state_opening, state_chunk, RunOpening};
-use touchstone_primitives::referee::{self, reveal, Digest, Level};
+use touchstone_kernels::referee::{open_case, open_step_binding, state_chunk, SegmentTrace, UnitBoundaries};
+use touchstone_primitives::referee::{self, boundary_before, reveal, Digest, Level, UnitCommitment};
 use touchstone_primitives::{JobId, UnitIndex};
 
 use crate::chain::{runtime, AccountId, AtBlock, Chain};
@@ -45,6 +45,8 @@ pub async fn disputes_of(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<V
 pub enum Move {
 	/// The children of its current node in this round's tree.
 	Reveal(Static<referee::Reveal>),
+	/// Its step-level trace of the disputed segment, bound to its boundaries.
+	BindSegment(Digest, Static<referee::SegmentBinding>),
 	/// Its operator root of the disputed step, bound to its trace.
 	BindStep(Digest, Static<referee::StepBinding>),
 	/// Its piece root of the disputed operator, bound to its operator root.
@@ -61,46 +63,50 @@ pub enum Move {
 pub struct Run<'a> {
 	work: &'a UnitWork,
 	graph: Graph,
-	records: Vec<StepRecord>,
-	tree: MerkleTree,
+	unit: UnitBoundaries,
 	dataset_tree: MerkleTree,
 	start_state_root: [u8; 32],
 }
 
 impl<'a> Run<'a> {
-	/// The run the unit in `work` proved, from its saved step records.
+	/// The run the unit in `work` proved, from its saved boundaries.
 	pub fn load(work: &'a UnitWork) -> Result<Self> {
-		let records = train::saved_records(&work.dir)?;
-		if records.len() != work.steps as usize {
-			anyhow::bail!("the unit's records in {} cover {} of its {} steps", work.dir.display(), records.len(), work.steps);
+		let boundaries = train::saved_boundaries(&work.dir)?;
+		let segments = work.segments().count() as usize;
+		if boundaries.len() != segments {
+			anyhow::bail!("the unit's boundaries in {} cover {} of its {segments} segments", work.dir.display(), boundaries.len());
 		}
-		let tree = MerkleTree::new(records.iter().map(|record| trace_leaf(&record.state_hash)).collect())
-			.map_err(|error| anyhow!("{error:?}"))?;
+		let unit = UnitBoundaries::new(boundaries).map_err(|error| anyhow!("{error:?}"))?;
 		let graph = Graph::build(&work.model, &work.train).map_err(|error| anyhow!("{error:?}"))?;
 		let dataset_tree = work.data.tree().map_err(|error| anyhow!("{error:?}"))?;
 		let start_state_root = touchstone_kernels::job::trace::state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
-		Ok(Self { work, graph, records, tree, dataset_tree, start_state_root })
+		Ok(Self { work, graph, unit, dataset_tree, start_state_root })
 	}
 
-	/// The opening of the state this run commits before global step `step`.
-	fn state_opening(&self, step: u32) -> Result<referee::StateOpening> {
-		record_state_opening(&self.records, &self.tree, self.work.first_step, &self.start_state_root, step)
-			.with_context(|| format!("step {step} is outside the unit's records"))
-	}
-
-	fn opening(&self) -> RunOpening<'_> {
-		RunOpening {
-			trace: &self.tree,
+	/// The unit's commitment, as the chain holds this run's proof.
+	fn commitment(&self) -> UnitCommitment {
+		UnitCommitment {
+			root: self.unit.root(),
 			first_step: self.work.first_step,
+			steps: self.work.steps,
+			interval: self.work.train.checkpoint_interval,
 			start_state_root: self.start_state_root,
-			dataset: &self.work.data,
-			dataset_tree: &self.dataset_tree,
-			shard: self.work.shard.clone().unwrap_or(0..self.work.data.len()),
 		}
+	}
+
+	fn segment(&self, segment: u32) -> Result<SegmentTrace> {
+		train::segment_trace(self.work, segment)
 	}
 
 	fn trace(&self, step: u32) -> Result<StepTrace> {
 		train::trace_step(self.work, step)
+	}
+
+	/// The step trace of the disputed step and the opening of its segment's trace.
+	fn disputed(&self, dispute: &Dispute) -> Result<(StepTrace, SegmentTrace)> {
+		let segment = dispute.segment.context("the dispute has no disputed segment yet")?;
+		let step = dispute.step.context("the dispute has no disputed step yet")?;
+		Ok((self.trace(step)?, self.segment(segment)?))
 	}
 
 	/// The move of `side` in `dispute` at block `now`, if one is due. Only the defender
@@ -108,11 +114,15 @@ impl<'a> Run<'a> {
 	/// that phase waits, and ends the dispute by timeout if the defender stays silent.
 	pub fn next_move(&self, dispute: &Dispute, side: Party, now: u32) -> Result<Option<Move>> {
 		let step = || dispute.step.context("the dispute has no disputed step yet");
+		let segment = || dispute.segment.context("the dispute has no disputed segment yet");
+		let shard = self.work.shard.clone().unwrap_or(0..self.work.data.len());
 		let operator = || dispute.operator.map(|operator| operator as usize).context("the dispute has no disputed operator yet");
 		// Whether each side has answered the current phase.
 		let (defender_done, challenger_done) = match &dispute.phase {
 			Phase::Bisect { reveals, .. } => (reveals.defender.is_some(), reveals.challenger.is_some()),
-			Phase::BindStep { roots } | Phase::BindOperator { roots } => (roots.defender.is_some(), roots.challenger.is_some()),
+			Phase::BindSegment { roots } | Phase::BindStep { roots } | Phase::BindOperator { roots } => {
+				(roots.defender.is_some(), roots.challenger.is_some())
+			},
 			Phase::Judge | Phase::Availability { .. } => (false, true),
 		};
 		let (mine_done, theirs_done) = match side {
@@ -130,7 +140,8 @@ impl<'a> Run<'a> {
 		Ok(Some(match &dispute.phase {
 			Phase::Bisect { level, game, .. } => {
 				let revealed = match level {
-					Level::Steps => reveal(&self.tree, game.level, game.index),
+					Level::Segments => reveal(&self.unit.tree, game.level, game.index),
+					Level::Steps => reveal(&self.segment(segment()?)?.tree, game.level, game.index),
 					Level::Operators => reveal(&self.trace(step()?)?.operators, game.level, game.index),
 					Level::Pieces { operator } => {
 						let trace = self.trace(step()?)?;
@@ -140,9 +151,18 @@ impl<'a> Run<'a> {
 				};
 				Move::Reveal(Static(revealed))
 			},
+			Phase::BindSegment { .. } => {
+				let segment = segment()?;
+				let trace = self.segment(segment)?;
+				let start = self.unit.start_opening(segment).context("the boundary before the segment")?;
+				let end = self.unit.opening(segment).context("the segment's boundary")?;
+				let binding = trace.binding(start, end).context("the segment's trace cannot be bound")?;
+				Move::BindSegment(trace.root(), Static(binding))
+			},
 			Phase::BindStep { .. } => {
-				let trace = self.trace(step()?)?;
-				let binding = open_step_binding(&self.graph, &trace, &self.opening()).map_err(|error| anyhow!("{error:?}"))?;
+				let (trace, segment) = self.disputed(dispute)?;
+				let opening = segment.run_opening(&self.work.data, &self.dataset_tree, shard);
+				let binding = open_step_binding(&self.graph, &trace, &opening).map_err(|error| anyhow!("{error:?}"))?;
 				Move::BindStep(trace.operators.root(), Static(binding))
 			},
 			Phase::BindOperator { .. } => {
@@ -153,15 +173,18 @@ impl<'a> Run<'a> {
 				Move::BindOperator(pieces.root(), Static(proof))
 			},
 			Phase::Judge => {
-				let trace = self.trace(step()?)?;
+				let (trace, segment) = self.disputed(dispute)?;
 				let piece = dispute.piece.context("the dispute has no disputed piece yet")? as usize;
+				let opening = segment.run_opening(&self.work.data, &self.dataset_tree, shard);
 				let (_, openings) =
-					open_case(&self.graph, &trace, &self.opening(), operator()?, piece).map_err(|error| anyhow!("{error:?}"))?;
+					open_case(&self.graph, &trace, &opening, operator()?, piece).map_err(|error| anyhow!("{error:?}"))?;
 				Move::Resolve(Static(openings))
 			},
 			Phase::Availability { step, chunk } => {
 				let state = train::state_before(self.work, *step)?;
-				let posted = state_chunk(&state, *chunk, self.state_opening(*step)?).map_err(|error| anyhow!("{error:?}"))?;
+				let boundary = boundary_before(&self.commitment(), *step).context("the requested state is not a boundary")?;
+				let opening = self.unit.opening(boundary).context("the requested boundary")?;
+				let posted = state_chunk(&state, *chunk, opening).map_err(|error| anyhow!("{error:?}"))?;
 				Move::ProvideChunk(Static(posted))
 			},
 		}))
@@ -212,7 +235,7 @@ pub async fn play(
 	// off the executor's other tasks, which include the worker's other duties.
 	let moves = tokio::task::block_in_place(|| -> Result<Vec<(u64, u32, Move)>> {
 		let work = prepare()?;
-		let run = Run::load(&work).context("the unit's records, to play a dispute")?;
+		let run = Run::load(&work).context("the unit's boundaries, to play a dispute")?;
 		let mut moves = Vec::new();
 		for (id, dispute) in &mine {
 			if let Some(next) = run.next_move(dispute, side, now)? {
@@ -224,6 +247,9 @@ pub async fn play(
 	for (id, rounds, next) in moves {
 		let (name, sent) = match next {
 			Move::Reveal(reveal) => ("reveal", chain.send_in_block(&calls.reveal(id, reveal), signer).await),
+			Move::BindSegment(root, binding) => {
+				("bind_segment", chain.send_in_block(&calls.bind_segment(id, root, binding), signer).await)
+			},
 			Move::BindStep(root, binding) => ("bind_step", chain.send_in_block(&calls.bind_step(id, root, binding), signer).await),
 			Move::BindOperator(root, proof) => {
 				("bind_operator", chain.send_in_block(&calls.bind_operator(id, root, proof), signer).await)
@@ -251,11 +277,9 @@ mod tests {
 	use crate::train::{run_unit, tests::work};
 	use pallet_touchstone_disputes::{DisputeInfo, Pair};
 	use std::sync::atomic::AtomicBool;
-	use touchstone_kernels::job::trace::{state_root, Trainer};
 	use touchstone_kernels::proof::bisection::Game;
-	use touchstone_kernels::proof::chain::ChainPoint;
 	use touchstone_kernels::CpuBackend;
-	use touchstone_primitives::referee::{bind_step, open_state_chunk, TraceCommitment};
+	use touchstone_primitives::referee::{bind_segment, bind_step, open_state_chunk};
 
 	fn dispute(phase: Phase, deadline: u32) -> Dispute {
 		DisputeInfo {
@@ -265,6 +289,9 @@ mod tests {
 			challenger: AccountId::from([2; 32]),
 			bond: 10,
 			challenger_trace_root: [9; 32],
+			segment: None,
+			segment_start: None,
+			segment_traces: None,
 			step: None,
 			operator_roots: None,
 			operator: None,
@@ -276,60 +303,45 @@ mod tests {
 		}
 	}
 
-	/// What the referee takes from a unit's learning proof.
-	fn commitment_of(unit: &UnitWork, proof: &touchstone_primitives::LearningProof) -> TraceCommitment {
-		TraceCommitment {
-			trace_root: proof.trace_root.0,
-			first_step: unit.first_step,
-			steps: unit.steps,
-			start_state_root: proof.start_state_root.0,
-		}
-	}
-
-	/// The defender answers from its unit folder: a step re-executed from the nearest
-	/// checkpoint is the step it trained, and its binding of that step checks out against
-	/// the learning proof it committed. It reveals its own tree's children each round, and
-	/// once the challenger misses a deadline it plays the timeout.
+	/// The defender answers from its unit folder: each segment's trace, re-executed on
+	/// demand, binds to the boundaries of the learning proof it committed, and a step
+	/// re-executed for the step level binds to that trace. It reveals its own tree's
+	/// children each round, and once the challenger misses a deadline it plays the timeout.
 	#[test]
 	fn answers_from_the_unit_folder_bind_to_the_committed_proof() {
 		let base = std::env::temp_dir().join(format!("touchstone-defender-{}", std::process::id()));
 		let unit = work(&base);
 		let proof = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
 		let run = Run::load(&unit).unwrap();
-		assert_eq!(run.tree.root(), proof.trace_root.0);
-		let commitment = commitment_of(&unit, &proof);
-		let start = state_root(&unit.start_state).unwrap();
-		for step in [10, 11, 20, 27, 34] {
-			let trace = run.trace(step).unwrap();
-			let mut trainer = Trainer::resume(
-				CpuBackend,
-				&unit.model,
-				&unit.train,
-				unit.data.clone(),
-				unit.start_state.clone(),
-				ChainPoint::anchored(unit.first_step, &start),
-			)
-			.unwrap();
-			while trainer.next_step() < step {
-				trainer.step().unwrap();
-			}
-			assert_eq!(trace.operators.root(), trainer.trace_step().unwrap().operators.root(), "step {step}");
-			let binding = open_step_binding(&run.graph, &trace, &run.opening()).unwrap();
-			assert!(bind_step(&run.graph, &commitment, step, &trace.operators.root(), &binding).is_ok(), "step {step}");
+		assert_eq!(run.unit.root(), proof.trace_root.0);
+		let commitment = run.commitment();
+		let shard = 0..unit.data.len();
+		// Segments 10..20, 20..30, 30..35.
+		for (segment, step) in [(0, 10), (0, 11), (1, 20), (1, 27), (2, 34)] {
+			let mut disputed = dispute(Phase::BindSegment { roots: Pair::default() }, 100);
+			disputed.segment = Some(segment);
+			let Some(Move::BindSegment(root, Static(binding))) = run.next_move(&disputed, Party::Defender, 50).unwrap() else {
+				panic!("the defender binds its trace of segment {segment}");
+			};
+			let trace = bind_segment(&commitment, segment, &root, &binding).unwrap();
+			let step_trace = run.trace(step).unwrap();
+			let segment_trace = run.segment(segment).unwrap();
+			let binding = open_step_binding(&run.graph, &step_trace, &segment_trace.run_opening(&unit.data, &run.dataset_tree, shard.clone())).unwrap();
+			assert!(bind_step(&run.graph, &trace, step, &step_trace.operators.root(), &binding).is_ok(), "step {step}");
 		}
 
-		let game = Game::new(unit.steps).unwrap();
+		let game = Game::new(unit.segments().count()).unwrap();
 		let bisect = |reveals: Pair<Option<touchstone_primitives::referee::Reveal>>| Phase::Bisect {
-			level: Level::Steps,
+			level: Level::Segments,
 			game,
 			nodes: Pair { defender: proof.trace_root.0, challenger: [9; 32] },
 			reveals,
 		};
 		match run.next_move(&dispute(bisect(Pair::default()), 100), Party::Defender, 50).unwrap() {
-			Some(Move::Reveal(Static(revealed))) => assert_eq!(revealed, reveal(&run.tree, game.level, game.index)),
+			Some(Move::Reveal(Static(revealed))) => assert_eq!(revealed, reveal(&run.unit.tree, game.level, game.index)),
 			_ => panic!("the defender reveals first"),
 		}
-		let answered = Pair { defender: Some(reveal(&run.tree, game.level, game.index)), challenger: None };
+		let answered = Pair { defender: Some(reveal(&run.unit.tree, game.level, game.index)), challenger: None };
 		assert!(run.next_move(&dispute(bisect(answered.clone()), 100), Party::Defender, 50).unwrap().is_none(), "waits for the challenger");
 		assert!(matches!(run.next_move(&dispute(bisect(answered.clone()), 100), Party::Defender, 100).unwrap(), Some(Move::TimeOut)));
 		// Silent past the deadline itself, the defender can do nothing more.
@@ -352,9 +364,9 @@ mod tests {
 	fn the_defender_posts_the_chunks_an_availability_request_demands() {
 		let base = std::env::temp_dir().join(format!("touchstone-available-{}", std::process::id()));
 		let unit = work(&base);
-		let proof = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
 		let run = Run::load(&unit).unwrap();
-		let commitment = commitment_of(&unit, &proof);
+		let commitment = run.commitment();
 		for step in [20, 30, 35] {
 			let request = dispute(Phase::Availability { step, chunk: 0 }, 100);
 			let Some(Move::ProvideChunk(Static(chunk))) = run.next_move(&request, Party::Defender, 50).unwrap() else {
@@ -372,30 +384,37 @@ mod tests {
 
 	/// A unit trained with an injected fault (`solve --inject-fault`) proves a trace no
 	/// honest run gives, and its re-execution for a dispute replays the fault: the liar's
-	/// operator trees of the faulted step bind to its own commitment, so a dispute against
-	/// it is played to the referee rather than lost on a binding.
+	/// segment trace and operator trees of the faulted step bind to its own commitment, so a
+	/// dispute against it is played to the referee rather than lost on a binding.
 	#[test]
 	#[cfg(feature = "test-equipment")]
 	fn a_faulted_unit_is_replayed_consistently_for_its_dispute() {
 		let base = std::env::temp_dir().join(format!("touchstone-liar-{}", std::process::id()));
 		let honest = work(&base.join("honest"));
 		let mut liar = work(&base.join("liar"));
-		liar.fault = Some(touchstone_kernels::job::fault::Fault::Output { step: 20, operator: 1, output: 0, element: 0, bit: 20 });
+		liar.fault = Some(touchstone_kernels::job::fault::Fault::Output { step: 24, operator: 1, output: 0, element: 0, bit: 20 });
 		let honest_proof = run_unit(CpuBackend, &honest, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
 		let liar_proof = run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
 		assert_ne!(honest_proof.trace_root, liar_proof.trace_root);
 		assert_eq!(honest_proof.start_state_root, liar_proof.start_state_root);
 		let (honest_run, liar_run) = (Run::load(&honest).unwrap(), Run::load(&liar).unwrap());
-		assert_eq!(liar_run.tree.root(), liar_proof.trace_root.0);
-		let commitment = commitment_of(&liar, &liar_proof);
-		for step in [19, 20, 21] {
-			let trace = liar_run.trace(step).unwrap();
-			let binding = open_step_binding(&liar_run.graph, &trace, &liar_run.opening()).unwrap();
-			assert!(bind_step(&liar_run.graph, &commitment, step, &trace.operators.root(), &binding).is_ok(), "step {step}");
+		assert_eq!(liar_run.unit.root(), liar_proof.trace_root.0);
+		// The first boundary agrees, the second (the lie's segment) does not.
+		assert_eq!(honest_run.unit.boundaries[0], liar_run.unit.boundaries[0]);
+		assert_ne!(honest_run.unit.boundaries[1], liar_run.unit.boundaries[1]);
+		let commitment = liar_run.commitment();
+		let (start, end) = (liar_run.unit.start_opening(1).unwrap(), liar_run.unit.opening(1).unwrap());
+		let segment = liar_run.segment(1).unwrap();
+		let trace = bind_segment(&commitment, 1, &segment.root(), &segment.binding(start, end).unwrap()).unwrap();
+		let opening = segment.run_opening(&liar.data, &liar_run.dataset_tree, 0..liar.data.len());
+		for step in [23, 24, 25] {
+			let step_trace = liar_run.trace(step).unwrap();
+			let binding = open_step_binding(&liar_run.graph, &step_trace, &opening).unwrap();
+			assert!(bind_step(&liar_run.graph, &trace, step, &step_trace.operators.root(), &binding).is_ok(), "step {step}");
 		}
 		// The runs agree before the faulted step and differ from it on.
-		assert_eq!(honest_run.trace(19).unwrap().operators.root(), liar_run.trace(19).unwrap().operators.root());
-		assert_ne!(honest_run.trace(20).unwrap().operators.root(), liar_run.trace(20).unwrap().operators.root());
+		assert_eq!(honest_run.trace(23).unwrap().operators.root(), liar_run.trace(23).unwrap().operators.root());
+		assert_ne!(honest_run.trace(24).unwrap().operators.root(), liar_run.trace(24).unwrap().operators.root());
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }

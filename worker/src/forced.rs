@@ -15,9 +15,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use codec::{Decode, Encode};
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::proof::chain::trace_leaf;
-use touchstone_kernels::proof::merkle::MerkleTree;
-use touchstone_primitives::referee::StateOpening;
+use touchstone_primitives::referee::BoundaryOpening;
 use touchstone_primitives::{forced_commitment, JobId, LearningProof, Segments, UnitIndex};
 
 use crate::samples::TraceManifest;
@@ -55,12 +53,12 @@ impl BoundSecret {
 /// A unit whose committed proof is wrong on purpose, and what its solver reveals.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct ForcedUnit {
-	/// The step whose state hash the committed proof gets wrong.
+	/// The step the committed proof gets wrong (its segment's record is wrong).
 	pub step: u32,
 	/// The honest proof, which replaces the forced one.
 	pub honest: LearningProof,
-	/// The honest proof's final-state opening.
-	pub final_state: StateOpening,
+	/// The honest proof's opening of its last boundary.
+	pub final_state: BoundaryOpening,
 }
 
 /// Where a solver keeps its secrets and its forced units, so a restart loses neither: a
@@ -129,33 +127,24 @@ pub fn forced_step(work: &UnitWork, secret: &[u8; 32]) -> Option<u32> {
 	touchstone_primitives::forced_step(secret, &Segments::new(work.first_step, work.steps, work.train.checkpoint_interval))
 }
 
-/// The forced proof of the unit trained in `work`: the honest proof and opening with the
-/// state hash after `step` made wrong. Its manifest is stored under its trace root, where
-/// verifiers fetch it.
-pub fn forced_proof(
-	work: &UnitWork,
-	store: &Store,
-	honest: &LearningProof,
-	honest_opening: &StateOpening,
-	step: u32,
-) -> Result<(LearningProof, StateOpening)> {
+/// The forced proof of the unit trained in `work`: the honest proof with the record of
+/// the segment that holds `step` made wrong (its state roots, the final one included,
+/// stay right), and the opening of its last boundary. Its manifest is stored under its
+/// segment root, where verifiers fetch it.
+pub fn forced_proof(work: &UnitWork, store: &Store, honest: &LearningProof, step: u32) -> Result<(LearningProof, BoundaryOpening)> {
 	let mut manifest = TraceManifest::of_unit(work)?;
-	let position = step.checked_sub(work.first_step).context("the forced step is before the unit")? as usize;
-	let hash = manifest.state_hashes.get_mut(position).context("the forced step is after the unit")?;
-	hash[0] ^= 0xff;
-	let tree = MerkleTree::new(manifest.state_hashes.iter().map(trace_leaf).collect()).map_err(|error| anyhow!("{error:?}"))?;
-	let root = tree.root();
+	let segment = work.segments().of_step(step).context("the forced step is not in the unit")?;
+	let (_, _, record) = manifest.boundaries.get_mut(segment as usize).context("the unit has no such segment")?;
+	record[0] ^= 0xff;
+	let boundaries = manifest
+		.boundaries
+		.iter()
+		.map(|&(next_step, state_root, record)| touchstone_kernels::job::trace::Boundary { next_step, state_root, record })
+		.collect();
+	let unit = touchstone_kernels::referee::UnitBoundaries::new(boundaries).map_err(|error| anyhow!("{error:?}"))?;
+	let root = unit.root();
 	store.put_as(&root, &manifest.encode())?;
-	let opening = match honest_opening {
-		StateOpening::Step { previous, state_root, batch_root, loss, .. } => StateOpening::Step {
-			previous: *previous,
-			state_root: *state_root,
-			batch_root: *batch_root,
-			loss: *loss,
-			proof: tree.proof(manifest.state_hashes.len().saturating_sub(1)).map_err(|error| anyhow!("{error:?}"))?,
-		},
-		StateOpening::Anchor => bail!("a one-step unit cannot carry a forced error"),
-	};
+	let opening = unit.final_opening().context("the forced proof's last boundary")?;
 	Ok((LearningProof { trace_root: root.into(), ..*honest }, opening))
 }
 
@@ -166,9 +155,9 @@ mod tests {
 	use crate::train::{run_unit, tests::work};
 	use std::sync::atomic::AtomicBool;
 	use touchstone_kernels::CpuBackend;
-	use touchstone_primitives::referee::{final_state_root, TraceCommitment};
+	use touchstone_primitives::referee::{unit_final_state_root, UnitCommitment};
 
-	/// The forced proof is one the chain accepts (its final state opens against its trace)
+	/// The forced proof is one the chain accepts (its final state opens at its last boundary)
 	/// and differs from the honest one in its trace only; a verifier replaying the forced
 	/// manifest finds the error in exactly the segment that holds the forced step.
 	#[test]
@@ -181,16 +170,17 @@ mod tests {
 		let steps: Vec<u32> = (0..=255u8).filter_map(|byte| forced_step(&unit, &[byte; 32])).collect();
 		assert!(steps.iter().all(|step| [10, 20, 30].contains(step)));
 		assert!([10, 20, 30].iter().all(|step| steps.contains(step)));
-		let (forced, opening) = forced_proof(&unit, &store, &result.proof, &result.final_state, 20).unwrap();
+		let (forced, opening) = forced_proof(&unit, &store, &result.proof, 20).unwrap();
 		assert_ne!(forced.trace_root, result.proof.trace_root);
 		assert_eq!(LearningProof { trace_root: result.proof.trace_root, ..forced }, result.proof);
-		let trace = TraceCommitment {
-			trace_root: forced.trace_root.0,
+		let commitment = UnitCommitment {
+			root: forced.trace_root.0,
 			first_step: unit.first_step,
 			steps: forced.steps,
+			interval: unit.train.checkpoint_interval,
 			start_state_root: forced.start_state_root.0,
 		};
-		assert_eq!(final_state_root(&trace, &opening).unwrap(), forced.final_state_root.0);
+		assert_eq!(unit_final_state_root(&commitment, &opening).unwrap(), forced.final_state_root.0);
 		let root = forced.trace_root.0;
 		let bytes = store.get_with(&root, &|bytes| TraceManifest::checked(bytes, &root).map(|_| ())).unwrap();
 		let served = TraceManifest::checked(&bytes, &root).unwrap();

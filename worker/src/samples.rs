@@ -1,16 +1,16 @@
 //! Sampled verification: what a solver serves about a proven unit besides its model files
 //! (the trace manifest), and re-executing one checkpoint segment of the unit against it.
 //!
-//! The chain commits a unit's trace root: the Merkle root of its per-step state hashes. The
-//! solver serves the unit's *trace manifest*: every step's state hash, which must rebuild
-//! that root, and the content hashes of its checkpoints. The manifest is named by the trace
-//! root in the artifact network, and checked by rebuilding the root, not by hashing its
+//! The chain commits a unit's segment root: the Merkle root over its boundaries, one per
+//! segment of the job's checkpoint grid (the state root there and the segment's record of
+//! losses). The solver serves the unit's *trace manifest*: every boundary, which must
+//! rebuild that root, and the content hashes of its checkpoints. The manifest is named by
+//! the root in the artifact network, and checked by rebuilding the root, not by hashing its
 //! bytes. A verifier re-executes a segment from the checkpoint before it, once the
-//! checkpoint checks out against the manifest (its chain point's last state hash is the
-//! manifest's hash of the step before, and chains from the checkpoint's own state root), or
-//! from the unit's chain-fixed start for the first segment. Every step it runs must then
-//! give the manifest's state hash. A lie shows only in the segment that holds it: the
-//! segments after it start from the liar's own checkpoints and reproduce.
+//! checkpoint checks out against the manifest (its state's root is the manifest's boundary
+//! there), or from the unit's chain-fixed start for the first segment. The segment it runs
+//! must then end at the manifest's boundary. A lie shows only in the segment that holds
+//! it: the segments after it start from the liar's own checkpoints and reproduce.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,53 +20,57 @@ use codec::{Decode, Encode};
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::distance::Distance;
-use touchstone_kernels::job::trace::{state_root, Trainer};
-use touchstone_kernels::proof::chain::{state_hash, trace_leaf, ChainPoint};
+use touchstone_kernels::job::trace::{state_root, Boundary, Trainer};
+use touchstone_kernels::proof::chain::{boundary_leaf, ChainPoint};
 use touchstone_kernels::proof::hash::{digest_bytes, Digest};
 use touchstone_kernels::proof::merkle;
 
-use crate::train::{checkpoint_path, checkpoint_steps, reference_trainer, saved_records, trainer_on, BackendKind, UnitWork};
+use crate::train::{checkpoint_path, checkpoint_steps, reference_trainer, saved_boundaries, trainer_on, BackendKind, UnitWork};
 
-/// What a solver serves about a unit it proved, under the unit's trace root.
+/// What a solver serves about a unit it proved, under the unit's segment root.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct TraceManifest {
-	/// The state hash after each of the unit's steps, in order: their leaves build the
-	/// trace root.
-	pub state_hashes: Vec<Digest>,
+	/// Each segment's boundary, in order, as `(the step after it, the state root there,
+	/// the segment's last record)`: their leaves build the segment root.
+	pub boundaries: Vec<(u32, Digest, Digest)>,
 	/// The unit's checkpoints, oldest first: the global step each resumes at, and the hash
 	/// of its model file.
 	pub checkpoints: Vec<(u32, Digest)>,
 }
 
 impl TraceManifest {
-	/// The manifest of the unit trained in `work.dir`: its saved records, and the
-	/// checkpoint files there that those records lead to (a torn or stale file is left out).
+	/// The manifest of the unit trained in `work.dir`: its saved boundaries, and the
+	/// checkpoint files there whose state is the boundary's (a torn or stale file is left out).
 	pub fn of_unit(work: &UnitWork) -> Result<Self> {
-		let records = saved_records(&work.dir)?;
-		ensure!(records.len() == work.steps as usize, "the unit's records do not cover its steps: it has not finished training");
+		let boundaries = saved_boundaries(&work.dir)?;
+		let segments = work.segments().count() as usize;
+		ensure!(boundaries.len() == segments, "the unit's boundaries do not cover its segments: it has not finished training");
 		let mut checkpoints = Vec::new();
 		for next_step in checkpoint_steps(&work.dir)?.into_iter().rev() {
-			let Some(done) = next_step.checked_sub(work.first_step).and_then(|done| done.checked_sub(1)) else { continue };
+			let Some(boundary) = boundaries.iter().find(|boundary| boundary.next_step == next_step) else { continue };
 			let bytes = std::fs::read(checkpoint_path(&work.dir, next_step))?;
 			let hash = digest_bytes(&bytes);
 			let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &hash) else { continue };
-			if records.get(done as usize).map(|record| record.state_hash) == Some(checkpoint.point.last_hash) {
+			if state_root(&checkpoint.state).ok() == Some(boundary.state_root) {
 				checkpoints.push((next_step, hash));
 			}
 		}
-		Ok(Self { state_hashes: records.iter().map(|record| record.state_hash).collect(), checkpoints })
+		let boundaries = boundaries.iter().map(|b| (b.next_step, b.state_root, b.record)).collect();
+		Ok(Self { boundaries, checkpoints })
 	}
 
-	/// The root the state hashes build.
+	/// The segment root the boundaries build.
 	pub fn trace_root(&self) -> Result<Digest> {
-		merkle::root(self.state_hashes.iter().map(trace_leaf).collect()).map_err(|error| anyhow!("{error:?}"))
+		let leaves = self.boundaries.iter().map(|(next_step, root, record)| boundary_leaf(*next_step, root, record)).collect();
+		merkle::root(leaves).map_err(|error| anyhow!("{error:?}"))
 	}
 
-	/// Decodes a manifest and checks that it is the one of the trace with `trace_root`.
+	/// Decodes a manifest and checks that it is the one of the proof with segment root
+	/// `trace_root`.
 	pub fn checked(bytes: &[u8], trace_root: &Digest) -> Result<Self> {
 		let manifest = Self::decode(&mut &bytes[..]).context("not a trace manifest")?;
 		let root = manifest.trace_root()?;
-		ensure!(root == *trace_root, "its state hashes build the trace root {}, not {}", hex(&root), hex(trace_root));
+		ensure!(root == *trace_root, "its boundaries build the segment root {}, not {}", hex(&root), hex(trace_root));
 		Ok(manifest)
 	}
 
@@ -76,9 +80,12 @@ impl TraceManifest {
 		self.checkpoints.iter().find(|(step, _)| *step == next_step).map(|(_, hash)| *hash)
 	}
 
-	/// The state hash after global step `step` of a unit that starts at `first_step`.
-	fn state_hash_after(&self, first_step: u32, step: u32) -> Option<Digest> {
-		self.state_hashes.get(step.checked_sub(first_step)? as usize).copied()
+	/// The boundary before global step `next_step`, if the manifest has one there.
+	fn boundary(&self, next_step: u32) -> Option<Boundary> {
+		self.boundaries
+			.iter()
+			.find(|(step, _, _)| *step == next_step)
+			.map(|&(next_step, state_root, record)| Boundary { next_step, state_root, record })
 	}
 }
 
@@ -92,21 +99,16 @@ pub fn segment_start(
 	checkpoint: Option<(&Digest, &[u8])>,
 ) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
 	if start == work.first_step {
-		let root = state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
-		return Ok((work.start_state.clone(), ChainPoint::anchored(start, &root)));
+		return Ok((work.start_state.clone(), ChainPoint::start(start)));
 	}
 	let (hash, bytes) = checkpoint.with_context(|| format!("the segment from step {start} needs the checkpoint taken there"))?;
 	let checkpoint = Checkpoint::from_bytes(bytes, hash).map_err(|error| anyhow!("checkpoint {}: {error}", hex(hash)))?;
 	let point = checkpoint.point;
-	ensure!(point.next_step == start, "checkpoint {} resumes at step {}, not {start}", hex(hash), point.next_step);
-	let last = start.checked_sub(1).context("no step before the segment")?;
-	let expected = manifest.state_hash_after(work.first_step, last).context("the manifest has no state hash before the segment")?;
-	if point.last_hash != expected {
-		bail!("checkpoint {} does not continue the proven trace: its last state hash is not the trace's at step {last}", hex(hash));
-	}
+	ensure!(point == ChainPoint::start(start), "checkpoint {} is not the boundary before step {start}", hex(hash));
+	let boundary = manifest.boundary(start).context("the manifest has no boundary before the segment")?;
 	let root = state_root(&checkpoint.state).map_err(|error| anyhow!("{error:?}"))?;
-	if state_hash(&point.previous_hash, last, &root, &point.last_batch_root, point.last_loss) != point.last_hash {
-		bail!("checkpoint {} holds another state than the one the trace commits after step {last}", hex(hash));
+	if root != boundary.state_root {
+		bail!("checkpoint {} holds another state than the one the proof commits before step {start}", hex(hash));
 	}
 	Ok((checkpoint.state, point))
 }
@@ -129,9 +131,9 @@ impl ReplayDevice {
 		Ok(Self { kind, wgpu: std::sync::Mutex::new(None) })
 	}
 
-	/// Re-executes the steps `range` of the unit in `work` from `state` at `point`,
-	/// comparing each state hash with the manifest's. Returns the first step that does not
-	/// reproduce, `None` when all do, or an error when stopped.
+	/// Re-executes the segment `range` of the unit in `work` from `state` at `point`,
+	/// comparing the boundary it ends at with the manifest's. Returns the segment's first
+	/// step when it does not reproduce, `None` when it does, or an error when stopped.
 	pub fn replay(
 		&self,
 		work: &UnitWork,
@@ -167,16 +169,15 @@ fn replay_on<B: touchstone_kernels::Backend>(
 ) -> Result<(Option<u32>, B)> {
 	ensure!(point.next_step == range.start, "the segment starts at step {}, its start state at {}", range.start, point.next_step);
 	let mut trainer = trainer_on(backend, work, state, point)?;
-	for step in range {
+	for step in range.clone() {
 		if stop.load(Ordering::Relaxed) {
 			bail!("stopped while re-executing step {step}");
 		}
-		let record = trainer.step().map_err(|error| anyhow!("re-executing step {step} failed: {error:?}"))?;
-		if Some(record.state_hash) != manifest.state_hash_after(work.first_step, step) {
-			return Ok((Some(step), trainer.into_backend()));
-		}
+		trainer.step().map_err(|error| anyhow!("re-executing step {step} failed: {error:?}"))?;
 	}
-	Ok((None, trainer.into_backend()))
+	let reached = trainer.close_segment().map_err(|error| anyhow!("the boundary after step {}: {error:?}", range.end))?;
+	let differs = (manifest.boundary(range.end) != Some(reached)).then_some(range.start);
+	Ok((differs, trainer.into_backend()))
 }
 
 /// Tolerance mode: re-executes the steps `range` of the unit in `work` on the reference,
@@ -269,7 +270,7 @@ pub(crate) mod tests {
 	}
 
 	/// Replays every segment of the unit trained in `work` against `manifest` on `backend`,
-	/// each from its checkpoint; returns the first step each one fails at.
+	/// each from its checkpoint; returns the first step of each one that fails.
 	pub(crate) fn replay_against(backend: BackendKind, work: &UnitWork, manifest: &TraceManifest) -> Vec<Option<u32>> {
 		let device = ReplayDevice::new(backend).unwrap();
 		let manifest = manifest.clone();
@@ -285,7 +286,7 @@ pub(crate) mod tests {
 			.collect()
 	}
 
-	/// An honest unit's manifest rebuilds its trace root and every segment reproduces from
+	/// An honest unit's manifest rebuilds its segment root and every segment reproduces from
 	/// its checkpoint; a liar's own manifest shows its lie in exactly the segment that holds
 	/// it, since the later segments start from the liar's checkpoints.
 	#[test]
@@ -307,11 +308,11 @@ pub(crate) mod tests {
 		run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
 		// Re-executed without the fault, as a verifier does.
 		liar.fault = None;
-		assert_eq!(replay_all(&liar), vec![None, Some(24), None]);
+		assert_eq!(replay_all(&liar), vec![None, Some(20), None]);
 		// On wgpu (lavapipe here), bit-identical to the reference, the same; libtorch, which
 		// is not, is refused.
 		let manifest = TraceManifest::of_unit(&liar).unwrap();
-		assert_eq!(replay_against(BackendKind::Wgpu, &liar, &manifest), vec![None, Some(24), None]);
+		assert_eq!(replay_against(BackendKind::Wgpu, &liar, &manifest), vec![None, Some(20), None]);
 		assert_eq!(replay_against(BackendKind::Wgpu, &honest, &TraceManifest::of_unit(&honest).unwrap()), vec![None, None, None]);
 		assert!(ReplayDevice::new(BackendKind::Tch).err().unwrap().to_string().contains("not bit-identical"));
 		std::fs::remove_dir_all(&base).unwrap();
@@ -413,8 +414,8 @@ pub(crate) mod tests {
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 
-	/// A checkpoint that does not continue the manifest's trace, or holds another state than
-	/// the trace commits, is refused before anything is re-executed.
+	/// A checkpoint that is not the boundary the segment starts at, or holds another state
+	/// than the proof commits there, is refused before anything is re-executed.
 	#[test]
 	fn a_checkpoint_that_does_not_fit_the_trace_is_refused() {
 		let base = std::env::temp_dir().join(format!("touchstone-samples-bad-{}", std::process::id()));
@@ -428,15 +429,15 @@ pub(crate) mod tests {
 		};
 		assert!(start(&load(20), 20).is_ok());
 		// Another segment's checkpoint.
-		assert!(start(&load(30), 20).unwrap_err().to_string().contains("resumes at step 30"));
+		assert!(start(&load(30), 20).unwrap_err().to_string().contains("is not the boundary before step 20"));
 		// The right chain point over another state.
 		let mut altered = load(20);
 		altered.state[0][0] += 1.0;
 		assert!(start(&altered, 20).unwrap_err().to_string().contains("holds another state"));
-		// A chain point off the trace.
+		// A chain point in the middle of a segment (a record carried over).
 		let mut detached = load(20);
-		detached.point.last_hash = [9; 32];
-		assert!(start(&detached, 20).unwrap_err().to_string().contains("does not continue the proven trace"));
+		detached.point.record = [9; 32];
+		assert!(start(&detached, 20).unwrap_err().to_string().contains("is not the boundary before step 20"));
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }

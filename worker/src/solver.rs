@@ -15,7 +15,7 @@ use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels_wgpu::WgpuBackend;
-use touchstone_primitives::referee::StateOpening;
+use touchstone_primitives::referee::BoundaryOpening;
 use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitState, VerificationMode};
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, WorkUnit};
@@ -162,7 +162,7 @@ struct Proving {
 	key: (JobId, UnitIndex),
 	work: UnitWork,
 	honest: LearningProof,
-	final_state: StateOpening,
+	final_state: BoundaryOpening,
 	/// The forced-error secret committed for the unit, when forced errors are on.
 	forced: Option<ForcedPlan>,
 }
@@ -172,7 +172,7 @@ struct ForcedPlan {
 	bound: BoundSecret,
 	/// The step the forced proof gets wrong, that proof and its final-state opening;
 	/// `None` when the unit has no step to force.
-	forced: Option<(u32, (LearningProof, StateOpening))>,
+	forced: Option<(u32, (LearningProof, BoundaryOpening))>,
 }
 
 /// Where a unit training here stands on chain.
@@ -793,7 +793,7 @@ impl Solver {
 		};
 		let step = crate::forced::forced_step(&work, &secret);
 		let forced = tokio::task::block_in_place(|| {
-			step.map(|step| crate::forced::forced_proof(&work, &self.inputs.store, &honest, &final_state, step)).transpose()
+			step.map(|step| crate::forced::forced_proof(&work, &self.inputs.store, &honest, step)).transpose()
 		})?;
 		let forced_root = forced.as_ref().map_or(honest.trace_root.0, |(proof, _)| proof.trace_root.0);
 		let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };

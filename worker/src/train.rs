@@ -1,10 +1,14 @@
 //! Training one work unit, checkpointed and resumable, and the learning proof it ends with.
 //!
 //! A unit's folder holds its checkpoints (`step-<next step>.safetensors`, the kernels'
-//! format) and `records.txt`, one line per step run so far (step, state hash, state root,
-//! batch root, loss bits). Both are written at every checkpoint, the records atomically,
-//! so after a crash or a restart the unit resumes from its last checkpoint with the
-//! records that lead to it, and the proof covers every step as if it had run at once.
+//! format), `records.txt`, one line per step run so far (step, loss bits, record), and
+//! `boundaries.txt`, one line per checkpoint boundary passed (the step after it, the state
+//! root there, the segment's last record). All are written at every checkpoint, the text
+//! files atomically, so after a crash or a restart the unit resumes from its last
+//! checkpoint with the records and boundaries that lead to it, and the proof (the Merkle
+//! root over the boundaries) covers every step as if it had run at once. A segment's
+//! step-level trace, which only a dispute asks for, is re-executed on demand and kept as
+//! `segment-<k>.trace`.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -17,13 +21,13 @@ use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
-use touchstone_kernels::job::trace::{state_root, StepRecord, StepTrace, Trainer};
-use touchstone_kernels::proof::chain::{anchor_hash, trace_leaf, ChainPoint};
+use touchstone_kernels::job::trace::{state_root, Boundary, StepRecord, StepTrace, Trainer};
+use touchstone_kernels::proof::chain::{ChainPoint, TracedStep};
 use touchstone_kernels::proof::hash::{digest_bytes, Digest};
-use touchstone_kernels::proof::merkle::MerkleTree;
+use touchstone_kernels::referee::{SegmentTrace, UnitBoundaries};
 use touchstone_kernels::Backend;
-use touchstone_primitives::referee::StateOpening;
-use touchstone_primitives::{LearningProof, TrainingMetrics};
+use touchstone_primitives::referee::BoundaryOpening;
+use touchstone_primitives::{LearningProof, Segments, TrainingMetrics};
 
 use crate::store::parse_digest;
 
@@ -72,12 +76,19 @@ pub struct UnitWork {
 	pub fault: Option<Fault>,
 }
 
+impl UnitWork {
+	/// The unit's checkpoint grid: the segments its proof commits a boundary for.
+	pub fn segments(&self) -> Segments {
+		Segments::new(self.first_step, self.steps, self.train.checkpoint_interval)
+	}
+}
+
 /// What a finished unit hands to the chain and to the store.
 pub struct UnitResult {
 	/// The learning proof.
 	pub proof: LearningProof,
-	/// The opening of the last state hash, which proves the final state root.
-	pub final_state: StateOpening,
+	/// The opening of the last boundary, which proves the final state root.
+	pub final_state: BoundaryOpening,
 	/// The final checkpoint's bytes: the model file whose hash the proof names.
 	pub final_model: Vec<u8>,
 }
@@ -91,6 +102,7 @@ pub enum Progress {
 }
 
 const RECORDS: &str = "records.txt";
+const BOUNDARIES: &str = "boundaries.txt";
 
 /// The state a job starts from: its weights and zeroed optimizer state, as the trainer
 /// builds them (which also checks that the model fits the dataset). The weights are the
@@ -131,38 +143,52 @@ pub(crate) fn checkpoint_path(dir: &Path, next_step: u32) -> PathBuf {
 }
 
 fn record_line(record: &StepRecord) -> String {
-	format!(
-		"{} {} {} {} {:08x}\n",
-		record.step,
-		hex(&record.state_hash),
-		hex(&record.state_root),
-		hex(&record.batch_root),
-		canonical_bits(record.loss)
-	)
+	format!("{} {:08x} {}\n", record.step, canonical_bits(record.loss), hex(&record.record))
 }
 
 fn parse_record(line: &str) -> Option<StepRecord> {
 	let mut fields = line.split(' ');
 	let step = fields.next()?.parse().ok()?;
-	let state_hash = parse_digest(fields.next()?)?;
-	let state_root = parse_digest(fields.next()?)?;
-	let batch_root = parse_digest(fields.next()?)?;
 	let loss = f32::from_bits(u32::from_str_radix(fields.next()?, 16).ok()?);
-	Some(StepRecord { step, loss, batch_root, state_root, state_hash })
+	let record = parse_digest(fields.next()?)?;
+	fields.next().is_none().then_some(StepRecord { step, loss, record })
 }
 
-/// Writes `records` atomically.
-fn save_records(dir: &Path, records: &[StepRecord]) -> Result<()> {
+fn boundary_line(boundary: &Boundary) -> String {
+	format!("{} {} {}\n", boundary.next_step, hex(&boundary.state_root), hex(&boundary.record))
+}
+
+fn parse_boundary(line: &str) -> Option<Boundary> {
+	let mut fields = line.split(' ');
+	let next_step = fields.next()?.parse().ok()?;
+	let state_root = parse_digest(fields.next()?)?;
+	let record = parse_digest(fields.next()?)?;
+	fields.next().is_none().then_some(Boundary { next_step, state_root, record })
+}
+
+/// Writes `records` and `boundaries` atomically, the boundaries first: a crash between
+/// the two leaves records that lead to an older checkpoint, which resuming finds.
+fn save_progress(dir: &Path, records: &[StepRecord], boundaries: &[Boundary]) -> Result<()> {
+	let text: String = boundaries.iter().map(boundary_line).collect();
+	crate::store::write_atomically(&dir.join(BOUNDARIES), text.as_bytes())?;
 	let text: String = records.iter().map(record_line).collect();
 	crate::store::write_atomically(&dir.join(RECORDS), text.as_bytes())
 }
 
+/// Parses the lines of the text file `name` in `dir` with `parse` (none if it is absent).
+fn saved_lines<T>(dir: &Path, name: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>> {
+	let Ok(text) = std::fs::read_to_string(dir.join(name)) else { return Ok(Vec::new()) };
+	text.lines().map(|line| parse(line).with_context(|| format!("{} is damaged", dir.join(name).display()))).collect()
+}
+
 /// The step records saved in a unit's folder (none before its first checkpoint).
 pub fn saved_records(dir: &Path) -> Result<Vec<StepRecord>> {
-	let Ok(text) = std::fs::read_to_string(dir.join(RECORDS)) else { return Ok(Vec::new()) };
-	text.lines()
-		.map(|line| parse_record(line).with_context(|| format!("{} is damaged", dir.join(RECORDS).display())))
-		.collect()
+	saved_lines(dir, RECORDS, parse_record)
+}
+
+/// The boundaries saved in a unit's folder (none before its first checkpoint).
+pub fn saved_boundaries(dir: &Path) -> Result<Vec<Boundary>> {
+	saved_lines(dir, BOUNDARIES, parse_boundary)
 }
 
 /// The steps a unit's folder holds checkpoints for (each file named by the step it
@@ -177,28 +203,87 @@ pub(crate) fn checkpoint_steps(dir: &Path) -> Result<Vec<u32>> {
 }
 
 /// The full trace of global step `step` of the unit in `work` (every operator's output
-/// and piece tree, for a dispute), re-executed on the reference from the newest
-/// checkpoint at or before it.
+/// and piece tree, for a dispute), re-executed on the reference from the start of its
+/// segment, hashing every step of the segment's trace up to it.
 pub fn trace_step(work: &UnitWork, step: u32) -> Result<StepTrace> {
-	let end = work.first_step.saturating_add(work.steps);
-	anyhow::ensure!((work.first_step..end).contains(&step), "step {step} is not in the unit");
-	trainer_at(work, step)?.trace_step().map_err(|error| anyhow::anyhow!("re-executing step {step} failed: {error:?}"))
+	let segments = work.segments();
+	let segment = segments.of_step(step).with_context(|| format!("step {step} is not in the unit"))?;
+	let start = segments.range(segment).context("the unit has no such segment")?.start;
+	let mut trainer = boundary_trainer(work, start)?;
+	let kernel = |error| anyhow::anyhow!("re-executing step {step} failed: {error:?}");
+	trainer.start_trace().map_err(kernel)?;
+	while trainer.next_step() < step {
+		trainer.step().map_err(kernel)?;
+	}
+	trainer.trace_step().map_err(kernel)
+}
+
+/// The step-level trace of segment `segment` of the unit in `work`, which a dispute that
+/// lands on it asks for: kept in the unit's folder once re-executed on the reference from
+/// the boundary before it. It ends at the boundary the unit's proof commits there, or the
+/// run is not the one proven.
+pub fn segment_trace(work: &UnitWork, segment: u32) -> Result<SegmentTrace> {
+	let range = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?;
+	let path = work.dir.join(format!("segment-{segment}.trace"));
+	let parse = |line: &str| -> Option<TracedStep> {
+		let mut fields = line.split(' ');
+		let step = TracedStep {
+			state_hash: parse_digest(fields.next()?)?,
+			state_root: parse_digest(fields.next()?)?,
+			record: parse_digest(fields.next()?)?,
+		};
+		fields.next().is_none().then_some(step)
+	};
+	let kept: Option<(Digest, Vec<TracedStep>)> = std::fs::read_to_string(&path).ok().and_then(|text| {
+		let mut lines = text.lines();
+		let start = parse_digest(lines.next()?)?;
+		let steps: Option<Vec<TracedStep>> = lines.map(parse).collect();
+		steps.filter(|steps| steps.len() == range.len()).map(|steps| (start, steps))
+	});
+	let (start, steps) = match kept {
+		Some(kept) => kept,
+		None => {
+			let mut trainer = boundary_trainer(work, range.start)?;
+			let start = trainer.state_tree_root().map_err(|error| anyhow::anyhow!("{error:?}"))?;
+			let (steps, boundary) = trainer
+				.segment_trace(range.end)
+				.map_err(|error| anyhow::anyhow!("re-executing segment {segment} failed: {error:?}"))?;
+			if let Some(proven) = saved_boundaries(&work.dir)?.get(segment as usize) {
+				ensure!(*proven == boundary, "re-executing segment {segment} does not reach the boundary the unit committed");
+			}
+			let mut text = format!("{}\n", hex(&start));
+			for step in &steps {
+				text.push_str(&format!("{} {} {}\n", hex(&step.state_hash), hex(&step.state_root), hex(&step.record)));
+			}
+			crate::store::write_atomically(&path, text.as_bytes())?;
+			(start, steps)
+		},
+	};
+	SegmentTrace::new(range.start, start, steps).map_err(|error| anyhow::anyhow!("{error:?}"))
 }
 
 /// The state the unit in `work` holds before global step `step` (its end included: the
 /// final model), for an availability request: the checkpoint there, or re-executed on
 /// the reference from the newest checkpoint before it.
 pub fn state_before(work: &UnitWork, step: u32) -> Result<Vec<Vec<f32>>> {
-	let end = work.first_step.saturating_add(work.steps);
+	let segments = work.segments();
+	let end = segments.end();
 	anyhow::ensure!((work.first_step..=end).contains(&step), "step {step} is not in the unit");
-	trainer_at(work, step)?.state().map_err(|error| anyhow::anyhow!("the state before step {step}: {error:?}"))
+	// From the boundary at or before the step: the step itself, or its segment's start.
+	let boundary = segments.of_step(step).and_then(|segment| segments.range(segment)).map_or(step, |range| range.start);
+	let mut trainer = boundary_trainer(work, boundary)?;
+	let kernel = |error| anyhow::anyhow!("the state before step {step}: {error:?}");
+	while trainer.next_step() < step {
+		trainer.step().map_err(kernel)?;
+	}
+	trainer.state().map_err(kernel)
 }
 
-/// A reference trainer of the unit in `work` about to run global step `step`, brought
-/// there from the newest checkpoint at or before it.
-fn trainer_at(work: &UnitWork, step: u32) -> Result<Trainer<touchstone_kernels::CpuBackend>> {
-	let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
-	let mut from = (work.start_state.clone(), ChainPoint::anchored(work.first_step, &start_root));
+/// A reference trainer of the unit in `work` at global step `step`, which must be the
+/// unit's start or one of its boundaries: from the newest checkpoint at or before it,
+/// closing each segment on the way, so that the next step starts a segment.
+fn boundary_trainer(work: &UnitWork, step: u32) -> Result<Trainer<touchstone_kernels::CpuBackend>> {
+	let mut from = (work.start_state.clone(), ChainPoint::start(work.first_step));
 	for next_step in checkpoint_steps(&work.dir)? {
 		if next_step > step || next_step <= work.first_step {
 			continue;
@@ -210,10 +295,15 @@ fn trainer_at(work: &UnitWork, step: u32) -> Result<Trainer<touchstone_kernels::
 		}
 	}
 	let kernel = |error| anyhow::anyhow!("re-executing up to step {step} failed: {error:?}");
+	let end = work.segments().end();
 	let mut trainer = reference_trainer(work, from.0, from.1)?;
 	while trainer.next_step() < step {
 		trainer.step().map_err(kernel)?;
+		if work.train.is_checkpoint_step(trainer.next_step(), end) {
+			trainer.close_segment().map_err(kernel)?;
+		}
 	}
+	ensure!(trainer.chain_point().record == [0; 32], "step {step} is not a boundary of the unit");
 	Ok(trainer)
 }
 
@@ -241,8 +331,7 @@ fn tch_device() -> touchstone_kernels_tch::TchBackend {
 /// pipelines). A solver weighs a unit's deadline with it before taking the unit.
 pub fn measure_step_seconds(kind: BackendKind, work: &UnitWork) -> Result<f64> {
 	fn time<B: Backend>(backend: B, work: &UnitWork) -> Result<f64> {
-		let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
-		let point = ChainPoint::anchored(work.first_step, &start_root);
+		let point = ChainPoint::start(work.first_step);
 		let mut trainer = trainer_on(backend, work, work.start_state.clone(), point)?;
 		let kernel = |error| anyhow::anyhow!("a trial step failed: {error:?}");
 		trainer.step().map_err(kernel)?;
@@ -270,25 +359,32 @@ pub(crate) fn trainer_on<B: Backend>(backend: B, work: &UnitWork, state: Vec<Vec
 	Ok(trainer)
 }
 
-/// The latest checkpoint in `dir` that the saved records lead to, with those records.
-fn resume_point(dir: &Path, first_step: u32) -> Result<Option<(Checkpoint, Vec<StepRecord>)>> {
-	let mut records = saved_records(dir)?;
-	if records.is_empty() {
+/// What a unit resumes from: its latest checkpoint that the saved records and
+/// boundaries lead to, with those records and boundaries.
+type Resumed = (Checkpoint, Vec<StepRecord>, Vec<Boundary>);
+
+/// The latest checkpoint in `dir` that the saved records and boundaries lead to: a
+/// boundary saved at its step, with the checkpoint's state root, and records up to it.
+fn resume_point(dir: &Path, first_step: u32) -> Result<Option<Resumed>> {
+	let (mut records, mut boundaries) = (saved_records(dir)?, saved_boundaries(dir)?);
+	if records.is_empty() || boundaries.is_empty() {
 		return Ok(None);
 	}
-	// The newest checkpoint whose chain point matches the records; newer checkpoints than
-	// the records (a crash between the two writes) are passed over.
-	let candidates = checkpoint_steps(dir)?;
-	for next_step in candidates {
+	// Newer checkpoints than the records and boundaries (a crash between the writes) are
+	// passed over.
+	for next_step in checkpoint_steps(dir)? {
 		let Some(done) = next_step.checked_sub(first_step).map(|done| done as usize) else { continue };
 		if done == 0 || done > records.len() {
 			continue;
 		}
+		let Some(kept) = boundaries.iter().position(|boundary| boundary.next_step == next_step) else { continue };
 		let bytes = std::fs::read(checkpoint_path(dir, next_step))?;
 		let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)) else { continue };
-		if records.get(done - 1).map(|record| record.state_hash) == Some(checkpoint.point.last_hash) {
+		let root = state_root(&checkpoint.state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+		if checkpoint.point == ChainPoint::start(next_step) && boundaries.get(kept).map(|b| b.state_root) == Some(root) {
 			records.truncate(done);
-			return Ok(Some((checkpoint, records)));
+			boundaries.truncate(kept + 1);
+			return Ok(Some((checkpoint, records, boundaries)));
 		}
 	}
 	Ok(None)
@@ -306,14 +402,13 @@ pub fn run_unit<B: Backend>(
 	std::fs::create_dir_all(&work.dir).with_context(|| format!("cannot create {}", work.dir.display()))?;
 	let end = work.first_step.checked_add(work.steps).context("unit ends past step 2³²")?;
 	let start_root = state_root(&work.start_state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
-	let anchor = anchor_hash(&start_root);
 	let kernel = |error: B::Error| anyhow::anyhow!("training failed: {error:?}");
-	let (state, point, mut records) = match resume_point(&work.dir, work.first_step)? {
-		Some((checkpoint, records)) => {
+	let (state, point, mut records, mut boundaries) = match resume_point(&work.dir, work.first_step)? {
+		Some((checkpoint, records, boundaries)) => {
 			tracing::info!(step = checkpoint.point.next_step, "resuming from the last local checkpoint");
-			(checkpoint.state, checkpoint.point, records)
+			(checkpoint.state, checkpoint.point, records, boundaries)
 		},
-		None => (work.start_state.clone(), ChainPoint::anchored(work.first_step, &start_root), Vec::new()),
+		None => (work.start_state.clone(), ChainPoint::start(work.first_step), Vec::new(), Vec::new()),
 	};
 	let mut trainer = Trainer::resume(backend, &work.model, &work.train, work.data.clone(), state, point).map_err(kernel)?;
 	if let Some(shard) = &work.shard {
@@ -331,11 +426,13 @@ pub fn run_unit<B: Backend>(
 		let next_step = trainer.next_step();
 		report(Progress::Steps { done: next_step - work.first_step });
 		if work.train.is_checkpoint_step(next_step, end) {
+			// A boundary: the segment's state root and record, which the proof commits.
+			boundaries.push(trainer.close_segment().map_err(kernel)?);
 			let checkpoint = Checkpoint::of(&mut trainer).map_err(kernel)?;
 			let bytes = checkpoint.to_bytes().map_err(|error| anyhow::anyhow!("{error}"))?;
 			let path = checkpoint_path(&work.dir, next_step);
 			crate::store::write_atomically(&path, &bytes)?;
-			save_records(&work.dir, &records)?;
+			save_progress(&work.dir, &records, &boundaries)?;
 			report(Progress::Checkpoint { step: next_step, hash: digest_bytes(&bytes), bytes });
 		}
 	}
@@ -343,7 +440,8 @@ pub fn run_unit<B: Backend>(
 	let final_model = std::fs::read(checkpoint_path(&work.dir, end))?;
 	let params = trainer.params().map_err(kernel)?;
 	let accuracy = training_accuracy(&work.model, &params, &work.data)?;
-	Ok(Some(prove(&records, anchor, start_root, final_model, accuracy, work.train.checkpoint_interval)?))
+	ensure!(boundaries.len() == work.segments().count() as usize, "the unit's boundaries do not cover its segments");
+	Ok(Some(prove(&records, boundaries, start_root, final_model, accuracy, work.train.checkpoint_interval)?))
 }
 
 /// Accuracy on (at most the first 4,096 samples of) the training set, reported with the proof.
@@ -354,32 +452,27 @@ fn training_accuracy(model: &ModelConfig, params: &[Vec<f32>], data: &Dataset) -
 	Ok(Perbill::from_parts((accuracy.clamp(0.0, 1.0) * 1e9).round() as u32))
 }
 
-/// Builds the learning proof of a unit from its step records.
+/// Builds the learning proof of a unit from its step records and boundaries.
 fn prove(
 	records: &[StepRecord],
-	anchor: Digest,
+	boundaries: Vec<Boundary>,
 	start_root: Digest,
 	final_model: Vec<u8>,
 	accuracy: Perbill,
 	interval: u32,
 ) -> Result<UnitResult> {
-	let Some((last, before)) = records.split_last() else { bail!("a unit has at least one step") };
-	let tree = MerkleTree::new(records.iter().map(|record| trace_leaf(&record.state_hash)).collect())
-		.map_err(|error| anyhow::anyhow!("{error:?}"))?;
-	let previous = before.last().map_or(anchor, |record| record.state_hash);
-	let final_state = StateOpening::Step {
-		previous,
-		state_root: last.state_root,
-		batch_root: last.batch_root,
-		loss: canonical_bits(last.loss),
-		proof: tree.proof(records.len() - 1).map_err(|error| anyhow::anyhow!("{error:?}"))?,
-	};
+	if records.is_empty() {
+		bail!("a unit has at least one step");
+	}
+	let unit = UnitBoundaries::new(boundaries).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let last = *unit.boundaries.last().context("a unit has at least one boundary")?;
+	let final_state = unit.final_opening().context("the unit's last boundary cannot be opened")?;
 	// The loss reported is the mean over the last checkpoint interval.
 	let window = records.len().min(interval.max(1) as usize);
 	let tail = &records[records.len() - window..];
 	let loss = tail.iter().map(|record| record.loss as f64).sum::<f64>() / window as f64;
 	let proof = LearningProof {
-		trace_root: tree.root().into(),
+		trace_root: unit.root().into(),
 		steps: records.len() as u32,
 		start_state_root: start_root.into(),
 		final_state_root: last.state_root.into(),
@@ -455,14 +548,24 @@ pub(crate) mod tests {
 		assert_eq!(resumed.final_model, whole.final_model);
 		assert_eq!(resumed.proof.steps, 25);
 
-		let trace = touchstone_primitives::referee::TraceCommitment {
-			trace_root: whole.proof.trace_root.0,
+		let unit = touchstone_primitives::referee::UnitCommitment {
+			root: whole.proof.trace_root.0,
 			first_step: 10,
 			steps: 25,
+			interval: 10,
 			start_state_root: whole.proof.start_state_root.0,
 		};
-		let proven = touchstone_primitives::referee::final_state_root(&trace, &whole.final_state);
+		let proven = touchstone_primitives::referee::unit_final_state_root(&unit, &whole.final_state);
 		assert_eq!(proven.ok(), Some(whole.proof.final_state_root.0));
+		// A segment's trace, re-executed on demand, ends at the boundary the proof commits
+		// and is kept for the dispute's later moves.
+		let trace = segment_trace(&work(&dir), 1).unwrap();
+		assert_eq!((trace.first_step, trace.steps.len()), (20, 10));
+		assert!(dir.join("segment-1.trace").exists());
+		let again = segment_trace(&work(&dir), 1).unwrap();
+		assert_eq!(again.root(), trace.root());
+		let boundaries = saved_boundaries(&dir).unwrap();
+		assert_eq!(trace.steps.last().map(|step| (step.state_root, step.record)), Some((boundaries[1].state_root, boundaries[1].record)));
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 
