@@ -78,15 +78,18 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples
 	let data_tree = data.tree().expect("dataset tree");
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).expect("trainer starts");
 	let start_state_root = state_root(&trainer.state().expect("state")).expect("state root");
+	// The run is the disputed segment's trace: it hashes every step from the start.
+	trainer.start_trace().expect("the trace starts");
 	let mut hashes = Vec::new();
 	let mut trace = None;
 	for step in 0..=traced {
 		if step == traced {
 			let traced_step = trainer.trace_step().expect("step traces");
-			hashes.push(traced_step.record.state_hash);
+			hashes.push(traced_step.state_hash);
 			trace = Some(traced_step);
 		} else {
-			hashes.push(trainer.step().expect("step runs").state_hash);
+			trainer.step().expect("step runs");
+			hashes.push(trainer.trace_point().expect("hashing").last_hash);
 		}
 	}
 	let trace = trace.expect("traced step");
