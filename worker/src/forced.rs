@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use codec::{Decode, Encode};
 use touchstone_kernels::job::data::hex;
 use touchstone_primitives::referee::BoundaryOpening;

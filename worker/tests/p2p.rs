@@ -62,8 +62,9 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	assert!(!store_b.contains(&forged));
 	assert!(!store_b.partial_path(&forged).exists());
 
-	// A trace manifest is named by the root its state hashes build, not by its bytes' hash.
-	let manifest = TraceManifest { state_hashes: vec![[1; 32], [2; 32], [3; 32]], checkpoints: vec![(2, [4; 32])] };
+	// A trace manifest is named by the root its boundaries build, not by its bytes' hash.
+	let manifest =
+		TraceManifest { boundaries: vec![(2, [1; 32], [2; 32]), (3, [3; 32], [5; 32])], checkpoints: vec![(2, [4; 32])] };
 	let root = manifest.trace_root().unwrap();
 	store_a.put_as(&root, &manifest.encode()).unwrap();
 	a.provide(root);
@@ -71,14 +72,14 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	let fetched = b.fetch_with(root, Duration::from_secs(20), &check).await.unwrap();
 	assert_eq!(TraceManifest::checked(&fetched, &root).unwrap(), manifest);
 	assert!(store_b.get_with(&root, &check).is_ok());
-	// One whose hashes build another root is refused under that root.
-	let other = TraceManifest { state_hashes: vec![[9; 32]], checkpoints: vec![] };
+	// One whose boundaries build another root is refused under that root.
+	let other = TraceManifest { boundaries: vec![(1, [9; 32], [9; 32])], checkpoints: vec![] };
 	let claimed = digest_bytes(b"a trace root");
 	store_a.put_as(&claimed, &other.encode()).unwrap();
 	a.provide(claimed);
 	let check = |bytes: &[u8]| TraceManifest::checked(bytes, &claimed).map(|_| ());
 	let error = b.fetch_with(claimed, Duration::from_secs(5), &check).await.unwrap_err().to_string();
-	assert!(error.contains("corrupt artifact") && error.contains("build the trace root"), "{error}");
+	assert!(error.contains("corrupt artifact") && error.contains("build the segment root"), "{error}");
 	assert!(!store_b.contains(&claimed));
 
 	// Nobody holds this one: a clear error once the patience runs out.
