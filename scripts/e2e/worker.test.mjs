@@ -620,8 +620,8 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   // Charlie's watcher found the lie in its own sample (this job's only segment of the
   // unit) and disputed it too.
   assert.match(verifierWorkers.get('//Charlie').log, new RegExp(`watch: the proof does not reproduce; dispute opened job=${jobId} unit=0\\b`));
-  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce; re-executing the whole unit job=${jobId} unit=0 step=100\\b`));
-  for (const move of ['reveal', 'bind_step', 'bind_operator']) {
+  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce; re-executing the whole unit job=${jobId} unit=0 from=0\\b`));
+  for (const move of ['reveal', 'bind_segment', 'bind_step', 'bind_operator']) {
     assert.match(winnerLog, new RegExp(`dispute: sent ${move}[^\\n]*dispute=${resolved.data.dispute}`), `${winner} sent ${move}`);
   }
   // Bob opened his claim to the referee; he logs the call once it is finalized, a few

@@ -409,9 +409,12 @@ impl Verifier {
 				tracing::info!(job = job_id, unit = index, "{role}: every sampled segment reproduces");
 				return Ok(None);
 			},
-			Ok(Some(step)) => {
-				tracing::warn!(job = job_id, unit = index, step, "{role}: a sampled segment does not reproduce; re-executing the whole unit")
-			},
+			Ok(Some(from)) => tracing::warn!(
+				job = job_id,
+				unit = index,
+				from,
+				"{role}: a sampled segment does not reproduce; re-executing the whole unit"
+			),
 			Err(error) => tracing::warn!(
 				job = job_id,
 				unit = index,
@@ -523,8 +526,9 @@ impl Verifier {
 	}
 
 	/// Re-executes the segments `samples` of the unit, which must still stand on the proof
-	/// with `trace_root`, from the solver's checkpoints; returns the first step that does
-	/// not reproduce, or `None` when every one does.
+	/// with `trace_root`, from the solver's checkpoints; returns the first step of the first
+	/// segment that does not reach the boundary the proof commits, or `None` when every one
+	/// does.
 	async fn check_samples(
 		&mut self,
 		at: &AtBlock,
