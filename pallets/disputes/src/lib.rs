@@ -1,20 +1,25 @@
 //! # Touchstone disputes
 //!
 //! A bonded challenger disputes a unit's learning proof within its challenge window by
-//! posting a challenge bond and its own trace root over the unit's steps, from the same
-//! chain-fixed start state. The solver (the defender) and the challenger then play three
-//! bisection games, one call per side per round, each before a deadline:
+//! posting a challenge bond and its own segment root over the unit's boundaries, from the
+//! same chain-fixed start state. The solver (the defender) and the challenger then play
+//! four bisection games, one call per side per round, each before a deadline:
 //!
-//! 1. over the unit's step-level trees, to the first step whose state hash they disagree on;
-//! 2. each side binds its operator root of that step to its trace
+//! 1. over the unit's segment-level trees, to the first segment whose boundary they
+//!    disagree on;
+//! 2. each side binds its step-level trace of that segment, re-executed from the boundary
+//!    before it, to its own boundary at the segment's end
+//!    ([`bind_segment`](touchstone_primitives::referee::bind_segment)), and they bisect the
+//!    traces to the first step whose state hash they disagree on;
+//! 3. each side binds its operator root of that step to its trace
 //!    ([`bind_step`](touchstone_primitives::referee::bind_step)), and they bisect the
 //!    operator-level trees to the first operator they disagree on;
-//! 3. each side binds its piece root of that operator
+//! 4. each side binds its piece root of that operator
 //!    ([`bind_operator`](touchstone_primitives::referee::bind_operator)), and they bisect
 //!    the piece trees to the first piece they disagree on.
 //!
-//! Every tree's shape comes from the job (the unit's step count, the step graph's operator
-//! count, the operator's piece count), so a side whose tree has another shape cannot
+//! Every tree's shape comes from the job (the unit's segments on the job's checkpoint grid,
+//! the segment's step count, the step graph's operator count, the operator's piece count), so a side whose tree has another shape cannot
 //! answer a round and loses by timeout, as does any side that falls silent. Finally the
 //! runtime runs the kernels' referee on the defender's claimed piece, with the
 //! commitments and position from the chain's records and the game, and the defender's
@@ -238,7 +243,7 @@ pub mod pallet {
 			defender: T::AccountId,
 			/// The challenger.
 			challenger: T::AccountId,
-			/// The challenger's trace root.
+			/// The challenger's segment root.
 			trace_root: Digest,
 			/// The last block the first round may be answered in.
 			deadline: BlockNumberFor<T>,
@@ -319,7 +324,7 @@ pub mod pallet {
 		NotBondedChallenger,
 		/// A solver cannot challenge its own proof.
 		OwnProof,
-		/// The challenger's trace root equals the proof's: there is nothing to dispute.
+		/// The challenger's segment root equals the proof's: there is nothing to dispute.
 		NoDisagreement,
 		/// The challenger already disputes this unit.
 		AlreadyChallenged,

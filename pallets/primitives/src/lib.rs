@@ -300,7 +300,8 @@ pub fn forced_commitment(secret: &[u8; 32], honest_root: &[u8; 32], forced_root:
 	BlakeTwo256::hash(&(b"touchstone/forced-commitment", secret, honest_root, forced_root).encode()).0
 }
 
-/// The step whose state hash a forced proof of the unit gets wrong, fixed by `secret`
+/// The step a forced proof of the unit gets wrong (the record of its segment, the
+/// boundary's), fixed by `secret`
 /// before any verifier's samples exist: among the steps no other part of the proof repeats
 /// (the first step of a segment of at least two steps, so no checkpoint continues from it,
 /// and not the step before the unit's last, whose hash the final-state opening names), the
@@ -371,7 +372,7 @@ pub fn reexecution_blocks(step_work: u64, steps: u32, work_per_block: u64) -> u3
 )]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub enum VerificationMode {
-	/// Re-executed segments must reproduce the committed state hashes bit for bit.
+	/// Re-executed segments must reproduce the committed boundaries bit for bit.
 	Exact,
 	/// Re-executed segments must land within these distances of the committed weights.
 	Tolerance {
