@@ -406,8 +406,8 @@ pub mod pallet {
 	#[pallet::call]
 	impl<T: Config> Pallet<T> {
 		/// Dispute the learning proof of unit `unit` of `job`, within its challenge window,
-		/// with `trace_root`: the caller's own Merkle root over the unit's per-step state
-		/// hashes, from the unit's start state. Holds `ChallengeBond` from the caller, who
+		/// with `trace_root`: the caller's own segment root (the Merkle root over the unit's
+		/// boundaries), from the unit's start state. Holds `ChallengeBond` from the caller, who
 		/// must be bonded as a challenger. The unit cannot be finalized until the dispute
 		/// ends.
 		///
@@ -1236,6 +1236,19 @@ pub mod pallet {
 				let proven = T::Units::proven_unit(info.job, info.unit).ok_or("dispute over a unit without a proof")?;
 				ensure!(proven.challenged, "disputed unit not Challenged");
 				ensure!(proven.solver == info.defender, "defender is not the unit's solver");
+				// The levels are found in order: a step only inside the bound segment traces.
+				let grid = proven.trace.segments();
+				if let Some(segment) = info.segment {
+					ensure!(segment < grid.count(), "disputed segment outside the unit");
+				}
+				ensure!(
+					info.segment_traces.is_none() || (info.segment.is_some() && info.segment_start.is_some()),
+					"segment traces without their segment"
+				);
+				if let Some(step) = info.step {
+					let range = info.segment.and_then(|segment| grid.range(segment)).ok_or("a step without its segment")?;
+					ensure!(info.segment_traces.is_some() && range.contains(&step), "disputed step outside the bound segment");
+				}
 				let entry = bonds.entry(info.challenger.clone()).or_default();
 				*entry = entry.saturating_add(info.bond);
 			}
