@@ -222,18 +222,20 @@ pub fn tree(tensors: &[&[f32]]) -> Result<MerkleTree, MerkleError> {
 /// Checks chunks of a state against its root: `chunks` are `(chunk index, the
 /// chunk's words)` in increasing index order (at most [`CHUNK_WORDS`] words each,
 /// the rest of the chunk zeros), `proof` their multiproof in a state of
-/// `chunk_count` chunks; `true` when they open. What a verifier of a state opening runs: each chunk's
-/// leaf binds its index (the chunk counter), so words cannot be moved.
+/// `chunk_count` chunks; `true` when they open. The words are hashed as they are
+/// ([`chunk_leaf_words`]), so an opening must hold the canonical bits the tree
+/// hashed, and each chunk's leaf binds its index (the chunk counter), so words
+/// cannot be moved. What the referee's availability check runs.
 pub fn verify_chunks(
 	root: &Digest,
 	chunk_count: usize,
-	chunks: &[(u32, &[f32])],
+	chunks: &[(u32, &[u32])],
 	proof: &crate::proof::merkle::MultiProof,
 ) -> bool {
 	let well_formed = chunks.iter().all(|(_, words)| words.len() <= CHUNK_WORDS)
 		&& proof.indices.len() == chunks.len()
 		&& proof.indices.iter().zip(chunks).all(|(&index, &(chunk, _))| index == chunk);
-	let leaves: Vec<Digest> = chunks.iter().map(|&(index, words)| chunk_leaf(words, u64::from(index))).collect();
+	let leaves: Vec<Digest> = chunks.iter().map(|&(index, words)| chunk_leaf_words(words, u64::from(index))).collect();
 	well_formed && proof.verify_in(TreeKind::State, root, chunk_count, &leaves)
 }
 
@@ -391,23 +393,23 @@ mod tests {
 		let (root, n) = (tree.root(), tree.len());
 		let words = |chunk: usize| {
 			let (tensor, local) = locate_chunk(lens.iter().copied(), chunk).unwrap();
-			tensors[tensor][chunk_range(lens[tensor], local)].to_vec()
+			tensors[tensor][chunk_range(lens[tensor], local)].iter().map(|&v| canonical_bits(v)).collect::<Vec<u32>>()
 		};
 		let opened = [0usize, 3, 9, 11];
 		let proof = tree.multiproof(&opened).unwrap();
-		let contents: Vec<Vec<f32>> = opened.iter().map(|&c| words(c)).collect();
-		let chunks: Vec<(u32, &[f32])> = opened.iter().zip(&contents).map(|(&c, w)| (c as u32, w.as_slice())).collect();
+		let contents: Vec<Vec<u32>> = opened.iter().map(|&c| words(c)).collect();
+		let chunks: Vec<(u32, &[u32])> = opened.iter().zip(&contents).map(|(&c, w)| (c as u32, w.as_slice())).collect();
 		assert!(verify_chunks(&root, n, &chunks, &proof));
 		// A changed word, a chunk given at another index, another tree size, a longer chunk: refused.
 		let mut changed = contents.clone();
-		changed[1][7] += 1.0;
-		let with_change: Vec<(u32, &[f32])> = opened.iter().zip(&changed).map(|(&c, w)| (c as u32, w.as_slice())).collect();
+		changed[1][7] ^= 1 << 22;
+		let with_change: Vec<(u32, &[u32])> = opened.iter().zip(&changed).map(|(&c, w)| (c as u32, w.as_slice())).collect();
 		assert!(!verify_chunks(&root, n, &with_change, &proof));
 		let mut moved = chunks.clone();
 		moved[1].0 = 4;
 		assert!(!verify_chunks(&root, n, &moved, &proof));
 		assert!(!verify_chunks(&root, n + 1, &chunks, &proof));
-		let long = vec![0.0; CHUNK_WORDS + 1];
+		let long = vec![0u32; CHUNK_WORDS + 1];
 		let mut too_long = chunks.clone();
 		too_long[0].1 = &long;
 		assert!(!verify_chunks(&root, n, &too_long, &proof));

@@ -37,7 +37,7 @@ use crate::proof::graph::{Graph, OpKind};
 use crate::proof::hash::Digest;
 use crate::proof::graph::Origin;
 use crate::proof::merkle::{index_segment_leaf, MerkleProof, MultiProof, TreeKind};
-use crate::proof::state_tree::{chunk_leaf_words, chunk_range, locate_chunk};
+use crate::proof::state_tree::{chunk_range, locate_chunk, verify_chunks};
 use alloc::vec::Vec;
 use crate::proof::chain::{anchor_hash, operator_leaf, record_hash, state_hash, trace_leaf};
 
@@ -155,23 +155,22 @@ pub fn open_state_chunk(graph: &Graph, unit: &UnitCommitment, step: u32, index: 
 	let (state_root, _) = open_boundary(unit, segment, &chunk.boundary).map_err(|_| BindingError::InvalidStateProof)?;
 	let (lens, leaf_count) = (graph.state_lens(), graph.state_chunks());
 	let range = request_chunks(leaf_count, index)?;
-	let indices_match = chunk.proof.indices.len() == range.len() &&
-		chunk.proof.indices.iter().zip(range.clone()).all(|(&proven, expected)| proven as usize == expected);
-	if !indices_match || chunk.chunks.len() != range.len() {
+	if chunk.chunks.len() != range.len() {
 		return Err(BindingError::InvalidChunkProof);
 	}
 	// Each chunk holds exactly its tensor's words in it, as the prover's tree hashed them.
 	let lens: Vec<usize> = lens.collect();
-	let mut leaves: Vec<Digest> = Vec::with_capacity(range.len());
+	let mut opened: Vec<(u32, &[u32])> = Vec::with_capacity(range.len());
 	for (words, index) in chunk.chunks.iter().zip(range) {
 		let (tensor, within) = locate_chunk(lens.iter().copied(), index).ok_or(BindingError::ChunkOutOfRange)?;
 		let len = lens.get(tensor).copied().unwrap_or(0);
+		let index = u32::try_from(index).map_err(|_| BindingError::ChunkOutOfRange)?;
 		if words.len() != chunk_range(len, within).len() {
 			return Err(BindingError::InvalidChunkProof);
 		}
-		leaves.push(chunk_leaf_words(words, index as u64));
+		opened.push((index, words.as_slice()));
 	}
-	if !chunk.proof.verify_in(TreeKind::State, &state_root, leaf_count, &leaves) {
+	if !verify_chunks(&state_root, leaf_count, &opened, &chunk.proof) {
 		return Err(BindingError::InvalidChunkProof);
 	}
 	Ok(())
