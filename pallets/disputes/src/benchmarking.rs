@@ -27,13 +27,20 @@ const FINAL: [u8; 32] = [3; 32];
 /// The unit timeout of the recorded cases' jobs: beyond any `MaxSegmentBlocks`.
 const CASE_UNIT_TIMEOUT: u32 = 1_000_000;
 
-/// The benchmarks' checkpoint interval: one segment per step, so that the segment
-/// level of a dispute plays rounds.
-const INTERVAL: u32 = 1;
+/// The benchmarks' checkpoint interval: 16 segments of 4 steps, the most segments a unit
+/// of the runtime may have (`MaxSegmentsPerUnit`), so that the segment level of a
+/// dispute plays its most rounds.
+const INTERVAL: u32 = 4;
 
 /// A small job the chain accepts, of `units` step ranges; the helper sets its price.
 fn spec<T: Config>(units: u32) -> JobSpec<BalanceOf<T>> {
-	bookkeeping_spec(STEPS, units, INTERVAL, INITIAL)
+	let mut spec = bookkeeping_spec(STEPS, units, INTERVAL, INITIAL);
+	// A timeout must hold one segment beyond `MinUnitTimeout` (the bookkeeping spec's is
+	// the bare minimum, which the runtime refuses), and the recorded jobs' segments take
+	// many blocks at a slow chain's reference rate (the mock's): this holds any the chain
+	// accepts.
+	spec.unit_timeout = CASE_UNIT_TIMEOUT;
+	spec
 }
 
 /// A segment-level tree over the unit's boundaries: the defender's (salt 0) or a
@@ -99,9 +106,6 @@ fn prove_case<T: Config>(
 	job_spec.dataset.samples = case.samples;
 	job_spec.dataset.root = case.dataset_root.into();
 	job_spec.initial_state_root = case.initial_state_root.into();
-	// The recorded jobs' segments take many blocks at a slow chain's reference rate (the
-	// mock's), and the timeout must hold one: this holds any the chain accepts.
-	job_spec.unit_timeout = CASE_UNIT_TIMEOUT;
 	let job = T::BenchmarkHelper::prove(&owner, job_spec, &solver, proof, opening)
 		.ok_or(BenchmarkError::Stop("the unit could not be proven"))?;
 	Ok((job, solver))
