@@ -34,11 +34,12 @@ TEST_FEATURES="touchstone-worker/test-equipment"
 
 # Builds every crate of the workspace once, in the one profile tests use too, with
 # $TEST_FEATURES. The kernels' wgpu and libtorch backends are crates of their own
-# (kernels/wgpu, kernels/tch): the node never links a GPU stack or libtorch.
+# (kernels/wgpu, kernels/tch): the node never links a GPU stack or libtorch. Arguments
+# select more targets of the same build (the test command adds the tests').
 build_workspace() {
 	use_torch
 	log "Building the workspace into $CARGO_TARGET_DIR"
-	(cd "$ROOT" && cargo build --workspace --locked --features "$TEST_FEATURES")
+	(cd "$ROOT" && cargo build --workspace --locked --features "$TEST_FEATURES" "$@")
 }
 
 # The worker binary the run, test and benchmark commands use.
