@@ -24,7 +24,7 @@ const STEPS: u32 = 64;
 const INITIAL: [u8; 32] = [2; 32];
 /// The final state root the defender claims.
 const FINAL: [u8; 32] = [3; 32];
-/// The unit timeout of the recorded cases' jobs: beyond any `MaxSegmentBlocks`.
+/// The unit timeout of every benchmark job: beyond any `MaxSegmentBlocks`.
 const CASE_UNIT_TIMEOUT: u32 = 1_000_000;
 
 /// The benchmarks' checkpoint interval: 16 segments of 4 steps, the most segments a unit
