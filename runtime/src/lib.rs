@@ -63,7 +63,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 126,
+	spec_version: 127,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 2,
@@ -148,6 +148,7 @@ type Migrations = (
 	pallet_touchstone_tasks::migrations::DropUnprovenModelHashes<Runtime>,
 	pallet_touchstone_verification::migrations::DropUnprovenModelHashes<Runtime>,
 	pallet_touchstone_verification::migrations::ResetBeacon<Runtime>,
+	pallet_touchstone_disputes::migrations::AddSummons<Runtime>,
 );
 
 /// Dispatches blocks to the pallets.

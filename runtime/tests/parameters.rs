@@ -135,6 +135,29 @@ fn a_false_attestation_costs_the_minimum_verifier_bond() {
 	assert!(slash <= minimum, "a minimally bonded verifier ({minimum}) cannot pay the slash ({slash})");
 }
 
+/// Sybils that fill every summons slot of a false attestation's segment, so that no honest
+/// summoner can open one before the window closes, must each lose its summons to free the
+/// slot: together they forfeit more to the jackpot than the slash they would spare the
+/// attester. And the summons window, with the segment's re-execution on top, ends inside
+/// the unbonding period, so the summoned verifier's bond is still there.
+#[test]
+fn filling_the_summons_slots_costs_more_than_the_false_attestation_slash() {
+	let slots: u32 = <Runtime as pallet_touchstone_disputes::Config>::MaxSummonsPerSegment::get();
+	let bond: u128 = <Runtime as pallet_touchstone_disputes::Config>::ChallengeBond::get();
+	let winner_share: polkadot_sdk::sp_runtime::Perbill = <Runtime as pallet_touchstone_disputes::Config>::WinnerShare::get();
+	let lost_each = bond - winner_share * bond;
+	let slash: u128 = <Runtime as pallet_touchstone_verification::Config>::FalseAttestationSlash::get();
+	assert!(
+		u128::from(slots) * lost_each > slash,
+		"{slots} losing summonses forfeit {} to the jackpot, not more than the {slash} slash",
+		u128::from(slots) * lost_each
+	);
+	let window: u32 = <Runtime as pallet_touchstone_disputes::Config>::SummonsWindow::get();
+	let unbonding: u32 = <Runtime as pallet_touchstone_staking::Config>::UnbondingPeriod::get();
+	let longest = window + MAX_SEGMENT_BLOCKS + MAX_DISPUTE_PHASES * (DISPUTE_RESPONSE_WINDOW + MAX_SEGMENT_BLOCKS);
+	assert!(longest < unbonding, "a summons can end at block {longest} after the conviction, past unbonding ({unbonding})");
+}
+
 /// The jackpot pays out no more than it takes in, and its lottery pays for checking. A
 /// forced unit's catchers share what the unit pays into the jackpot divided by the
 /// forced-error rate, so a unit's expected outflow (the rate times that) is its inflow,

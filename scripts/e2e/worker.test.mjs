@@ -648,6 +648,61 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   t.diagnostic(`dispute ${resolved.data.dispute}: opened at block ${opened.block}, resolved at ${resolved.block}`);
 });
 
+test('a liar silent in its disputes is convicted by timeout, and the verifier that attested it is summoned and slashed', { timeout: 600_000 }, async (t) => {
+  // Bob lies at step 100 again, and now answers no dispute (`--abandon-disputes`, test
+  // equipment), as a liar letting its own sybil convict it would: the conviction comes by
+  // timeout before any step is found, so by itself it shows no attestation false. The chain
+  // keeps the overturned proof for summonses; a challenger that re-executed the unit
+  // summons Eve, whose lazy match covered the segment where the proof leaves its run. Eve's
+  // worker re-executes that segment from the proof's start to defend her attestation,
+  // cannot reach the proof's boundary, binds nothing, and loses.
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  startSolver(['--inject-fault', '100', '--abandon-disputes']);
+  const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
+  const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
+  const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
+  assert.ok(Number.isInteger(jobId), submitted);
+  const events = (section, method) => verification.events.filter((e) => e.section === section && e.method === method);
+  const mine = (section, method) => events(section, method).filter((e) => Number(e.data.job) === jobId);
+  await waitFor('the lie to be overturned by a timeout', () => mine('disputes', 'AttestersSummonable').length > 0, {
+    timeoutMs: 420_000,
+  }).catch(withSolverLog);
+  const kept = mine('disputes', 'AttestersSummonable')[0];
+  const overturned = kept.data.overturned;
+  const conviction = events('disputes', 'DisputeResolved').find((e) => e.data.dispute === overturned);
+  assert.equal(conviction.data.ruling, 'ChallengerWins');
+  assert.equal(conviction.data.grounds, 'Timeout', 'the silent liar lost by timeout');
+  assert.equal(kept.data.unit, 0);
+
+  const eve = keyring.addFromUri('//Eve');
+  const summonses = () => events('disputes', 'Summoned').filter((e) => e.data.overturned === overturned);
+  await waitFor('a challenger to summon Eve', () => summonses().length > 0, { timeoutMs: 120_000 }).catch(withSolverLog);
+  const summoned = summonses()[0];
+  assert.equal(summoned.data.attester, eve.address);
+  assert.equal(summoned.data.segment, 0, 'the job has one segment per unit');
+  const summoner = [...verifierWorkers.keys()].find((uri) => keyring.addFromUri(uri).address === summoned.data.summoner);
+  assert.ok(summoner, `the summoner ${summoned.data.summoner} is a worker`);
+  const ended = () => events('disputes', 'DisputeResolved').find((e) => summonses().some((s) => s.data.dispute === e.data.dispute));
+  await waitFor("Eve's summons to end", () => ended() !== undefined, { timeoutMs: 300_000 }).catch(withSolverLog);
+  assert.equal(ended().data.ruling, 'ChallengerWins', JSON.stringify(ended().data));
+  const falseAttestations = mine('verification', 'FalseAttestation')
+    .filter((e) => e.block >= kept.block)
+    .map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
+  assert.deepEqual(falseAttestations, [[eve.address, 0, 50n * UNIT]]);
+  // Both sides played from their own folders: the summoner bound its run of the segment;
+  // Eve's worker tried to re-execute the proof's segment and could not reach its end.
+  assert.match(verifierWorkers.get(summoner).log, new RegExp(`dispute: sent bind_segment[^\\n]*dispute=${summoned.data.dispute}`));
+  assert.match(verifierWorkers.get('//Eve').log, /summons: [^\n]*does not reach the boundary the unit committed/);
+  t.diagnostic(`conviction ${overturned} at block ${conviction.block}; summons ${summoned.data.dispute} opened at ${summoned.block}, ended at ${ended().block}`);
+  // Bob goes back to honest work for the tests after this one.
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  startSolver();
+});
+
 test('the digits job completes after its window: the solver is paid, and the model fetched holds the proven state and reaches the pinned accuracy', { timeout: 600_000 }, async () => {
   // The job's challenge windows ran while the forced-error and liar tests played.
   const submitted = await digits.done.catch(withSolverLog);

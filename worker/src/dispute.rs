@@ -28,6 +28,22 @@ use crate::train::{self, UnitWork};
 pub type Dispute = pallet_touchstone_disputes::DisputeInfo<AccountId, u128, u32>;
 /// A dispute's phase, and its two sides.
 pub use pallet_touchstone_disputes::{Party, Phase};
+/// A proof overturned without a step found, as the chain keeps it for the summonses of its
+/// attesters (the bounds only limit decoding).
+pub type OverturnedProof = pallet_touchstone_disputes::OverturnedProof<
+	AccountId,
+	u32,
+	polkadot_sdk::sp_runtime::traits::ConstU32<64>,
+	polkadot_sdk::sp_runtime::traits::ConstU32<64>,
+>;
+
+/// The proof dispute `id` overturned, if the chain still keeps it for summonses.
+pub async fn overturned(at: &AtBlock, id: u64) -> Result<Option<OverturnedProof>> {
+	match at.storage().try_fetch(runtime::storage().disputes().overturned(), (id,)).await? {
+		Some(value) => Ok(Some(crate::chain::decode(value.bytes())?)),
+		None => Ok(None),
+	}
+}
 
 /// The disputes open over unit `index` of `job`, with their ids.
 pub async fn disputes_of(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<Vec<(u64, Dispute)>> {
@@ -57,6 +73,30 @@ pub enum Move {
 	ProvideChunk(Static<referee::StateChunk>),
 	/// The other side missed its deadline: end the dispute against it.
 	TimeOut,
+}
+
+/// The work of defending segment `segment` of a proof with trace manifest `manifest`, as a
+/// verifier summoned over it: `work` (the unit) moved to `dir`, which gets the proof's
+/// boundaries and, unless the segment starts the unit, `checkpoint` (the bytes of the proof's
+/// checkpoint before it). The segment then re-executes from the proof's own state, and its
+/// trace binds to the proof's boundary at its end only if the proof's transition there is an
+/// honest run: what the verifier attested.
+pub fn defence_folder(
+	mut work: UnitWork,
+	dir: std::path::PathBuf,
+	manifest: &crate::samples::TraceManifest,
+	segment: u32,
+	checkpoint: Option<&[u8]>,
+) -> Result<UnitWork> {
+	let range = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?;
+	work.dir = dir;
+	std::fs::create_dir_all(&work.dir).with_context(|| format!("cannot create {}", work.dir.display()))?;
+	train::save_boundaries(&work.dir, &manifest.boundaries())?;
+	if range.start != work.first_step {
+		let bytes = checkpoint.context("the segment starts from a checkpoint of the proof")?;
+		crate::store::write_atomically(&train::checkpoint_path(&work.dir, range.start), bytes)?;
+	}
+	Ok(work)
 }
 
 /// One side's run over a unit, rebuilt from the unit's folder.
@@ -205,9 +245,23 @@ pub async fn play(
 	side: Party,
 	prepare: impl FnOnce() -> Result<UnitWork>,
 ) -> Result<bool> {
+	let disputes = disputes_of(at, job, index).await?;
+	play_listed(chain, signer, at, (job, index), disputes, side, prepare).await
+}
+
+/// As [`play`], over `disputes` (with their ids) of unit `index` of `job`: the summonses
+/// of an overturned proof, which are not listed under the unit.
+pub async fn play_listed(
+	chain: &Chain,
+	signer: &subxt_signer::sr25519::Keypair,
+	at: &AtBlock,
+	(job, index): (JobId, UnitIndex),
+	disputes: Vec<(u64, Dispute)>,
+	side: Party,
+	prepare: impl FnOnce() -> Result<UnitWork>,
+) -> Result<bool> {
 	let me = signer.public_key().to_account_id();
-	let mine: Vec<_> = disputes_of(at, job, index)
-		.await?
+	let mine: Vec<_> = disputes
 		.into_iter()
 		.filter(|(_, dispute)| match side {
 			Party::Defender => dispute.defender == me,
@@ -300,6 +354,7 @@ mod tests {
 			phase,
 			deadline,
 			rounds: 0,
+			summons: None,
 		}
 	}
 
@@ -354,6 +409,45 @@ mod tests {
 		// for the deadline and then ends the dispute against a silent defender.
 		assert!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 50).unwrap().is_none());
 		assert!(matches!(run.next_move(&dispute(Phase::Judge, 100), Party::Challenger, 100).unwrap(), Some(Move::TimeOut)));
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// Summoned over a segment of a proof it attested, a verifier defends it from the proof's
+	/// trace manifest and checkpoint alone (it never trained the unit): its trace binds to
+	/// the proof's boundaries where the proof is an honest run, and cannot be built where it
+	/// is not.
+	#[test]
+	#[cfg(feature = "test-equipment")]
+	fn a_summoned_verifier_defends_a_true_segment_and_cannot_defend_a_false_one() {
+		use crate::samples::TraceManifest;
+		let base = std::env::temp_dir().join(format!("touchstone-summoned-{}", std::process::id()));
+		let mut liar = work(&base.join("liar"));
+		liar.fault = Some(touchstone_kernels::job::fault::Fault::Output { step: 24, operator: 1, output: 0, element: 0, bit: 20 });
+		let proof = run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		let manifest = TraceManifest::of_unit(&liar).unwrap();
+		let commitment = Run::load(&liar).unwrap().commitment();
+		assert_eq!(commitment.root, proof.trace_root.0);
+		// The verifier's own copy of the unit: no fault, no folder of the liar's.
+		let attester = || UnitWork { fault: None, ..work(&base.join("verifier")) };
+		let checkpoint = |step: u32| std::fs::read(train::checkpoint_path(&liar.dir, step)).unwrap();
+		// Segments 10..20 (true), 20..30 (the lie at 24), 30..35 (true, from the lie's end).
+		for (segment, start) in [(0u32, None), (1, Some(20u32)), (2, Some(30))] {
+			let bytes = start.map(checkpoint);
+			let dir = base.join(format!("summons-{segment}"));
+			let defence = defence_folder(attester(), dir, &manifest, segment, bytes.as_deref()).unwrap();
+			let run = Run::load(&defence).unwrap();
+			assert_eq!(run.unit.root(), proof.trace_root.0, "the folder holds the proof's boundaries");
+			let mut summons = dispute(Phase::BindSegment { roots: Pair::default() }, 100);
+			summons.segment = Some(segment);
+			let answer = run.next_move(&summons, Party::Defender, 50);
+			if segment == 1 {
+				let error = format!("{:#}", answer.err().expect("no honest trace reaches the lie's boundary"));
+				assert!(error.contains("does not reach the boundary the unit committed"), "{error}");
+			} else {
+				let Some(Move::BindSegment(root, Static(binding))) = answer.unwrap() else { panic!("segment {segment} is bound") };
+				assert!(bind_segment(&commitment, segment, &root, &binding).is_ok(), "segment {segment}");
+			}
+		}
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 

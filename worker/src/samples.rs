@@ -80,6 +80,11 @@ impl TraceManifest {
 		self.checkpoints.iter().find(|(step, _)| *step == next_step).map(|(_, hash)| *hash)
 	}
 
+	/// The proof's boundaries, in order.
+	pub fn boundaries(&self) -> Vec<Boundary> {
+		self.boundaries.iter().map(|&(next_step, state_root, record)| Boundary { next_step, state_root, record }).collect()
+	}
+
 	/// The boundary before global step `next_step`, if the manifest has one there.
 	fn boundary(&self, next_step: u32) -> Option<Boundary> {
 		self.boundaries

@@ -87,6 +87,12 @@ pub struct SolveArgs {
 	#[cfg(feature = "test-equipment")]
 	#[arg(long, value_name = "STEP", hide = true)]
 	pub inject_fault: Option<u32>,
+	/// Test equipment, never for real work: answer no dispute, as a liar that lets a sybil
+	/// convict it by timeout would, so that the conviction finds no step and its attesters
+	/// must be summoned. Only in a build with the `test-equipment` feature.
+	#[cfg(feature = "test-equipment")]
+	#[arg(long, hide = true)]
+	pub abandon_disputes: bool,
 }
 
 /// The fault `--inject-fault` injects at global step `step` of a unit trained with `work`,
@@ -910,6 +916,10 @@ impl Solver {
 	/// Answers the disputes over this solver's proof of a unit: the next move of each one
 	/// that awaits it. Returns whether it sent anything (the chain then moved on).
 	async fn defend(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<bool> {
+		#[cfg(feature = "test-equipment")]
+		if self.args.abandon_disputes {
+			return Ok(false);
+		}
 		let prepare = || self.prepare(job_id, index, job, unit);
 		crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Defender, prepare).await
 	}

@@ -169,10 +169,16 @@ fn parse_boundary(line: &str) -> Option<Boundary> {
 /// Writes `records` and `boundaries` atomically, the boundaries first: a crash between
 /// the two leaves records that lead to an older checkpoint, which resuming finds.
 fn save_progress(dir: &Path, records: &[StepRecord], boundaries: &[Boundary]) -> Result<()> {
-	let text: String = boundaries.iter().map(boundary_line).collect();
-	crate::store::write_atomically(&dir.join(BOUNDARIES), text.as_bytes())?;
+	save_boundaries(dir, boundaries)?;
 	let text: String = records.iter().map(record_line).collect();
 	crate::store::write_atomically(&dir.join(RECORDS), text.as_bytes())
+}
+
+/// Writes `boundaries` as the boundaries of the unit in `dir`, atomically: those of a run
+/// this node trained, or those a proof commits when this node defends a segment of it.
+pub fn save_boundaries(dir: &Path, boundaries: &[Boundary]) -> Result<()> {
+	let text: String = boundaries.iter().map(boundary_line).collect();
+	crate::store::write_atomically(&dir.join(BOUNDARIES), text.as_bytes())
 }
 
 /// Parses the lines of the text file `name` in `dir` with `parse` (none if it is absent).

@@ -28,10 +28,11 @@ use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::chain::ChainPoint;
 use touchstone_kernels::proof::hash::digest_bytes;
+use touchstone_kernels::referee::UnitBoundaries;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
 use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, WorkUnit};
-use crate::dispute::Party;
+use crate::dispute::{Dispute, Party};
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::p2p::{Network, NetworkArgs};
@@ -233,6 +234,9 @@ impl Verifier {
 		let at = self.best.at().await?;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
+		}
+		if let Err(error) = self.summon_attesters(&at).await {
+			tracing::warn!("summons: {error:#}");
 		}
 		// Moves wait for their blocks: the rounds are read at the newest one.
 		let at = self.best.at().await?;
@@ -703,6 +707,9 @@ impl Verifier {
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
 		}
+		if let Err(error) = self.summon_attesters(&at).await {
+			tracing::warn!("summons: {error:#}");
+		}
 		let at = self.best.at().await?;
 		for (job_id, index, theirs) in self.open_proofs(&at).await? {
 			if self.stop.load(Ordering::Relaxed) || !checked.insert((job_id, index, theirs)) {
@@ -765,15 +772,25 @@ impl Verifier {
 			.dispute)
 	}
 
-	/// Plays the next move in each dispute this verifier opened, answering from its own
-	/// run of the unit.
+	/// Plays the next move in each dispute this node opened, answering from its own run of
+	/// the unit, and in each summons it is a side of: as the summoner, from its own run; as
+	/// the summoned verifier, from the overturned proof's boundaries and the checkpoint it
+	/// re-executed the segment from ([`Self::summons_work`]).
 	async fn play_disputes(&mut self, at: &AtBlock) -> Result<()> {
 		let mut disputes = at.storage().iter(runtime::storage().disputes().disputes(), ()).await?;
 		let mut units = BTreeSet::new();
+		let mut summonses = Vec::new();
 		while let Some(entry) = disputes.next().await {
-			let dispute: crate::dispute::Dispute = decode(entry?.value().bytes())?;
-			if dispute.challenger == self.me {
-				units.insert((dispute.job, dispute.unit));
+			let entry = entry?;
+			let (id,) = entry.key()?.decode()?;
+			let dispute: Dispute = decode(entry.value().bytes())?;
+			match (dispute.summons.is_some(), dispute.challenger == self.me, dispute.defender == self.me) {
+				(false, true, _) => {
+					units.insert((dispute.job, dispute.unit));
+				},
+				(true, true, _) => summonses.push((id, dispute, Party::Challenger)),
+				(true, false, true) => summonses.push((id, dispute, Party::Defender)),
+				_ => {},
 			}
 		}
 		for (job_id, index) in units {
@@ -782,6 +799,129 @@ impl Verifier {
 			};
 			let prepare = || self.inputs.prepare(job_id, index, &job, &unit, &self.detected);
 			crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await?;
+		}
+		for (id, dispute, side) in summonses {
+			let (job_id, index) = (dispute.job, dispute.unit);
+			let work = match side {
+				Party::Challenger => self.own_run(at, job_id, index).await,
+				Party::Defender => self.summons_work(at, &dispute).await,
+			};
+			let played = match work {
+				Ok(work) => {
+					let listed = vec![(id, dispute)];
+					crate::dispute::play_listed(&self.chain, &self.signer, at, (job_id, index), listed, side, || Ok(work)).await
+				},
+				Err(error) => Err(error),
+			};
+			if let Err(error) = played {
+				tracing::warn!(job = job_id, unit = index, summons = id, ?side, "summons: {error:#}");
+			}
+		}
+		Ok(())
+	}
+
+	/// This node's own run of unit `index` of `job_id` (its folder, whatever it holds).
+	async fn own_run(&self, at: &AtBlock, job_id: JobId, index: UnitIndex) -> Result<UnitWork> {
+		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
+		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
+		self.inputs.prepare(job_id, index, &job, &unit, &self.detected)
+	}
+
+	/// The work of defending summons `dispute` as the verifier it names: the unit as the
+	/// overturned proof commits it (its boundaries, from the proof's trace manifest, and the
+	/// checkpoint the segment starts from, both fetched when this node checked its samples)
+	/// in a folder of its own, so that the segment is re-executed from the proof's state and
+	/// bound to the proof's boundary at its end, as this node attested it reaches.
+	async fn summons_work(&self, at: &AtBlock, dispute: &Dispute) -> Result<UnitWork> {
+		let overturned = dispute.summons.context("not a summons")?;
+		let segment = dispute.segment.context("the summons names no segment")?;
+		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
+		let work = self.own_run(at, dispute.job, dispute.unit).await?;
+		let manifest = self.trace_manifest(&proof.trace.root).await?;
+		let start = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?.start;
+		let checkpoint = match (start != work.first_step).then(|| manifest.checkpoint(start)) {
+			Some(hash) => {
+				let hash = hash.context("the proof's manifest names no checkpoint before the segment")?;
+				Some(self.inputs.network.fetch(hash, FETCH_PATIENCE).await.context("the checkpoint before the segment")?)
+			},
+			None => None,
+		};
+		let dir = self.verdicts_dir.join("summons").join(format!("{overturned}-{segment}"));
+		crate::dispute::defence_folder(work, dir, &manifest, segment, checkpoint.as_deref())
+	}
+
+	/// Summons the verifiers that attested a proof overturned without a step found, over
+	/// the first segment where the proof leaves this node's own run of the unit: the proof
+	/// agrees with an honest run before it, so that segment holds a lie, and a verifier that
+	/// attested it re-executed nothing. Only a node that re-executed the whole unit (a
+	/// challenger of the proof) knows the segment; others summon nobody. Each attester is
+	/// summoned once by this node, whatever restarts.
+	async fn summon_attesters(&self, at: &AtBlock) -> Result<()> {
+		let now = at.block_number() as u32;
+		let mut kept = at.storage().iter(runtime::storage().disputes().overturned(), ()).await?;
+		let mut open = Vec::new();
+		while let Some(entry) = kept.next().await {
+			let entry = entry?;
+			let (id,) = entry.key()?.decode()?;
+			let proof: crate::dispute::OverturnedProof = decode(entry.value().bytes())?;
+			if now < proof.summons_until {
+				open.push((id, proof));
+			}
+		}
+		for (overturned, proof) in open {
+			let Ok(work) = self.own_run(at, proof.job, proof.unit).await else { continue };
+			let mine = crate::train::saved_boundaries(&work.dir)?;
+			if mine.len() != work.segments().count() as usize {
+				continue;
+			}
+			let manifest = match self.trace_manifest(&proof.trace.root).await {
+				Ok(manifest) => manifest,
+				Err(error) => {
+					tracing::warn!(job = proof.job, unit = proof.unit, "summons: no manifest of the overturned proof: {error:#}");
+					continue;
+				},
+			};
+			let theirs = manifest.boundaries();
+			let Some(segment) = (0u32..).zip(mine.iter().zip(&theirs)).find(|(_, (a, b))| a != b).map(|(segment, _)| segment)
+			else {
+				continue;
+			};
+			let root = UnitBoundaries::new(mine).map_err(|error| anyhow!("{error:?}"))?.root();
+			let start = UnitBoundaries::new(theirs)
+				.map_err(|error| anyhow!("{error:?}"))?
+				.start_opening(segment)
+				.context("the proof's boundary before the segment")?;
+			for (attester, samples) in proof.attesters.iter() {
+				if *attester == self.me || !samples.contains(&segment) {
+					continue;
+				}
+				let slot = ((overturned, attester.clone(), segment),);
+				let open = at.storage().try_fetch(runtime::storage().disputes().summonses(), slot).await?;
+				let ids: Vec<u64> = match open {
+					Some(value) => decode(value.bytes())?,
+					None => Vec::new(),
+				};
+				let mut mine_open = false;
+				for id in ids {
+					if let Some(value) = at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await? {
+						mine_open |= decode::<Dispute>(value.bytes())?.challenger == self.me;
+					}
+				}
+				if mine_open {
+					continue;
+				}
+				let call = runtime::transactions().disputes().summon(
+					overturned,
+					attester.clone(),
+					segment,
+					root,
+					start.clone().map(subxt::utils::Static),
+				);
+				match self.chain.send(&call, &self.signer).await {
+					Ok(_) => tracing::warn!(job = proof.job, unit = proof.unit, %attester, segment, "summons: summoned a verifier that attested the lie"),
+					Err(error) => tracing::warn!(job = proof.job, unit = proof.unit, %attester, segment, "summons: refused: {error:#}"),
+				}
+			}
 		}
 		Ok(())
 	}

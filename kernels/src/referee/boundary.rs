@@ -21,6 +21,7 @@ use crate::referee::TraceCommitment;
 codec_types! {
 	/// What a unit commits at the segment level.
 	#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+	#[cfg_attr(feature = "codec", derive(codec::MaxEncodedLen))]
 	pub struct UnitCommitment {
 		/// The Merkle root over the unit's boundary leaves.
 		pub root: Digest,

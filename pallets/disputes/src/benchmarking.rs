@@ -6,6 +6,7 @@
 use super::*;
 use polkadot_sdk::{
 	frame_benchmarking::v2::*,
+	frame_support::{traits::Get, BoundedVec},
 	frame_system::{self, RawOrigin},
 	sp_runtime::traits::Saturating,
 };
@@ -13,7 +14,7 @@ use crate::benchmark_case::{BenchmarkCase, Recording};
 use touchstone_primitives::{
 	referee::{
 		bookkeeping_spec, chunk_range, filler_proof, filler_segments, job_graph, locate_chunk, reveal, BoundaryOpening,
-		MerkleTree, Openings, Reveal, StateChunk, CHUNKS_PER_REQUEST, state_tree,
+		DataCommitment, MerkleTree, Openings, Reveal, StateChunk, UnitCommitment, CHUNKS_PER_REQUEST, state_tree,
 	},
 	Decomposition, JobId, JobSpec, Role,
 };
@@ -70,6 +71,44 @@ fn challenged<T: Config>(job: JobId, index: u32) -> Result<(T::AccountId, Merkle
 	Pallet::<T>::challenge(RawOrigin::Signed(challenger.clone()).into(), job, 0, own.root())
 		.map_err(|_| BenchmarkError::Stop("challenge failed"))?;
 	Ok((challenger, own))
+}
+
+/// A proof overturned without a step found, kept for summonses: the salt-0 tree of a unit
+/// of `STEPS` steps, attested by `MaxAttesters` verifiers, each over segments 1 onwards
+/// (`MaxSamplesPerAttester` of them), until a block far ahead. Returns its id, the first
+/// attester, and the opening of the proof's boundary before segment 1.
+fn kept_proof<T: Config>() -> Result<(DisputeId, T::AccountId, BoundaryOpening), BenchmarkError> {
+	let (proof, _) = tree(0)?;
+	let overturned = NextDisputeId::<T>::get();
+	NextDisputeId::<T>::put(overturned.saturating_add(1));
+	let samples: alloc::vec::Vec<u32> = (1..=T::MaxSamplesPerAttester::get()).collect();
+	let attesters: alloc::vec::Vec<_> = (0..T::MaxAttesters::get())
+		.map(|index| (account::<T::AccountId>("verifier", index, 0), BoundedVec::truncate_from(samples.clone())))
+		.collect();
+	let attester = attesters.first().map(|(who, _)| who.clone()).ok_or(BenchmarkError::Stop("no attester"))?;
+	let job = spec::<T>(1);
+	Overturned::<T>::insert(
+		overturned,
+		OverturnedProof {
+			job: 0,
+			unit: 0,
+			model: job.model,
+			hyper: job.hyper,
+			data: DataCommitment { root: [4; 32], samples: job.dataset.samples, first_sample: 0, shard_samples: job.dataset.samples },
+			trace: UnitCommitment { root: proof.root(), first_step: 0, steps: STEPS, interval: INTERVAL, start_state_root: INITIAL },
+			segment_blocks: 1,
+			attesters: BoundedVec::truncate_from(attesters),
+			summons_until: frame_system::Pallet::<T>::block_number().saturating_add(1_000u32.into()),
+			open_summonses: 0,
+		},
+	);
+	// `filler_segments`' boundary 0 of salt 0.
+	let opening = BoundaryOpening {
+		state_root: [0x5a; 32],
+		record: [0; 32],
+		proof: proof.proof(0).map_err(|_| BenchmarkError::Stop("no proof"))?,
+	};
+	Ok((overturned, attester, opening))
 }
 
 /// What `tree` reveals at dispute `id`'s current node.
@@ -329,6 +368,50 @@ mod benchmarks {
 		#[extrinsic_call]
 		_(RawOrigin::Signed(solver), id, chunk);
 		assert!(Disputes::<T>::get(id).is_none());
+		Ok(())
+	}
+
+	/// Worst case: the attester's segment already has all but one of its summonses open,
+	/// so the check that the summoner has none reads each of them, and the start is opened
+	/// against the proof.
+	#[benchmark]
+	fn summon() -> Result<(), BenchmarkError> {
+		let (overturned, attester, start) = kept_proof::<T>()?;
+		let others = T::MaxSummonsPerSegment::get().saturating_sub(1);
+		for index in 0..others {
+			let summoner: T::AccountId = account("challenger", index, 0);
+			T::BenchmarkHelper::register(&summoner, Role::Challenger);
+			let salt = u8::try_from(index.saturating_add(1)).map_err(|_| BenchmarkError::Stop("too many summoners"))?;
+			let (own, _) = tree(salt)?;
+			Pallet::<T>::summon(
+				RawOrigin::Signed(summoner).into(),
+				overturned,
+				attester.clone(),
+				1,
+				own.root(),
+				Some(start.clone()),
+			)
+			.map_err(|_| BenchmarkError::Stop("summons failed"))?;
+		}
+		let summoner: T::AccountId = account("challenger", others, 0);
+		T::BenchmarkHelper::register(&summoner, Role::Challenger);
+		let (own, _) = tree(200)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(summoner), overturned, attester.clone(), 1, own.root(), Some(start));
+		assert_eq!(Summonses::<T>::get((overturned, attester, 1)).len() as u32, others.saturating_add(1));
+		Ok(())
+	}
+
+	/// A kept proof whose window closed with no summons open.
+	#[benchmark]
+	fn forget_overturned() -> Result<(), BenchmarkError> {
+		let (overturned, _, _) = kept_proof::<T>()?;
+		let until = Overturned::<T>::get(overturned).map(|proof| proof.summons_until).ok_or(BenchmarkError::Stop("not kept"))?;
+		frame_system::Pallet::<T>::set_block_number(until.saturating_add(1u32.into()));
+		let caller: T::AccountId = account("caller", 0, 0);
+		#[extrinsic_call]
+		_(RawOrigin::Signed(caller), overturned);
+		assert!(Overturned::<T>::get(overturned).is_none());
 		Ok(())
 	}
 

@@ -45,6 +45,14 @@
 //! overturned, the verifiers that attested it over the disputed step are slashed too
 //! ([`AttestationJudge`]), their slashes shared the same way.
 //!
+//! A conviction that found no step (the defender fell silent early) shows no attestation
+//! false, so the pallet keeps the overturned proof ([`Overturned`]) for a summons window, and
+//! any bonded node may *summon* a verifier that attested it over a segment it re-executed
+//! (`summon`): a dispute with the verifier as defender, judged against the kept proof, that
+//! starts with both sides binding their traces of that segment from the proof's own boundary
+//! before it. A verifier whose `Match` was true holds an honest trace to the proof's boundary
+//! after it and wins the summoner's bond; one whose `Match` was false cannot, and is slashed.
+//!
 //! The pallet sees units only through [`UnitProofs`], bonds through [`ComputeNodes`] and
 //! [`Slash`], and tells the tasks pallet whether a unit may be finalized through
 //! [`ProofLifecycle`].
@@ -86,6 +94,14 @@ pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	BalanceOf<T>,
 >;
 
+/// A proof overturned without a step found, as stored for the summonses of its attesters.
+pub type OverturnedOf<T> = OverturnedProof<
+	<T as frame_system::Config>::AccountId,
+	frame_system::pallet_prelude::BlockNumberFor<T>,
+	<T as Config>::MaxAttesters,
+	<T as Config>::MaxSamplesPerAttester,
+>;
+
 /// Sets up what the benchmarks need from other pallets.
 #[cfg(feature = "runtime-benchmarks")]
 pub use touchstone_primitives::traits::ProofSetup as BenchmarkHelper;
@@ -104,21 +120,22 @@ pub mod pallet {
 	};
 	use frame_system::pallet_prelude::*;
 	use polkadot_sdk::sp_runtime::{
-		traits::{Saturating, Zero},
+		traits::{Saturating, UniqueSaturatedFrom, Zero},
 		Perbill,
 	};
 	use touchstone_primitives::{
 		referee::{
 			bind_operator, bind_segment, bind_step, boundary_before, judge, job_graph, level_kind, level_leaves, open_state_chunk,
-			segment_trace_commitment, state_chunks, Digest, Dispute, Foul, Game, Level, MerkleProof, Openings, Position,
-			RefereeError, Reveal, SegmentBinding, StateChunk, StepBinding, TraceCommitment, TreeKind, UnitCommitment,
+			segment_start, segment_trace_commitment, state_chunks, BoundaryOpening, Digest, Dispute, Foul, Game, Level,
+			MerkleProof, Openings, Position, RefereeError, Reveal, SegmentBinding, StateChunk, StepBinding, TraceCommitment,
+			TreeKind, UnitCommitment,
 		},
 		traits::{AttestationJudge, ComputeNodes, Slash, UnitProofs},
 		JobId, Role, SlashReason, UnitIndex, VerificationMode,
 	};
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(0);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -200,6 +217,28 @@ pub mod pallet {
 		#[pallet::constant]
 		type MaxOpeningsLen: Get<u32>;
 
+		/// Blocks after a conviction that found no step during which the proof's attesters
+		/// may be summoned, beyond the unit's `segment_blocks` (the time to re-execute the
+		/// segment a summons names).
+		#[pallet::constant]
+		type SummonsWindow: Get<BlockNumberFor<Self>>;
+
+		/// Most summonses open at once over one attester's segment of one overturned proof.
+		/// Filling them all with summonses that lose must cost more than the slash it delays
+		/// (`MaxSummonsPerSegment × (1 − WinnerShare) × ChallengeBond` above the verification
+		/// pallet's false-attestation slash; `tests/parameters.rs`).
+		#[pallet::constant]
+		type MaxSummonsPerSegment: Get<u32>;
+
+		/// Most attesters an overturned proof keeps: the verifiers drawn per unit.
+		#[pallet::constant]
+		type MaxAttesters: Get<u32>;
+
+		/// Most segments each attester re-executed: the verification pallet's samples per
+		/// verifier.
+		#[pallet::constant]
+		type MaxSamplesPerAttester: Get<u32>;
+
 		/// Weights of this pallet's calls, from its benchmarks.
 		type WeightInfo: WeightInfo;
 
@@ -223,10 +262,26 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type Disputes<T: Config> = StorageMap<_, Twox64Concat, DisputeId, DisputeOf<T>>;
 
-	/// The open disputes over each unit.
+	/// The open disputes over each unit. Summonses are not listed: they judge an overturned
+	/// proof, not the unit's standing one.
 	#[pallet::storage]
 	pub type UnitDisputes<T: Config> =
 		StorageMap<_, Twox64Concat, UnitKey, BoundedVec<DisputeId, T::MaxDisputesPerUnit>, ValueQuery>;
+
+	/// Proofs overturned without a step found, whose attesters may be summoned, by the id of
+	/// the dispute that convicted them.
+	#[pallet::storage]
+	pub type Overturned<T: Config> = StorageMap<_, Twox64Concat, DisputeId, OverturnedOf<T>>;
+
+	/// The open summonses over each (overturned proof, attester, segment).
+	#[pallet::storage]
+	pub type Summonses<T: Config> = StorageMap<
+		_,
+		Blake2_128Concat,
+		(DisputeId, T::AccountId, u32),
+		BoundedVec<DisputeId, T::MaxSummonsPerSegment>,
+		ValueQuery,
+	>;
 
 	#[pallet::event]
 	#[pallet::generate_deposit(pub(super) fn deposit_event)]
@@ -312,6 +367,42 @@ pub mod pallet {
 			/// The bond returned.
 			returned: BalanceOf<T>,
 		},
+		/// Dispute `overturned` convicted a proof without finding a step: the verifiers that
+		/// attested it may be summoned over the segments they re-executed until `until`.
+		AttestersSummonable {
+			/// The convicting dispute, which names the overturned proof.
+			overturned: DisputeId,
+			/// The job.
+			job: JobId,
+			/// The unit.
+			unit: UnitIndex,
+			/// The overturned proof's segment root.
+			trace_root: Digest,
+			/// The last block a summons may be opened in.
+			until: BlockNumberFor<T>,
+		},
+		/// A node summoned a verifier to show that one segment it attested of an overturned
+		/// proof is an honest run: a dispute, starting at that segment's binding, with the
+		/// verifier as its defender.
+		Summoned {
+			/// The new dispute.
+			dispute: DisputeId,
+			/// The conviction whose proof it judges.
+			overturned: DisputeId,
+			/// The verifier summoned: the defender.
+			attester: T::AccountId,
+			/// The summoner: the challenger.
+			summoner: T::AccountId,
+			/// The segment.
+			segment: u32,
+			/// The last block the bindings may be posted in.
+			deadline: BlockNumberFor<T>,
+		},
+		/// An overturned proof's summons window closed with no summons open: it is forgotten.
+		OverturnedForgotten {
+			/// The convicting dispute.
+			overturned: DisputeId,
+		},
 	}
 
 	#[pallet::error]
@@ -378,6 +469,14 @@ pub mod pallet {
 		NotTheDefender,
 		/// The chunk does not open against the state the proof commits at the step.
 		InvalidChunk,
+		/// No overturned proof awaits summonses under this id.
+		NotSummonable,
+		/// The verifier did not attest `Match` to the overturned proof over this segment.
+		NotAttested,
+		/// A verifier cannot summon itself.
+		OwnAttestation,
+		/// The overturned proof's summons window is still open, or a summons over it is.
+		SummonsOpen,
 	}
 
 	#[pallet::hooks]
@@ -391,6 +490,7 @@ pub mod pallet {
 				"MaxDisputesPerUnit must leave challengers a slot beside the verifiers'"
 			);
 			assert!(T::WinnerShare::get() <= Perbill::one(), "WinnerShare is a share");
+			assert!(T::MaxSummonsPerSegment::get() > 0, "MaxSummonsPerSegment must leave a summoner a slot");
 			assert!(
 				!T::ConvictionShare::get().is_zero() && T::ConvictionShare::get() <= Perbill::from_percent(50),
 				"ConvictionShare must pay challengers and leave a self-reporting liar at least half its slash lost"
@@ -443,7 +543,12 @@ pub mod pallet {
 		///
 		/// Emits `Answered`, and `Advanced` once both answered.
 		#[pallet::call_index(8)]
-		#[pallet::weight((T::WeightInfo::bind_segment(), DispatchClass::Operational))]
+		#[pallet::weight((
+			// A summons whose sides bind the same trace ends here, moving a bond: bounded by
+			// the slash a summons can end in.
+			T::WeightInfo::bind_segment().saturating_add(T::Attestations::false_attestation_weight()),
+			DispatchClass::Operational
+		))]
 		pub fn bind_segment(
 			origin: OriginFor<T>,
 			dispute: DisputeId,
@@ -556,6 +661,50 @@ pub mod pallet {
 		pub fn provide_chunk(origin: OriginFor<T>, dispute: DisputeId, chunk: StateChunk) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			Self::do_provide_chunk(who, dispute, chunk)
+		}
+
+		/// Summon `attester`, a verifier that attested `Match` to the proof dispute
+		/// `overturned` convicted without finding a step, to show that `segment`, one it
+		/// re-executed, is an honest run of the proof's boundaries: a dispute with the
+		/// attester as its defender, judged against the overturned proof, that starts with
+		/// both sides binding their step-level traces of the segment. `trace_root` is the
+		/// caller's segment root over the unit (its own boundaries, which agree with the
+		/// proof's before `segment` and not at it); `start` opens the proof's boundary before
+		/// the segment (`None` for the unit's first), where both traces must start. Holds
+		/// `ChallengeBond` from the caller, bonded as a challenger or a verifier, before the
+		/// proof's summons window closes. The attester that loses is slashed for a false
+		/// attestation, `ConvictionShare` to the caller; a caller that loses forfeits its bond
+		/// as a challenger does.
+		///
+		/// Emits `Summoned`.
+		#[pallet::call_index(9)]
+		#[pallet::weight(T::WeightInfo::summon())]
+		pub fn summon(
+			origin: OriginFor<T>,
+			overturned: DisputeId,
+			attester: T::AccountId,
+			segment: u32,
+			trace_root: Digest,
+			start: Option<BoundaryOpening>,
+		) -> DispatchResult {
+			let summoner = ensure_signed(origin)?;
+			Self::do_summon(summoner, overturned, attester, segment, trace_root, start)
+		}
+
+		/// Forget the proof dispute `overturned` convicted, once its summons window closed
+		/// and no summons over it is open. Anyone may call it; it is free when it succeeds.
+		///
+		/// Emits `OverturnedForgotten`.
+		#[pallet::call_index(10)]
+		#[pallet::weight(T::WeightInfo::forget_overturned())]
+		pub fn forget_overturned(origin: OriginFor<T>, overturned: DisputeId) -> DispatchResultWithPostInfo {
+			ensure_signed(origin)?;
+			let proof = Overturned::<T>::get(overturned).ok_or(Error::<T>::NotSummonable)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now > proof.summons_until && proof.open_summonses == 0, Error::<T>::SummonsOpen);
+			Overturned::<T>::remove(overturned);
+			Self::deposit_event(Event::OverturnedForgotten { overturned });
+			Ok(Pays::No.into())
 		}
 	}
 
@@ -678,6 +827,135 @@ pub mod pallet {
 			Ok(())
 		}
 
+		pub(crate) fn do_summon(
+			summoner: T::AccountId,
+			overturned: DisputeId,
+			attester: T::AccountId,
+			segment: u32,
+			trace_root: Digest,
+			start: Option<BoundaryOpening>,
+		) -> DispatchResult {
+			let mut snapshot = Overturned::<T>::get(overturned).ok_or(Error::<T>::NotSummonable)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now <= snapshot.summons_until, Error::<T>::WindowClosed);
+			ensure!(
+				T::Nodes::is_bonded_for(&summoner, Role::Challenger) || T::Nodes::is_bonded_for(&summoner, Role::Verifier),
+				Error::<T>::NotBondedChallenger
+			);
+			ensure!(summoner != attester, Error::<T>::OwnAttestation);
+			ensure!(
+				snapshot.attesters.iter().any(|(verifier, samples)| *verifier == attester && samples.contains(&segment)),
+				Error::<T>::NotAttested
+			);
+			ensure!(trace_root != snapshot.trace.root, Error::<T>::NoDisagreement);
+			// The start is pinned to the proof's own boundary, which the attester re-executed
+			// from: the summoner's tree cannot move it.
+			let start = segment_start(&snapshot.trace, segment, start.as_ref()).map_err(|_| Error::<T>::InvalidSegmentBinding)?;
+			let slot = (overturned, attester.clone(), segment);
+			let open = Summonses::<T>::get(&slot);
+			ensure!(
+				!open.iter().any(|id| Disputes::<T>::get(id).is_some_and(|d| d.challenger == summoner)),
+				Error::<T>::AlreadyChallenged
+			);
+			ensure!((open.len() as u32) < T::MaxSummonsPerSegment::get(), Error::<T>::TooManyDisputes);
+			T::Currency::hold(&HoldReason::ChallengeBond.into(), &summoner, T::ChallengeBond::get())
+				.map_err(|_| Error::<T>::InsufficientBalance)?;
+			let id = NextDisputeId::<T>::get();
+			Summonses::<T>::try_mutate(&slot, |open| open.try_push(id)).map_err(|_| Error::<T>::TooManyDisputes)?;
+			NextDisputeId::<T>::put(id.saturating_add(1));
+			let proven = Self::snapshot_unit(&snapshot, attester.clone());
+			let mut info =
+				Self::new_dispute(snapshot.job, snapshot.unit, &proven, summoner.clone(), T::ChallengeBond::get(), trace_root);
+			info.summons = Some(overturned);
+			info.segment = Some(segment);
+			info.segment_start = Some(start);
+			info.phase = Phase::BindSegment { roots: Pair::default() };
+			snapshot.open_summonses = snapshot.open_summonses.saturating_add(1);
+			Overturned::<T>::insert(overturned, snapshot);
+			Self::deposit_event(Event::Summoned {
+				dispute: id,
+				overturned,
+				attester,
+				summoner,
+				segment,
+				deadline: info.deadline,
+			});
+			Disputes::<T>::insert(id, info);
+			Ok(())
+		}
+
+		/// The overturned proof in `snapshot` as a dispute judges it, with `attester` as the
+		/// defender: it holds no collateral and no window, and is `Challenged` while summoned.
+		fn snapshot_unit(snapshot: &OverturnedOf<T>, attester: T::AccountId) -> ProvenUnitOf<T> {
+			ProvenUnitOf::<T> {
+				solver: attester.clone(),
+				jackpot_pay: Zero::zero(),
+				collateral: Zero::zero(),
+				owner: attester,
+				model: snapshot.model.clone(),
+				hyper: snapshot.hyper.clone(),
+				verification: VerificationMode::Exact,
+				trace: snapshot.trace,
+				data: snapshot.data.clone(),
+				window_ends: snapshot.summons_until,
+				challenged: true,
+				segment_blocks: snapshot.segment_blocks,
+			}
+		}
+
+		/// The proof dispute `info` judges: the unit's standing one, or for a summons the
+		/// overturned one it names.
+		fn proof_of(info: &DisputeOf<T>) -> Result<ProvenUnitOf<T>, DispatchError> {
+			match info.summons {
+				Some(overturned) => Overturned::<T>::get(overturned)
+					.map(|snapshot| Self::snapshot_unit(&snapshot, info.defender.clone()))
+					.ok_or(Error::<T>::NotSummonable.into()),
+				None => T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable.into()),
+			}
+		}
+
+		/// Keeps the proof `proven` that dispute `id` convicted without finding a step, with
+		/// the verifiers that attested it, for their summonses. Returns the weight it took.
+		fn keep_for_summonses(id: DisputeId, info: &DisputeOf<T>, proven: &ProvenUnitOf<T>) -> Weight {
+			let attesters: Vec<_> = T::Attestations::match_attesters(info.job, info.unit)
+				.into_iter()
+				.take(T::MaxAttesters::get() as usize)
+				.map(|(verifier, samples)| {
+					let samples = samples.into_iter().take(T::MaxSamplesPerAttester::get() as usize).collect::<Vec<_>>();
+					(verifier, BoundedVec::truncate_from(samples))
+				})
+				.collect();
+			if attesters.is_empty() {
+				return T::DbWeight::get().reads(2);
+			}
+			let until = frame_system::Pallet::<T>::block_number()
+				.saturating_add(T::SummonsWindow::get())
+				.saturating_add(proven.segment_blocks.into());
+			Overturned::<T>::insert(
+				id,
+				OverturnedProof {
+					job: info.job,
+					unit: info.unit,
+					model: proven.model.clone(),
+					hyper: proven.hyper.clone(),
+					data: proven.data.clone(),
+					trace: proven.trace,
+					segment_blocks: proven.segment_blocks,
+					attesters: BoundedVec::truncate_from(attesters),
+					summons_until: until,
+					open_summonses: 0,
+				},
+			);
+			Self::deposit_event(Event::AttestersSummonable {
+				overturned: id,
+				job: info.job,
+				unit: info.unit,
+				trace_root: proven.trace.root,
+				until,
+			});
+			T::DbWeight::get().reads_writes(2, 1)
+		}
+
 		/// Opens a dispute of `challenger` over unit `unit` of `job`, acting in `role`,
 		/// holding `bond`: checks what every dispute needs (a standing proof, inside its
 		/// window unless a drawn verifier reports, not the challenger's own, a free slot, and
@@ -745,6 +1023,7 @@ pub mod pallet {
 				phase: Phase::Judge,
 				deadline: frame_system::Pallet::<T>::block_number().saturating_add(Self::response_window(proven)),
 				rounds: 0,
+				summons: None,
 			}
 		}
 
@@ -803,6 +1082,12 @@ pub mod pallet {
 			*roots.get_mut(party) = Some(trace_root);
 			Self::deposit_event(Event::Answered { dispute: id, party });
 			match roots.both() {
+				// Only a summons can get here: in a dispute over a standing proof the segment
+				// is the first whose boundaries differ, so the traces' last leaves differ.
+				Some(both) if both.defender == both.challenger => {
+					Self::conclude(id, info, &proven, Ruling::DefenderWins, Grounds::NoDisagreement)?;
+					return Ok(());
+				},
 				Some(both) => {
 					let nodes = Pair { defender: *both.defender, challenger: *both.challenger };
 					info.segment_traces = Some(nodes);
@@ -887,7 +1172,7 @@ pub mod pallet {
 			ensure!(now <= info.deadline, Error::<T>::DeadlinePassed);
 			ensure!(info.phase == Phase::Judge, Error::<T>::WrongPhase);
 			ensure!(openings.encoded_size() <= T::MaxOpeningsLen::get() as usize, Error::<T>::OpeningsTooLarge);
-			let proven = T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable)?;
+			let proven = Self::proof_of(&info)?;
 			let (step, operator, piece) = (info.step, info.operator, info.piece);
 			let (Some(step), Some(operator), Some(piece)) = (step, operator, piece) else {
 				return Err(Error::<T>::WrongPhase.into());
@@ -968,7 +1253,7 @@ pub mod pallet {
 				Party::Defender => Ruling::ChallengerWins,
 				Party::Challenger => Ruling::DefenderWins,
 			};
-			let proven = T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable)?;
+			let proven = Self::proof_of(&info)?;
 			Self::conclude(id, info, &proven, ruling, Grounds::Timeout)
 		}
 
@@ -984,7 +1269,7 @@ pub mod pallet {
 			};
 			let now = frame_system::Pallet::<T>::block_number();
 			ensure!(now <= info.deadline, Error::<T>::DeadlinePassed);
-			let proven = T::Units::proven_unit(info.job, info.unit).ok_or(Error::<T>::NotDisputable)?;
+			let proven = Self::proof_of(&info)?;
 			Ok((info, party, proven))
 		}
 
@@ -1082,6 +1367,9 @@ pub mod pallet {
 			ruling: Ruling,
 			grounds: Grounds,
 		) -> Result<Weight, DispatchError> {
+			if let Some(overturned) = info.summons {
+				return Self::conclude_summons(id, info, overturned, proven, ruling, grounds);
+			}
 			// A forced error is no lie: the solver is not slashed for it.
 			if ruling == Ruling::ChallengerWins {
 				ensure!(!T::Attestations::holds_rulings(info.job, info.unit), Error::<T>::RulingHeld);
@@ -1101,35 +1389,25 @@ pub mod pallet {
 						SlashReason::InvalidProof,
 						Some((&winners[..], share)),
 					)?;
-					// Judged while the proof still stands: its round names the attesters.
+					// Judged while the proof still stands: its round names the attesters. With
+					// no step found, nothing shows which of them attested falsely: the proof
+					// is kept for their summonses.
 					T::Attestations::proof_overturned(info.job, info.unit, info.step, (&winners[..], share));
+					if info.step.is_none() {
+						aftermath = Self::keep_for_summonses(id, &info, proven);
+					}
 					let moot = T::Units::reject_proof(info.job, info.unit)?;
 					let dismissed = Self::dismiss_moot(info.job, info.unit, &moot)?;
 					let winners = winners.len() as u32;
-					aftermath = Self::ruling_weight(moot.len() as u32, dismissed)
+					aftermath = aftermath
+						.saturating_add(Self::ruling_weight(moot.len() as u32, dismissed))
 						.saturating_add(Self::reward_weight(winners))
 						.saturating_add(T::Attestations::proof_overturned_weight(winners));
 					let each = share.mul_floor(slashed).checked_div(&BalanceOf::<T>::from(winners)).unwrap_or_default();
 					(slashed, each.saturating_mul(BalanceOf::<T>::from(winners)))
 				},
 				Ruling::DefenderWins => {
-					let to_defender = T::WinnerShare::get().mul_floor(info.bond);
-					let to_jackpot = info.bond.saturating_sub(to_defender);
-					for (to, amount) in [(&info.defender, to_defender), (&T::Jackpot::get(), to_jackpot)] {
-						if amount.is_zero() {
-							continue;
-						}
-						T::Currency::transfer_on_hold(
-							&HoldReason::ChallengeBond.into(),
-							&info.challenger,
-							to,
-							amount,
-							Precision::Exact,
-							Restriction::Free,
-							// The bond is forfeit: a freeze on the challenger cannot keep it.
-							Fortitude::Force,
-						)?;
-					}
+					let to_defender = Self::forfeit_bond(&info)?;
 					if UnitDisputes::<T>::get((info.job, info.unit)).is_empty() && proven.challenged {
 						T::Units::close_challenge(info.job, info.unit)?;
 					}
@@ -1146,6 +1424,104 @@ pub mod pallet {
 				to_winners,
 			});
 			Ok(aftermath)
+		}
+
+		/// Ends summons `id` of the proof `overturned` convicted with `ruling`: an attester that
+		/// loses is slashed for a false attestation, `ConvictionShare` to the summoner, and its
+		/// other summonses over the proof are dismissed (one false attestation, one slash); a
+		/// summoner that loses forfeits its bond as a challenger does. Nothing else moves: the
+		/// proof was overturned already. Returns the weight of the slash and the dismissals.
+		fn conclude_summons(
+			id: DisputeId,
+			info: DisputeOf<T>,
+			overturned: DisputeId,
+			proven: &ProvenUnitOf<T>,
+			ruling: Ruling,
+			grounds: Grounds,
+		) -> Result<Weight, DispatchError> {
+			Self::forget(id, &info);
+			Overturned::<T>::mutate(overturned, |snapshot| {
+				if let Some(snapshot) = snapshot {
+					snapshot.open_summonses = snapshot.open_summonses.saturating_sub(1);
+				}
+			});
+			let mut dismissed = 0u32;
+			let (forfeited, to_winners) = match ruling {
+				Ruling::ChallengerWins => {
+					Self::release_bond(&info)?;
+					dismissed = Self::dismiss_summonses(overturned, &info.defender)?;
+					// The step the summons found, or the segment's first if the attester fell
+					// silent before binding its trace.
+					let segment_start = info.segment.and_then(|segment| proven.trace.segments().range(segment)).map(|r| r.start);
+					let step = info.step.or(segment_start).unwrap_or(proven.trace.first_step);
+					let share = T::ConvictionShare::get();
+					let summoner = [info.challenger.clone()];
+					let slashed = BalanceOf::<T>::unique_saturated_from(T::Attestations::false_attestation(
+						info.job,
+						info.unit,
+						&info.defender,
+						step,
+						(&summoner[..], share),
+					));
+					(slashed, share.mul_floor(slashed))
+				},
+				Ruling::DefenderWins => (info.bond, Self::forfeit_bond(&info)?),
+			};
+			Self::deposit_event(Event::DisputeResolved {
+				dispute: id,
+				job: info.job,
+				unit: info.unit,
+				ruling,
+				grounds,
+				forfeited,
+				to_winners,
+			});
+			Ok(T::Attestations::false_attestation_weight().saturating_add(Self::ruling_weight(0, dismissed)))
+		}
+
+		/// Dismisses every open summons of `attester` over the proof `overturned` convicted,
+		/// returning the summoners' bonds, and takes the attester off the proof's list: its
+		/// false attestation has been judged. Returns how many it dismissed.
+		fn dismiss_summonses(overturned: DisputeId, attester: &T::AccountId) -> Result<u32, DispatchError> {
+			let Some(mut snapshot) = Overturned::<T>::get(overturned) else { return Ok(0) };
+			let Some(position) = snapshot.attesters.iter().position(|(who, _)| who == attester) else { return Ok(0) };
+			let (_, samples) = snapshot.attesters.remove(position);
+			let mut dismissed = 0u32;
+			for segment in samples {
+				for id in Summonses::<T>::take((overturned, attester.clone(), segment)) {
+					if let Some(info) = Disputes::<T>::take(id) {
+						let returned = Self::release_bond(&info)?;
+						Self::deposit_event(Event::DisputeDismissed { dispute: id, returned });
+						snapshot.open_summonses = snapshot.open_summonses.saturating_sub(1);
+						dismissed = dismissed.saturating_add(1);
+					}
+				}
+			}
+			Overturned::<T>::insert(overturned, snapshot);
+			Ok(dismissed)
+		}
+
+		/// Forfeits the challenger's bond of the dispute `info` the defender won:
+		/// `WinnerShare` to the defender, the rest to the jackpot. Returns the defender's part.
+		fn forfeit_bond(info: &DisputeOf<T>) -> Result<BalanceOf<T>, DispatchError> {
+			let to_defender = T::WinnerShare::get().mul_floor(info.bond);
+			let to_jackpot = info.bond.saturating_sub(to_defender);
+			for (to, amount) in [(&info.defender, to_defender), (&T::Jackpot::get(), to_jackpot)] {
+				if amount.is_zero() {
+					continue;
+				}
+				T::Currency::transfer_on_hold(
+					&HoldReason::ChallengeBond.into(),
+					&info.challenger,
+					to,
+					amount,
+					Precision::Exact,
+					Restriction::Free,
+					// The bond is forfeit: a freeze on the challenger cannot keep it.
+					Fortitude::Force,
+				)?;
+			}
+			Ok(to_defender)
 		}
 
 		/// Dismisses every other dispute over `unit` and every dispute over the `moot`
@@ -1198,6 +1574,8 @@ pub mod pallet {
 			// A failed dispute's `close_challenge` also counts the window's reopenings.
 			Self::ruling_weight(units.saturating_sub(1), units.saturating_mul(winners))
 				.saturating_add(T::DbWeight::get().reads_writes(1, 1))
+				// A conviction without a step keeps the proof for its attesters' summonses.
+				.saturating_add(T::DbWeight::get().reads_writes(2, 1))
 				.saturating_add(Self::reward_weight(winners))
 				.saturating_add(T::Attestations::proof_overturned_weight(winners))
 		}
@@ -1205,6 +1583,17 @@ pub mod pallet {
 		/// Removes dispute `id` from storage.
 		fn forget(id: DisputeId, info: &DisputeOf<T>) {
 			Disputes::<T>::remove(id);
+			if let (Some(overturned), Some(segment)) = (info.summons, info.segment) {
+				Summonses::<T>::mutate_exists((overturned, info.defender.clone(), segment), |open| {
+					if let Some(list) = open {
+						list.retain(|open_id| *open_id != id);
+						if list.is_empty() {
+							*open = None;
+						}
+					}
+				});
+				return;
+			}
 			UnitDisputes::<T>::mutate_exists((info.job, info.unit), |open| {
 				if let Some(list) = open {
 					list.retain(|open_id| *open_id != id);
@@ -1224,16 +1613,38 @@ pub mod pallet {
 		/// - every open dispute is listed under its unit, once, and every listed id is open;
 		/// - the unit of every open dispute has a standing proof and is `Challenged`, and the
 		///   defender is its solver;
+		/// - every summons names a kept overturned proof that its defender attested over its
+		///   segment, is listed under that slot once and not under the unit, and each kept
+		///   proof counts its open summonses;
 		/// - the challenge bonds held from each account are the bonds of its open disputes.
 		#[cfg(any(feature = "try-runtime", feature = "std"))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			use alloc::collections::btree_map::BTreeMap;
 			use frame_support::traits::fungible::InspectHold;
 			let mut bonds: BTreeMap<T::AccountId, BalanceOf<T>> = BTreeMap::new();
+			let mut summonses: BTreeMap<DisputeId, u32> = BTreeMap::new();
 			for (id, info) in Disputes::<T>::iter() {
 				let listed = UnitDisputes::<T>::get((info.job, info.unit));
-				ensure!(listed.iter().filter(|listed| **listed == id).count() == 1, "open dispute not listed once");
-				let proven = T::Units::proven_unit(info.job, info.unit).ok_or("dispute over a unit without a proof")?;
+				let proven = match info.summons {
+					Some(overturned) => {
+						ensure!(!listed.contains(&id), "summons listed as a dispute over the unit");
+						let snapshot = Overturned::<T>::get(overturned).ok_or("summons of a proof not kept")?;
+						let segment = info.segment.ok_or("summons without its segment")?;
+						ensure!(
+							snapshot.attesters.iter().any(|(who, samples)| *who == info.defender && samples.contains(&segment)),
+							"summoned verifier did not attest the segment"
+						);
+						let slot = Summonses::<T>::get((overturned, info.defender.clone(), segment));
+						ensure!(slot.iter().filter(|listed| **listed == id).count() == 1, "summons not listed once");
+						let count = summonses.entry(overturned).or_default();
+						*count = count.saturating_add(1);
+						Self::snapshot_unit(&snapshot, info.defender.clone())
+					},
+					None => {
+						ensure!(listed.iter().filter(|listed| **listed == id).count() == 1, "open dispute not listed once");
+						T::Units::proven_unit(info.job, info.unit).ok_or("dispute over a unit without a proof")?
+					},
+				};
 				ensure!(proven.challenged, "disputed unit not Challenged");
 				ensure!(proven.solver == info.defender, "defender is not the unit's solver");
 				// The levels are found in order: a step only inside the bound segment traces.
@@ -1258,6 +1669,21 @@ pub mod pallet {
 					ensure!(Disputes::<T>::contains_key(id), "listed dispute not open");
 				}
 			}
+			for ((overturned, _, _), ids) in Summonses::<T>::iter() {
+				ensure!(!ids.is_empty(), "empty summons list stored");
+				for id in ids {
+					ensure!(
+						Disputes::<T>::get(id).is_some_and(|info| info.summons == Some(overturned)),
+						"listed summons not open"
+					);
+				}
+			}
+			for (overturned, snapshot) in Overturned::<T>::iter() {
+				ensure!(
+					snapshot.open_summonses == summonses.get(&overturned).copied().unwrap_or(0),
+					"kept proof miscounts its open summonses"
+				);
+			}
 			for (who, bond) in bonds {
 				ensure!(
 					T::Currency::balance_on_hold(&HoldReason::ChallengeBond.into(), &who) == bond,
@@ -1265,6 +1691,81 @@ pub mod pallet {
 				);
 			}
 			Ok(())
+		}
+	}
+}
+
+/// Storage migrations of this pallet, each from the version before.
+pub mod migrations {
+	use super::*;
+	use codec::{Decode, Encode};
+	use frame_support::{
+		traits::{Get, GetStorageVersion, OnRuntimeUpgrade, StorageVersion},
+		weights::Weight,
+	};
+	use touchstone_primitives::referee::Digest;
+
+	/// A dispute as version 0 stored it: every one over a standing proof.
+	#[derive(Encode, Decode)]
+	pub(crate) struct DisputeInfoV0<AccountId, Balance, BlockNumber> {
+		pub(crate) job: touchstone_primitives::JobId,
+		pub(crate) unit: touchstone_primitives::UnitIndex,
+		pub(crate) defender: AccountId,
+		pub(crate) challenger: AccountId,
+		pub(crate) bond: Balance,
+		pub(crate) challenger_trace_root: Digest,
+		pub(crate) segment: Option<u32>,
+		pub(crate) segment_start: Option<Digest>,
+		pub(crate) segment_traces: Option<Pair<Digest>>,
+		pub(crate) step: Option<u32>,
+		pub(crate) operator_roots: Option<Pair<Digest>>,
+		pub(crate) operator: Option<u32>,
+		pub(crate) piece_roots: Option<Pair<Digest>>,
+		pub(crate) piece: Option<u32>,
+		pub(crate) phase: Phase,
+		pub(crate) deadline: BlockNumber,
+		pub(crate) rounds: u32,
+	}
+
+	/// Version 0 to 1: a dispute may be a summons of an overturned proof's attester
+	/// (`DisputeInfo::summons`); every dispute open at the upgrade is over a standing proof,
+	/// and goes on where it stood. At most `MaxDisputesPerUnit` disputes per open unit.
+	pub struct AddSummons<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for AddSummons<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 1 {
+				return T::DbWeight::get().reads(1);
+			}
+			let mut count = 0u64;
+			Disputes::<T>::translate::<
+				DisputeInfoV0<T::AccountId, BalanceOf<T>, frame_system::pallet_prelude::BlockNumberFor<T>>,
+				_,
+			>(|_, old| {
+				count = count.saturating_add(1);
+				Some(DisputeInfo {
+					job: old.job,
+					unit: old.unit,
+					defender: old.defender,
+					challenger: old.challenger,
+					bond: old.bond,
+					challenger_trace_root: old.challenger_trace_root,
+					segment: old.segment,
+					segment_start: old.segment_start,
+					segment_traces: old.segment_traces,
+					step: old.step,
+					operator_roots: old.operator_roots,
+					operator: old.operator,
+					piece_roots: old.piece_roots,
+					piece: old.piece,
+					phase: old.phase,
+					deadline: old.deadline,
+					rounds: old.rounds,
+					summons: None,
+				})
+			});
+			StorageVersion::new(1).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(count.saturating_add(1), count.saturating_add(1))
 		}
 	}
 }

@@ -6,6 +6,7 @@
 
 mod adversaries;
 mod attacks;
+mod summons;
 
 use crate::{mock::*, DisputeId, Disputes as DisputeRecords, Error, Event, Grounds, Party, Phase, Ruling, UnitDisputes};
 use polkadot_sdk::{
@@ -938,7 +939,7 @@ fn verifiers_that_attested_a_lie_they_re_executed_are_slashed_when_it_falls() {
 }
 
 #[test]
-fn a_solver_silent_before_the_step_is_found_costs_its_attesters_nothing() {
+fn a_solver_silent_before_the_step_is_found_leaves_its_attesters_to_summonses() {
 	let job = TinyJob::new(8, 1);
 	build_and_execute(|| {
 		register_verifiers();

@@ -2,9 +2,10 @@
 
 use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 use scale_info::TypeInfo;
+use polkadot_sdk::frame_support::{pallet_prelude::Get, BoundedVec};
 use touchstone_primitives::{
-	referee::{Digest, Game, Level, Reveal},
-	JobId, UnitIndex,
+	referee::{DataCommitment, Digest, Game, Level, Reveal, UnitCommitment},
+	HyperParams, JobId, ModelArch, UnitIndex,
 };
 
 /// Identifies a dispute; assigned sequentially from zero.
@@ -152,6 +153,58 @@ pub struct DisputeInfo<AccountId, Balance, BlockNumber> {
 	pub deadline: BlockNumber,
 	/// Bisection rounds played so far, over all levels.
 	pub rounds: u32,
+	/// For a summons, the conviction whose proof it judges ([`OverturnedProof`], keyed by
+	/// the convicting dispute's id): the defender is a verifier that attested one segment of
+	/// that proof, and the dispute starts at that segment's binding. `None` for a dispute
+	/// over a standing proof.
+	pub summons: Option<DisputeId>,
+}
+
+/// A proof overturned by a dispute that found no step (its solver fell silent before the
+/// step level ended), kept so that the verifiers that attested it can still be judged: for
+/// `summons_until`, a bonded node may summon any of them over a segment it re-executed,
+/// and the summons is played like a dispute against this snapshot of the proof.
+#[derive(
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	polkadot_sdk::frame_support::CloneNoBound,
+	polkadot_sdk::frame_support::PartialEqNoBound,
+	polkadot_sdk::frame_support::EqNoBound,
+	polkadot_sdk::frame_support::DebugNoBound,
+)]
+#[scale_info(skip_type_params(MaxAttesters, MaxSamples))]
+#[codec(mel_bound(AccountId: MaxEncodedLen, BlockNumber: MaxEncodedLen))]
+pub struct OverturnedProof<
+	AccountId: Clone + PartialEq + Eq + core::fmt::Debug,
+	BlockNumber: Clone + PartialEq + Eq + core::fmt::Debug,
+	MaxAttesters: Get<u32>,
+	MaxSamples: Get<u32>,
+> {
+	/// The job.
+	pub job: JobId,
+	/// The unit whose proof was overturned.
+	pub unit: UnitIndex,
+	/// The job's model.
+	pub model: ModelArch,
+	/// The job's hyper-parameters.
+	pub hyper: HyperParams,
+	/// The unit's training data.
+	pub data: DataCommitment,
+	/// The overturned proof at the segment level.
+	pub trace: UnitCommitment,
+	/// Blocks one of the unit's segments takes to re-execute: what each phase of a summons
+	/// adds to the response window.
+	pub segment_blocks: u32,
+	/// The verifiers that attested `Match` to the proof, each with the segments it
+	/// re-executed.
+	pub attesters: BoundedVec<(AccountId, BoundedVec<u32, MaxSamples>), MaxAttesters>,
+	/// The last block a summons may be opened in.
+	pub summons_until: BlockNumber,
+	/// Summonses open over the proof: it is kept while any is.
+	pub open_summonses: u32,
 }
 
 /// How a dispute ended.
@@ -174,6 +227,9 @@ pub enum Grounds {
 	Timeout,
 	/// The defender posted the chunk a request demanded, in time.
 	Provided,
+	/// Both sides of a summons bound the same trace of the segment: the summoner does not
+	/// dispute what the verifier attested.
+	NoDisagreement,
 }
 
 /// A dispute (key) of a unit.

@@ -53,6 +53,8 @@ pub trait WeightInfo {
 	fn resolve_largest_piece() -> Weight;
 	fn request_chunk() -> Weight;
 	fn provide_chunk() -> Weight;
+	fn summon() -> Weight;
+	fn forget_overturned() -> Weight;
 }
 
 /// Weights for a runtime, with its own database weights.
@@ -288,6 +290,16 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 			.saturating_add(T::DbWeight::get().reads(9))
 			.saturating_add(T::DbWeight::get().writes(8))
 	}
+	fn summon() -> Weight {
+		Weight::from_parts(195_609_000, 13334)
+			.saturating_add(T::DbWeight::get().reads(11))
+			.saturating_add(T::DbWeight::get().writes(6))
+	}
+	fn forget_overturned() -> Weight {
+		Weight::from_parts(50_000_000, 4000)
+			.saturating_add(T::DbWeight::get().reads(1))
+			.saturating_add(T::DbWeight::get().writes(1))
+	}
 }
 
 /// The same weights with ParityDb's database weights, for tests and mocks.
@@ -341,5 +353,15 @@ impl WeightInfo for () {
 		Weight::from_parts(374_143_000, 8799)
 			.saturating_add(ParityDbWeight::get().reads(9))
 			.saturating_add(ParityDbWeight::get().writes(8))
+	}
+	fn summon() -> Weight {
+		Weight::from_parts(195_609_000, 13334)
+			.saturating_add(ParityDbWeight::get().reads(11))
+			.saturating_add(ParityDbWeight::get().writes(6))
+	}
+	fn forget_overturned() -> Weight {
+		Weight::from_parts(50_000_000, 4000)
+			.saturating_add(ParityDbWeight::get().reads(1))
+			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 }

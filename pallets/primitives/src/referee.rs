@@ -19,7 +19,7 @@ pub use touchstone_kernels::referee::{
 };
 pub use touchstone_kernels::proof::merkle::TreeKind;
 pub use touchstone_kernels::referee::boundary::{
-	bind_segment, segment_trace_commitment, unit_final_state_root, BoundaryOpening, SegmentBinding, UnitCommitment,
+	bind_segment, segment_start, segment_trace_commitment, unit_final_state_root, BoundaryOpening, SegmentBinding, UnitCommitment,
 };
 pub use touchstone_kernels::proof::state_tree::{self, chunk_range, locate_chunk, CHUNK_WORDS};
 

@@ -243,6 +243,30 @@ pub trait AttestationJudge<AccountId> {
 	fn holds_rulings(_job: JobId, _unit: UnitIndex) -> bool {
 		false
 	}
+	/// The verifiers that attested `Match` to the unit's standing proof in its round, each
+	/// with the segments it re-executed (in draw order). Empty when no round over this proof
+	/// was drawn. Read before a conviction that found no step drops the proof, so that each
+	/// attestation can still be judged by a summons (`pallet-touchstone-disputes`).
+	fn match_attesters(_job: JobId, _unit: UnitIndex) -> Vec<(AccountId, Vec<u32>)> {
+		Vec::new()
+	}
+	/// A summons showed that `verifier` attested a transition of an overturned proof of the
+	/// unit that no honest step reaches (found at global step `step`): it is slashed the
+	/// false-attestation slash from its verifier bond, `reward`'s share to the winners in
+	/// equal parts. Returns what was slashed, in the smallest unit.
+	fn false_attestation(
+		_job: JobId,
+		_unit: UnitIndex,
+		_verifier: &AccountId,
+		_step: u32,
+		_reward: (&[AccountId], Perbill),
+	) -> u128 {
+		0
+	}
+	/// The weight of [`AttestationJudge::false_attestation`] at its worst.
+	fn false_attestation_weight() -> polkadot_sdk::sp_runtime::Weight {
+		polkadot_sdk::sp_runtime::Weight::zero()
+	}
 }
 
 impl<AccountId> AttestationJudge<AccountId> for () {

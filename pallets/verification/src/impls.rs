@@ -9,7 +9,7 @@ use polkadot_sdk::{
 	frame_system,
 	frame_support::pallet_prelude::*,
 	sp_runtime::{
-		traits::Zero,
+		traits::{UniqueSaturatedInto, Zero},
 		Perbill,
 	},
 };
@@ -159,50 +159,20 @@ impl<T: Config> AttestationJudge<T::AccountId> for Pallet<T> {
 		step: Option<u32>,
 		(winners, share): (&[T::AccountId], Perbill),
 	) -> u32 {
-		// A defender silent before the step level ended showed no step wrong.
+		// A defender silent before the step level ended showed no step wrong: its
+		// attesters answer summonses instead (`match_attesters`).
 		let Some(step) = step else { return 0 };
-		let Some(round) = Rounds::<T>::get((job, unit)) else { return 0 };
-		let Some(drawn) = round.drawn.as_ref() else { return 0 };
 		let Some(proven) = T::Units::proven_unit(job, unit) else { return 0 };
-		// A round of an earlier proof of the unit judged another trace.
-		if proven.trace.root != round.trace_root {
-			return 0;
-		}
-		let segments = Self::segments(&proven);
-		let Some(segment) = segments.of_step(step) else { return 0 };
-		let segments = segments.count();
+		let Some(segment) = Self::segments(&proven).of_step(step) else { return 0 };
 		let mut slashed_count = 0u32;
-		for attestation in round.attestations.iter() {
-			if attestation.state != AttestationState::Revealed(Verdict::Match) {
-				continue;
-			}
+		for (verifier, samples) in Self::match_attesters(job, unit) {
 			// A verifier re-executes its samples from the solver's checkpoints, so a lie
 			// shows only in the segment that holds it: one that did not sample it
 			// attested nothing false.
-			if !Self::sampled_segments(&drawn.seed, &attestation.verifier, segments).contains(&segment) {
-				continue;
+			if samples.contains(&segment) {
+				Self::slash_false_attestation(job, unit, &verifier, step, (winners, share));
+				slashed_count = slashed_count.saturating_add(1);
 			}
-			// The staking pallet refuses a reward to the slashed account itself: a
-			// verifier that overturned the proof it attested shares none of its slash.
-			let others: Vec<T::AccountId> =
-				winners.iter().filter(|winner| **winner != attestation.verifier).cloned().collect();
-			let reward = (!others.is_empty()).then_some((&others[..], share));
-			let slashed = T::Slash::slash(
-				&attestation.verifier,
-				Role::Verifier,
-				T::FalseAttestationSlash::get(),
-				SlashReason::FalseAttestation,
-				reward,
-			)
-			.unwrap_or_else(|_| Zero::zero());
-			slashed_count = slashed_count.saturating_add(1);
-			Self::deposit_event(Event::FalseAttestation {
-				job,
-				unit,
-				verifier: attestation.verifier.clone(),
-				step,
-				slashed,
-			});
 		}
 		slashed_count
 	}
@@ -215,6 +185,40 @@ impl<T: Config> AttestationJudge<T::AccountId> for Pallet<T> {
 		})
 	}
 
+	fn match_attesters(job: JobId, unit: UnitIndex) -> Vec<(T::AccountId, Vec<u32>)> {
+		let Some(round) = Rounds::<T>::get((job, unit)) else { return Vec::new() };
+		let Some(drawn) = round.drawn.as_ref() else { return Vec::new() };
+		let Some(proven) = T::Units::proven_unit(job, unit) else { return Vec::new() };
+		// A round of an earlier proof of the unit judged another trace.
+		if proven.trace.root != round.trace_root || !matches!(round.kind, RoundKind::Exact) {
+			return Vec::new();
+		}
+		let segments = Self::segments(&proven).count();
+		round
+			.attestations
+			.iter()
+			.filter(|attestation| attestation.state == AttestationState::Revealed(Verdict::Match))
+			.map(|attestation| {
+				(attestation.verifier.clone(), Self::sampled_segments(&drawn.seed, &attestation.verifier, segments))
+			})
+			.collect()
+	}
+
+	fn false_attestation(
+		job: JobId,
+		unit: UnitIndex,
+		verifier: &T::AccountId,
+		step: u32,
+		reward: (&[T::AccountId], Perbill),
+	) -> u128 {
+		Self::slash_false_attestation(job, unit, verifier, step, reward).unique_saturated_into()
+	}
+
+	fn false_attestation_weight() -> Weight {
+		// One slash paying one winner, as `conclude_round(1)` slashes one verifier.
+		T::WeightInfo::conclude_round(1).saturating_add(Self::payment_weight())
+	}
+
 	fn proof_overturned_weight(winners: u32) -> Weight {
 		let verifiers = T::VerifiersPerUnit::get();
 		// `conclude_round(v)` is benchmarked slashing `v` verifiers of a stored round:
@@ -224,5 +228,27 @@ impl<T: Config> AttestationJudge<T::AccountId> for Pallet<T> {
 		T::WeightInfo::conclude_round(verifiers)
 			.saturating_add(Self::payment_weight().saturating_mul(payments))
 			.saturating_add(T::DbWeight::get().reads(2))
+	}
+}
+
+impl<T: Config> Pallet<T> {
+	/// Slashes `verifier` `FalseAttestationSlash` from its verifier bond for attesting a
+	/// transition of the unit's proof that a dispute showed wrong at global step `step`,
+	/// `share` of it to `winners` in equal parts (less the verifier itself: the staking
+	/// pallet refuses to reward an account from its own slash). Returns what was slashed.
+	pub(crate) fn slash_false_attestation(
+		job: JobId,
+		unit: UnitIndex,
+		verifier: &T::AccountId,
+		step: u32,
+		(winners, share): (&[T::AccountId], Perbill),
+	) -> BalanceOf<T> {
+		let others: Vec<T::AccountId> = winners.iter().filter(|winner| *winner != verifier).cloned().collect();
+		let reward = (!others.is_empty()).then_some((&others[..], share));
+		let slashed =
+			T::Slash::slash(verifier, Role::Verifier, T::FalseAttestationSlash::get(), SlashReason::FalseAttestation, reward)
+				.unwrap_or_else(|_| Zero::zero());
+		Self::deposit_event(Event::FalseAttestation { job, unit, verifier: verifier.clone(), step, slashed });
+		slashed
 	}
 }

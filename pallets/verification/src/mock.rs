@@ -166,6 +166,10 @@ impl pallet_touchstone_disputes::Config for Test {
 	type MaxDisputesPerUnit = ConstU32<6>;
 	type VerifierSlotsPerUnit = ConstU32<3>;
 	type MaxOpeningsLen = ConstU32<{ 1 << 20 }>;
+	type SummonsWindow = ConstU64<20>;
+	type MaxSummonsPerSegment = ConstU32<4>;
+	type MaxAttesters = ConstU32<VERIFIERS_PER_UNIT>;
+	type MaxSamplesPerAttester = ConstU32<2>;
 	type WeightInfo = ();
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = BenchmarkHelper;

@@ -305,6 +305,15 @@ impl pallet_touchstone_disputes::Config for Runtime {
 	// words and 52,000 hashes, about 1.9 MB) fit, inside a normal block's 3.75 MiB; judging
 	// openings this large is charged under 5 % of a block (tests/parameters.rs).
 	type MaxOpeningsLen = ConstU32<{ 2 * 1024 * 1024 }>;
+	// Five minutes beyond the segment's re-execution to summon a proof's attesters after a
+	// conviction that found no step: a challenger that re-executed the unit knows the
+	// first segment the proof got wrong, and summons the verifiers that attested it.
+	type SummonsWindow = ConstU32<{ 5 * MINUTES }>;
+	// Sixteen losing summonses forfeit 16 × 5 TST to the jackpot, more than the 50 TST
+	// false-attestation slash they would delay (tests/parameters.rs).
+	type MaxSummonsPerSegment = ConstU32<16>;
+	type MaxAttesters = <Runtime as pallet_touchstone_verification::Config>::VerifiersPerUnit;
+	type MaxSamplesPerAttester = <Runtime as pallet_touchstone_verification::Config>::SamplesPerVerifier;
 	type WeightInfo = pallet_touchstone_disputes::weights::SubstrateWeight<Runtime>;
 	#[cfg(feature = "runtime-benchmarks")]
 	type BenchmarkHelper = crate::benchmarks::StakingHelper;

@@ -453,3 +453,41 @@ fn a_dispute_over_long_segments_gives_each_phase_the_time_a_segment_takes() {
 		assert_eq!(deadline, System::block_number() + RESPONSE_WINDOW + 13);
 	});
 }
+
+/// Attack 3, its last part: a caught liar falls silent against its own sybil before the step
+/// level, so nothing shows which segment was wrong, and its verifier, which attested `Match`
+/// without re-executing anything, kept its bond. Now the conviction keeps the proof, and the
+/// honest challenger (whose dispute was dismissed) summons the lazy verifier over the first
+/// segment where the proof leaves its own run: the verifier must bind an honest trace to the
+/// proof's wrong boundary, cannot, and is slashed.
+#[test]
+fn attack_a_liar_silent_against_its_sybil_cannot_shield_its_lazy_verifier() {
+	let job = TinyJob::new(8, 1).with_interval(2);
+	build_and_execute(|| {
+		register_verifiers();
+		let id = job.submit();
+		let mut liar = Run::train(&job, 0, 8, Some(output_fault(5, 1)));
+		let mut honest = Run::train(&job, 0, 8, None);
+		prove(id, 0, SOLVER, &liar);
+		run_to_block(3);
+		attest_match(id);
+		let earlier = challenge(id, 0, CHALLENGER, &honest);
+		let sybil = challenge(id, 0, SECOND_CHALLENGER, &honest);
+		assert_ok!(honest.answer(sybil, SECOND_CHALLENGER));
+		run_to_block(DisputeRecords::<Test>::get(sybil).unwrap().deadline + 1);
+		assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), sybil));
+		assert!(!DisputeRecords::<Test>::contains_key(earlier));
+		assert!(false_attestations().is_empty(), "silence showed no step");
+		// The first segment where the proof leaves the honest run holds the lie.
+		let first_wrong = (0..4u32).find(|s| liar.unit.boundaries[*s as usize] != honest.unit.boundaries[*s as usize]).unwrap();
+		let (lazy, _) = super::summons::attesters_of(sybil, first_wrong);
+		assert!(!lazy.is_empty());
+		for verifier in lazy {
+			let summons = crate::NextDisputeId::<Test>::get();
+			assert_ok!(super::summons::summon(sybil, CHALLENGER, verifier, first_wrong, &honest, &liar));
+			play(summons, &mut liar, &mut honest);
+			assert_eq!(ruling(summons), (Ruling::ChallengerWins, Grounds::Referee));
+			assert_eq!(verifier_bond(verifier), VERIFIER_BOND - FALSE_ATTESTATION_SLASH);
+		}
+	});
+}
