@@ -141,6 +141,9 @@ pub struct Verifier {
 	replay: Arc<ReplayDevice>,
 	/// The verdicts being worked out in the background, by round.
 	checking: Arc<std::sync::Mutex<BTreeSet<RoundKey>>>,
+	/// The overturned proofs this node is done summoning attesters of (it summoned each it
+	/// could, or holds no run of the unit), by convicting dispute: not looked at again.
+	summoned: Arc<std::sync::Mutex<BTreeSet<u64>>>,
 }
 
 /// A challenger watching every proof open to challenge: the checker and the proofs it
@@ -209,6 +212,7 @@ impl Verifier {
 			verdicts_dir,
 			replay,
 			checking: Arc::default(),
+			summoned: Arc::default(),
 		})
 	}
 
@@ -854,8 +858,8 @@ impl Verifier {
 	/// the first segment where the proof leaves this node's own run of the unit: the proof
 	/// agrees with an honest run before it, so that segment holds a lie, and a verifier that
 	/// attested it re-executed nothing. Only a node that re-executed the whole unit (a
-	/// challenger of the proof) knows the segment; others summon nobody. Each attester is
-	/// summoned once by this node, whatever restarts.
+	/// challenger of the proof) knows the segment; others summon nobody. An attester this
+	/// node has a summons open against is not summoned again.
 	async fn summon_attesters(&self, at: &AtBlock) -> Result<()> {
 		let now = at.block_number() as u32;
 		let mut kept = at.storage().iter(runtime::storage().disputes().overturned(), ()).await?;
@@ -864,14 +868,21 @@ impl Verifier {
 			let entry = entry?;
 			let (id,) = entry.key()?.decode()?;
 			let proof: crate::dispute::OverturnedProof = decode(entry.value().bytes())?;
-			if now < proof.summons_until {
+			let done = self.summoned.lock().map(|done| done.contains(&id)).unwrap_or(false);
+			if now < proof.summons_until && !done {
 				open.push((id, proof));
 			}
 		}
+		let done = |overturned| {
+			if let Ok(mut summoned) = self.summoned.lock() {
+				summoned.insert(overturned);
+			}
+		};
 		for (overturned, proof) in open {
 			let Ok(work) = self.own_run(at, proof.job, proof.unit).await else { continue };
 			let mine = crate::train::saved_boundaries(&work.dir)?;
 			if mine.len() != work.segments().count() as usize {
+				done(overturned);
 				continue;
 			}
 			let manifest = match self.trace_manifest(&proof.trace.root).await {
@@ -884,6 +895,7 @@ impl Verifier {
 			let theirs = manifest.boundaries();
 			let Some(segment) = (0u32..).zip(mine.iter().zip(&theirs)).find(|(_, (a, b))| a != b).map(|(segment, _)| segment)
 			else {
+				done(overturned);
 				continue;
 			};
 			let root = UnitBoundaries::new(mine).map_err(|error| anyhow!("{error:?}"))?.root();
@@ -891,6 +903,7 @@ impl Verifier {
 				.map_err(|error| anyhow!("{error:?}"))?
 				.start_opening(segment)
 				.context("the proof's boundary before the segment")?;
+			let mut refused = false;
 			for (attester, samples) in proof.attesters.iter() {
 				if *attester == self.me || !samples.contains(&segment) {
 					continue;
@@ -919,8 +932,16 @@ impl Verifier {
 				);
 				match self.chain.send(&call, &self.signer).await {
 					Ok(_) => tracing::warn!(job = proof.job, unit = proof.unit, %attester, segment, "summons: summoned a verifier that attested the lie"),
-					Err(error) => tracing::warn!(job = proof.job, unit = proof.unit, %attester, segment, "summons: refused: {error:#}"),
+					Err(error) => {
+						// Tried again next block: sybils' summonses holding the slots free them
+						// as they lose.
+						refused = true;
+						tracing::warn!(job = proof.job, unit = proof.unit, %attester, segment, "summons: refused: {error:#}")
+					},
 				}
+			}
+			if !refused {
+				done(overturned);
 			}
 		}
 		Ok(())

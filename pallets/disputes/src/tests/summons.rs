@@ -40,6 +40,17 @@ fn convicted_by_silence(job: &TinyJob, liar: &Run, honest: &mut Run) -> (u64, Di
 	(id, dispute)
 }
 
+/// Inside a test's externalities: the liar's run of `job`'s unit and an honest one, the
+/// liar's proof convicted by its silence, and the attesters of the lie's segment.
+fn convicted_liar(job: &TinyJob) -> (Run<'_>, Run<'_>, DisputeId, Vec<u64>) {
+	let liar = Run::train(job, 0, 8, Some(output_fault(LIE_STEP, 1)));
+	let mut honest = Run::train(job, 0, 8, None);
+	let (_, overturned) = convicted_by_silence(job, &liar, &mut honest);
+	let (lazy, _) = attesters_of(overturned, LIE_SEGMENT);
+	assert!(!lazy.is_empty(), "the draw has an attester of the lie's segment");
+	(liar, honest, overturned, lazy)
+}
+
 /// The attesters of the proof `overturned` convicted that re-executed `segment`, and those
 /// that did not.
 pub(super) fn attesters_of(overturned: DisputeId, segment: u32) -> (Vec<u64>, Vec<u64>) {
@@ -61,10 +72,9 @@ pub(super) fn summon(overturned: DisputeId, summoner: u64, attester: u64, segmen
 fn a_conviction_by_silence_keeps_the_proof_and_its_attesters_for_summonses() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (id, overturned) = convicted_by_silence(&job, &liar, &mut honest);
+		let (liar, _, overturned, _) = convicted_liar(&job);
 		let snapshot = Overturned::<Test>::get(overturned).unwrap();
+		let id = snapshot.job;
 		assert_eq!(snapshot.trace.root, liar.root());
 		let mut attesters: Vec<u64> = snapshot.attesters.iter().map(|(who, _)| *who).collect();
 		attesters.sort();
@@ -83,11 +93,7 @@ fn a_conviction_by_silence_keeps_the_proof_and_its_attesters_for_summonses() {
 fn a_lazy_attester_summoned_over_the_lie_loses_at_the_referee_and_is_slashed() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let mut liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (_, overturned) = convicted_by_silence(&job, &liar, &mut honest);
-		let (lazy, _) = attesters_of(overturned, LIE_SEGMENT);
-		assert!(!lazy.is_empty(), "the draw has an attester of the lie's segment");
+		let (mut liar, mut honest, overturned, lazy) = convicted_liar(&job);
 		for attester in lazy {
 			let id = crate::NextDisputeId::<Test>::get();
 			assert_ok!(summon(overturned, CHALLENGER, attester, LIE_SEGMENT, &honest, &liar));
@@ -114,9 +120,7 @@ fn a_lazy_attester_summoned_over_the_lie_loses_at_the_referee_and_is_slashed() {
 fn an_honest_attester_summoned_over_a_true_segment_wins_the_summoners_bond() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let mut liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (_, overturned) = convicted_by_silence(&job, &liar, &mut honest);
+		let (mut liar, mut honest, overturned, _) = convicted_liar(&job);
 		// An attester of a segment before the lie attested a true transition.
 		let snapshot = Overturned::<Test>::get(overturned).unwrap();
 		let (attester, segment) = snapshot
@@ -147,10 +151,7 @@ fn an_honest_attester_summoned_over_a_true_segment_wins_the_summoners_bond() {
 fn silence_in_a_summons_loses() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (_, overturned) = convicted_by_silence(&job, &liar, &mut honest);
-		let (lazy, _) = attesters_of(overturned, LIE_SEGMENT);
+		let (liar, mut honest, overturned, lazy) = convicted_liar(&job);
 		let attester = lazy[0];
 		// The summoner binds; the attester says nothing and loses.
 		let id = crate::NextDisputeId::<Test>::get();
@@ -167,10 +168,7 @@ fn silence_in_a_summons_loses() {
 fn a_summons_nobody_plays_is_lost_by_its_summoner() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (_, overturned) = convicted_by_silence(&job, &liar, &mut honest);
-		let (lazy, _) = attesters_of(overturned, LIE_SEGMENT);
+		let (liar, honest, overturned, lazy) = convicted_liar(&job);
 		let id = crate::NextDisputeId::<Test>::get();
 		assert_ok!(summon(overturned, CHALLENGER, lazy[0], LIE_SEGMENT, &honest, &liar));
 		run_to_block(DisputeRecords::<Test>::get(id).unwrap().deadline + 1);
@@ -184,10 +182,7 @@ fn a_summons_nobody_plays_is_lost_by_its_summoner() {
 fn bad_summonses_are_refused_with_named_errors() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (_, overturned) = convicted_by_silence(&job, &liar, &mut honest);
-		let (lazy, _) = attesters_of(overturned, LIE_SEGMENT);
+		let (liar, honest, overturned, lazy) = convicted_liar(&job);
 		let attester = lazy[0];
 		let unsampled = (0..4).find(|s| {
 			!Overturned::<Test>::get(overturned).unwrap().attesters.iter().any(|(w, samples)| *w == attester && samples.contains(s))
@@ -232,10 +227,7 @@ fn bad_summonses_are_refused_with_named_errors() {
 fn a_lazy_attester_is_slashed_once_and_its_other_summonses_are_dismissed() {
 	let job = four_segments();
 	build_and_execute(|| {
-		let mut liar = Run::train(&job, 0, 8, Some(output_fault(LIE_STEP, 1)));
-		let mut honest = Run::train(&job, 0, 8, None);
-		let (_, overturned) = convicted_by_silence(&job, &liar, &mut honest);
-		let (lazy, _) = attesters_of(overturned, LIE_SEGMENT);
+		let (mut liar, mut honest, overturned, lazy) = convicted_liar(&job);
 		let attester = lazy[0];
 		let first = crate::NextDisputeId::<Test>::get();
 		assert_ok!(summon(overturned, CHALLENGER, attester, LIE_SEGMENT, &honest, &liar));
