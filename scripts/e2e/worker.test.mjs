@@ -656,12 +656,14 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   // summons Eve, whose lazy match covered the segment where the proof leaves its run. Eve's
   // worker re-executes that segment from the proof's start to defend her attestation,
   // cannot reach the proof's boundary, binds nothing, and loses.
-  // The liar test's convictions took Bob's solver bond below the minimum: he tops it up.
-  const bob = keyring.addFromUri('//Bob');
-  await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
+  // The liar test's convictions took Bob's solver bond below the minimum: he tops it up
+  // (with his worker stopped, so that its transactions do not race his).
+  const bob = keyring.addFromUri('//Bob');
+  await waitForPoolToClear(api, bob.address);
+  await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
   startSolver(['--inject-fault', '100', '--abandon-disputes']);
   const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
