@@ -71,33 +71,33 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Disputes::UnitDisputes` (r:1 w:1)
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::Disputes` (r:4 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::NextDisputeId` (r:1 w:1)
 	/// Proof: `Disputes::NextDisputeId` (`max_values`: Some(1), `max_size`: Some(8), added: 503, mode: `MaxEncodedLen`)
 	fn challenge() -> Weight {
-		// Proof size: measured `2619`, estimated `13334` bytes.
-		// Minimum execution time: 165_720_000 picoseconds.
-		Weight::from_parts(195_609_000, 13334)
+		// Proof size: measured `2623`, estimated `13370` bytes.
+		// Minimum execution time: 145_041_000 picoseconds.
+		Weight::from_parts(163_236_000, 13370)
 			.saturating_add(T::DbWeight::get().reads(11))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(307), added: 2782, mode: `MaxEncodedLen`)
 	fn reveal() -> Weight {
-		// Proof size: measured `1126`, estimated `4635` bytes.
-		// Minimum execution time: 53_103_000 picoseconds.
-		Weight::from_parts(102_046_000, 4635)
+		// Proof size: measured `1127`, estimated `4635` bytes.
+		// Minimum execution time: 40_841_000 picoseconds.
+		Weight::from_parts(51_304_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:5 w:5)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:2 w:2)
@@ -127,53 +127,53 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:2)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn time_out() -> Weight {
-		// Proof size: measured `4175`, estimated `19211` bytes.
-		// Minimum execution time: 638_932_000 picoseconds.
-		Weight::from_parts(1_129_274_000, 19211)
+		// Proof size: measured `4180`, estimated `19211` bytes.
+		// Minimum execution time: 554_111_000 picoseconds.
+		Weight::from_parts(605_692_000, 19211)
 			.saturating_add(T::DbWeight::get().reads(30))
 			.saturating_add(T::DbWeight::get().writes(32))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(307), added: 2782, mode: `MaxEncodedLen`)
 	fn bind_segment() -> Weight {
-		// Proof size: measured `1051`, estimated `4635` bytes.
-		// Minimum execution time: 53_969_000 picoseconds.
-		Weight::from_parts(67_265_000, 4635)
+		// Proof size: measured `1052`, estimated `4635` bytes.
+		// Minimum execution time: 40_936_000 picoseconds.
+		Weight::from_parts(53_312_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(307), added: 2782, mode: `MaxEncodedLen`)
 	fn bind_step() -> Weight {
-		// Proof size: measured `1119`, estimated `4635` bytes.
-		// Minimum execution time: 80_908_000 picoseconds.
-		Weight::from_parts(99_897_000, 4635)
+		// Proof size: measured `1120`, estimated `4635` bytes.
+		// Minimum execution time: 68_647_000 picoseconds.
+		Weight::from_parts(81_123_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:0)
 	/// Proof: `Tasks::Units` (`max_values`: None, `max_size`: Some(307), added: 2782, mode: `MaxEncodedLen`)
 	fn bind_operator() -> Weight {
-		// Proof size: measured `1187`, estimated `4635` bytes.
-		// Minimum execution time: 65_179_000 picoseconds.
-		Weight::from_parts(77_005_000, 4635)
+		// Proof size: measured `1188`, estimated `4635` bytes.
+		// Minimum execution time: 56_970_000 picoseconds.
+		Weight::from_parts(66_981_000, 4635)
 			.saturating_add(T::DbWeight::get().reads(3))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
@@ -203,14 +203,14 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:1)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn resolve() -> Weight {
-		// Proof size: measured `2368`, estimated `13775` bytes.
-		// Minimum execution time: 512_974_000 picoseconds.
-		Weight::from_parts(581_370_000, 13775)
+		// Proof size: measured `2369`, estimated `13775` bytes.
+		// Minimum execution time: 397_534_000 picoseconds.
+		Weight::from_parts(500_206_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(15))
 			.saturating_add(T::DbWeight::get().writes(16))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
@@ -240,9 +240,9 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::Deadlines` (r:0 w:1)
 	/// Proof: `Tasks::Deadlines` (`max_values`: None, `max_size`: Some(33), added: 2508, mode: `MaxEncodedLen`)
 	fn resolve_largest_piece() -> Weight {
-		// Proof size: measured `2368`, estimated `13775` bytes.
-		// Minimum execution time: 2_870_728_000 picoseconds.
-		Weight::from_parts(3_898_476_000, 13775)
+		// Proof size: measured `2369`, estimated `13775` bytes.
+		// Minimum execution time: 2_415_052_000 picoseconds.
+		Weight::from_parts(2_667_200_000, 13775)
 			.saturating_add(T::DbWeight::get().reads(15))
 			.saturating_add(T::DbWeight::get().writes(16))
 	}
@@ -257,20 +257,20 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Disputes::UnitDisputes` (r:1 w:1)
 	/// Proof: `Disputes::UnitDisputes` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::Disputes` (r:4 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Disputes::NextDisputeId` (r:1 w:1)
 	/// Proof: `Disputes::NextDisputeId` (`max_values`: Some(1), `max_size`: Some(8), added: 503, mode: `MaxEncodedLen`)
 	fn request_chunk() -> Weight {
-		// Proof size: measured `2323`, estimated `13334` bytes.
-		// Minimum execution time: 177_400_000 picoseconds.
-		Weight::from_parts(213_828_000, 13334)
+		// Proof size: measured `2327`, estimated `13370` bytes.
+		// Minimum execution time: 160_938_000 picoseconds.
+		Weight::from_parts(181_216_000, 13370)
 			.saturating_add(T::DbWeight::get().reads(11))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
 	/// Storage: `Disputes::Disputes` (r:1 w:1)
-	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(611), added: 3086, mode: `MaxEncodedLen`)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Jobs` (r:1 w:0)
 	/// Proof: `Tasks::Jobs` (`max_values`: None, `max_size`: Some(1170), added: 3645, mode: `MaxEncodedLen`)
 	/// Storage: `Tasks::Units` (r:1 w:1)
@@ -284,19 +284,39 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Tasks::WindowReopenings` (r:1 w:1)
 	/// Proof: `Tasks::WindowReopenings` (`max_values`: None, `max_size`: Some(64), added: 2539, mode: `MaxEncodedLen`)
 	fn provide_chunk() -> Weight {
-		// Proof size: measured `1497`, estimated `8799` bytes.
-		// Minimum execution time: 217_962_000 picoseconds.
-		Weight::from_parts(374_143_000, 8799)
+		// Proof size: measured `1498`, estimated `8799` bytes.
+		// Minimum execution time: 193_745_000 picoseconds.
+		Weight::from_parts(217_559_000, 8799)
 			.saturating_add(T::DbWeight::get().reads(9))
 			.saturating_add(T::DbWeight::get().writes(8))
 	}
+	/// Storage: `Disputes::Overturned` (r:1 w:1)
+	/// Proof: `Disputes::Overturned` (`max_values`: None, `max_size`: Some(506), added: 2981, mode: `MaxEncodedLen`)
+	/// Storage: `Staking::Nodes` (r:1 w:0)
+	/// Proof: `Staking::Nodes` (`max_values`: None, `max_size`: Some(231), added: 2706, mode: `MaxEncodedLen`)
+	/// Storage: `Balances::Holds` (r:1 w:1)
+	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(175), added: 2650, mode: `MaxEncodedLen`)
+	/// Storage: `Disputes::Summonses` (r:1 w:1)
+	/// Proof: `Disputes::Summonses` (`max_values`: None, `max_size`: Some(189), added: 2664, mode: `MaxEncodedLen`)
+	/// Storage: `Disputes::Disputes` (r:15 w:1)
+	/// Proof: `Disputes::Disputes` (`max_values`: None, `max_size`: Some(620), added: 3095, mode: `MaxEncodedLen`)
+	/// Storage: `System::Account` (r:1 w:1)
+	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
+	/// Storage: `Disputes::NextDisputeId` (r:1 w:1)
+	/// Proof: `Disputes::NextDisputeId` (`max_values`: Some(1), `max_size`: Some(8), added: 503, mode: `MaxEncodedLen`)
 	fn summon() -> Weight {
-		Weight::from_parts(195_609_000, 13334)
-			.saturating_add(T::DbWeight::get().reads(11))
+		// Proof size: measured `5007`, estimated `47415` bytes.
+		// Minimum execution time: 187_570_000 picoseconds.
+		Weight::from_parts(205_804_000, 47415)
+			.saturating_add(T::DbWeight::get().reads(21))
 			.saturating_add(T::DbWeight::get().writes(6))
 	}
+	/// Storage: `Disputes::Overturned` (r:1 w:1)
+	/// Proof: `Disputes::Overturned` (`max_values`: None, `max_size`: Some(506), added: 2981, mode: `MaxEncodedLen`)
 	fn forget_overturned() -> Weight {
-		Weight::from_parts(50_000_000, 4000)
+		// Proof size: measured `398`, estimated `3971` bytes.
+		// Minimum execution time: 18_078_000 picoseconds.
+		Weight::from_parts(24_203_000, 3971)
 			.saturating_add(T::DbWeight::get().reads(1))
 			.saturating_add(T::DbWeight::get().writes(1))
 	}
@@ -305,62 +325,62 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 /// The same weights with ParityDb's database weights, for tests and mocks.
 impl WeightInfo for () {
 	fn challenge() -> Weight {
-		Weight::from_parts(195_609_000, 13334)
+		Weight::from_parts(163_236_000, 13370)
 			.saturating_add(ParityDbWeight::get().reads(11))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn reveal() -> Weight {
-		Weight::from_parts(102_046_000, 4635)
+		Weight::from_parts(51_304_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn time_out() -> Weight {
-		Weight::from_parts(1_129_274_000, 19211)
+		Weight::from_parts(605_692_000, 19211)
 			.saturating_add(ParityDbWeight::get().reads(30))
 			.saturating_add(ParityDbWeight::get().writes(32))
 	}
 	fn bind_segment() -> Weight {
-		Weight::from_parts(67_265_000, 4635)
+		Weight::from_parts(53_312_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn bind_step() -> Weight {
-		Weight::from_parts(99_897_000, 4635)
+		Weight::from_parts(81_123_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn bind_operator() -> Weight {
-		Weight::from_parts(77_005_000, 4635)
+		Weight::from_parts(66_981_000, 4635)
 			.saturating_add(ParityDbWeight::get().reads(3))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
 	fn resolve() -> Weight {
-		Weight::from_parts(581_370_000, 13775)
+		Weight::from_parts(500_206_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(15))
 			.saturating_add(ParityDbWeight::get().writes(16))
 	}
 	fn resolve_largest_piece() -> Weight {
-		Weight::from_parts(3_898_476_000, 13775)
+		Weight::from_parts(2_667_200_000, 13775)
 			.saturating_add(ParityDbWeight::get().reads(15))
 			.saturating_add(ParityDbWeight::get().writes(16))
 	}
 	fn request_chunk() -> Weight {
-		Weight::from_parts(213_828_000, 13334)
+		Weight::from_parts(181_216_000, 13370)
 			.saturating_add(ParityDbWeight::get().reads(11))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn provide_chunk() -> Weight {
-		Weight::from_parts(374_143_000, 8799)
+		Weight::from_parts(217_559_000, 8799)
 			.saturating_add(ParityDbWeight::get().reads(9))
 			.saturating_add(ParityDbWeight::get().writes(8))
 	}
 	fn summon() -> Weight {
-		Weight::from_parts(195_609_000, 13334)
-			.saturating_add(ParityDbWeight::get().reads(11))
+		Weight::from_parts(205_804_000, 47415)
+			.saturating_add(ParityDbWeight::get().reads(21))
 			.saturating_add(ParityDbWeight::get().writes(6))
 	}
 	fn forget_overturned() -> Weight {
-		Weight::from_parts(50_000_000, 4000)
+		Weight::from_parts(24_203_000, 3971)
 			.saturating_add(ParityDbWeight::get().reads(1))
 			.saturating_add(ParityDbWeight::get().writes(1))
 	}
