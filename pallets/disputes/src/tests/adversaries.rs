@@ -8,15 +8,23 @@
 //! plays its disputes or falls silent; a node that cannot fetch the solver's data demands a
 //! chunk of one of its checkpoints, or does not; and before any of it another solver may
 //! claim the unit and abandon it, before its forced-error designation or after (it committed
-//! a secret and the randomness came). After every block: total issuance is unchanged, no
-//! honest party holds less than it started with, the requester has paid at most its
-//! request's bond, and the abandoner holds no more than it started with. At the end every
-//! dispute has ended, the unit has left its proof's states (paid, or back to the pool), a
-//! lie that an honest challenger watched, or whose solver withheld a requested chunk, left
-//! the liar (the solver and its sybil together) poorer and unpaid, and a solver that
-//! abandoned the unit after its designation lost the unit's collateral.
+//! a secret and the randomness came). When the lie is convicted before any step is found
+//! (the liar fell silent, or withheld a chunk), its `Match` attesters become summonable: an
+//! honest summoner summons those of the lie's segment, or not; the sybil summons every
+//! attester of every segment up to the lie's with a wrong run of that segment (griefing the
+//! true attesters, and trying to shield the lazy ones by summoning them first), or not; every
+//! summoned attester defends with the proof's own trace. After every block: total issuance
+//! is unchanged, no honest party holds less than it started with, the requester has paid at
+//! most its request's bond, and the abandoner holds no more than it started with. At the end
+//! every dispute and summons has ended and the kept proof is forgotten, the unit has left its
+//! proof's states (paid, or back to the pool), a lie that an honest challenger watched, or
+//! whose solver withheld a requested chunk, left the liar (the solver and its sybil together)
+//! poorer and unpaid, every attester of the lie's segment that an honest summoner summoned
+//! was slashed once, and a solver that abandoned the unit after its designation lost the
+//! unit's collateral.
 
-use super::*;
+use super::{summons::summon, *};
+use crate::Overturned;
 use core::cell::RefCell;
 use pallet_touchstone_verification::Verdict;
 use proptest::prelude::*;
@@ -87,7 +95,21 @@ fn worth(who: u64) -> u64 {
 	Balances::total_balance(&who)
 }
 
+/// Who summons the attesters of a proof convicted before any step was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Summoning {
+	/// `CHALLENGER` summons every `Match` attester of the lie's segment with the honest run.
+	honest: bool,
+	/// `SECOND_CHALLENGER` summons every `Match` attester of every segment up to the lie's,
+	/// first, each with a run that is wrong in that segment.
+	sybil: bool,
+}
+
+/// A defender that answers a dispute from the proof's run, as the account it plays for.
+type Defending = Option<u64>;
+
 /// One play of the game; see the module's docs.
+#[allow(clippy::too_many_arguments)]
 fn play_adversaries(
 	lie: Option<(u32, usize, usize, u32)>,
 	verifiers: [Verifying; 3],
@@ -96,6 +118,7 @@ fn play_adversaries(
 	defender_plays: bool,
 	request: Option<u32>,
 	abandoned: Option<Abandoning>,
+	summoning: Summoning,
 ) {
 	let mut job = TinyJob::new(8, 1);
 	job.spec.hyper.checkpoint_interval = 2;
@@ -105,6 +128,9 @@ fn play_adversaries(
 	let honest_run = RefCell::new(Run::train(&job, 0, 8, None));
 	let lies = solver_run.borrow().root() != honest_run.borrow().root();
 	let lie_segment = lie.map(|(step, ..)| step / 2);
+	// The sybil's runs, each wrong in one segment (its second step) and honest before it.
+	let wrong_runs: Vec<RefCell<Run>> =
+		(0..4).map(|segment| RefCell::new(Run::train(&job, 0, 8, Some(output_fault(2 * segment + 1, 1))))).collect();
 	build_and_execute(|| {
 		register_verifiers();
 		assert_ok!(Balances::transfer_allow_death(RuntimeOrigin::signed(OWNER), REQUESTER, 10 * CHALLENGE_BOND));
@@ -121,19 +147,21 @@ fn play_adversaries(
 		if !lies {
 			honest.push(SOLVER);
 		}
-		if honest_challenger {
+		if honest_challenger || summoning.honest {
 			honest.push(CHALLENGER);
 		}
 		let start: BTreeMap<u64, u64> = honest.iter().chain([&SOLVER, &SECOND_CHALLENGER]).map(|who| (*who, worth(*who))).collect();
 		let liar_start = worth(SOLVER) + worth(SECOND_CHALLENGER);
 		let requester_start = worth(REQUESTER);
 		let issuance = Balances::total_issuance();
-		// Whether the defender answers each dispute, and the run its challenger answers
-		// from (`None`: silent).
-		let mut sides: BTreeMap<DisputeId, (bool, Option<&RefCell<Run<'_>>>)> = BTreeMap::new();
-		let defender_answers = !lies || defender_plays;
+		// Who answers each dispute for its defender, from the proof's run, and the run its
+		// challenger answers from (`None`: silent).
+		let mut sides: BTreeMap<DisputeId, (Defending, Option<&RefCell<Run<'_>>>)> = BTreeMap::new();
+		let defender_answers = (!lies || defender_plays).then_some(SOLVER);
+		// The attesters an honest summoner summoned, with their bonds before.
+		let mut summoned: Option<BTreeMap<u64, u64>> = None;
 		let bogus = |who: u64| Verdict::Mismatch { trace_root: [who as u8; 32] };
-		for block in first..first + 298 {
+		for block in first..first + 400 {
 			run_to_block(block);
 			if block == first {
 				if sybil {
@@ -195,8 +223,8 @@ fn play_adversaries(
 					assert_ok!(Disputes::time_out(RuntimeOrigin::signed(OWNER), *dispute));
 					continue;
 				}
-				if status.awaiting_defender && *defender_answers {
-					assert_ok!(solver_run.borrow_mut().answer(*dispute, SOLVER));
+				if let (true, Some(defender)) = (status.awaiting_defender, defender_answers) {
+					assert_ok!(solver_run.borrow_mut().answer(*dispute, *defender));
 				}
 				if !crate::Disputes::<Test>::contains_key(dispute) {
 					continue;
@@ -207,6 +235,38 @@ fn play_adversaries(
 				}
 			}
 			let _ = Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), id, 0);
+			// A proof convicted before any step was found: its attesters are summoned.
+			if let Some((overturned, snapshot)) = Overturned::<Test>::iter().next().filter(|_| summoned.is_none()) {
+				let lie_segment = lie_segment.expect("only a lie is convicted");
+				let attesters_of = |segment: u32| {
+					snapshot.attesters.iter().filter(move |(_, samples)| samples.contains(&segment)).map(|(who, _)| *who)
+				};
+				if summoning.sybil {
+					for segment in 0..=lie_segment {
+						for attester in attesters_of(segment) {
+							let run = &wrong_runs[segment as usize];
+							let next = crate::NextDisputeId::<Test>::get();
+							// Refused where the wrong run is the proof's own.
+							if summon(overturned, SECOND_CHALLENGER, attester, segment, &run.borrow(), &solver_run.borrow()).is_ok() {
+								sides.insert(next, (Some(attester), Some(run)));
+							}
+						}
+					}
+				}
+				let mut bonds = BTreeMap::new();
+				if summoning.honest {
+					for attester in attesters_of(lie_segment) {
+						let next = crate::NextDisputeId::<Test>::get();
+						assert_ok!(summon(overturned, CHALLENGER, attester, lie_segment, &honest_run.borrow(), &solver_run.borrow()));
+						sides.insert(next, (Some(attester), Some(&honest_run)));
+						bonds.insert(attester, verifier_bond(attester));
+					}
+				}
+				summoned = Some(bonds);
+			}
+			if let Some((overturned, _)) = Overturned::<Test>::iter().next() {
+				let _ = Disputes::forget_overturned(RuntimeOrigin::signed(OWNER), overturned);
+			}
 			assert_eq!(Balances::total_issuance(), issuance, "block {block}: issuance changed");
 			for who in &honest {
 				assert!(worth(*who) >= start[who], "block {block}: honest {who} lost {} ", start[who] - worth(*who));
@@ -214,11 +274,15 @@ fn play_adversaries(
 			assert!(worth(REQUESTER) + AVAILABILITY_BOND >= requester_start, "block {block}: the requester paid more than its bond");
 			assert!(worth(SECOND_SOLVER) <= abandoner_start, "block {block}: the abandoner profited");
 			let settled = !matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged);
-			if settled && UnitDisputes::<Test>::get((id, 0)).is_empty() {
+			if settled && crate::Disputes::<Test>::iter().next().is_none() && Overturned::<Test>::iter().next().is_none() {
 				break;
 			}
 		}
 		assert!(crate::Disputes::<Test>::iter().next().is_none(), "every dispute ended");
+		assert!(Overturned::<Test>::iter().next().is_none(), "the convicted proof was forgotten");
+		for (attester, before) in summoned.unwrap_or_default() {
+			assert_eq!(verifier_bond(attester), before - FALSE_ATTESTATION_SLASH, "the summoned attester {attester} of the lie");
+		}
 		assert!(!matches!(unit_state(id, 0), UnitState::Proven | UnitState::Challenged), "the unit ended");
 		let withheld = request.is_some() && !defender_plays;
 		if lies && (honest_challenger || withheld) {
@@ -233,7 +297,7 @@ fn play_adversaries(
 }
 
 proptest! {
-	#![proptest_config(ProptestConfig { cases: 32, ..Default::default() })]
+	#![proptest_config(ProptestConfig { cases: 128, ..Default::default() })]
 
 	/// Random strategies, each against honest parties; see the module's docs.
 	#[test]
@@ -245,10 +309,12 @@ proptest! {
 		defender_plays: bool,
 		request in proptest::option::of(1u32..=4),
 		abandoned in abandoning(),
+		honest_summons: bool,
+		sybil_summons: bool,
 	) {
 		let job = TinyJob::new(8, 1);
 		let lie = lie.map(|(step, pick, element, bit)| (step, 1 + pick % (job.graph.nodes.len() - 2), element, bit));
 		// A checkpoint of the unit's (every two steps) or its end.
-		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays, request.map(|boundary| 2 * boundary), abandoned);
+		play_adversaries(lie, verifiers, honest_challenger, sybil, defender_plays, request.map(|boundary| 2 * boundary), abandoned, Summoning { honest: honest_summons, sybil: sybil_summons });
 	}
 }
