@@ -80,6 +80,18 @@ pub struct Chain {
 	/// Held (shared) by every submission the node has not yet answered; [`Chain::settle`]
 	/// takes it whole, so the process waits for them before it exits.
 	in_flight: Arc<tokio::sync::RwLock<()>>,
+	/// The duties whose transactions were handed over ([`Chain::send_in_background`]), by
+	/// key: `None` while in flight, then the block that included it.
+	background: Arc<std::sync::Mutex<HashMap<String, Option<u64>>>>,
+}
+
+/// What a transaction handed over is awaited for before its duty counts as done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+	/// Inclusion in a best block: for calls that move no money.
+	InBlock,
+	/// Finality: for calls that move money (a ruling, a timeout).
+	Finalized,
 }
 
 /// How long a stopping worker waits for the node to answer the submissions in flight.
@@ -250,7 +262,13 @@ impl Chain {
 		.with_context(unreachable)?;
 		let rpc = subxt::rpcs::RpcClient::new(rpc);
 		let api = OnlineClient::<Config>::from_rpc_client(rpc.clone()).await.with_context(unreachable)?;
-		let chain = Self { api, rpc: LegacyRpcMethods::new(rpc), nonces: Arc::default(), in_flight: Arc::default() };
+		let chain = Self {
+			api,
+			rpc: LegacyRpcMethods::new(rpc),
+			nonces: Arc::default(),
+			in_flight: Arc::default(),
+			background: Arc::default(),
+		};
 		// Refuse a node whose runtime this worker was not generated for, before any
 		// transaction is signed against it.
 		let at = chain.at().await?;
@@ -370,12 +388,86 @@ impl Chain {
 	/// leaves the best chain puts its transactions back in the pool, so a call included
 	/// once is included again; the nonce comes from the node, which counts the pool.
 	pub async fn send_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
-		let outcome = self.include_in_block(call, signer).await;
-		count_transaction(call, &outcome);
-		outcome
+		self.send_in_block_at(call, signer).await.map(|(events, _)| events)
 	}
 
-	async fn include_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
+	/// As [`Chain::send_in_block`], with the hash of the block that included it.
+	async fn send_in_block_at<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<(Events, subxt::utils::H256)> {
+		let outcome = self.include_in_block(call, signer).await;
+		let (counted, block) = match outcome {
+			Ok((events, block)) => (Ok(events), Some(block)),
+			Err(error) => (Err(error), None),
+		};
+		count_transaction(call, &counted);
+		counted.map(|events| (events, block.unwrap_or_default()))
+	}
+
+	/// Whether the duty `key` has a transaction handed over that a pass reading the chain
+	/// at block `now` must not send again: still in flight, or included in a block after
+	/// `now` (the pass reads a state without it).
+	pub fn in_background(&self, key: &str, now: u64) -> bool {
+		let mut background = self.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+		match background.get(key) {
+			Some(None) => true,
+			Some(Some(included)) if now < *included => true,
+			Some(Some(_)) => {
+				background.remove(key);
+				false
+			},
+			None => false,
+		}
+	}
+
+	/// Hands `call` over for the duty `key` and returns at once: it is signed, sent and
+	/// awaited (`settled`) on a task of its own, so the pass that found the duty goes on
+	/// with its others (a dispute move, a reveal and a finalization due together go out in
+	/// one block, not three). While it is in the background ([`Chain::in_background`]) the
+	/// duty is not sent again: returns `false`, sending nothing. `done` gets the outcome.
+	pub fn send_in_background<Call>(
+		&self,
+		key: String,
+		now: u64,
+		call: Call,
+		signer: &Keypair,
+		settled: Settled,
+		done: impl FnOnce(Result<Events>) + Send + 'static,
+	) -> bool
+	where
+		Call: subxt::tx::Payload + Send + Sync + 'static,
+	{
+		if self.in_background(&key, now) {
+			return false;
+		}
+		self.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(key.clone(), None);
+		let (chain, signer) = (self.clone(), signer.clone());
+		tokio::spawn(async move {
+			let (outcome, included) = match settled {
+				Settled::InBlock => match chain.send_in_block_at(&call, &signer).await {
+					Ok((events, block)) => {
+						let number = match chain.api.at_block(block).await {
+							Ok(at) => Some(at.block_number()),
+							Err(_) => None,
+						};
+						(Ok(events), number)
+					},
+					Err(error) => (Err(error), None),
+				},
+				// Finalized: every best block a pass reads from now on holds it.
+				Settled::Finalized => (chain.send(&call, &signer).await, None),
+			};
+			{
+				let mut background = chain.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+				match included {
+					Some(number) => background.insert(key, Some(number)),
+					None => background.remove(&key),
+				};
+			}
+			done(outcome);
+		});
+		true
+	}
+
+	async fn include_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<(Events, subxt::utils::H256)> {
 		use subxt::transactions::TransactionStatus;
 		let mut progress = self.submit(call, signer).await?;
 		// Ok(the dispatch's outcome) once in a block; Err when it never got there.
@@ -383,7 +475,8 @@ impl Chain {
 			while let Some(status) = progress.next().await {
 				match status.map_err(|error| anyhow!("{error}"))? {
 					TransactionStatus::InBestBlock(block) | TransactionStatus::InFinalizedBlock(block) => {
-						return Ok(block.wait_for_success().await.map_err(|error| anyhow!("{error}")));
+						let hash = block.block_hash();
+						return Ok(block.wait_for_success().await.map(|events| (events, hash)).map_err(|error| anyhow!("{error}")));
 					},
 					TransactionStatus::Error { message } => bail!("the transaction failed: {message}"),
 					TransactionStatus::Invalid { message } => bail!("the transaction is invalid: {message}"),

@@ -6,8 +6,14 @@
 //! sample) and every label. Its BLAKE2b-256 is therefore `Dataset::digest`, and the same
 //! samples always give the same file.
 
-use anyhow::{bail, ensure, Context, Result};
-use touchstone_kernels::job::data::{load_digits, Dataset};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use touchstone_kernels::job::data::{hex, load_digits, Dataset};
+use touchstone_primitives::DatasetRef;
+
+use crate::store::Store;
 
 /// The file prefix.
 const PREFIX: &[u8] = b"touchstone/dataset/v1";
@@ -67,11 +73,97 @@ pub fn synthetic_from(shape: &str) -> Result<Dataset> {
 	Ok(touchstone_kernels::job::data::synthetic(seed, samples, features, classes as u32))
 }
 
+/// How many checked datasets a worker keeps in memory: those of the jobs it works on at
+/// once. An older one is read and checked again when it is next asked for.
+const KEPT_DATASETS: usize = 2;
+
+/// Datasets read from the store and checked against the job that names them, kept in
+/// memory (the few most recently used) so that a worker's passes (a dispute move every
+/// block, every offer, every summons) do not read, hash and parse a dataset file and build
+/// its Merkle tree again each time: at real sizes that is seconds of CPU a block.
+#[derive(Clone, Default)]
+pub struct CheckedDatasets(Arc<Mutex<VecDeque<(DatasetRef, Arc<Dataset>)>>>);
+
+impl CheckedDatasets {
+	/// The dataset `reference` names, from `store`: its file's bytes hash to the
+	/// reference's content hash (the store checks that), it parses, and it holds the
+	/// reference's sample count and Merkle root. Read and checked once while it is kept.
+	pub fn get(&self, store: &Store, reference: &DatasetRef) -> Result<Arc<Dataset>> {
+		if let Some(data) = self.kept(reference) {
+			return Ok(data);
+		}
+		let hash = reference.content.hash.0;
+		let bytes = store.get(&hash).with_context(|| format!("the job's dataset {} is not available to this worker", hex(&hash)))?;
+		let data = from_bytes(&bytes)?;
+		let root = data.root().map_err(|error| anyhow!("{error:?}"))?;
+		if root != reference.root.0 || data.len() != reference.samples as usize {
+			bail!("the dataset does not match the job's dataset root: refusing to train on it");
+		}
+		let data = Arc::new(data);
+		let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+		kept.push_back((reference.clone(), data.clone()));
+		while kept.len() > KEPT_DATASETS {
+			kept.pop_front();
+		}
+		Ok(data)
+	}
+
+	/// The kept dataset checked against exactly `reference`, marked as the most recently
+	/// used.
+	fn kept(&self, reference: &DatasetRef) -> Option<Arc<Dataset>> {
+		let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+		let position = kept.iter().position(|(checked, _)| checked == reference)?;
+		let entry = kept.remove(position)?;
+		let data = entry.1.clone();
+		kept.push_back(entry);
+		Some(data)
+	}
+}
+
 #[cfg(test)]
 mod tests {
 	use super::*;
 	use touchstone_kernels::job::data::synthetic;
 	use touchstone_kernels::proof::hash::digest_bytes;
+	use touchstone_primitives::ContentRef;
+
+	/// The reference a job would hold to `data`, stored in `store`.
+	fn reference(store: &Store, data: &Dataset) -> DatasetRef {
+		let hash = store.put(&to_bytes(data)).unwrap();
+		DatasetRef {
+			content: ContentRef { hash: hash.into(), location: Default::default() },
+			samples: data.len() as u32,
+			root: data.root().unwrap().into(),
+		}
+	}
+
+	/// A dataset is read and checked once while kept: gone from the disk, it still serves;
+	/// a reference that names the same file with another root is checked, and refused; the
+	/// oldest of more than `KEPT_DATASETS` is read again, and so its loss is found.
+	#[test]
+	fn a_dataset_is_checked_once_while_kept_and_only_against_its_own_reference() {
+		let dir = std::env::temp_dir().join(format!("touchstone-datasets-{}", std::process::id()));
+		let store = Store::open(&dir).unwrap();
+		let datasets = CheckedDatasets::default();
+		let first = synthetic(1, 40, 5, 3);
+		let kept = reference(&store, &first);
+		assert_eq!(*datasets.get(&store, &kept).unwrap(), first);
+		std::fs::remove_file(store.path(&kept.content.hash.0)).unwrap();
+		assert_eq!(*datasets.get(&store, &kept).unwrap(), first, "kept: not read again");
+		let mut wrong_root = kept.clone();
+		wrong_root.root = [9; 32].into();
+		store.put(&to_bytes(&first)).unwrap();
+		let error = datasets.get(&store, &wrong_root).unwrap_err().to_string();
+		assert!(error.contains("does not match the job's dataset root"), "{error}");
+		for seed in 2..=1 + KEPT_DATASETS as u64 {
+			let other = synthetic(seed, 40, 5, 3);
+			assert_eq!(*datasets.get(&store, &reference(&store, &other)).unwrap(), other);
+		}
+		std::fs::remove_file(store.path(&kept.content.hash.0)).unwrap();
+		let error = datasets.get(&store, &kept).unwrap_err().to_string();
+		assert!(error.contains("not available to this worker"), "{error}");
+		std::fs::remove_dir_all(&dir).unwrap();
+	}
 
 	#[test]
 	fn a_dataset_file_round_trips_and_its_hash_is_the_dataset_digest() {

@@ -21,7 +21,7 @@ use touchstone_kernels::referee::{open_case, open_step_binding, state_chunk, Seg
 use touchstone_primitives::referee::{self, boundary_before, reveal, Digest, Level, UnitCommitment};
 use touchstone_primitives::{JobId, UnitIndex};
 
-use crate::chain::{runtime, AccountId, AtBlock, Chain};
+use crate::chain::{runtime, AccountId, AtBlock, Chain, Settled};
 use crate::train::{self, UnitWork};
 
 /// A dispute as the chain stores it.
@@ -235,8 +235,10 @@ impl<'a> Run<'a> {
 /// plays on that side, answering from its run of the unit, which `prepare` says where to
 /// find (called only when a dispute is open). Every dispute due an answer gets one in the
 /// same pass: several challengers of one proof must not starve one another into a
-/// timeout. Returns whether it sent anything (the chain then moved on, and the caller
-/// reads it again before sending more).
+/// timeout. Each move is handed over ([`Chain::send_in_background`]): the pass does not
+/// wait for it, and a move still in the background is not sent again. Returns whether a
+/// move is on its way (the chain is moving on, and the caller reads it again before
+/// sending more).
 pub async fn play(
 	chain: &Chain,
 	signer: &subxt_signer::sr25519::Keypair,
@@ -276,10 +278,11 @@ pub async fn play_listed(
 	let calls = runtime::transactions().disputes();
 	let mut sent_any = false;
 	for (id, _) in requests.into_iter().filter(|(_, dispute)| now >= dispute.deadline) {
-		match chain.send(&calls.time_out(id), signer).await {
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
 			Ok(_) => tracing::info!(job, unit = index, dispute = id, "chunk request: the solver posted nothing; ended it"),
 			Err(error) => tracing::warn!(job, unit = index, dispute = id, "chunk request: time_out refused: {error:#}"),
-		}
+		};
+		chain.send_in_background(format!("dispute {id} time_out"), now.into(), calls.time_out(id), signer, Settled::Finalized, done);
 		sent_any = true;
 	}
 	if mine.is_empty() {
@@ -299,27 +302,46 @@ pub async fn play_listed(
 		Ok(moves)
 	})?;
 	for (id, rounds, next) in moves {
-		let (name, sent) = match next {
-			Move::Reveal(reveal) => ("reveal", chain.send_in_block(&calls.reveal(id, reveal), signer).await),
-			Move::BindSegment(root, binding) => {
-				("bind_segment", chain.send_in_block(&calls.bind_segment(id, root, binding), signer).await)
-			},
-			Move::BindStep(root, binding) => ("bind_step", chain.send_in_block(&calls.bind_step(id, root, binding), signer).await),
-			Move::BindOperator(root, proof) => {
-				("bind_operator", chain.send_in_block(&calls.bind_operator(id, root, proof), signer).await)
-			},
-			Move::Resolve(openings) => ("resolve", chain.send(&calls.resolve(id, openings), signer).await),
-			Move::ProvideChunk(chunk) => ("provide_chunk", chain.send_in_block(&calls.provide_chunk(id, chunk), signer).await),
-			Move::TimeOut => ("time_out", chain.send(&calls.time_out(id), signer).await),
+		// One move a side a round: the key a move in the background is known by.
+		let key = |name: &str| format!("dispute {id} round {rounds} {side:?} {name}");
+		let done = |name: &'static str| {
+			move |outcome: Result<crate::chain::Events>| match outcome {
+				Ok(_) => {
+					let party = if side == Party::Defender { "defender" } else { "challenger" };
+					crate::metrics::get().dispute_moves.with_label_values(&[party]).inc();
+					tracing::info!(job, unit = index, dispute = id, round = rounds, ?side, "dispute: sent {name}")
+				},
+				Err(error) => tracing::warn!(job, unit = index, dispute = id, ?side, "dispute: {name} refused: {error:#}"),
+			}
 		};
-		match sent {
-			Ok(_) => {
-				let party = if side == Party::Defender { "defender" } else { "challenger" };
-				crate::metrics::get().dispute_moves.with_label_values(&[party]).inc();
-				tracing::info!(job, unit = index, dispute = id, round = rounds, ?side, "dispute: sent {name}")
+		let (now, in_block) = (u64::from(now), Settled::InBlock);
+		match next {
+			Move::Reveal(reveal) => chain.send_in_background(key("reveal"), now, calls.reveal(id, reveal), signer, in_block, done("reveal")),
+			Move::BindSegment(root, binding) => {
+				let call = calls.bind_segment(id, root, binding);
+				chain.send_in_background(key("bind_segment"), now, call, signer, in_block, done("bind_segment"))
 			},
-			Err(error) => tracing::warn!(job, unit = index, dispute = id, ?side, "dispute: {name} refused: {error:#}"),
-		}
+			Move::BindStep(root, binding) => {
+				let call = calls.bind_step(id, root, binding);
+				chain.send_in_background(key("bind_step"), now, call, signer, in_block, done("bind_step"))
+			},
+			Move::BindOperator(root, proof) => {
+				let call = calls.bind_operator(id, root, proof);
+				chain.send_in_background(key("bind_operator"), now, call, signer, in_block, done("bind_operator"))
+			},
+			Move::Resolve(openings) => {
+				let call = calls.resolve(id, openings);
+				chain.send_in_background(key("resolve"), now, call, signer, Settled::Finalized, done("resolve"))
+			},
+			Move::ProvideChunk(chunk) => {
+				let call = calls.provide_chunk(id, chunk);
+				chain.send_in_background(key("provide_chunk"), now, call, signer, in_block, done("provide_chunk"))
+			},
+			Move::TimeOut => {
+				let key = format!("dispute {id} time_out");
+				chain.send_in_background(key, now, calls.time_out(id), signer, Settled::Finalized, done("time_out"))
+			},
+		};
 		sent_any = true;
 	}
 	Ok(sent_any)

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
-use touchstone_kernels::job::data::hex;
+use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::proof::hash::Digest;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{JobId, UnitIndex, UnitScope};
 
 use crate::chain::{AccountId, AtBlock, Chain, Job, WorkUnit};
-use crate::dataset;
+use crate::dataset::CheckedDatasets;
 use crate::hardware;
 use crate::p2p::Network;
 use crate::store::{holds_state, Store};
@@ -32,6 +32,8 @@ pub struct Inputs {
 	pub units_dir: PathBuf,
 	/// The worker's account: its own advertised endpoint is not dialled.
 	pub me: AccountId,
+	/// The datasets read from the store and checked, kept for the next unit or pass.
+	pub datasets: CheckedDatasets,
 }
 
 impl Inputs {
@@ -42,15 +44,7 @@ impl Inputs {
 		let spec = &job.spec;
 		let model = kernel_model(&spec.model);
 		let train = kernel_train(&spec.hyper);
-		let dataset_hash: Digest = spec.dataset.content.hash.0;
-		let bytes = self.store.get(&dataset_hash).with_context(|| {
-			format!("the job's dataset {} is not available to this worker", hex(&dataset_hash))
-		})?;
-		let data = dataset::from_bytes(&bytes)?;
-		let root = data.root().map_err(|error| anyhow!("{error:?}"))?;
-		if root != spec.dataset.root.0 || data.len() != spec.dataset.samples as usize {
-			bail!("the dataset does not match the job's dataset root: refusing to train on it");
-		}
+		let data = self.datasets.get(&self.store, &spec.dataset)?;
 		device.admit(&model, &train, &data)?;
 		let (first_step, steps, shard) = match unit.scope {
 			UnitScope::Steps { first_step, steps } => (first_step, steps, None),
@@ -82,7 +76,7 @@ impl Inputs {
 			self.state_with_root(&start_root)?
 		};
 		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
-		Ok(UnitWork { model, train, data, shard, first_step, steps, start_state, dir, fault: None })
+		Ok(UnitWork { model, train, data: Dataset::clone(&data), shard, first_step, steps, start_state, dir, fault: None })
 	}
 
 	/// Fetches what the unit starts from and this worker lacks, from the peers that hold

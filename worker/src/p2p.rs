@@ -13,11 +13,19 @@
 //!   it was asked for (a unit's trace manifest, named by its trace root, must rebuild
 //!   it); a mismatch discards the partial file and is an error naming the peer that sent
 //!   it.
+//! - **Bad peers**: a peer that sent an artifact that fails its check, a malformed chunk,
+//!   or a length that changes within a transfer is banned for [`BAN`]: no fetch asks it
+//!   again meanwhile. Bytes a transfer resumed from are not blamed on the peer that
+//!   finished it: the whole artifact is fetched once more from that peer alone, and only a
+//!   second failure bans it.
+//! - **Serving** reads chunks from disk on blocking threads, at most [`SERVING_READS`] at a
+//!   time, never on the event loop, which goes on answering other peers meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use codec::{Decode, Encode};
@@ -41,6 +49,10 @@ pub const CHUNK: usize = 1 << 20;
 const MAX_MESSAGE: usize = CHUNK + 1024;
 /// How long one chunk request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a peer that sent bad bytes is not asked again.
+pub const BAN: Duration = Duration::from_secs(3600);
+/// How many chunk reads from disk a node serves at once: each holds a chunk in memory.
+pub const SERVING_READS: usize = 8;
 
 /// A request for part of an artifact.
 #[derive(Clone, Debug, Encode, Decode)]
@@ -150,6 +162,16 @@ pub struct Network {
 	commands: mpsc::UnboundedSender<Command>,
 	peer_id: PeerId,
 	store: Store,
+	/// The peers that sent bad bytes, with when their ban ends.
+	banned: Arc<Mutex<HashMap<PeerId, Instant>>>,
+}
+
+/// Why a transfer from one peer failed.
+enum Failure {
+	/// The peer sent bad bytes: it is banned.
+	Bad(anyhow::Error),
+	/// The peer is away, slow or without the artifact: another may be asked.
+	Unavailable(anyhow::Error),
 }
 
 /// Loads the worker's network identity from `path`, creating it on first use, so its
@@ -202,7 +224,7 @@ impl Network {
 		}
 		let (commands, receiver) = mpsc::unbounded_channel();
 		tokio::spawn(event_loop(swarm, receiver, store.clone()));
-		let network = Self { commands, peer_id, store };
+		let network = Self { commands, peer_id, store, banned: Arc::default() };
 		for hash in network.store.list() {
 			network.provide(hash);
 		}
@@ -273,6 +295,20 @@ impl Network {
 		tokio::time::timeout(Duration::from_secs(10), answer).await.ok().and_then(Result::ok).unwrap_or_default()
 	}
 
+	/// Whether `peer` is banned now, for having sent bad bytes.
+	pub fn is_banned(&self, peer: &PeerId) -> bool {
+		let mut banned = self.banned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+		banned.retain(|_, until| *until > Instant::now());
+		banned.contains_key(peer)
+	}
+
+	/// Bans `peer` for [`BAN`], for `error`.
+	fn ban(&self, peer: PeerId, error: &anyhow::Error) {
+		tracing::warn!(%peer, "banned for {} s: {error:#}", BAN.as_secs());
+		crate::metrics::get().fetch_failures.inc();
+		self.banned.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(peer, Instant::now() + BAN);
+	}
+
 	/// The peers connected now.
 	pub async fn peers(&self) -> Vec<PeerId> {
 		let (reply, answer) = oneshot::channel();
@@ -309,12 +345,15 @@ impl Network {
 					candidates.push(peer);
 				}
 			}
-			candidates.retain(|peer| *peer != self.peer_id);
+			candidates.retain(|peer| *peer != self.peer_id && !self.is_banned(peer));
 			for peer in candidates {
-				match self.fetch_from(peer, hash, None, check).await {
-					Ok(Some(bytes)) => return Ok(bytes),
-					Ok(None) => bail!("stopped early"),
-					Err(error) => {
+				match self.fetch_checked(peer, hash, check).await {
+					Ok(bytes) => return Ok(bytes),
+					Err(Failure::Bad(error)) => {
+						self.ban(peer, &error);
+						last_error = Some(error);
+					},
+					Err(Failure::Unavailable(error)) => {
 						crate::metrics::get().fetch_failures.inc();
 						tracing::warn!(%peer, "fetching {} failed: {error:#}", hex(&hash));
 						last_error = Some(error);
@@ -338,48 +377,84 @@ impl Network {
 	/// middle of a transfer leaves behind. Returns the bytes held so far.
 	pub async fn fetch_partially(&self, hash: Digest, chunks: usize) -> Result<u64> {
 		let peer = *self.peers().await.first().context("no peer connected")?;
-		self.fetch_from(peer, hash, Some(chunks), &hashes_to(hash)).await?;
+		self.fetch_from(peer, hash, Some(chunks)).await.map_err(|(Failure::Bad(error) | Failure::Unavailable(error))| error)?;
 		Ok(std::fs::metadata(self.store.partial_path(&hash)).map(|meta| meta.len()).unwrap_or(0))
 	}
 
-	/// Fetches `hash` from `peer` chunk by chunk, resuming a partial file left by an
-	/// earlier attempt, and stores it once `check` accepts it. With `limit`, stops after
-	/// that many chunks and returns `None`.
-	async fn fetch_from(&self, peer: PeerId, hash: Digest, limit: Option<usize>, check: &Check<'_>) -> Result<Option<Vec<u8>>> {
+	/// Fetches `hash` from `peer` ([`Self::fetch_from`]) and stores it once `check`
+	/// accepts it. Bytes that fail the check are the peer's fault only if it sent them all:
+	/// a transfer that resumed from a partial file (another peer's bytes, or a crash's) is
+	/// fetched once more from the start before the peer is blamed.
+	async fn fetch_checked(&self, peer: PeerId, hash: Digest, check: &Check<'_>) -> Result<Vec<u8>, Failure> {
 		let partial = self.store.partial_path(&hash);
-		let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&partial)?;
-		let mut offset = file.metadata()?.len();
+		for attempt in 0..2 {
+			let resumed = std::fs::metadata(&partial).map(|meta| meta.len() > 0).unwrap_or(false);
+			self.fetch_from(peer, hash, None).await?;
+			let bytes = std::fs::read(&partial).map_err(|error| Failure::Unavailable(error.into()))?;
+			let _ = std::fs::remove_file(&partial);
+			match check(&bytes) {
+				Ok(()) => {
+					self.store.put_as(&hash, &bytes).map_err(Failure::Unavailable)?;
+					self.provide(hash);
+					return Ok(bytes);
+				},
+				Err(error) if resumed && attempt == 0 => {
+					tracing::info!(%peer, "artifact {} resumed from a partial file fails its check ({error:#}): fetching it whole from this peer", hex(&hash));
+				},
+				Err(error) => {
+					return Err(Failure::Bad(anyhow!("corrupt artifact {} from peer {peer}: {error:#}; discarded", hex(&hash))));
+				},
+			}
+		}
+		Err(Failure::Unavailable(anyhow!("artifact {} failed its check twice", hex(&hash))))
+	}
+
+	/// Fetches `hash` from `peer` chunk by chunk into its partial file, resuming from what
+	/// the file holds. The peer's first answer fixes the artifact's length: a later one
+	/// that names another, or a chunk that does not fit it, is bad bytes. With `limit`,
+	/// stops after that many chunks.
+	async fn fetch_from(&self, peer: PeerId, hash: Digest, limit: Option<usize>) -> Result<(), Failure> {
+		let io = |error: std::io::Error| Failure::Unavailable(error.into());
+		let partial = self.store.partial_path(&hash);
+		// Created once the peer answers with the artifact: one that does not hold it
+		// leaves nothing behind.
+		let open = || std::fs::OpenOptions::new().create(true).append(true).open(&partial).map_err(io);
+		let mut file = None;
+		let mut offset = std::fs::metadata(&partial).map_or(0, |meta| meta.len());
+		let mut declared = None;
 		let mut fetched = 0usize;
 		loop {
 			if limit.is_some_and(|limit| fetched >= limit) {
-				return Ok(None);
+				return Ok(());
 			}
 			fetched += 1;
-			let response = self.request(peer, ChunkRequest { hash, offset }).await?;
+			let response = self.request(peer, ChunkRequest { hash, offset }).await.map_err(Failure::Unavailable)?;
 			let (total, data) = match response {
-				ChunkResponse::NotFound => bail!("the peer does not hold it"),
+				ChunkResponse::NotFound => return Err(Failure::Unavailable(anyhow!("the peer does not hold it"))),
 				ChunkResponse::Chunk { total, data } => (total, data),
 			};
+			if *declared.get_or_insert(total) != total {
+				return Err(Failure::Bad(anyhow!("the peer changed the length of artifact {} within a transfer", hex(&hash))));
+			}
 			let end = offset.saturating_add(data.len() as u64);
 			if end > total || (data.is_empty() && offset < total) {
-				bail!("the peer sent a malformed chunk");
+				// A partial file longer than the artifact is not this peer's doing.
+				if offset > total && data.is_empty() {
+					let _ = std::fs::remove_file(&partial);
+					return Err(Failure::Unavailable(anyhow!("the partial file was longer than the artifact: discarded")));
+				}
+				return Err(Failure::Bad(anyhow!("the peer sent a malformed chunk of artifact {}", hex(&hash))));
 			}
-			file.write_all(&data)?;
+			let file = match &mut file {
+				Some(file) => file,
+				None => file.insert(open()?),
+			};
+			file.write_all(&data).map_err(io)?;
 			offset = end;
 			if offset == total {
-				break;
+				return file.flush().map_err(io);
 			}
 		}
-		file.flush()?;
-		drop(file);
-		let bytes = std::fs::read(&partial)?;
-		let _ = std::fs::remove_file(&partial);
-		if let Err(error) = check(&bytes) {
-			bail!("corrupt artifact {} from peer {peer}: {error:#}; discarded", hex(&hash));
-		}
-		self.store.put_as(&hash, &bytes)?;
-		self.provide(hash);
-		Ok(Some(bytes))
 	}
 }
 
@@ -399,8 +474,14 @@ fn read_chunk(path: &Path, offset: u64) -> ChunkResponse {
 async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedReceiver<Command>, store: Store) {
 	let mut requests: HashMap<OutboundRequestId, oneshot::Sender<Result<ChunkResponse>>> = HashMap::new();
 	let mut provider_queries: HashMap<kad::QueryId, (oneshot::Sender<Vec<PeerId>>, HashSet<PeerId>)> = HashMap::new();
+	// Chunks read off the loop come back here to be sent.
+	let (served_sender, mut served) = mpsc::channel::<(request_response::ResponseChannel<ChunkResponse>, ChunkResponse)>(SERVING_READS);
+	let reads = Arc::new(tokio::sync::Semaphore::new(SERVING_READS));
 	loop {
 		tokio::select! {
+			Some((channel, response)) = served.recv() => {
+				let _ = swarm.behaviour_mut().artifacts.send_response(channel, response);
+			},
 			command = commands.recv() => match command {
 				None => return,
 				Some(Command::Provide(hash)) => {
@@ -429,8 +510,13 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 			event = swarm.select_next_some() => match event {
 				SwarmEvent::Behaviour(BehaviourEvent::Artifacts(request_response::Event::Message { message, .. })) => match message {
 					request_response::Message::Request { request, channel, .. } => {
-						let response = read_chunk(&store.path(&request.hash), request.offset);
-						let _ = swarm.behaviour_mut().artifacts.send_response(channel, response);
+						let (path, served, reads) = (store.path(&request.hash), served_sender.clone(), reads.clone());
+						tokio::spawn(async move {
+							let Ok(_read) = reads.acquire_owned().await else { return };
+							if let Ok(response) = tokio::task::spawn_blocking(move || read_chunk(&path, request.offset)).await {
+								let _ = served.send((channel, response)).await;
+							}
+						});
 					},
 					request_response::Message::Response { request_id, response } => {
 						if let Some(reply) = requests.remove(&request_id) {

@@ -264,7 +264,7 @@ impl Solver {
 			crate::metrics::serve(address);
 		}
 		let metrics = crate::metrics::get();
-		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me: me.clone() };
+		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me: me.clone(), datasets: Default::default() };
 		Ok(Self {
 			best: chain.follow_best(),
 			chain,

@@ -198,7 +198,7 @@ impl Verifier {
 		let checked_dir = verdicts_dir.join("checked");
 		std::fs::create_dir_all(&checked_dir).with_context(|| format!("cannot create {}", checked_dir.display()))?;
 		// Kept apart from a solver's units: this folder holds this node's own runs.
-		let inputs = Inputs { store, network, units_dir: data_dir.join("verified"), me: me.clone() };
+		let inputs = Inputs { store, network, units_dir: data_dir.join("verified"), me: me.clone(), datasets: Default::default() };
 		Ok(Self {
 			best: chain.follow_best(),
 			chain,

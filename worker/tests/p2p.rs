@@ -1,8 +1,9 @@
-//! Two workers exchange an artifact over libp2p on loopback: the fetcher is restarted in
-//! the middle of the transfer and resumes where it stopped; an artifact whose bytes do
-//! not match its hash is refused; a unit's trace manifest crosses under its trace root,
-//! and one that does not rebuild the root is refused; a hash nobody holds is a clear
-//! error, not a hang.
+//! Workers exchange artifacts over libp2p on loopback: the fetcher is restarted in the
+//! middle of a transfer and resumes where it stopped; a partial file of bytes no peer sent
+//! is not blamed on the peer that finishes the transfer; a peer that serves bytes that do
+//! not match their name is refused and banned, and the artifact comes from an honest peer;
+//! a unit's trace manifest crosses under its trace root, and one that does not rebuild the
+//! root is refused; a hash nobody holds is a clear error, not a hang.
 
 use std::time::Duration;
 
@@ -53,14 +54,42 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	assert_eq!(store_b.get(&hash).unwrap(), artifact);
 	assert!(!store_b.partial_path(&hash).exists());
 
-	// A holds bytes under a name they do not hash to: B refuses them and keeps nothing.
+	// A partial file of bytes nobody sent (a torn write): the transfer that resumes from it
+	// fails its check, is fetched whole again from A, and A is not blamed.
+	let reversed: Vec<u8> = artifact.iter().rev().copied().collect();
+	let reversed_hash = store_a.put(&reversed).unwrap();
+	a.provide(reversed_hash);
+	std::fs::write(store_b.partial_path(&reversed_hash), vec![0u8; CHUNK]).unwrap();
+	assert_eq!(b.fetch(reversed_hash, Duration::from_secs(20)).await.unwrap(), reversed);
+	assert!(!b.is_banned(&a.peer_id()));
+
+	// C holds bytes under a name they do not hash to: B refuses them, keeps nothing and
+	// bans C. The artifact then comes from A, and C is not asked again, even for an
+	// artifact it holds.
+	let dir_c = base.join("c");
+	let store_c = Store::open(&dir_c).unwrap();
 	let forged = digest_bytes(b"the real model");
-	std::fs::write(store_a.path(&forged), b"a different model").unwrap();
-	a.provide(forged);
-	let error = b.fetch(forged, Duration::from_secs(5)).await.unwrap_err().to_string();
-	assert!(error.contains("corrupt artifact"), "{error}");
+	std::fs::write(store_c.path(&forged), b"a different model").unwrap();
+	let c = Network::start(&args(vec![]), store_c.clone(), &dir_c).await.unwrap();
+	b.dial(c.listening().await.unwrap().remove(0));
+	for _ in 0..100 {
+		if b.peers().await.contains(&c.peer_id()) {
+			break;
+		}
+		tokio::time::sleep(Duration::from_millis(50)).await;
+	}
+	assert!(b.fetch(forged, Duration::from_secs(3)).await.is_err());
+	assert!(b.is_banned(&c.peer_id()), "the peer that sent a corrupt artifact is banned");
+	assert!(!b.is_banned(&a.peer_id()), "the peer that did not hold it is not");
 	assert!(!store_b.contains(&forged));
 	assert!(!store_b.partial_path(&forged).exists());
+	assert_eq!(store_a.put(b"the real model").unwrap(), forged);
+	a.provide(forged);
+	assert_eq!(b.fetch(forged, Duration::from_secs(20)).await.unwrap(), b"the real model");
+	let only_c = store_c.put(b"only C holds this").unwrap();
+	c.provide(only_c);
+	let error = b.fetch(only_c, Duration::from_secs(2)).await.unwrap_err().to_string();
+	assert!(error.contains("does not hold it") || error.contains("no peer offers it"), "{error}");
 
 	// A trace manifest is named by the root its boundaries build, not by its bytes' hash.
 	let manifest =
@@ -81,12 +110,13 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	let error = b.fetch_with(claimed, Duration::from_secs(5), &check).await.unwrap_err().to_string();
 	assert!(error.contains("corrupt artifact") && error.contains("build the segment root"), "{error}");
 	assert!(!store_b.contains(&claimed));
+	assert!(b.is_banned(&a.peer_id()));
 
 	// Nobody holds this one: a clear error once the patience runs out.
 	let absent = digest_bytes(b"nobody has this");
 	let error = b.fetch(absent, Duration::from_secs(2)).await.unwrap_err().to_string();
 	assert!(error.contains("does not hold it") || error.contains("no peer offers it"), "{error}");
 
-	drop((a, b));
+	drop((a, b, c));
 	let _ = std::fs::remove_dir_all(&base);
 }
