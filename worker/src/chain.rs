@@ -80,9 +80,54 @@ pub struct Chain {
 	/// Held (shared) by every submission the node has not yet answered; [`Chain::settle`]
 	/// takes it whole, so the process waits for them before it exits.
 	in_flight: Arc<tokio::sync::RwLock<()>>,
-	/// The duties whose transactions were handed over ([`Chain::send_in_background`]), by
-	/// key: `None` while in flight, then the block that included it.
-	background: Arc<std::sync::Mutex<HashMap<String, Option<u64>>>>,
+	/// The duties whose transactions were handed over ([`Chain::send_in_background`]).
+	background: Background,
+}
+
+/// The duties whose transactions were handed over, by key: `None` while in flight, then
+/// the block that included it.
+#[derive(Clone, Default)]
+struct Background(Arc<std::sync::Mutex<HashMap<String, Option<u64>>>>);
+
+impl Background {
+	fn duties(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<u64>>> {
+		self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+	}
+
+	/// Whether a pass reading the chain at block `now` must not send the duty `key`
+	/// again: its transaction is in flight, or in a block after `now` (the pass reads a
+	/// state without it).
+	fn holds(&self, key: &str, now: u64) -> bool {
+		let mut duties = self.duties();
+		match duties.get(key) {
+			Some(None) => true,
+			Some(Some(included)) if now < *included => true,
+			Some(Some(_)) => {
+				duties.remove(key);
+				false
+			},
+			None => false,
+		}
+	}
+
+	/// Takes the duty `key` for a pass at block `now`, unless [`Self::holds`] it.
+	fn take(&self, key: &str, now: u64) -> bool {
+		if self.holds(key, now) {
+			return false;
+		}
+		self.duties().insert(key.to_owned(), None);
+		true
+	}
+
+	/// The duty `key`'s transaction ended: included in block `included`, or not at all
+	/// (refused, or its block unknown), and then the duty may be sent again at once.
+	fn settle(&self, key: String, included: Option<u64>) {
+		let mut duties = self.duties();
+		match included {
+			Some(number) => duties.insert(key, Some(number)),
+			None => duties.remove(&key),
+		};
+	}
 }
 
 /// What a transaction handed over is awaited for before its duty counts as done.
@@ -267,7 +312,7 @@ impl Chain {
 			rpc: LegacyRpcMethods::new(rpc),
 			nonces: Arc::default(),
 			in_flight: Arc::default(),
-			background: Arc::default(),
+			background: Background::default(),
 		};
 		// Refuse a node whose runtime this worker was not generated for, before any
 		// transaction is signed against it.
@@ -406,16 +451,7 @@ impl Chain {
 	/// at block `now` must not send again: still in flight, or included in a block after
 	/// `now` (the pass reads a state without it).
 	pub fn in_background(&self, key: &str, now: u64) -> bool {
-		let mut background = self.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-		match background.get(key) {
-			Some(None) => true,
-			Some(Some(included)) if now < *included => true,
-			Some(Some(_)) => {
-				background.remove(key);
-				false
-			},
-			None => false,
-		}
+		self.background.holds(key, now)
 	}
 
 	/// Hands `call` over for the duty `key` and returns at once: it is signed, sent and
@@ -435,10 +471,9 @@ impl Chain {
 	where
 		Call: subxt::tx::Payload + Send + Sync + 'static,
 	{
-		if self.in_background(&key, now) {
+		if !self.background.take(&key, now) {
 			return false;
 		}
-		self.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(key.clone(), None);
 		let (chain, signer) = (self.clone(), signer.clone());
 		tokio::spawn(async move {
 			let (outcome, included) = match settled {
@@ -455,13 +490,7 @@ impl Chain {
 				// Finalized: every best block a pass reads from now on holds it.
 				Settled::Finalized => (chain.send(&call, &signer).await, None),
 			};
-			{
-				let mut background = chain.background.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-				match included {
-					Some(number) => background.insert(key, Some(number)),
-					None => background.remove(&key),
-				};
-			}
+			chain.background.settle(key, included);
 			done(outcome);
 		});
 		true
@@ -735,7 +764,23 @@ impl Heartbeat {
 
 #[cfg(test)]
 mod tests {
-	use super::profile_changed;
+	use super::{profile_changed, Background};
+
+	/// A duty handed over is not sent again while its transaction is in flight, nor by a
+	/// pass that reads a block older than the one that included it; a refused one is sent
+	/// again at once.
+	#[test]
+	fn a_duty_handed_over_is_sent_once_until_a_pass_reads_the_block_that_holds_it() {
+		let background = Background::default();
+		assert!(background.take("reveal", 10));
+		assert!(!background.take("reveal", 11), "in flight");
+		assert!(background.take("time_out", 11), "another duty goes meanwhile");
+		background.settle("reveal".into(), Some(13));
+		assert!(!background.take("reveal", 12), "a pass that read a block before its inclusion");
+		assert!(background.take("reveal", 13), "a pass that reads its block sees it: due again only if the chain says so");
+		background.settle("time_out".into(), None);
+		assert!(background.take("time_out", 11), "refused: sent again");
+	}
 	use touchstone_primitives::{DeviceKind, HardwareProfile};
 
 	fn profile(model: &str, throughput_gflops: u32) -> HardwareProfile {

@@ -34,6 +34,12 @@ pub fn to_bytes(data: &Dataset) -> Vec<u8> {
 	bytes
 }
 
+/// The length of the dataset file of `samples` samples of `features` features each.
+pub fn file_len(samples: u64, features: u64) -> u64 {
+	let words = 3u64.saturating_add(samples.saturating_mul(features.saturating_add(1)));
+	(PREFIX.len() as u64).saturating_add(words.saturating_mul(4))
+}
+
 /// Decodes a dataset file, refusing anything malformed.
 pub fn from_bytes(bytes: &[u8]) -> Result<Dataset> {
 	let body = bytes.strip_prefix(PREFIX).context("not a Touchstone dataset file (wrong prefix)")?;
@@ -169,6 +175,7 @@ mod tests {
 	fn a_dataset_file_round_trips_and_its_hash_is_the_dataset_digest() {
 		let data = synthetic(3, 50, 6, 4);
 		let bytes = to_bytes(&data);
+		assert_eq!(bytes.len() as u64, file_len(50, 6));
 		assert_eq!(digest_bytes(&bytes), data.digest());
 		assert_eq!(from_bytes(&bytes).unwrap(), data);
 		assert!(from_bytes(&bytes[..bytes.len() - 4]).is_err());

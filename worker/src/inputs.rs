@@ -95,22 +95,29 @@ impl Inputs {
 		if !missing {
 			return Ok(());
 		}
+		// The most bytes each can hold, from the job's shapes: a peer that declares more
+		// is lying.
+		let model = kernel_model(&job.spec.model);
+		let model_bound = crate::train::model_file_bound(&model, &kernel_train(&job.spec.hyper))?;
+		let features = model.input_len().map_err(|error| anyhow!("{error:?}"))? as u64;
+		let dataset_bound = crate::dataset::file_len(u64::from(job.spec.dataset.samples), features);
 		self.connect(chain, at, job_id, job).await?;
 		if !self.store.contains(&dataset) {
 			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
-			self.network.fetch(dataset, patience).await.context("the job's dataset")?;
+			self.network.fetch(dataset, patience, dataset_bound).await.context("the job's dataset")?;
 		}
 		let Some(start) = start else { return Ok(()) };
 		if from_initial {
 			if let Some(weights) = weights.filter(|hash| !self.store.contains(hash)) {
 				tracing::info!(job = job_id, "fetching the job's initial weights {} from peers", hex(&weights));
-				self.network.fetch(weights, patience).await.context("the job's initial weights")?;
+				self.network.fetch(weights, patience, model_bound).await.context("the job's initial weights")?;
 			}
 			return Ok(());
 		}
 		if !self.store.contains(&start) {
 			tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&start));
-			self.network.fetch_with(start, patience, &holds_state(start)).await.context("the unit's start model")?;
+			let check = holds_state(start);
+			self.network.fetch_with(start, patience, &check, model_bound).await.context("the unit's start model")?;
 		}
 		Ok(())
 	}

@@ -14,7 +14,8 @@
 //!   it); a mismatch discards the partial file and is an error naming the peer that sent
 //!   it.
 //! - **Bad peers**: a peer that sent an artifact that fails its check, a malformed chunk,
-//!   or a length that changes within a transfer is banned for [`BAN`]: no fetch asks it
+//!   a length that changes within a transfer, or one longer than the artifact can be (the
+//!   caller's bound, from what the chain commits) is banned for [`BAN`]: no fetch asks it
 //!   again meanwhile. Bytes a transfer resumed from are not blamed on the peer that
 //!   finished it: the whole artifact is fetched once more from that peer alone, and only a
 //!   second failure bans it.
@@ -326,13 +327,16 @@ impl Network {
 
 	/// The artifact `hash`: from the local store, or else fetched from a peer that
 	/// provides it, checked, and stored. Waits up to `patience` for a provider to appear.
-	pub async fn fetch(&self, hash: Digest, patience: Duration) -> Result<Vec<u8>> {
-		self.fetch_with(hash, patience, &hashes_to(hash)).await
+	/// `max_len` is the most bytes the artifact can hold, known from what the chain
+	/// commits (the job's dataset and model shapes): a peer that declares more is banned,
+	/// and the disk never holds more than that of it.
+	pub async fn fetch(&self, hash: Digest, patience: Duration, max_len: u64) -> Result<Vec<u8>> {
+		self.fetch_with(hash, patience, &hashes_to(hash), max_len).await
 	}
 
 	/// As [`Network::fetch`], for an artifact named by something other than its hash (a
 	/// unit's trace manifest, by its trace root): `check` decides whether bytes are it.
-	pub async fn fetch_with(&self, hash: Digest, patience: Duration, check: &Check<'_>) -> Result<Vec<u8>> {
+	pub async fn fetch_with(&self, hash: Digest, patience: Duration, check: &Check<'_>, max_len: u64) -> Result<Vec<u8>> {
 		if self.store.contains(&hash) {
 			return self.store.get_with(&hash, check);
 		}
@@ -347,7 +351,7 @@ impl Network {
 			}
 			candidates.retain(|peer| *peer != self.peer_id && !self.is_banned(peer));
 			for peer in candidates {
-				match self.fetch_checked(peer, hash, check).await {
+				match self.fetch_checked(peer, hash, check, max_len).await {
 					Ok(bytes) => return Ok(bytes),
 					Err(Failure::Bad(error)) => {
 						self.ban(peer, &error);
@@ -377,7 +381,7 @@ impl Network {
 	/// middle of a transfer leaves behind. Returns the bytes held so far.
 	pub async fn fetch_partially(&self, hash: Digest, chunks: usize) -> Result<u64> {
 		let peer = *self.peers().await.first().context("no peer connected")?;
-		self.fetch_from(peer, hash, Some(chunks)).await.map_err(|(Failure::Bad(error) | Failure::Unavailable(error))| error)?;
+		self.fetch_from(peer, hash, u64::MAX, Some(chunks)).await.map_err(|(Failure::Bad(error) | Failure::Unavailable(error))| error)?;
 		Ok(std::fs::metadata(self.store.partial_path(&hash)).map(|meta| meta.len()).unwrap_or(0))
 	}
 
@@ -385,11 +389,11 @@ impl Network {
 	/// accepts it. Bytes that fail the check are the peer's fault only if it sent them all:
 	/// a transfer that resumed from a partial file (another peer's bytes, or a crash's) is
 	/// fetched once more from the start before the peer is blamed.
-	async fn fetch_checked(&self, peer: PeerId, hash: Digest, check: &Check<'_>) -> Result<Vec<u8>, Failure> {
+	async fn fetch_checked(&self, peer: PeerId, hash: Digest, check: &Check<'_>, max_len: u64) -> Result<Vec<u8>, Failure> {
 		let partial = self.store.partial_path(&hash);
 		for attempt in 0..2 {
 			let resumed = std::fs::metadata(&partial).map(|meta| meta.len() > 0).unwrap_or(false);
-			self.fetch_from(peer, hash, None).await?;
+			self.fetch_from(peer, hash, max_len, None).await?;
 			let bytes = std::fs::read(&partial).map_err(|error| Failure::Unavailable(error.into()))?;
 			let _ = std::fs::remove_file(&partial);
 			match check(&bytes) {
@@ -410,10 +414,10 @@ impl Network {
 	}
 
 	/// Fetches `hash` from `peer` chunk by chunk into its partial file, resuming from what
-	/// the file holds. The peer's first answer fixes the artifact's length: a later one
-	/// that names another, or a chunk that does not fit it, is bad bytes. With `limit`,
-	/// stops after that many chunks.
-	async fn fetch_from(&self, peer: PeerId, hash: Digest, limit: Option<usize>) -> Result<(), Failure> {
+	/// the file holds. The peer's first answer fixes the artifact's length, which must not
+	/// pass `max_len`: a longer one, a later answer that names another, or a chunk that
+	/// does not fit it, is bad bytes. With `limit`, stops after that many chunks.
+	async fn fetch_from(&self, peer: PeerId, hash: Digest, max_len: u64, limit: Option<usize>) -> Result<(), Failure> {
 		let io = |error: std::io::Error| Failure::Unavailable(error.into());
 		let partial = self.store.partial_path(&hash);
 		// Created once the peer answers with the artifact: one that does not hold it
@@ -433,6 +437,12 @@ impl Network {
 				ChunkResponse::NotFound => return Err(Failure::Unavailable(anyhow!("the peer does not hold it"))),
 				ChunkResponse::Chunk { total, data } => (total, data),
 			};
+			if total > max_len {
+				return Err(Failure::Bad(anyhow!(
+					"the peer declares artifact {} {total} bytes long, more than the {max_len} it can hold",
+					hex(&hash)
+				)));
+			}
 			if *declared.get_or_insert(total) != total {
 				return Err(Failure::Bad(anyhow!("the peer changed the length of artifact {} within a transfer", hex(&hash))));
 			}

@@ -39,6 +39,12 @@ pub struct TraceManifest {
 }
 
 impl TraceManifest {
+	/// The most bytes the manifest of a unit of `segments` segments can hold: a boundary
+	/// and at most one checkpoint a segment, and the two lists' lengths.
+	pub fn max_len(segments: u32) -> u64 {
+		16 + 104 * u64::from(segments)
+	}
+
 	/// The manifest of the unit trained in `work.dir`: its saved boundaries, and the
 	/// checkpoint files there whose state is the boundary's (a torn or stale file is left out).
 	pub fn of_unit(work: &UnitWork) -> Result<Self> {
@@ -266,6 +272,16 @@ pub(crate) mod tests {
 	use touchstone_kernels::job::fault::Fault;
 	use touchstone_kernels::CpuBackend;
 	use touchstone_primitives::{Segments, VerificationMode};
+
+	/// A manifest holds a boundary and a checkpoint a segment, inside its bound.
+	#[test]
+	fn a_manifest_fits_the_bound_its_segments_give() {
+		for segments in [1u32, 7, 300] {
+			let n = segments as usize;
+			let manifest = TraceManifest { boundaries: vec![(1, [1; 32], [2; 32]); n], checkpoints: vec![(1, [3; 32]); n] };
+			assert!(manifest.encode().len() as u64 <= TraceManifest::max_len(segments), "{segments} segments");
+		}
+	}
 	use polkadot_sdk::sp_runtime::FixedU64;
 
 	/// Replays every segment of the unit trained in `work` against its own manifest, each

@@ -267,7 +267,8 @@ pub async fn fetch(
 				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
 			}
 		}
-		network.fetch_with(root, Duration::from_secs(60), &check).await.context("fetching the final model from the solvers")?
+		let bound = train::model_file_bound(&kernel_model(&job.spec.model), &touchstone_primitives::referee::kernel_train(&job.spec.hyper))?;
+		network.fetch_with(root, Duration::from_secs(60), &check, bound).await.context("fetching the final model from the solvers")?
 	};
 	std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
 	println!("wrote {} ({} bytes, state root {}, the one the chain proved)", out.display(), bytes.len(), hex(&root));

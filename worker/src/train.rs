@@ -104,6 +104,19 @@ pub enum Progress {
 const RECORDS: &str = "records.txt";
 const BOUNDARIES: &str = "boundaries.txt";
 
+/// Room a model file takes beyond its state's words: the safetensors header (each
+/// tensor's name, shape and offsets) and Touchstone's metadata.
+const MODEL_FILE_HEADER_BOUND: u64 = 1 << 20;
+
+/// The most bytes a model file (a checkpoint, initial weights, a final model) of `model`
+/// trained with `train` can hold: its state's words and a header. A peer that declares a
+/// longer one is lying.
+pub fn model_file_bound(model: &ModelConfig, train: &TrainConfig) -> Result<u64> {
+	let graph = touchstone_kernels::proof::graph::Graph::build(model, train).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+	let words: u64 = graph.state_lens().map(|len| len as u64).sum();
+	Ok(words.saturating_mul(4).saturating_add(MODEL_FILE_HEADER_BOUND))
+}
+
 /// The state a job starts from: its weights and zeroed optimizer state, as the trainer
 /// builds them (which also checks that the model fits the dataset). The weights are the
 /// seeded ones, or the parameters of `weights` (a model file's state: parameters first,
@@ -493,6 +506,20 @@ pub(crate) mod tests {
 	use touchstone_kernels::job::data::synthetic;
 	use touchstone_kernels::job::model::OptimizerConfig;
 	use touchstone_kernels::{Activation, CpuBackend};
+
+	/// A model file holds its state's words and a header, inside the bound its shapes give.
+	#[test]
+	fn a_model_file_fits_the_bound_its_shapes_give() {
+		let dir = std::env::temp_dir().join(format!("touchstone-bound-{}", std::process::id()));
+		let unit = work(&dir);
+		let result = run_unit(CpuBackend, &unit, &AtomicBool::new(false), |_| {}).unwrap().unwrap();
+		let graph = touchstone_kernels::proof::graph::Graph::build(&unit.model, &unit.train).unwrap();
+		let words: u64 = graph.state_lens().map(|len| len as u64).sum();
+		let bound = model_file_bound(&unit.model, &unit.train).unwrap();
+		let len = result.final_model.len() as u64;
+		assert!(4 * words < len && len <= bound, "{len} bytes against {words} words and a bound of {bound}");
+		let _ = std::fs::remove_dir_all(&dir);
+	}
 
 	/// A 25-step unit from step 10 of a small MLP, checkpointing every 10 steps, in `dir`.
 	pub(crate) fn work(dir: &Path) -> UnitWork {

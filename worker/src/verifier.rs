@@ -456,7 +456,7 @@ impl Verifier {
 	) -> Result<Verdict> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
 		// Without the manifest no segment can be measured: each then counts as infinitely far.
-		let manifest = self.trace_manifest(trace_root).await;
+		let manifest = self.trace_manifest(&work, trace_root).await;
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let mut farthest: Option<(u32, Distance)> = None;
 		let zero = Distance { l2: 0.0, linf: 0.0, cosine: 0.0 };
@@ -514,20 +514,29 @@ impl Verifier {
 		Ok((start, end))
 	}
 
-	/// The trace manifest of the proof with `trace_root`, fetched from the solver's peers
-	/// and checked against the root.
-	async fn trace_manifest(&self, trace_root: &[u8; 32]) -> Result<TraceManifest> {
+	/// The trace manifest of the proof with `trace_root` of the unit in `work`, fetched
+	/// from the solver's peers and checked against the root.
+	async fn trace_manifest(&self, work: &UnitWork, trace_root: &[u8; 32]) -> Result<TraceManifest> {
 		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
-		let bytes =
-			self.inputs.network.fetch_with(*trace_root, FETCH_PATIENCE, &check).await.context("the unit's trace manifest")?;
+		let bound = TraceManifest::max_len(work.segments().count());
+		let network = &self.inputs.network;
+		let bytes = network.fetch_with(*trace_root, FETCH_PATIENCE, &check, bound).await.context("the unit's trace manifest")?;
 		TraceManifest::checked(&bytes, trace_root)
+	}
+
+	/// The most bytes a model file of the unit in `work` can hold.
+	fn model_bound(work: &UnitWork) -> Result<u64> {
+		crate::train::model_file_bound(&work.model, &work.train)
 	}
 
 	/// The solver's state at `step` of the unit in `work`, with its chain point: its
 	/// checkpoint there, fetched and checked against `manifest`, or the unit's start.
 	async fn solver_state(&self, work: &UnitWork, manifest: &TraceManifest, step: u32) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
 		let checkpoint = match manifest.checkpoint(step) {
-			Some(hash) => Some((hash, self.inputs.network.fetch(hash, FETCH_PATIENCE).await.context("a segment's checkpoint")?)),
+			Some(hash) => {
+				let bytes = self.inputs.network.fetch(hash, FETCH_PATIENCE, Self::model_bound(work)?).await;
+				Some((hash, bytes.context("a segment's checkpoint")?))
+			},
 			None => None,
 		};
 		segment_start(work, manifest, step, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))
@@ -546,7 +555,7 @@ impl Verifier {
 		samples: Samples<'_>,
 	) -> Result<Option<u32>> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
-		let manifest = Arc::new(self.trace_manifest(trace_root).await?);
+		let manifest = Arc::new(self.trace_manifest(&work, trace_root).await?);
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let samples = match samples {
 			Samples::Drawn(drawn) => drawn.to_vec(),
@@ -841,12 +850,13 @@ impl Verifier {
 		let segment = dispute.segment.context("the summons names no segment")?;
 		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
 		let work = self.own_run(at, dispute.job, dispute.unit).await?;
-		let manifest = self.trace_manifest(&proof.trace.root).await?;
+		let manifest = self.trace_manifest(&work, &proof.trace.root).await?;
 		let start = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?.start;
 		let checkpoint = match (start != work.first_step).then(|| manifest.checkpoint(start)) {
 			Some(hash) => {
 				let hash = hash.context("the proof's manifest names no checkpoint before the segment")?;
-				Some(self.inputs.network.fetch(hash, FETCH_PATIENCE).await.context("the checkpoint before the segment")?)
+				let bytes = self.inputs.network.fetch(hash, FETCH_PATIENCE, Self::model_bound(&work)?).await;
+				Some(bytes.context("the checkpoint before the segment")?)
 			},
 			None => None,
 		};
@@ -885,7 +895,7 @@ impl Verifier {
 				done(overturned);
 				continue;
 			}
-			let manifest = match self.trace_manifest(&proof.trace.root).await {
+			let manifest = match self.trace_manifest(&work, &proof.trace.root).await {
 				Ok(manifest) => manifest,
 				Err(error) => {
 					tracing::warn!(job = proof.job, unit = proof.unit, "summons: no manifest of the overturned proof: {error:#}");

@@ -3,7 +3,9 @@
 //! is not blamed on the peer that finishes the transfer; a peer that serves bytes that do
 //! not match their name is refused and banned, and the artifact comes from an honest peer;
 //! a unit's trace manifest crosses under its trace root, and one that does not rebuild the
-//! root is refused; a hash nobody holds is a clear error, not a hang.
+//! root is refused; a hash nobody holds is a clear error, not a hang; a peer that declares
+//! an artifact longer than the fetcher's bound is refused before a byte is written, and
+//! banned.
 
 use std::time::Duration;
 
@@ -48,7 +50,7 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 
 	// Restarted with the same store and identity, it resumes from the partial file.
 	let b = Network::start(&args(vec![address.clone()]), store_b.clone(), &dir_b).await.unwrap();
-	let fetched = b.fetch(hash, Duration::from_secs(20)).await.unwrap();
+	let fetched = b.fetch(hash, Duration::from_secs(20), u64::MAX).await.unwrap();
 	assert_eq!(digest_bytes(&fetched), hash);
 	assert_eq!(fetched, artifact);
 	assert_eq!(store_b.get(&hash).unwrap(), artifact);
@@ -60,7 +62,7 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	let reversed_hash = store_a.put(&reversed).unwrap();
 	a.provide(reversed_hash);
 	std::fs::write(store_b.partial_path(&reversed_hash), vec![0u8; CHUNK]).unwrap();
-	assert_eq!(b.fetch(reversed_hash, Duration::from_secs(20)).await.unwrap(), reversed);
+	assert_eq!(b.fetch(reversed_hash, Duration::from_secs(20), u64::MAX).await.unwrap(), reversed);
 	assert!(!b.is_banned(&a.peer_id()));
 
 	// C holds bytes under a name they do not hash to: B refuses them, keeps nothing and
@@ -78,17 +80,17 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 		}
 		tokio::time::sleep(Duration::from_millis(50)).await;
 	}
-	assert!(b.fetch(forged, Duration::from_secs(3)).await.is_err());
+	assert!(b.fetch(forged, Duration::from_secs(3), u64::MAX).await.is_err());
 	assert!(b.is_banned(&c.peer_id()), "the peer that sent a corrupt artifact is banned");
 	assert!(!b.is_banned(&a.peer_id()), "the peer that did not hold it is not");
 	assert!(!store_b.contains(&forged));
 	assert!(!store_b.partial_path(&forged).exists());
 	assert_eq!(store_a.put(b"the real model").unwrap(), forged);
 	a.provide(forged);
-	assert_eq!(b.fetch(forged, Duration::from_secs(20)).await.unwrap(), b"the real model");
+	assert_eq!(b.fetch(forged, Duration::from_secs(20), u64::MAX).await.unwrap(), b"the real model");
 	let only_c = store_c.put(b"only C holds this").unwrap();
 	c.provide(only_c);
-	let error = b.fetch(only_c, Duration::from_secs(2)).await.unwrap_err().to_string();
+	let error = b.fetch(only_c, Duration::from_secs(2), u64::MAX).await.unwrap_err().to_string();
 	assert!(error.contains("does not hold it") || error.contains("no peer offers it"), "{error}");
 
 	// A trace manifest is named by the root its boundaries build, not by its bytes' hash.
@@ -98,7 +100,7 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	store_a.put_as(&root, &manifest.encode()).unwrap();
 	a.provide(root);
 	let check = |bytes: &[u8]| TraceManifest::checked(bytes, &root).map(|_| ());
-	let fetched = b.fetch_with(root, Duration::from_secs(20), &check).await.unwrap();
+	let fetched = b.fetch_with(root, Duration::from_secs(20), &check, u64::MAX).await.unwrap();
 	assert_eq!(TraceManifest::checked(&fetched, &root).unwrap(), manifest);
 	assert!(store_b.get_with(&root, &check).is_ok());
 	// One whose boundaries build another root is refused under that root.
@@ -107,16 +109,34 @@ async fn an_artifact_crosses_resumes_after_a_restart_and_corruption_is_refused()
 	store_a.put_as(&claimed, &other.encode()).unwrap();
 	a.provide(claimed);
 	let check = |bytes: &[u8]| TraceManifest::checked(bytes, &claimed).map(|_| ());
-	let error = b.fetch_with(claimed, Duration::from_secs(5), &check).await.unwrap_err().to_string();
+	let error = b.fetch_with(claimed, Duration::from_secs(5), &check, u64::MAX).await.unwrap_err().to_string();
 	assert!(error.contains("corrupt artifact") && error.contains("build the segment root"), "{error}");
 	assert!(!store_b.contains(&claimed));
 	assert!(b.is_banned(&a.peer_id()));
 
 	// Nobody holds this one: a clear error once the patience runs out.
 	let absent = digest_bytes(b"nobody has this");
-	let error = b.fetch(absent, Duration::from_secs(2)).await.unwrap_err().to_string();
+	let error = b.fetch(absent, Duration::from_secs(2), u64::MAX).await.unwrap_err().to_string();
 	assert!(error.contains("does not hold it") || error.contains("no peer offers it"), "{error}");
 
-	drop((a, b, c));
+	// D declares an artifact longer than the fetcher's bound (what the chain's commitments
+	// allow it): refused before a byte is written, and D is banned.
+	let dir_d = base.join("d");
+	let store_d = Store::open(&dir_d).unwrap();
+	let long = store_d.put(&artifact[..2 * CHUNK]).unwrap();
+	let d = Network::start(&args(vec![]), store_d, &dir_d).await.unwrap();
+	b.dial(d.listening().await.unwrap().remove(0));
+	for _ in 0..100 {
+		if b.peers().await.contains(&d.peer_id()) {
+			break;
+		}
+		tokio::time::sleep(Duration::from_millis(50)).await;
+	}
+	let error = b.fetch(long, Duration::from_secs(2), CHUNK as u64).await.unwrap_err().to_string();
+	assert!(error.contains("more than the"), "{error}");
+	assert!(b.is_banned(&d.peer_id()));
+	assert!(!store_b.partial_path(&long).exists());
+
+	drop((a, b, c, d));
 	let _ = std::fs::remove_dir_all(&base);
 }
