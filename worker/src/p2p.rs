@@ -32,7 +32,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use codec::{Decode, Encode};
 use futures::prelude::*;
 use libp2p::identity::Keypair;
-use libp2p::kad::{self, store::MemoryStore, GetProvidersOk, QueryResult, RecordKey};
+use libp2p::kad::{self, store::MemoryStore, store::MemoryStoreConfig, GetProvidersOk, QueryResult, RecordKey};
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
 use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
@@ -54,6 +54,11 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BAN: Duration = Duration::from_secs(3600);
 /// How many chunk reads from disk a node serves at once: each holds a chunk in memory.
 pub const SERVING_READS: usize = 8;
+/// How many keys the DHT's memory store holds provider records for, this node's and
+/// others' (libp2p's default is 1,024, which a solver that announces every checkpoint
+/// passes within a few jobs, after which announcements fail). A record is about a hundred
+/// bytes, so this is a few megabytes at most.
+const PROVIDER_KEYS: usize = 65_536;
 
 /// A request for part of an artifact.
 #[derive(Clone, Debug, Encode, Decode)]
@@ -201,7 +206,8 @@ impl Network {
 			.map_err(|error| anyhow!("cannot set up the network transport: {error}"))?
 			.with_behaviour(|key| {
 				let peer_id = key.public().to_peer_id();
-				let mut kademlia = kad::Behaviour::new(peer_id, MemoryStore::new(peer_id));
+				let config = MemoryStoreConfig { max_records: PROVIDER_KEYS, max_provided_keys: PROVIDER_KEYS, ..Default::default() };
+				let mut kademlia = kad::Behaviour::new(peer_id, MemoryStore::with_config(peer_id, config));
 				kademlia.set_mode(Some(kad::Mode::Server));
 				let mdns = if mdns_enabled { mdns::tokio::Behaviour::new(mdns::Config::default(), peer_id).ok() } else { None };
 				Behaviour {
@@ -495,7 +501,9 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 			command = commands.recv() => match command {
 				None => return,
 				Some(Command::Provide(hash)) => {
-					let _ = swarm.behaviour_mut().kademlia.start_providing(RecordKey::new(&hash));
+					if let Err(error) = swarm.behaviour_mut().kademlia.start_providing(RecordKey::new(&hash)) {
+						tracing::warn!("cannot announce artifact {}: {error:?}; peers connected to this node still fetch it", hex(&hash));
+					}
 				},
 				Some(Command::Providers(hash, reply)) => {
 					let id = swarm.behaviour_mut().kademlia.get_providers(RecordKey::new(&hash));
