@@ -364,7 +364,7 @@ impl Chain {
 	/// error naming the runtime's error.
 	pub async fn send<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<Events> {
 		let outcome = self.send_finalized(call, signer).await;
-		count_transaction(call, &outcome);
+		count_transaction(call, outcome.is_ok());
 		outcome
 	}
 
@@ -439,26 +439,16 @@ impl Chain {
 	/// As [`Chain::send_in_block`], with the hash of the block that included it.
 	async fn send_in_block_at<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<(Events, subxt::utils::H256)> {
 		let outcome = self.include_in_block(call, signer).await;
-		let (counted, block) = match outcome {
-			Ok((events, block)) => (Ok(events), Some(block)),
-			Err(error) => (Err(error), None),
-		};
-		count_transaction(call, &counted);
-		counted.map(|events| (events, block.unwrap_or_default()))
-	}
-
-	/// Whether the duty `key` has a transaction handed over that a pass reading the chain
-	/// at block `now` must not send again: still in flight, or included in a block after
-	/// `now` (the pass reads a state without it).
-	pub fn in_background(&self, key: &str, now: u64) -> bool {
-		self.background.holds(key, now)
+		count_transaction(call, outcome.is_ok());
+		outcome
 	}
 
 	/// Hands `call` over for the duty `key` and returns at once: it is signed, sent and
 	/// awaited (`settled`) on a task of its own, so the pass that found the duty goes on
 	/// with its others (a dispute move, a reveal and a finalization due together go out in
-	/// one block, not three). While it is in the background ([`Chain::in_background`]) the
-	/// duty is not sent again: returns `false`, sending nothing. `done` gets the outcome.
+	/// one block, not three). While it is in flight, or included in a block after `now`
+	/// (the pass read a state without it), the duty is not sent again: returns `false`,
+	/// sending nothing. `done` gets the outcome.
 	pub fn send_in_background<Call>(
 		&self,
 		key: String,
@@ -728,9 +718,9 @@ fn profile_changed(declared: &touchstone_primitives::HardwareProfile, measured: 
 }
 
 /// Counts a transaction's outcome under its call's name (`Pallet.call`).
-fn count_transaction<Call: subxt::tx::Payload>(call: &Call, outcome: &Result<Events>) {
+fn count_transaction<Call: subxt::tx::Payload>(call: &Call, included: bool) {
 	let name = call.validation_details().map_or_else(|| "unknown".to_owned(), |call| format!("{}.{}", call.pallet_name, call.call_name));
-	let outcome = if outcome.is_ok() { "included" } else { "failed" };
+	let outcome = if included { "included" } else { "failed" };
 	crate::metrics::get().transactions.with_label_values(&[name.as_str(), outcome]).inc();
 }
 
@@ -765,6 +755,7 @@ impl Heartbeat {
 #[cfg(test)]
 mod tests {
 	use super::{profile_changed, Background};
+	use touchstone_primitives::{DeviceKind, HardwareProfile};
 
 	/// A duty handed over is not sent again while its transaction is in flight, nor by a
 	/// pass that reads a block older than the one that included it; a refused one is sent
@@ -781,7 +772,6 @@ mod tests {
 		background.settle("time_out".into(), None);
 		assert!(background.take("time_out", 11), "refused: sent again");
 	}
-	use touchstone_primitives::{DeviceKind, HardwareProfile};
 
 	fn profile(model: &str, throughput_gflops: u32) -> HardwareProfile {
 		HardwareProfile {

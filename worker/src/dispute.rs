@@ -231,6 +231,12 @@ impl<'a> Run<'a> {
 	}
 }
 
+/// The key of the background duty that ends dispute `id` by timeout: the same whichever
+/// pass (a move or a chunk request's end) sends it.
+fn time_out_key(id: u64) -> String {
+	format!("dispute {id} time_out")
+}
+
 /// Sends `side`'s next move in every dispute over unit `index` of `job` that the signer
 /// plays on that side, answering from its run of the unit, which `prepare` says where to
 /// find (called only when a dispute is open). Every dispute due an answer gets one in the
@@ -282,7 +288,7 @@ pub async fn play_listed(
 			Ok(_) => tracing::info!(job, unit = index, dispute = id, "chunk request: the solver posted nothing; ended it"),
 			Err(error) => tracing::warn!(job, unit = index, dispute = id, "chunk request: time_out refused: {error:#}"),
 		};
-		chain.send_in_background(format!("dispute {id} time_out"), now.into(), calls.time_out(id), signer, Settled::Finalized, done);
+		chain.send_in_background(time_out_key(id), now.into(), calls.time_out(id), signer, Settled::Finalized, done);
 		sent_any = true;
 	}
 	if mine.is_empty() {
@@ -338,8 +344,7 @@ pub async fn play_listed(
 				chain.send_in_background(key("provide_chunk"), now, call, signer, in_block, done("provide_chunk"))
 			},
 			Move::TimeOut => {
-				let key = format!("dispute {id} time_out");
-				chain.send_in_background(key, now, calls.time_out(id), signer, Settled::Finalized, done("time_out"))
+				chain.send_in_background(time_out_key(id), now, calls.time_out(id), signer, Settled::Finalized, done("time_out"))
 			},
 		};
 		sent_any = true;
