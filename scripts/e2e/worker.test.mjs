@@ -22,7 +22,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -741,4 +741,15 @@ test('the digits job completes after its window: the solver is paid, and the mod
   const evaluated = await worker(['evaluate', '--example', 'digits', '--model', modelPath]);
   // The reference's accuracy on this run is pinned (kernels/tests/digits.rs): 352/360.
   assert.match(evaluated, /test accuracy 97\.8 % \(352\/360\)/);
+
+  // Every unit final and nothing naming the job: the solver's sweep deletes the job's
+  // unit folders, checkpoints and manifests, and keeps the final models, the job's result.
+  const solverDir = join(dataDir, 'solver');
+  const jobFolders = () => readdirSync(join(solverDir, 'units')).filter((name) => name.startsWith(`${jobId}-`));
+  await waitFor('the solver to sweep the finished job', async () => jobFolders().length === 0, { timeoutMs: 180_000 }).catch(withSolverLog);
+  assert.match(solverLog, /retention: deleted what no open unit, round or dispute can still ask for/);
+  const ledger = readFileSync(join(solverDir, 'artifacts', 'ledger', String(jobId)), 'utf8').trim().split('\n');
+  assert.equal(ledger.length, 4, `one final model a unit: ${ledger.join(', ')}`);
+  assert.ok(ledger.every((line) => line.startsWith('model ')), ledger.join(', '));
+  assert.ok(existsSync(join(solverDir, 'artifacts', onChain.slice(2))), 'the job\'s result stays');
 });

@@ -728,26 +728,38 @@ fn count_transaction<Call: subxt::tx::Payload>(call: &Call, included: bool) {
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 /// When a node last told the chain it is online: it does so about once a minute, so the
-/// scheduler offers it work and the verifier draw counts it.
-#[derive(Clone, Copy, Default)]
-pub struct Heartbeat(Option<std::time::Instant>);
+/// scheduler offers it work and the verifier draw counts it. Shared with the background
+/// task that sends it, which clears it when the heartbeat is refused.
+#[derive(Clone, Default)]
+pub struct Heartbeat(Arc<std::sync::Mutex<Option<std::time::Instant>>>);
 
 impl Heartbeat {
-	/// Marks a heartbeat as just sent (registration counts as one).
-	pub fn sent(&mut self) {
-		self.0 = Some(std::time::Instant::now());
+	fn last(&self) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
+		self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 	}
 
-	/// Sends a heartbeat unless one went out within the last minute. A failure (a node
-	/// briefly away) is logged and tried again at the next call: the chain waits minutes
-	/// for a heartbeat, and failing the caller would throw away the work in its hands.
-	pub async fn send_if_due(&mut self, chain: &Chain, signer: &Keypair) {
-		if self.0.is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
+	/// Marks a heartbeat as just sent (registration counts as one).
+	pub fn sent(&self) {
+		*self.last() = Some(std::time::Instant::now());
+	}
+
+	/// Hands a heartbeat over ([`Chain::send_in_background`]) unless one went out within
+	/// the last minute, and returns at once. A refused one (a node briefly away) is logged
+	/// and sent again at the next pass: the chain waits minutes for a heartbeat, and a pass
+	/// must not wait for one at all.
+	pub fn send_if_due(&self, chain: &Chain, now: u64, signer: &Keypair) {
+		if self.last().is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
 			return;
 		}
-		match chain.send_in_block(&runtime::transactions().staking().heartbeat(), signer).await {
-			Ok(_) => self.sent(),
-			Err(error) => tracing::warn!("heartbeat not sent, tried again next block: {error:#}"),
+		let heartbeat = self.clone();
+		let done = move |outcome: Result<Events>| {
+			if let Err(error) = outcome {
+				*heartbeat.last() = None;
+				tracing::warn!("heartbeat not sent, tried again next block: {error:#}");
+			}
+		};
+		if chain.send_in_background("heartbeat".to_owned(), now, runtime::transactions().staking().heartbeat(), signer, Settled::InBlock, done) {
+			self.sent();
 		}
 	}
 }

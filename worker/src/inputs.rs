@@ -17,7 +17,7 @@ use crate::chain::{AccountId, AtBlock, Chain, Job, WorkUnit};
 use crate::dataset::CheckedDatasets;
 use crate::hardware;
 use crate::p2p::Network;
-use crate::store::{holds_state, Store};
+use crate::store::{holds_state, Kind, Store};
 use crate::train::UnitWork;
 
 /// A worker's artifacts and the folder its units are worked in.
@@ -83,7 +83,23 @@ impl Inputs {
 	/// it: the job's dataset, and for a later step range the model the previous range
 	/// proved (named by its proven final state root, the unit's start state root, and
 	/// checked against it). `at` is the chain state the unit was read at.
+	/// Each is noted as the job's ([`Network::keep`]) once here.
 	pub async fn fetch(&self, chain: &Chain, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		let dataset = job.spec.dataset.content.hash.0;
+		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);
+		let start = unit.start_state_root.map(|root| root.0).filter(|start| *start != job.spec.initial_state_root.0);
+		self.fetch_missing(chain, at, job_id, index, job, unit).await?;
+		self.network.keep(job_id, Kind::Dataset, dataset);
+		if let Some(weights) = weights {
+			self.network.keep(job_id, Kind::Weights, weights);
+		}
+		if let Some(start) = start {
+			self.network.keep(job_id, Kind::Model, start);
+		}
+		Ok(())
+	}
+
+	async fn fetch_missing(&self, chain: &Chain, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		let patience = Duration::from_secs(30);
 		let dataset = job.spec.dataset.content.hash.0;
 		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);

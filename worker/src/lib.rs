@@ -29,6 +29,7 @@ pub mod jobfile;
 pub mod keys;
 pub mod metrics;
 pub mod p2p;
+pub mod retention;
 pub mod samples;
 pub mod solver;
 pub mod store;

@@ -3,8 +3,10 @@
 //!
 //! - **Transport**: TCP with Noise and Yamux (the libp2p the node's networking compiles).
 //! - **Discovery**: peers given with `--peer`, peers found by mDNS on the LAN, and
-//!   Kademlia: every worker announces itself as a provider of each artifact it holds, and a
-//!   fetch asks the DHT who provides the hash.
+//!   Kademlia: every worker announces itself as a provider of the artifacts others look
+//!   up (datasets, initial weights, trace manifests, final models; not checkpoints, which
+//!   those who need them ask the solver for directly), and a fetch asks the DHT who
+//!   provides the hash, and every connected peer.
 //! - **Exchange**: request-response on `/touchstone/artifact/1`; a request names a hash and
 //!   an offset, a response carries the artifact's length and up to one chunk (1 MiB).
 //!   Chunks are appended to a partial file in the store, so a transfer cut by a dropped
@@ -39,8 +41,9 @@ use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtoco
 use tokio::sync::{mpsc, oneshot};
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::hash::Digest;
+use touchstone_primitives::JobId;
 
-use crate::store::{hashes_to, Check, Store};
+use crate::store::{hashes_to, Check, Kind, Store};
 
 /// The exchange protocol.
 const PROTOCOL: StreamProtocol = StreamProtocol::new("/touchstone/artifact/1");
@@ -170,6 +173,8 @@ pub struct Network {
 	store: Store,
 	/// The peers that sent bad bytes, with when their ban ends.
 	banned: Arc<Mutex<HashMap<PeerId, Instant>>>,
+	/// The artifacts [`Network::keep`] noted, each once.
+	kept: Arc<Mutex<HashSet<(JobId, Kind, Digest)>>>,
 }
 
 /// Why a transfer from one peer failed.
@@ -231,8 +236,8 @@ impl Network {
 		}
 		let (commands, receiver) = mpsc::unbounded_channel();
 		tokio::spawn(event_loop(swarm, receiver, store.clone()));
-		let network = Self { commands, peer_id, store, banned: Arc::default() };
-		for hash in network.store.list() {
+		let network = Self { commands, peer_id, store, banned: Arc::default(), kept: Arc::default() };
+		for hash in network.store.announced() {
 			network.provide(hash);
 		}
 		Ok(network)
@@ -292,6 +297,23 @@ impl Network {
 	/// Announces that this node holds `hash`.
 	pub fn provide(&self, hash: Digest) {
 		let _ = self.send(Command::Provide(hash));
+	}
+
+	/// Notes the artifact `hash` in the store as a `kind` of job `job`, which says how
+	/// long it is kept ([`crate::retention`]), and announces it if others find that kind
+	/// through the DHT ([`Kind::announced`]). Once a process for each: passes call it
+	/// again and again. An artifact not in the store is not noted.
+	pub fn keep(&self, job: JobId, kind: Kind, hash: Digest) {
+		if !self.store.contains(&hash) {
+			return;
+		}
+		let new = self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert((job, kind, hash));
+		if new {
+			self.store.note(job, kind, &hash);
+			if kind.announced() {
+				self.provide(hash);
+			}
+		}
 	}
 
 	async fn providers(&self, hash: Digest) -> Vec<PeerId> {
@@ -405,7 +427,6 @@ impl Network {
 			match check(&bytes) {
 				Ok(()) => {
 					self.store.put_as(&hash, &bytes).map_err(Failure::Unavailable)?;
-					self.provide(hash);
 					return Ok(bytes);
 				},
 				Err(error) if resumed && attempt == 0 => {

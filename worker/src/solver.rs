@@ -18,7 +18,7 @@ use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_primitives::referee::BoundaryOpening;
 use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, WorkUnit};
+use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, Settled, WorkUnit};
 use crate::dispute::Party;
 use crate::forced::{BoundSecret, ForcedUnit, Secrets};
 use crate::hardware::{self, Detected};
@@ -26,7 +26,7 @@ use crate::inputs::Inputs;
 use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
 use crate::p2p::{Network, NetworkArgs};
-use crate::store::Store;
+use crate::store::{Kind, Store};
 use crate::train::{self, run_unit_on, BackendKind, Progress, UnitWork};
 
 /// Blocks a unit's deadline must leave when the solver commits its forced-error secret:
@@ -138,6 +138,8 @@ pub struct Solver {
 	/// The forced-error secrets of the units it took, and its forced units' reveals, on disk.
 	secrets: Secrets,
 	heartbeat: Heartbeat,
+	/// The data directory's sweeps ([`crate::retention`]).
+	sweeps: crate::retention::Sweeps,
 	/// The unit training on the device, if one is.
 	training: Option<Training>,
 	/// The trained unit whose proof is not committed yet, if one is.
@@ -278,6 +280,7 @@ impl Solver {
 			refused: BTreeSet::new(),
 			secrets: Secrets::open(data_dir.join("secrets"))?,
 			heartbeat: Heartbeat::default(),
+			sweeps: Default::default(),
 			training: None,
 			proving: None,
 		})
@@ -333,11 +336,6 @@ impl Solver {
 		Ok(())
 	}
 
-	/// Tells the chain the solver is online, at most once a minute.
-	async fn heartbeat_if_due(&mut self) {
-		self.heartbeat.send_if_due(&self.chain, &self.signer).await;
-	}
-
 	/// One pass over the chain, at every best block, whatever is training: take the
 	/// training unit's checkpoints and, once it is trained, commit its proof; answer
 	/// offers; reveal the secrets and answer the disputes of proven units; finalize what
@@ -346,11 +344,12 @@ impl Solver {
 	/// dispute move missed while a long range trains costs bond.
 	async fn tick(&mut self) -> Result<()> {
 		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
-		self.heartbeat_if_due().await;
 		// Work is read at the best block, so a unit is trained without waiting for
 		// finality; only paying out (finalize) waits for it.
 		let at = self.best.at().await?;
 		let now = at.block_number() as u32;
+		self.heartbeat.send_if_due(&self.chain, now.into(), &self.signer);
+		self.sweeps.sweep_if_due(&self.chain, &at, &self.inputs.store, &self.inputs.units_dir).await;
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let mut held = self.chain.solver_units(&at, &self.me).await?;
 		held.sort_unstable();
@@ -417,7 +416,8 @@ impl Solver {
 	/// What a proven unit owes: its forced-error reveal, its dispute moves (unless its
 	/// proof is forced: its error is deliberate, and the reveal dismisses every dispute
 	/// over it), and its finalization once its window has passed and, for a step range,
-	/// its predecessor is final. One transaction a unit a pass: each moves the chain on.
+	/// its predecessor is final. Each is handed over ([`Chain::send_in_background`]): the
+	/// duties of every unit due together go out in one block, whatever trains meanwhile.
 	async fn proven_duties(
 		&mut self,
 		at: &AtBlock,
@@ -427,11 +427,9 @@ impl Solver {
 		job: &Job,
 		unit: &WorkUnit,
 	) -> Result<()> {
-		if self.reveal_secret(at, job_id, index, unit).await? {
-			return Ok(());
-		}
-		if self.secrets.forced(job_id, index).is_none() && self.defend(at, job_id, index, job, unit).await? {
-			return Ok(());
+		self.reveal_secret(at, job_id, index, unit).await?;
+		if self.secrets.forced(job_id, index).is_none() {
+			self.defend(at, job_id, index, job, unit).await?;
 		}
 		if unit.state == UnitState::Challenged {
 			return Ok(());
@@ -447,7 +445,7 @@ impl Solver {
 		// earlier is refused (`FinalizationBlocked`) and costs a fee every block.
 		let round_open = due && self.chain.round(at, job_id, index).await?.is_some_and(|round| !round.concluded);
 		if due && predecessor_final && !round_open {
-			self.finalize(job_id, index).await?;
+			self.finalize(now, job_id, index);
 		}
 		Ok(())
 	}
@@ -624,7 +622,7 @@ impl Solver {
 					// A checkpoint this worker cannot serve must not be committed: a chunk
 					// request over it would be lost.
 					match store.put(&bytes) {
-						Ok(key) => network.provide(key),
+						Ok(key) => network.keep(job_id, Kind::Checkpoint, key),
 						Err(error) => {
 							tracing::warn!(job = job_id, unit = index, step, "checkpoint not stored: {error:#}");
 							return;
@@ -688,7 +686,7 @@ impl Solver {
 				tracing::info!(job = job_id, unit = index, "stopped; the unit resumes from its last checkpoint on restart");
 				return Ok(());
 			};
-			self.serve_results(&work, &result)?;
+			self.serve_results(job_id, &work, &result)?;
 			if let Some(job) = self.chain.job(at, job_id).await? {
 				if let Err(error) = self.train_ahead(at, job_id, index, &job, result.proof.final_state_root.0).await {
 					tracing::info!(job = job_id, unit = index.saturating_add(1), "not training the next range ahead: {error:#}");
@@ -744,13 +742,13 @@ impl Solver {
 	/// Serves a trained unit's final model, named by its proven state root (the next step
 	/// range and the job's submitter fetch it by that root and check it against it), and
 	/// its trace manifest, which verifiers check their samples against.
-	fn serve_results(&self, work: &UnitWork, result: &train::UnitResult) -> Result<()> {
+	fn serve_results(&self, job_id: JobId, work: &UnitWork, result: &train::UnitResult) -> Result<()> {
 		let model = result.proof.final_state_root.0;
 		self.inputs.store.put_as(&model, &result.final_model)?;
-		self.inputs.network.provide(model);
+		self.inputs.network.keep(job_id, Kind::Model, model);
 		let manifest = crate::samples::write_manifest(work, &self.inputs.store)?;
 		ensure!(manifest == result.proof.trace_root.0, "the unit's trace manifest does not build its proof's trace root");
-		self.inputs.network.provide(manifest);
+		self.inputs.network.keep(job_id, Kind::Manifest, manifest);
 		Ok(())
 	}
 
@@ -842,7 +840,7 @@ impl Solver {
 					Some((step, (forced, opening)))
 						if touchstone_primitives::forced_error(&plan.bound.secret, &random, job_id, index, commitment.rate) =>
 					{
-						self.inputs.network.provide(forced.trace_root.0);
+						self.inputs.network.keep(job_id, Kind::Manifest, forced.trace_root.0);
 						tracing::info!(
 							job = job_id,
 							unit = index,
@@ -876,8 +874,8 @@ impl Solver {
 	/// Reveals the forced-error secret of a proven unit once its verifiers' commit period
 	/// is over, with the root committed beside the proof's, and the honest proof's final
 	/// state if the unit is forced; forgets a forced unit once its honest proof stands.
-	/// Returns whether it sent anything.
-	async fn reveal_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, unit: &WorkUnit) -> Result<bool> {
+	/// The reveal is handed over ([`Chain::send_in_background`]) and sent once.
+	async fn reveal_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, unit: &WorkUnit) -> Result<()> {
 		use pallet_touchstone_verification::SolverSecret;
 		let forced = self.secrets.forced(job_id, index);
 		if let (Some(forced), Some(proof)) = (forced.as_ref(), unit.proof.as_ref()) {
@@ -886,16 +884,16 @@ impl Solver {
 				self.secrets.forget_forced(job_id, index);
 			}
 		}
-		let Some(round) = self.chain.round(at, job_id, index).await? else { return Ok(false) };
+		let Some(round) = self.chain.round(at, job_id, index).await? else { return Ok(()) };
 		let now = at.block_number() as u32;
 		let due = round.drawn.as_ref().is_some_and(|drawn| now >= drawn.commit_ends && now < drawn.reveal_ends);
-		let SolverSecret::Awaited { hash, .. } = round.secret else { return Ok(false) };
+		let SolverSecret::Awaited { hash, .. } = round.secret else { return Ok(()) };
 		if !due {
-			return Ok(false);
+			return Ok(());
 		}
 		let Some(bound) = self.secrets.secret(job_id, index, &hash.0) else {
 			tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: it cannot be revealed");
-			return Ok(false);
+			return Ok(());
 		};
 		let alternative = bound.other_than(&round.trace_root);
 		let honest_final_state = forced.filter(|forced| forced.honest.trace_root.0 == alternative).map(|forced| Static(forced.final_state));
@@ -907,33 +905,46 @@ impl Solver {
 			subxt::utils::H256(alternative),
 			honest_final_state,
 		);
-		self.chain.send_in_block(&reveal, &self.signer).await.context("revealing the forced-error secret")?;
-		self.metrics.reveals.with_label_values(&["secret"]).inc();
-		tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
-		Ok(true)
+		let metrics = self.metrics;
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+			Ok(_) => {
+				metrics.reveals.with_label_values(&["secret"]).inc();
+				tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
+			},
+			Err(error) => tracing::warn!(job = job_id, unit = index, "revealing the forced-error secret: {error:#}"),
+		};
+		let key = format!("unit {job_id} {index} secret {}", hex(&hash.0));
+		self.chain.send_in_background(key, now.into(), reveal, &self.signer, Settled::InBlock, done);
+		Ok(())
 	}
 
 	/// Answers the disputes over this solver's proof of a unit: the next move of each one
-	/// that awaits it. Returns whether it sent anything (the chain then moved on).
-	async fn defend(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<bool> {
+	/// that awaits it.
+	async fn defend(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		#[cfg(feature = "test-equipment")]
 		if self.args.abandon_disputes {
-			return Ok(false);
+			return Ok(());
 		}
 		let prepare = || self.prepare(job_id, index, job, unit);
-		crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Defender, prepare).await
+		crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Defender, prepare).await.map(drop)
 	}
 
-	/// Finalizes a proven unit whose window has passed, collecting its pay.
-	async fn finalize(&mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
-		let events = self.chain.send(&runtime::transactions().tasks().finalize_unit(job_id, index), &self.signer).await?;
-		if let Some(event) = events.find_first::<runtime::tasks::events::UnitFinalized>() {
-			let event = event?;
-			self.metrics.earnings.inc_by(event.paid as u64);
-			tracing::info!(job = job_id, unit = index, paid_tst = event.paid as f64 / UNIT as f64, "unit finalized and paid");
-		}
-		self.metrics.unit("finalized");
-		Ok(())
+	/// Finalizes a proven unit whose window has passed, collecting its pay: handed over
+	/// ([`Chain::send_in_background`]) and awaited to finality, for it moves money.
+	fn finalize(&self, now: u32, job_id: JobId, index: UnitIndex) {
+		let metrics = self.metrics;
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+			Ok(events) => {
+				if let Some(Ok(event)) = events.find_first::<runtime::tasks::events::UnitFinalized>() {
+					metrics.earnings.inc_by(event.paid as u64);
+					tracing::info!(job = job_id, unit = index, paid_tst = event.paid as f64 / UNIT as f64, "unit finalized and paid");
+				}
+				metrics.unit("finalized");
+			},
+			Err(error) => tracing::warn!(job = job_id, unit = index, "finalizing: {error:#}"),
+		};
+		let call = runtime::transactions().tasks().finalize_unit(job_id, index);
+		self.chain.send_in_background(format!("unit {job_id} {index} finalize"), now.into(), call, &self.signer, Settled::Finalized, done);
 	}
 }
 

@@ -4,12 +4,64 @@
 //!
 //! Every read checks the bytes against their name before handing them out, so a file
 //! damaged on disk is an error, never a silent wrong model.
+//!
+//! Beside the artifacts, a ledger notes what each is to which job ([`Kind`]), one file a
+//! job under `artifacts/ledger/`: what decides whether an artifact is announced to the
+//! network and how long it is kept ([`crate::retention`]).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_primitives::JobId;
+
+/// What an artifact is to a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+	/// The job's dataset.
+	Dataset,
+	/// The job's initial weights.
+	Weights,
+	/// A checkpoint inside a unit: asked for by its verifiers and challengers only, who
+	/// reach the solver through the endpoint it advertises.
+	Checkpoint,
+	/// A unit's trace manifest, which its verifiers check their samples against.
+	Manifest,
+	/// A unit's final model: the next step range starts from it, and the submitter fetches
+	/// the job's result by it.
+	Model,
+}
+
+impl Kind {
+	const ALL: [Kind; 5] = [Kind::Dataset, Kind::Weights, Kind::Checkpoint, Kind::Manifest, Kind::Model];
+
+	fn name(self) -> &'static str {
+		match self {
+			Kind::Dataset => "dataset",
+			Kind::Weights => "weights",
+			Kind::Checkpoint => "checkpoint",
+			Kind::Manifest => "manifest",
+			Kind::Model => "model",
+		}
+	}
+
+	fn parse(name: &str) -> Option<Self> {
+		Self::ALL.into_iter().find(|kind| kind.name() == name)
+	}
+
+	/// Whether the network is told this node provides it. Checkpoints are not: a job's
+	/// solver announces a few a segment, which would fill the DHT, and those who ask for
+	/// them (its verifiers and challengers) dial the solver's advertised endpoint.
+	pub fn announced(self) -> bool {
+		self != Kind::Checkpoint
+	}
+}
+
+/// What the ledger notes of each job: its artifacts, by kind.
+pub type Notes = BTreeMap<JobId, BTreeSet<(Kind, Digest)>>;
 
 /// A directory of artifacts named by their hash.
 #[derive(Clone, Debug)]
@@ -74,7 +126,75 @@ impl Store {
 		Ok(bytes)
 	}
 
-	/// Every artifact's hash, for serving.
+	/// Notes that `hash` is a `kind` of job `job`. A note that cannot be written is
+	/// logged: the artifact is then kept and announced as one the ledger does not know.
+	pub fn note(&self, job: JobId, kind: Kind, hash: &Digest) {
+		let dir = self.ledger_dir();
+		let write = || -> std::io::Result<()> {
+			std::fs::create_dir_all(&dir)?;
+			let mut file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(job.to_string()))?;
+			// One write a line: appends from several tasks do not interleave within it.
+			file.write_all(format!("{} {}\n", kind.name(), hex(hash)).as_bytes())
+		};
+		if let Err(error) = write() {
+			tracing::warn!(job, "cannot note artifact {} in the ledger: {error}", hex(hash));
+		}
+	}
+
+	/// What the ledger notes, by job. Lines it cannot read are skipped.
+	pub fn notes(&self) -> Notes {
+		let Ok(entries) = std::fs::read_dir(self.ledger_dir()) else { return Notes::new() };
+		let mut notes = Notes::new();
+		for entry in entries.filter_map(|entry| entry.ok()) {
+			let Some(job) = entry.file_name().to_str().and_then(|name| name.parse::<JobId>().ok()) else { continue };
+			let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+			let lines = text.lines().filter_map(|line| {
+				let (kind, hash) = line.split_once(' ')?;
+				Some((Kind::parse(kind)?, parse_digest(hash)?))
+			});
+			notes.entry(job).or_default().extend(lines);
+		}
+		notes
+	}
+
+	/// Replaces what the ledger notes of `job` (nothing: its file goes), atomically.
+	pub fn rewrite_notes(&self, job: JobId, kept: &BTreeSet<(Kind, Digest)>) -> Result<()> {
+		let path = self.ledger_dir().join(job.to_string());
+		if kept.is_empty() {
+			return match std::fs::remove_file(&path) {
+				Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error).with_context(|| format!("cannot remove {}", path.display())),
+				_ => Ok(()),
+			};
+		}
+		let text: String = kept.iter().map(|(kind, hash)| format!("{} {}\n", kind.name(), hex(hash))).collect();
+		write_atomically(&path, text.as_bytes())
+	}
+
+	/// Deletes the artifact `hash`: the bytes it held, or `None` if it was not here.
+	pub fn remove(&self, hash: &Digest) -> Result<Option<u64>> {
+		let path = self.path(hash);
+		let Ok(meta) = std::fs::metadata(&path) else { return Ok(None) };
+		std::fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
+		Ok(Some(meta.len()))
+	}
+
+	/// The artifacts to announce to the network: every one held but those the ledger
+	/// notes only as kinds that are not announced ([`Kind::announced`]). One the ledger
+	/// does not know (a submitter's dataset before its job exists) is announced.
+	pub fn announced(&self) -> Vec<Digest> {
+		let mut quiet = BTreeSet::new();
+		let mut loud = BTreeSet::new();
+		for (kind, hash) in self.notes().into_values().flatten() {
+			if kind.announced() { loud.insert(hash) } else { quiet.insert(hash) };
+		}
+		self.list().into_iter().filter(|hash| loud.contains(hash) || !quiet.contains(hash)).collect()
+	}
+
+	fn ledger_dir(&self) -> PathBuf {
+		self.dir.join("ledger")
+	}
+
+	/// Every artifact's hash.
 	pub fn list(&self) -> Vec<Digest> {
 		let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
 		entries

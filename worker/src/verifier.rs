@@ -31,13 +31,13 @@ use touchstone_kernels::proof::hash::digest_bytes;
 use touchstone_kernels::referee::UnitBoundaries;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, WorkUnit};
+use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, Settled, WorkUnit};
 use crate::dispute::{Dispute, Party};
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
 use crate::p2p::{Network, NetworkArgs};
 use crate::samples::{measure_segment, profile_segment, segment_start, ReplayDevice, TraceManifest};
-use crate::store::Store;
+use crate::store::{Kind, Store};
 use crate::train::{run_unit_on, BackendKind, UnitWork};
 
 /// How long a fetch of a solver's trace manifest or checkpoint may wait for its peers.
@@ -135,6 +135,8 @@ pub struct Verifier {
 	detected: Detected,
 	stop: Arc<AtomicBool>,
 	heartbeat: Heartbeat,
+	/// The data directory's sweeps ([`crate::retention`]).
+	sweeps: crate::retention::Sweeps,
 	/// One file per committed verdict, with its salt: a restarted verifier still reveals.
 	verdicts_dir: PathBuf,
 	/// Where exact-mode segments are re-executed, kept open between them.
@@ -209,6 +211,7 @@ impl Verifier {
 			detected,
 			stop,
 			heartbeat: Heartbeat::default(),
+			sweeps: Default::default(),
 			verdicts_dir,
 			replay,
 			checking: Arc::default(),
@@ -234,8 +237,9 @@ impl Verifier {
 	/// dispute can outlast a commit period, and a verifier busy with one must not miss
 	/// its next round.
 	async fn tick(&mut self) -> Result<()> {
-		self.heartbeat.send_if_due(&self.chain, &self.signer).await;
 		let at = self.best.at().await?;
+		self.heartbeat.send_if_due(&self.chain, at.block_number(), &self.signer);
+		self.sweeps.sweep_if_due(&self.chain, &at, &self.inputs.store, &self.inputs.units_dir).await;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
 		}
@@ -266,8 +270,7 @@ impl Verifier {
 			}
 		}
 		for (job, unit, round_id, attested, reveal) in due {
-			let result =
-				if reveal { self.reveal(job, unit, round_id).await } else { self.commit(&at, job, unit, round_id, attested).await };
+			let result = if reveal { self.reveal(now, job, unit, round_id) } else { self.commit(&at, job, unit, round_id, attested) };
 			if let Err(error) = result {
 				tracing::warn!(job, unit, "verification: {error:#}");
 			}
@@ -278,7 +281,7 @@ impl Verifier {
 	/// Commits the verdict on the unit once it is worked out and saved; until then makes
 	/// sure it is being worked out in the background ([`Self::start_verdict`]), so a long
 	/// re-execution never holds up this verifier's other commits and reveals.
-	async fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
+	fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
 		// The background task working the verdict out commits it itself, the moment it is saved.
 		if self.checking.lock().map(|checking| checking.contains(&(job_id, index, round_id))).unwrap_or(false) {
 			return Ok(());
@@ -287,20 +290,37 @@ impl Verifier {
 			self.start_verdict(at, job_id, index, round_id, attested);
 			return Ok(());
 		}
-		self.send_commitment(job_id, index, round_id).await
+		self.send_commitment(at.block_number(), job_id, index, round_id)
 	}
 
-	/// Commits the verdict saved for the round.
-	async fn send_commitment(&self, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
-		let path = self.verdict_path(job_id, index, round_id);
-		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the verdict {}", path.display()))?;
-		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
+	/// Commits the verdict saved for the round, for a pass that read block `now`: handed
+	/// over ([`Chain::send_in_background`]), so the commits and reveals of every round due
+	/// together go out in one block.
+	fn send_commitment(&self, now: u64, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
+		let (verdict, salt) = self.saved_verdict(job_id, index, round_id)?;
 		let commitment = digest_bytes(&(&verdict, &salt, &self.me).encode());
 		let call = runtime::transactions().verification().commit(job_id, index, subxt::utils::H256(commitment));
-		self.chain.send_in_block(&call, &self.signer).await.context("committing the verdict")?;
-		crate::metrics::get().round("committed");
-		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: committed");
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+			Ok(_) => {
+				crate::metrics::get().round("committed");
+				tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: committed");
+			},
+			Err(error) => tracing::warn!(job = job_id, unit = index, "verification: committing the verdict: {error:#}"),
+		};
+		self.chain.send_in_background(self.duty_key(job_id, index, round_id, "commit"), now, call, &self.signer, Settled::InBlock, done);
 		Ok(())
+	}
+
+	/// The verdict and salt saved for the round.
+	fn saved_verdict(&self, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<(Verdict, [u8; 32])> {
+		let path = self.verdict_path(job_id, index, round_id);
+		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the verdict {}: without it the round can be neither committed nor revealed", path.display()))?;
+		<(Verdict, [u8; 32])>::decode(&mut &bytes[..]).with_context(|| format!("damaged verdict file {}", path.display()))
+	}
+
+	/// The key a round's commit or reveal (`duty`) is known by in the background.
+	fn duty_key(&self, job_id: JobId, index: UnitIndex, (trace_root, escalation): RoundId, duty: &str) -> String {
+		format!("round {job_id} {index} {} {escalation} {duty}", hex(&trace_root))
 	}
 
 	/// Works out the verdict on a round in the background, unless that is under way:
@@ -331,7 +351,7 @@ impl Verifier {
 				crate::store::write_atomically(&copy.verdict_path(job_id, index, round_id), &(verdict, salt).encode())?;
 				// At once, not at the next block's pass: a verdict finished late in the commit
 				// period may have a single block to spare.
-				copy.send_commitment(job_id, index, round_id).await
+				copy.send_commitment(at.block_number(), job_id, index, round_id)
 			}
 			.await;
 			if let Err(error) = outcome {
@@ -343,15 +363,19 @@ impl Verifier {
 		});
 	}
 
-	/// Reveals the verdict committed on the unit.
-	async fn reveal(&mut self, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
-		let path = self.verdict_path(job_id, index, round_id);
-		let bytes = std::fs::read(&path).with_context(|| format!("the committed verdict {} is gone: it cannot be revealed", path.display()))?;
-		let (verdict, salt) = <(Verdict, [u8; 32])>::decode(&mut &bytes[..]).context("damaged verdict file")?;
+	/// Reveals the verdict committed on the unit, for a pass that read block `now`: handed
+	/// over ([`Chain::send_in_background`]).
+	fn reveal(&mut self, now: u32, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
+		let (verdict, salt) = self.saved_verdict(job_id, index, round_id)?;
 		let call = runtime::transactions().verification().reveal(job_id, index, subxt::utils::Static(verdict.clone()), salt);
-		self.chain.send_in_block(&call, &self.signer).await.context("revealing the verdict")?;
-		crate::metrics::get().reveals.with_label_values(&["verdict"]).inc();
-		tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: revealed");
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+			Ok(_) => {
+				crate::metrics::get().reveals.with_label_values(&["verdict"]).inc();
+				tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: revealed");
+			},
+			Err(error) => tracing::warn!(job = job_id, unit = index, "verification: revealing the verdict: {error:#}"),
+		};
+		self.chain.send_in_background(self.duty_key(job_id, index, round_id, "reveal"), now.into(), call, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
 
@@ -456,7 +480,7 @@ impl Verifier {
 	) -> Result<Verdict> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
 		// Without the manifest no segment can be measured: each then counts as infinitely far.
-		let manifest = self.trace_manifest(&work, trace_root).await;
+		let manifest = self.trace_manifest(job_id, &work, trace_root).await;
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let mut farthest: Option<(u32, Distance)> = None;
 		let zero = Distance { l2: 0.0, linf: 0.0, cosine: 0.0 };
@@ -464,7 +488,7 @@ impl Verifier {
 		for &sample in samples {
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
 			let ends = match &manifest {
-				Ok(manifest) => self.segment_ends(&work, manifest, range.clone()).await,
+				Ok(manifest) => self.segment_ends(job_id, &work, manifest, range.clone()).await,
 				Err(error) => Err(anyhow!("{error:#}")),
 			};
 			let measured = match ends {
@@ -505,22 +529,24 @@ impl Verifier {
 	/// it starts (with its chain point) and where it ends, each checked against `manifest`.
 	async fn segment_ends(
 		&self,
+		job_id: JobId,
 		work: &UnitWork,
 		manifest: &TraceManifest,
 		range: std::ops::Range<u32>,
 	) -> Result<((Vec<Vec<f32>>, ChainPoint), Vec<Vec<f32>>)> {
-		let start = self.solver_state(work, manifest, range.start).await?;
-		let (end, _) = self.solver_state(work, manifest, range.end).await?;
+		let start = self.solver_state(job_id, work, manifest, range.start).await?;
+		let (end, _) = self.solver_state(job_id, work, manifest, range.end).await?;
 		Ok((start, end))
 	}
 
-	/// The trace manifest of the proof with `trace_root` of the unit in `work`, fetched
-	/// from the solver's peers and checked against the root.
-	async fn trace_manifest(&self, work: &UnitWork, trace_root: &[u8; 32]) -> Result<TraceManifest> {
+	/// The trace manifest of the proof with `trace_root` of the unit in `work` of job
+	/// `job_id`, fetched from the solver's peers and checked against the root.
+	async fn trace_manifest(&self, job_id: JobId, work: &UnitWork, trace_root: &[u8; 32]) -> Result<TraceManifest> {
 		let check = |bytes: &[u8]| TraceManifest::checked(bytes, trace_root).map(|_| ());
 		let bound = TraceManifest::max_len(work.segments().count());
 		let network = &self.inputs.network;
 		let bytes = network.fetch_with(*trace_root, FETCH_PATIENCE, &check, bound).await.context("the unit's trace manifest")?;
+		network.keep(job_id, Kind::Manifest, *trace_root);
 		TraceManifest::checked(&bytes, trace_root)
 	}
 
@@ -529,12 +555,14 @@ impl Verifier {
 		crate::train::model_file_bound(&work.model, &work.train)
 	}
 
-	/// The solver's state at `step` of the unit in `work`, with its chain point: its
-	/// checkpoint there, fetched and checked against `manifest`, or the unit's start.
-	async fn solver_state(&self, work: &UnitWork, manifest: &TraceManifest, step: u32) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
+	/// The solver's state at `step` of the unit in `work` of job `job_id`, with its chain
+	/// point: its checkpoint there, fetched and checked against `manifest`, or the unit's
+	/// start.
+	async fn solver_state(&self, job_id: JobId, work: &UnitWork, manifest: &TraceManifest, step: u32) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
 		let checkpoint = match manifest.checkpoint(step) {
 			Some(hash) => {
 				let bytes = self.inputs.network.fetch(hash, FETCH_PATIENCE, Self::model_bound(work)?).await;
+				self.inputs.network.keep(job_id, Kind::Checkpoint, hash);
 				Some((hash, bytes.context("a segment's checkpoint")?))
 			},
 			None => None,
@@ -555,7 +583,7 @@ impl Verifier {
 		samples: Samples<'_>,
 	) -> Result<Option<u32>> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
-		let manifest = Arc::new(self.trace_manifest(&work, trace_root).await?);
+		let manifest = Arc::new(self.trace_manifest(job_id, &work, trace_root).await?);
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let samples = match samples {
 			Samples::Drawn(drawn) => drawn.to_vec(),
@@ -571,7 +599,7 @@ impl Verifier {
 				continue;
 			}
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
-			let (state, point) = self.solver_state(&work, &manifest, range.start).await?;
+			let (state, point) = self.solver_state(job_id, &work, &manifest, range.start).await?;
 			let (work, manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
 			let device = self.replay.clone();
 			let differs = tokio::task::spawn_blocking(move || device.replay(&work, &manifest, range, (state, point), &stop))
@@ -850,12 +878,13 @@ impl Verifier {
 		let segment = dispute.segment.context("the summons names no segment")?;
 		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
 		let work = self.own_run(at, dispute.job, dispute.unit).await?;
-		let manifest = self.trace_manifest(&work, &proof.trace.root).await?;
+		let manifest = self.trace_manifest(dispute.job, &work, &proof.trace.root).await?;
 		let start = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?.start;
 		let checkpoint = match (start != work.first_step).then(|| manifest.checkpoint(start)) {
 			Some(hash) => {
 				let hash = hash.context("the proof's manifest names no checkpoint before the segment")?;
 				let bytes = self.inputs.network.fetch(hash, FETCH_PATIENCE, Self::model_bound(&work)?).await;
+				self.inputs.network.keep(dispute.job, Kind::Checkpoint, hash);
 				Some(bytes.context("the checkpoint before the segment")?)
 			},
 			None => None,
@@ -895,7 +924,7 @@ impl Verifier {
 				done(overturned);
 				continue;
 			}
-			let manifest = match self.trace_manifest(&work, &proof.trace.root).await {
+			let manifest = match self.trace_manifest(proof.job, &work, &proof.trace.root).await {
 				Ok(manifest) => manifest,
 				Err(error) => {
 					tracing::warn!(job = proof.job, unit = proof.unit, "summons: no manifest of the overturned proof: {error:#}");

@@ -1,0 +1,224 @@
+//! What a worker keeps: a job's artifacts are deleted once nothing on the chain can still
+//! ask for them.
+//!
+//! The store's ledger ([`crate::store::Store::note`]) says which artifacts belong to which
+//! job. Every [`SWEEP_EVERY`] blocks a solver or verifier reads where each of those jobs
+//! stands ([`standings`]) and deletes ([`sweep`]):
+//!
+//! - for a job whose units are all final, and which no open dispute, summons or
+//!   overturned proof names: its dataset, initial weights, checkpoints and trace
+//!   manifests, and its units' folders. Its units' final models stay: they are the job's
+//!   result, which its submitter fetches.
+//! - for a job gone from the chain (the chain removes a job `tasks.Retention`, an hour,
+//!   after it finished), and which nothing names: everything, final models included.
+//!
+//! An artifact another job still keeps (the same dataset in two jobs) is not deleted, nor
+//! is one the ledger does not know (kept from before the ledger, or a submitter's own
+//! dataset).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use touchstone_primitives::JobId;
+
+use crate::chain::{runtime, AtBlock, Chain};
+use crate::store::{Kind, Store};
+
+/// How many blocks apart a worker sweeps its data directory (a minute at 3-second blocks).
+pub const SWEEP_EVERY: u64 = 20;
+
+/// Where a job stands, for what its artifacts are kept for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+	/// Units are still open, or a dispute, summons or overturned proof names the job:
+	/// anything of it may be asked for.
+	Open,
+	/// Every unit is final and nothing names it: only its final models are asked for.
+	Finished,
+	/// The job is gone from the chain and nothing names it.
+	Gone,
+}
+
+/// What a sweep deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+	/// Artifacts deleted from the store.
+	pub artifacts: usize,
+	/// Unit folders deleted.
+	pub folders: usize,
+	/// Bytes the artifacts held (the folders' are not counted).
+	pub bytes: u64,
+}
+
+/// Where each of `jobs` stands at `at`.
+pub async fn standings(chain: &Chain, at: &AtBlock, jobs: impl IntoIterator<Item = JobId>) -> Result<BTreeMap<JobId, Standing>> {
+	// The jobs a dispute (a summons is one) or an overturned proof names: the parties
+	// answer from the unit's artifacts, and summonses are opened from an overturned proof.
+	let mut named = BTreeSet::new();
+	let mut disputes = at.storage().iter(runtime::storage().disputes().disputes(), ()).await?;
+	while let Some(entry) = disputes.next().await {
+		let dispute: crate::dispute::Dispute = crate::chain::decode(entry?.value().bytes())?;
+		named.insert(dispute.job);
+	}
+	let mut overturned = at.storage().iter(runtime::storage().disputes().overturned(), ()).await?;
+	while let Some(entry) = overturned.next().await {
+		let proof: crate::dispute::OverturnedProof = crate::chain::decode(entry?.value().bytes())?;
+		named.insert(proof.job);
+	}
+	let mut standings = BTreeMap::new();
+	for job_id in jobs {
+		let standing = match chain.job(at, job_id).await? {
+			_ if named.contains(&job_id) => Standing::Open,
+			Some(job) if job.is_finished() => Standing::Finished,
+			Some(_) => Standing::Open,
+			None => Standing::Gone,
+		};
+		standings.insert(job_id, standing);
+	}
+	Ok(standings)
+}
+
+/// Deletes what `standings` says no one can ask for any more (see the module's rules):
+/// from `store`, and the units' folders (`<job>-<unit>-<start root>`) in `unit_dirs`. A
+/// job missing from `standings` is kept whole.
+pub fn sweep(store: &Store, unit_dirs: &[&Path], standings: &BTreeMap<JobId, Standing>) -> Result<Swept> {
+	let notes = store.notes();
+	let standing = |job: &JobId| standings.get(job).copied().unwrap_or(Standing::Open);
+	let kept_by = |job: &JobId, kind: Kind| match standing(job) {
+		Standing::Open => true,
+		Standing::Finished => kind == Kind::Model,
+		Standing::Gone => false,
+	};
+	// Whatever any job keeps stays, whichever other job let it go.
+	let kept: BTreeSet<_> =
+		notes.iter().flat_map(|(job, entries)| entries.iter().filter(|(kind, _)| kept_by(job, *kind)).map(|(_, hash)| *hash)).collect();
+	let mut swept = Swept::default();
+	for (job, entries) in &notes {
+		if standing(job) == Standing::Open {
+			continue;
+		}
+		for (_, hash) in entries.iter().filter(|(kind, hash)| !kept_by(job, *kind) && !kept.contains(hash)) {
+			if let Some(freed) = store.remove(hash)? {
+				swept.artifacts += 1;
+				swept.bytes += freed;
+			}
+		}
+		let left: BTreeSet<_> = entries.iter().filter(|(kind, _)| kept_by(job, *kind)).copied().collect();
+		store.rewrite_notes(*job, &left)?;
+	}
+	for dir in unit_dirs {
+		let Ok(folders) = std::fs::read_dir(dir) else { continue };
+		for folder in folders.filter_map(|entry| entry.ok()) {
+			let name = folder.file_name();
+			let Some(job) = name.to_str().and_then(|name| name.split('-').next()).and_then(|job| job.parse::<JobId>().ok()) else {
+				continue;
+			};
+			if standings.get(&job).is_some_and(|standing| *standing != Standing::Open) && folder.path().is_dir() {
+				std::fs::remove_dir_all(folder.path()).with_context(|| format!("cannot delete {}", folder.path().display()))?;
+				swept.folders += 1;
+			}
+		}
+	}
+	Ok(swept)
+}
+
+/// A role's sweeps: one every [`SWEEP_EVERY`] blocks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sweeps {
+	last: Option<u64>,
+}
+
+impl Sweeps {
+	/// Sweeps `store` and `unit_dir` if [`SWEEP_EVERY`] blocks have passed since the last
+	/// sweep (or none was made), reading the chain at `at`. A failure is logged: the next
+	/// sweep tries again, and nothing a role owes waits on this.
+	pub async fn sweep_if_due(&mut self, chain: &Chain, at: &AtBlock, store: &Store, unit_dir: &Path) {
+		let now = at.block_number();
+		if self.last.is_some_and(|last| now < last.saturating_add(SWEEP_EVERY)) {
+			return;
+		}
+		self.last = Some(now);
+		let outcome = async {
+			let jobs: Vec<JobId> = store.notes().into_keys().collect();
+			if jobs.is_empty() {
+				return Ok(Swept::default());
+			}
+			let standings = standings(chain, at, jobs).await?;
+			let (store, unit_dir) = (store.clone(), unit_dir.to_owned());
+			tokio::task::spawn_blocking(move || sweep(&store, &[&unit_dir], &standings)).await.context("the sweep's thread failed")?
+		}
+		.await;
+		match outcome {
+			Ok(swept) if swept != Swept::default() => tracing::info!(
+				artifacts = swept.artifacts,
+				folders = swept.folders,
+				mib = swept.bytes as f64 / (1u64 << 20) as f64,
+				"retention: deleted what no open unit, round or dispute can still ask for"
+			),
+			Ok(_) => {},
+			Err(error) => tracing::warn!("retention: {error:#}"),
+		}
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	/// A finished job keeps its final models and loses the rest, unless an open job
+	/// shares it; a gone job loses everything; an open job, or one the chain says nothing
+	/// of, keeps everything; unknown artifacts stay.
+	#[test]
+	fn a_job_keeps_what_can_still_be_asked_for_and_loses_the_rest() {
+		let base = std::env::temp_dir().join(format!("touchstone-retention-{}", std::process::id()));
+		let _ = std::fs::remove_dir_all(&base);
+		let store = Store::open(&base).unwrap();
+		let units = base.join("units");
+		let put = |bytes: &[u8]| store.put(bytes).unwrap();
+		let (shared_data, data, checkpoint, manifest, model) = (put(b"shared"), put(b"data"), put(b"ckpt"), put(b"manifest"), put(b"model"));
+		let (gone_model, open_checkpoint, unknown) = (put(b"gone model"), put(b"open ckpt"), put(b"unknown"));
+		// Job 1 finished, job 2 gone, job 3 open, job 4 not asked about.
+		store.note(1, Kind::Dataset, &shared_data);
+		store.note(1, Kind::Dataset, &data);
+		store.note(1, Kind::Checkpoint, &checkpoint);
+		store.note(1, Kind::Manifest, &manifest);
+		store.note(1, Kind::Model, &model);
+		store.note(2, Kind::Model, &gone_model);
+		store.note(2, Kind::Checkpoint, &model);
+		store.note(3, Kind::Dataset, &shared_data);
+		store.note(3, Kind::Checkpoint, &open_checkpoint);
+		store.note(4, Kind::Checkpoint, &checkpoint);
+		for folder in ["1-0-aa", "2-3-bb", "3-0-cc", "4-1-dd"] {
+			std::fs::create_dir_all(units.join(folder)).unwrap();
+			std::fs::write(units.join(folder).join("records.txt"), b"0 1.0").unwrap();
+		}
+		let standings = BTreeMap::from([(1, Standing::Finished), (2, Standing::Gone), (3, Standing::Open)]);
+		let swept = sweep(&store, &[&units], &standings).unwrap();
+
+		assert_eq!(swept.folders, 2, "the finished and the gone job's folders");
+		assert!(!units.join("1-0-aa").exists() && !units.join("2-3-bb").exists());
+		assert!(units.join("3-0-cc").exists() && units.join("4-1-dd").exists());
+		assert!(store.contains(&model), "a finished job's result, though the gone job noted it too");
+		assert!(store.contains(&shared_data), "an open job's dataset");
+		assert!(store.contains(&checkpoint), "job 4, not asked about, keeps it");
+		assert!(store.contains(&open_checkpoint) && store.contains(&unknown));
+		assert!(!store.contains(&data) && !store.contains(&manifest) && !store.contains(&gone_model));
+		assert_eq!(swept.artifacts, 3);
+		assert_eq!(swept.bytes, (b"data".len() + b"manifest".len() + b"gone model".len()) as u64);
+		let notes = store.notes();
+		assert_eq!(notes[&1], BTreeSet::from([(Kind::Model, model)]), "the ledger keeps what is kept");
+		assert!(!notes.contains_key(&2), "a gone job leaves the ledger");
+		assert_eq!(notes[&3].len(), 2);
+
+		// Checkpoints are served, not announced; an artifact also noted as announced, or
+		// not noted at all, is announced.
+		let announced: BTreeSet<_> = store.announced().into_iter().collect();
+		assert!(!announced.contains(&open_checkpoint) && !announced.contains(&checkpoint));
+		assert!(announced.contains(&model) && announced.contains(&shared_data) && announced.contains(&unknown));
+
+		// A second sweep finds nothing more to delete.
+		assert_eq!(sweep(&store, &[&units], &standings).unwrap(), Swept::default());
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+}
