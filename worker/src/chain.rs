@@ -289,6 +289,13 @@ pub async fn run_every_block(role: &mut impl EveryBlock, stop: &std::sync::atomi
 }
 
 impl Chain {
+	/// Whether the node runs a live (public) chain, as its chain spec says
+	/// (`system_chainType`), rather than a development or local one.
+	pub async fn is_live(&self) -> Result<bool> {
+		let chain_type = self.rpc.system_chain_type().await.context("cannot read the chain's type")?;
+		Ok(chain_type == "Live")
+	}
+
 	/// Connects to the node at `url`. The connection reconnects by itself, with
 	/// exponential backoff up to ten seconds, whenever the node goes away.
 	pub async fn connect(url: &str) -> Result<Self> {

@@ -55,6 +55,9 @@ const MAX_MESSAGE: usize = CHUNK + 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a peer that sent bad bytes is not asked again.
 pub const BAN: Duration = Duration::from_secs(3600);
+/// Where a worker accepts peers unless `--p2p-listen` says otherwise: every interface, on
+/// a port that stays the same across restarts.
+pub const DEFAULT_LISTEN: &str = "/ip4/0.0.0.0/tcp/30555";
 /// How many chunk reads from disk a node serves at once: each holds a chunk in memory.
 pub const SERVING_READS: usize = 8;
 /// How many keys the DHT's memory store holds provider records for, this node's and
@@ -140,9 +143,11 @@ struct Behaviour {
 /// How a worker joins the network.
 #[derive(Clone, Debug, clap::Args)]
 pub struct NetworkArgs {
-	/// The address to accept peers on.
-	#[arg(long, default_value = "/ip4/0.0.0.0/tcp/0")]
-	pub p2p_listen: Multiaddr,
+	/// The address to accept peers on [default: every interface, port 30555, the same
+	/// across restarts, so the endpoint advertised on-chain and a router's port forward
+	/// stay right; a random port if another process holds it, with a warning].
+	#[arg(long)]
+	pub p2p_listen: Option<Multiaddr>,
 	/// A peer to connect to, as a multiaddr ending in /p2p/<peer id>; repeatable.
 	#[arg(long = "peer")]
 	pub peers: Vec<Multiaddr>,
@@ -228,9 +233,20 @@ impl Network {
 			.map_err(|error| anyhow!("cannot set up the network: {error}"))?
 			.with_swarm_config(|config| config.with_idle_connection_timeout(Duration::from_secs(120)))
 			.build();
-		swarm
-			.listen_on(args.p2p_listen.clone())
-			.with_context(|| format!("cannot listen on {}", args.p2p_listen))?;
+		match &args.p2p_listen {
+			Some(address) => {
+				swarm.listen_on(address.clone()).with_context(|| format!("cannot listen on {address}"))?;
+			},
+			None => {
+				let stable: Multiaddr = DEFAULT_LISTEN.parse().context("the default listening address")?;
+				if let Err(error) = swarm.listen_on(stable) {
+					// A second worker on the host (a submitter beside a solver) takes any port.
+					tracing::warn!("cannot listen on {DEFAULT_LISTEN} ({error}): listening on a random port; pass --p2p-listen to choose one");
+					let random: Multiaddr = "/ip4/0.0.0.0/tcp/0".parse().context("the fallback listening address")?;
+					swarm.listen_on(random).context("cannot listen on any port")?;
+				}
+			},
+		}
 		for peer in &args.peers {
 			swarm.dial(peer.clone()).with_context(|| format!("cannot dial {peer}"))?;
 		}
@@ -270,10 +286,18 @@ impl Network {
 	}
 
 	/// The address to advertise on-chain: `--p2p-external` with this node's peer id, or
-	/// else the first listening address that others could reach (not unspecified).
-	pub async fn advertised(&self, external: Option<&Multiaddr>) -> Result<Option<Multiaddr>> {
+	/// else the first listening address that others could reach (not unspecified). On a
+	/// public chain (`public`) only a publicly routable address will do ([`routable`]):
+	/// `--p2p-external` with a loopback or private one is an error, and without it none of
+	/// the listening addresses may qualify (then `None`).
+	pub async fn advertised(&self, external: Option<&Multiaddr>, public: bool) -> Result<Option<Multiaddr>> {
 		use libp2p::multiaddr::Protocol;
 		if let Some(external) = external {
+			if public && !routable(external) {
+				bail!(
+					"--p2p-external {external} is a loopback, private or link-local address, which peers on a public chain cannot reach: give the host's public address or DNS name"
+				);
+			}
 			let address = match external.iter().last() {
 				Some(Protocol::P2p(_)) => external.clone(),
 				_ => external.clone().with(Protocol::P2p(self.peer_id)),
@@ -285,7 +309,7 @@ impl Network {
 				Protocol::Ip4(ip) => ip.is_unspecified(),
 				Protocol::Ip6(ip) => ip.is_unspecified(),
 				_ => false,
-			})
+			}) && (!public || routable(address))
 		};
 		Ok(self.listening().await?.into_iter().find(reachable))
 	}
@@ -495,6 +519,27 @@ impl Network {
 	}
 }
 
+/// Whether peers anywhere on the internet could reach `address`: a DNS name, or an IP
+/// address that is not loopback, private (RFC 1918, IPv6 unique local), shared (RFC 6598,
+/// carrier-grade NAT), link-local or unspecified.
+pub fn routable(address: &Multiaddr) -> bool {
+	use libp2p::multiaddr::Protocol;
+	address.iter().all(|part| match part {
+		Protocol::Ip4(ip) => {
+			let [a, b, ..] = ip.octets();
+			let shared = a == 100 && (64..128).contains(&b);
+			!(ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified() || shared)
+		},
+		Protocol::Ip6(ip) => {
+			let first = ip.segments()[0];
+			let unique_local = first & 0xfe00 == 0xfc00;
+			let link_local = first & 0xffc0 == 0xfe80;
+			!(ip.is_loopback() || ip.is_unspecified() || unique_local || link_local)
+		},
+		_ => true,
+	})
+}
+
 /// Reads the chunk at `offset` of the artifact at `path`.
 fn read_chunk(path: &Path, offset: u64) -> ChunkResponse {
 	let read = || -> std::io::Result<ChunkResponse> {
@@ -596,6 +641,40 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 				SwarmEvent::NewListenAddr { address, .. } => tracing::info!(%address, "artifact network listening"),
 				_ => {},
 			},
+		}
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::routable;
+
+	/// Only addresses peers on the internet can reach are advertised on a live chain.
+	#[test]
+	fn loopback_private_shared_and_link_local_addresses_are_not_routable() {
+		let routable = |text: &str| routable(&text.parse().unwrap());
+		for address in [
+			"/ip4/127.0.0.1/tcp/30555",
+			"/ip4/10.1.2.3/tcp/30555",
+			"/ip4/172.16.0.9/tcp/30555",
+			"/ip4/192.168.1.20/tcp/30555",
+			"/ip4/100.64.0.1/tcp/30555",
+			"/ip4/169.254.3.4/tcp/30555",
+			"/ip4/0.0.0.0/tcp/30555",
+			"/ip6/::1/tcp/30555",
+			"/ip6/fd00::1/tcp/30555",
+			"/ip6/fe80::1/tcp/30555",
+		] {
+			assert!(!routable(address), "{address}");
+		}
+		for address in [
+			"/ip4/203.0.113.7/tcp/30555",
+			"/ip4/100.128.0.1/tcp/30555",
+			"/ip4/172.32.0.1/tcp/30555",
+			"/ip6/2001:db8::7/tcp/30555",
+			"/dns4/solver.example.org/tcp/30555",
+		] {
+			assert!(routable(address), "{address}");
 		}
 	}
 }

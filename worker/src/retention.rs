@@ -51,7 +51,8 @@ pub struct Swept {
 	pub bytes: u64,
 }
 
-/// Where each of `jobs` stands at `at`.
+/// Where each of `jobs` stands at `at`, which should be a finalized block: a job
+/// finished or gone there stays so on every chain built on it.
 pub async fn standings(chain: &Chain, at: &AtBlock, jobs: impl IntoIterator<Item = JobId>) -> Result<BTreeMap<JobId, Standing>> {
 	// The jobs a dispute (a summons is one) or an overturned proof names: the parties
 	// answer from the unit's artifacts, and summonses are opened from an overturned proof.
@@ -66,12 +67,16 @@ pub async fn standings(chain: &Chain, at: &AtBlock, jobs: impl IntoIterator<Item
 		let proof: crate::dispute::OverturnedProof = crate::chain::decode(entry?.value().bytes())?;
 		named.insert(proof.job);
 	}
+	// A job missing from a state that has not yet given out its id is not gone: the state
+	// is older than the job (a node's first answers after a restart can be).
+	let next_job = chain.next_job_id(at).await?;
 	let mut standings = BTreeMap::new();
 	for job_id in jobs {
 		let standing = match chain.job(at, job_id).await? {
 			_ if named.contains(&job_id) => Standing::Open,
 			Some(job) if job.is_finished() => Standing::Finished,
 			Some(_) => Standing::Open,
+			None if job_id >= next_job => Standing::Open,
 			None => Standing::Gone,
 		};
 		standings.insert(job_id, standing);
@@ -131,20 +136,25 @@ pub struct Sweeps {
 
 impl Sweeps {
 	/// Sweeps `store` and `unit_dir` if [`SWEEP_EVERY`] blocks have passed since the last
-	/// sweep (or none was made), reading the chain at `at`. A failure is logged: the next
+	/// sweep (or since the role's first pass), by the pass's block `now`, reading the chain at its
+	/// finalized block: what is deleted cannot come back. A failure is logged: the next
 	/// sweep tries again, and nothing a role owes waits on this.
-	pub async fn sweep_if_due(&mut self, chain: &Chain, at: &AtBlock, store: &Store, unit_dir: &Path) {
-		let now = at.block_number();
-		if self.last.is_some_and(|last| now < last.saturating_add(SWEEP_EVERY)) {
+	pub async fn sweep_if_due(&mut self, chain: &Chain, now: u64, store: &Store, unit_dir: &Path) {
+		// Not at a role's first pass: a restarted worker sweeps once it has followed the
+		// chain for a while, not on the first state its node gives it.
+		let last = *self.last.get_or_insert(now);
+		if now < last.saturating_add(SWEEP_EVERY) {
 			return;
 		}
 		self.last = Some(now);
 		let outcome = async {
+			let at = &chain.at().await?;
 			let jobs: Vec<JobId> = store.notes().into_keys().collect();
 			if jobs.is_empty() {
 				return Ok(Swept::default());
 			}
 			let standings = standings(chain, at, jobs).await?;
+			tracing::debug!(block = at.block_number(), ?standings, "retention: where the jobs in the ledger stand");
 			let (store, unit_dir) = (store.clone(), unit_dir.to_owned());
 			tokio::task::spawn_blocking(move || sweep(&store, &[&unit_dir], &standings)).await.context("the sweep's thread failed")?
 		}

@@ -319,10 +319,13 @@ impl Solver {
 	}
 
 	/// Advertises on-chain where this worker accepts peers (`--p2p-external`, or else its
-	/// listening address), unless the chain already holds that address.
+	/// listening address), unless the chain already holds that address. On a live chain
+	/// only a publicly routable address is advertised ([`crate::p2p::routable`]).
 	async fn advertise_endpoint(&mut self) -> Result<()> {
-		let Some(address) = self.inputs.network.advertised(self.args.network.p2p_external.as_ref()).await? else {
-			tracing::info!("listening on no specific address: pass --p2p-external to advertise one on-chain");
+		let public = self.chain.is_live().await?;
+		let Some(address) = self.inputs.network.advertised(self.args.network.p2p_external.as_ref(), public).await? else {
+			let which = if public { "no public address to advertise on this live chain" } else { "listening on no specific address" };
+			tracing::warn!("{which}: pass --p2p-external with the address peers reach this worker at");
 			return Ok(());
 		};
 		let text = address.to_string();
@@ -349,7 +352,7 @@ impl Solver {
 		let at = self.best.at().await?;
 		let now = at.block_number() as u32;
 		self.heartbeat.send_if_due(&self.chain, now.into(), &self.signer);
-		self.sweeps.sweep_if_due(&self.chain, &at, &self.inputs.store, &self.inputs.units_dir).await;
+		self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store, &self.inputs.units_dir).await;
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let mut held = self.chain.solver_units(&at, &self.me).await?;
 		held.sort_unstable();

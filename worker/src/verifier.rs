@@ -239,7 +239,7 @@ impl Verifier {
 	async fn tick(&mut self) -> Result<()> {
 		let at = self.best.at().await?;
 		self.heartbeat.send_if_due(&self.chain, at.block_number(), &self.signer);
-		self.sweeps.sweep_if_due(&self.chain, &at, &self.inputs.store, &self.inputs.units_dir).await;
+		self.sweeps.sweep_if_due(&self.chain, at.block_number(), &self.inputs.store, &self.inputs.units_dir).await;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
 		}
