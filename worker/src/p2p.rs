@@ -328,15 +328,16 @@ impl Network {
 	/// through the DHT ([`Kind::announced`]). Once a process for each: passes call it
 	/// again and again. An artifact not in the store is not noted.
 	pub fn keep(&self, job: JobId, kind: Kind, hash: Digest) {
-		if !self.store.contains(&hash) {
+		let mut kept = self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+		// Looked up before the disk is: passes call this for the same inputs every block.
+		if kept.contains(&(job, kind, hash)) || !self.store.contains(&hash) {
 			return;
 		}
-		let new = self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert((job, kind, hash));
-		if new {
-			self.store.note(job, kind, &hash);
-			if kind.announced() {
-				self.provide(hash);
-			}
+		kept.insert((job, kind, hash));
+		drop(kept);
+		self.store.note(job, kind, &hash);
+		if kind.announced() {
+			self.provide(hash);
 		}
 	}
 

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use touchstone_primitives::JobId;
 
 use crate::chain::{runtime, AtBlock, Chain};
-use crate::store::{Kind, Store};
+use crate::store::{Kind, Notes, Store};
 
 /// How many blocks apart a worker sweeps its data directory (a minute at 3-second blocks).
 pub const SWEEP_EVERY: u64 = 20;
@@ -85,10 +85,10 @@ pub async fn standings(chain: &Chain, at: &AtBlock, jobs: impl IntoIterator<Item
 }
 
 /// Deletes what `standings` says no one can ask for any more (see the module's rules):
-/// from `store`, and the units' folders (`<job>-<unit>-<start root>`) in `unit_dirs`. A
-/// job missing from `standings` is kept whole.
-pub fn sweep(store: &Store, unit_dirs: &[&Path], standings: &BTreeMap<JobId, Standing>) -> Result<Swept> {
-	let notes = store.notes();
+/// from `store`, whose ledger holds `notes`, and the units' folders
+/// (`<job>-<unit>-<start root>`) in `unit_dirs`. A job missing from `standings` is kept
+/// whole.
+pub fn sweep(store: &Store, notes: &Notes, unit_dirs: &[&Path], standings: &BTreeMap<JobId, Standing>) -> Result<Swept> {
 	let standing = |job: &JobId| standings.get(job).copied().unwrap_or(Standing::Open);
 	let kept_by = |job: &JobId, kind: Kind| match standing(job) {
 		Standing::Open => true,
@@ -99,7 +99,7 @@ pub fn sweep(store: &Store, unit_dirs: &[&Path], standings: &BTreeMap<JobId, Sta
 	let kept: BTreeSet<_> =
 		notes.iter().flat_map(|(job, entries)| entries.iter().filter(|(kind, _)| kept_by(job, *kind)).map(|(_, hash)| *hash)).collect();
 	let mut swept = Swept::default();
-	for (job, entries) in &notes {
+	for (job, entries) in notes {
 		if standing(job) == Standing::Open {
 			continue;
 		}
@@ -110,7 +110,10 @@ pub fn sweep(store: &Store, unit_dirs: &[&Path], standings: &BTreeMap<JobId, Sta
 			}
 		}
 		let left: BTreeSet<_> = entries.iter().filter(|(kind, _)| kept_by(job, *kind)).copied().collect();
-		store.rewrite_notes(*job, &left)?;
+		// A finished job swept before keeps its models: its ledger is not written again.
+		if left != *entries {
+			store.rewrite_notes(*job, &left)?;
+		}
 	}
 	for dir in unit_dirs {
 		let Ok(folders) = std::fs::read_dir(dir) else { continue };
@@ -149,14 +152,14 @@ impl Sweeps {
 		self.last = Some(now);
 		let outcome = async {
 			let at = &chain.at().await?;
-			let jobs: Vec<JobId> = store.notes().into_keys().collect();
-			if jobs.is_empty() {
+			let notes = store.notes();
+			if notes.is_empty() {
 				return Ok(Swept::default());
 			}
-			let standings = standings(chain, at, jobs).await?;
+			let standings = standings(chain, at, notes.keys().copied()).await?;
 			tracing::debug!(block = at.block_number(), ?standings, "retention: where the jobs in the ledger stand");
 			let (store, unit_dir) = (store.clone(), unit_dir.to_owned());
-			tokio::task::spawn_blocking(move || sweep(&store, &[&unit_dir], &standings)).await.context("the sweep's thread failed")?
+			tokio::task::spawn_blocking(move || sweep(&store, &notes, &[&unit_dir], &standings)).await.context("the sweep's thread failed")?
 		}
 		.await;
 		match outcome {
@@ -204,7 +207,7 @@ mod tests {
 			std::fs::write(units.join(folder).join("records.txt"), b"0 1.0").unwrap();
 		}
 		let standings = BTreeMap::from([(1, Standing::Finished), (2, Standing::Gone), (3, Standing::Open)]);
-		let swept = sweep(&store, &[&units], &standings).unwrap();
+		let swept = sweep(&store, &store.notes(), &[&units], &standings).unwrap();
 
 		assert_eq!(swept.folders, 2, "the finished and the gone job's folders");
 		assert!(!units.join("1-0-aa").exists() && !units.join("2-3-bb").exists());
@@ -228,7 +231,7 @@ mod tests {
 		assert!(announced.contains(&model) && announced.contains(&shared_data) && announced.contains(&unknown));
 
 		// A second sweep finds nothing more to delete.
-		assert_eq!(sweep(&store, &[&units], &standings).unwrap(), Swept::default());
+		assert_eq!(sweep(&store, &store.notes(), &[&units], &standings).unwrap(), Swept::default());
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }
