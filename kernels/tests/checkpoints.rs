@@ -102,7 +102,7 @@ fn a_checkpoint_whose_hash_does_not_match_is_refused_before_parsing() {
 	assert!(matches!(Checkpoint::read(&path, &hash), Err(CheckpointError::WrongHash { .. })));
 	// Garbage with a matching hash still fails cleanly, as a format error.
 	let garbage = b"not a safetensors file".to_vec();
-	let garbage_hash = touchstone_kernels::proof::hash::digest_bytes(&garbage);
+	let garbage_hash = touchstone_kernels::proof::content::content_hash(&garbage);
 	assert!(matches!(Checkpoint::from_bytes(&garbage, &garbage_hash), Err(CheckpointError::Format(_))));
 	std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -121,7 +121,7 @@ fn a_segments_first_step_is_opened_from_the_checkpoint_at_its_start_alone() {
 	let (records, boundaries) = run_segments(&mut trainer, 4);
 	assert_eq!(records.len(), 4);
 	let bytes = Checkpoint::of(&mut trainer).unwrap().to_bytes().unwrap();
-	let hash = touchstone_kernels::proof::hash::digest_bytes(&bytes);
+	let hash = touchstone_kernels::proof::content::content_hash(&bytes);
 	// A verifier holding only the checkpoint re-executes step 4 with every operator
 	// committed, and the rest of the segment to commit its trace.
 	let loaded = Checkpoint::from_bytes(&bytes, &hash).unwrap();

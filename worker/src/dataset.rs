@@ -3,7 +3,7 @@
 //! A dataset file is the kernels' canonical dataset encoding: the ASCII prefix
 //! `touchstone/dataset/v1`, then as little-endian `u32`s the sample count, the features
 //! per sample and the class count, every feature's canonical `f32` bits (sample by
-//! sample) and every label. Its BLAKE2b-256 is therefore `Dataset::digest`, and the same
+//! sample) and every label. Its content hash (BLAKE3) is therefore `Dataset::digest`, and the same
 //! samples always give the same file.
 
 use std::collections::VecDeque;
@@ -130,7 +130,7 @@ impl CheckedDatasets {
 mod tests {
 	use super::*;
 	use touchstone_kernels::job::data::synthetic;
-	use touchstone_kernels::proof::hash::digest_bytes;
+	use touchstone_kernels::proof::content::content_hash;
 	use touchstone_primitives::ContentRef;
 
 	/// The reference a job would hold to `data`, stored in `store`.
@@ -176,7 +176,7 @@ mod tests {
 		let data = synthetic(3, 50, 6, 4);
 		let bytes = to_bytes(&data);
 		assert_eq!(bytes.len() as u64, file_len(50, 6));
-		assert_eq!(digest_bytes(&bytes), data.digest());
+		assert_eq!(content_hash(&bytes), data.digest());
 		assert_eq!(from_bytes(&bytes).unwrap(), data);
 		assert!(from_bytes(&bytes[..bytes.len() - 4]).is_err());
 		assert!(from_bytes(b"something else").is_err());

@@ -9,7 +9,8 @@ use polkadot_sdk::sp_core::Get;
 use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::Dataset;
-use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::content::content_hash;
+use touchstone_kernels::proof::hash::Digest;
 use touchstone_kernels::job::trace::state_root;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{
@@ -304,7 +305,7 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		Some(name) => {
 			let path = base.join(name);
 			let bytes = std::fs::read(&path).with_context(|| format!("cannot read the initial weights {}", path.display()))?;
-			let checkpoint = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes))
+			let checkpoint = Checkpoint::from_bytes(&bytes, &content_hash(&bytes))
 				.map_err(|error| anyhow::anyhow!("{} is not a Touchstone model file: {error}", path.display()))?;
 			Some((store.put(&bytes)?, checkpoint.state))
 		},

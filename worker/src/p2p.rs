@@ -7,30 +7,40 @@
 //!   up (datasets, initial weights, trace manifests, final models; not checkpoints, which
 //!   those who need them ask the solver for directly), and a fetch asks the DHT who
 //!   provides the hash, and every connected peer.
-//! - **Exchange**: request-response on `/touchstone/artifact/1`; a request names a hash and
-//!   an offset, a response carries the artifact's length and up to one chunk (1 MiB).
-//!   Chunks are appended to a partial file in the store, so a transfer cut by a dropped
-//!   connection or a restart resumes where it stopped.
-//! - **Integrity**: nothing received is used before the whole artifact hashes to the name
-//!   it was asked for (a unit's trace manifest, named by its trace root, must rebuild
-//!   it); a mismatch discards the partial file and is an error naming the peer that sent
-//!   it.
-//! - **Bad peers**: a peer that sent an artifact that fails its check, a malformed chunk,
-//!   a length that changes within a transfer, or one longer than the artifact can be (the
-//!   caller's bound, from what the chain commits) is banned for [`BAN`]: no fetch asks it
-//!   again meanwhile. Bytes a transfer resumed from are not blamed on the peer that
-//!   finished it: the whole artifact is fetched once more from that peer alone, and only a
-//!   second failure bans it.
-//! - **Serving** reads chunks from disk on blocking threads, at most [`SERVING_READS`] at a
-//!   time, never on the event loop, which goes on answering other peers meanwhile.
+//! - **Exchange**: request-response on `/touchstone/artifact/2`. An artifact is cut into
+//!   1 MiB groups; a peer answers with an artifact's **outline** (its length and each
+//!   group's BLAKE3 chaining value, [`touchstone_kernels::proof::content`]) or with one
+//!   group. A fetch asks every candidate for the outline, settles on one whose BLAKE3 tree
+//!   gives the name asked for, then asks the peers that gave it for groups, up to
+//!   [`FETCH_WINDOW`] in flight in all and [`PEER_WINDOW`] per peer, and writes each at its
+//!   place in a partial file in the store.
+//! - **Integrity**: every group is checked against its chaining value on arrival, before
+//!   it is written: a wrong byte costs one group, blamed on the peer that sent it. The
+//!   length is the outline's, which the name proves, and may not pass the caller's bound
+//!   (from what the chain commits): a peer's word is never taken for it. An artifact
+//!   named otherwise (a unit's trace manifest, by its trace root) is checked group by group
+//!   against the first peer's outline and as a whole once complete.
+//! - **Resumption**: a transfer cut by a dropped connection, a slow peer or a restart
+//!   resumes from every group of the partial file that verifies, whoever sent it.
+//! - **Bad peers**: a peer that sends a group or an outline that does not verify, an
+//!   outline longer than the caller's bound, or a malformed one, is banned for [`BAN`]:
+//!   no fetch asks it again meanwhile. A peer that fails or stalls is asked no more in
+//!   that transfer; while it stalls, its groups are asked of another peer too.
+//! - **Serving** reads outlines and groups from disk on blocking threads, at most
+//!   [`SERVING_READS`] at a time, never on the event loop, which goes on answering other
+//!   peers meanwhile. An outline is computed once and kept beside the artifact.
+//! - **Memory**: a fetch holds at most [`FETCH_WINDOW`] groups, a server
+//!   [`SERVING_READS`]; nothing is held whole in memory while it is sent or received
+//!   (`fetch` reads the finished artifact from the store for its caller).
 
-use std::collections::{HashMap, HashSet};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use codec::{Decode, Encode};
 use futures::prelude::*;
 use libp2p::identity::Keypair;
@@ -40,25 +50,38 @@ use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
 use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{mpsc, oneshot};
 use touchstone_kernels::job::data::hex;
+use touchstone_kernels::proof::content::{group_count, group_len, group_matches, outline_root};
 use touchstone_kernels::proof::hash::Digest;
 use touchstone_primitives::JobId;
 
-use crate::store::{hashes_to, Check, Kind, Store};
+use crate::store::{Check, Kind, Store};
 
 /// The exchange protocol.
-const PROTOCOL: StreamProtocol = StreamProtocol::new("/touchstone/artifact/1");
-/// Bytes per chunk.
-pub const CHUNK: usize = 1 << 20;
-/// The largest message the codec reads: a chunk and its framing.
-const MAX_MESSAGE: usize = CHUNK + 1024;
-/// How long one chunk request may take.
+pub const PROTOCOL: StreamProtocol = StreamProtocol::new("/touchstone/artifact/2");
+/// Bytes per group: the unit a request asks for and a transfer verifies.
+pub use touchstone_kernels::proof::content::GROUP;
+/// The largest message the codec reads: a group and its framing, or an outline of
+/// [`MAX_GROUPS`] values.
+const MAX_MESSAGE: usize = GROUP + 1024;
+/// The most groups an artifact may have: as many chaining values as one message holds,
+/// so artifacts up to about 31.9 GiB.
+pub const MAX_GROUPS: u64 = (GROUP / 32 - 32) as u64;
+/// How long one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a fetch waits for more peers' outlines once one has answered: peers that
+/// answer later are not asked for groups in this transfer.
+const OUTLINE_GRACE: Duration = Duration::from_secs(2);
+/// Group requests one fetch keeps in flight, across every provider: each holds a group in
+/// memory, so a fetch holds at most this many MiB.
+pub const FETCH_WINDOW: usize = 16;
+/// Group requests one fetch keeps in flight to one provider.
+pub const PEER_WINDOW: usize = 4;
 /// How long a peer that sent bad bytes is not asked again.
 pub const BAN: Duration = Duration::from_secs(3600);
 /// Where a worker accepts peers unless `--p2p-listen` says otherwise: every interface, on
 /// a port that stays the same across restarts.
 pub const DEFAULT_LISTEN: &str = "/ip4/0.0.0.0/tcp/30555";
-/// How many chunk reads from disk a node serves at once: each holds a chunk in memory.
+/// How many reads from disk a node serves at once: each holds a group in memory.
 pub const SERVING_READS: usize = 8;
 /// How many keys the DHT's memory store holds provider records for, this node's and
 /// others' (libp2p's default is 1,024, which a solver that announces every checkpoint
@@ -66,25 +89,36 @@ pub const SERVING_READS: usize = 8;
 /// bytes, so this is a few megabytes at most.
 const PROVIDER_KEYS: usize = 65_536;
 
-/// A request for part of an artifact.
+/// A request about an artifact.
 #[derive(Clone, Debug, Encode, Decode)]
-pub struct ChunkRequest {
-	/// The artifact.
-	pub hash: Digest,
-	/// The first byte wanted.
-	pub offset: u64,
+pub enum ArtifactRequest {
+	/// Its length and outline.
+	Outline {
+		/// The artifact.
+		hash: Digest,
+	},
+	/// One group of its bytes.
+	Group {
+		/// The artifact.
+		hash: Digest,
+		/// The group, from 0: bytes `index × GROUP` on.
+		index: u64,
+	},
 }
 
-/// The answer to a [`ChunkRequest`].
+/// The answer to an [`ArtifactRequest`].
 #[derive(Clone, Debug, Encode, Decode)]
-pub enum ChunkResponse {
-	/// Up to [`CHUNK`] bytes from the offset asked for, and the artifact's whole length.
-	Chunk {
-		/// The artifact's length in bytes.
-		total: u64,
-		/// The bytes.
-		data: Vec<u8>,
+pub enum ArtifactResponse {
+	/// The artifact's length in bytes and the chaining value of each group
+	/// ([`touchstone_kernels::proof::content`]; none for an artifact of one group).
+	Outline {
+		/// Its length in bytes.
+		len: u64,
+		/// Its outline.
+		values: Vec<Digest>,
 	},
+	/// The group's bytes.
+	Group(Vec<u8>),
 	/// The peer does not hold the artifact.
 	NotFound,
 }
@@ -115,19 +149,19 @@ async fn write_message<T: AsyncWrite + Unpin + Send, M: Encode>(io: &mut T, mess
 #[async_trait::async_trait]
 impl request_response::Codec for ArtifactCodec {
 	type Protocol = StreamProtocol;
-	type Request = ChunkRequest;
-	type Response = ChunkResponse;
+	type Request = ArtifactRequest;
+	type Response = ArtifactResponse;
 
-	async fn read_request<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<ChunkRequest> {
+	async fn read_request<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<ArtifactRequest> {
 		read_message(io).await
 	}
-	async fn read_response<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<ChunkResponse> {
+	async fn read_response<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<ArtifactResponse> {
 		read_message(io).await
 	}
-	async fn write_request<T: AsyncWrite + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T, request: ChunkRequest) -> std::io::Result<()> {
+	async fn write_request<T: AsyncWrite + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T, request: ArtifactRequest) -> std::io::Result<()> {
 		write_message(io, request).await
 	}
-	async fn write_response<T: AsyncWrite + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T, response: ChunkResponse) -> std::io::Result<()> {
+	async fn write_response<T: AsyncWrite + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T, response: ArtifactResponse) -> std::io::Result<()> {
 		write_message(io, response).await
 	}
 }
@@ -164,7 +198,7 @@ pub struct NetworkArgs {
 enum Command {
 	Provide(Digest),
 	Providers(Digest, oneshot::Sender<Vec<PeerId>>),
-	Request(PeerId, ChunkRequest, oneshot::Sender<Result<ChunkResponse>>),
+	Request(PeerId, ArtifactRequest, oneshot::Sender<Result<ArtifactResponse>>),
 	Peers(oneshot::Sender<Vec<PeerId>>),
 	Listening(oneshot::Sender<Vec<Multiaddr>>),
 	Dial(Multiaddr),
@@ -180,6 +214,10 @@ pub struct Network {
 	banned: Arc<Mutex<HashMap<PeerId, Instant>>>,
 	/// The artifacts [`Network::keep`] noted, each once.
 	kept: Arc<Mutex<HashSet<(JobId, Kind, Digest)>>>,
+	/// Group requests a fetch keeps in flight: in all, and to one provider.
+	window: (usize, usize),
+	/// Milliseconds each answer to a peer waits before it is sent (test equipment).
+	serving_delay: Arc<AtomicU64>,
 }
 
 /// Why a transfer from one peer failed.
@@ -251,12 +289,35 @@ impl Network {
 			swarm.dial(peer.clone()).with_context(|| format!("cannot dial {peer}"))?;
 		}
 		let (commands, receiver) = mpsc::unbounded_channel();
-		tokio::spawn(event_loop(swarm, receiver, store.clone()));
-		let network = Self { commands, peer_id, store, banned: Arc::default(), kept: Arc::default() };
+		let serving_delay = Arc::new(AtomicU64::new(0));
+		tokio::spawn(event_loop(swarm, receiver, store.clone(), serving_delay.clone()));
+		let network = Self {
+			commands,
+			peer_id,
+			store,
+			banned: Arc::default(),
+			kept: Arc::default(),
+			window: (FETCH_WINDOW, PEER_WINDOW),
+			serving_delay,
+		};
 		for hash in network.store.announced() {
 			network.provide(hash);
 		}
 		Ok(network)
+	}
+
+	/// Sets how many group requests a fetch keeps in flight, in all and to one provider
+	/// (at least one each; [`FETCH_WINDOW`] and [`PEER_WINDOW`] unless set): one and one is
+	/// a single stream, the baseline `scripts/bench-transfer.sh` measures against.
+	pub fn set_window(&mut self, in_all: usize, per_provider: usize) {
+		self.window = (in_all.max(1), per_provider.max(1));
+	}
+
+	/// Delays every answer this node sends a peer by `delay`: a network's latency where the
+	/// kernel offers no `tc netem` (test equipment).
+	#[cfg(feature = "test-equipment")]
+	pub fn delay_serving(&self, delay: Duration) {
+		self.serving_delay.store(delay.as_millis() as u64, Ordering::Relaxed);
 	}
 
 	/// This node's peer id.
@@ -372,26 +433,35 @@ impl Network {
 		answer.await.unwrap_or_default()
 	}
 
-	async fn request(&self, peer: PeerId, request: ChunkRequest) -> Result<ChunkResponse> {
+	async fn request(&self, peer: PeerId, request: ArtifactRequest) -> Result<ArtifactResponse> {
 		let (reply, answer) = oneshot::channel();
 		self.send(Command::Request(peer, request, reply))?;
 		answer.await.map_err(|_| anyhow!("the network node stopped"))?
 	}
 
-	/// The artifact `hash`: from the local store, or else fetched from a peer that
-	/// provides it, checked, and stored. Waits up to `patience` for a provider to appear.
-	/// `max_len` is the most bytes the artifact can hold, known from what the chain
-	/// commits (the job's dataset and model shapes): a peer that declares more is banned,
-	/// and the disk never holds more than that of it.
+	/// The artifact `hash`: from the local store, or else fetched from the peers that
+	/// provide it, verified group by group as it arrives, and stored. Waits up to
+	/// `patience` for a provider to appear. `max_len` is the most bytes the artifact can
+	/// hold, known from what the chain commits (the job's dataset and model shapes): a
+	/// peer that declares more is banned, and the disk never holds more than that of it.
 	pub async fn fetch(&self, hash: Digest, patience: Duration, max_len: u64) -> Result<Vec<u8>> {
-		self.fetch_with(hash, patience, &hashes_to(hash), max_len).await
+		self.fetch_named(hash, patience, None, max_len).await
 	}
 
-	/// As [`Network::fetch`], for an artifact named by something other than its hash (a
-	/// unit's trace manifest, by its trace root): `check` decides whether bytes are it.
+	/// As [`Network::fetch`], for an artifact named by something other than its content
+	/// hash (a unit's trace manifest, by its trace root): `check` decides whether the
+	/// bytes are it. Its groups are checked against the outline of the peer that gave it,
+	/// and the whole against `check` once complete: a failure bans that peer.
 	pub async fn fetch_with(&self, hash: Digest, patience: Duration, check: &Check<'_>, max_len: u64) -> Result<Vec<u8>> {
+		self.fetch_named(hash, patience, Some(check), max_len).await
+	}
+
+	async fn fetch_named(&self, hash: Digest, patience: Duration, check: Option<&Check<'_>>, max_len: u64) -> Result<Vec<u8>> {
 		if self.store.contains(&hash) {
-			return self.store.get_with(&hash, check);
+			return match check {
+				Some(check) => self.store.get_with(&hash, check),
+				None => self.store.get(&hash),
+			};
 		}
 		let deadline = tokio::time::Instant::now() + patience;
 		let mut last_error = None;
@@ -403,16 +473,17 @@ impl Network {
 				}
 			}
 			candidates.retain(|peer| *peer != self.peer_id && !self.is_banned(peer));
-			for peer in candidates {
-				match self.fetch_checked(peer, hash, check, max_len).await {
-					Ok(bytes) => return Ok(bytes),
-					Err(Failure::Bad(error)) => {
-						self.ban(peer, &error);
-						last_error = Some(error);
+			if !candidates.is_empty() {
+				match self.transfer(hash, &candidates, check, max_len, None).await {
+					Ok(()) => {
+						return match check {
+							Some(check) => self.store.get_with(&hash, check),
+							None => self.store.get(&hash),
+						}
 					},
-					Err(Failure::Unavailable(error)) => {
+					Err(error) => {
 						crate::metrics::get().fetch_failures.inc();
-						tracing::warn!(%peer, "fetching {} failed: {error:#}", hex(&hash));
+						tracing::warn!("fetching {} failed: {error:#}", hex(&hash));
 						last_error = Some(error);
 					},
 				}
@@ -429,95 +500,215 @@ impl Network {
 		}
 	}
 
-	/// Fetches at most `chunks` chunks of `hash` from the first connected peer and stops,
+	/// Fetches at most `groups` groups of `hash` from the connected peers and stops,
 	/// leaving the partial file a later fetch resumes from: what a worker stopped in the
-	/// middle of a transfer leaves behind. Returns the bytes held so far.
-	pub async fn fetch_partially(&self, hash: Digest, chunks: usize) -> Result<u64> {
-		let peer = *self.peers().await.first().context("no peer connected")?;
-		self.fetch_from(peer, hash, u64::MAX, Some(chunks)).await.map_err(|(Failure::Bad(error) | Failure::Unavailable(error))| error)?;
-		Ok(std::fs::metadata(self.store.partial_path(&hash)).map(|meta| meta.len()).unwrap_or(0))
+	/// middle of a transfer leaves behind. Returns the verified bytes held so far.
+	pub async fn fetch_partially(&self, hash: Digest, groups: u64) -> Result<u64> {
+		let peers = self.peers().await;
+		ensure!(!peers.is_empty(), "no peer connected");
+		self.transfer(hash, &peers, None, u64::MAX, Some(groups)).await?;
+		let len = std::fs::metadata(self.store.partial_path(&hash)).map(|meta| meta.len()).unwrap_or(0);
+		Ok(len.min(groups.saturating_mul(GROUP as u64)))
 	}
 
-	/// Fetches `hash` from `peer` ([`Self::fetch_from`]) and stores it once `check`
-	/// accepts it. Bytes that fail the check are the peer's fault only if it sent them all:
-	/// a transfer that resumed from a partial file (another peer's bytes, or a crash's) is
-	/// fetched once more from the start before the peer is blamed.
-	async fn fetch_checked(&self, peer: PeerId, hash: Digest, check: &Check<'_>, max_len: u64) -> Result<Vec<u8>, Failure> {
+	/// One transfer of `hash` from `candidates`: asks each for its outline, then asks the
+	/// providers whose outline is the proven one (or, for a `check`ed artifact, the first
+	/// one's) for groups, several at once ([`FETCH_WINDOW`], [`PEER_WINDOW`]), into the
+	/// partial file, where each verified group stays until the transfer completes: a
+	/// transfer cut short resumes from every group already verified. A peer that sends a
+	/// bad outline or group is banned and the group asked of another; one that fails or
+	/// does not hold it is asked no more in this transfer; a group outstanding at a slow
+	/// peer while others idle is asked of another too, and the first verified answer wins.
+	/// With `limit`, stops once the first `limit` groups are held.
+	async fn transfer(&self, hash: Digest, candidates: &[PeerId], check: Option<&Check<'_>>, max_len: u64, limit: Option<u64>) -> Result<()> {
+		let plan = self.outline(hash, candidates, check.is_none(), max_len).await?;
+		let Plan { len, values, source, mut providers } = plan;
+		let groups = group_count(len);
 		let partial = self.store.partial_path(&hash);
-		for attempt in 0..2 {
-			let resumed = std::fs::metadata(&partial).map(|meta| meta.len() > 0).unwrap_or(false);
-			self.fetch_from(peer, hash, max_len, None).await?;
-			let bytes = std::fs::read(&partial).map_err(|error| Failure::Unavailable(error.into()))?;
-			let _ = std::fs::remove_file(&partial);
-			match check(&bytes) {
-				Ok(()) => {
-					self.store.put_as(&hash, &bytes).map_err(Failure::Unavailable)?;
-					return Ok(bytes);
-				},
-				Err(error) if resumed && attempt == 0 => {
-					tracing::info!(%peer, "artifact {} resumed from a partial file fails its check ({error:#}): fetching it whole from this peer", hex(&hash));
-				},
-				Err(error) => {
-					return Err(Failure::Bad(anyhow!("corrupt artifact {} from peer {peer}: {error:#}; discarded", hex(&hash))));
-				},
-			}
-		}
-		Err(Failure::Unavailable(anyhow!("artifact {} failed its check twice", hex(&hash))))
-	}
-
-	/// Fetches `hash` from `peer` chunk by chunk into its partial file, resuming from what
-	/// the file holds. The peer's first answer fixes the artifact's length, which must not
-	/// pass `max_len`: a longer one, a later answer that names another, or a chunk that
-	/// does not fit it, is bad bytes. With `limit`, stops after that many chunks.
-	async fn fetch_from(&self, peer: PeerId, hash: Digest, max_len: u64, limit: Option<usize>) -> Result<(), Failure> {
-		let io = |error: std::io::Error| Failure::Unavailable(error.into());
-		let partial = self.store.partial_path(&hash);
-		// Created once the peer answers with the artifact: one that does not hold it
-		// leaves nothing behind.
-		let open = || std::fs::OpenOptions::new().create(true).append(true).open(&partial).map_err(io);
-		let mut file = None;
-		let mut offset = std::fs::metadata(&partial).map_or(0, |meta| meta.len());
-		let mut declared = None;
-		let mut fetched = 0usize;
-		loop {
-			if limit.is_some_and(|limit| fetched >= limit) {
-				return Ok(());
-			}
-			fetched += 1;
-			let response = self.request(peer, ChunkRequest { hash, offset }).await.map_err(Failure::Unavailable)?;
-			let (total, data) = match response {
-				ChunkResponse::NotFound => return Err(Failure::Unavailable(anyhow!("the peer does not hold it"))),
-				ChunkResponse::Chunk { total, data } => (total, data),
-			};
-			if total > max_len {
-				return Err(Failure::Bad(anyhow!(
-					"the peer declares artifact {} {total} bytes long, more than the {max_len} it can hold",
-					hex(&hash)
-				)));
-			}
-			if *declared.get_or_insert(total) != total {
-				return Err(Failure::Bad(anyhow!("the peer changed the length of artifact {} within a transfer", hex(&hash))));
-			}
-			let end = offset.saturating_add(data.len() as u64);
-			if end > total || (data.is_empty() && offset < total) {
-				// A partial file longer than the artifact is not this peer's doing.
-				if offset > total && data.is_empty() {
-					let _ = std::fs::remove_file(&partial);
-					return Err(Failure::Unavailable(anyhow!("the partial file was longer than the artifact: discarded")));
+		let io = |error: std::io::Error| anyhow!("cannot write {}: {error}", partial.display());
+		let file = std::fs::OpenOptions::new().create(true).read(true).write(true).truncate(false).open(&partial).map_err(io)?;
+		let resumed = file.metadata().map_err(io)?.len();
+		let mut done = vec![false; groups as usize];
+		if resumed > 0 {
+			// Only what verifies is kept from before: a torn or foreign partial file costs a
+			// re-fetch of its groups, never a wrong byte.
+			file.set_len(len).map_err(io)?;
+			for index in 0..groups {
+				let mut bytes = vec![0u8; group_len(len, index) as usize];
+				if file.read_exact_at(&mut bytes, index * GROUP as u64).is_ok() {
+					done[index as usize] = group_matches(&hash, len, &values, index, &bytes);
 				}
-				return Err(Failure::Bad(anyhow!("the peer sent a malformed chunk of artifact {}", hex(&hash))));
 			}
-			let file = match &mut file {
-				Some(file) => file,
-				None => file.insert(open()?),
+			tracing::info!("resuming artifact {}: {} of {groups} groups already held", hex(&hash), done.iter().filter(|held| **held).count());
+		} else {
+			file.set_len(len).map_err(io)?;
+		}
+		let wanted = limit.unwrap_or(groups).min(groups);
+		let mut pending: VecDeque<u64> = (0..wanted).filter(|index| !done[*index as usize]).collect();
+		let mut remaining = pending.len();
+		let mut asked: HashMap<u64, Vec<PeerId>> = HashMap::new();
+		let mut load: HashMap<PeerId, usize> = HashMap::new();
+		let mut in_flight = futures::stream::FuturesUnordered::new();
+		while remaining > 0 {
+			while in_flight.len() < self.window.0 {
+				// A pending group, else a second ask for one outstanding at a single peer.
+				let next = pending.front().copied().or_else(|| {
+					asked.iter().filter(|(index, peers)| peers.len() == 1 && !done[**index as usize]).map(|(index, _)| *index).min()
+				});
+				let Some(index) = next else { break };
+				let already = asked.get(&index).cloned().unwrap_or_default();
+				let Some(peer) = providers
+					.iter()
+					.filter(|peer| !already.contains(peer) && load.get(*peer).copied().unwrap_or(0) < self.window.1)
+					.min_by_key(|peer| load.get(*peer).copied().unwrap_or(0))
+					.copied()
+				else {
+					break;
+				};
+				if pending.front() == Some(&index) {
+					pending.pop_front();
+				}
+				asked.entry(index).or_default().push(peer);
+				*load.entry(peer).or_default() += 1;
+				let network = self.clone();
+				in_flight.push(async move { (peer, index, network.request(peer, ArtifactRequest::Group { hash, index }).await) });
+			}
+			let Some((peer, index, answer)) = in_flight.next().await else {
+				if !done.iter().any(|held| *held) {
+					// Nothing verified to resume from: no partial file is left behind.
+					let _ = std::fs::remove_file(&partial);
+				}
+				bail!("no provider of artifact {} is left to ask for its {remaining} missing groups", hex(&hash));
 			};
-			file.write_all(&data).map_err(io)?;
-			offset = end;
-			if offset == total {
-				return file.flush().map_err(io);
+			if let Some(load) = load.get_mut(&peer) {
+				*load = load.saturating_sub(1);
+			}
+			let others_asked = asked.get_mut(&index).map(|peers| {
+				peers.retain(|asked| *asked != peer);
+				!peers.is_empty()
+			});
+			if done[index as usize] {
+				continue;
+			}
+			let failure = match answer {
+				Ok(ArtifactResponse::Group(bytes)) => {
+					// A `check`ed artifact of one group has no outline to check its group against:
+					// the check of the whole does, below.
+					let fits = if check.is_some() && groups == 1 { bytes.len() as u64 == len } else { group_matches(&hash, len, &values, index, &bytes) };
+					if fits {
+						file.write_all_at(&bytes, index * GROUP as u64).map_err(io)?;
+						done[index as usize] = true;
+						asked.remove(&index);
+						remaining -= 1;
+						None
+					} else {
+						Some(Failure::Bad(anyhow!("group {index} of artifact {} does not match its outline", hex(&hash))))
+					}
+				},
+				Ok(ArtifactResponse::NotFound) => Some(Failure::Unavailable(anyhow!("the peer does not hold it"))),
+				Ok(ArtifactResponse::Outline { .. }) => Some(Failure::Bad(anyhow!("the peer answered a group request with an outline"))),
+				Err(error) => Some(Failure::Unavailable(error)),
+			};
+			if let Some(failure) = failure {
+				match &failure {
+					Failure::Bad(error) => self.ban(peer, error),
+					Failure::Unavailable(error) => tracing::info!(%peer, "not asking this peer for artifact {} again in this transfer: {error:#}", hex(&hash)),
+				}
+				providers.retain(|provider| *provider != peer);
+				if others_asked != Some(true) && !pending.contains(&index) {
+					pending.push_front(index);
+				}
 			}
 		}
+		if limit.is_some_and(|limit| limit < groups) {
+			return Ok(());
+		}
+		file.sync_all().map_err(io)?;
+		drop(file);
+		if let Some(check) = check {
+			let bytes = std::fs::read(&partial).map_err(io)?;
+			if let Err(error) = check(&bytes) {
+				let _ = std::fs::remove_file(&partial);
+				let error = anyhow!("corrupt artifact {} from peer {source}: {error:#}; discarded", hex(&hash));
+				self.ban(source, &error);
+				return Err(error);
+			}
+		}
+		std::fs::rename(&partial, self.store.path(&hash)).map_err(io)?;
+		self.store.save_outline(&hash, len, &values);
+		Ok(())
 	}
+
+	/// Asks every candidate for the outline of `hash` at once and settles on one: for an
+	/// artifact named by its content (`proven`), one whose tree gives `hash` (an artifact of
+	/// one group has no tree: its group is checked against `hash` on arrival); otherwise the
+	/// first answer's. Waits for every answer, or [`OUTLINE_GRACE`] past the first usable
+	/// one. A peer whose outline is longer than `max_len`, malformed or, when `proven`, does
+	/// not give `hash`, is banned.
+	async fn outline(&self, hash: Digest, candidates: &[PeerId], proven: bool, max_len: u64) -> Result<Plan> {
+		let mut asking: futures::stream::FuturesUnordered<_> = candidates
+			.iter()
+			.map(|&peer| {
+				let network = self.clone();
+				async move { (peer, network.request(peer, ArtifactRequest::Outline { hash }).await) }
+			})
+			.collect();
+		let mut plan: Option<Plan> = None;
+		let mut last_error = anyhow!("the peer does not hold it");
+		let mut grace_ends = None;
+		loop {
+			let next = match grace_ends {
+				Some(end) => match tokio::time::timeout_at(end, asking.next()).await {
+					Ok(next) => next,
+					Err(_) => break,
+				},
+				None => asking.next().await,
+			};
+			let Some((peer, answer)) = next else { break };
+			let (len, values) = match answer {
+				Ok(ArtifactResponse::Outline { len, values }) => (len, values),
+				Ok(_) => continue,
+				Err(error) => {
+					last_error = error;
+					continue;
+				},
+			};
+			let groups = group_count(len);
+			let fault = if len > max_len {
+				Some(anyhow!("the peer declares artifact {} {len} bytes long, more than the {max_len} it can hold", hex(&hash)))
+			} else if groups > MAX_GROUPS || values.len() as u64 != if groups > 1 { groups } else { 0 } {
+				Some(anyhow!("the peer sent a malformed outline of artifact {}", hex(&hash)))
+			} else if proven && groups > 1 && outline_root(&values) != Some(hash) {
+				Some(anyhow!("the peer's outline of artifact {} does not give its hash", hex(&hash)))
+			} else {
+				None
+			};
+			if let Some(fault) = fault {
+				self.ban(peer, &fault);
+				last_error = fault;
+				continue;
+			}
+			match &mut plan {
+				None => {
+					plan = Some(Plan { len, values, source: peer, providers: vec![peer] });
+					grace_ends = Some(tokio::time::Instant::now() + OUTLINE_GRACE);
+				},
+				Some(plan) if plan.len == len && plan.values == values => plan.providers.push(peer),
+				// Two one-group outlines of different lengths: the group that arrives says which was right.
+				Some(_) => tracing::info!(%peer, "its outline of artifact {} differs from the first one's: not asked in this transfer", hex(&hash)),
+			}
+		}
+		plan.ok_or(last_error)
+	}
+}
+
+/// The outline a transfer follows, and the peers that gave it.
+struct Plan {
+	len: u64,
+	values: Vec<Digest>,
+	/// The first peer to give it: blamed if a `check`ed artifact built from it fails.
+	source: PeerId,
+	providers: Vec<PeerId>,
 }
 
 /// Whether peers anywhere on the internet could reach `address`: a DNS name, or an IP
@@ -541,24 +732,37 @@ pub fn routable(address: &Multiaddr) -> bool {
 	})
 }
 
-/// Reads the chunk at `offset` of the artifact at `path`.
-fn read_chunk(path: &Path, offset: u64) -> ChunkResponse {
-	let read = || -> std::io::Result<ChunkResponse> {
-		let mut file = std::fs::File::open(path)?;
-		let total = file.metadata()?.len();
-		file.seek(SeekFrom::Start(offset.min(total)))?;
-		let mut data = Vec::with_capacity(CHUNK);
-		file.take(CHUNK as u64).read_to_end(&mut data)?;
-		Ok(ChunkResponse::Chunk { total, data })
-	};
-	read().unwrap_or(ChunkResponse::NotFound)
+/// The answer to `request` from `store`, read from disk (on a blocking thread).
+fn serve(store: &Store, request: ArtifactRequest) -> ArtifactResponse {
+	match request {
+		ArtifactRequest::Outline { hash } => match store.outline(&hash) {
+			Ok((len, values)) => ArtifactResponse::Outline { len, values },
+			Err(_) => ArtifactResponse::NotFound,
+		},
+		ArtifactRequest::Group { hash, index } => {
+			let read = || -> std::io::Result<Option<Vec<u8>>> {
+				let file = std::fs::File::open(store.path(&hash))?;
+				let len = file.metadata()?.len();
+				if index >= group_count(len) {
+					return Ok(None);
+				}
+				let mut bytes = vec![0u8; group_len(len, index) as usize];
+				file.read_exact_at(&mut bytes, index * GROUP as u64)?;
+				Ok(Some(bytes))
+			};
+			match read() {
+				Ok(Some(bytes)) => ArtifactResponse::Group(bytes),
+				_ => ArtifactResponse::NotFound,
+			}
+		},
+	}
 }
 
-async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedReceiver<Command>, store: Store) {
-	let mut requests: HashMap<OutboundRequestId, oneshot::Sender<Result<ChunkResponse>>> = HashMap::new();
+async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedReceiver<Command>, store: Store, serving_delay: Arc<AtomicU64>) {
+	let mut requests: HashMap<OutboundRequestId, oneshot::Sender<Result<ArtifactResponse>>> = HashMap::new();
 	let mut provider_queries: HashMap<kad::QueryId, (oneshot::Sender<Vec<PeerId>>, HashSet<PeerId>)> = HashMap::new();
-	// Chunks read off the loop come back here to be sent.
-	let (served_sender, mut served) = mpsc::channel::<(request_response::ResponseChannel<ChunkResponse>, ChunkResponse)>(SERVING_READS);
+	// Answers read off the loop come back here to be sent.
+	let (served_sender, mut served) = mpsc::channel::<(request_response::ResponseChannel<ArtifactResponse>, ArtifactResponse)>(SERVING_READS);
 	let reads = Arc::new(tokio::sync::Semaphore::new(SERVING_READS));
 	loop {
 		tokio::select! {
@@ -595,10 +799,14 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 			event = swarm.select_next_some() => match event {
 				SwarmEvent::Behaviour(BehaviourEvent::Artifacts(request_response::Event::Message { message, .. })) => match message {
 					request_response::Message::Request { request, channel, .. } => {
-						let (path, served, reads) = (store.path(&request.hash), served_sender.clone(), reads.clone());
+						let (store, served, reads) = (store.clone(), served_sender.clone(), reads.clone());
+						let delay = Duration::from_millis(serving_delay.load(Ordering::Relaxed));
 						tokio::spawn(async move {
 							let Ok(_read) = reads.acquire_owned().await else { return };
-							if let Ok(response) = tokio::task::spawn_blocking(move || read_chunk(&path, request.offset)).await {
+							if let Ok(response) = tokio::task::spawn_blocking(move || serve(&store, request)).await {
+								if !delay.is_zero() {
+									tokio::time::sleep(delay).await;
+								}
 								let _ = served.send((channel, response)).await;
 							}
 						});

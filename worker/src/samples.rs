@@ -22,7 +22,8 @@ use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::distance::Distance;
 use touchstone_kernels::job::trace::{state_root, Boundary, Trainer};
 use touchstone_kernels::proof::chain::{boundary_leaf, ChainPoint};
-use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::content::content_hash;
+use touchstone_kernels::proof::hash::Digest;
 use touchstone_kernels::proof::merkle;
 
 use crate::train::{checkpoint_path, checkpoint_steps, reference_trainer, saved_boundaries, trainer_on, BackendKind, UnitWork};
@@ -55,7 +56,7 @@ impl TraceManifest {
 		for next_step in checkpoint_steps(&work.dir)?.into_iter().rev() {
 			let Some(boundary) = boundaries.iter().find(|boundary| boundary.next_step == next_step) else { continue };
 			let bytes = std::fs::read(checkpoint_path(&work.dir, next_step))?;
-			let hash = digest_bytes(&bytes);
+			let hash = content_hash(&bytes);
 			let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &hash) else { continue };
 			if state_root(&checkpoint.state).ok() == Some(boundary.state_root) {
 				checkpoints.push((next_step, hash));
@@ -446,7 +447,7 @@ pub(crate) mod tests {
 		let load = |step| Checkpoint::from_bytes(&std::fs::read(checkpoint_path(&unit.dir, step)).unwrap(), &manifest.checkpoint(step).unwrap()).unwrap();
 		let start = |checkpoint: &Checkpoint, at: u32| {
 			let bytes = checkpoint.to_bytes().unwrap();
-			segment_start(&unit, &manifest, at, Some((&digest_bytes(&bytes), &bytes))).map(|_| ())
+			segment_start(&unit, &manifest, at, Some((&content_hash(&bytes), &bytes))).map(|_| ())
 		};
 		assert!(start(&load(20), 20).is_ok());
 		// Another segment's checkpoint.

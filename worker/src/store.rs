@@ -1,5 +1,6 @@
 //! The local content-addressed artifact store: datasets, initial weights, checkpoints and
-//! final models, each a file named by the BLAKE2b-256 of its bytes; and units' trace
+//! final models, each a file named by the BLAKE3 of its bytes (its content hash,
+//! [`touchstone_kernels::proof::content`]); and units' trace
 //! manifests, each named by the trace root its state hashes build.
 //!
 //! Every read checks the bytes against their name before handing them out, so a file
@@ -15,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::content::{content_hash, group_count, group_len, group_value, GROUP};
+use touchstone_kernels::proof::hash::Digest;
 use touchstone_primitives::JobId;
 
 /// What an artifact is to a job.
@@ -95,7 +97,7 @@ impl Store {
 	/// Stores `bytes`; returns their hash. Writing is atomic: a crash leaves either the
 	/// whole file or none.
 	pub fn put(&self, bytes: &[u8]) -> Result<Digest> {
-		let hash = digest_bytes(bytes);
+		let hash = content_hash(bytes);
 		self.put_as(&hash, bytes)?;
 		Ok(hash)
 	}
@@ -170,9 +172,51 @@ impl Store {
 		write_atomically(&path, text.as_bytes())
 	}
 
-	/// Deletes the artifact `hash`: the bytes it held, or `None` if it was not here.
+	/// Where the outline of artifact `name` is kept once computed ([`Store::outline`]).
+	fn outline_path(&self, name: &Digest) -> PathBuf {
+		self.dir.join(format!("{}.outline", hex(name)))
+	}
+
+	/// The length and outline of the artifact stored under `name`
+	/// ([`touchstone_kernels::proof::content`]): from beside it, or else computed from its
+	/// bytes a group at a time and kept. What peers ask for before its groups.
+	pub fn outline(&self, name: &Digest) -> Result<(u64, Vec<Digest>)> {
+		let file = std::fs::File::open(self.path(name)).with_context(|| format!("artifact {} is not in the local store", hex(name)))?;
+		let len = file.metadata()?.len();
+		if group_count(len) == 1 {
+			return Ok((len, Vec::new()));
+		}
+		if let Ok(kept) = std::fs::read(self.outline_path(name)) {
+			let values: Vec<Digest> = kept.chunks_exact(32).filter_map(|value| value.try_into().ok()).collect();
+			if kept.len() % 32 == 0 && values.len() as u64 == group_count(len) {
+				return Ok((len, values));
+			}
+		}
+		let mut values = Vec::with_capacity(group_count(len) as usize);
+		let mut bytes = vec![0u8; GROUP];
+		for index in 0..group_count(len) {
+			let group = &mut bytes[..group_len(len, index) as usize];
+			std::os::unix::fs::FileExt::read_exact_at(&file, group, index * GROUP as u64)?;
+			values.push(group_value(index, group));
+		}
+		self.save_outline(name, len, &values);
+		Ok((len, values))
+	}
+
+	/// Keeps the outline of the artifact stored under `name`, if it has one (a fetch that
+	/// verified it saves computing it again). One that cannot be written is computed again
+	/// when next asked for.
+	pub fn save_outline(&self, name: &Digest, len: u64, values: &[Digest]) {
+		if group_count(len) > 1 {
+			let _ = write_atomically(&self.outline_path(name), &values.concat());
+		}
+	}
+
+	/// Deletes the artifact `hash` and its outline: the bytes it held, or `None` if it was
+	/// not here.
 	pub fn remove(&self, hash: &Digest) -> Result<Option<u64>> {
 		let path = self.path(hash);
+		let _ = std::fs::remove_file(self.outline_path(hash));
 		let Ok(meta) = std::fs::metadata(&path) else { return Ok(None) };
 		std::fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
 		Ok(Some(meta.len()))
@@ -219,7 +263,7 @@ pub type Check<'a> = dyn Fn(&[u8]) -> Result<()> + Send + Sync + 'a;
 /// The check of an artifact named by its hash: its bytes hash to `hash`.
 pub fn hashes_to(hash: Digest) -> impl Fn(&[u8]) -> Result<()> + Send + Sync {
 	move |bytes| {
-		let actual = digest_bytes(bytes);
+		let actual = content_hash(bytes);
 		if actual != hash {
 			bail!("its bytes hash to {}", hex(&actual));
 		}
@@ -243,7 +287,7 @@ mod tests {
 		let dir = std::env::temp_dir().join(format!("touchstone-store-{}", std::process::id()));
 		let store = Store::open(&dir).unwrap();
 		let hash = store.put(b"weights").unwrap();
-		assert_eq!(hash, digest_bytes(b"weights"));
+		assert_eq!(hash, content_hash(b"weights"));
 		assert_eq!(store.get(&hash).unwrap(), b"weights");
 		assert_eq!(store.list(), vec![hash]);
 		std::fs::write(store.path(&hash), b"weightz").unwrap();
@@ -257,7 +301,10 @@ mod tests {
 /// Writes `bytes` to `path` through a file beside it renamed over it, so a crash leaves
 /// the old file or the new one, never half of one.
 pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-	let writing = path.with_extension("writing");
+	// Beside it, with a suffix: an artifact `<hash>` and its `<hash>.outline` write apart.
+	let mut writing = path.as_os_str().to_owned();
+	writing.push(".writing");
+	let writing = std::path::PathBuf::from(writing);
 	std::fs::write(&writing, bytes).with_context(|| format!("cannot write {}", writing.display()))?;
 	std::fs::rename(&writing, path).with_context(|| format!("cannot write {}", path.display()))
 }

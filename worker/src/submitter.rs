@@ -12,7 +12,7 @@ use subxt::utils::Static;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::model::ModelConfig;
-use touchstone_kernels::proof::hash::digest_bytes;
+use touchstone_kernels::proof::content::content_hash;
 use touchstone_primitives::referee::kernel_model;
 use touchstone_primitives::{JobId, JobStatus, UnitState};
 
@@ -296,7 +296,7 @@ pub async fn evaluate(node: &str, args: EvaluateArgs) -> Result<()> {
 		(None, None) => bail!("pass --test-data FILE: a held-out dataset file"),
 	};
 	let bytes = std::fs::read(&args.model).with_context(|| format!("cannot read the model {}", args.model.display()))?;
-	let checkpoint = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)).map_err(|error| anyhow!("{} is not a model file: {error}", args.model.display()))?;
+	let checkpoint = Checkpoint::from_bytes(&bytes, &content_hash(&bytes)).map_err(|error| anyhow!("{} is not a model file: {error}", args.model.display()))?;
 	let params = model.params().map_err(|error| anyhow!("{error:?}"))?.len();
 	let weights = checkpoint.state.get(..params).context("the model file holds fewer tensors than the model has")?;
 	let predictions = model.predict(weights, &test.features, test.len()).map_err(|error| anyhow!("the model file does not fit the model: {error:?}"))?;

@@ -23,7 +23,8 @@ use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::job::trace::{state_root, Boundary, StepRecord, StepTrace, Trainer};
 use touchstone_kernels::proof::chain::{ChainPoint, TracedStep};
-use touchstone_kernels::proof::hash::{digest_bytes, Digest};
+use touchstone_kernels::proof::content::content_hash;
+use touchstone_kernels::proof::hash::Digest;
 use touchstone_kernels::referee::{SegmentTrace, UnitBoundaries};
 use touchstone_kernels::Backend;
 use touchstone_primitives::referee::BoundaryOpening;
@@ -308,7 +309,7 @@ fn boundary_trainer(work: &UnitWork, step: u32) -> Result<Trainer<touchstone_ker
 			continue;
 		}
 		let bytes = std::fs::read(checkpoint_path(&work.dir, next_step))?;
-		if let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)) {
+		if let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &content_hash(&bytes)) {
 			from = (checkpoint.state, checkpoint.point);
 			break;
 		}
@@ -398,7 +399,7 @@ fn resume_point(dir: &Path, first_step: u32) -> Result<Option<Resumed>> {
 		}
 		let Some(kept) = boundaries.iter().position(|boundary| boundary.next_step == next_step) else { continue };
 		let bytes = std::fs::read(checkpoint_path(dir, next_step))?;
-		let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &digest_bytes(&bytes)) else { continue };
+		let Ok(checkpoint) = Checkpoint::from_bytes(&bytes, &content_hash(&bytes)) else { continue };
 		let root = state_root(&checkpoint.state).map_err(|error| anyhow::anyhow!("{error:?}"))?;
 		if checkpoint.point == ChainPoint::start(next_step) && boundaries.get(kept).map(|b| b.state_root) == Some(root) {
 			records.truncate(done);
@@ -452,7 +453,7 @@ pub fn run_unit<B: Backend>(
 			let path = checkpoint_path(&work.dir, next_step);
 			crate::store::write_atomically(&path, &bytes)?;
 			save_progress(&work.dir, &records, &boundaries)?;
-			report(Progress::Checkpoint { step: next_step, hash: digest_bytes(&bytes), bytes });
+			report(Progress::Checkpoint { step: next_step, hash: content_hash(&bytes), bytes });
 		}
 	}
 	ensure!(records.len() == work.steps as usize, "the unit's records do not cover its steps");
@@ -645,7 +646,7 @@ pub(crate) mod tests {
 		assert_eq!(torch.proof.steps, 25);
 		assert_eq!(torch.proof.start_state_root, reference.proof.start_state_root);
 		let params = unit.model.params().unwrap().len();
-		let load = |bytes: &[u8]| Checkpoint::from_bytes(bytes, &digest_bytes(bytes)).unwrap().state[..params].to_vec();
+		let load = |bytes: &[u8]| Checkpoint::from_bytes(bytes, &content_hash(bytes)).unwrap().state[..params].to_vec();
 		let distance = touchstone_kernels::job::distance::Distance::between(&load(&torch.final_model), &load(&reference.final_model)).unwrap();
 		assert!(distance.linf < 1e-3 && distance.cosine < 1e-6, "{distance:?}");
 		std::fs::remove_dir_all(&base).unwrap();

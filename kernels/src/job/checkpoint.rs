@@ -1,5 +1,5 @@
 //! Checkpoints: the training state in safetensors, addressed by the
-//! BLAKE2b-256 of the file's bytes. Never pickles.
+//! BLAKE3 of the file's bytes ([`crate::proof::content`]). Never pickles.
 //!
 //! # Format
 //!
@@ -14,7 +14,7 @@
 //! (and zero-padded tensor names, which it sorts) the same state always gives
 //! the same bytes, so the same hash.
 //!
-//! Loading reads the file, checks its BLAKE2b-256 against the hash the
+//! Loading reads the file, checks its content hash against the hash the
 //! caller expects (the one committed on chain) **before** parsing anything,
 //! then parses and brings the values onto the contract's grid.
 
@@ -26,7 +26,8 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::exec::backend::Backend;
 use crate::job::data::hex;
-use crate::proof::hash::{digest_bytes, Digest};
+use crate::proof::content::content_hash;
+use crate::proof::hash::Digest;
 use crate::job::trace::{StepRecord, Trainer};
 use crate::proof::chain::ChainPoint;
 
@@ -49,7 +50,7 @@ pub struct Checkpoint {
 pub enum CheckpointError {
 	/// Reading or writing the file failed.
 	Io(std::io::Error),
-	/// The file's BLAKE2b-256 is not the expected one; nothing was parsed.
+	/// The file's content hash is not the expected one; nothing was parsed.
 	WrongHash {
 		/// Expected, hex.
 		expected: String,
@@ -130,21 +131,21 @@ impl Checkpoint {
 			.map_err(|error| CheckpointError::Format(error.to_string()))
 	}
 
-	/// BLAKE2b-256 of [`Checkpoint::to_bytes`]: the checkpoint's content address.
+	/// The content address of [`Checkpoint::to_bytes`] ([`content_hash`]).
 	pub fn hash(&self) -> Result<Digest, CheckpointError> {
-		Ok(digest_bytes(&self.to_bytes()?))
+		Ok(content_hash(&self.to_bytes()?))
 	}
 
 	/// Writes the checkpoint to `path`; returns its hash.
 	pub fn write(&self, path: &Path) -> Result<Digest, CheckpointError> {
 		let bytes = self.to_bytes()?;
 		std::fs::write(path, &bytes)?;
-		Ok(digest_bytes(&bytes))
+		Ok(content_hash(&bytes))
 	}
 
 	/// Parses checkpoint bytes whose hash is `expected`, checking the hash first.
 	pub fn from_bytes(bytes: &[u8], expected: &Digest) -> Result<Self, CheckpointError> {
-		let actual = digest_bytes(bytes);
+		let actual = content_hash(bytes);
 		if actual != *expected {
 			return Err(CheckpointError::WrongHash { expected: hex(expected), actual: hex(&actual) });
 		}

@@ -15,9 +15,10 @@
 //!
 //! # Content hashes
 //!
-//! A dataset file is addressed by the BLAKE2b-256 of its bytes (what a job's
-//! `ContentRef` names). A loaded dataset also has [`Dataset::digest`], over its
-//! canonical tensors, which does not depend on how it was stored.
+//! The downloaded digits file is checked by its published BLAKE2b-256. A dataset as an
+//! artifact is its canonical encoding (`touchstone/dataset/v1`, then little-endian
+//! words), addressed by BLAKE3 of those bytes ([`Dataset::digest`], what a job's
+//! `ContentRef` names), which does not depend on how the samples were first stored.
 
 use alloc::string::String;
 use alloc::vec;
@@ -25,7 +26,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::arith::{canonical_bits, canonicalize, mul};
-use crate::proof::hash::{digest_words, Digest};
+use crate::proof::hash::Digest;
 use crate::proof::merkle::{index_segment_leaves, MerkleError, MerkleTree};
 use crate::job::model::{SPLIT_STREAM, SYNTHETIC_STREAM};
 use crate::arith::rng::RandomStream;
@@ -132,16 +133,24 @@ impl Dataset {
 		self.labels.is_empty()
 	}
 
-	/// BLAKE2b-256 of `"touchstone/dataset/v1"`, then samples, feature length
-	/// and classes, the features' canonical bits and the labels, all as
-	/// little-endian `u32`s.
+	/// The content address of the dataset's file ([`crate::proof::content::content_hash`]):
+	/// `"touchstone/dataset/v1"`, then samples, feature length and classes, the features'
+	/// canonical bits and the labels, all as little-endian `u32`s.
 	pub fn digest(&self) -> Digest {
 		let header = [self.len() as u32, self.feature_len as u32, self.classes];
-		let words = header
-			.into_iter()
-			.chain(self.features.iter().map(|&v| canonical_bits(v)))
-			.chain(self.labels.iter().copied());
-		digest_words(DATASET_PREFIX, words)
+		let mut hasher = blake3::Hasher::new();
+		hasher.update(DATASET_PREFIX);
+		// Staged a few thousand words at a time: a dataset of millions hashes without a copy of itself.
+		let mut staging = Vec::with_capacity(4 * 4096);
+		for word in header.into_iter().chain(self.words()) {
+			staging.extend_from_slice(&word.to_le_bytes());
+			if staging.len() == staging.capacity() {
+				hasher.update(&staging);
+				staging.clear();
+			}
+		}
+		hasher.update(&staging);
+		*hasher.finalize().as_bytes()
 	}
 
 	/// The dataset's canonical words: every feature's canonical bits, sample
