@@ -120,13 +120,13 @@ impl Inputs {
 		self.connect(chain, at, job_id, job).await?;
 		if !self.store.contains(&dataset) {
 			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
-			self.network.fetch(dataset, patience, dataset_bound).await.context("the job's dataset")?;
+			self.network.fetch_to_store(dataset, patience, dataset_bound).await.context("the job's dataset")?;
 		}
 		let Some(start) = start else { return Ok(()) };
 		if from_initial {
 			if let Some(weights) = weights.filter(|hash| !self.store.contains(hash)) {
 				tracing::info!(job = job_id, "fetching the job's initial weights {} from peers", hex(&weights));
-				self.network.fetch(weights, patience, model_bound).await.context("the job's initial weights")?;
+				self.network.fetch_to_store(weights, patience, model_bound).await.context("the job's initial weights")?;
 			}
 			return Ok(());
 		}
