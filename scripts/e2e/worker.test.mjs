@@ -309,8 +309,9 @@ test('a solver worker trains the digits job through the chain and each proof is 
   verification = verifiers;
 
   // The solver fetches the dataset from the submitter over libp2p, and the final model
-  // comes back the same way: the two keep separate artifact stores.
-  digits = backgroundWorker('digits-submitter', ['submit', '--key', '//Alice', '--example', 'digits', '--wait', '--peer', solverPeer, '--no-mdns']);
+  // comes back the same way: the two keep separate artifact stores. No --peer: the
+  // submitter dials the endpoint the solver advertises on-chain.
+  digits = backgroundWorker('digits-submitter', ['submit', '--key', '//Alice', '--example', 'digits', '--wait', '--no-mdns']);
   await waitFor('the digits job to be submitted', () => /job (\d+) submitted/.test(digits.output()), { timeoutMs: 120_000 })
     .catch(withSolverLog);
   digits.jobId = Number(/job (\d+) submitted/.exec(digits.output())[1]);

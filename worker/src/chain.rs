@@ -572,6 +572,21 @@ impl Chain {
 		Ok(value.map(|value| value.decode()).transpose()?.map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned()))
 	}
 
+	/// The endpoints nodes advertise on-chain (`staking.endpoints`), at most `limit`: where
+	/// a worker joins the artifact network ([`crate::inputs::join_network`]).
+	pub async fn endpoints(&self, at: &AtBlock, limit: usize) -> Result<Vec<String>> {
+		let mut entries = at.storage().iter(runtime::storage().staking().endpoints(), ()).await?;
+		let mut endpoints = Vec::new();
+		while let Some(entry) = entries.next().await {
+			if endpoints.len() >= limit {
+				break;
+			}
+			let bytes = entry?.value().decode()?.0;
+			endpoints.push(String::from_utf8_lossy(&bytes).into_owned());
+		}
+		Ok(endpoints)
+	}
+
 	/// The endpoints advertised by the solvers of a job's units (at most `limit`, without
 	/// `except`): the peers that hold its dataset and the models its ranges proved.
 	pub async fn job_endpoints(&self, at: &AtBlock, job: JobId, units: UnitIndex, except: Option<&AccountId>, limit: usize) -> Result<Vec<String>> {

@@ -162,3 +162,28 @@ impl Inputs {
 		Ok(checkpoint.state)
 	}
 }
+
+/// How many of the endpoints advertised on-chain a worker joins the artifact network
+/// through.
+pub const JOINED_ENDPOINTS: usize = 32;
+
+/// Joins the artifact network through the endpoints nodes advertise on-chain: dials up to
+/// [`JOINED_ENDPOINTS`] of them (not those already connected) and bootstraps the DHT from
+/// them. A submitter does so, so that the solvers it dials fetch its dataset from it with
+/// no `--peer`, even from behind NAT, since it dials out; solvers, verifiers and
+/// challengers do so to find what others announce. A failure to read them is logged: the
+/// worker still has `--peer`, mDNS and the endpoints of each job's solvers.
+pub async fn join_network(chain: &Chain, network: &Network) {
+	let joined = async {
+		let at = chain.at().await?;
+		let endpoints = chain.endpoints(&at, JOINED_ENDPOINTS).await?;
+		let addresses: Vec<libp2p::Multiaddr> = endpoints.iter().filter_map(|endpoint| endpoint.parse().ok()).collect();
+		let count = addresses.len();
+		network.join(addresses);
+		anyhow::Ok(count)
+	};
+	match joined.await {
+		Ok(count) => tracing::debug!("joining the artifact network through {count} endpoints advertised on-chain"),
+		Err(error) => tracing::warn!("cannot read the endpoints advertised on-chain: {error:#}"),
+	}
+}

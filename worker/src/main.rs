@@ -3,7 +3,7 @@
 //! `evaluate` take a job from a description to a tested model; `keys` manages
 //! identities. Verifier and challenger roles come as further subcommands.
 
-use touchstone_worker::{chain, config, keys, p2p, solver, store, submitter, verifier};
+use touchstone_worker::{chain, config, inputs, keys, p2p, solver, store, submitter, verifier};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,16 +156,19 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Solve(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
+			inputs::join_network(&chain, &network).await;
 			settled(&chain, solver::Solver::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Verify(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
+			inputs::join_network(&chain, &network).await;
 			settled(&chain, verifier::Verifier::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Challenge(args) => {
 			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
+			inputs::join_network(&chain, &network).await;
 			let (job, unit, watch, request) = (args.job, args.unit, args.watch, args.request_chunk);
 			// The bond is the challenger bond here.
 			let settings = verifier::VerifyArgs {

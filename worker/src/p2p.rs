@@ -46,6 +46,7 @@ use futures::prelude::*;
 use libp2p::identity::Keypair;
 use libp2p::kad::{self, store::MemoryStore, store::MemoryStoreConfig, GetProvidersOk, QueryResult, RecordKey};
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
+use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
 use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{mpsc, oneshot};
@@ -202,6 +203,7 @@ enum Command {
 	Peers(oneshot::Sender<Vec<PeerId>>),
 	Listening(oneshot::Sender<Vec<Multiaddr>>),
 	Dial(Multiaddr),
+	Join(Vec<Multiaddr>),
 }
 
 /// A handle on a running network node; dropping every handle stops it.
@@ -346,6 +348,13 @@ impl Network {
 	/// fetch asks every connected peer.
 	pub fn dial(&self, address: Multiaddr) {
 		let _ = self.send(Command::Dial(address));
+	}
+
+	/// Joins the network through `addresses` (each ending in /p2p/<peer id>, as endpoints
+	/// advertised on-chain do): dials those not connected, adds them to the DHT's routing
+	/// table, and bootstraps the DHT from them.
+	pub fn join(&self, addresses: Vec<Multiaddr>) {
+		let _ = self.send(Command::Join(addresses));
 	}
 
 	/// The address to advertise on-chain: `--p2p-external` with this node's peer id, or
@@ -800,6 +809,20 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 					if let Err(error) = swarm.dial(address.clone()) {
 						tracing::warn!(%address, "cannot dial: {error}");
 					}
+				},
+				Some(Command::Join(addresses)) => {
+					let local = *swarm.local_peer_id();
+					for address in addresses {
+						let Some(libp2p::multiaddr::Protocol::P2p(peer)) = address.iter().last() else { continue };
+						if peer == local {
+							continue;
+						}
+						swarm.behaviour_mut().kademlia.add_address(&peer, address.clone());
+						let dial = DialOpts::peer_id(peer).addresses(vec![address]).condition(PeerCondition::DisconnectedAndNotDialing).build();
+						let _ = swarm.dial(dial);
+					}
+					// No known peer is the only error, and then there is nothing to do.
+					let _ = swarm.behaviour_mut().kademlia.bootstrap();
 				},
 			},
 			event = swarm.select_next_some() => match event {

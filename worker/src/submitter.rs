@@ -124,8 +124,10 @@ pub async fn submit(node: &str, data_dir: &Path, args: SubmitArgs) -> Result<()>
 	let (job, base) = describe(&args.job, args.example)?;
 	let prepared = jobfile::prepare(&job, &base, &store)?;
 	let chain = Chain::connect(node).await?;
-	// Solvers fetch the dataset from this process while it runs.
+	// Solvers fetch the dataset from this process while it runs: it dials the endpoints
+	// they advertise on-chain, so they need no address of it.
 	let network = p2p::Network::start(&args.network, store.clone(), data_dir).await?;
+	crate::inputs::join_network(&chain, &network).await;
 	if !args.wait {
 		eprintln!("note: the dataset is served to solvers only while this command runs; pass --wait to keep serving it, or run a solver on the same --data-dir");
 	}
@@ -144,20 +146,29 @@ pub async fn submit(node: &str, data_dir: &Path, args: SubmitArgs) -> Result<()>
 		.context("the chain accepted the job but emitted no JobSubmitted event")??;
 	println!("job {} submitted: {} units, {:.3} TST in escrow", submitted.job, submitted.units, submitted.escrow as f64 / UNIT as f64);
 	if args.wait {
-		wait_for_job(&chain, submitted.job).await?;
+		wait_for_job(&chain, &network, submitted.job).await?;
 	}
 	drop(network);
 	Ok(())
 }
 
+/// How often `submit --wait` dials the endpoints advertised on-chain again.
+const JOIN_EVERY: Duration = Duration::from_secs(15);
+
 /// Follows a job until it completes, printing each change of its units' states as the
 /// best block shows it (`best:`, what solvers act on) and as finality does (`finalized:`,
 /// what cannot be undone), with the seconds since the wait began.
-async fn wait_for_job(chain: &Chain, job_id: JobId) -> Result<()> {
+async fn wait_for_job(chain: &Chain, network: &p2p::Network, job_id: JobId) -> Result<()> {
 	let mut best = chain.follow_best();
 	let mut last = [String::new(), String::new()];
 	let started = std::time::Instant::now();
+	let mut joined = std::time::Instant::now();
 	loop {
+		// Solvers that advertise an endpoint after the job went in are dialled too.
+		if joined.elapsed() >= JOIN_EVERY {
+			crate::inputs::join_network(chain, network).await;
+			joined = std::time::Instant::now();
+		}
 		let views = [("best", best.at().await?), ("finalized", chain.at().await?)];
 		for (index, (view, at)) in views.iter().enumerate() {
 			let job = chain.job(at, job_id).await?.context("the job disappeared")?;
