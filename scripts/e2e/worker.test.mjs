@@ -28,7 +28,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
-import { blake2AsHex } from '@polkadot/util-crypto';
+import { blake3 } from '@noble/hashes/blake3';
+import { bytesToHex } from '@noble/hashes/utils';
 import { startNode, waitFor, freePort, sendOk, workerBinary, explainRefusalsWith, waitForPoolToClear, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
@@ -166,7 +167,8 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
     const spec = (await api.query.tasks.jobs(0)).unwrap().spec;
     // A ContentRef encodes its 32-byte hash first (`.hash` on a codec is its own digest).
     const weightsHash = `0x${Buffer.from(spec.initialWeights.unwrap().toU8a().subarray(0, 32)).toString('hex')}`;
-    assert.equal(weightsHash, blake2AsHex(readFileSync(basePath), 256));
+    // The content hash of an artifact is BLAKE3 of its bytes.
+    assert.equal(weightsHash, `0x${bytesToHex(blake3(readFileSync(basePath)))}`);
     assert.doesNotMatch(solverLog, /job=0 unit=0 step=100\b/, 'the resumed run starts after step 100');
   } finally {
     submitter.kill('SIGINT');
