@@ -7,9 +7,10 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # System packages: protoc and clang for the node's build, Vulkan's CPU driver (lavapipe)
-# for the wgpu kernels, Node.js for the polkadot.js tests.
+# for the wgpu kernels, Node.js for the polkadot.js tests, iproute2 and iptables for the
+# test that puts a worker behind NAT in a network namespace.
 packages=(build-essential pkg-config protobuf-compiler clang libclang-dev curl ca-certificates git
-	mesa-vulkan-drivers libvulkan1 unzip)
+	mesa-vulkan-drivers libvulkan1 unzip iproute2 iptables)
 # A machine may have Node.js or Python from elsewhere; only install Debian's when missing.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 if ! python3 -m pip --version >/dev/null 2>&1; then packages+=(python3 python3-pip python3-venv); fi

@@ -17,7 +17,7 @@ use touchstone_worker::p2p::{Network, NetworkArgs, FETCH_WINDOW, PEER_WINDOW};
 use touchstone_worker::store::Store;
 
 fn args(peers: Vec<libp2p::Multiaddr>) -> NetworkArgs {
-	NetworkArgs { p2p_listen: Some("/ip4/127.0.0.1/tcp/0".parse().expect("an address")), peers, no_mdns: true, p2p_external: None }
+	NetworkArgs { p2p_listen: Some("/ip4/127.0.0.1/tcp/0".parse().expect("an address")), peers, no_mdns: true, ..NetworkArgs::default() }
 }
 
 /// Bytes nobody would compress away, from a 64-bit xorshift.

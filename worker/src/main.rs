@@ -71,6 +71,14 @@ enum Command {
 		#[command(flatten)]
 		network: p2p::NetworkArgs,
 	},
+	/// Offer relay service on the artifact network: workers behind NAT reserve a slot
+	/// here (`--p2p-relay`) and peers reach them through it. Run it on a publicly
+	/// reachable host (beside a validator, for example). Prints the addresses to give
+	/// `--p2p-relay`; stops on Ctrl-C.
+	Relay {
+		#[command(flatten)]
+		network: p2p::NetworkArgs,
+	},
 	/// Print a model's accuracy on a held-out test split.
 	Evaluate(submitter::EvaluateArgs),
 	/// Train a job locally, without a chain, exactly as solvers would (the same kernels,
@@ -197,6 +205,15 @@ async fn run(cli: Cli) -> Result<()> {
 		Command::Train(args) => submitter::train_locally(&data_dir, args),
 		Command::Status { job } => submitter::status(&cli.node, job).await,
 		Command::Fetch { job, out, network } => submitter::fetch(&cli.node, &data_dir, job, &out, &network).await,
+		Command::Relay { mut network } => {
+			network.relay_service = true;
+			let relay = p2p::Network::start(&network, Store::open(&data_dir)?, &data_dir).await?;
+			for address in relay.listening().await? {
+				println!("relay listening at {address}");
+			}
+			shutdown_signal().await;
+			Ok(())
+		},
 	}
 }
 

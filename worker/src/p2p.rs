@@ -48,7 +48,7 @@ use libp2p::kad::{self, store::MemoryStore, store::MemoryStoreConfig, GetProvide
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
-use libp2p::{identify, mdns, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use libp2p::{dcutr, identify, mdns, noise, relay, tcp, upnp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{mpsc, oneshot};
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::content::{group_count, group_len, group_matches, outline_root};
@@ -82,8 +82,21 @@ pub const BAN: Duration = Duration::from_secs(3600);
 /// Where a worker accepts peers unless `--p2p-listen` says otherwise: every interface, on
 /// a port that stays the same across restarts.
 pub const DEFAULT_LISTEN: &str = "/ip4/0.0.0.0/tcp/30555";
+/// Where a worker accepts peers over QUIC unless `--p2p-listen` says otherwise: the same
+/// port as TCP, over UDP, where NATs let hole punching through more often.
+pub const DEFAULT_LISTEN_QUIC: &str = "/ip4/0.0.0.0/udp/30555/quic-v1";
 /// How many reads from disk a node serves at once: each holds a group in memory.
 pub const SERVING_READS: usize = 8;
+/// How long a circuit through a relay lasts before the relay closes it (libp2p's default
+/// is 2 minutes, too short for a checkpoint over a slow link; a fetch that loses one
+/// resumes over the next).
+pub const RELAY_CIRCUIT_DURATION: Duration = Duration::from_secs(30 * 60);
+/// How long a worker behind a relay waits for it to accept a reservation before it gives
+/// up advertising an address through it.
+pub const RELAY_PATIENCE: Duration = Duration::from_secs(30);
+/// How many bytes a circuit through a relay carries before the relay closes it (libp2p's
+/// default is 128 KiB, less than one group).
+pub const RELAY_CIRCUIT_BYTES: u64 = 4 << 30;
 /// How many keys the DHT's memory store holds provider records for, this node's and
 /// others' (libp2p's default is 1,024, which a solver that announces every checkpoint
 /// passes within a few jobs, after which announcements fail). A record is about a hundred
@@ -173,16 +186,57 @@ struct Behaviour {
 	kademlia: kad::Behaviour<MemoryStore>,
 	identify: identify::Behaviour,
 	mdns: Toggle<mdns::tokio::Behaviour>,
+	/// Reservations at a relay (`--p2p-relay`), and dials through one.
+	relay_client: relay::client::Behaviour,
+	/// Hole punching: a connection that came through a relay is upgraded to a direct one
+	/// where both sides' NATs allow it.
+	dcutr: dcutr::Behaviour,
+	/// The relay service, on `touchstone-worker relay` only.
+	relay: Toggle<relay::Behaviour>,
+	/// Port mappings on the router, with `--p2p-upnp` only: searching for a router sends
+	/// multicast to the local network.
+	upnp: Toggle<upnp::tokio::Behaviour>,
+}
+
+/// What a relay (`touchstone-worker relay`) allows: circuits long and large enough to
+/// carry a unit's checkpoints and final model, a bounded number of them.
+fn relay_config() -> relay::Config {
+	relay::Config {
+		max_reservations: 512,
+		max_reservations_per_peer: 4,
+		max_circuits: 64,
+		max_circuits_per_peer: 8,
+		max_circuit_duration: RELAY_CIRCUIT_DURATION,
+		max_circuit_bytes: RELAY_CIRCUIT_BYTES,
+		..relay::Config::default()
+	}
 }
 
 /// How a worker joins the network.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct NetworkArgs {
 	/// The address to accept peers on [default: every interface, port 30555, the same
 	/// across restarts, so the endpoint advertised on-chain and a router's port forward
 	/// stay right; a random port if another process holds it, with a warning].
 	#[arg(long)]
 	pub p2p_listen: Option<Multiaddr>,
+	/// A relay to accept peers through, for a worker behind NAT that no router forwards a
+	/// port to: a multiaddr ending in /p2p/<relay peer id>, of a node running
+	/// `touchstone-worker relay`. The worker reserves a slot there, advertises its address
+	/// through the relay on-chain (unless --p2p-external is given), and upgrades
+	/// connections that arrive through it to direct ones by hole punching where the NATs
+	/// allow.
+	#[arg(long)]
+	pub p2p_relay: Option<Multiaddr>,
+	/// Ask the router to forward the listening ports to this host (UPnP IGD), where it
+	/// offers that: the mapped public address is then advertised on-chain, unless
+	/// --p2p-external is given. Off by default: the search is multicast on the local
+	/// network.
+	#[arg(long)]
+	pub p2p_upnp: bool,
+	/// Offer relay service to other workers (`touchstone-worker relay` sets it).
+	#[arg(skip)]
+	pub relay_service: bool,
 	/// A peer to connect to, as a multiaddr ending in /p2p/<peer id>; repeatable.
 	#[arg(long = "peer")]
 	pub peers: Vec<Multiaddr>,
@@ -202,6 +256,7 @@ enum Command {
 	Request(PeerId, ArtifactRequest, oneshot::Sender<Result<ArtifactResponse>>),
 	Peers(oneshot::Sender<Vec<PeerId>>),
 	Listening(oneshot::Sender<Vec<Multiaddr>>),
+	External(oneshot::Sender<Vec<Multiaddr>>),
 	Dial(Multiaddr),
 	Join(Vec<Multiaddr>),
 }
@@ -220,6 +275,8 @@ pub struct Network {
 	window: (usize, usize),
 	/// Milliseconds each answer to a peer waits before it is sent (test equipment).
 	serving_delay: Arc<AtomicU64>,
+	/// The relay this node accepts peers through (`--p2p-relay`).
+	relay: Option<Multiaddr>,
 }
 
 /// Why a transfer from one peer failed.
@@ -250,13 +307,18 @@ impl Network {
 		let keypair = identity(&data_dir.join("network-key"))?;
 		let peer_id = keypair.public().to_peer_id();
 		let mdns_enabled = !args.no_mdns;
+		let relay_service = args.relay_service;
+		let upnp_enabled = args.p2p_upnp;
 		let mut swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
 			.with_tokio()
 			// Nagle off: libp2p-tcp 0.42 leaves it on, and each window update of a 1 MiB
 			// answer then waits out a delayed ACK (a single stream ran at 9 MiB/s on loopback).
 			.with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
 			.map_err(|error| anyhow!("cannot set up the network transport: {error}"))?
-			.with_behaviour(|key| {
+			.with_quic()
+			.with_relay_client(noise::Config::new, yamux::Config::default)
+			.map_err(|error| anyhow!("cannot set up the relay transport: {error}"))?
+			.with_behaviour(|key, relay_client| {
 				let peer_id = key.public().to_peer_id();
 				let config = MemoryStoreConfig { max_records: PROVIDER_KEYS, max_provided_keys: PROVIDER_KEYS, ..Default::default() };
 				let mut kademlia = kad::Behaviour::new(peer_id, MemoryStore::with_config(peer_id, config));
@@ -270,6 +332,10 @@ impl Network {
 					kademlia,
 					identify: identify::Behaviour::new(identify::Config::new("/touchstone/1".into(), key.public())),
 					mdns: mdns.into(),
+					relay_client,
+					dcutr: dcutr::Behaviour::new(peer_id),
+					relay: relay_service.then(|| relay::Behaviour::new(peer_id, relay_config())).into(),
+					upnp: upnp_enabled.then(upnp::tokio::Behaviour::default).into(),
 				}
 			})
 			.map_err(|error| anyhow!("cannot set up the network: {error}"))?
@@ -280,21 +346,37 @@ impl Network {
 				swarm.listen_on(address.clone()).with_context(|| format!("cannot listen on {address}"))?;
 			},
 			None => {
-				let stable: Multiaddr = DEFAULT_LISTEN.parse().context("the default listening address")?;
-				if let Err(error) = swarm.listen_on(stable) {
-					// A second worker on the host (a submitter beside a solver) takes any port.
-					tracing::warn!("cannot listen on {DEFAULT_LISTEN} ({error}): listening on a random port; pass --p2p-listen to choose one");
-					let random: Multiaddr = "/ip4/0.0.0.0/tcp/0".parse().context("the fallback listening address")?;
-					swarm.listen_on(random).context("cannot listen on any port")?;
+				for (stable, random) in [(DEFAULT_LISTEN, "/ip4/0.0.0.0/tcp/0"), (DEFAULT_LISTEN_QUIC, "/ip4/0.0.0.0/udp/0/quic-v1")] {
+					let stable: Multiaddr = stable.parse().context("the default listening address")?;
+					if let Err(error) = swarm.listen_on(stable.clone()) {
+						// A second worker on the host (a submitter beside a solver) takes any port.
+						tracing::warn!("cannot listen on {stable} ({error}): listening on a random port; pass --p2p-listen to choose one");
+						let random: Multiaddr = random.parse().context("the fallback listening address")?;
+						swarm.listen_on(random).context("cannot listen on any port")?;
+					}
 				}
 			},
 		}
 		for peer in &args.peers {
 			swarm.dial(peer.clone()).with_context(|| format!("cannot dial {peer}"))?;
 		}
+		if let (true, Some(external)) = (relay_service, &args.p2p_external) {
+			swarm.add_external_address(external.clone());
+		}
+		if let Some(relay) = &args.p2p_relay {
+			ensure!(
+				matches!(relay.iter().last(), Some(libp2p::multiaddr::Protocol::P2p(_))),
+				"--p2p-relay {relay} must end in /p2p/<the relay's peer id> (the relay prints its addresses when it starts)"
+			);
+			// Listening through the relay dials it and reserves a slot; the address appears
+			// among the listening ones once the relay accepts.
+			swarm
+				.listen_on(relay.clone().with(libp2p::multiaddr::Protocol::P2pCircuit))
+				.with_context(|| format!("cannot listen through the relay {relay}"))?;
+		}
 		let (commands, receiver) = mpsc::unbounded_channel();
 		let serving_delay = Arc::new(AtomicU64::new(0));
-		tokio::spawn(event_loop(swarm, receiver, store.clone(), serving_delay.clone()));
+		tokio::spawn(event_loop(swarm, receiver, store.clone(), serving_delay.clone(), relay_service));
 		let network = Self {
 			commands,
 			peer_id,
@@ -303,6 +385,7 @@ impl Network {
 			kept: Arc::default(),
 			window: (FETCH_WINDOW, PEER_WINDOW),
 			serving_delay,
+			relay: args.p2p_relay.clone(),
 		};
 		for hash in network.store.announced() {
 			network.provide(hash);
@@ -336,7 +419,12 @@ impl Network {
 			self.send(Command::Listening(reply))?;
 			let addresses = answer.await?;
 			if !addresses.is_empty() {
-				return Ok(addresses.into_iter().map(|address| address.with(libp2p::multiaddr::Protocol::P2p(self.peer_id))).collect());
+				// An address through a relay ends in this node's peer id already.
+				let own = |address: Multiaddr| match address.iter().last() {
+					Some(libp2p::multiaddr::Protocol::P2p(_)) => address,
+					_ => address.with(libp2p::multiaddr::Protocol::P2p(self.peer_id)),
+				};
+				return Ok(addresses.into_iter().map(own).collect());
 			}
 			tokio::time::sleep(Duration::from_millis(50)).await;
 		}
@@ -357,11 +445,14 @@ impl Network {
 		let _ = self.send(Command::Join(addresses));
 	}
 
-	/// The address to advertise on-chain: `--p2p-external` with this node's peer id, or
-	/// else the first listening address that others could reach (not unspecified). On a
-	/// public chain (`public`) only a publicly routable address will do ([`routable`]):
-	/// `--p2p-external` with a loopback or private one is an error, and without it none of
-	/// the listening addresses may qualify (then `None`).
+	/// The address to advertise on-chain: `--p2p-external` with this node's peer id; else,
+	/// behind a relay (`--p2p-relay`), the address through it, once the relay has accepted
+	/// a reservation (waiting up to [`RELAY_PATIENCE`]); else a public address the router
+	/// forwards a port from (`--p2p-upnp`, once it has answered); else the first listening
+	/// address that others could reach (not unspecified). On a public chain (`public`) only a
+	/// publicly routable address will do ([`routable`]): `--p2p-external` or a relay with a
+	/// loopback or private one is an error, and without them none of the listening
+	/// addresses may qualify (then `None`).
 	pub async fn advertised(&self, external: Option<&Multiaddr>, public: bool) -> Result<Option<Multiaddr>> {
 		use libp2p::multiaddr::Protocol;
 		if let Some(external) = external {
@@ -376,6 +467,23 @@ impl Network {
 			};
 			return Ok(Some(address));
 		}
+		if let Some(relay) = &self.relay {
+			if public && !routable(relay) {
+				bail!("--p2p-relay {relay} is a loopback, private or link-local address, which peers on a public chain cannot reach");
+			}
+			let deadline = Instant::now() + RELAY_PATIENCE;
+			while Instant::now() < deadline {
+				let relayed = self.listening().await?.into_iter().find(|address| address.iter().any(|part| part == Protocol::P2pCircuit));
+				if relayed.is_some() {
+					return Ok(relayed);
+				}
+				tokio::time::sleep(Duration::from_millis(250)).await;
+			}
+			bail!(
+				"the relay {relay} accepted no reservation within {} s: is `touchstone-worker relay` running there, and reachable from this host?",
+				RELAY_PATIENCE.as_secs()
+			);
+		}
 		let reachable = |address: &Multiaddr| {
 			!address.iter().any(|part| match part {
 				Protocol::Ip4(ip) => ip.is_unspecified(),
@@ -383,7 +491,12 @@ impl Network {
 				_ => false,
 			}) && (!public || routable(address))
 		};
-		Ok(self.listening().await?.into_iter().find(reachable))
+		// A port the router forwards (`--p2p-upnp`), then the listening addresses.
+		let (reply, answer) = oneshot::channel();
+		self.send(Command::External(reply))?;
+		let forwarded = answer.await.unwrap_or_default().into_iter().map(|address| address.with(Protocol::P2p(self.peer_id)));
+		let listening = self.listening().await?;
+		Ok(forwarded.chain(listening).find(reachable))
 	}
 
 	fn send(&self, command: Command) -> Result<()> {
@@ -773,7 +886,13 @@ fn serve(store: &Store, request: ArtifactRequest) -> ArtifactResponse {
 	}
 }
 
-async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedReceiver<Command>, store: Store, serving_delay: Arc<AtomicU64>) {
+async fn event_loop(
+	mut swarm: Swarm<Behaviour>,
+	mut commands: mpsc::UnboundedReceiver<Command>,
+	store: Store,
+	serving_delay: Arc<AtomicU64>,
+	relay_service: bool,
+) {
 	let mut requests: HashMap<OutboundRequestId, oneshot::Sender<Result<ArtifactResponse>>> = HashMap::new();
 	let mut provider_queries: HashMap<kad::QueryId, (oneshot::Sender<Vec<PeerId>>, HashSet<PeerId>)> = HashMap::new();
 	// Answers read off the loop come back here to be sent.
@@ -801,6 +920,9 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 				},
 				Some(Command::Peers(reply)) => {
 					let _ = reply.send(swarm.connected_peers().copied().collect());
+				},
+				Some(Command::External(reply)) => {
+					let _ = reply.send(swarm.external_addresses().cloned().collect());
 				},
 				Some(Command::Listening(reply)) => {
 					let _ = reply.send(swarm.listeners().cloned().collect());
@@ -876,7 +998,38 @@ async fn event_loop(mut swarm: Swarm<Behaviour>, mut commands: mpsc::UnboundedRe
 						let _ = swarm.dial(address);
 					}
 				},
-				SwarmEvent::NewListenAddr { address, .. } => tracing::info!(%address, "artifact network listening"),
+				SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+					tracing::debug!(peer = ?peer_id, "cannot connect: {error}");
+				},
+				SwarmEvent::NewListenAddr { address, .. } => {
+					tracing::info!(%address, "artifact network listening");
+					// A relay hands its addresses to the peers that reserve a slot at it, and
+					// they refuse a reservation without one.
+					if relay_service && !address.iter().any(|part| part == libp2p::multiaddr::Protocol::P2pCircuit) {
+						swarm.add_external_address(address);
+					}
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::RelayClient(relay::client::Event::ReservationReqAccepted { relay_peer_id, renewal, .. })) => {
+					if !renewal {
+						tracing::info!(relay = %relay_peer_id, "the relay accepted a reservation: peers reach this node through it");
+					}
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::RelayClient(relay::client::Event::InboundCircuitEstablished { src_peer_id, .. })) => {
+					tracing::info!(peer = %src_peer_id, "a peer connected through the relay");
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Dcutr(dcutr::Event { remote_peer_id, result })) => match result {
+					Ok(_) => tracing::info!(peer = %remote_peer_id, "hole punched: a direct connection replaces the relayed one"),
+					Err(error) => tracing::info!(peer = %remote_peer_id, "no direct connection through the NATs ({error}): the relay carries the traffic"),
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Upnp(event)) => match event {
+					upnp::Event::NewExternalAddr(address) => tracing::info!(%address, "the router forwards a port to this node (UPnP)"),
+					upnp::Event::ExpiredExternalAddr(address) => tracing::warn!(%address, "the router's port forward expired (UPnP)"),
+					upnp::Event::GatewayNotFound => tracing::warn!("--p2p-upnp: no router on the local network offers UPnP port forwarding"),
+					upnp::Event::NonRoutableGateway => tracing::warn!("--p2p-upnp: the router is itself behind NAT: its forwarded port is not public"),
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Relay(relay::Event::CircuitReqAccepted { src_peer_id, dst_peer_id })) => {
+					tracing::info!(from = %src_peer_id, to = %dst_peer_id, "relaying a circuit");
+				},
 				_ => {},
 			},
 		}

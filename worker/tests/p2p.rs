@@ -26,7 +26,7 @@ use touchstone_worker::samples::TraceManifest;
 use touchstone_worker::store::Store;
 
 fn args(peers: Vec<libp2p::Multiaddr>) -> NetworkArgs {
-	NetworkArgs { p2p_listen: Some("/ip4/127.0.0.1/tcp/0".parse().unwrap()), peers, no_mdns: true, p2p_external: None }
+	NetworkArgs { p2p_listen: Some("/ip4/127.0.0.1/tcp/0".parse().unwrap()), peers, no_mdns: true, ..NetworkArgs::default() }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
