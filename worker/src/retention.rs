@@ -14,7 +14,8 @@
 //!
 //! An artifact another job still keeps (the same dataset in two jobs) is not deleted, nor
 //! is one the ledger does not know (kept from before the ledger, or a submitter's own
-//! dataset).
+//! dataset). A transfer's partial file that nothing has written to for [`PARTIAL_IDLE`] is
+//! deleted: a transfer that resumes does so within minutes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -27,6 +28,9 @@ use crate::store::{Kind, Notes, Store};
 
 /// How many blocks apart a worker sweeps its data directory (a minute at 3-second blocks).
 pub const SWEEP_EVERY: u64 = 20;
+
+/// How long a transfer's partial file may go unwritten before a sweep deletes it.
+pub const PARTIAL_IDLE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// Where a job stands, for what its artifacts are kept for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +51,9 @@ pub struct Swept {
 	pub artifacts: usize,
 	/// Unit folders deleted.
 	pub folders: usize,
-	/// Bytes the artifacts held (the folders' are not counted).
+	/// Partial files of transfers idle for [`PARTIAL_IDLE`] deleted.
+	pub partials: usize,
+	/// Bytes the artifacts and partial files held (the folders' are not counted).
 	pub bytes: u64,
 }
 
@@ -99,6 +105,9 @@ pub fn sweep(store: &Store, notes: &Notes, unit_dirs: &[&Path], standings: &BTre
 	let kept: BTreeSet<_> =
 		notes.iter().flat_map(|(job, entries)| entries.iter().filter(|(kind, _)| kept_by(job, *kind)).map(|(_, hash)| *hash)).collect();
 	let mut swept = Swept::default();
+	let (partials, bytes) = store.remove_idle_partials(PARTIAL_IDLE);
+	swept.partials += partials;
+	swept.bytes += bytes;
 	for (job, entries) in notes {
 		if standing(job) == Standing::Open {
 			continue;
@@ -166,6 +175,7 @@ impl Sweeps {
 			Ok(swept) if swept != Swept::default() => tracing::info!(
 				artifacts = swept.artifacts,
 				folders = swept.folders,
+				partials = swept.partials,
 				mib = swept.bytes as f64 / (1u64 << 20) as f64,
 				"retention: deleted what no open unit, round or dispute can still ask for"
 			),
@@ -206,8 +216,16 @@ mod tests {
 			std::fs::create_dir_all(units.join(folder)).unwrap();
 			std::fs::write(units.join(folder).join("records.txt"), b"0 1.0").unwrap();
 		}
+		// A transfer given up two days ago, and one that wrote a moment ago.
+		let (stale, fresh) = (store.partial_path(&[1; 32]), store.partial_path(&[2; 32]));
+		std::fs::write(&stale, b"").unwrap();
+		let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+		std::fs::File::options().write(true).open(&stale).unwrap().set_modified(two_days_ago).unwrap();
+		std::fs::write(&fresh, b"half").unwrap();
 		let standings = BTreeMap::from([(1, Standing::Finished), (2, Standing::Gone), (3, Standing::Open)]);
 		let swept = sweep(&store, &store.notes(), &[&units], &standings).unwrap();
+		assert_eq!(swept.partials, 1);
+		assert!(!stale.exists() && fresh.exists(), "only the idle transfer's partial file goes");
 
 		assert_eq!(swept.folders, 2, "the finished and the gone job's folders");
 		assert!(!units.join("1-0-aa").exists() && !units.join("2-3-bb").exists());

@@ -212,6 +212,28 @@ impl Store {
 		}
 	}
 
+	/// Deletes the partial files of transfers nothing has written to for `idle`: one given
+	/// up (its artifact no longer wanted, or never offered again) would hold its disk for
+	/// ever. Returns how many it deleted and the bytes they held on disk.
+	pub fn remove_idle_partials(&self, idle: std::time::Duration) -> (usize, u64) {
+		use std::os::unix::fs::MetadataExt;
+		let Ok(entries) = std::fs::read_dir(&self.dir) else { return (0, 0) };
+		let mut removed = (0, 0);
+		for entry in entries.filter_map(|entry| entry.ok()) {
+			if !entry.file_name().to_str().is_some_and(|name| name.ends_with(".partial")) {
+				continue;
+			}
+			let Ok(meta) = entry.metadata() else { continue };
+			let idle_for = meta.modified().ok().and_then(|modified| modified.elapsed().ok());
+			if idle_for.is_some_and(|idle_for| idle_for >= idle) && std::fs::remove_file(entry.path()).is_ok() {
+				removed.0 += 1;
+				// Blocks, not the length: a partial file is sparse until its groups arrive.
+				removed.1 += meta.blocks().saturating_mul(512);
+			}
+		}
+		removed
+	}
+
 	/// Deletes the artifact `hash` and its outline: the bytes it held, or `None` if it was
 	/// not here.
 	pub fn remove(&self, hash: &Digest) -> Result<Option<u64>> {
