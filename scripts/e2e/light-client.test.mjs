@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiPromise, Keyring, ScProvider } from '@polkadot/api';
 import { start } from 'smoldot';
-import { startNode, waitFor } from './lib/node.mjs';
+import { startNode, syncSpec, waitFor } from './lib/node.mjs';
 
 let node;
 let light;
@@ -58,9 +58,7 @@ before(async () => {
     return parseInt(header.number, 16) >= 2;
   });
   // What a light client starts from: the node's sync spec, with the node as its boot node.
-  const spec = await node.rpc('sync_state_genSyncSpec', [true]);
-  const peerId = await node.rpc('system_localPeerId');
-  spec.bootNodes = [`/ip4/127.0.0.1/tcp/${node.p2pPort}/p2p/${peerId}`];
+  const spec = await syncSpec(node);
   const provider = new ScProvider(smoldotSc, JSON.stringify(spec));
   await provider.connect();
   light = await ApiPromise.create({ provider, noInitWarn: true });

@@ -30,7 +30,7 @@ import { promisify } from 'node:util';
 import { ApiPromise, WsProvider, Keyring } from '@polkadot/api';
 import { blake3 } from '@noble/hashes/blake3';
 import { bytesToHex } from '@noble/hashes/utils';
-import { startNode, waitFor, freePort, sendOk, workerBinary, explainRefusalsWith, waitForPoolToClear, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
+import { startNode, syncSpec, waitFor, freePort, sendOk, workerBinary, explainRefusalsWith, waitForPoolToClear, setForcedErrorRate as setForcedErrorRateAs } from './lib/node.mjs';
 import { watchVerification } from './lib/verifiers.mjs';
 
 const run = promisify(execFile);
@@ -73,10 +73,15 @@ function startSolver(extra = []) {
   solver.stderr.on('data', keep);
 }
 
-/** Starts a verifier worker for `uri` (or, with `command`, another checking subcommand) with its own data directory and log. */
-function startVerifierWorker(uri, command = ['verify']) {
+/**
+ * Starts a verifier worker for `uri` (or, with `command`, another checking subcommand) with
+ * its own data directory and log; through the node's RPC, or with `chainSpec` (a file)
+ * through a light client of its own that trusts no node.
+ */
+function startVerifierWorker(uri, command = ['verify'], { chainSpec } = {}) {
   const name = uri.replace(/^\/\//, '').replaceAll('//', '-').toLowerCase();
-  const args = ['--node', node.wsUrl, '--data-dir', join(dataDir, name), ...command, '--key', uri,
+  const chain = chainSpec ? ['--chain-spec', chainSpec] : ['--node', node.wsUrl];
+  const args = [...chain, '--data-dir', join(dataDir, name), ...command, '--key', uri,
     '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns'];
   const entry = { log: '', process: spawn(workerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'info' } }) };
   const keep = (chunk) => {
@@ -301,8 +306,12 @@ test('a solver worker trains the digits job through the chain and each proof is 
   startVerifierWorker('//Dave');
   startVerifierWorker('//Eve', ['verify', '--backend', 'wgpu']);
   // Charlie, a challenger since the dispute test, watches every proof open to challenge
-  // with segments of his own choosing; he runs on into the liar test.
-  startVerifierWorker('//Charlie', ['challenge', '--watch']);
+  // with segments of his own choosing; he runs on into the liar test. He trusts no node:
+  // his worker reads the chain and sends his moves through a light client of its own,
+  // started from the node's sync spec.
+  const chainSpec = join(dataDir, 'chain-spec.json');
+  writeFileSync(chainSpec, JSON.stringify(await syncSpec(node)));
+  startVerifierWorker('//Charlie', ['challenge', '--watch'], { chainSpec });
   await waitFor('the verifier workers to register', async () =>
     (await api.query.staking.nodes(dave.address)).isSome && (await api.query.staking.nodes(eve.address)).isSome, {
     timeoutMs: 120_000,

@@ -90,14 +90,9 @@ async fn main() -> Result<()> {
 	let source = Store::open(&options.dir.join("source"))?;
 	let hash = source.put(&bytes)?;
 	drop(bytes);
-	// Computed once here, as a serving node does on the first request, and linked beside
+	// Computed once here, as a serving node does on the first request, and kept beside
 	// every provider's copy.
-	let _ = source.outline(&hash)?;
-	let outline_path = |store: &Store| {
-		let mut path = store.path(&hash).into_os_string();
-		path.push(".outline");
-		std::path::PathBuf::from(path)
-	};
+	let (len, outline) = source.outline(&hash)?;
 	println!("| providers | requests in flight | latency added (ms) | seconds | MiB/s | × single stream | memory high-water (MiB) |");
 	println!("| --- | --- | --- | --- | --- | --- | --- |");
 	let mut single_stream = None;
@@ -109,7 +104,7 @@ async fn main() -> Result<()> {
 			let dir = run_dir.join(format!("provider-{provider}"));
 			let store = Store::open(&dir)?;
 			std::fs::hard_link(source.path(&hash), store.path(&hash))?;
-			std::fs::hard_link(outline_path(&source), outline_path(&store))?;
+			store.save_outline(&hash, len, &outline);
 			let node = Network::start(&args(vec![]), store, &dir).await?;
 			node.delay_serving(options.latency);
 			addresses.push(node.listening().await?.remove(0));

@@ -68,6 +68,10 @@ pub fn decode<T: codec::Decode>(mut bytes: &[u8]) -> Result<T> {
 /// How long to wait for a node before saying it is unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a light client may take to find a peer and sync to a finalized block from
+/// its spec's checkpoint (warp sync makes that seconds even for a long chain).
+const LIGHT_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A connection to a node.
 #[derive(Clone)]
 pub struct Chain {
@@ -82,6 +86,24 @@ pub struct Chain {
 	in_flight: Arc<tokio::sync::RwLock<()>>,
 	/// The duties whose transactions were handed over ([`Chain::send_in_background`]).
 	background: Background,
+	/// The light client the chain is read through, if it is ([`Chain::connect_light`]):
+	/// kept alive as long as the chain is.
+	_light: Option<Arc<subxt::lightclient::LightClient>>,
+}
+
+/// How the worker reaches the chain.
+#[derive(Clone, Debug)]
+pub enum ChainAccess {
+	/// A node's WebSocket RPC endpoint. The worker believes what the node says: a lying
+	/// or stale node can hide proofs, rounds and disputes from it.
+	Node(String),
+	/// A light client in this process ([`Chain::connect_light`]).
+	LightClient {
+		/// The chain spec file (`sync_state_genSyncSpec`'s answer).
+		chain_spec: std::path::PathBuf,
+		/// Peers to sync from instead of the spec's boot nodes (multiaddrs ending in /p2p/<peer id>).
+		boot_nodes: Vec<String>,
+	},
 }
 
 /// The duties whose transactions were handed over, by key: `None` while in flight, then
@@ -151,7 +173,13 @@ const INCLUSION_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct BestBlocks {
 	chain: Chain,
 	latest: tokio::sync::watch::Receiver<Option<subxt::client::Block<Config>>>,
+	/// The slashes (of any account) in the best blocks followed, with their blocks' numbers,
+	/// until a look takes them ([`Self::take_slashes`]); the oldest go past [`SLASH_LOG`].
+	slashes: Arc<std::sync::Mutex<std::collections::VecDeque<(u64, runtime::staking::events::Slashed)>>>,
 }
+
+/// How many slashes the best-block follower keeps for the next look at them.
+const SLASH_LOG: usize = 256;
 
 impl BestBlocks {
 	/// The state at the latest best block; [`Self::next`] then waits for a newer one.
@@ -168,6 +196,11 @@ impl BestBlocks {
 	pub async fn next(&mut self, patience: Duration) {
 		let _ = tokio::time::timeout(patience, self.latest.changed()).await;
 	}
+
+	/// The slashes found in the best blocks followed since the last call.
+	fn take_slashes(&self) -> Vec<(u64, runtime::staking::events::Slashed)> {
+		self.slashes.lock().map(|mut slashes| slashes.drain(..).collect()).unwrap_or_default()
+	}
 }
 
 /// A worker role that makes one pass over the chain at every new best block.
@@ -180,22 +213,17 @@ pub trait EveryBlock {
 	fn account(&self) -> &AccountId;
 }
 
-/// How far back a look for slashes goes after a gap (blocks): a pass that took longer
-/// than this many blocks reports only the slashes of the last ones.
-const SLASH_LOOKBACK: u64 = 64;
-
 /// How often (in blocks) a role checks that its account is still registered and can pay
 /// its fees.
 const ACCOUNT_CHECK_BLOCKS: u64 = 20;
 
 /// What the operator sees of the chain between passes: the lag of finality behind the
 /// best block, and each slash of the role's account, counted in the metrics and logged
-/// as an error with its reason. Each best block is looked at once. It also finds what no
+/// as an error with its reason. Each best block is looked at once, as the follower read
+/// it (a light client cannot look a block up by its number). It also finds what no
 /// retry cures: a runtime this worker was not built for, an account no longer registered.
 #[derive(Default)]
 struct ChainWatch {
-	/// The last best block whose events were looked at.
-	looked_at: Option<u64>,
 	/// The runtime's spec version this worker last found it can talk to.
 	spec_version: Option<u32>,
 	/// The block of the last check of the account.
@@ -237,19 +265,13 @@ impl ChainWatch {
 		}
 		let finalized = chain.at().await?.block_number();
 		metrics.chain_lag_blocks.set(now.saturating_sub(finalized));
-		let from = self.looked_at.map_or(now, |last| last.saturating_add(1).max(now.saturating_sub(SLASH_LOOKBACK)));
-		for number in from..=now {
-			let events = chain.api.at_block(number).await.context("cannot read a block")?.events().fetch().await?;
-			for slashed in events.find::<runtime::staking::events::Slashed>() {
-				let slashed = slashed?;
-				if slashed.who == *me {
-					metrics.slashes.inc();
-					metrics.slashed.inc_by(u64::try_from(slashed.amount).unwrap_or(u64::MAX));
-					tracing::error!(block = number, role = ?slashed.role, reason = ?slashed.reason, tst = slashed.amount as f64 / UNIT as f64, "slashed");
-				}
+		for (number, slashed) in best.take_slashes() {
+			if slashed.who == *me {
+				metrics.slashes.inc();
+				metrics.slashed.inc_by(u64::try_from(slashed.amount).unwrap_or(u64::MAX));
+				tracing::error!(block = number, role = ?slashed.role, reason = ?slashed.reason, tst = slashed.amount as f64 / UNIT as f64, "slashed");
 			}
 		}
-		self.looked_at = Some(now);
 		Ok(None)
 	}
 }
@@ -296,6 +318,14 @@ impl Chain {
 		Ok(chain_type == "Live")
 	}
 
+	/// Reaches the chain as `access` says: through a node, or through a light client.
+	pub async fn open(access: &ChainAccess) -> Result<Self> {
+		match access {
+			ChainAccess::Node(url) => Self::connect(url).await,
+			ChainAccess::LightClient { chain_spec, boot_nodes } => Self::connect_light(chain_spec, boot_nodes).await,
+		}
+	}
+
 	/// Connects to the node at `url`. The connection reconnects by itself, with
 	/// exponential backoff up to ten seconds, whenever the node goes away.
 	pub async fn connect(url: &str) -> Result<Self> {
@@ -312,21 +342,59 @@ impl Chain {
 		.await
 		.map_err(|_| anyhow!(unreachable()))?
 		.with_context(unreachable)?;
+		Self::over(subxt::rpcs::RpcClient::new(rpc), None, &format!("the node at {url}")).await
+	}
+
+	/// Starts a light client (smoldot, in this process) from the chain spec in `chain_spec`
+	/// (the JSON `sync_state_genSyncSpec` gives), dialling `boot_nodes` when any are given
+	/// instead of the spec's own. It syncs from the spec's checkpoint over the chain's
+	/// peer-to-peer network and checks every header, storage value and runtime call it is
+	/// given against the finalized chain: no node is trusted with what the worker reads.
+	pub async fn connect_light(chain_spec: &std::path::Path, boot_nodes: &[String]) -> Result<Self> {
+		use subxt::lightclient::{ChainConfig, LightClient};
+		let spec = std::fs::read_to_string(chain_spec).with_context(|| format!("cannot read the chain spec {}", chain_spec.display()))?;
+		let mut config = ChainConfig::chain_spec(spec);
+		if !boot_nodes.is_empty() {
+			config = config
+				.set_bootnodes(boot_nodes)
+				.map_err(|_| anyhow!("the chain spec {} is not a JSON object: give the file sync_state_genSyncSpec returns", chain_spec.display()))?;
+		}
+		let (light, rpc) = LightClient::relay_chain(config).map_err(|error| {
+			anyhow!("the chain spec {} cannot start a light client: {error} (give the file sync_state_genSyncSpec returns, with boot nodes)", chain_spec.display())
+		})?;
 		let rpc = subxt::rpcs::RpcClient::new(rpc);
-		let api = OnlineClient::<Config>::from_rpc_client(rpc.clone()).await.with_context(unreachable)?;
+		let source = format!("the chain of {}", chain_spec.display());
+		// Reaching the first finalized block means finding a peer and syncing from the
+		// spec's checkpoint: a spec with no reachable boot node never gets there.
+		let chain = tokio::time::timeout(LIGHT_SYNC_TIMEOUT, Self::over(rpc, Some(Arc::new(light)), &source))
+			.await
+			.map_err(|_| {
+				anyhow!(
+					"the light client reached no finalized block of {source} within {} s: are its boot nodes (--boot-node, or bootNodes in the spec) reachable?",
+					LIGHT_SYNC_TIMEOUT.as_secs()
+				)
+			})??;
+		tracing::info!(spec = %chain_spec.display(), "following the chain through a light client");
+		Ok(chain)
+	}
+
+	/// The chain through `rpc`, once its runtime is one this worker was generated for.
+	async fn over(rpc: subxt::rpcs::RpcClient, light: Option<Arc<subxt::lightclient::LightClient>>, source: &str) -> Result<Self> {
+		let api = OnlineClient::<Config>::from_rpc_client(rpc.clone()).await.with_context(|| format!("cannot reach {source}"))?;
 		let chain = Self {
 			api,
 			rpc: LegacyRpcMethods::new(rpc),
 			nonces: Arc::default(),
 			in_flight: Arc::default(),
 			background: Background::default(),
+			_light: light,
 		};
-		// Refuse a node whose runtime this worker was not generated for, before any
-		// transaction is signed against it.
+		// Refuse a runtime this worker was not generated for, before any transaction is
+		// signed against it.
 		let at = chain.at().await?;
 		runtime::is_codegen_valid_for(&at.metadata_ref())
 			.then_some(())
-			.ok_or_else(|| anyhow!("the node at {url} runs a runtime (spec version {}) this worker was not built for: update touchstone-worker", at.spec_version()))?;
+			.ok_or_else(|| anyhow!("{source} runs a runtime (spec version {}) this worker was not built for: update touchstone-worker", at.spec_version()))?;
 		Ok(chain)
 	}
 
@@ -335,26 +403,45 @@ impl Chain {
 		self.api.at_current_block().await.context("cannot read the finalized block from the node")
 	}
 
-	/// Follows the node's best block from now on.
+	/// Follows the node's best block from now on, keeping the slashes each one holds.
 	pub fn follow_best(&self) -> BestBlocks {
 		let (sender, latest) = tokio::sync::watch::channel(None);
-		let api = self.api.clone();
+		let slashes: Arc<std::sync::Mutex<std::collections::VecDeque<_>>> = Arc::default();
+		let (api, log) = (self.api.clone(), slashes.clone());
 		tokio::spawn(async move {
 			// Ends when every receiver is gone.
 			while !sender.is_closed() {
 				match api.stream_best_blocks().await {
 					Ok(mut blocks) => {
 						while let Some(block) = blocks.next().await {
-							match block {
-								Ok(block) => {
-									if sender.send(Some(block)).is_err() {
-										return;
-									}
-								},
+							let block = match block {
+								Ok(block) => block,
 								Err(error) => {
 									tracing::debug!("best-block stream: {error}");
 									break;
 								},
+							};
+							let number = block.number();
+							// The passes first; the events after.
+							if sender.send(Some(block.clone())).is_err() {
+								return;
+							}
+							let events = match block.at().await {
+								Ok(at) => at.events().fetch().await.map_err(|error| anyhow!("{error}")),
+								Err(error) => Err(anyhow!("{error}")),
+							};
+							match events {
+								Ok(events) => {
+									if let Ok(mut log) = log.lock() {
+										for slashed in events.find::<runtime::staking::events::Slashed>().flatten() {
+											if log.len() == SLASH_LOG {
+												log.pop_front();
+											}
+											log.push_back((number, slashed));
+										}
+									}
+								},
+								Err(error) => tracing::debug!(block = number, "cannot read the events of a best block: {error:#}"),
 							}
 						}
 					},
@@ -363,7 +450,7 @@ impl Chain {
 				tokio::time::sleep(Duration::from_secs(1)).await;
 			}
 		});
-		BestBlocks { chain: self.clone(), latest }
+		BestBlocks { chain: self.clone(), latest, slashes }
 	}
 
 	/// Signs `call` with `signer`, submits it and waits until it is finalized: for calls

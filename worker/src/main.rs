@@ -21,9 +21,20 @@ use crate::store::Store;
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
-	/// The node's WebSocket RPC endpoint.
+	/// The node's WebSocket RPC endpoint. The worker believes what this node tells it;
+	/// --chain-spec trusts no node instead.
 	#[arg(long, global = true, env = "TOUCHSTONE_NODE_URL", default_value = "ws://127.0.0.1:9944")]
 	node: String,
+	/// Reach the chain through a light client in this process instead of --node: FILE is the
+	/// chain spec (the JSON a node's `sync_state_genSyncSpec` RPC returns, from a source you
+	/// trust); --node is then not used. Every header, storage value and runtime call is
+	/// checked against the chain it describes.
+	#[arg(long, global = true, env = "TOUCHSTONE_CHAIN_SPEC", value_name = "FILE")]
+	chain_spec: Option<PathBuf>,
+	/// With --chain-spec: a peer of the chain to sync from (a multiaddr ending in /p2p/<peer
+	/// id>, a validator's for example), in place of the spec's boot nodes; repeatable.
+	#[arg(long = "boot-node", global = true, env = "TOUCHSTONE_BOOT_NODES", value_delimiter = ',', value_name = "MULTIADDR", requires = "chain_spec")]
+	boot_nodes: Vec<String>,
 	/// Where the worker keeps its artifacts, checkpoints and unit state.
 	#[arg(long, global = true, env = "TOUCHSTONE_WORKER_DIR")]
 	data_dir: Option<PathBuf>,
@@ -148,6 +159,10 @@ fn stop_on_signal(kept: &'static str) -> Arc<AtomicBool> {
 
 async fn run(cli: Cli) -> Result<()> {
 	let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
+	let access = match cli.chain_spec {
+		Some(chain_spec) => chain::ChainAccess::LightClient { chain_spec, boot_nodes: cli.boot_nodes },
+		None => chain::ChainAccess::Node(cli.node),
+	};
 	match cli.command {
 		Command::Keys(KeysCommand::Generate) => {
 			let phrase = keys::generate()?;
@@ -160,21 +175,21 @@ async fn run(cli: Cli) -> Result<()> {
 			println!("{}", keys::address(&key.keypair()?));
 			Ok(())
 		},
-		Command::Evaluate(args) => submitter::evaluate(&cli.node, args).await,
+		Command::Evaluate(args) => submitter::evaluate(&access, args).await,
 		Command::Solve(args) => {
-			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
+			let (chain, store, stop) = (Chain::open(&access).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
 			inputs::join_network(&chain, &network).await;
 			settled(&chain, solver::Solver::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Verify(args) => {
-			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
+			let (chain, store, stop) = (Chain::open(&access).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
 			inputs::join_network(&chain, &network).await;
 			settled(&chain, verifier::Verifier::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Challenge(args) => {
-			let (chain, store, stop) = (Chain::connect(&cli.node).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
+			let (chain, store, stop) = (Chain::open(&access).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
 			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
 			inputs::join_network(&chain, &network).await;
 			let (job, unit, watch, request) = (args.job, args.unit, args.watch, args.request_chunk);
@@ -201,10 +216,10 @@ async fn run(cli: Cli) -> Result<()> {
 			};
 			settled(&chain, role).await
 		},
-		Command::Submit(args) => submitter::submit(&cli.node, &data_dir, args).await,
+		Command::Submit(args) => submitter::submit(&access, &data_dir, args).await,
 		Command::Train(args) => submitter::train_locally(&data_dir, args),
-		Command::Status { job } => submitter::status(&cli.node, job).await,
-		Command::Fetch { job, out, network } => submitter::fetch(&cli.node, &data_dir, job, &out, &network).await,
+		Command::Status { job } => submitter::status(&access, job).await,
+		Command::Fetch { job, out, network } => submitter::fetch(&access, &data_dir, job, &out, &network).await,
 		Command::Relay { mut network } => {
 			network.relay_service = true;
 			let relay = p2p::Network::start(&network, Store::open(&data_dir)?, &data_dir).await?;

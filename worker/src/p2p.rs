@@ -419,12 +419,7 @@ impl Network {
 			self.send(Command::Listening(reply))?;
 			let addresses = answer.await?;
 			if !addresses.is_empty() {
-				// An address through a relay ends in this node's peer id already.
-				let own = |address: Multiaddr| match address.iter().last() {
-					Some(libp2p::multiaddr::Protocol::P2p(_)) => address,
-					_ => address.with(libp2p::multiaddr::Protocol::P2p(self.peer_id)),
-				};
-				return Ok(addresses.into_iter().map(own).collect());
+				return Ok(addresses.into_iter().map(|address| ending_in_peer(address, self.peer_id)).collect());
 			}
 			tokio::time::sleep(Duration::from_millis(50)).await;
 		}
@@ -461,11 +456,7 @@ impl Network {
 					"--p2p-external {external} is a loopback, private or link-local address, which peers on a public chain cannot reach: give the host's public address or DNS name"
 				);
 			}
-			let address = match external.iter().last() {
-				Some(Protocol::P2p(_)) => external.clone(),
-				_ => external.clone().with(Protocol::P2p(self.peer_id)),
-			};
-			return Ok(Some(address));
+			return Ok(Some(ending_in_peer(external.clone(), self.peer_id)));
 		}
 		if let Some(relay) = &self.relay {
 			if public && !routable(relay) {
@@ -494,7 +485,7 @@ impl Network {
 		// A port the router forwards (`--p2p-upnp`), then the listening addresses.
 		let (reply, answer) = oneshot::channel();
 		self.send(Command::External(reply))?;
-		let forwarded = answer.await.unwrap_or_default().into_iter().map(|address| address.with(Protocol::P2p(self.peer_id)));
+		let forwarded = answer.await.unwrap_or_default().into_iter().map(|address| ending_in_peer(address, self.peer_id));
 		let listening = self.listening().await?;
 		Ok(forwarded.chain(listening).find(reachable))
 	}
@@ -837,6 +828,15 @@ struct Plan {
 	/// The first peer to give it: blamed if a `check`ed artifact built from it fails.
 	source: PeerId,
 	providers: Vec<PeerId>,
+}
+
+/// `address` ending in `peer`'s id, as peers dial it: unchanged when it ends in a peer id
+/// already (an address through a relay, or one an operator gave whole).
+fn ending_in_peer(address: Multiaddr, peer: PeerId) -> Multiaddr {
+	match address.iter().last() {
+		Some(libp2p::multiaddr::Protocol::P2p(_)) => address,
+		_ => address.with(libp2p::multiaddr::Protocol::P2p(peer)),
+	}
 }
 
 /// Whether peers anywhere on the internet could reach `address`: a DNS name, or an IP

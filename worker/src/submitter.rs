@@ -16,7 +16,7 @@ use touchstone_kernels::proof::content::content_hash;
 use touchstone_primitives::referee::kernel_model;
 use touchstone_primitives::{JobId, JobStatus, UnitState};
 
-use crate::chain::{runtime, Chain};
+use crate::chain::{runtime, Chain, ChainAccess};
 use crate::jobfile::UNIT;
 use crate::store::{holds_state, Store};
 use crate::{dataset, jobfile, keys, p2p, train};
@@ -118,12 +118,12 @@ pub fn train_locally(data_dir: &Path, args: TrainArgs) -> Result<()> {
 
 /// Submits the job `args` describe, and with `--wait` follows it to its end while serving
 /// its dataset.
-pub async fn submit(node: &str, data_dir: &Path, args: SubmitArgs) -> Result<()> {
+pub async fn submit(access: &ChainAccess, data_dir: &Path, args: SubmitArgs) -> Result<()> {
 	let signer = args.key.keypair()?;
 	let store = Store::open(data_dir)?;
 	let (job, base) = describe(&args.job, args.example)?;
 	let prepared = jobfile::prepare(&job, &base, &store)?;
-	let chain = Chain::connect(node).await?;
+	let chain = Chain::open(access).await?;
 	// Solvers fetch the dataset from this process while it runs: it dials the endpoints
 	// they advertise on-chain, so they need no address of it.
 	let network = p2p::Network::start(&args.network, store.clone(), data_dir).await?;
@@ -198,8 +198,8 @@ async fn wait_for_job(chain: &Chain, network: &p2p::Network, job_id: JobId) -> R
 }
 
 /// Prints the latest ten jobs, or `job`, with their units, at the finalized block.
-pub async fn status(node: &str, job: Option<JobId>) -> Result<()> {
-	let chain = Chain::connect(node).await?;
+pub async fn status(access: &ChainAccess, job: Option<JobId>) -> Result<()> {
+	let chain = Chain::open(access).await?;
 	let at = chain.at().await?;
 	let next = chain.next_job_id(&at).await?;
 	let jobs: Vec<JobId> = match job {
@@ -246,13 +246,13 @@ pub async fn status(node: &str, job: Option<JobId>) -> Result<()> {
 /// Writes job `job_id`'s final model to `out`, fetched from its solvers unless stored
 /// here, checked against the state root the chain proved.
 pub async fn fetch(
-	node: &str,
+	access: &ChainAccess,
 	data_dir: &Path,
 	job_id: JobId,
 	out: &Path,
 	network: &p2p::NetworkArgs,
 ) -> Result<()> {
-	let chain = Chain::connect(node).await?;
+	let chain = Chain::open(access).await?;
 	let at = chain.at().await?;
 	let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 	let result = job.result.with_context(|| format!("job {job_id} has no result yet ({:?}, {} of {} units final)", job.status, job.units_final, job.units))?;
@@ -287,14 +287,14 @@ pub async fn fetch(
 }
 
 /// Prints the accuracy of the model file `args` name on a held-out split.
-pub async fn evaluate(node: &str, args: EvaluateArgs) -> Result<()> {
+pub async fn evaluate(access: &ChainAccess, args: EvaluateArgs) -> Result<()> {
 	let (model, default_test): (ModelConfig, Option<Dataset>) = match (args.example, args.job) {
 		(Some(Example::Digits), _) => {
 			let model = jobfile::model_arch(&jobfile::digits_example().model)?;
 			(kernel_model(&model), Some(dataset::digits_split()?.1))
 		},
 		(None, Some(job_id)) => {
-			let chain = Chain::connect(node).await?;
+			let chain = Chain::open(access).await?;
 			let at = chain.at().await?;
 			let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 			(kernel_model(&job.spec.model), None)

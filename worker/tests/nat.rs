@@ -38,6 +38,16 @@ fn run(command: &str) {
 	assert!(output.status.success(), "{command}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// Joins two namespaces by a veth pair, each end (namespace, interface, address) up.
+fn cable(a: (&str, &str, &str), b: (&str, &str, &str)) {
+	run(&format!("ip link add {} type veth peer name {}", a.1, b.1));
+	for (namespace, link, address) in [a, b] {
+		run(&format!("ip link set {link} netns {namespace}"));
+		run(&format!("ip -n {namespace} addr add {address} dev {link}"));
+		run(&format!("ip -n {namespace} link set {link} up"));
+	}
+}
+
 /// The three namespaces, deleted (with their interfaces) when dropped.
 struct Hosts {
 	public: String,
@@ -55,20 +65,9 @@ impl Hosts {
 			run(&format!("ip -n {namespace} link set lo up"));
 		}
 		// Public side: 10.77.0.2 (public host) - 10.77.0.1 (router's public address).
-		run(&format!("ip link add tsvp{id} type veth peer name tsvr{id}"));
-		run(&format!("ip link set tsvp{id} netns {public}"));
-		run(&format!("ip link set tsvr{id} netns {router}"));
-		run(&format!("ip -n {public} addr add 10.77.0.2/24 dev tsvp{id}"));
-		run(&format!("ip -n {router} addr add 10.77.0.1/24 dev tsvr{id}"));
+		cable((public, &format!("tsvp{id}"), "10.77.0.2/24"), (router, &format!("tsvr{id}"), "10.77.0.1/24"));
 		// Home side: 10.77.1.2 (the worker) - 10.77.1.1 (router), its default route.
-		run(&format!("ip link add tsvh{id} type veth peer name tsvq{id}"));
-		run(&format!("ip link set tsvh{id} netns {home}"));
-		run(&format!("ip link set tsvq{id} netns {router}"));
-		run(&format!("ip -n {home} addr add 10.77.1.2/24 dev tsvh{id}"));
-		run(&format!("ip -n {router} addr add 10.77.1.1/24 dev tsvq{id}"));
-		for (namespace, link) in [(public, format!("tsvp{id}")), (router, format!("tsvr{id}")), (router, format!("tsvq{id}")), (home, format!("tsvh{id}"))] {
-			run(&format!("ip -n {namespace} link set {link} up"));
-		}
+		cable((home, &format!("tsvh{id}"), "10.77.1.2/24"), (router, &format!("tsvq{id}"), "10.77.1.1/24"));
 		run(&format!("ip -n {home} route add default via 10.77.1.1"));
 		// The router forwards, and rewrites the home network's packets to its own address.
 		run(&format!("ip netns exec {router} sysctl -qw net.ipv4.ip_forward=1"));

@@ -151,6 +151,17 @@ async function launch(args, { name, timeoutMs, stallMs }) {
   };
 }
 
+/**
+ * The chain spec a light client starts from: `node`'s sync spec (raw, with a finalized
+ * block as its checkpoint), with `node` as its only boot node.
+ */
+export async function syncSpec(node) {
+  const spec = await node.rpc('sync_state_genSyncSpec', [true]);
+  const peerId = await node.rpc('system_localPeerId');
+  spec.bootNodes = [`/ip4/127.0.0.1/tcp/${node.p2pPort}/p2p/${peerId}`];
+  return spec;
+}
+
 /** Polls `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
 export async function waitFor(what, check, { timeoutMs = 120_000, intervalMs = 1000 } = {}) {
   const deadline = Date.now() + timeoutMs;
