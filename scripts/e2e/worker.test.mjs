@@ -12,8 +12,10 @@
 // a gross lie in its second unit is measured beyond them, and an escalation committee drawn
 // afresh overturns the proof and the solver is slashed.
 // Then the solver is restarted as a liar (one corrupted value at
-// one step): the verifiers catch it, one plays the dispute its mismatch opens through all
-// three levels, the runtime's referee rules against the liar and its bond is slashed. Last,
+// one step): the verifiers and a watching challenger that runs on a light client of its
+// own (smoldot in the worker, no node's RPC) catch it, one plays the dispute its mismatch
+// opens through all three levels, the runtime's referee rules against the liar and its
+// bond is slashed. Last,
 // the digits job completes: the solver is paid from escrow, the final model on-chain is the
 // file the worker wrote, and that model reaches the reference's pinned test accuracy. The
 // submitters and the solver keep separate artifact stores: the dataset, the initial weights

@@ -248,14 +248,18 @@ impl ChainWatch {
 			}
 			self.spec_version = Some(at.spec_version());
 		}
+		let finalized_at = chain.at().await?;
+		let finalized = finalized_at.block_number();
+		// A stop for good is decided on the finalized state: a best block can be stale (a
+		// new follow starts with old finalized blocks) or on a fork.
 		if self.account_checked.is_none_or(|last| now >= last.saturating_add(ACCOUNT_CHECK_BLOCKS)) {
 			self.account_checked = Some(now);
-			if at.storage().try_fetch(runtime::storage().staking().nodes(), (me.clone(),)).await?.is_none() {
+			if finalized_at.storage().try_fetch(runtime::storage().staking().nodes(), (me.clone(),)).await?.is_none() {
 				return Ok(Some(anyhow!(
 					"the account {me} is no longer registered (it unbonded, or slashes took its bond): start the worker again to register and bond"
 				)));
 			}
-			let free = chain.free_balance(&at, me).await?;
+			let free = chain.free_balance(&finalized_at, me).await?;
 			if free < UNIT / 10 {
 				tracing::error!(
 					free_tst = free as f64 / UNIT as f64,
@@ -263,8 +267,8 @@ impl ChainWatch {
 				);
 			}
 		}
-		let finalized = chain.at().await?.block_number();
 		metrics.chain_lag_blocks.set(now.saturating_sub(finalized));
+		metrics.best_block.set(now);
 		for (number, slashed) in best.take_slashes() {
 			if slashed.who == *me {
 				metrics.slashes.inc();
@@ -407,7 +411,42 @@ impl Chain {
 	pub fn follow_best(&self) -> BestBlocks {
 		let (sender, latest) = tokio::sync::watch::channel(None);
 		let slashes: Arc<std::sync::Mutex<std::collections::VecDeque<_>>> = Arc::default();
+		// The events are read on a task of their own: a stream waiting on them would leave
+		// the passes on a stale block (a new follow starts with a burst of old finalized ones).
+		let (to_read, mut unread) = tokio::sync::mpsc::channel::<subxt::client::Block<Config>>(SLASH_LOG);
 		let (api, log) = (self.api.clone(), slashes.clone());
+		tokio::spawn(async move {
+			// Slashes before this worker started were not its business (nor reported twice
+			// after a restart).
+			let started = match api.at_current_block().await {
+				Ok(at) => at.block_number(),
+				Err(_) => 0,
+			};
+			while let Some(block) = unread.recv().await {
+				let number = block.number();
+				if number <= started {
+					continue;
+				}
+				let events = match block.at().await {
+					Ok(at) => at.events().fetch().await.map_err(|error| anyhow!("{error}")),
+					Err(error) => Err(anyhow!("{error}")),
+				};
+				match events {
+					Ok(events) => {
+						if let Ok(mut log) = log.lock() {
+							for slashed in events.find::<runtime::staking::events::Slashed>().flatten() {
+								if log.len() == SLASH_LOG {
+									log.pop_front();
+								}
+								log.push_back((number, slashed));
+							}
+						}
+					},
+					Err(error) => tracing::debug!(block = number, "cannot read the events of a best block: {error:#}"),
+				}
+			}
+		});
+		let api = self.api.clone();
 		tokio::spawn(async move {
 			// Ends when every receiver is gone.
 			while !sender.is_closed() {
@@ -421,27 +460,11 @@ impl Chain {
 									break;
 								},
 							};
-							let number = block.number();
-							// The passes first; the events after.
-							if sender.send(Some(block.clone())).is_err() {
-								return;
+							if to_read.try_send(block.clone()).is_err() {
+								tracing::debug!(block = block.number(), "the events of a best block are not read: too many are waiting");
 							}
-							let events = match block.at().await {
-								Ok(at) => at.events().fetch().await.map_err(|error| anyhow!("{error}")),
-								Err(error) => Err(anyhow!("{error}")),
-							};
-							match events {
-								Ok(events) => {
-									if let Ok(mut log) = log.lock() {
-										for slashed in events.find::<runtime::staking::events::Slashed>().flatten() {
-											if log.len() == SLASH_LOG {
-												log.pop_front();
-											}
-											log.push_back((number, slashed));
-										}
-									}
-								},
-								Err(error) => tracing::debug!(block = number, "cannot read the events of a best block: {error:#}"),
+							if sender.send(Some(block)).is_err() {
+								return;
 							}
 						}
 					},

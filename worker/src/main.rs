@@ -116,8 +116,14 @@ fn default_data_dir() -> PathBuf {
 
 #[tokio::main]
 async fn main() {
-	let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-		.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,subxt=warn,jsonrpsee=warn,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_kad=error"));
+	// The light client's services log under their own names, each followed by the chain's
+	// (`sync-service-<chain>`): routine progress (a warp sync idle at the head, a legacy RPC
+	// call) is not the operator's business unless RUST_LOG asks for it.
+	let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+		tracing_subscriber::EnvFilter::new(
+			"info,subxt=warn,jsonrpsee=warn,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_kad=error,smoldot=warn,sync-service=error,json-rpc=error,runtime=warn,tx-service=warn,network=warn",
+		)
+	});
 	tracing_subscriber::fmt()
 		.with_env_filter(filter)
 		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

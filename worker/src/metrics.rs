@@ -26,11 +26,17 @@ pub struct Metrics {
 	pub artifact_bytes: Counter<U64>,
 	/// Artifact-network peers connected.
 	pub peers: Gauge<U64>,
+	/// Whether peers can dial this node, as AutoNAT found: 0 unknown, 1 not (behind NAT or
+	/// a firewall), 2 yes.
+	pub reachability: Gauge<U64>,
 	/// Transactions by call (`pallet.call`) and outcome: `included`, or `failed` (refused,
 	/// dropped, not included in time, or dispatched with an error).
 	pub transactions: CounterVec<U64>,
 	/// Blocks between the node's best block and its finalized one, at the last pass.
 	pub chain_lag_blocks: Gauge<U64>,
+	/// The best block's number at the last pass: one that stops rising while the chain
+	/// moves on means the node or the light client's peers have gone silent.
+	pub best_block: Gauge<U64>,
 	/// Times this account was slashed, in any role.
 	pub slashes: Counter<U64>,
 	/// Plancks this account was slashed, in all.
@@ -64,8 +70,10 @@ impl Metrics {
 			earnings: counter("touchstone_worker_earnings_planck_total", "Plancks paid for finalized units")?,
 			artifact_bytes: counter("touchstone_worker_artifact_bytes_total", "Artifact bytes written to the local store")?,
 			peers: register(Gauge::new("touchstone_worker_peers", "Artifact-network peers connected")?, registry)?,
+			reachability: register(Gauge::new("touchstone_worker_reachability", "AutoNAT: 0 unknown, 1 behind NAT or a firewall, 2 reachable")?, registry)?,
 			transactions: counters("touchstone_worker_transactions_total", "Transactions by call and outcome", &["call", "outcome"])?,
 			chain_lag_blocks: register(Gauge::new("touchstone_worker_chain_lag_blocks", "Best block minus finalized block")?, registry)?,
+			best_block: register(Gauge::new("touchstone_worker_best_block", "Best block number at the last pass")?, registry)?,
 			slashes: counter("touchstone_worker_slashes_total", "Times this account was slashed")?,
 			slashed: counter("touchstone_worker_slashed_planck_total", "Plancks this account was slashed")?,
 			reveals: counters("touchstone_worker_reveals_total", "Reveals sent, by kind", &["kind"])?,

@@ -48,7 +48,7 @@ use libp2p::kad::{self, store::MemoryStore, store::MemoryStoreConfig, GetProvide
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::{behaviour::toggle::Toggle, NetworkBehaviour, SwarmEvent};
-use libp2p::{dcutr, identify, mdns, noise, relay, tcp, upnp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use libp2p::{autonat, dcutr, identify, mdns, noise, relay, tcp, upnp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{mpsc, oneshot};
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::content::{group_count, group_len, group_matches, outline_root};
@@ -196,6 +196,41 @@ struct Behaviour {
 	/// Port mappings on the router, with `--p2p-upnp` only: searching for a router sends
 	/// multicast to the local network.
 	upnp: Toggle<upnp::tokio::Behaviour>,
+	/// AutoNAT: asks connected peers to dial this node back, to learn whether it is
+	/// reachable ([`Reachability`]), and dials back the peers that ask it.
+	autonat: autonat::Behaviour,
+}
+
+/// How AutoNAT probes. The first probe goes out a few seconds after start (a worker is
+/// connected to the chain's endpoints by then), and one without an answer is tried again
+/// every 30 s. Peers at private addresses count as probes' servers, and are dialled back:
+/// a server dials only the IP address it saw the request come from, so a probe cannot aim
+/// it at another host, and workers on one LAN (a local chain) learn where they stand
+/// among themselves.
+fn autonat_config() -> autonat::Config {
+	autonat::Config { boot_delay: Duration::from_secs(5), retry_interval: Duration::from_secs(30), only_global_ips: false, ..Default::default() }
+}
+
+/// Whether peers can dial this node, as AutoNAT's probes through other peers find it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reachability {
+	/// No probe has been answered yet.
+	Unknown,
+	/// A peer dialled this node back at this address.
+	Public(Multiaddr),
+	/// Peers could not dial this node back: it is behind NAT or a firewall, and serves
+	/// others only through a relay (`--p2p-relay`) or a port its router forwards.
+	Private,
+}
+
+impl From<autonat::NatStatus> for Reachability {
+	fn from(status: autonat::NatStatus) -> Self {
+		match status {
+			autonat::NatStatus::Public(address) => Self::Public(address),
+			autonat::NatStatus::Private => Self::Private,
+			autonat::NatStatus::Unknown => Self::Unknown,
+		}
+	}
 }
 
 /// What a relay (`touchstone-worker relay`) allows: circuits long and large enough to
@@ -277,6 +312,20 @@ pub struct Network {
 	serving_delay: Arc<AtomicU64>,
 	/// The relay this node accepts peers through (`--p2p-relay`).
 	relay: Option<Multiaddr>,
+	/// Whether peers can dial this node, as AutoNAT last found.
+	reachability: tokio::sync::watch::Receiver<Reachability>,
+}
+
+/// What the event loop keeps beside the swarm.
+struct Events {
+	/// Milliseconds each answer to a peer waits before it is sent (test equipment).
+	serving_delay: Arc<AtomicU64>,
+	/// Whether this node is a relay (`touchstone-worker relay`).
+	relay_service: bool,
+	/// Whether this node listens through a relay (`--p2p-relay`).
+	relayed: bool,
+	/// Where AutoNAT's findings go.
+	reachable: tokio::sync::watch::Sender<Reachability>,
 }
 
 /// Why a transfer from one peer failed.
@@ -336,6 +385,7 @@ impl Network {
 					dcutr: dcutr::Behaviour::new(peer_id),
 					relay: relay_service.then(|| relay::Behaviour::new(peer_id, relay_config())).into(),
 					upnp: upnp_enabled.then(upnp::tokio::Behaviour::default).into(),
+					autonat: autonat::Behaviour::new(peer_id, autonat_config()),
 				}
 			})
 			.map_err(|error| anyhow!("cannot set up the network: {error}"))?
@@ -376,7 +426,9 @@ impl Network {
 		}
 		let (commands, receiver) = mpsc::unbounded_channel();
 		let serving_delay = Arc::new(AtomicU64::new(0));
-		tokio::spawn(event_loop(swarm, receiver, store.clone(), serving_delay.clone(), relay_service));
+		let (reachable, reachability) = tokio::sync::watch::channel(Reachability::Unknown);
+		let events = Events { serving_delay: serving_delay.clone(), relay_service, relayed: args.p2p_relay.is_some(), reachable };
+		tokio::spawn(event_loop(swarm, receiver, store.clone(), events));
 		let network = Self {
 			commands,
 			peer_id,
@@ -386,6 +438,7 @@ impl Network {
 			window: (FETCH_WINDOW, PEER_WINDOW),
 			serving_delay,
 			relay: args.p2p_relay.clone(),
+			reachability,
 		};
 		for hash in network.store.announced() {
 			network.provide(hash);
@@ -405,6 +458,11 @@ impl Network {
 	#[cfg(feature = "test-equipment")]
 	pub fn delay_serving(&self, delay: Duration) {
 		self.serving_delay.store(delay.as_millis() as u64, Ordering::Relaxed);
+	}
+
+	/// Whether peers can dial this node, as AutoNAT last found.
+	pub fn reachability(&self) -> Reachability {
+		self.reachability.borrow().clone()
 	}
 
 	/// This node's peer id.
@@ -890,9 +948,9 @@ async fn event_loop(
 	mut swarm: Swarm<Behaviour>,
 	mut commands: mpsc::UnboundedReceiver<Command>,
 	store: Store,
-	serving_delay: Arc<AtomicU64>,
-	relay_service: bool,
+	events: Events,
 ) {
+	let Events { serving_delay, relay_service, relayed, reachable } = events;
 	let mut requests: HashMap<OutboundRequestId, oneshot::Sender<Result<ArtifactResponse>>> = HashMap::new();
 	let mut provider_queries: HashMap<kad::QueryId, (oneshot::Sender<Vec<PeerId>>, HashSet<PeerId>)> = HashMap::new();
 	// Answers read off the loop come back here to be sent.
@@ -1029,6 +1087,23 @@ async fn event_loop(
 				},
 				SwarmEvent::Behaviour(BehaviourEvent::Relay(relay::Event::CircuitReqAccepted { src_peer_id, dst_peer_id })) => {
 					tracing::info!(from = %src_peer_id, to = %dst_peer_id, "relaying a circuit");
+				},
+				SwarmEvent::Behaviour(BehaviourEvent::Autonat(autonat::Event::StatusChanged { new, .. })) => {
+					let found = Reachability::from(new);
+					crate::metrics::get().reachability.set(match found {
+						Reachability::Unknown => 0,
+						Reachability::Private => 1,
+						Reachability::Public(_) => 2,
+					});
+					match (&found, relayed) {
+						(Reachability::Public(address), _) => tracing::info!(%address, "peers can dial this node (AutoNAT)"),
+						(Reachability::Private, true) => tracing::info!("peers cannot dial this node directly (AutoNAT): they reach it through its relay"),
+						(Reachability::Private, false) => tracing::warn!(
+							"peers cannot dial this node (AutoNAT: it is behind NAT or a firewall), so verifiers and challengers cannot fetch what it serves: forward port 30555 (TCP and UDP) to it, pass --p2p-upnp, or serve through a relay with --p2p-relay"
+						),
+						(Reachability::Unknown, _) => tracing::info!("no peer answers AutoNAT's probes any more: reachability unknown"),
+					}
+					let _ = reachable.send(found);
 				},
 				_ => {},
 			},

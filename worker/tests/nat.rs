@@ -6,6 +6,8 @@
 //! relay (`--p2p-relay`), its advertised address is the one through the relay, and the
 //! fetcher, given only that address, fetches the artifact from it, whole and verified.
 //! The log says whether hole punching replaced the relayed connection with a direct one.
+//! Then AutoNAT: the worker finds out it is behind NAT (the relay cannot dial it back),
+//! and the relay that it is public (the worker can).
 //!
 //! It needs root, `ip` (iproute2) and `iptables`, which `scripts/setup.sh` installs; CI
 //! runs as root. Without them it says plainly that it skipped, and passes.
@@ -14,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
 
-use touchstone_worker::p2p::{Network, NetworkArgs};
+use touchstone_worker::p2p::{Network, NetworkArgs, Reachability};
 use touchstone_worker::store::Store;
 
 /// Why the test cannot run here, if it cannot.
@@ -106,6 +108,19 @@ fn on<T: Send + 'static>(runtime: &tokio::runtime::Runtime, future: impl std::fu
 	runtime.block_on(runtime.spawn(future)).expect("the task finished")
 }
 
+/// What AutoNAT finds for `network` once `done` accepts it, or after 90 s (a first probe
+/// without a server is tried again 30 s later).
+async fn settled(network: &Network, done: impl Fn(&Reachability) -> bool) -> Reachability {
+	for _ in 0..360 {
+		let found = network.reachability();
+		if done(&found) {
+			return found;
+		}
+		tokio::time::sleep(Duration::from_millis(250)).await;
+	}
+	network.reachability()
+}
+
 fn args(listen: &str) -> NetworkArgs {
 	NetworkArgs { p2p_listen: Some(listen.parse().unwrap()), no_mdns: true, ..NetworkArgs::default() }
 }
@@ -164,6 +179,17 @@ fn a_worker_behind_nat_serves_an_artifact_through_a_relay() {
 		fetcher.fetch(hash, Duration::from_secs(60), u64::MAX).await
 	});
 	assert_eq!(fetched.expect("the artifact crossed the NAT"), artifact);
+
+	// AutoNAT: the relay could not dial the worker back, so the worker knows it is behind
+	// NAT; the worker could dial the relay back, so the relay knows it is public.
+	let (for_worker, for_relay) = (worker.clone(), relay.clone());
+	let behind = on(&home, async move { settled(&for_worker, |found| found == &Reachability::Private).await });
+	assert_eq!(behind, Reachability::Private, "the worker behind NAT did not find out");
+	let public_found = on(&public, async move { settled(&for_relay, |found| matches!(found, Reachability::Public(_))).await });
+	assert!(
+		matches!(&public_found, Reachability::Public(address) if address.to_string().starts_with("/ip4/10.77.0.2/tcp/")),
+		"the public relay found {public_found:?}"
+	);
 
 	drop((relay, worker));
 	public.shutdown_timeout(Duration::from_secs(1));
