@@ -9,8 +9,8 @@
 # pair only files already seen to pass side by side. Within a lane node still sorts, so
 # the files run as:
 #   lane 1: the kill test (~10 min), then the worker's file (~20);
-#   lane 2: the light client (~1), the local networks (~10), the long units (~16), job
-#           submission (~1).
+#   lane 2: the light client (~1), the local networks (~10), the long units (~16), the
+#           solver behind NAT (~3), job submission (~1).
 # Each line is prefixed with its lane. Exits non-zero if either lane fails.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -21,7 +21,7 @@ lane() {
 }
 lane 1 worker.test.mjs kill-anywhere.test.mjs &
 first=$!
-lane 2 long-units.test.mjs localnet.test.mjs light-client.test.mjs submit-job.test.mjs
+lane 2 long-units.test.mjs localnet.test.mjs light-client.test.mjs nat.test.mjs submit-job.test.mjs
 second=$?
 wait "$first"
 first=$?

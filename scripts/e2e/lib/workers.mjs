@@ -22,12 +22,20 @@ export class Workers {
     this.running = new Map();
   }
 
-  /** Starts worker `name` with subcommand arguments `args`; its output accumulates in its `log`. */
-  start(name, args) {
+  /**
+   * Starts worker `name` with subcommand arguments `args`; its output accumulates in its
+   * `log`. With `netns`, it runs in that network namespace (`ip netns exec`), reaching the
+   * node at `wsUrl` (by default the one the workers were made with).
+   */
+  start(name, args, options = {}) {
+    const { netns, wsUrl = this.wsUrl } = options;
     const entry = this.running.get(name) ?? { args, log: '' };
     entry.args = args;
+    entry.options = options;
     entry.exited = null;
-    entry.process = spawn(workerBinary(), ['--node', this.wsUrl, '--data-dir', join(this.dataDir, name), ...args], {
+    const command = [workerBinary(), '--node', wsUrl, '--data-dir', join(this.dataDir, name), ...args];
+    const [program, ...programArgs] = netns ? ['ip', 'netns', 'exec', netns, ...command] : command;
+    entry.process = spawn(program, programArgs, {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, RUST_LOG: 'info' },
     });
@@ -58,7 +66,8 @@ export class Workers {
 
   /** Starts worker `name` again, with the arguments and data directory it had. */
   restart(name) {
-    return this.start(name, this.running.get(name).args);
+    const { args, options } = this.running.get(name);
+    return this.start(name, args, options);
   }
 
   /** Every worker's log, for a failure's message. */
