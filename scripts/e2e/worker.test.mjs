@@ -632,8 +632,14 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   assert.ok(mine('verification', 'Revealed').length >= 1, JSON.stringify(mine('verification', 'Revealed')));
   const winnerLog = verifierWorkers.get(winner).log;
   // Charlie's watcher found the lie in its own sample (this job's only segment of the
-  // unit) and disputed it too.
-  assert.match(verifierWorkers.get('//Charlie').log, new RegExp(`watch: the proof does not reproduce; dispute opened job=${jobId} unit=0\\b`));
+  // unit) and disputed it too, and played its dispute, all through its light client.
+  const charlieLog = verifierWorkers.get('//Charlie').log;
+  assert.match(charlieLog, new RegExp(`watch: the proof does not reproduce; dispute opened job=${jobId} unit=0\\b`));
+  const charlie = keyring.addFromUri('//Charlie');
+  const charlieOpened = mine('disputes', 'DisputeOpened').find((e) => e.data.challenger === charlie.address);
+  assert.ok(charlieOpened, JSON.stringify(mine('disputes', 'DisputeOpened')));
+  assert.match(charlieLog, new RegExp(`dispute: sent bind_segment[^\\n]*dispute=${charlieOpened.data.dispute}\\b`));
+  t.diagnostic(`the light-client challenger's dispute ${charlieOpened.data.dispute} ${charlieOpened.data.dispute === resolved.data.dispute ? 'was the one the referee decided' : 'ended with the proof overturned by the other'}`);
   assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce; re-executing the whole unit job=${jobId} unit=0 from=0\\b`));
   for (const move of ['reveal', 'bind_segment', 'bind_step', 'bind_operator']) {
     assert.match(winnerLog, new RegExp(`dispute: sent ${move}[^\\n]*dispute=${resolved.data.dispute}`), `${winner} sent ${move}`);
