@@ -72,7 +72,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// its spec's checkpoint (warp sync makes that seconds even for a long chain).
 const LIGHT_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A connection to a node.
+/// The chain, reached through a node's RPC or a light client in this process
+/// ([`ChainAccess`]).
 #[derive(Clone)]
 pub struct Chain {
 	api: OnlineClient<Config>,
