@@ -6,9 +6,7 @@
 # of following blocks. Against a dev chain this script starts on ports of its own; the
 # light client starts from the node's sync spec, with the node as its boot node.
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
-use_torch
-cargo build --workspace --bins --locked --features "$TEST_FEATURES"
+build_workspace --bins
 watch_seconds="${WATCH_SECONDS:-60}"
 dir="$(mktemp -d)"
 rpc=19955

@@ -10,9 +10,7 @@
 # without the sch_netem module) by the serving nodes, which hold every answer for the
 # latency before sending it. The script says which it used.
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
-use_torch
-cargo build --workspace --examples --locked --features "$TEST_FEATURES"
+build_workspace --examples
 bench="$CARGO_TARGET_DIR/debug/examples/bench_transfer"
 
 namespace="touchstone-bench-$$"
