@@ -254,11 +254,19 @@ impl_runtime_apis! {
 		fn job_state(job: JobId) -> Option<JobState<AccountId, Balance, BlockNumber>> {
 			Tasks::job_state(job)
 		}
+
+		fn proofs_since(from: BlockNumber) -> Vec<touchstone_primitives::OpenProof<AccountId, BlockNumber>> {
+			Tasks::proofs_since(from)
+		}
 	}
 
 	impl touchstone_primitives::VerificationApi<Block, AccountId> for Runtime {
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>> {
 			crate::Verification::samples(job, unit, &verifier)
+		}
+
+		fn rounds_of(verifier: AccountId) -> Vec<(JobId, UnitIndex)> {
+			crate::Verification::rounds_of(&verifier)
 		}
 
 		fn forced_error_rate() -> polkadot_sdk::sp_runtime::Perbill {
@@ -273,6 +281,10 @@ impl_runtime_apis! {
 
 		fn unit_disputes(job: JobId, unit: UnitIndex) -> Vec<u64> {
 			crate::Disputes::unit_disputes(job, unit)
+		}
+
+		fn disputes_of(account: AccountId) -> Vec<u64> {
+			crate::Disputes::disputes_of(&account)
 		}
 	}
 

@@ -146,9 +146,12 @@ type Migrations = (
 	pallet_touchstone_staking::migrations::ScheduleLapses<Runtime>,
 	pallet_touchstone_staking::migrations::ResizeDrawTree<Runtime>,
 	pallet_touchstone_tasks::migrations::DropUnprovenModelHashes<Runtime>,
+	pallet_touchstone_tasks::migrations::IndexProvenUnits<Runtime>,
 	pallet_touchstone_verification::migrations::DropUnprovenModelHashes<Runtime>,
 	pallet_touchstone_verification::migrations::ResetBeacon<Runtime>,
+	pallet_touchstone_verification::migrations::IndexVerifierRounds<Runtime>,
 	pallet_touchstone_disputes::migrations::AddSummons<Runtime>,
+	pallet_touchstone_disputes::migrations::IndexPartyDisputes<Runtime>,
 );
 
 /// Dispatches blocks to the pallets.

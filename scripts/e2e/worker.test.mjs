@@ -348,7 +348,9 @@ test('a solver worker trains the digits job through the chain and each proof is 
   assert.equal(missed.length, 4);
   // Drawn in four rounds whose units are not final yet, Ferdie cannot take his verifier
   // bond back: a `Match` can be proven false until then.
-  assert.equal((await api.query.verification.drawnRounds(ferdie.address)).unwrap().toNumber(), 4);
+  assert.equal((await api.query.verification.verifierRounds.keys(ferdie.address)).length, 4);
+  // The runtime API a verifier finds its rounds by, reading only its own keys.
+  assert.equal((await api.call.verificationApi.roundsOf(ferdie.address)).length, 4);
   assert.equal(await dryRunError(api.tx.staking.unbond('Verifier', 100n * UNIT), ferdie), 'staking.HasActiveWork');
   // Each verifier worker asked the runtime API for its samples (two distinct segments of
   // the five in a unit), re-executed just those from Bob's checkpoints, checked against

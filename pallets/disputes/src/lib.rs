@@ -135,7 +135,7 @@ pub mod pallet {
 	};
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(2);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -267,6 +267,13 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type UnitDisputes<T: Config> =
 		StorageMap<_, Twox64Concat, UnitKey, BoundedVec<DisputeId, T::MaxDisputesPerUnit>, ValueQuery>;
+
+	/// The open disputes each account is a side of (challenger or defender, summonses
+	/// included), by account: a party, on a light client too, finds its disputes by reading
+	/// its own keys, never the whole `Disputes` map.
+	#[pallet::storage]
+	pub type PartyDisputes<T: Config> =
+		StorageDoubleMap<_, Blake2_128Concat, T::AccountId, Twox64Concat, DisputeId, ()>;
 
 	/// Proofs overturned without a step found, whose attesters may be summoned, by the id of
 	/// the dispute that convicted them.
@@ -775,7 +782,7 @@ pub mod pallet {
 				trace_root,
 				deadline: info.deadline,
 			});
-			Disputes::<T>::insert(id, info);
+			Self::record_new(id, info);
 			Ok(())
 		}
 
@@ -811,7 +818,7 @@ pub mod pallet {
 				chunk,
 				deadline: info.deadline,
 			});
-			Disputes::<T>::insert(id, info);
+			Self::record_new(id, info);
 			Ok(())
 		}
 
@@ -880,7 +887,7 @@ pub mod pallet {
 				segment,
 				deadline: info.deadline,
 			});
-			Disputes::<T>::insert(id, info);
+			Self::record_new(id, info);
 			Ok(())
 		}
 
@@ -1239,6 +1246,12 @@ pub mod pallet {
 			UnitDisputes::<T>::get((job, unit)).into_inner()
 		}
 
+		/// The open disputes `account` is a side of, read from its own keys of
+		/// `PartyDisputes`. Backs the `DisputesApi::disputes_of` runtime API.
+		pub fn disputes_of(account: &T::AccountId) -> Vec<DisputeId> {
+			PartyDisputes::<T>::iter_key_prefix(account).collect()
+		}
+
 		pub(crate) fn do_time_out(id: DisputeId) -> Result<Weight, DispatchError> {
 			let info = Disputes::<T>::get(id).ok_or(Error::<T>::DisputeNotFound)?;
 			let now = frame_system::Pallet::<T>::block_number();
@@ -1489,7 +1502,7 @@ pub mod pallet {
 			let mut dismissed = 0u32;
 			for segment in samples {
 				for id in Summonses::<T>::take((overturned, attester.clone(), segment)) {
-					if let Some(info) = Disputes::<T>::take(id) {
+					if let Some(info) = Self::take_record(id) {
 						let returned = Self::release_bond(&info)?;
 						Self::deposit_event(Event::DisputeDismissed { dispute: id, returned });
 						snapshot.open_summonses = snapshot.open_summonses.saturating_sub(1);
@@ -1532,7 +1545,7 @@ pub mod pallet {
 			for index in core::iter::once(unit).chain(moot.iter().copied()) {
 				let ids: Vec<DisputeId> = UnitDisputes::<T>::take((job, index)).into_inner();
 				for id in ids {
-					if let Some(info) = Disputes::<T>::take(id) {
+					if let Some(info) = Self::take_record(id) {
 						let returned = Self::release_bond(&info)?;
 						Self::deposit_event(Event::DisputeDismissed { dispute: id, returned });
 						dismissed = dismissed.saturating_add(1);
@@ -1580,9 +1593,24 @@ pub mod pallet {
 				.saturating_add(T::Attestations::proof_overturned_weight(winners))
 		}
 
+		/// Stores a newly opened dispute, and lists it under both of its sides.
+		fn record_new(id: DisputeId, info: DisputeOf<T>) {
+			PartyDisputes::<T>::insert(&info.defender, id, ());
+			PartyDisputes::<T>::insert(&info.challenger, id, ());
+			Disputes::<T>::insert(id, info);
+		}
+
+		/// Removes dispute `id` and its sides' listings, returning it.
+		fn take_record(id: DisputeId) -> Option<DisputeOf<T>> {
+			let info = Disputes::<T>::take(id)?;
+			PartyDisputes::<T>::remove(&info.defender, id);
+			PartyDisputes::<T>::remove(&info.challenger, id);
+			Some(info)
+		}
+
 		/// Removes dispute `id` from storage.
 		fn forget(id: DisputeId, info: &DisputeOf<T>) {
-			Disputes::<T>::remove(id);
+			Self::take_record(id);
 			if let (Some(overturned), Some(segment)) = (info.summons, info.segment) {
 				Summonses::<T>::mutate_exists((overturned, info.defender.clone(), segment), |open| {
 					if let Some(list) = open {
@@ -1611,6 +1639,7 @@ pub mod pallet {
 
 		/// Checks the pallet's invariants:
 		/// - every open dispute is listed under its unit, once, and every listed id is open;
+		/// - every open dispute is indexed under both of its sides, and nothing else is;
 		/// - the unit of every open dispute has a standing proof and is `Challenged`, and the
 		///   defender is its solver;
 		/// - every summons names a kept overturned proof that its defender attested over its
@@ -1663,6 +1692,13 @@ pub mod pallet {
 				let entry = bonds.entry(info.challenger.clone()).or_default();
 				*entry = entry.saturating_add(info.bond);
 			}
+			let sides: alloc::collections::BTreeSet<(T::AccountId, DisputeId)> = Disputes::<T>::iter()
+				.flat_map(|(id, info)| [(info.defender, id), (info.challenger, id)])
+				.collect();
+			ensure!(
+				PartyDisputes::<T>::iter_keys().collect::<alloc::collections::BTreeSet<_>>() == sides,
+				"an account's index of disputes is not the open disputes it is a side of"
+			);
 			for (_, ids) in UnitDisputes::<T>::iter() {
 				ensure!(!ids.is_empty(), "empty dispute list stored");
 				for id in ids {
@@ -1766,6 +1802,27 @@ pub mod migrations {
 			});
 			StorageVersion::new(1).put::<Pallet<T>>();
 			T::DbWeight::get().reads_writes(count.saturating_add(1), count.saturating_add(1))
+		}
+	}
+
+	/// Version 1 to 2: every open dispute is indexed under its two sides
+	/// (`PartyDisputes`), so a party reads its own keys to find them. At most
+	/// `MaxDisputesPerUnit` disputes per open unit, and the summonses of kept proofs.
+	pub struct IndexPartyDisputes<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for IndexPartyDisputes<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 2 {
+				return T::DbWeight::get().reads(1);
+			}
+			let mut count = 0u64;
+			for (id, info) in Disputes::<T>::iter() {
+				count = count.saturating_add(1);
+				PartyDisputes::<T>::insert(&info.defender, id, ());
+				PartyDisputes::<T>::insert(&info.challenger, id, ());
+			}
+			StorageVersion::new(2).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(count.saturating_add(1), count.saturating_mul(2).saturating_add(1))
 		}
 	}
 }

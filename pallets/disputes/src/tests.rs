@@ -14,7 +14,7 @@ use polkadot_sdk::{
 		assert_noop, assert_ok,
 		traits::{
 			fungible::{Inspect, InspectHold},
-			Get,
+			Get, GetStorageVersion, OnRuntimeUpgrade, StorageVersion,
 		},
 	},
 	sp_runtime::{BoundedVec, DispatchResult, FixedU64, Perbill},
@@ -831,6 +831,20 @@ fn two_challengers_of_one_lie_share_one_reward() {
 		let first = challenge(id, 0, CHALLENGER, &honest);
 		let second = challenge(id, 0, SECOND_CHALLENGER, &honest);
 		assert_eq!(UnitDisputes::<Test>::get((id, 0)).len(), 2);
+		// Each side finds its disputes by its own keys: the defender both, each
+		// challenger its own.
+		let mut defended = Disputes::disputes_of(&SOLVER);
+		defended.sort();
+		assert_eq!(defended, vec![first, second]);
+		assert_eq!(Disputes::disputes_of(&CHALLENGER), vec![first]);
+		assert_eq!(Disputes::disputes_of(&SECOND_CHALLENGER), vec![second]);
+		// A chain upgraded from version 1 indexes the disputes open at the upgrade.
+		let _ = crate::PartyDisputes::<Test>::clear(u32::MAX, None);
+		StorageVersion::new(1).put::<Disputes>();
+		crate::migrations::IndexPartyDisputes::<Test>::on_runtime_upgrade();
+		assert_eq!(Disputes::on_chain_storage_version(), 2);
+		assert_eq!(Disputes::disputes_of(&CHALLENGER), vec![first]);
+		assert_eq!(Disputes::disputes_of(&SOLVER).len(), 2);
 		let (first_before, second_before) = (Balances::balance(&CHALLENGER), Balances::balance(&SECOND_CHALLENGER));
 		play(first, &mut liar, &mut honest);
 		let events = dispute_events();
@@ -843,6 +857,7 @@ fn two_challengers_of_one_lie_share_one_reward() {
 		assert_eq!(Balances::balance(&SECOND_CHALLENGER), second_before + CHALLENGE_BOND + half);
 		assert_eq!(solver_bond(SOLVER), SOLVER_BOND - SOLVER_SLASH);
 		assert!(UnitDisputes::<Test>::get((id, 0)).is_empty());
+		assert!([SOLVER, CHALLENGER, SECOND_CHALLENGER].iter().all(|who| Disputes::disputes_of(who).is_empty()));
 	});
 }
 

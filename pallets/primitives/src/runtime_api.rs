@@ -2,7 +2,7 @@
 //! follow disputes.
 
 use crate::referee::Level;
-use crate::{Job, JobId, UnitIndex, WorkUnit};
+use crate::{ContentHash, Job, JobId, UnitIndex, VerificationMode, WorkUnit};
 use alloc::vec::Vec;
 use codec::{Codec, Decode, Encode};
 use scale_info::TypeInfo;
@@ -18,6 +18,24 @@ pub struct SolverUnit<AccountId, BlockNumber> {
 	pub work_unit: WorkUnit<AccountId, BlockNumber>,
 	/// `true` for a pool unit the solver may claim; `false` for one assigned to it.
 	pub claimable: bool,
+}
+
+/// A proof open to challenge, as the runtime API reports it: the unit's standing proof,
+/// undisputed, inside its challenge window.
+#[derive(Encode, Decode, TypeInfo, Clone, PartialEq, Eq, Debug)]
+pub struct OpenProof<AccountId, BlockNumber> {
+	/// The job.
+	pub job: JobId,
+	/// The unit.
+	pub unit: UnitIndex,
+	/// The solver that proved it.
+	pub solver: AccountId,
+	/// The proof's trace root, which a challenger disputes with its own.
+	pub trace_root: ContentHash,
+	/// How the job's proofs are verified: only exact-mode proofs can be disputed.
+	pub verification: VerificationMode,
+	/// The first block the unit can be finalized in, when the window closes.
+	pub window_ends: BlockNumber,
 }
 
 /// A job with all of its units, as the runtime API reports it.
@@ -98,6 +116,12 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 
 		/// A job and its units, or `None` if no such job exists.
 		fn job_state(job: JobId) -> Option<JobState<AccountId, Balance, BlockNumber>>;
+
+		/// The proofs open to challenge that were submitted at block `from` or later (or
+		/// whose window opened again then), in block order. Reads one key prefix per block
+		/// of the challenge window at most, so a light client asks for a few keys, not
+		/// every unit.
+		fn proofs_since(from: BlockNumber) -> Vec<OpenProof<AccountId, BlockNumber>>;
 	}
 
 	/// What verifiers ask the chain.
@@ -110,6 +134,11 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 		/// at the unit's first step, each later one at a checkpoint), or `None` if it was
 		/// not drawn for the unit's current round.
 		fn samples(job: JobId, unit: UnitIndex, verifier: AccountId) -> Option<Vec<u32>>;
+
+		/// The units whose verification rounds `verifier` is drawn in, until each round is
+		/// gone (its unit final or its proof void). Reads only the verifier's own keys, so a
+		/// light client asks the network for a few keys, not every round.
+		fn rounds_of(verifier: AccountId) -> Vec<(JobId, UnitIndex)>;
 
 		/// The chance, in force now, that a unit's proof must carry a forced error: with a
 		/// solver's secret and the randomness recorded after it, it decides whether the
@@ -129,5 +158,9 @@ polkadot_sdk::sp_api::decl_runtime_apis! {
 
 		/// The ids of the disputes open over unit `unit` of `job`.
 		fn unit_disputes(job: JobId, unit: UnitIndex) -> Vec<u64>;
+
+		/// The ids of the open disputes `account` is a side of, as challenger or defender
+		/// (summonses included). Reads only the account's own keys.
+		fn disputes_of(account: AccountId) -> Vec<u64>;
 	}
 }

@@ -16,7 +16,7 @@ use polkadot_sdk::{
 	frame_system::{self, pallet_prelude::BlockNumberFor},
 	sp_io::hashing::blake2_256,
 	sp_runtime::{
-		traits::{CheckedDiv, Saturating, Zero},
+		traits::{CheckedDiv, One, Saturating, Zero},
 		DispatchError, DispatchResult, FixedU64, Perbill,
 	},
 };
@@ -24,7 +24,7 @@ use touchstone_primitives::{
 	referee::{check_judgeable, kernel_train, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError, UnitCommitment},
 	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
 	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
-	LearningProof, ModelArch, Role, Segments, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
+	LearningProof, ModelArch, OpenProof, Role, Segments, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
 	reexecution_blocks, step_multiply_adds,
 };
 
@@ -469,10 +469,65 @@ impl<T: Config> Pallet<T> {
 		let now = frame_system::Pallet::<T>::block_number();
 		unit.state = UnitState::Proven;
 		unit.proof = Some(proof);
-		unit.proven_at = Some(now);
+		Self::set_proven_at(&mut unit, (job_id, index), Some(now));
 		Units::<T>::insert(job_id, index, unit);
 		let window_ends = now.saturating_add(T::ChallengeWindow::get());
 		Self::deposit_event(Event::ProofSubmitted { job: job_id, unit: index, solver, proof, window_ends });
+	}
+
+	/// Sets the block unit `key`'s standing proof counts as proven at, moving its entry in
+	/// `ProvenAt` with it: a unit is indexed there exactly while it has a proof that can
+	/// still be challenged or disputed (`Proven` or `Challenged`).
+	fn set_proven_at(unit: &mut WorkUnitOf<T>, key: UnitKey, proven_at: Option<BlockNumberFor<T>>) {
+		if let Some(before) = unit.proven_at {
+			ProvenAt::<T>::remove(before, key);
+		}
+		if let Some(after) = proven_at {
+			ProvenAt::<T>::insert(after, key, ());
+		}
+		unit.proven_at = proven_at;
+	}
+
+	/// The proofs submitted (or whose challenge window opened again) at block `from` or
+	/// later whose window is still open and which stand undisputed (`Proven`), in block
+	/// order. Reads one `ProvenAt` prefix per block, and no block older than the window, so
+	/// a light client asks for a few keys. Backs the `TasksApi::proofs_since` runtime API.
+	pub fn proofs_since(from: BlockNumberFor<T>) -> Vec<OpenProof<T::AccountId, BlockNumberFor<T>>> {
+		let now = frame_system::Pallet::<T>::block_number();
+		let window = T::ChallengeWindow::get();
+		// A window is open until the block `proven_at + window`, when the unit may be
+		// finalized: a proof at `now - window` or earlier is closed to challenge.
+		let mut block = from.max(now.saturating_sub(window).saturating_add(One::one()));
+		let mut open = Vec::new();
+		let mut job: Option<(JobId, Option<JobOf<T>>)> = None;
+		while block <= now {
+			for key in ProvenAt::<T>::iter_key_prefix(block) {
+				let Some(unit) = Units::<T>::get(key.0, key.1).filter(|unit| unit.state == UnitState::Proven) else {
+					continue;
+				};
+				let (Some(solver), Some(proof)) = (unit.solver, unit.proof) else { continue };
+				if job.as_ref().map(|(id, _)| *id) != Some(key.0) {
+					job = Some((key.0, Jobs::<T>::get(key.0)));
+				}
+				let Some(verification) = job.as_ref().and_then(|(_, job)| job.as_ref()).map(|job| job.spec.verification.clone())
+				else {
+					continue;
+				};
+				open.push(OpenProof {
+					job: key.0,
+					unit: key.1,
+					solver,
+					trace_root: proof.trace_root,
+					verification,
+					window_ends: block.saturating_add(window),
+				});
+			}
+			if block == now {
+				break;
+			}
+			block = block.saturating_add(One::one());
+		}
+		open
 	}
 
 	/// A unit's learning proof as the dispute game takes it: its segment root over the
@@ -556,6 +611,8 @@ impl<T: Config> Pallet<T> {
 		Self::release_solver(&mut unit, (job_id, index), price);
 		unit.solver = Some(solver.clone());
 		unit.state = UnitState::Finalized;
+		// Final, the proof can no longer be challenged; its block stays on record.
+		ProvenAt::<T>::remove(proven_at, (job_id, index));
 		Units::<T>::insert(job_id, index, unit);
 		T::Nodes::note_completed(&solver, price);
 		Self::note_units_final(&mut job, 1);
@@ -1124,7 +1181,7 @@ impl<T: Config> Pallet<T> {
 					.filter(|(counted, _)| Some(*counted) == root)
 					.map_or(0, |(_, count)| count);
 				if let Some(root) = root.filter(|_| reopened < T::MaxWindowReopenings::get()) {
-					unit.proven_at = Some(frame_system::Pallet::<T>::block_number());
+					Self::set_proven_at(unit, (job_id, index), Some(frame_system::Pallet::<T>::block_number()));
 					WindowReopenings::<T>::insert(job_id, index, (root, reopened.saturating_add(1)));
 				}
 			}
@@ -1151,7 +1208,7 @@ impl<T: Config> Pallet<T> {
 		unit.passed_by = Some(solver.clone());
 		Self::release_solver(&mut unit, key, price);
 		unit.proof = None;
-		unit.proven_at = None;
+		Self::set_proven_at(&mut unit, key, None);
 		unit.last_checkpoint = None;
 		Self::deposit_event(Event::ProofRejected { job: job_id, unit: index, solver, rolled_back: rolled_back.len() as u32 });
 		if unit.attempts >= T::MaxAttempts::get() || job.status != JobStatus::Active {
@@ -1196,7 +1253,7 @@ impl<T: Config> Pallet<T> {
 			unit.pool_deadline = None;
 			unit.passed_by = None;
 			unit.proof = None;
-			unit.proven_at = None;
+			Self::set_proven_at(&mut unit, key, None);
 			unit.last_checkpoint = None;
 			unit.start_state_root = None;
 			Units::<T>::insert(job_id, later, unit);
@@ -1334,6 +1391,14 @@ impl<T: Config> Pallet<T> {
 			ensure!(exposure == expected, "solver exposure differs from its units' prices");
 		}
 		ensure!(exposure_by_solver.values().all(|e| e.is_zero()), "held units without exposure");
+		let disputable: alloc::collections::BTreeSet<(BlockNumberFor<T>, UnitKey)> = Units::<T>::iter()
+			.filter(|(_, _, unit)| matches!(unit.state, UnitState::Proven | UnitState::Challenged))
+			.filter_map(|(job_id, index, unit)| Some((unit.proven_at?, (job_id, index))))
+			.collect();
+		ensure!(
+			ProvenAt::<T>::iter_keys().collect::<alloc::collections::BTreeSet<_>>() == disputable,
+			"the index of proofs by block is not the units with a proof that can be disputed"
+		);
 		let cursor = DeadlineCursor::<T>::get();
 		for (block, due, ()) in Deadlines::<T>::iter() {
 			ensure!(block >= cursor, "a deadline lies behind the sweep's cursor");

@@ -113,7 +113,7 @@ pub mod pallet {
 	};
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(1);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(2);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -372,6 +372,14 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type Deadlines<T: Config> =
 		StorageDoubleMap<_, Twox64Concat, BlockNumberFor<T>, Twox64Concat, Due, ()>;
+
+	/// The units with a proof that can still be disputed (`Proven` or `Challenged`), by the
+	/// block the proof was submitted at (or its challenge window opened again at): a
+	/// challenger, on a light client too, finds the proofs open to it by reading a few
+	/// blocks' keys ([`Pallet::proofs_since`]), never every unit.
+	#[pallet::storage]
+	pub type ProvenAt<T: Config> =
+		StorageDoubleMap<_, Twox64Concat, BlockNumberFor<T>, Twox64Concat, UnitKey, ()>;
 
 	/// The earliest deadline block the sweep has not finished.
 	#[pallet::storage]
@@ -935,6 +943,30 @@ pub mod migrations {
 		}
 	}
 
+	/// Version 1 to 2: every unit with a proof that can still be disputed (`Proven` or
+	/// `Challenged`) is indexed by the block it was proven at (`ProvenAt`), so challengers
+	/// find open proofs by block. Reads every stored unit once: the units of jobs not yet
+	/// removed, at most `MaxUnitsPerJob` each.
+	pub struct IndexProvenUnits<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for IndexProvenUnits<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 2 {
+				return T::DbWeight::get().reads(1);
+			}
+			let (mut reads, mut writes) = (1u64, 1u64);
+			for (job, index, unit) in Units::<T>::iter() {
+				reads = reads.saturating_add(1);
+				if let (UnitState::Proven | UnitState::Challenged, Some(proven_at)) = (unit.state, unit.proven_at) {
+					ProvenAt::<T>::insert(proven_at, (job, index), ());
+					writes = writes.saturating_add(1);
+				}
+			}
+			StorageVersion::new(2).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(reads, writes)
+		}
+	}
+
 	#[cfg(test)]
 	#[allow(clippy::unwrap_used)]
 	mod tests {
@@ -1000,6 +1032,14 @@ pub mod migrations {
 				StorageVersion::new(0).put::<Pallet<Test>>();
 				DropUnprovenModelHashes::<Test>::on_runtime_upgrade();
 				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 1);
+				// Version 1 to 2 indexes the proven units again (the test's end checks the
+				// index against the units).
+				let proven = ProvenAt::<Test>::iter_keys().count();
+				assert!(proven > 0);
+				let _ = ProvenAt::<Test>::clear(u32::MAX, None);
+				IndexProvenUnits::<Test>::on_runtime_upgrade();
+				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 2);
+				assert_eq!(ProvenAt::<Test>::iter_keys().count(), proven);
 				for _ in 0..2 {
 					for (job, index, unit) in &units {
 						assert_eq!(Units::<Test>::get(job, index).as_ref(), Some(unit));

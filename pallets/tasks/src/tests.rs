@@ -832,6 +832,55 @@ mod runtime_api {
 			assert!(Tasks::job_state(job + 1).is_none());
 		});
 	}
+
+	/// The proofs open to challenge are found by the block they were proven at: only those
+	/// inside their window and undisputed, a reopened window under its new block, and
+	/// none once final.
+	#[test]
+	fn lists_open_proofs_by_the_block_they_were_proven_at() {
+		use touchstone_primitives::traits::UnitProofs;
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			spec.hyper.batch_size = 1;
+			spec.decomposition = Decomposition::DataShards { shards: 2, aggregation: Aggregation::Uniform };
+			let job = submit(spec);
+			let steps = Jobs::<Test>::get(job).unwrap().spec.hyper.steps;
+			let open = |from: u64| -> Vec<(u32, u64)> {
+				Tasks::proofs_since(from).into_iter().map(|proof| (proof.unit, proof.window_ends)).collect()
+			};
+			for unit in 0..2 {
+				if Units::<Test>::get(job, unit).unwrap().state.is_claimable() {
+					assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, unit));
+				} else {
+					assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(BOB), job, unit));
+				}
+			}
+			let first = System::block_number();
+			assert_ok!(submit_proof(BOB, job, 0, proof(steps, 1)));
+			run_to_block(first + 2);
+			assert_ok!(submit_proof(BOB, job, 1, proof(steps, 2)));
+			let listed = Tasks::proofs_since(0);
+			assert_eq!(listed[0].solver, BOB);
+			assert_eq!(listed[0].trace_root, Units::<Test>::get(job, 0).unwrap().proof.unwrap().trace_root);
+			assert_eq!(open(0), vec![(0, first + CHALLENGE_WINDOW), (1, first + 2 + CHALLENGE_WINDOW)]);
+			assert_eq!(open(first + 1), vec![(1, first + 2 + CHALLENGE_WINDOW)]);
+			// A disputed proof is not open to another challenge; when its disputes fail, its
+			// window opens again in full, under the block it opened in.
+			assert_ok!(Tasks::open_challenge(job, 1));
+			assert_eq!(open(0), vec![(0, first + CHALLENGE_WINDOW)]);
+			run_to_block(first + 3);
+			assert_ok!(Tasks::close_challenge(job, 1));
+			assert_eq!(open(first + 3), vec![(1, first + 3 + CHALLENGE_WINDOW)]);
+			// Unit 0's window closes: it is no longer listed, though not yet final.
+			run_to_block(first + CHALLENGE_WINDOW);
+			assert_eq!(open(0), vec![(1, first + 3 + CHALLENGE_WINDOW)]);
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 0));
+			run_to_block(first + 3 + CHALLENGE_WINDOW);
+			assert!(open(0).is_empty());
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, 1));
+			assert_eq!(crate::ProvenAt::<Test>::iter().count(), 0);
+		});
+	}
 }
 
 mod hardening {

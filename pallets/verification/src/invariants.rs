@@ -60,17 +60,16 @@ impl<T: Config> Pallet<T> {
 				ensure!(Closing::<T>::get(drawn.reveal_ends).contains(&key), "an open round not set to close");
 			}
 		}
-		// Every verifier's count of rounds is the rounds it is drawn in.
-		let mut drawn_in = alloc::collections::BTreeMap::<T::AccountId, u32>::new();
-		for (_, round) in Rounds::<T>::iter() {
+		// Every verifier's index of rounds is the rounds it is drawn in.
+		let mut drawn_in = alloc::collections::BTreeSet::new();
+		for (key, round) in Rounds::<T>::iter() {
 			for attestation in Self::drawn_in(&round) {
-				let count = drawn_in.entry(attestation.verifier.clone()).or_default();
-				*count = count.saturating_add(1);
+				drawn_in.insert((attestation.verifier.clone(), key));
 			}
 		}
 		ensure!(
-			DrawnRounds::<T>::iter().collect::<alloc::collections::BTreeMap<_, _>>() == drawn_in,
-			"a verifier's count of drawn rounds is not the rounds it is drawn in"
+			VerifierRounds::<T>::iter_keys().collect::<alloc::collections::BTreeSet<_>>() == drawn_in,
+			"a verifier's index of rounds is not the rounds it is drawn in"
 		);
 		let queued = PendingSecrets::<T>::get();
 		for (key, commitment) in Secrets::<T>::iter() {

@@ -125,7 +125,7 @@ pub mod pallet {
 	pub const SECRET_DEADLINE_MARGIN: u32 = MAX_RANDOMNESS_BLOCKS + 4;
 
 	/// The in-code storage version.
-	const STORAGE_VERSION: StorageVersion = StorageVersion::new(2);
+	const STORAGE_VERSION: StorageVersion = StorageVersion::new(3);
 
 	#[pallet::pallet]
 	#[pallet::storage_version(STORAGE_VERSION)]
@@ -320,11 +320,14 @@ pub mod pallet {
 	#[pallet::storage]
 	pub type RoundThresholds<T: Config> = StorageMap<_, Twox64Concat, (JobId, UnitIndex), Distance>;
 
-	/// How many rounds each verifier is drawn in, from the draw until the round is gone
-	/// (its unit final, or its proof void). A verifier cannot drop its bond while it has
-	/// any: a `Match` can still be proven false until the unit is final.
+	/// The rounds each verifier is drawn in, by verifier, from the draw until the round is
+	/// gone (its unit final, or its proof void). A verifier cannot drop its bond while it
+	/// has any: a `Match` can still be proven false until the unit is final. Keyed by
+	/// verifier first, so a verifier (on a light client too) finds its rounds by reading
+	/// its own keys ([`Pallet::rounds_of`]), never the whole `Rounds` map.
 	#[pallet::storage]
-	pub type DrawnRounds<T: Config> = StorageMap<_, Blake2_128Concat, T::AccountId, u32, OptionQuery>;
+	pub type VerifierRounds<T: Config> =
+		StorageDoubleMap<_, Blake2_128Concat, T::AccountId, Twox64Concat, (JobId, UnitIndex), ()>;
 
 	/// Solvers' forced-error secret commitments, by unit, from when the solver takes the
 	/// unit until its proof is committed or its solver loses the unit.
@@ -1071,6 +1074,41 @@ pub mod migrations {
 		}
 	}
 
+	/// The count of rounds each verifier was drawn in, as version 2 stored it.
+	#[polkadot_sdk::frame_support::storage_alias]
+	type DrawnRounds<T: Config> = StorageMap<
+		Pallet<T>,
+		polkadot_sdk::frame_support::Blake2_128Concat,
+		<T as polkadot_sdk::frame_system::Config>::AccountId,
+		u32,
+	>;
+
+	/// Version 2 to 3: each verifier's count of rounds (`DrawnRounds`) becomes an index of
+	/// them (`VerifierRounds`), which a verifier reads by its own keys. Built from the
+	/// rounds themselves; a round exists only for a unit with a proof not yet finalized,
+	/// so at most `MaxOpenUnits` rounds and one count per registered verifier.
+	pub struct IndexVerifierRounds<T>(core::marker::PhantomData<T>);
+
+	impl<T: Config> OnRuntimeUpgrade for IndexVerifierRounds<T> {
+		fn on_runtime_upgrade() -> Weight {
+			if Pallet::<T>::on_chain_storage_version() >= 3 {
+				return T::DbWeight::get().reads(1);
+			}
+			let (mut reads, mut writes) = (1u64, 1u64);
+			for (key, round) in Rounds::<T>::iter() {
+				reads = reads.saturating_add(1);
+				for attestation in Pallet::<T>::drawn_in(&round) {
+					VerifierRounds::<T>::insert(&attestation.verifier, key, ());
+					writes = writes.saturating_add(1);
+				}
+			}
+			let cleared = DrawnRounds::<T>::clear(u32::MAX, None);
+			writes = writes.saturating_add(u64::from(cleared.unique));
+			StorageVersion::new(3).put::<Pallet<T>>();
+			T::DbWeight::get().reads_writes(reads, writes)
+		}
+	}
+
 	#[cfg(test)]
 	#[allow(clippy::unwrap_used)]
 	mod tests {
@@ -1078,6 +1116,43 @@ pub mod migrations {
 		use crate::mock::*;
 		use polkadot_sdk::{frame_support::storage::unhashed, sp_runtime::FixedU64};
 		use touchstone_primitives::{LearningProof, TrainingMetrics};
+
+		/// A version 2 chain's counts of drawn rounds become the index of each verifier's
+		/// rounds, built from the rounds; the counts are gone.
+		#[test]
+		fn version_2_counts_become_each_verifiers_index_of_rounds() {
+			new_test_ext(&[]).execute_with(|| {
+				let round = |verifiers: &[u64]| Round {
+					trace_root: [5; 32],
+					committed_at: 1,
+					drawn: Some(DrawnRound { seed: [6; 32], commit_ends: 3, reveal_ends: 4 }),
+					kind: RoundKind::Exact,
+					attestations: BoundedVec::truncate_from(
+						verifiers
+							.iter()
+							.map(|verifier| Attestation { verifier: *verifier, state: AttestationState::Drawn })
+							.collect(),
+					),
+					concluded: false,
+					secret: SolverSecret::NotRequired,
+				};
+				Rounds::<Test>::insert((0, 0), round(&[7, 8]));
+				Rounds::<Test>::insert((0, 1), round(&[8]));
+				DrawnRounds::<Test>::insert(7, 1);
+				DrawnRounds::<Test>::insert(8, 2);
+				StorageVersion::new(2).put::<Pallet<Test>>();
+				IndexVerifierRounds::<Test>::on_runtime_upgrade();
+				assert_eq!(Pallet::<Test>::on_chain_storage_version(), 3);
+				assert_eq!(Pallet::<Test>::rounds_of(&7), alloc::vec![(0, 0)]);
+				let mut rounds = Pallet::<Test>::rounds_of(&8);
+				rounds.sort();
+				assert_eq!(rounds, alloc::vec![(0, 0), (0, 1)]);
+				assert_eq!(DrawnRounds::<Test>::iter().count(), 0);
+				// Run again, it changes nothing.
+				IndexVerifierRounds::<Test>::on_runtime_upgrade();
+				assert_eq!(VerifierRounds::<Test>::iter().count(), 3);
+			});
+		}
 
 		/// A beacon stored in version 1's layout, without authors, is dropped, and the
 		/// hook refills it from the next block.

@@ -279,7 +279,7 @@ impl<T: Config> Pallet<T> {
 		);
 		round.drawn = Some(DrawnRound { seed, commit_ends, reveal_ends });
 		for verifier in &verifiers {
-			DrawnRounds::<T>::mutate(verifier, |count| *count = Some(count.unwrap_or(0).saturating_add(1)));
+			VerifierRounds::<T>::insert(verifier, (job, unit), ());
 		}
 		Rounds::<T>::insert((job, unit), round);
 		Self::deposit_event(Event::VerifiersDrawn { job, unit, verifiers, seed, commit_ends, reveal_ends });
@@ -302,15 +302,21 @@ impl<T: Config> Pallet<T> {
 		round.attestations.iter().chain(judged.iter())
 	}
 
-	/// Removes a unit's round, and counts it off each of its verifiers' `DrawnRounds`.
+	/// Removes a unit's round, and takes it off each of its verifiers' `VerifierRounds`.
 	pub(crate) fn remove_round(key: (JobId, UnitIndex)) -> Option<RoundOf<T>> {
 		RoundThresholds::<T>::remove(key);
 		let round = Rounds::<T>::take(key)?;
 		for attestation in Self::drawn_in(&round) {
-			DrawnRounds::<T>::mutate_exists(&attestation.verifier, |count| {
-				*count = count.and_then(|count| count.checked_sub(1)).filter(|count| *count > 0);
-			});
+			VerifierRounds::<T>::remove(&attestation.verifier, key);
 		}
 		Some(round)
+	}
+
+	/// The units whose rounds `verifier` is drawn in, until each round is gone: those it
+	/// owes a commitment or reveal, and those whose units are not final yet. Reads only
+	/// `verifier`'s own keys of `VerifierRounds`. Backs the `VerificationApi::rounds_of`
+	/// runtime API.
+	pub fn rounds_of(verifier: &T::AccountId) -> Vec<(JobId, UnitIndex)> {
+		VerifierRounds::<T>::iter_key_prefix(verifier).collect()
 	}
 }

@@ -271,7 +271,7 @@ fn honest_verifiers_are_paid_and_a_silent_one_is_slashed() {
 		let (first, second, silent) = (verifiers[0], verifiers[1], verifiers[2]);
 		// Drawn, a verifier keeps its bond until the unit is final: its `Match` can still
 		// be proven false until then.
-		assert!(verifiers.iter().all(|who| crate::DrawnRounds::<Test>::get(who) == Some(1)));
+		assert!(verifiers.iter().all(|who| Verification::rounds_of(who) == vec![(job, 0)]));
 		assert_noop!(
 			Staking::unbond(RuntimeOrigin::signed(first), Role::Verifier, VERIFIER_BOND),
 			pallet_touchstone_staking::Error::<Test>::HasActiveWork
@@ -308,7 +308,7 @@ fn honest_verifiers_are_paid_and_a_silent_one_is_slashed() {
 		assert_eq!(Balances::balance(&SOLVER), before[3] + 80);
 		assert_eq!(unit_state(job), UnitState::Finalized);
 		assert!(Rounds::<Test>::get((job, 0)).is_none());
-		assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+		assert_eq!(crate::VerifierRounds::<Test>::iter().count(), 0);
 		assert_ok!(Staking::unbond(RuntimeOrigin::signed(first), Role::Verifier, VERIFIER_BOND));
 	});
 }
@@ -877,7 +877,7 @@ mod tolerance {
 			for ((who, _), before) in verdicts.iter().zip(before) {
 				assert!(Balances::balance(who) > before, "verifier {who} paid");
 			}
-			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+			assert_eq!(crate::VerifierRounds::<Test>::iter().count(), 0);
 		});
 	}
 
@@ -974,7 +974,7 @@ mod tolerance {
 			// The unit goes back to the pool, its round gone, every count released.
 			assert_eq!(unit_state(job), UnitState::Reassigned);
 			assert!(Rounds::<Test>::get((job, 0)).is_none());
-			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+			assert_eq!(crate::VerifierRounds::<Test>::iter().count(), 0);
 			// The round's verifiers that endorsed the flagged segment lost; the accuser won.
 			let accuser = verifiers[0];
 			for who in &verifiers[1..] {
@@ -1149,7 +1149,7 @@ mod tolerance {
 			assert_eq!(unit_state(job), UnitState::Proven);
 			run_to_block(System::block_number() + CHALLENGE_WINDOW);
 			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(OWNER), job, 0));
-			assert_eq!(crate::DrawnRounds::<Test>::iter().count(), 0);
+			assert_eq!(crate::VerifierRounds::<Test>::iter().count(), 0);
 		});
 	}
 

@@ -93,7 +93,7 @@ impl<T: Config> Pallet<T> {
 		{
 			return Self::escalation_undecided(job, unit, round);
 		}
-		// The tolerance round's verifiers stay counted in `DrawnRounds`: the committee's
+		// The tolerance round's verifiers stay in `VerifierRounds`: the committee's
 		// decision judges them.
 		let verifiers = BoundedVec::truncate_from(core::mem::take(&mut round.attestations).into_inner());
 		round.kind =
