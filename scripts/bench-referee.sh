@@ -3,9 +3,7 @@
 # digits-sized and an MNIST-sized training step, the worst case of each, and the batch
 # pieces against the training set's size (figures for docs/performance.md).
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
 # Built with the whole workspace's features (scripts/lib.sh), so it reuses the test build
 # instead of compiling the runtime's dependency graph a second time.
-use_torch
-cargo build --workspace --examples --locked --features "$TEST_FEATURES"
+build_workspace --examples
 "$CARGO_TARGET_DIR/debug/examples/referee_wasm_bench"

@@ -46,8 +46,25 @@ pub async fn overturned(at: &AtBlock, id: u64) -> Result<Option<OverturnedProof>
 }
 
 /// The disputes open over unit `index` of `job`, with their ids.
-pub async fn disputes_of(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<Vec<(u64, Dispute)>> {
+pub async fn unit_disputes(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<Vec<(u64, Dispute)>> {
 	let ids = at.storage().fetch(runtime::storage().disputes().unit_disputes(), ((job, index),)).await?.decode()?.0;
+	open_disputes(at, ids).await
+}
+
+/// The open disputes `account` is a side of (challenger or defender, summonses included),
+/// with their ids: the runtime reads the account's own keys, so a light client asks for a
+/// few keys, not every dispute.
+pub async fn party_disputes(at: &AtBlock, account: &AccountId) -> Result<Vec<(u64, Dispute)>> {
+	let ids = at
+		.runtime_apis()
+		.call(runtime::runtime_apis().disputes_api().disputes_of(account.clone()))
+		.await
+		.context("asking the chain for this node's disputes")?;
+	open_disputes(at, ids).await
+}
+
+/// The disputes among `ids` still open at `at`, with their ids.
+async fn open_disputes(at: &AtBlock, ids: Vec<u64>) -> Result<Vec<(u64, Dispute)>> {
 	let mut disputes = Vec::new();
 	for id in ids {
 		if let Some(value) = at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await? {
@@ -253,7 +270,7 @@ pub async fn play(
 	side: Party,
 	prepare: impl FnOnce() -> Result<UnitWork>,
 ) -> Result<bool> {
-	let disputes = disputes_of(at, job, index).await?;
+	let disputes = unit_disputes(at, job, index).await?;
 	play_listed(chain, signer, at, (job, index), disputes, side, prepare).await
 }
 

@@ -31,7 +31,7 @@ use touchstone_kernels::proof::hash::digest_bytes;
 use touchstone_kernels::referee::UnitBoundaries;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, Settled, WorkUnit};
+use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, Settled};
 use crate::dispute::{Dispute, Party};
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
@@ -153,11 +153,14 @@ pub struct Verifier {
 struct Watcher {
 	checker: Verifier,
 	checked: BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+	/// The first block whose proofs the next pass asks for: every earlier one was final
+	/// and read in an earlier pass.
+	proofs_from: u32,
 }
 
 impl crate::chain::EveryBlock for Watcher {
 	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
-		self.checker.watch_pass(&mut self.checked)
+		self.checker.watch_pass(&mut self.checked, &mut self.proofs_from)
 	}
 
 	fn best_blocks(&mut self) -> &mut BestBlocks {
@@ -249,12 +252,16 @@ impl Verifier {
 		// Moves wait for their blocks: the rounds are read at the newest one.
 		let at = self.best.at().await?;
 		let now = at.block_number() as u32;
-		let mut rounds = at.storage().iter(runtime::storage().verification().rounds(), ()).await?;
+		// This verifier's own rounds, by its own keys: a light client asks for those few,
+		// not for every round.
+		let rounds = at
+			.runtime_apis()
+			.call(runtime::runtime_apis().verification_api().rounds_of(self.me.clone()))
+			.await
+			.context("asking the chain for this verifier's rounds")?;
 		let mut due = Vec::new();
-		while let Some(entry) = rounds.next().await {
-			let entry = entry?;
-			let ((job, unit),) = entry.key()?.decode()?;
-			let round: Round = decode(entry.value().bytes())?;
+		for (job, unit) in rounds {
+			let Some(round) = self.chain.round(&at, job, unit).await? else { continue };
 			let Some(drawn) = &round.drawn else { continue };
 			let Some(mine) = round.attestations.iter().find(|a| a.verifier == self.me) else { continue };
 			// A verifier of a tolerance round may be drawn again into its escalation: that
@@ -652,7 +659,7 @@ impl Verifier {
 			bail!("job {job_id} is verified in tolerance mode: its proofs are judged by distance, by its drawn verifiers and their escalation committees, not by a dispute");
 		}
 		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to challenge")?;
-		let mine = crate::dispute::disputes_of(&at, job_id, index).await?.into_iter().find(|(_, d)| d.challenger == self.me);
+		let mine = crate::dispute::unit_disputes(&at, job_id, index).await?.into_iter().find(|(_, d)| d.challenger == self.me);
 		let id = match mine {
 			// A restart goes on with the dispute it opened.
 			Some((id, _)) => id,
@@ -736,14 +743,14 @@ impl Verifier {
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		tracing::info!(account = %self.me, "watch: checking every proof open to challenge");
 		let stop = self.stop.clone();
-		crate::chain::run_every_block(&mut Watcher { checker: self, checked: BTreeSet::new() }, &stop).await?;
+		crate::chain::run_every_block(&mut Watcher { checker: self, checked: BTreeSet::new(), proofs_from: 0 }, &stop).await?;
 		tracing::info!("watcher stopped");
 		Ok(())
 	}
 
 	/// One pass of the watcher: the next move in each dispute it opened, then every proof
 	/// open to challenge that it has not checked yet.
-	async fn watch_pass(&mut self, checked: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>) -> Result<()> {
+	async fn watch_pass(&mut self, checked: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>, proofs_from: &mut u32) -> Result<()> {
 		let at = self.best.at().await?;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
@@ -751,8 +758,15 @@ impl Verifier {
 		if let Err(error) = self.summon_attesters(&at).await {
 			tracing::warn!("summons: {error:#}");
 		}
+		// Read before the best block: every block up to it is then an ancestor of that
+		// block, and no later pass needs to read it again.
+		let finalized = self.chain.at().await?.block_number() as u32;
 		let at = self.best.at().await?;
-		for (job_id, index, theirs) in self.open_proofs(&at).await? {
+		let open = self.open_proofs(&at, *proofs_from).await?;
+		// A best block behind the finalized one (a follow starting over) has not shown
+		// the blocks between them yet.
+		*proofs_from = finalized.min(at.block_number() as u32).saturating_add(1).max(*proofs_from);
+		for (job_id, index, theirs) in open {
 			if self.stop.load(Ordering::Relaxed) || !checked.insert((job_id, index, theirs)) {
 				continue;
 			}
@@ -763,30 +777,22 @@ impl Verifier {
 		Ok(())
 	}
 
-	/// The proofs open to challenge at `at`: units `Proven` inside their challenge window,
-	/// of exact-mode jobs, solved by another node; with their trace roots.
-	async fn open_proofs(&self, at: &AtBlock) -> Result<Vec<(JobId, UnitIndex, [u8; 32])>> {
-		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
-		let now = at.block_number() as u32;
-		let mut units = at.storage().iter(runtime::storage().tasks().units(), ()).await?;
-		let mut open = Vec::new();
-		while let Some(entry) = units.next().await {
-			let entry = entry?;
-			let (job_id, index) = entry.key()?.decode()?;
-			let unit: WorkUnit = decode(entry.value().bytes())?;
-			let (Some(proof), Some(proven_at)) = (unit.proof, unit.proven_at) else { continue };
-			if unit.state != UnitState::Proven || now >= proven_at.saturating_add(window) || unit.solver.as_ref() == Some(&self.me) {
-				continue;
-			}
-			open.push((job_id, index, proof.trace_root.0));
-		}
-		let mut exact = Vec::new();
-		for (job_id, index, root) in open {
-			if self.chain.job(at, job_id).await?.is_some_and(|job| job.spec.verification == VerificationMode::Exact) {
-				exact.push((job_id, index, root));
-			}
-		}
-		Ok(exact)
+	/// The proofs open to challenge at `at` that were submitted (or whose window opened
+	/// again) at block `from` or later: units `Proven` inside their challenge window, of
+	/// exact-mode jobs, solved by another node; with their trace roots. The runtime reads
+	/// one key prefix per block, never every unit, so a light client asks for a few keys.
+	async fn open_proofs(&self, at: &AtBlock, from: u32) -> Result<Vec<(JobId, UnitIndex, [u8; 32])>> {
+		use runtime::runtime_types::touchstone_primitives::VerificationMode as ChainVerificationMode;
+		let open = at
+			.runtime_apis()
+			.call(runtime::runtime_apis().tasks_api().proofs_since(from))
+			.await
+			.context("asking the chain for the proofs open to challenge")?;
+		Ok(open
+			.into_iter()
+			.filter(|proof| proof.solver != self.me && matches!(proof.verification, ChainVerificationMode::Exact))
+			.map(|proof| (proof.job, proof.unit, proof.trace_root.0))
+			.collect())
 	}
 
 	/// Checks one proof by two random segments and disputes it if it does not reproduce.
@@ -818,13 +824,9 @@ impl Verifier {
 	/// the summoned verifier, from the overturned proof's boundaries and the checkpoint it
 	/// re-executed the segment from ([`Self::summons_work`]).
 	async fn play_disputes(&mut self, at: &AtBlock) -> Result<()> {
-		let mut disputes = at.storage().iter(runtime::storage().disputes().disputes(), ()).await?;
 		let mut units = BTreeSet::new();
 		let mut summonses = Vec::new();
-		while let Some(entry) = disputes.next().await {
-			let entry = entry?;
-			let (id,) = entry.key()?.decode()?;
-			let dispute: Dispute = decode(entry.value().bytes())?;
+		for (id, dispute) in crate::dispute::party_disputes(at, &self.me).await? {
 			match (dispute.summons.is_some(), dispute.challenger == self.me, dispute.defender == self.me) {
 				(false, true, _) => {
 					units.insert((dispute.job, dispute.unit));
