@@ -44,6 +44,20 @@ function skipReason() {
 
 const sh = (command) => execFileSync(command.split(' ')[0], command.split(' ').slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
 
+/**
+ * A veth pair between two places (a namespace, or `null` for this host): each end, named
+ * and addressed as given (a /24), is moved to its place and brought up.
+ */
+function cable(...ends) {
+  sh(`ip link add ${ends[0].name} type veth peer name ${ends[1].name}`);
+  for (const { name, place, address } of ends) {
+    const where = place ? `-n ${place} ` : '';
+    if (place) sh(`ip link set ${name} netns ${place}`);
+    sh(`ip ${where}addr add ${address}/24 dev ${name}`);
+    sh(`ip ${where}link set ${name} up`);
+  }
+}
+
 /** This host - router - home, the router masquerading home; removed by `unplug`. */
 function plug() {
   for (const namespace of [router, home]) {
@@ -51,20 +65,9 @@ function plug() {
     sh(`ip -n ${namespace} link set lo up`);
   }
   // This host's side: 10.78.0.1 here, 10.78.0.2 the router's public address.
-  sh(`ip link add tsnx${id} type veth peer name tsnr${id}`);
-  sh(`ip link set tsnr${id} netns ${router}`);
-  sh(`ip addr add ${HOST}/24 dev tsnx${id}`);
-  sh(`ip link set tsnx${id} up`);
-  sh(`ip -n ${router} addr add 10.78.0.2/24 dev tsnr${id}`);
-  sh(`ip -n ${router} link set tsnr${id} up`);
+  cable({ name: `tsnx${id}`, place: null, address: HOST }, { name: `tsnr${id}`, place: router, address: '10.78.0.2' });
   // Home: 10.78.1.2, its default route the router's 10.78.1.1.
-  sh(`ip link add tsnh${id} type veth peer name tsnq${id}`);
-  sh(`ip link set tsnh${id} netns ${home}`);
-  sh(`ip link set tsnq${id} netns ${router}`);
-  sh(`ip -n ${home} addr add ${HOME}/24 dev tsnh${id}`);
-  sh(`ip -n ${home} link set tsnh${id} up`);
-  sh(`ip -n ${router} addr add 10.78.1.1/24 dev tsnq${id}`);
-  sh(`ip -n ${router} link set tsnq${id} up`);
+  cable({ name: `tsnh${id}`, place: home, address: HOME }, { name: `tsnq${id}`, place: router, address: '10.78.1.1' });
   sh(`ip -n ${home} route add default via 10.78.1.1`);
   sh(`ip netns exec ${router} sysctl -qw net.ipv4.ip_forward=1`);
   sh(`ip netns exec ${router} iptables -t nat -A POSTROUTING -o tsnr${id} -j MASQUERADE`);
