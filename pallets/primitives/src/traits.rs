@@ -77,7 +77,9 @@ pub trait Slash<AccountId, Balance> {
 /// (units held as a solver) and the verification pallet (rounds drawn in as a verifier,
 /// until their units are final); a pair adds both.
 pub trait ActiveWork<AccountId, Balance> {
-	/// How much work `who` has in hand as `role` that is not final yet.
+	/// How much work `who` has in hand as `role` that is not final yet: zero when it has
+	/// none. Callers only ask whether it has any, so an implementation may answer 1 where
+	/// counting would read more than one key.
 	fn active_work(who: &AccountId, role: Role) -> u32;
 	/// The solver bond `who` must keep for the units it holds.
 	fn required_collateral(who: &AccountId) -> Balance;
