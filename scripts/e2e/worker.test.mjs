@@ -564,20 +564,22 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
 });
 
 test('a solver that lies at one step is caught, loses at the referee and is slashed, with the verifier that attested it', { timeout: 600_000 }, async (t) => {
-  // Bob restarts as a liar: one value of the forward pass at global step 100 is corrupted
+  // Bob restarts as a liar: one value of the forward pass at global step 200 is corrupted
   // (`--inject-fault`, test equipment), so the first unit of the next digits job proves a
-  // trace no honest run reproduces. This job checkpoints only at each unit's end, so every
-  // sample is the whole unit and covers the lie. Charlie's watcher and Dave's verifier
-  // worker find their sample does not reproduce, re-execute the unit for a trace root of
-  // their own, and dispute it (Dave by revealing a mismatch); each plays its dispute from
-  // its own run while Bob defends his, step by step, operator by operator, piece by piece,
-  // until the runtime's referee recomputes the disputed piece. Eve, now lazy, attests a
-  // match without looking and pays for it when the proof falls.
+  // trace no honest run reproduces. This job's units have two segments (0..125, 125..250),
+  // and every verifier samples both, so its samples cover the lie. Charlie's watcher and
+  // Dave's verifier worker find that the second segment, re-executed from Bob's own
+  // checkpoint at 125, does not reach his boundary, and dispute the proof with his
+  // boundaries and the one they reached in its place (Dave by revealing a mismatch): no
+  // more than the samples is re-executed. Each plays its dispute from that run while Bob
+  // defends his, step by step, operator by operator, piece by piece, until the runtime's
+  // referee recomputes the disputed piece. Eve, now lazy, attests a match without looking
+  // and pays for it when the proof falls.
   const bob = keyring.addFromUri('//Bob');
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
-  startSolver(['--inject-fault', '100']);
+  startSolver(['--inject-fault', '200']);
   // Eve restarts as a lazy verifier (`--attest-without-checking`, test equipment): she
   // attests a match to whatever she is drawn for, without re-executing anything.
   const lazy = verifierWorkers.get('//Eve').process;
@@ -634,7 +636,8 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   assert.ok(mine('verification', 'Revealed').length >= 1, JSON.stringify(mine('verification', 'Revealed')));
   const winnerLog = verifierWorkers.get(winner).log;
   // Charlie's watcher found the lie in its own sample (this job's only segment of the
-  // unit) and disputed it too, and played its dispute, all through its light client.
+  // unit's second segment) and disputed it too, and played its dispute, all through its
+  // light client.
   const charlieLog = verifierWorkers.get('//Charlie').log;
   assert.match(charlieLog, new RegExp(`watch: the proof does not reproduce; dispute opened job=${jobId} unit=0\\b`));
   const charlie = keyring.addFromUri('//Charlie');
@@ -642,7 +645,8 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   assert.ok(charlieOpened, JSON.stringify(mine('disputes', 'DisputeOpened')));
   assert.match(charlieLog, new RegExp(`dispute: sent bind_segment[^\\n]*dispute=${charlieOpened.data.dispute}\\b`));
   t.diagnostic(`the light-client challenger's dispute ${charlieOpened.data.dispute} ${charlieOpened.data.dispute === resolved.data.dispute ? 'was the one the referee decided' : 'ended with the proof overturned by the other'}`);
-  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce; re-executing the whole unit job=${jobId} unit=0 from=0\\b`));
+  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce from the solver's checkpoint before it job=${jobId} unit=0 segment=1 from=125\\b`));
+  assert.doesNotMatch(winnerLog, /re-executing the whole unit/, `${winner} re-executed no more than its samples`);
   for (const move of ['reveal', 'bind_segment', 'bind_step', 'bind_operator']) {
     assert.match(winnerLog, new RegExp(`dispute: sent ${move}[^\\n]*dispute=${resolved.data.dispute}`), `${winner} sent ${move}`);
   }
@@ -651,14 +655,14 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   await waitFor('the solver to log its resolve call', () => new RegExp(`dispute: sent resolve[^\\n]*dispute=${resolved.data.dispute}`).test(solverLog), {
     timeoutMs: 60_000,
   }).catch(withSolverLog);
-  // Eve's lazy match covered the lie: the job has one segment per unit, so her sample
+  // Eve's lazy match covered the lie: she sampled both segments of the unit, so her samples
   // held the disputed step, and the overturn slashed her the false attestation's 50 TST.
   const eve = keyring.addFromUri('//Eve');
   const verdictName = (verdict) => (typeof verdict === 'string' ? verdict : Object.keys(verdict)[0]).toLowerCase();
   const eveRevealed = mine('verification', 'Revealed').filter((e) => e.data.verifier === eve.address && e.data.unit === 0);
   assert.deepEqual(eveRevealed.map((e) => verdictName(e.data.verdict)), ['match'], JSON.stringify(mine('verification', 'Revealed')));
   const falseAttestations = mine('verification', 'FalseAttestation').map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
-  assert.deepEqual(falseAttestations, [[eve.address, 100, 50n * UNIT]]);
+  assert.deepEqual(falseAttestations, [[eve.address, 200, 50n * UNIT]]);
   const eveSlashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === eve.address);
   assert.ok(eveSlashed.some((e) => e.data.role === 'Verifier' && BigInt(e.data.amount) === 50n * UNIT), JSON.stringify(eveSlashed));
   // Bob's solver bond paid for the lie.
@@ -671,7 +675,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
 });
 
 test('a liar silent in its disputes is convicted by timeout, and the verifier that attested it is summoned and slashed', { timeout: 600_000 }, async (t) => {
-  // Bob lies at step 100 again, and now answers no dispute (`--abandon-disputes`, test
+  // Bob lies at step 200 again, and now answers no dispute (`--abandon-disputes`, test
   // equipment), as a liar letting its own sybil convict it would: the conviction comes by
   // timeout before any step is found, so by itself it shows no attestation false. The chain
   // keeps the overturned proof for summonses; a challenger that re-executed the unit
@@ -686,7 +690,7 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   const bob = keyring.addFromUri('//Bob');
   await waitForPoolToClear(api, bob.address);
   await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
-  startSolver(['--inject-fault', '100', '--abandon-disputes']);
+  startSolver(['--inject-fault', '200', '--abandon-disputes']);
   const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
@@ -708,7 +712,7 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   await waitFor('a challenger to summon Eve', () => summonses().length > 0, { timeoutMs: 120_000 }).catch(withSolverLog);
   const summoned = summonses()[0];
   assert.equal(summoned.data.attester, eve.address);
-  assert.equal(summoned.data.segment, 0, 'the job has one segment per unit');
+  assert.equal(summoned.data.segment, 1, 'the lie is in the unit\'s second segment');
   const summoner = [...verifierWorkers.keys()].find((uri) => keyring.addFromUri(uri).address === summoned.data.summoner);
   assert.ok(summoner, `the summoner ${summoned.data.summoner} is a worker`);
   const ended = () => events('disputes', 'DisputeResolved').find((e) => summonses().some((s) => s.data.dispute === e.data.dispute));
@@ -717,7 +721,7 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   const falseAttestations = mine('verification', 'FalseAttestation')
     .filter((e) => e.block >= kept.block)
     .map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
-  assert.deepEqual(falseAttestations, [[eve.address, 0, 50n * UNIT]]);
+  assert.deepEqual(falseAttestations, [[eve.address, 125, 50n * UNIT]]);
   // The summoner bound its run of the segment. Eve's worker tried to answer and had
   // nothing to answer with: lazy, she never fetched the proof's manifest or re-executed
   // anything, and no honest trace reaches the proof's boundary anyway (an honest attester's

@@ -14,7 +14,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use subxt::utils::Static;
-use touchstone_kernels::job::trace::StepTrace;
+use touchstone_kernels::job::trace::{Boundary, StepTrace};
 use touchstone_kernels::proof::graph::Graph;
 use touchstone_kernels::proof::merkle::MerkleTree;
 use touchstone_kernels::referee::{open_case, open_step_binding, state_chunk, SegmentTrace, UnitBoundaries};
@@ -105,15 +105,29 @@ pub fn defence_folder(
 	segment: u32,
 	checkpoint: Option<&[u8]>,
 ) -> Result<UnitWork> {
-	let range = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?;
+	write_segment_folder(&work, &dir, &manifest.boundaries(), segment, checkpoint)?;
 	work.dir = dir;
-	std::fs::create_dir_all(&work.dir).with_context(|| format!("cannot create {}", work.dir.display()))?;
-	train::save_boundaries(&work.dir, &manifest.boundaries())?;
+	Ok(work)
+}
+
+/// Makes `dir` a unit folder that plays segment `segment` of the unit in `work` from a
+/// proof's state: `checkpoint` (the bytes of the checkpoint the segment starts from, unless
+/// it starts the unit), then `boundaries` (the run's boundaries, written last: a folder with
+/// them is complete). Traces of the segment re-executed there start from that checkpoint.
+pub fn write_segment_folder(
+	work: &UnitWork,
+	dir: &std::path::Path,
+	boundaries: &[Boundary],
+	segment: u32,
+	checkpoint: Option<&[u8]>,
+) -> Result<()> {
+	let range = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?;
+	std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
 	if range.start != work.first_step {
 		let bytes = checkpoint.context("the segment starts from a checkpoint of the proof")?;
-		crate::store::write_atomically(&train::checkpoint_path(&work.dir, range.start), bytes)?;
+		crate::store::write_atomically(&train::checkpoint_path(dir, range.start), bytes)?;
 	}
-	Ok(work)
+	train::save_boundaries(dir, boundaries)
 }
 
 /// One side's run over a unit, rebuilt from the unit's folder.
@@ -492,6 +506,51 @@ mod tests {
 				assert!(bind_segment(&commitment, segment, &root, &binding).is_ok(), "segment {segment}");
 			}
 		}
+		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// A verifier whose sample of a lie does not reproduce disputes the proof with a run
+	/// spliced into it: the proof's boundaries, with the one the verifier reached from the
+	/// liar's own checkpoint in place of the lie's. That run re-executed one segment, not
+	/// the unit, and still plays the whole game: the segment level ends on the lie's segment,
+	/// both sides bind their traces of it from the same start (the liar's checkpoint), and
+	/// the step level ends on the faulted step.
+	#[test]
+	#[cfg(feature = "test-equipment")]
+	fn a_run_spliced_at_a_false_segment_lands_its_dispute_on_the_lie() {
+		use crate::samples::{segment_start, ReplayDevice, TraceManifest};
+		use touchstone_kernels::proof::bisection::bisect;
+		let base = std::env::temp_dir().join(format!("touchstone-spliced-{}", std::process::id()));
+		let mut liar = work(&base.join("liar"));
+		liar.fault = Some(touchstone_kernels::job::fault::Fault::Output { step: 24, operator: 1, output: 0, element: 0, bit: 20 });
+		let proof = run_unit(CpuBackend, &liar, &AtomicBool::new(false), |_| {}).unwrap().unwrap().proof;
+		let manifest = TraceManifest::of_unit(&liar).unwrap();
+		let liar_run = Run::load(&liar).unwrap();
+		// The verifier's copy of the unit: no fault, none of the liar's folder. Segment 1
+		// (steps 20..30) holds the lie; it re-executes it from the liar's checkpoint at 20.
+		let verifier = UnitWork { fault: None, ..work(&base.join("verifier")) };
+		let (hash, bytes) = (manifest.checkpoint(20).unwrap(), std::fs::read(train::checkpoint_path(&liar.dir, 20)).unwrap());
+		let start = segment_start(&verifier, &manifest, 20, Some((&hash, &bytes))).unwrap();
+		let device = ReplayDevice::new(train::BackendKind::Cpu).unwrap();
+		let reached = device.replay(&verifier, &manifest, 20..30, start, &AtomicBool::new(false)).unwrap();
+		let reached = reached.expect("the lie's segment does not reproduce");
+		let mut boundaries = manifest.boundaries();
+		boundaries[1] = reached;
+		let dir = base.join("spliced");
+		write_segment_folder(&verifier, &dir, &boundaries, 1, Some(&bytes)).unwrap();
+		let spliced = UnitWork { dir, ..verifier };
+		let run = Run::load(&spliced).unwrap();
+		assert_ne!(run.unit.root(), proof.trace_root.0);
+		assert_eq!(bisect(3, &liar_run.unit.tree, &run.unit.tree).unwrap().leaf, 1, "the segment level ends on the lie's");
+		let bound = |run: &Run| {
+			let trace = run.segment(1).unwrap();
+			let binding = trace.binding(run.unit.start_opening(1).unwrap(), run.unit.opening(1).unwrap()).unwrap();
+			let bound = bind_segment(&run.commitment(), 1, &trace.root(), &binding).expect("the trace binds to the run's boundaries");
+			(trace, bound.start_state_root)
+		};
+		let ((mine, my_start), (theirs, their_start)) = (bound(&run), bound(&liar_run));
+		assert_eq!(my_start, their_start, "both traces start from the liar's checkpoint");
+		assert_eq!(bisect(10, &theirs.tree, &mine.tree).unwrap().leaf, 4, "the step level ends on step 24");
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 

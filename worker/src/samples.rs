@@ -144,8 +144,9 @@ impl ReplayDevice {
 	}
 
 	/// Re-executes the segment `range` of the unit in `work` from `state` at `point`,
-	/// comparing the boundary it ends at with the manifest's. Returns the segment's first
-	/// step when it does not reproduce, `None` when it does, or an error when stopped.
+	/// comparing the boundary it ends at with the manifest's. Returns the boundary this run
+	/// reached when it is not the manifest's (the segment does not reproduce), `None` when
+	/// it is, or an error when stopped.
 	pub fn replay(
 		&self,
 		work: &UnitWork,
@@ -153,7 +154,7 @@ impl ReplayDevice {
 		range: Range<u32>,
 		(state, point): (Vec<Vec<f32>>, ChainPoint),
 		stop: &AtomicBool,
-	) -> Result<Option<u32>> {
+	) -> Result<Option<Boundary>> {
 		if self.kind != BackendKind::Wgpu {
 			return replay_on(touchstone_kernels::CpuBackend, work, manifest, range, (state, point), stop).map(|(differs, _)| differs);
 		}
@@ -178,7 +179,7 @@ fn replay_on<B: touchstone_kernels::Backend>(
 	range: Range<u32>,
 	(state, point): (Vec<Vec<f32>>, ChainPoint),
 	stop: &AtomicBool,
-) -> Result<(Option<u32>, B)> {
+) -> Result<(Option<Boundary>, B)> {
 	ensure!(point.next_step == range.start, "the segment starts at step {}, its start state at {}", range.start, point.next_step);
 	let mut trainer = trainer_on(backend, work, state, point)?;
 	for step in range.clone() {
@@ -188,7 +189,7 @@ fn replay_on<B: touchstone_kernels::Backend>(
 		trainer.step().map_err(|error| anyhow!("re-executing step {step} failed: {error:?}"))?;
 	}
 	let reached = trainer.close_segment().map_err(|error| anyhow!("the boundary after step {}: {error:?}", range.end))?;
-	let differs = (manifest.boundary(range.end) != Some(reached)).then_some(range.start);
+	let differs = (manifest.boundary(range.end) != Some(reached)).then_some(reached);
 	Ok((differs, trainer.into_backend()))
 }
 
@@ -303,7 +304,7 @@ pub(crate) mod tests {
 				let bytes = manifest.checkpoint(range.start).map(|hash| (hash, std::fs::read(checkpoint_path(&work.dir, range.start)).unwrap()));
 				let (state, point) =
 					segment_start(work, &manifest, range.start, bytes.as_ref().map(|(hash, bytes)| (hash, &bytes[..]))).unwrap();
-				device.replay(work, &manifest, range, (state, point), &AtomicBool::new(false)).unwrap()
+				device.replay(work, &manifest, range.clone(), (state, point), &AtomicBool::new(false)).unwrap().map(|_| range.start)
 			})
 			.collect()
 	}

@@ -8,10 +8,13 @@
 //! A sample is re-executed on the CPU reference (the bit-exact backend every exact-mode
 //! job is judged by) from the solver's checkpoint before it, checked against the unit's
 //! trace manifest ([`crate::samples`]). When every sample reproduces the verdict is
-//! `Match`. When one does not, or the solver does not serve what the samples need, the
-//! verifier re-executes the whole unit from its chain-fixed start: a `Mismatch` names a
-//! trace root over the whole unit, the one its dispute is played with, and a solver whose
-//! trace is right but whose checkpoints are not still gets a `Match`.
+//! `Match`. When one does not, the `Mismatch` names the proof's boundaries with the one the
+//! verifier reached at that segment's end in its place ([`Verifier::splice`]): its dispute
+//! then lands on that segment and is played from the solver's own checkpoint before it, so
+//! a verdict costs the samples, never the whole unit, and fits its commit period however
+//! long the unit. Only when the solver does not serve what the samples need does the
+//! verifier re-execute the whole unit from its chain-fixed start, for a trace root of its
+//! own over it.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -24,6 +27,7 @@ use codec::{Decode, Encode};
 use pallet_touchstone_verification::{AttestationState, RoundKind, Verdict};
 use polkadot_sdk::sp_runtime::FixedU64;
 use touchstone_kernels::job::distance::Distance;
+use touchstone_kernels::job::trace::Boundary;
 use subxt_signer::sr25519::Keypair;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::proof::chain::ChainPoint;
@@ -431,10 +435,14 @@ impl Verifier {
 		})
 	}
 
-	/// Checks the proof with `trace_root` by re-executing `samples`, and when one does not
-	/// reproduce (or cannot be checked), the whole unit. Returns this node's trace root
-	/// over the unit when it differs from the proof's, `None` when the proof holds. Log
-	/// lines start with `role`.
+	/// Checks the proof with `trace_root` by re-executing `samples`. Returns this node's
+	/// trace root when it differs from the proof's, `None` when the proof holds. When a
+	/// sample does not reproduce, that root is the proof's boundaries with the one this node
+	/// reached at the sample's end in its place ([`Self::splice`]): no more than the sample
+	/// is re-executed, so the verdict fits the commit period however long the unit. Only
+	/// when the samples cannot be checked (the solver does not serve a checkpoint or its
+	/// manifest) is the whole unit re-executed from its chain-fixed start. Log lines start
+	/// with `role`.
 	async fn check_proof(
 		&mut self,
 		at: &AtBlock,
@@ -448,12 +456,17 @@ impl Verifier {
 				tracing::info!(job = job_id, unit = index, "{role}: every sampled segment reproduces");
 				return Ok(None);
 			},
-			Ok(Some(from)) => tracing::warn!(
-				job = job_id,
-				unit = index,
-				from,
-				"{role}: a sampled segment does not reproduce; re-executing the whole unit"
-			),
+			Ok(Some(divergence)) => {
+				tracing::warn!(
+					job = job_id,
+					unit = index,
+					segment = divergence.segment,
+					from = divergence.from,
+					mine = %hex(&divergence.trace_root),
+					"{role}: a sampled segment does not reproduce from the solver's checkpoint before it"
+				);
+				return Ok(Some(divergence.trace_root));
+			},
 			Err(error) => tracing::warn!(
 				job = job_id,
 				unit = index,
@@ -557,6 +570,59 @@ impl Verifier {
 		TraceManifest::checked(&bytes, trace_root)
 	}
 
+	/// This node's run against the proof with `trace_root`, whose segment `segment` does not
+	/// reproduce from the solver's checkpoint before it (`checkpoint`, none for the unit's
+	/// first): the proof's boundaries (`manifest`) with `reached`, the boundary this node
+	/// reached at the segment's end, in place of the proof's. Returns its segment root, this
+	/// node's trace root for the mismatch and for the dispute it opens. The run agrees with
+	/// the proof at every boundary but that one, so the dispute's segment level ends on that
+	/// segment, whose step level is played from the solver's own state before it: the proof
+	/// loses there exactly when its transition is not an honest run from its own state. The
+	/// run is kept in a folder of the proof's own ([`Self::spliced_dir`]), which the dispute
+	/// is played from. A proof spliced before (a restart, or another sample in a later pass)
+	/// keeps its first run: a verdict or a dispute may already name its root.
+	fn splice(
+		&self,
+		work: &UnitWork,
+		manifest: &TraceManifest,
+		trace_root: &[u8; 32],
+		segment: u32,
+		reached: Boundary,
+		checkpoint: Option<&[u8]>,
+	) -> Result<[u8; 32]> {
+		let dir = self.spliced_dir(trace_root);
+		let kept = crate::train::saved_boundaries(&dir)?;
+		let boundaries = if kept.len() == manifest.boundaries.len() {
+			kept
+		} else {
+			let mut boundaries = manifest.boundaries();
+			*boundaries.get_mut(segment as usize).with_context(|| format!("the proof has no boundary after segment {segment}"))? =
+				reached;
+			crate::dispute::write_segment_folder(work, &dir, &boundaries, segment, checkpoint)?;
+			boundaries
+		};
+		Ok(UnitBoundaries::new(boundaries).map_err(|error| anyhow!("{error:?}"))?.root())
+	}
+
+	/// The folder of this node's run spliced against the proof with `trace_root`
+	/// ([`Self::splice`]).
+	fn spliced_dir(&self, trace_root: &[u8; 32]) -> PathBuf {
+		self.verdicts_dir.join("spliced").join(hex(trace_root))
+	}
+
+	/// `work`, this node's own run of a unit, moved to the run spliced against the proof
+	/// with `proof_root` where a sample of that proof did not reproduce here: the run this
+	/// node's disputes and summonses over the proof are played from.
+	fn against(&self, mut work: UnitWork, proof_root: Option<&[u8; 32]>) -> Result<UnitWork> {
+		if let Some(root) = proof_root {
+			let spliced = self.spliced_dir(root);
+			if !crate::train::saved_boundaries(&spliced)?.is_empty() {
+				work.dir = spliced;
+			}
+		}
+		Ok(work)
+	}
+
 	/// The most bytes a model file of the unit in `work` can hold.
 	fn model_bound(work: &UnitWork) -> Result<u64> {
 		crate::train::model_file_bound(&work.model, &work.train)
@@ -566,21 +632,29 @@ impl Verifier {
 	/// point: its checkpoint there, fetched and checked against `manifest`, or the unit's
 	/// start.
 	async fn solver_state(&self, job_id: JobId, work: &UnitWork, manifest: &TraceManifest, step: u32) -> Result<(Vec<Vec<f32>>, ChainPoint)> {
-		let checkpoint = match manifest.checkpoint(step) {
-			Some(hash) => {
-				let bytes = self.inputs.network.fetch(hash, FETCH_PATIENCE, Self::model_bound(work)?).await;
-				self.inputs.network.keep(job_id, Kind::Checkpoint, hash);
-				Some((hash, bytes.context("a segment's checkpoint")?))
-			},
-			None => None,
-		};
+		let checkpoint = self.solver_checkpoint(job_id, work, manifest, step).await?;
 		segment_start(work, manifest, step, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))
 	}
 
+	/// The solver's checkpoint at `step` of the unit in `work` of job `job_id`, as `manifest`
+	/// names it, with its hash; `None` where the manifest names none (the unit's start).
+	async fn solver_checkpoint(
+		&self,
+		job_id: JobId,
+		work: &UnitWork,
+		manifest: &TraceManifest,
+		step: u32,
+	) -> Result<Option<([u8; 32], Vec<u8>)>> {
+		let Some(hash) = manifest.checkpoint(step) else { return Ok(None) };
+		let bytes = self.inputs.network.fetch(hash, FETCH_PATIENCE, Self::model_bound(work)?).await;
+		self.inputs.network.keep(job_id, Kind::Checkpoint, hash);
+		Ok(Some((hash, bytes.context("a segment's checkpoint")?)))
+	}
+
 	/// Re-executes the segments `samples` of the unit, which must still stand on the proof
-	/// with `trace_root`, from the solver's checkpoints; returns the first step of the first
-	/// segment that does not reach the boundary the proof commits, or `None` when every one
-	/// does.
+	/// with `trace_root`, from the solver's checkpoints; returns the first segment that does
+	/// not reach the boundary the proof commits, with this node's run against the proof
+	/// there ([`Self::splice`]), or `None` when every one does.
 	async fn check_samples(
 		&mut self,
 		at: &AtBlock,
@@ -588,7 +662,7 @@ impl Verifier {
 		index: UnitIndex,
 		trace_root: &[u8; 32],
 		samples: Samples<'_>,
-	) -> Result<Option<u32>> {
+	) -> Result<Option<Divergence>> {
 		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
 		let manifest = Arc::new(self.trace_manifest(job_id, &work, trace_root).await?);
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
@@ -606,14 +680,18 @@ impl Verifier {
 				continue;
 			}
 			let range = segments.range(sample).with_context(|| format!("the unit has no segment {sample}"))?;
-			let (state, point) = self.solver_state(job_id, &work, &manifest, range.start).await?;
-			let (work, manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
+			let checkpoint = self.solver_checkpoint(job_id, &work, &manifest, range.start).await?;
+			let (state, point) = segment_start(&work, &manifest, range.start, checkpoint.as_ref().map(|(hash, bytes)| (hash, &bytes[..])))?;
+			let (replayed, replayed_manifest, stop) = (work.clone(), manifest.clone(), self.stop.clone());
 			let device = self.replay.clone();
-			let differs = tokio::task::spawn_blocking(move || device.replay(&work, &manifest, range, (state, point), &stop))
+			let (from, replayed_range) = (range.start, range.clone());
+			let reached = tokio::task::spawn_blocking(move || device.replay(&replayed, &replayed_manifest, replayed_range, (state, point), &stop))
 				.await
 				.context("the re-execution thread failed")??;
-			if differs.is_some() {
-				return Ok(differs);
+			if let Some(reached) = reached {
+				let checkpoint = checkpoint.as_ref().map(|(_, bytes)| &bytes[..]);
+				let trace_root = self.splice(&work, &manifest, trace_root, sample, reached, checkpoint)?;
+				return Ok(Some(Divergence { segment: sample, from, trace_root }));
 			}
 			crate::store::write_atomically(&checked, b"")?;
 		}
@@ -736,7 +814,7 @@ impl Verifier {
 
 	/// `challenge --watch`: checks every exact-mode proof open to challenge, once, by two
 	/// segments chosen here at random, which its solver cannot know; a proof whose sample
-	/// does not reproduce is re-executed whole and, if its trace root differs, disputed.
+	/// does not reproduce is disputed at that segment ([`Self::splice`]).
 	/// Every pass also plays the disputes this node opened. Runs until stopped.
 	pub async fn watch(self) -> Result<()> {
 		let profile = self.detected.profile.clone();
@@ -840,13 +918,14 @@ impl Verifier {
 			let (Some(job), Some(unit)) = (self.chain.job(at, job_id).await?, self.chain.unit(at, job_id, index).await?) else {
 				continue;
 			};
-			let prepare = || self.inputs.prepare(job_id, index, &job, &unit, &self.detected);
+			let proof_root = unit.proof.as_ref().map(|proof| proof.trace_root.0);
+			let prepare = || self.against(self.inputs.prepare(job_id, index, &job, &unit, &self.detected)?, proof_root.as_ref());
 			crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await?;
 		}
 		for (id, dispute, side) in summonses {
 			let (job_id, index) = (dispute.job, dispute.unit);
 			let work = match side {
-				Party::Challenger => self.own_run(at, job_id, index).await,
+				Party::Challenger => self.summoner_run(at, &dispute).await,
 				Party::Defender => self.summons_work(at, &dispute).await,
 			};
 			let played = match work {
@@ -868,6 +947,14 @@ impl Verifier {
 		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
 		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
 		self.inputs.prepare(job_id, index, &job, &unit, &self.detected)
+	}
+
+	/// The run this node plays summons `dispute` from as its summoner: the one it found the
+	/// overturned proof's lie with ([`Self::against`]).
+	async fn summoner_run(&self, at: &AtBlock, dispute: &Dispute) -> Result<UnitWork> {
+		let overturned = dispute.summons.context("not a summons")?;
+		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
+		self.against(self.own_run(at, dispute.job, dispute.unit).await?, Some(&proof.trace.root))
 	}
 
 	/// The work of defending summons `dispute` as the verifier it names: the unit as the
@@ -921,6 +1008,7 @@ impl Verifier {
 		};
 		for (overturned, proof) in open {
 			let Ok(work) = self.own_run(at, proof.job, proof.unit).await else { continue };
+			let work = self.against(work, Some(&proof.trace.root))?;
 			let mine = crate::train::saved_boundaries(&work.dir)?;
 			if mine.len() != work.segments().count() as usize {
 				done(overturned);
@@ -1024,6 +1112,16 @@ fn attested_by(round: &Round) -> Attested {
 		RoundKind::Tolerance { profiling } => Attested::ByDistance { profiling },
 		RoundKind::Escalation { .. } => Attested::ByDistance { profiling: false },
 	}
+}
+
+/// A sampled segment that does not reproduce.
+struct Divergence {
+	/// The segment.
+	segment: u32,
+	/// Its first step.
+	from: u32,
+	/// This node's trace root against the proof ([`Verifier::splice`]).
+	trace_root: [u8; 32],
 }
 
 /// Which segments of a unit to re-execute.
