@@ -564,12 +564,12 @@ test('a tolerance-mode job trained on libtorch is profiled and judged by distanc
 });
 
 test('a solver that lies at one step is caught, loses at the referee and is slashed, with the verifier that attested it', { timeout: 600_000 }, async (t) => {
-  // Bob restarts as a liar: one value of the forward pass at global step 200 is corrupted
+  // Bob restarts as a liar: one value of the forward pass at global step 100 is corrupted
   // (`--inject-fault`, test equipment), so the first unit of the next digits job proves a
-  // trace no honest run reproduces. This job's units have two segments (0..125, 125..250),
+  // trace no honest run reproduces. This job's units have two segments (0..100, 100..200),
   // and every verifier samples both, so its samples cover the lie. Charlie's watcher and
   // Dave's verifier worker find that the second segment, re-executed from Bob's own
-  // checkpoint at 125, does not reach his boundary, and dispute the proof with his
+  // checkpoint at 100, does not reach his boundary, and dispute the proof with his
   // boundaries and the one they reached in its place (Dave by revealing a mismatch): no
   // more than the samples is re-executed. Each plays its dispute from that run while Bob
   // defends his, step by step, operator by operator, piece by piece, until the runtime's
@@ -579,7 +579,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));
   solverLog = '';
-  startSolver(['--inject-fault', '200']);
+  startSolver(['--inject-fault', '100']);
   // Eve restarts as a lazy verifier (`--attest-without-checking`, test equipment): she
   // attests a match to whatever she is drawn for, without re-executing anything.
   const lazy = verifierWorkers.get('//Eve').process;
@@ -645,7 +645,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   assert.ok(charlieOpened, JSON.stringify(mine('disputes', 'DisputeOpened')));
   assert.match(charlieLog, new RegExp(`dispute: sent bind_segment[^\\n]*dispute=${charlieOpened.data.dispute}\\b`));
   t.diagnostic(`the light-client challenger's dispute ${charlieOpened.data.dispute} ${charlieOpened.data.dispute === resolved.data.dispute ? 'was the one the referee decided' : 'ended with the proof overturned by the other'}`);
-  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce from the solver's checkpoint before it job=${jobId} unit=0 segment=1 from=125\\b`));
+  assert.match(winnerLog, new RegExp(`a sampled segment does not reproduce from the solver's checkpoint before it job=${jobId} unit=0 segment=1 from=100\\b`));
   assert.doesNotMatch(winnerLog, /re-executing the whole unit/, `${winner} re-executed no more than its samples`);
   for (const move of ['reveal', 'bind_segment', 'bind_step', 'bind_operator']) {
     assert.match(winnerLog, new RegExp(`dispute: sent ${move}[^\\n]*dispute=${resolved.data.dispute}`), `${winner} sent ${move}`);
@@ -662,7 +662,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   const eveRevealed = mine('verification', 'Revealed').filter((e) => e.data.verifier === eve.address && e.data.unit === 0);
   assert.deepEqual(eveRevealed.map((e) => verdictName(e.data.verdict)), ['match'], JSON.stringify(mine('verification', 'Revealed')));
   const falseAttestations = mine('verification', 'FalseAttestation').map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
-  assert.deepEqual(falseAttestations, [[eve.address, 200, 50n * UNIT]]);
+  assert.deepEqual(falseAttestations, [[eve.address, 100, 50n * UNIT]]);
   const eveSlashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === eve.address);
   assert.ok(eveSlashed.some((e) => e.data.role === 'Verifier' && BigInt(e.data.amount) === 50n * UNIT), JSON.stringify(eveSlashed));
   // Bob's solver bond paid for the lie.
@@ -675,7 +675,7 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
 });
 
 test('a liar silent in its disputes is convicted by timeout, and the verifier that attested it is summoned and slashed', { timeout: 600_000 }, async (t) => {
-  // Bob lies at step 200 again, and now answers no dispute (`--abandon-disputes`, test
+  // Bob lies at step 100 again, and now answers no dispute (`--abandon-disputes`, test
   // equipment), as a liar letting its own sybil convict it would: the conviction comes by
   // timeout before any step is found, so by itself it shows no attestation false. The chain
   // keeps the overturned proof for summonses; a challenger that re-executed the unit
@@ -690,7 +690,7 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   const bob = keyring.addFromUri('//Bob');
   await waitForPoolToClear(api, bob.address);
   await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
-  startSolver(['--inject-fault', '200', '--abandon-disputes']);
+  startSolver(['--inject-fault', '100', '--abandon-disputes']);
   const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
@@ -721,7 +721,7 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   const falseAttestations = mine('verification', 'FalseAttestation')
     .filter((e) => e.block >= kept.block)
     .map((e) => [e.data.verifier, Number(e.data.step), BigInt(e.data.slashed)]);
-  assert.deepEqual(falseAttestations, [[eve.address, 125, 50n * UNIT]]);
+  assert.deepEqual(falseAttestations, [[eve.address, 100, 50n * UNIT]]);
   // The summoner bound its run of the segment. Eve's worker tried to answer and had
   // nothing to answer with: lazy, she never fetched the proof's manifest or re-executed
   // anything, and no honest trace reaches the proof's boundary anyway (an honest attester's

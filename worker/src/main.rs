@@ -54,8 +54,8 @@ enum Command {
 	/// leaving the current unit to resume from its last checkpoint.
 	Solve(solver::SolveArgs),
 	/// Run a verifier: register and bond, and in every round the chain draws this node for,
-	/// re-execute the unit, commit and reveal the verdict, and play the dispute a mismatch
-	/// opens. Stops cleanly on Ctrl-C.
+	/// re-execute the sampled segments, commit and reveal the verdict, and play the dispute
+	/// a mismatch opens. Stops cleanly on Ctrl-C.
 	Verify(verifier::VerifyArgs),
 	/// Check one unit's standing proof by re-executing it; if it does not reproduce,
 	/// dispute it as a challenger and play the dispute to its end. With --watch, check
@@ -183,21 +183,18 @@ async fn run(cli: Cli) -> Result<()> {
 		},
 		Command::Evaluate(args) => submitter::evaluate(&access, args).await,
 		Command::Solve(args) => {
-			let (chain, store, stop) = (Chain::open(&access).await?, Store::open(&data_dir)?, stop_on_signal("the current unit keeps its last checkpoint"));
-			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			inputs::join_network(&chain, &network).await;
+			let Role { chain, store, network, stop } =
+				Role::open(&access, &data_dir, &args.network, "the current unit keeps its last checkpoint").await?;
 			settled(&chain, solver::Solver::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Verify(args) => {
-			let (chain, store, stop) = (Chain::open(&access).await?, Store::open(&data_dir)?, stop_on_signal("committed verdicts stay on disk"));
-			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			inputs::join_network(&chain, &network).await;
+			let Role { chain, store, network, stop } =
+				Role::open(&access, &data_dir, &args.network, "committed verdicts stay on disk").await?;
 			settled(&chain, verifier::Verifier::new(chain.clone(), network, store, data_dir, args, stop)?.run()).await
 		},
 		Command::Challenge(args) => {
-			let (chain, store, stop) = (Chain::open(&access).await?, Store::open(&data_dir)?, stop_on_signal("an open dispute goes on when the command runs again"));
-			let network = p2p::Network::start(&args.network, store.clone(), &data_dir).await?;
-			inputs::join_network(&chain, &network).await;
+			let Role { chain, store, network, stop } =
+				Role::open(&access, &data_dir, &args.network, "an open dispute goes on when the command runs again").await?;
 			let (job, unit, watch, request) = (args.job, args.unit, args.watch, args.request_chunk);
 			// The bond is the challenger bond here.
 			let settings = verifier::VerifyArgs {
@@ -235,6 +232,29 @@ async fn run(cli: Cli) -> Result<()> {
 			shutdown_signal().await;
 			Ok(())
 		},
+	}
+}
+
+/// What a long-running role (solver, verifier, challenger) runs on.
+struct Role {
+	/// The chain.
+	chain: Chain,
+	/// The artifact store in the data directory.
+	store: Store,
+	/// The artifact network, joined through the endpoints advertised on-chain.
+	network: p2p::Network,
+	/// Set on Ctrl-C or SIGTERM.
+	stop: Arc<AtomicBool>,
+}
+
+impl Role {
+	/// Opens the chain through `access`, the store in `data_dir` and the artifact network
+	/// with `network`, and joins it; the stop flag logs `kept` (what survives a restart).
+	async fn open(access: &chain::ChainAccess, data_dir: &std::path::Path, network: &p2p::NetworkArgs, kept: &'static str) -> Result<Self> {
+		let (chain, store, stop) = (Chain::open(access).await?, Store::open(data_dir)?, stop_on_signal(kept));
+		let network = p2p::Network::start(network, store.clone(), data_dir).await?;
+		inputs::join_network(&chain, &network).await;
+		Ok(Self { chain, store, network, stop })
 	}
 }
 
