@@ -76,8 +76,17 @@ function plug() {
   sh('ip route add blackhole 10.78.1.0/24');
 }
 
+/**
+ * Removes the network `plug` made, and whatever a run killed before its `after` left (a
+ * leftover link on 10.78.0.1 would take this run's traffic to namespaces nothing serves):
+ * every `tsnx…` link and `tsnr…`/`tsnh…` namespace, which only this test makes.
+ */
 function unplug() {
-  for (const command of ['ip route del blackhole 10.78.1.0/24', `ip link del tsnx${id}`, `ip netns del ${router}`, `ip netns del ${home}`]) {
+  const names = (command, pattern) => [...execFileSync(command.split(' ')[0], command.split(' ').slice(1)).toString().matchAll(pattern)].map((m) => m[1]);
+  const links = names('ip -o link show', /^\d+: (tsnx\d+)[@:]/gm);
+  const namespaces = names('ip netns list', /^(tsn[rh]\d+)\b/gm);
+  const commands = ['ip route del blackhole 10.78.1.0/24', ...links.map((link) => `ip link del ${link}`), ...namespaces.map((ns) => `ip netns del ${ns}`)];
+  for (const command of commands) {
     try {
       sh(command);
     } catch {

@@ -74,6 +74,11 @@ impl Secrets {
 		Ok(Self { dir })
 	}
 
+	/// The folder the secrets are kept in, one file per unit (`<job>-<unit>-…`).
+	pub fn dir(&self) -> &std::path::Path {
+		&self.dir
+	}
+
 	/// A fresh secret for a unit, from the operating system's randomness. Returns it; the
 	/// caller binds it to the unit's roots and saves it with [`Secrets::save`].
 	pub fn fresh() -> Result<[u8; 32]> {

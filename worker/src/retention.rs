@@ -7,8 +7,10 @@
 //!
 //! - for a job whose units are all final, and which no open dispute, summons or
 //!   overturned proof names: its dataset, initial weights, checkpoints and trace
-//!   manifests, and its units' folders. Its units' final models stay: they are the job's
-//!   result, which its submitter fetches.
+//!   manifests, and every file and folder the worker keeps per unit (its runs, a
+//!   verifier's verdicts, checked marks, spliced runs and summons defences, a solver's
+//!   secrets). Its units' final models stay: they are the job's result, which its
+//!   submitter fetches.
 //! - for a job gone from the chain (the chain removes a job `tasks.Retention`, an hour,
 //!   after it finished), and which nothing names: everything, final models included.
 //!
@@ -18,7 +20,7 @@
 //! deleted: a transfer that resumes does so within minutes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use touchstone_primitives::JobId;
@@ -49,8 +51,8 @@ pub enum Standing {
 pub struct Swept {
 	/// Artifacts deleted from the store.
 	pub artifacts: usize,
-	/// Unit folders deleted.
-	pub folders: usize,
+	/// Per-unit folders and files deleted (named `<job>-<unit>-…`).
+	pub entries: usize,
 	/// Partial files of transfers idle for [`PARTIAL_IDLE`] deleted.
 	pub partials: usize,
 	/// Bytes the artifacts and partial files held (the folders' are not counted).
@@ -91,10 +93,10 @@ pub async fn standings(chain: &Chain, at: &AtBlock, jobs: impl IntoIterator<Item
 }
 
 /// Deletes what `standings` says no one can ask for any more (see the module's rules):
-/// from `store`, whose ledger holds `notes`, and the units' folders
-/// (`<job>-<unit>-<start root>`) in `unit_dirs`. A job missing from `standings` is kept
+/// from `store`, whose ledger holds `notes`, and the per-unit folders and files (named
+/// `<job>-<unit>-…`, the job first) in `unit_dirs`. A job missing from `standings` is kept
 /// whole.
-pub fn sweep(store: &Store, notes: &Notes, unit_dirs: &[&Path], standings: &BTreeMap<JobId, Standing>) -> Result<Swept> {
+pub fn sweep(store: &Store, notes: &Notes, unit_dirs: &[PathBuf], standings: &BTreeMap<JobId, Standing>) -> Result<Swept> {
 	let standing = |job: &JobId| standings.get(job).copied().unwrap_or(Standing::Open);
 	let kept_by = |job: &JobId, kind: Kind| match standing(job) {
 		Standing::Open => true,
@@ -125,33 +127,45 @@ pub fn sweep(store: &Store, notes: &Notes, unit_dirs: &[&Path], standings: &BTre
 		}
 	}
 	for dir in unit_dirs {
-		let Ok(folders) = std::fs::read_dir(dir) else { continue };
-		for folder in folders.filter_map(|entry| entry.ok()) {
-			let name = folder.file_name();
+		let Ok(entries) = std::fs::read_dir(dir) else { continue };
+		for entry in entries.filter_map(|entry| entry.ok()) {
+			let name = entry.file_name();
+			// Names that do not start with a job (a folder of such entries) are not a unit's.
 			let Some(job) = name.to_str().and_then(|name| name.split('-').next()).and_then(|job| job.parse::<JobId>().ok()) else {
 				continue;
 			};
-			if standings.get(&job).is_some_and(|standing| *standing != Standing::Open) && folder.path().is_dir() {
-				std::fs::remove_dir_all(folder.path()).with_context(|| format!("cannot delete {}", folder.path().display()))?;
-				swept.folders += 1;
+			if !standings.get(&job).is_some_and(|standing| *standing != Standing::Open) {
+				continue;
 			}
+			let path = entry.path();
+			let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+			removed.with_context(|| format!("cannot delete {}", path.display()))?;
+			swept.entries += 1;
 		}
 	}
 	Ok(swept)
 }
 
-/// A role's sweeps: one every [`SWEEP_EVERY`] blocks.
-#[derive(Clone, Copy, Debug, Default)]
+/// A role's sweeps: one every [`SWEEP_EVERY`] blocks, of the artifact store and of the
+/// folders the role keeps per-unit entries in.
+#[derive(Clone, Debug)]
 pub struct Sweeps {
 	last: Option<u64>,
+	unit_dirs: Vec<PathBuf>,
 }
 
 impl Sweeps {
-	/// Sweeps `store` and `unit_dir` if [`SWEEP_EVERY`] blocks have passed since the last
-	/// sweep (or since the role's first pass), by the pass's block `now`, reading the chain at its
-	/// finalized block: what is deleted cannot come back. A failure is logged: the next
-	/// sweep tries again, and nothing a role owes waits on this.
-	pub async fn sweep_if_due(&mut self, chain: &Chain, now: u64, store: &Store, unit_dir: &Path) {
+	/// The sweeps of a role that keeps per-unit folders and files (named `<job>-<unit>-…`)
+	/// in `unit_dirs`.
+	pub fn over(unit_dirs: Vec<PathBuf>) -> Self {
+		Self { last: None, unit_dirs }
+	}
+
+	/// Sweeps `store` and the role's per-unit entries if [`SWEEP_EVERY`] blocks have passed
+	/// since the last sweep (or since the role's first pass), by the pass's block `now`,
+	/// reading the chain at its finalized block: what is deleted cannot come back. A failure
+	/// is logged: the next sweep tries again, and nothing a role owes waits on this.
+	pub async fn sweep_if_due(&mut self, chain: &Chain, now: u64, store: &Store) {
 		// Not at a role's first pass: a restarted worker sweeps once it has followed the
 		// chain for a while, not on the first state its node gives it.
 		let last = *self.last.get_or_insert(now);
@@ -167,14 +181,14 @@ impl Sweeps {
 			}
 			let standings = standings(chain, at, notes.keys().copied()).await?;
 			tracing::debug!(block = at.block_number(), ?standings, "retention: where the jobs in the ledger stand");
-			let (store, unit_dir) = (store.clone(), unit_dir.to_owned());
-			tokio::task::spawn_blocking(move || sweep(&store, &notes, &[&unit_dir], &standings)).await.context("the sweep's thread failed")?
+			let (store, unit_dirs) = (store.clone(), self.unit_dirs.clone());
+			tokio::task::spawn_blocking(move || sweep(&store, &notes, &unit_dirs, &standings)).await.context("the sweep's thread failed")?
 		}
 		.await;
 		match outcome {
 			Ok(swept) if swept != Swept::default() => tracing::info!(
 				artifacts = swept.artifacts,
-				folders = swept.folders,
+				entries = swept.entries,
 				partials = swept.partials,
 				mib = swept.bytes as f64 / (1u64 << 20) as f64,
 				"retention: deleted what no open unit, round or dispute can still ask for"
@@ -216,6 +230,14 @@ mod tests {
 			std::fs::create_dir_all(units.join(folder)).unwrap();
 			std::fs::write(units.join(folder).join("records.txt"), b"0 1.0").unwrap();
 		}
+		// A verifier's verdict files beside a folder of spliced runs, and a solver's secrets.
+		let verdicts = base.join("verdicts");
+		let spliced = verdicts.join("spliced");
+		std::fs::create_dir_all(spliced.join("1-0-ee")).unwrap();
+		std::fs::create_dir_all(spliced.join("3-1-ff")).unwrap();
+		for file in ["1-0-aa", "2-3-bb-escalation", "3-0-cc", "2-3.forced"] {
+			std::fs::write(verdicts.join(file), b"salt").unwrap();
+		}
 		// A transfer given up two days ago, and one that wrote a moment ago.
 		let (stale, fresh) = (store.partial_path(&[1; 32]), store.partial_path(&[2; 32]));
 		std::fs::write(&stale, b"").unwrap();
@@ -223,13 +245,18 @@ mod tests {
 		std::fs::File::options().write(true).open(&stale).unwrap().set_modified(two_days_ago).unwrap();
 		std::fs::write(&fresh, b"half").unwrap();
 		let standings = BTreeMap::from([(1, Standing::Finished), (2, Standing::Gone), (3, Standing::Open)]);
-		let swept = sweep(&store, &store.notes(), &[&units], &standings).unwrap();
+		let dirs = [units.clone(), verdicts.clone(), spliced.clone()];
+		let swept = sweep(&store, &store.notes(), &dirs, &standings).unwrap();
 		assert_eq!(swept.partials, 1);
 		assert!(!stale.exists() && fresh.exists(), "only the idle transfer's partial file goes");
 
-		assert_eq!(swept.folders, 2, "the finished and the gone job's folders");
+		assert_eq!(swept.entries, 6, "the finished and the gone job's folders and files");
 		assert!(!units.join("1-0-aa").exists() && !units.join("2-3-bb").exists());
 		assert!(units.join("3-0-cc").exists() && units.join("4-1-dd").exists());
+		assert!(!spliced.join("1-0-ee").exists() && spliced.join("3-1-ff").exists());
+		assert!(!verdicts.join("1-0-aa").exists() && !verdicts.join("2-3-bb-escalation").exists());
+		assert!(!verdicts.join("2-3.forced").exists() && verdicts.join("3-0-cc").exists());
+		assert!(spliced.exists(), "a folder whose name names no job stays");
 		assert!(store.contains(&model), "a finished job's result, though the gone job noted it too");
 		assert!(store.contains(&shared_data), "an open job's dataset");
 		assert!(store.contains(&checkpoint), "job 4, not asked about, keeps it");
@@ -249,7 +276,7 @@ mod tests {
 		assert!(announced.contains(&model) && announced.contains(&shared_data) && announced.contains(&unknown));
 
 		// A second sweep finds nothing more to delete.
-		assert_eq!(sweep(&store, &store.notes(), &[&units], &standings).unwrap(), Swept::default());
+		assert_eq!(sweep(&store, &store.notes(), &dirs, &standings).unwrap(), Swept::default());
 		std::fs::remove_dir_all(&base).unwrap();
 	}
 }

@@ -188,8 +188,8 @@ struct ForcedPlan {
 enum Standing {
 	/// Accepted by this solver: its checkpoints and proof go on chain.
 	Ours,
-	/// Trained ahead of the chain: the range before it is not proven yet, or it is offered
-	/// to this solver and not yet accepted.
+	/// Trained ahead of the chain: the range before it is this solver's and not proven
+	/// yet, or it is offered to this solver and not yet accepted.
 	Ahead,
 	/// Ready and waiting in the pool, and not passed on by this solver: it claims it.
 	InPool,
@@ -198,7 +198,7 @@ enum Standing {
 }
 
 /// Where `unit`, trained here from `start_root`, stands for solver `me`.
-fn standing(unit: Option<&WorkUnit>, me: &AccountId, start_root: &[u8; 32]) -> Standing {
+fn standing(unit: Option<&WorkUnit>, predecessor: Option<&WorkUnit>, me: &AccountId, start_root: &[u8; 32]) -> Standing {
 	let Some(unit) = unit else { return Standing::Lost };
 	// The chain anchored the unit elsewhere (the range before it proved another end).
 	if unit.start_state_root.is_some_and(|root| root.0 != *start_root) {
@@ -212,7 +212,17 @@ fn standing(unit: Option<&WorkUnit>, me: &AccountId, start_root: &[u8; 32]) -> S
 				Standing::Ahead
 			}
 		},
-		UnitState::Waiting => Standing::Ahead,
+		// Waiting on a range before it that this solver proves. Not on one in the pool or
+		// another's, nor on one rolled back with it (an overturned proof further back): that
+		// range is not this solver's to prove next, so the device is held for nothing while
+		// the range that is due goes untrained, by this solver too.
+		UnitState::Waiting => match predecessor {
+			Some(before)
+				if before.solver.as_ref() == Some(me) &&
+					matches!(before.state, UnitState::Assigned | UnitState::Proven | UnitState::Verifying | UnitState::Challenged) =>
+				Standing::Ahead,
+			_ => Standing::Lost,
+		},
 		UnitState::Pending if unit.passed_by.as_ref() != Some(me) => Standing::InPool,
 		_ => Standing::Lost,
 	}
@@ -267,6 +277,8 @@ impl Solver {
 		}
 		let metrics = crate::metrics::get();
 		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me: me.clone(), datasets: Default::default() };
+		let secrets = Secrets::open(data_dir.join("secrets"))?;
+		let sweeps = crate::retention::Sweeps::over(vec![inputs.units_dir.clone(), secrets.dir().to_owned()]);
 		Ok(Self {
 			best: chain.follow_best(),
 			chain,
@@ -278,9 +290,9 @@ impl Solver {
 			metrics,
 			stop,
 			refused: BTreeSet::new(),
-			secrets: Secrets::open(data_dir.join("secrets"))?,
+			secrets,
 			heartbeat: Heartbeat::default(),
-			sweeps: Default::default(),
+			sweeps,
 			training: None,
 			proving: None,
 		})
@@ -352,7 +364,7 @@ impl Solver {
 		let at = self.best.at().await?;
 		let now = at.block_number() as u32;
 		self.heartbeat.send_if_due(&self.chain, now.into(), &self.signer);
-		self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store, &self.inputs.units_dir).await;
+		self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store).await;
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let mut held = self.chain.solver_units(&at, &self.me).await?;
 		held.sort_unstable();
@@ -664,7 +676,11 @@ impl Solver {
 		};
 		let (job_id, index) = key;
 		let unit = self.chain.unit(at, job_id, index).await?;
-		match standing(unit.as_ref(), &self.me, &start_root) {
+		let predecessor = match index.checked_sub(1) {
+			Some(before) => self.chain.unit(at, job_id, before).await?,
+			None => None,
+		};
+		match standing(unit.as_ref(), predecessor.as_ref(), &self.me, &start_root) {
 			Standing::Lost => {
 				tracing::warn!(job = job_id, unit = index, "the unit is not this solver's to train (timed out, taken by another, or its job ended): training stopped");
 				self.stop_training().await;
@@ -975,14 +991,30 @@ mod tests {
 
 	/// A range trained ahead of its predecessor's proof goes on while the chain may still
 	/// give it to this solver, becomes its own once accepted, is claimed from the pool
-	/// unless passed on, and stops once another solver has it or the chain anchored it at
-	/// another state.
+	/// unless passed on, and stops once another solver has it, the chain anchored it at
+	/// another state, or the range before it is no longer this solver's to prove (rolled
+	/// back by an overturned proof further back, or in the pool).
 	#[test]
 	fn a_range_trained_ahead_runs_on_only_while_the_chain_may_give_it_to_this_solver() {
 		let (me, other) = (AccountId::from([1; 32]), AccountId::from([2; 32]));
 		let (ours, theirs) = ([7; 32], [8; 32]);
+		let proving = range(UnitState::Assigned, Some(me.clone()), true, Some(ours));
+		let waiting = range(UnitState::Waiting, None, false, None);
+		let before_cases = [
+			(Some(proving.clone()), Standing::Ahead),
+			(Some(range(UnitState::Proven, Some(me.clone()), true, Some(ours))), Standing::Ahead),
+			(Some(range(UnitState::Challenged, Some(me.clone()), true, Some(ours))), Standing::Ahead),
+			// Rolled back with it: the overturned range is due first, and this solver may take it.
+			(Some(waiting.clone()), Standing::Lost),
+			(Some(range(UnitState::Pending, None, false, Some(ours))), Standing::Lost),
+			(Some(range(UnitState::Reassigned, Some(me.clone()), true, Some(ours))), Standing::Lost),
+			(Some(range(UnitState::Assigned, Some(other.clone()), true, Some(ours))), Standing::Lost),
+			(None, Standing::Lost),
+		];
+		for (before, expected) in before_cases {
+			assert_eq!(standing(Some(&waiting), before.as_ref(), &me, &ours), expected, "after {before:?}");
+		}
 		let cases = [
-			(range(UnitState::Waiting, None, false, None), Standing::Ahead),
 			(range(UnitState::Pending, None, false, Some(ours)), Standing::InPool),
 			(range(UnitState::Assigned, Some(me.clone()), false, Some(ours)), Standing::Ahead),
 			(range(UnitState::Assigned, Some(me.clone()), true, Some(ours)), Standing::Ours),
@@ -993,12 +1025,12 @@ mod tests {
 			(range(UnitState::Failed, None, false, Some(ours)), Standing::Lost),
 		];
 		for (unit, expected) in cases {
-			assert_eq!(standing(Some(&unit), &me, &ours), expected, "{unit:?}");
+			assert_eq!(standing(Some(&unit), Some(&proving), &me, &ours), expected, "{unit:?}");
 		}
 		let mut passed = range(UnitState::Pending, None, false, Some(ours));
 		passed.passed_by = Some(me.clone());
-		assert_eq!(standing(Some(&passed), &me, &ours), Standing::Lost, "a range this solver declined is not claimed back");
-		assert_eq!(standing(None, &me, &ours), Standing::Lost);
+		assert_eq!(standing(Some(&passed), Some(&proving), &me, &ours), Standing::Lost, "a range this solver declined is not claimed back");
+		assert_eq!(standing(None, Some(&proving), &me, &ours), Standing::Lost);
 	}
 
 	/// A unit is taken only if a checkpoint segment, with the margin, fits its timeout less

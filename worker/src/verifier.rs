@@ -17,7 +17,7 @@
 //! own over it.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -160,11 +160,14 @@ struct Watcher {
 	/// The first block whose proofs the next pass asks for: every earlier one was final
 	/// and read in an earlier pass.
 	proofs_from: u32,
+	/// The proofs whose check failed (their inputs could not be fetched, say): checked
+	/// again in later passes while they stay open to challenge.
+	failed: BTreeSet<(JobId, UnitIndex, [u8; 32])>,
 }
 
 impl crate::chain::EveryBlock for Watcher {
 	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
-		self.checker.watch_pass(&mut self.checked, &mut self.proofs_from)
+		self.checker.watch_pass(&mut self.checked, &mut self.failed, &mut self.proofs_from)
 	}
 
 	fn best_blocks(&mut self) -> &mut BestBlocks {
@@ -208,6 +211,15 @@ impl Verifier {
 		std::fs::create_dir_all(&checked_dir).with_context(|| format!("cannot create {}", checked_dir.display()))?;
 		// Kept apart from a solver's units: this folder holds this node's own runs.
 		let inputs = Inputs { store, network, units_dir: data_dir.join("verified"), me: me.clone(), datasets: Default::default() };
+		// Every per-unit entry this node keeps is named after its job first, so a finished
+		// job's go: its runs, verdicts, checked marks, spliced runs and summons defences.
+		let sweeps = crate::retention::Sweeps::over(vec![
+			inputs.units_dir.clone(),
+			verdicts_dir.clone(),
+			checked_dir,
+			verdicts_dir.join("spliced"),
+			verdicts_dir.join("summons"),
+		]);
 		Ok(Self {
 			best: chain.follow_best(),
 			chain,
@@ -218,7 +230,7 @@ impl Verifier {
 			detected,
 			stop,
 			heartbeat: Heartbeat::default(),
-			sweeps: Default::default(),
+			sweeps,
 			verdicts_dir,
 			replay,
 			checking: Arc::default(),
@@ -246,7 +258,7 @@ impl Verifier {
 	async fn tick(&mut self) -> Result<()> {
 		let at = self.best.at().await?;
 		self.heartbeat.send_if_due(&self.chain, at.block_number(), &self.signer);
-		self.sweeps.sweep_if_due(&self.chain, at.block_number(), &self.inputs.store, &self.inputs.units_dir).await;
+		self.sweeps.sweep_if_due(&self.chain, at.block_number(), &self.inputs.store).await;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
 		}
@@ -441,8 +453,10 @@ impl Verifier {
 	/// reached at the sample's end in its place ([`Self::splice`]): no more than the sample
 	/// is re-executed, so the verdict fits the commit period however long the unit. Only
 	/// when the samples cannot be checked (the solver does not serve a checkpoint or its
-	/// manifest) is the whole unit re-executed from its chain-fixed start. Log lines start
-	/// with `role`.
+	/// manifest) is the whole unit re-executed from its chain-fixed start. The job's inputs
+	/// (dataset, start model) are fetched first, and failing to fetch them is an error: the
+	/// whole unit needs them as much as the samples do, so the next pass fetches them again
+	/// rather than re-execute more. Log lines start with `role`.
 	async fn check_proof(
 		&mut self,
 		at: &AtBlock,
@@ -451,7 +465,8 @@ impl Verifier {
 		samples: Samples<'_>,
 		role: &str,
 	) -> Result<Option<[u8; 32]>> {
-		match self.check_samples(at, job_id, index, trace_root, samples).await {
+		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
+		match self.check_samples(job_id, index, work.clone(), trace_root, samples).await {
 			Ok(None) => {
 				tracing::info!(job = job_id, unit = index, "{role}: every sampled segment reproduces");
 				return Ok(None);
@@ -473,7 +488,7 @@ impl Verifier {
 				"{role}: the samples could not be checked ({error:#}); re-executing the whole unit"
 			),
 		}
-		let mine = self.reexecute(at, job_id, index, trace_root).await?;
+		let mine = self.reexecute(work).await?;
 		if mine == *trace_root {
 			tracing::info!(job = job_id, unit = index, "{role}: the whole unit reproduces");
 			return Ok(None);
@@ -578,44 +593,42 @@ impl Verifier {
 	/// the proof at every boundary but that one, so the dispute's segment level ends on that
 	/// segment, whose step level is played from the solver's own state before it: the proof
 	/// loses there exactly when its transition is not an honest run from its own state. The
-	/// run is kept in a folder of the proof's own ([`Self::spliced_dir`]), which the dispute
-	/// is played from. A proof spliced before (a restart, or another sample in a later pass)
-	/// keeps its first run: a verdict or a dispute may already name its root.
+	/// run is kept in `dir`, a folder of the proof's own ([`Self::spliced_dir`]), which the
+	/// dispute is played from. A proof spliced before (a restart, or another sample in a later
+	/// pass) keeps its first run: a verdict or a dispute may already name its root.
 	fn splice(
-		&self,
+		dir: &Path,
 		work: &UnitWork,
 		manifest: &TraceManifest,
-		trace_root: &[u8; 32],
 		segment: u32,
 		reached: Boundary,
 		checkpoint: Option<&[u8]>,
 	) -> Result<[u8; 32]> {
-		let dir = self.spliced_dir(trace_root);
-		let kept = crate::train::saved_boundaries(&dir)?;
+		let kept = crate::train::saved_boundaries(dir)?;
 		let boundaries = if kept.len() == manifest.boundaries.len() {
 			kept
 		} else {
 			let mut boundaries = manifest.boundaries();
 			*boundaries.get_mut(segment as usize).with_context(|| format!("the proof has no boundary after segment {segment}"))? =
 				reached;
-			crate::dispute::write_segment_folder(work, &dir, &boundaries, segment, checkpoint)?;
+			crate::dispute::write_segment_folder(work, dir, &boundaries, segment, checkpoint)?;
 			boundaries
 		};
 		Ok(UnitBoundaries::new(boundaries).map_err(|error| anyhow!("{error:?}"))?.root())
 	}
 
-	/// The folder of this node's run spliced against the proof with `trace_root`
-	/// ([`Self::splice`]).
-	fn spliced_dir(&self, trace_root: &[u8; 32]) -> PathBuf {
-		self.verdicts_dir.join("spliced").join(hex(trace_root))
+	/// The folder of this node's run of unit `index` of `job_id` spliced against the proof
+	/// with `trace_root` ([`Self::splice`]), named after its job first for the sweeps.
+	fn spliced_dir(&self, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> PathBuf {
+		self.verdicts_dir.join("spliced").join(format!("{job_id}-{index}-{}", hex(trace_root)))
 	}
 
-	/// `work`, this node's own run of a unit, moved to the run spliced against the proof
-	/// with `proof_root` where a sample of that proof did not reproduce here: the run this
-	/// node's disputes and summonses over the proof are played from.
-	fn against(&self, mut work: UnitWork, proof_root: Option<&[u8; 32]>) -> Result<UnitWork> {
+	/// `work`, this node's own run of unit `index` of `job_id`, moved to the run spliced
+	/// against the proof with `proof_root` where a sample of that proof did not reproduce
+	/// here: the run this node's disputes and summonses over the proof are played from.
+	fn against(&self, (job_id, index): (JobId, UnitIndex), mut work: UnitWork, proof_root: Option<&[u8; 32]>) -> Result<UnitWork> {
 		if let Some(root) = proof_root {
-			let spliced = self.spliced_dir(root);
+			let spliced = self.spliced_dir(job_id, index, root);
 			if !crate::train::saved_boundaries(&spliced)?.is_empty() {
 				work.dir = spliced;
 			}
@@ -651,19 +664,18 @@ impl Verifier {
 		Ok(Some((hash, bytes.context("a segment's checkpoint")?)))
 	}
 
-	/// Re-executes the segments `samples` of the unit, which must still stand on the proof
-	/// with `trace_root`, from the solver's checkpoints; returns the first segment that does
+	/// Re-executes the segments `samples` of the unit in `work` (its inputs fetched, standing
+	/// on the proof with `trace_root`), from the solver's checkpoints; returns the first segment that does
 	/// not reach the boundary the proof commits, with this node's run against the proof
 	/// there ([`Self::splice`]), or `None` when every one does.
 	async fn check_samples(
-		&mut self,
-		at: &AtBlock,
+		&self,
 		job_id: JobId,
 		index: UnitIndex,
+		work: Arc<UnitWork>,
 		trace_root: &[u8; 32],
 		samples: Samples<'_>,
 	) -> Result<Option<Divergence>> {
-		let work = Arc::new(self.standing_work(at, job_id, index, trace_root).await?);
 		let manifest = Arc::new(self.trace_manifest(job_id, &work, trace_root).await?);
 		let segments = Segments::new(work.first_step, work.steps, work.train.checkpoint_interval);
 		let samples = match samples {
@@ -674,7 +686,7 @@ impl Verifier {
 		for sample in samples {
 			// A segment checked before a restart is not re-executed again: the commit period
 			// leaves room for one lost segment, not for the whole sample set twice.
-			let checked = self.checked_path(trace_root, sample);
+			let checked = self.checked_path((job_id, index), trace_root, sample);
 			if checked.exists() {
 				tracing::info!(job = job_id, unit = index, segment = sample, "segment checked before a restart: it reproduces");
 				continue;
@@ -690,7 +702,8 @@ impl Verifier {
 				.context("the re-execution thread failed")??;
 			if let Some(reached) = reached {
 				let checkpoint = checkpoint.as_ref().map(|(_, bytes)| &bytes[..]);
-				let trace_root = self.splice(&work, &manifest, trace_root, sample, reached, checkpoint)?;
+				let dir = self.spliced_dir(job_id, index, trace_root);
+				let trace_root = Self::splice(&dir, &work, &manifest, sample, reached, checkpoint)?;
 				return Ok(Some(Divergence { segment: sample, from, trace_root }));
 			}
 			crate::store::write_atomically(&checked, b"")?;
@@ -711,10 +724,9 @@ impl Verifier {
 		self.inputs.prepare(job_id, index, &job, &unit, &self.detected)
 	}
 
-	/// Re-executes the unit, which must still stand on the proof with `trace_root`, on the
-	/// CPU reference from its start; returns this node's trace root.
-	async fn reexecute(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<[u8; 32]> {
-		let work = self.standing_work(at, job_id, index, trace_root).await?;
+	/// Re-executes the unit in `work` ([`Self::standing_work`]) from its start, on this
+	/// node's backend; returns this node's trace root.
+	async fn reexecute(&self, work: Arc<UnitWork>) -> Result<[u8; 32]> {
 		let stop = self.stop.clone();
 		let backend = self.args.backend;
 		let result = tokio::task::spawn_blocking(move || run_unit_on(backend, &work, &stop, |_| {}))
@@ -746,7 +758,8 @@ impl Verifier {
 					bail!("unit {index} of job {job_id} has no proof open to challenge (it is {:?})", unit.state);
 				}
 				println!("re-executing unit {index} of job {job_id} on the CPU reference");
-				let root = self.reexecute(&at, job_id, index, &theirs).await?;
+				let work = self.standing_work(&at, job_id, index, &theirs).await?;
+				let root = self.reexecute(Arc::new(work)).await?;
 				if root == theirs {
 					println!("the proof reproduces bit for bit (trace root {}): nothing to challenge", hex(&theirs));
 					return Ok(());
@@ -821,15 +834,23 @@ impl Verifier {
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		tracing::info!(account = %self.me, "watch: checking every proof open to challenge");
 		let stop = self.stop.clone();
-		crate::chain::run_every_block(&mut Watcher { checker: self, checked: BTreeSet::new(), proofs_from: 0 }, &stop).await?;
+		let mut watcher = Watcher { checker: self, checked: BTreeSet::new(), proofs_from: 0, failed: BTreeSet::new() };
+		crate::chain::run_every_block(&mut watcher, &stop).await?;
 		tracing::info!("watcher stopped");
 		Ok(())
 	}
 
 	/// One pass of the watcher: the next move in each dispute it opened, then every proof
-	/// open to challenge that it has not checked yet.
-	async fn watch_pass(&mut self, checked: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>, proofs_from: &mut u32) -> Result<()> {
+	/// open to challenge that it has not checked yet, and those whose check `failed`
+	/// before while they stay open.
+	async fn watch_pass(
+		&mut self,
+		checked: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+		failed: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+		proofs_from: &mut u32,
+	) -> Result<()> {
 		let at = self.best.at().await?;
+		self.sweeps.sweep_if_due(&self.chain, at.block_number(), &self.inputs.store).await;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
 		}
@@ -840,16 +861,31 @@ impl Verifier {
 		// block, and no later pass needs to read it again.
 		let finalized = self.chain.at().await?.block_number() as u32;
 		let at = self.best.at().await?;
-		let open = self.open_proofs(&at, *proofs_from).await?;
+		let mut open = self.open_proofs(&at, *proofs_from).await?;
 		// A best block behind the finalized one (a follow starting over) has not shown
 		// the blocks between them yet.
 		*proofs_from = finalized.min(at.block_number() as u32).saturating_add(1).max(*proofs_from);
-		for (job_id, index, theirs) in open {
-			if self.stop.load(Ordering::Relaxed) || !checked.insert((job_id, index, theirs)) {
+		// A check that failed is made again while its proof stays open to challenge: a
+		// solver restarting while its proof is checked must not let the proof go unchecked.
+		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
+		let now = at.block_number() as u32;
+		for key @ (job_id, index, theirs) in std::mem::take(failed) {
+			let still_open = self.chain.unit(&at, job_id, index).await?.is_some_and(|unit| {
+				unit.state == UnitState::Proven &&
+					unit.proof.map(|proof| proof.trace_root.0) == Some(theirs) &&
+					unit.proven_at.is_some_and(|proven| now < proven.saturating_add(window))
+			});
+			if still_open && checked.remove(&key) {
+				open.push(key);
+			}
+		}
+		for key @ (job_id, index, theirs) in open {
+			if self.stop.load(Ordering::Relaxed) || !checked.insert(key) {
 				continue;
 			}
 			if let Err(error) = self.watch_unit(&at, job_id, index, &theirs).await {
-				tracing::warn!(job = job_id, unit = index, "watch: {error:#}");
+				tracing::warn!(job = job_id, unit = index, "watch: {error:#}; checked again at a later block while the proof is open");
+				failed.insert(key);
 			}
 		}
 		Ok(())
@@ -919,7 +955,7 @@ impl Verifier {
 				continue;
 			};
 			let proof_root = unit.proof.as_ref().map(|proof| proof.trace_root.0);
-			let prepare = || self.against(self.inputs.prepare(job_id, index, &job, &unit, &self.detected)?, proof_root.as_ref());
+			let prepare = || self.against((job_id, index), self.inputs.prepare(job_id, index, &job, &unit, &self.detected)?, proof_root.as_ref());
 			crate::dispute::play(&self.chain, &self.signer, at, (job_id, index), Party::Challenger, prepare).await?;
 		}
 		for (id, dispute, side) in summonses {
@@ -954,7 +990,7 @@ impl Verifier {
 	async fn summoner_run(&self, at: &AtBlock, dispute: &Dispute) -> Result<UnitWork> {
 		let overturned = dispute.summons.context("not a summons")?;
 		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
-		self.against(self.own_run(at, dispute.job, dispute.unit).await?, Some(&proof.trace.root))
+		self.against((dispute.job, dispute.unit), self.own_run(at, dispute.job, dispute.unit).await?, Some(&proof.trace.root))
 	}
 
 	/// The work of defending summons `dispute` as the verifier it names: the unit as the
@@ -978,7 +1014,8 @@ impl Verifier {
 			},
 			None => None,
 		};
-		let dir = self.verdicts_dir.join("summons").join(format!("{overturned}-{segment}"));
+		// Named after its job first, for the sweeps.
+		let dir = self.verdicts_dir.join("summons").join(format!("{}-{}-{overturned}-{segment}", dispute.job, dispute.unit));
 		crate::dispute::defence_folder(work, dir, &manifest, segment, checkpoint.as_deref())
 	}
 
@@ -1008,7 +1045,7 @@ impl Verifier {
 		};
 		for (overturned, proof) in open {
 			let Ok(work) = self.own_run(at, proof.job, proof.unit).await else { continue };
-			let work = self.against(work, Some(&proof.trace.root))?;
+			let work = self.against((proof.job, proof.unit), work, Some(&proof.trace.root))?;
 			let mine = crate::train::saved_boundaries(&work.dir)?;
 			if mine.len() != work.segments().count() as usize {
 				done(overturned);
@@ -1077,9 +1114,10 @@ impl Verifier {
 	}
 
 	/// The file whose presence records that segment `sample` of the proof with `trace_root`
-	/// reproduced on this node (the checked set, kept across restarts).
-	fn checked_path(&self, trace_root: &[u8; 32], sample: u32) -> PathBuf {
-		self.verdicts_dir.join("checked").join(format!("{}-{sample}", hex(trace_root)))
+	/// of unit `index` of `job_id` reproduced on this node (the checked set, kept across
+	/// restarts), named after its job first for the sweeps.
+	fn checked_path(&self, (job_id, index): (JobId, UnitIndex), trace_root: &[u8; 32], sample: u32) -> PathBuf {
+		self.verdicts_dir.join("checked").join(format!("{job_id}-{index}-{}-{sample}", hex(trace_root)))
 	}
 
 	fn verdict_path(&self, job: JobId, unit: UnitIndex, (trace_root, escalation): RoundId) -> PathBuf {
