@@ -16,7 +16,7 @@
 //! verifier re-execute the whole unit from its chain-fixed start, for a trace root of its
 //! own over it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -156,7 +156,11 @@ pub struct Verifier {
 /// has checked (each once, by unit and trace root).
 struct Watcher {
 	checker: Verifier,
-	checked: BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+	/// The proofs checked, with the block each was first read at. Forgotten a challenge
+	/// window after it, when the proof is no longer open: a watcher that runs for months
+	/// keeps only the proofs of the last window. (A window opened again after a failed
+	/// dispute lists its proof anew, and it is checked again.)
+	checked: BTreeMap<(JobId, UnitIndex, [u8; 32]), u32>,
 	/// The first block whose proofs the next pass asks for: every earlier one was final
 	/// and read in an earlier pass.
 	proofs_from: u32,
@@ -834,7 +838,7 @@ impl Verifier {
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		tracing::info!(account = %self.me, "watch: checking every proof open to challenge");
 		let stop = self.stop.clone();
-		let mut watcher = Watcher { checker: self, checked: BTreeSet::new(), proofs_from: 0, failed: BTreeSet::new() };
+		let mut watcher = Watcher { checker: self, checked: BTreeMap::new(), proofs_from: 0, failed: BTreeSet::new() };
 		crate::chain::run_every_block(&mut watcher, &stop).await?;
 		tracing::info!("watcher stopped");
 		Ok(())
@@ -845,7 +849,7 @@ impl Verifier {
 	/// before while they stay open.
 	async fn watch_pass(
 		&mut self,
-		checked: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+		checked: &mut BTreeMap<(JobId, UnitIndex, [u8; 32]), u32>,
 		failed: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>,
 		proofs_from: &mut u32,
 	) -> Result<()> {
@@ -869,20 +873,22 @@ impl Verifier {
 		// solver restarting while its proof is checked must not let the proof go unchecked.
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let now = at.block_number() as u32;
+		checked.retain(|_, seen| now < seen.saturating_add(window));
 		for key @ (job_id, index, theirs) in std::mem::take(failed) {
 			let still_open = self.chain.unit(&at, job_id, index).await?.is_some_and(|unit| {
 				unit.state == UnitState::Proven &&
 					unit.proof.map(|proof| proof.trace_root.0) == Some(theirs) &&
 					unit.proven_at.is_some_and(|proven| now < proven.saturating_add(window))
 			});
-			if still_open && checked.remove(&key) {
+			if still_open && checked.remove(&key).is_some() {
 				open.push(key);
 			}
 		}
 		for key @ (job_id, index, theirs) in open {
-			if self.stop.load(Ordering::Relaxed) || !checked.insert(key) {
+			if self.stop.load(Ordering::Relaxed) || checked.contains_key(&key) {
 				continue;
 			}
+			checked.insert(key, now);
 			if let Err(error) = self.watch_unit(&at, job_id, index, &theirs).await {
 				tracing::warn!(job = job_id, unit = index, "watch: {error:#}; checked again at a later block while the proof is open");
 				failed.insert(key);
