@@ -1,16 +1,43 @@
 #!/usr/bin/env bash
 # Protocol overhead: the wall time of a job trained through a dev chain by one solver (no
 # disputes), over the same training run done locally with the same backend
-# (`touchstone-worker train`), for the digits job, a synthetic job of 26 s
-# (scripts/bench/synthetic-large.toml) and one of more than two minutes in four ranges
-# (scripts/bench/synthetic-long.toml). Prints one table row per job; the figures go in
+# (`touchstone-worker train`). Prints one table row per job; the figures go in
 # docs/performance.md.
+#
+# Usage: scripts/bench-worker.sh [--cpu-threads N] [JOB ...]
+#   JOB            digits, or a job file of scripts/bench/ by name: synthetic-large (26 s),
+#                  synthetic-long (more than two minutes in four ranges) or synthetic-longer
+#                  (about five minutes on one core in four ranges). Default: digits
+#                  synthetic-large synthetic-long.
+#   --cpu-threads  the threads the trainer may use, locally and in the solver alike (every
+#                  core when absent). On a 2-core machine, 1 leaves the node, the submitter
+#                  and the solver's own bookkeeping a core, as a GPU solver's trainer leaves
+#                  them the CPU.
 #
 # "Proven" is the time from submission until every unit's learning proof is on-chain, the
 # part of the job's latency the protocol adds to training, read at the best block (what
 # solvers act on) and at finality; "paid" adds the challenge window (5 minutes), which a
 # submitter waits for before the result is final.
 source "$(dirname "$0")/lib.sh"
+threads=()
+if [ "${1:-}" = --cpu-threads ]; then
+	[ -n "${2:-}" ] || { echo "--cpu-threads needs a number of threads" >&2; exit 2; }
+	threads=(--cpu-threads "$2")
+	shift 2
+fi
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(digits synthetic-large synthetic-long)
+jobs=()
+for name in "${names[@]}"; do
+	if [ "$name" = digits ]; then
+		jobs+=("--example digits")
+	elif [ -f "$ROOT/scripts/bench/$name.toml" ]; then
+		jobs+=("--job $ROOT/scripts/bench/$name.toml")
+	else
+		echo "no benchmark job $name: give digits or a file name of scripts/bench/ without .toml" >&2
+		exit 2
+	fi
+done
 "$ROOT/scripts/setup.sh"
 build_workspace
 
@@ -19,14 +46,14 @@ pids=()
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 start_dev_chain "$work"
-start_solver "$work"
+start_solver "$work" "${threads[@]}"
 
 W=("$TOUCHSTONE_WORKER" --data-dir "$work/submitter")
 printf '| job | steps | local (s) | proven, best block (s) | ratio | proven, finalized (s) | ratio | paid (s) |\n'
 printf '| --- | --- | --- | --- | --- | --- | --- | --- |\n'
-for job in "--example digits" "--job $ROOT/scripts/bench/synthetic-large.toml" "--job $ROOT/scripts/bench/synthetic-long.toml"; do
+for job in "${jobs[@]}"; do
 	# shellcheck disable=SC2086
-	local_line="$("${W[@]}" train $job)"
+	local_line="$("${W[@]}" "${threads[@]}" train $job)"
 	steps="$(sed -n 's/^trained \([0-9]*\) steps in.*/\1/p' <<<"$local_line")"
 	local_s="$(sed -n 's/^trained [0-9]* steps in \([0-9.]*\) s.*/\1/p' <<<"$local_line")"
 	# shellcheck disable=SC2086

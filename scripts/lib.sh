@@ -67,12 +67,12 @@ start_dev_chain() {
 SOLVER_PEER=/ip4/127.0.0.1/tcp/30555
 
 # Starts a solver worker as Bob, with its data in $1/solver, artifacts served on
-# $SOLVER_PEER and Prometheus metrics on :9616, logging to $1/solver.log. Its pid is
-# appended to `pids`.
+# $SOLVER_PEER and Prometheus metrics on :9616, logging to $1/solver.log; further
+# arguments are more flags for it. Its pid is appended to `pids`.
 start_solver() {
 	log "Starting a solver worker as Bob (log: $1/solver.log)"
 	"$TOUCHSTONE_WORKER" --data-dir "$1/solver" solve --key //Bob --metrics 127.0.0.1:9616 \
-		--p2p-listen "$SOLVER_PEER" >"$1/solver.log" 2>&1 &
+		--p2p-listen "$SOLVER_PEER" "${@:2}" >"$1/solver.log" 2>&1 &
 	pids+=($!)
 }
 

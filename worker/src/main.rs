@@ -43,6 +43,11 @@ struct Cli {
 	/// environment (`TOUCHSTONE_<SUBCOMMAND>_<FLAG>`) take precedence over it.
 	#[arg(long, global = true, env = config::CONFIG_VARIABLE, value_name = "FILE")]
 	config: Option<PathBuf>,
+	/// How many CPU threads training, re-execution and state hashing may use on the CPU
+	/// (the reference backend and libtorch's CPU device); every core when absent. Results
+	/// never depend on it. On a host shared with a node, leave the node a core.
+	#[arg(long, global = true, env = "TOUCHSTONE_CPU_THREADS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+	cpu_threads: Option<u16>,
 	#[command(subcommand)]
 	command: Command,
 }
@@ -165,6 +170,10 @@ fn stop_on_signal(kept: &'static str) -> Arc<AtomicBool> {
 
 async fn run(cli: Cli) -> Result<()> {
 	let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
+	if let Some(threads) = cli.cpu_threads {
+		touchstone_kernels::exec::parallel::set_threads(threads.into());
+		tch::set_num_threads(threads.into());
+	}
 	let access = match cli.chain_spec {
 		Some(chain_spec) => chain::ChainAccess::LightClient { chain_spec, boot_nodes: cli.boot_nodes },
 		None => chain::ChainAccess::Node(cli.node),

@@ -133,7 +133,8 @@ pub struct Solver {
 	detected: Detected,
 	metrics: &'static Metrics,
 	stop: Arc<AtomicBool>,
-	/// Units this process gave up on (cannot train them): not claimed again.
+	/// Units this process gave up on (cannot train them): not claimed again while they stay
+	/// in the pool, and forgotten once they leave it.
 	refused: BTreeSet<(JobId, UnitIndex)>,
 	/// The forced-error secrets of the units it took, and its forced units' reveals, on disk.
 	secrets: Secrets,
@@ -483,6 +484,12 @@ impl Solver {
 		};
 		match verdict {
 			Ok(()) => {
+				// Training starts now, not a block later once the acceptance is in: until it
+				// is, the range stands as trained ahead ([`standing`]), and a failed
+				// acceptance is sent again by the next pass.
+				if let Err(error) = self.start_training(job_id, index, job, unit) {
+					tracing::warn!(job = job_id, unit = index, "training does not start: {error:#}");
+				}
 				self.accept(job_id, index).await?;
 				Ok(true)
 			},
@@ -505,7 +512,10 @@ impl Solver {
 	/// Claims the first pool unit this solver is eligible for and can train.
 	async fn claim_from_pool(&mut self, at: &AtBlock) -> Result<()> {
 		let min_price = (self.args.min_price * UNIT as f64) as u128;
-		for (job_id, index) in self.chain.pool(at).await? {
+		let pool = self.chain.pool(at).await?;
+		// A unit out of the pool is claimed by nobody; one that comes back is weighed anew.
+		self.refused.retain(|key| pool.contains(key));
+		for (job_id, index) in pool {
 			if self.refused.contains(&(job_id, index)) {
 				continue;
 			}
@@ -676,9 +686,10 @@ impl Solver {
 		};
 		let (job_id, index) = key;
 		let unit = self.chain.unit(at, job_id, index).await?;
-		let predecessor = match index.checked_sub(1) {
-			Some(before) => self.chain.unit(at, job_id, before).await?,
-			None => None,
+		// Only a waiting range's standing depends on the range before it.
+		let predecessor = match (unit.as_ref().map(|unit| unit.state), index.checked_sub(1)) {
+			(Some(UnitState::Waiting), Some(before)) => self.chain.unit(at, job_id, before).await?,
+			_ => None,
 		};
 		match standing(unit.as_ref(), predecessor.as_ref(), &self.me, &start_root) {
 			Standing::Lost => {

@@ -148,7 +148,8 @@ pub struct Verifier {
 	/// The verdicts being worked out in the background, by round.
 	checking: Arc<std::sync::Mutex<BTreeSet<RoundKey>>>,
 	/// The overturned proofs this node is done summoning attesters of (it summoned each it
-	/// could, or holds no run of the unit), by convicting dispute: not looked at again.
+	/// could, or holds no run of the unit), by convicting dispute: not looked at again, and
+	/// forgotten once their summons period is over.
 	summoned: Arc<std::sync::Mutex<BTreeSet<u64>>>,
 }
 
@@ -1034,15 +1035,22 @@ impl Verifier {
 	async fn summon_attesters(&self, at: &AtBlock) -> Result<()> {
 		let now = at.block_number() as u32;
 		let mut kept = at.storage().iter(runtime::storage().disputes().overturned(), ()).await?;
-		let mut open = Vec::new();
+		let (mut open, mut summonable) = (Vec::new(), BTreeSet::new());
 		while let Some(entry) = kept.next().await {
 			let entry = entry?;
 			let (id,) = entry.key()?.decode()?;
 			let proof: crate::dispute::OverturnedProof = decode(entry.value().bytes())?;
+			if now >= proof.summons_until {
+				continue;
+			}
+			summonable.insert(id);
 			let done = self.summoned.lock().map(|done| done.contains(&id)).unwrap_or(false);
-			if now < proof.summons_until && !done {
+			if !done {
 				open.push((id, proof));
 			}
+		}
+		if let Ok(mut summoned) = self.summoned.lock() {
+			summoned.retain(|id| summonable.contains(id));
 		}
 		let done = |overturned| {
 			if let Ok(mut summoned) = self.summoned.lock() {
