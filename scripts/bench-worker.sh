@@ -57,7 +57,11 @@ for job in "${jobs[@]}"; do
 	steps="$(sed -n 's/^trained \([0-9]*\) steps in.*/\1/p' <<<"$local_line")"
 	local_s="$(sed -n 's/^trained [0-9]* steps in \([0-9.]*\) s.*/\1/p' <<<"$local_line")"
 	# shellcheck disable=SC2086
-	"${W[@]}" submit --key //Alice $job --wait --peer "$SOLVER_PEER" 2>"$work/progress.log" >"$work/submit.log"
+	if ! "${W[@]}" submit --key //Alice $job --wait --peer "$SOLVER_PEER" 2>"$work/progress.log" >"$work/submit.log"; then
+		echo "the job $job was not carried through the chain:" >&2
+		tail -5 "$work/progress.log" >&2
+		exit 1
+	fi
 	# The first progress line of a view where no unit is still to be proven.
 	proven() {
 		grep -E "\] $1: .*units( (Proven|Finalized))+$" "$work/progress.log" | head -1 | sed -n 's/^\[ *\([0-9]*\) s\].*/\1/p'
