@@ -7,7 +7,7 @@
 # Usage: scripts/bench-worker.sh [--cpu-threads N] [JOB ...]
 #   JOB            digits, or a job file of scripts/bench/ by name: synthetic-large (26 s),
 #                  synthetic-long (more than two minutes in four ranges) or synthetic-longer
-#                  (about five minutes on one core in four ranges). Default: digits
+#                  (about four and a half minutes on one core in four ranges). Default: digits
 #                  synthetic-large synthetic-long.
 #   --cpu-threads  the threads the trainer may use, locally and in the solver alike (every
 #                  core when absent). On a 2-core machine, 1 leaves the node, the submitter
