@@ -94,6 +94,12 @@ pub enum KernelError {
 		/// The global step.
 		step: u32,
 	},
+	/// An input holds NaN or an infinity where rule 7 admits only finite values (an
+	/// opened state's words, which no verdict may depend on the bits of).
+	NonFiniteInput {
+		/// Which input, by its parameter name.
+		operand: &'static str,
+	},
 }
 
 impl fmt::Display for KernelError {
@@ -123,6 +129,7 @@ impl fmt::Display for KernelError {
 			Self::NonFinite { step } => {
 				write!(f, "step {step} produced NaN or an infinity (the job diverges; a smaller learning rate may help)")
 			},
+			Self::NonFiniteInput { operand } => write!(f, "`{operand}` holds NaN or an infinity"),
 		}
 	}
 }

@@ -107,49 +107,99 @@ pub enum ChainAccess {
 	},
 }
 
-/// The duties whose transactions were handed over, by key: `None` while in flight, then
-/// the block that included it.
+/// The duties whose transactions were handed over, by key ([`Chain::send_in_background`]).
 #[derive(Clone, Default)]
-struct Background(Arc<std::sync::Mutex<HashMap<String, Option<u64>>>>);
+struct Background(Arc<std::sync::Mutex<HashMap<String, Duty>>>);
+
+/// Where a duty handed over stands.
+#[derive(Clone, Copy, Debug)]
+enum Duty {
+	/// Its transaction is in flight, after `failures` failed tries.
+	InFlight { failures: u32 },
+	/// Its transaction is in this block.
+	Included(u64),
+	/// Its last `failures` tries failed (refused by the node or the runtime, or never
+	/// included); the next waits until `retry_after` ([`retry_delay`]).
+	Failed { failures: u32, retry_after: std::time::Instant },
+}
+
+/// How long a duty whose transaction failed `failures` times in a row waits before the
+/// next try: the first failure is tried again at the next pass (a node briefly away, a
+/// nonce taken meanwhile), then 3 s doubling to at most 48 s, so a call the runtime
+/// refuses, which would be refused again until the chain changes, does not cost a fee
+/// every block. A deadline-bound duty still gets several tries inside its window.
+fn retry_delay(failures: u32) -> Duration {
+	match failures {
+		0 | 1 => Duration::ZERO,
+		more => Duration::from_secs(3u64.saturating_mul(1 << (more - 2).min(4))),
+	}
+}
+
+/// How long a failed duty is remembered past its backoff with no pass asking for it (its
+/// unit gone), so the map stays as small as the work in hand.
+const FAILED_MEMORY: Duration = Duration::from_secs(600);
+
+/// How many blocks an included duty is remembered with no pass asking for it.
+const INCLUDED_MEMORY_BLOCKS: u64 = 200;
 
 impl Background {
-	fn duties(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<u64>>> {
+	fn duties(&self) -> std::sync::MutexGuard<'_, HashMap<String, Duty>> {
 		self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 	}
 
-	/// Whether a pass reading the chain at block `now` must not send the duty `key`
-	/// again: its transaction is in flight, or in a block after `now` (the pass reads a
-	/// state without it).
-	fn holds(&self, key: &str, now: u64) -> bool {
+	/// Whether a pass reading the chain at block `now`, at `clock`, must not send the duty
+	/// `key` now: its transaction is in flight, in a block after `now` (the pass reads a
+	/// state without it), or failed and waits out its backoff.
+	fn holds(&self, key: &str, now: u64, clock: std::time::Instant) -> bool {
 		let mut duties = self.duties();
 		match duties.get(key) {
-			Some(None) => true,
-			Some(Some(included)) if now < *included => true,
-			Some(Some(_)) => {
+			Some(Duty::InFlight { .. }) => true,
+			Some(Duty::Included(included)) if now < *included => true,
+			Some(Duty::Included(_)) => {
 				duties.remove(key);
 				false
 			},
+			Some(Duty::Failed { retry_after, .. }) => clock < *retry_after,
 			None => false,
 		}
 	}
 
 	/// Takes the duty `key` for a pass at block `now`, unless [`Self::holds`] it.
-	fn take(&self, key: &str, now: u64) -> bool {
-		if self.holds(key, now) {
+	fn take(&self, key: &str, now: u64, clock: std::time::Instant) -> bool {
+		if self.holds(key, now, clock) {
 			return false;
 		}
-		self.duties().insert(key.to_owned(), None);
+		let mut duties = self.duties();
+		let failures = match duties.get(key) {
+			Some(Duty::Failed { failures, .. }) => *failures,
+			_ => 0,
+		};
+		// Failures long past belong to duties no pass asks for any more.
+		duties.retain(|_, duty| match duty {
+			Duty::Failed { retry_after, .. } => clock.saturating_duration_since(*retry_after) < FAILED_MEMORY,
+			Duty::Included(block) => now.saturating_sub(*block) < INCLUDED_MEMORY_BLOCKS,
+			Duty::InFlight { .. } => true,
+		});
+		duties.insert(key.to_owned(), Duty::InFlight { failures });
 		true
 	}
 
-	/// The duty `key`'s transaction ended: included in block `included`, or not at all
-	/// (refused, or its block unknown), and then the duty may be sent again at once.
-	fn settle(&self, key: String, included: Option<u64>) {
+	/// The duty `key`'s transaction ended at `clock`: included in block `included`, or not
+	/// at all (refused, or its block unknown), and then the duty is tried again after its
+	/// backoff ([`retry_delay`]).
+	fn settle(&self, key: String, included: Option<u64>, clock: std::time::Instant) {
 		let mut duties = self.duties();
-		match included {
-			Some(number) => duties.insert(key, Some(number)),
-			None => duties.remove(&key),
+		let duty = match included {
+			Some(number) => Duty::Included(number),
+			None => {
+				let failures = match duties.get(&key) {
+					Some(Duty::InFlight { failures } | Duty::Failed { failures, .. }) => failures.saturating_add(1),
+					_ => 1,
+				};
+				Duty::Failed { failures, retry_after: clock + retry_delay(failures) }
+			},
 		};
+		duties.insert(key, duty);
 	}
 }
 
@@ -177,7 +227,13 @@ pub struct BestBlocks {
 	/// The slashes (of any account) in the best blocks followed, with their blocks' numbers,
 	/// until a look takes them ([`Self::take_slashes`]); the oldest go past [`SLASH_LOG`].
 	slashes: Arc<std::sync::Mutex<std::collections::VecDeque<(u64, runtime::staking::events::Slashed)>>>,
+	/// Set while the role's account was last found short of fees ([`LOW_FUNDS`]).
+	low_funds: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// Below this free balance an account can hardly pay the fees of what it owes the chain
+/// (reveals, dispute moves): a solver takes no new work ([`BestBlocks::low_funds`]).
+const LOW_FUNDS: u128 = UNIT / 10;
 
 /// How many slashes the best-block follower keeps for the next look at them.
 const SLASH_LOG: usize = 256;
@@ -196,6 +252,12 @@ impl BestBlocks {
 	/// Waits until a best block newer than the last one read arrives, at most `patience`.
 	pub async fn next(&mut self, patience: Duration) {
 		let _ = tokio::time::timeout(patience, self.latest.changed()).await;
+	}
+
+	/// Whether the role's account was short of fees when last checked (every
+	/// [`ACCOUNT_CHECK_BLOCKS`] blocks): what it owes for work taken must come first.
+	pub fn low_funds(&self) -> bool {
+		self.low_funds.load(std::sync::atomic::Ordering::Relaxed)
 	}
 
 	/// The slashes found in the best blocks followed since the last call.
@@ -261,10 +323,12 @@ impl ChainWatch {
 				)));
 			}
 			let free = chain.free_balance(&finalized_at, me).await?;
-			if free < UNIT / 10 {
+			let low = free < LOW_FUNDS;
+			best.low_funds.store(low, std::sync::atomic::Ordering::Relaxed);
+			if low {
 				tracing::error!(
 					free_tst = free as f64 / UNIT as f64,
-					"the account can hardly pay transaction fees: fund it, or its reveals and dispute moves will fail and be slashed"
+					"the account can hardly pay transaction fees: fund it, or its reveals and dispute moves will fail and be slashed; a solver takes no new work meanwhile"
 				);
 			}
 		}
@@ -474,7 +538,7 @@ impl Chain {
 				tokio::time::sleep(Duration::from_secs(1)).await;
 			}
 		});
-		BestBlocks { chain: self.clone(), latest, slashes }
+		BestBlocks { chain: self.clone(), latest, slashes, low_funds: Arc::default() }
 	}
 
 	/// Signs `call` with `signer`, submits it and waits until it is finalized: for calls
@@ -566,7 +630,9 @@ impl Chain {
 	/// with its others (a dispute move, a reveal and a finalization due together go out in
 	/// one block, not three). While it is in flight, or included in a block after `now`
 	/// (the pass read a state without it), the duty is not sent again: returns `false`,
-	/// sending nothing. `done` gets the outcome.
+	/// sending nothing. A failed one is tried again when a pass asks after its backoff
+	/// (the next pass after one failure, then 3 s doubling to 48 s). `done` gets the
+	/// outcome.
 	pub fn send_in_background<Call>(
 		&self,
 		key: String,
@@ -579,7 +645,7 @@ impl Chain {
 	where
 		Call: subxt::tx::Payload + Send + Sync + 'static,
 	{
-		if !self.background.take(&key, now) {
+		if !self.background.take(&key, now, std::time::Instant::now()) {
 			return false;
 		}
 		let (chain, signer) = (self.clone(), signer.clone());
@@ -598,10 +664,19 @@ impl Chain {
 				// Finalized: every best block a pass reads from now on holds it.
 				Settled::Finalized => (chain.send(&call, &signer).await, None),
 			};
-			chain.background.settle(key, included);
+			// The outcome is taken before the duty is released, so a pass that may send it
+			// again already sees what the last try came to.
 			done(outcome);
+			chain.background.settle(key, included, std::time::Instant::now());
 		});
 		true
+	}
+
+	/// Whether a pass reading the chain at block `now` must leave the duty `key` alone: its
+	/// transaction is in flight, in a block after `now`, or failed and waits out its backoff
+	/// ([`Self::send_in_background`] would send nothing).
+	pub fn is_handed_over(&self, key: &str, now: u64) -> bool {
+		self.background.holds(key, now, std::time::Instant::now())
 	}
 
 	async fn include_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<(Events, subxt::utils::H256)> {
@@ -899,23 +974,42 @@ impl Heartbeat {
 
 #[cfg(test)]
 mod tests {
-	use super::{profile_changed, Background};
+	use super::{profile_changed, retry_delay, Background};
+	use std::time::{Duration, Instant};
 	use touchstone_primitives::{DeviceKind, HardwareProfile};
 
 	/// A duty handed over is not sent again while its transaction is in flight, nor by a
-	/// pass that reads a block older than the one that included it; a refused one is sent
-	/// again at once.
+	/// pass that reads a block older than the one that included it; a failed one is sent
+	/// again at the next pass, and after repeated failures only once its backoff is over.
 	#[test]
 	fn a_duty_handed_over_is_sent_once_until_a_pass_reads_the_block_that_holds_it() {
 		let background = Background::default();
-		assert!(background.take("reveal", 10));
-		assert!(!background.take("reveal", 11), "in flight");
-		assert!(background.take("time_out", 11), "another duty goes meanwhile");
-		background.settle("reveal".into(), Some(13));
-		assert!(!background.take("reveal", 12), "a pass that read a block before its inclusion");
-		assert!(background.take("reveal", 13), "a pass that reads its block sees it: due again only if the chain says so");
-		background.settle("time_out".into(), None);
-		assert!(background.take("time_out", 11), "refused: sent again");
+		let clock = Instant::now();
+		assert!(background.take("reveal", 10, clock));
+		assert!(!background.take("reveal", 11, clock), "in flight");
+		assert!(background.take("time_out", 11, clock), "another duty goes meanwhile");
+		background.settle("reveal".into(), Some(13), clock);
+		assert!(!background.take("reveal", 12, clock), "a pass that read a block before its inclusion");
+		assert!(background.take("reveal", 13, clock), "a pass that reads its block sees it: due again only if the chain says so");
+		background.settle("time_out".into(), None, clock);
+		assert!(background.take("time_out", 11, clock), "failed once: sent again at the next pass");
+		background.settle("time_out".into(), None, clock);
+		assert!(!background.take("time_out", 12, clock), "failed twice: waits");
+		assert!(background.take("time_out", 12, clock + Duration::from_secs(3)), "its backoff over");
+		background.settle("time_out".into(), None, clock + Duration::from_secs(3));
+		assert!(!background.take("time_out", 13, clock + Duration::from_secs(8)), "the backoff doubles");
+		assert!(background.take("time_out", 13, clock + Duration::from_secs(9)));
+		background.settle("time_out".into(), Some(14), clock + Duration::from_secs(9));
+		assert!(background.take("time_out", 15, clock + Duration::from_secs(9)), "due again once its block is read");
+		background.settle("time_out".into(), None, clock + Duration::from_secs(9));
+		assert!(background.take("time_out", 16, clock + Duration::from_secs(9)), "an inclusion starts the count again");
+	}
+
+	/// The backoff after a failure starts at the next pass and doubles from 3 s to 48 s.
+	#[test]
+	fn a_failing_duty_backs_off_from_the_next_pass_to_48_seconds() {
+		let delays: Vec<u64> = (1..=8).map(|failures| retry_delay(failures).as_secs()).collect();
+		assert_eq!(delays, [0, 3, 6, 12, 24, 48, 48, 48]);
 	}
 
 	fn profile(model: &str, throughput_gflops: u32) -> HardwareProfile {

@@ -145,6 +145,48 @@ pub struct Solver {
 	training: Option<Training>,
 	/// The trained unit whose proof is not committed yet, if one is.
 	proving: Option<Proving>,
+	/// The work prepared for the unit weighed last ([`Solver::ready_to_take`]), which its
+	/// training starts from rather than read and check its inputs again.
+	prepared: Option<Prepared>,
+	/// What the transactions this solver handed over came to, for its next pass.
+	landed: Landed,
+}
+
+/// Work prepared for a unit, with the unit and the state root it was prepared from.
+struct Prepared {
+	key: (JobId, UnitIndex),
+	start_root: Option<[u8; 32]>,
+	work: UnitWork,
+}
+
+/// What a transaction the solver handed over came to, when its next pass must act on it:
+/// filled by the transactions' tasks, emptied by the pass ([`Solver::take_landed`]).
+#[derive(Clone, Default)]
+struct Landed(Arc<std::sync::Mutex<Vec<Outcome>>>);
+
+/// An outcome a pass acts on.
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+	/// A checkpoint of the unit is in a block: its deadline moved on.
+	Checkpoint { key: (JobId, UnitIndex), step: u32 },
+	/// A claim of the unit was refused: a range trained ahead of it is left to others.
+	ClaimRefused((JobId, UnitIndex)),
+}
+
+impl Landed {
+	fn outcomes(&self) -> std::sync::MutexGuard<'_, Vec<Outcome>> {
+		self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+	}
+
+	/// Adds an outcome for the next pass.
+	fn push(&self, outcome: Outcome) {
+		self.outcomes().push(outcome);
+	}
+
+	/// The outcomes since the last call (at most a few per pass: one per transaction).
+	fn take(&self) -> Vec<Outcome> {
+		std::mem::take(&mut *self.outcomes())
+	}
 }
 
 /// A unit training on its own thread while the solver's passes go on.
@@ -169,14 +211,14 @@ struct Training {
 /// A trained unit whose proof waits to be committed.
 struct Proving {
 	key: (JobId, UnitIndex),
-	work: UnitWork,
 	honest: LearningProof,
 	final_state: BoundaryOpening,
-	/// The forced-error secret committed for the unit, when forced errors are on.
+	/// The forced-error secret saved for the unit (committed by [`Solver::follow_proof`]),
+	/// when forced errors are on.
 	forced: Option<ForcedPlan>,
 }
 
-/// A committed forced-error secret and what it makes the solver commit if it is drawn.
+/// A saved forced-error secret and what it makes the solver commit if it is drawn.
 struct ForcedPlan {
 	bound: BoundSecret,
 	/// The step the forced proof gets wrong, that proof and its final-state opening;
@@ -196,6 +238,11 @@ enum Standing {
 	InPool,
 	/// Another solver's, or no unit to train any more: training stops.
 	Lost,
+}
+
+/// The key the transaction `what` of a unit is handed over by ([`Chain::send_in_background`]).
+fn unit_duty(job_id: JobId, index: UnitIndex, what: &str) -> String {
+	format!("unit {job_id} {index} {what}")
 }
 
 /// Where `unit`, trained here from `start_root`, stands for solver `me`.
@@ -296,6 +343,8 @@ impl Solver {
 			sweeps,
 			training: None,
 			proving: None,
+			prepared: None,
+			landed: Landed::default(),
 		})
 	}
 
@@ -357,8 +406,11 @@ impl Solver {
 	/// offers; reveal the secrets and answer the disputes of proven units; finalize what
 	/// is due; and, when the device is free, train an accepted unit or claim one from the
 	/// pool. Training runs on its own thread and nothing here waits for it: a reveal or a
-	/// dispute move missed while a long range trains costs bond.
+	/// dispute move missed while a long range trains costs bond. Nor does it wait for its
+	/// own transactions: each is handed over ([`Chain::send_in_background`]), and the next
+	/// pass reads what it came to from the chain, or from [`Self::take_landed`].
 	async fn tick(&mut self) -> Result<()> {
+		self.take_landed().await;
 		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
 		// Work is read at the best block, so a unit is trained without waiting for
 		// finality; only paying out (finalize) waits for it.
@@ -382,11 +434,8 @@ impl Solver {
 		if let Err(error) = self.follow_training(&at).await {
 			tracing::warn!("training: {error:#}");
 		}
-		match self.follow_proof(&at, still_training).await {
-			// The chain moved on: read it again before doing more.
-			Ok(true) => return Ok(()),
-			Ok(false) => {},
-			Err(error) => tracing::warn!("proof: {error:#}"),
+		if let Err(error) = self.follow_proof(&at, still_training).await {
+			tracing::warn!("proof: {error:#}");
 		}
 		let waiting_for_proof = self.proving.as_ref().map(|proving| proving.key);
 		// The device is spoken for while a unit trains or waits its turn to: an offer
@@ -400,10 +449,11 @@ impl Solver {
 			let outcome = match unit.state {
 				// The range this solver trains ahead, offered to it: taken at once.
 				UnitState::Assigned if !unit.accepted && self.training.as_ref().map(|training| training.key) == Some((job_id, index)) => {
-					self.accept(job_id, index).await
+					self.accept(now, job_id, index);
+					Ok(())
 				},
 				UnitState::Assigned if !unit.accepted => {
-					self.answer_offer(job_id, index, job, unit, device_busy).await.map(|accepted| device_busy |= accepted)
+					self.answer_offer(now, job_id, index, job, unit, device_busy).await.map(|accepted| device_busy |= accepted)
 				},
 				UnitState::Assigned => {
 					let taken = self.training.as_ref().map(|training| training.key) == Some((job_id, index)) ||
@@ -427,6 +477,27 @@ impl Solver {
 			return Ok(());
 		}
 		self.claim_from_pool(&at).await
+	}
+
+	/// Acts on what the transactions handed over came to since the last pass: a committed
+	/// checkpoint is not sent again, and a range trained ahead whose claim was refused
+	/// stops (it would be refused again: the range is left to others).
+	async fn take_landed(&mut self) {
+		for outcome in self.landed.take() {
+			match outcome {
+				Outcome::Checkpoint { key, step } => {
+					if let Some(training) = self.training.as_mut().filter(|training| training.key == key) {
+						training.last_committed = training.last_committed.max(step);
+					}
+				},
+				Outcome::ClaimRefused(key) => {
+					if self.training.as_ref().is_some_and(|training| training.key == key) {
+						tracing::info!(job = key.0, unit = key.1, "the claim was refused: training ahead stopped");
+						self.stop_training().await;
+					}
+				},
+			}
+		}
 	}
 
 	/// What a proven unit owes: its forced-error reveal, its dispute moves (unless its
@@ -469,12 +540,16 @@ impl Solver {
 	/// Answers an offer: declines it while the device is busy (accepting would start its
 	/// deadline while it waits), accepts it if this machine can train it, or declines it
 	/// with the reason. Returns whether it accepted.
-	async fn answer_offer(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device_busy: bool) -> Result<bool> {
+	async fn answer_offer(&mut self, now: u32, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device_busy: bool) -> Result<bool> {
 		let verdict = if device_busy {
 			Err(anyhow!("the device is training another unit"))
+		} else if self.best.low_funds() {
+			Err(anyhow!("the account is short of fees for the transactions a unit needs: fund it"))
+		} else if self.refused.contains(&(job_id, index)) {
+			Err(anyhow!("this machine cannot train it (said when it was first weighed)"))
 		} else {
 			match self.ready_to_take(job_id, index, job, unit).await {
-				Ok(_) => Ok(()),
+				Ok(()) => Ok(()),
 				Err(reason) => {
 					// Not for this machine at all: neither offered nor claimed again.
 					self.refused.insert((job_id, index));
@@ -490,31 +565,60 @@ impl Solver {
 				if let Err(error) = self.start_training(job_id, index, job, unit) {
 					tracing::warn!(job = job_id, unit = index, "training does not start: {error:#}");
 				}
-				self.accept(job_id, index).await?;
+				self.accept(now, job_id, index);
 				Ok(true)
 			},
 			Err(reason) => {
-				tracing::info!(job = job_id, unit = index, "declining the unit: {reason:#}");
-				self.chain.send_in_block(&runtime::transactions().tasks().decline_unit(job_id, index), &self.signer).await?;
-				self.metrics.unit("declined");
+				if !self.chain.is_handed_over(&unit_duty(job_id, index, "declined"), now.into()) {
+					tracing::info!(job = job_id, unit = index, "declining the unit: {reason:#}");
+				}
+				self.hand_over(now, (job_id, index), "declined", runtime::transactions().tasks().decline_unit(job_id, index), |_| {});
 				Ok(false)
 			},
 		}
 	}
-	/// Accepts an offered unit.
-	async fn accept(&mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
-		self.chain.send_in_block(&runtime::transactions().tasks().accept_unit(job_id, index), &self.signer).await?;
-		self.metrics.unit("accepted");
-		tracing::info!(job = job_id, unit = index, "accepted the unit");
-		Ok(())
+
+	/// Hands over the acceptance of an offered unit.
+	fn accept(&self, now: u32, job_id: JobId, index: UnitIndex) {
+		self.hand_over(now, (job_id, index), "accepted", runtime::transactions().tasks().accept_unit(job_id, index), |_| {});
+	}
+
+	/// Hands over a transaction `call` that takes or leaves the unit `key` (`what` names the
+	/// outcome: `accepted`, `declined`, `claimed`), counted and logged once it lands;
+	/// `then` learns whether it did. Sent once, whichever pass asks again meanwhile.
+	fn hand_over<Call>(&self, now: u32, key: (JobId, UnitIndex), what: &'static str, call: Call, then: impl FnOnce(bool) + Send + 'static)
+	where
+		Call: subxt::tx::Payload + Send + Sync + 'static,
+	{
+		let metrics = self.metrics;
+		let done = move |outcome: Result<crate::chain::Events>| {
+			match &outcome {
+				Ok(_) => {
+					metrics.unit(what);
+					tracing::info!(job = key.0, unit = key.1, "{what} the unit");
+				},
+				Err(error) => tracing::info!(job = key.0, unit = key.1, "not {what}: {error:#}"),
+			}
+			then(outcome.is_ok());
+		};
+		self.chain.send_in_background(unit_duty(key.0, key.1, what), now.into(), call, &self.signer, Settled::InBlock, done);
 	}
 
 	/// Claims the first pool unit this solver is eligible for and can train.
 	async fn claim_from_pool(&mut self, at: &AtBlock) -> Result<()> {
+		// Short of fees, it would take work whose reveals and proof it cannot pay for.
+		if self.best.low_funds() {
+			return Ok(());
+		}
 		let min_price = (self.args.min_price * UNIT as f64) as u128;
+		let now = at.block_number() as u32;
 		let pool = self.chain.pool(at).await?;
 		// A unit out of the pool is claimed by nobody; one that comes back is weighed anew.
 		self.refused.retain(|key| pool.contains(key));
+		// A claim on its way: the device is spoken for until the chain says how it went.
+		if pool.iter().any(|&(job_id, index)| self.chain.is_handed_over(&unit_duty(job_id, index, "claimed"), now.into())) {
+			return Ok(());
+		}
 		for (job_id, index) in pool {
 			if self.refused.contains(&(job_id, index)) {
 				continue;
@@ -533,31 +637,47 @@ impl Solver {
 				self.refused.insert((job_id, index));
 				continue;
 			}
-			// Refused: another solver (or the scheduler's offer to this one) got there first.
-			if let Err(error) = self.claim(job_id, index).await {
-				tracing::info!(job = job_id, unit = index, "claim refused: {error:#}");
-			}
+			// Refused when another solver (or the scheduler's offer to this one) got there first.
+			self.claim(now, job_id, index);
 			return Ok(());
 		}
 		Ok(())
 	}
 
-	/// Claims a pool unit.
-	async fn claim(&mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
-		self.chain.send_in_block(&runtime::transactions().tasks().claim_unit(job_id, index), &self.signer).await?;
-		self.metrics.unit("claimed");
-		tracing::info!(job = job_id, unit = index, "claimed the unit");
-		Ok(())
+	/// Hands over the claim of a pool unit; a refusal reaches the next pass
+	/// ([`Outcome::ClaimRefused`]).
+	fn claim(&self, now: u32, job_id: JobId, index: UnitIndex) {
+		let landed = self.landed.clone();
+		let then = move |claimed: bool| {
+			if !claimed {
+				landed.push(Outcome::ClaimRefused((job_id, index)));
+			}
+		};
+		self.hand_over(now, (job_id, index), "claimed", runtime::transactions().tasks().claim_unit(job_id, index), then);
 	}
 
 	/// The unit's work, once this solver holds what it starts from, can train it, and
 	/// trains a segment of it inside its deadline; or why not. What an offer is accepted
 	/// or declined by, and a pool unit claimed or left by.
-	async fn ready_to_take(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
+	/// The work is kept for the unit's training ([`Self::prepared`]).
+	async fn ready_to_take(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		self.fetch_inputs(job_id, index, job, unit).await?;
-		let work = self.prepare(job_id, index, job, unit)?;
+		// Reading and checking a large dataset takes a while: off the executor's other tasks.
+		let work = tokio::task::block_in_place(|| self.prepare(job_id, index, job, unit))?;
 		self.meets_deadline(job, &work).await?;
-		Ok(work)
+		let start_root = unit.start_state_root.map(|root| root.0);
+		self.prepared = Some(Prepared { key: (job_id, index), start_root, work });
+		Ok(())
+	}
+
+	/// The work for the unit: the one [`Self::ready_to_take`] prepared if it was for this
+	/// unit from the same state, else prepared now. Either way nothing stays kept.
+	fn prepared(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<UnitWork> {
+		let start_root = unit.start_state_root.map(|root| root.0);
+		match self.prepared.take() {
+			Some(prepared) if prepared.key == (job_id, index) && prepared.start_root == start_root => Ok(prepared.work),
+			_ => tokio::task::block_in_place(|| self.prepare(job_id, index, job, unit)),
+		}
 	}
 
 	/// Whether this machine trains a checkpoint segment of `job` inside the unit's
@@ -611,8 +731,7 @@ impl Solver {
 	/// Starts training an accepted unit on its own thread, from its last local checkpoint
 	/// if it has one. The passes follow it ([`Self::follow_training`]).
 	fn start_training(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		// Reading and checking a large dataset takes a while: off the executor's other tasks.
-		let work = tokio::task::block_in_place(|| self.prepare(job_id, index, job, unit))?;
+		let work = self.prepared(job_id, index, job, unit)?;
 		let backend = self.backend_for(job);
 		let exact = matches!(job.spec.verification, VerificationMode::Exact);
 		let (first_step, steps) = (work.first_step, work.steps);
@@ -698,11 +817,8 @@ impl Solver {
 				return Ok(());
 			},
 			Standing::InPool => {
-				if let Err(error) = self.claim(job_id, index).await {
-					// Refused, it would be refused again: the range is left to others.
-					tracing::info!(job = job_id, unit = index, "claim refused, training ahead stopped: {error:#}");
-					self.stop_training().await;
-				}
+				// A refusal stops the training at the next pass ([`Self::take_landed`]).
+				self.claim(at.block_number() as u32, job_id, index);
 				return Ok(());
 			},
 			// Trained ahead of the chain: its checkpoints and proof wait until it is ours.
@@ -731,12 +847,19 @@ impl Solver {
 		let Some(checkpoint) = newest.filter(|checkpoint| checkpoint.step < end && checkpoint.step > last_committed) else {
 			return Ok(());
 		};
+		// Handed over: the next pass that finds it landed ([`Self::take_landed`]) commits
+		// only later ones; one that failed is sent again, or a newer one instead.
 		let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
-		self.chain.send_in_block(&call, &self.signer).await.context("checkpoint not committed")?;
-		if let Some(training) = self.training.as_mut() {
-			training.last_committed = checkpoint.step;
-		}
-		self.metrics.checkpoints.inc();
+		let (landed, metrics, step) = (self.landed.clone(), self.metrics, checkpoint.step);
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+			Ok(_) => {
+				metrics.checkpoints.inc();
+				landed.push(Outcome::Checkpoint { key, step });
+			},
+			Err(error) => tracing::warn!(job = job_id, unit = index, step, "checkpoint not committed: {error:#}"),
+		};
+		let duty = unit_duty(job_id, index, &format!("checkpoint {step}"));
+		self.chain.send_in_background(duty, at.block_number(), call, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
 
@@ -785,9 +908,9 @@ impl Solver {
 	/// Prepares a trained unit's proof, once its results are served.
 	/// While forced errors are on (exact mode only: a distance has no error to place), the
 	/// solver builds beside its honest proof the one wrong at the step a fresh secret
-	/// fixes, and commits the hash binding the secret to both roots; the chain records
-	/// randomness after it (three blocks or so, at most 17), and [`Self::follow_proof`]
-	/// then commits the proof the secret and the randomness call for. A solver restarted
+	/// fixes, and saves the secret; [`Self::follow_proof`] commits the hash binding it to
+	/// both roots, the chain records randomness after it (three blocks or so, at most 17),
+	/// and it then commits the proof the secret and the randomness call for. A solver restarted
 	/// after its commitment finds its secret on disk and commits by the same rule (its
 	/// training is bit-exact, so its roots are the same).
 	async fn begin_proof(&mut self, key: (JobId, UnitIndex), work: UnitWork, exact: bool, result: train::UnitResult) -> Result<()> {
@@ -795,7 +918,7 @@ impl Solver {
 		let (honest, final_state) = (result.proof, result.final_state);
 		let at = self.best.at().await?;
 		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
-			self.proving = Some(Proving { key, work, honest, final_state, forced: None });
+			self.proving = Some(Proving { key, honest, final_state, forced: None });
 			return Ok(());
 		}
 		let saved = match self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) {
@@ -803,7 +926,7 @@ impl Solver {
 				Some(saved) => Some(saved),
 				None => {
 					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
-					self.proving = Some(Proving { key, work, honest, final_state, forced: None });
+					self.proving = Some(Proving { key, honest, final_state, forced: None });
 					return Ok(());
 				},
 			},
@@ -833,39 +956,51 @@ impl Solver {
 		let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };
 		match saved {
 			Some(saved) => ensure!(saved == bound, "the retrained unit's traces differ from those its secret was committed with"),
-			None => {
-				self.secrets.save(job_id, index, &bound)?;
-				let commit = runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(bound.commitment()));
-				self.chain.send_in_block(&commit, &self.signer).await.context("committing the forced-error secret")?;
-				tracing::info!(job = job_id, unit = index, "committed a forced-error secret bound to the honest and the forced proof");
-			},
+			// Saved before it is committed, and committed by [`Self::follow_proof`].
+			None => self.secrets.save(job_id, index, &bound)?,
 		}
 		let plan = ForcedPlan { bound, forced: step.zip(forced) };
-		self.proving = Some(Proving { key, work, honest, final_state, forced: Some(plan) });
+		self.proving = Some(Proving { key, honest, final_state, forced: Some(plan) });
 		Ok(())
 	}
 
 	/// Commits the proof of the trained unit once it may: at once without a forced-error
-	/// secret, else once the chain has recorded randomness after the secret. A forced unit
-	/// commits the proof wrong on purpose, and keeps the honest one for the reveal. A
-	/// failed commit is tried again next pass. Returns whether it sent the proof.
-	async fn follow_proof(&mut self, at: &AtBlock, still_ours: impl Fn((JobId, UnitIndex)) -> bool) -> Result<bool> {
-		let Some(proving) = self.proving.as_ref() else { return Ok(false) };
+	/// secret, else once the chain has recorded randomness after the secret (which it
+	/// commits first). A forced unit commits the proof wrong on purpose, and keeps the
+	/// honest one for the reveal. Both are handed over ([`Chain::send_in_background`]); a
+	/// failed one is tried again by a later pass. The proof is forgotten once the unit is
+	/// no longer assigned to this solver (proven, or lost).
+	async fn follow_proof(&mut self, at: &AtBlock, still_ours: impl Fn((JobId, UnitIndex)) -> bool) -> Result<()> {
+		let Some(proving) = self.proving.as_ref() else { return Ok(()) };
 		let (job_id, index) = proving.key;
+		let now = at.block_number();
+		let duty = unit_duty(job_id, index, "proof");
 		if !still_ours(proving.key) {
-			tracing::info!(job = job_id, unit = index, "the unit is no longer assigned to this solver (proven, timed out, or its job ended): no proof to commit");
+			if !self.chain.is_handed_over(&duty, now) {
+				tracing::info!(job = job_id, unit = index, "the unit is no longer assigned to this solver: its proof is in, or it timed out or its job ended");
+			}
 			self.proving = None;
-			return Ok(false);
+			return Ok(());
+		}
+		// On its way, or in a block this pass does not read yet.
+		if self.chain.is_handed_over(&duty, now) {
+			return Ok(());
 		}
 		let (proof, final_state) = match &proving.forced {
 			None => (proving.honest.clone(), proving.final_state.clone()),
 			Some(plan) => {
-				// Not at `at` yet: the commitment went out after this pass read the chain. (Once
-				// the proof is in, the unit is no longer held as assigned, and it is dropped
-				// above.)
-				let Some(commitment) = self.chain.secret(at, job_id, index).await? else { return Ok(false) };
+				let Some(commitment) = self.chain.secret(at, job_id, index).await? else {
+					let commit = runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(plan.bound.commitment()));
+					let done = move |outcome: Result<crate::chain::Events>| match outcome {
+						Ok(_) => tracing::info!(job = job_id, unit = index, "committed a forced-error secret bound to the honest and the forced proof"),
+						Err(error) => tracing::warn!(job = job_id, unit = index, "committing the forced-error secret: {error:#}"),
+					};
+					let key = unit_duty(job_id, index, "secret commitment");
+					self.chain.send_in_background(key, now, commit, &self.signer, Settled::InBlock, done);
+					return Ok(());
+				};
 				// The rate in force when the secret was committed is the one the unit is judged by.
-				let Some(random) = commitment.random else { return Ok(false) };
+				let Some(random) = commitment.random else { return Ok(()) };
 				match &plan.forced {
 					Some((step, (forced, opening)))
 						if touchstone_primitives::forced_error(&plan.bound.secret, &random, job_id, index, commitment.rate) =>
@@ -886,20 +1021,25 @@ impl Solver {
 			},
 		};
 		let model = proving.honest.final_state_root.0;
-		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof.clone()), Static(final_state));
-		self.chain.send_in_block(&call, &self.signer).await.context("committing the learning proof")?;
-		self.metrics.proofs.inc();
-		self.metrics.unit("proven");
-		tracing::info!(
-			job = job_id,
-			unit = index,
-			model = %hex(&model),
-			loss = proof.metrics.loss.into_inner() as f64 / 1e9,
-			"learning proof committed; the unit is paid once its challenge window passes"
-		);
-		tracing::debug!(dir = %proving.work.dir.display(), "the unit's checkpoints stay for the challenge window");
-		self.proving = None;
-		Ok(true)
+		let loss = proof.metrics.loss.into_inner() as f64 / 1e9;
+		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(final_state));
+		let metrics = self.metrics;
+		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+			Ok(_) => {
+				metrics.proofs.inc();
+				metrics.unit("proven");
+				tracing::info!(
+					job = job_id,
+					unit = index,
+					model = %hex(&model),
+					loss,
+					"learning proof committed; the unit is paid once its challenge window passes"
+				);
+			},
+			Err(error) => tracing::warn!(job = job_id, unit = index, "committing the learning proof: {error:#}"),
+		};
+		self.chain.send_in_background(duty, now, call, &self.signer, Settled::InBlock, done);
+		Ok(())
 	}
 	/// Reveals the forced-error secret of a proven unit once its verifiers' commit period
 	/// is over, with the root committed beside the proof's, and the honest proof's final
@@ -943,7 +1083,7 @@ impl Solver {
 			},
 			Err(error) => tracing::warn!(job = job_id, unit = index, "revealing the forced-error secret: {error:#}"),
 		};
-		let key = format!("unit {job_id} {index} secret {}", hex(&hash.0));
+		let key = unit_duty(job_id, index, &format!("secret {}", hex(&hash.0)));
 		self.chain.send_in_background(key, now.into(), reveal, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
@@ -974,7 +1114,7 @@ impl Solver {
 			Err(error) => tracing::warn!(job = job_id, unit = index, "finalizing: {error:#}"),
 		};
 		let call = runtime::transactions().tasks().finalize_unit(job_id, index);
-		self.chain.send_in_background(format!("unit {job_id} {index} finalize"), now.into(), call, &self.signer, Settled::Finalized, done);
+		self.chain.send_in_background(unit_duty(job_id, index, "finalize"), now.into(), call, &self.signer, Settled::Finalized, done);
 	}
 }
 

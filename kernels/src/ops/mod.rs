@@ -41,6 +41,7 @@ macro_rules! widest_vectors {
 }
 
 pub mod activation;
+pub mod aggregate;
 pub mod bias;
 pub mod contraction;
 pub mod conv2d;

@@ -57,6 +57,7 @@
 //! [`worst_piece`] bounds the cost for a job's shape; [`validate_job`] refuses
 //! shapes beyond the bounds.
 
+pub mod aggregate;
 mod binding;
 pub mod boundary;
 mod cost;
