@@ -123,6 +123,18 @@ enum Duty {
 	Failed { failures: u32, retry_after: std::time::Instant },
 }
 
+/// How a duty's transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+	/// Included, in this best block.
+	InBlock(u64),
+	/// Included in a block whose number could not be read: counted as read by every pass
+	/// from now on.
+	Settled,
+	/// Refused by the node or the runtime, or never included.
+	Failed,
+}
+
 /// How long a duty whose transaction failed `failures` times in a row waits before the
 /// next try: the first failure is tried again at the next pass (a node briefly away, a
 /// nonce taken meanwhile), then 3 s doubling to at most 48 s, so a call the runtime
@@ -184,14 +196,18 @@ impl Background {
 		true
 	}
 
-	/// The duty `key`'s transaction ended at `clock`: included in block `included`, or not
-	/// at all (refused, or its block unknown), and then the duty is tried again after its
-	/// backoff ([`retry_delay`]).
-	fn settle(&self, key: String, included: Option<u64>, clock: std::time::Instant) {
+	/// The duty `key`'s transaction ended at `clock` ([`Ended`]): a failed one is tried
+	/// again after its backoff ([`retry_delay`]).
+	fn settle(&self, key: String, ended: Ended, clock: std::time::Instant) {
 		let mut duties = self.duties();
-		let duty = match included {
-			Some(number) => Duty::Included(number),
-			None => {
+		let duty = match ended {
+			Ended::InBlock(number) => Duty::Included(number),
+			// Every best block a pass reads from now on holds it.
+			Ended::Settled => {
+				duties.remove(&key);
+				return;
+			},
+			Ended::Failed => {
 				let failures = match duties.get(&key) {
 					Some(Duty::InFlight { failures } | Duty::Failed { failures, .. }) => failures.saturating_add(1),
 					_ => 1,
@@ -232,7 +248,8 @@ pub struct BestBlocks {
 }
 
 /// Below this free balance an account can hardly pay the fees of what it owes the chain
-/// (reveals, dispute moves): a solver takes no new work ([`BestBlocks::low_funds`]).
+/// (reveals, dispute moves): a solver takes no new work, offered or from the pool (a
+/// range it trains ahead of its own proof goes on) ([`BestBlocks::low_funds`]).
 const LOW_FUNDS: u128 = UNIT / 10;
 
 /// How many slashes the best-block follower keeps for the next look at them.
@@ -650,24 +667,33 @@ impl Chain {
 		}
 		let (chain, signer) = (self.clone(), signer.clone());
 		tokio::spawn(async move {
-			let (outcome, included) = match settled {
+			let (outcome, ended) = match settled {
 				Settled::InBlock => match chain.send_in_block_at(&call, &signer).await {
 					Ok((events, block)) => {
-						let number = match chain.api.at_block(block).await {
-							Ok(at) => Some(at.block_number()),
-							Err(_) => None,
+						let ended = match chain.api.at_block(block).await {
+							Ok(at) => Ended::InBlock(at.block_number()),
+							Err(_) => Ended::Settled,
 						};
-						(Ok(events), number)
+						(Ok(events), ended)
 					},
-					Err(error) => (Err(error), None),
+					Err(error) => (Err(error), Ended::Failed),
 				},
-				// Finalized: every best block a pass reads from now on holds it.
-				Settled::Finalized => (chain.send(&call, &signer).await, None),
+				Settled::Finalized => {
+					let outcome = chain.send(&call, &signer).await;
+					// Held until a pass reads the finalized block it is known in, as an
+					// inclusion is: a pass that read an older block would send it again.
+					let ended = match (&outcome, chain.at().await) {
+						(Ok(_), Ok(at)) => Ended::InBlock(at.block_number()),
+						(Ok(_), Err(_)) => Ended::Settled,
+						(Err(_), _) => Ended::Failed,
+					};
+					(outcome, ended)
+				},
 			};
 			// The outcome is taken before the duty is released, so a pass that may send it
 			// again already sees what the last try came to.
 			done(outcome);
-			chain.background.settle(key, included, std::time::Instant::now());
+			chain.background.settle(key, ended, std::time::Instant::now());
 		});
 		true
 	}
@@ -974,7 +1000,7 @@ impl Heartbeat {
 
 #[cfg(test)]
 mod tests {
-	use super::{profile_changed, retry_delay, Background};
+	use super::{profile_changed, retry_delay, Background, Ended};
 	use std::time::{Duration, Instant};
 	use touchstone_primitives::{DeviceKind, HardwareProfile};
 
@@ -988,21 +1014,25 @@ mod tests {
 		assert!(background.take("reveal", 10, clock));
 		assert!(!background.take("reveal", 11, clock), "in flight");
 		assert!(background.take("time_out", 11, clock), "another duty goes meanwhile");
-		background.settle("reveal".into(), Some(13), clock);
+		background.settle("reveal".into(), Ended::InBlock(13), clock);
 		assert!(!background.take("reveal", 12, clock), "a pass that read a block before its inclusion");
 		assert!(background.take("reveal", 13, clock), "a pass that reads its block sees it: due again only if the chain says so");
-		background.settle("time_out".into(), None, clock);
+		background.settle("time_out".into(), Ended::Failed, clock);
 		assert!(background.take("time_out", 11, clock), "failed once: sent again at the next pass");
-		background.settle("time_out".into(), None, clock);
+		background.settle("time_out".into(), Ended::Failed, clock);
 		assert!(!background.take("time_out", 12, clock), "failed twice: waits");
 		assert!(background.take("time_out", 12, clock + Duration::from_secs(3)), "its backoff over");
-		background.settle("time_out".into(), None, clock + Duration::from_secs(3));
+		background.settle("time_out".into(), Ended::Failed, clock + Duration::from_secs(3));
 		assert!(!background.take("time_out", 13, clock + Duration::from_secs(8)), "the backoff doubles");
 		assert!(background.take("time_out", 13, clock + Duration::from_secs(9)));
-		background.settle("time_out".into(), Some(14), clock + Duration::from_secs(9));
+		background.settle("time_out".into(), Ended::InBlock(14), clock + Duration::from_secs(9));
 		assert!(background.take("time_out", 15, clock + Duration::from_secs(9)), "due again once its block is read");
-		background.settle("time_out".into(), None, clock + Duration::from_secs(9));
+		background.settle("time_out".into(), Ended::Failed, clock + Duration::from_secs(9));
 		assert!(background.take("time_out", 16, clock + Duration::from_secs(9)), "an inclusion starts the count again");
+		background.settle("time_out".into(), Ended::Settled, clock + Duration::from_secs(9));
+		assert!(background.take("time_out", 16, clock + Duration::from_secs(9)), "finalized: due again only if the chain says so");
+		background.settle("time_out".into(), Ended::Failed, clock + Duration::from_secs(9));
+		assert!(background.take("time_out", 16, clock + Duration::from_secs(9)), "and its count started again");
 	}
 
 	/// The backoff after a failure starts at the next pass and doubles from 3 s to 48 s.

@@ -63,6 +63,7 @@ pub struct ForcedUnit {
 
 /// Where a solver keeps its secrets and its forced units, so a restart loses neither: a
 /// folder of its data directory, outside the artifact store (which is served to peers).
+#[derive(Clone)]
 pub struct Secrets {
 	dir: PathBuf,
 }
@@ -98,6 +99,34 @@ impl Secrets {
 		let bytes = std::fs::read(self.secret_path(job, unit, hash)).ok()?;
 		let bound = BoundSecret::decode(&mut &bytes[..]).ok()?;
 		(bound.commitment() == *hash).then_some(bound)
+	}
+
+	/// Deletes the bound secret of the unit committed as `hash`, once its reveal is on chain:
+	/// a secret made public must never be committed again ([`Secrets::saved_for`]).
+	pub fn forget(&self, job: JobId, unit: UnitIndex, hash: &[u8; 32]) {
+		let path = self.secret_path(job, unit, hash);
+		if let Err(error) = std::fs::remove_file(&path) {
+			if error.kind() != std::io::ErrorKind::NotFound {
+				tracing::warn!(path = %path.display(), "a revealed secret is not deleted: {error}");
+			}
+		}
+	}
+
+	/// A bound secret saved for the unit whose honest traces have the root `honest_root`
+	/// (any one, if several were), whether or not its commitment reached the chain.
+	pub fn saved_for(&self, job: JobId, unit: UnitIndex, honest_root: &[u8; 32]) -> Option<BoundSecret> {
+		let prefix = format!("{job}-{unit}-");
+		let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+			.ok()?
+			.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+			.filter(|name| name.strip_prefix(&prefix).is_some_and(|hash| hash.len() == 64 && hash.bytes().all(|byte| byte.is_ascii_hexdigit())))
+			.collect();
+		names.sort_unstable();
+		names.into_iter().find_map(|name| {
+			let bytes = std::fs::read(self.dir.join(&name)).ok()?;
+			let bound = BoundSecret::decode(&mut &bytes[..]).ok()?;
+			(bound.honest_root == *honest_root && name.ends_with(&hex(&bound.commitment()))).then_some(bound)
+		})
 	}
 
 	/// Keeps what a forced unit's reveal needs.
@@ -191,5 +220,28 @@ mod tests {
 		let served = TraceManifest::checked(&bytes, &root).unwrap();
 		assert_eq!(replay_against(crate::train::BackendKind::Cpu, &unit, &served), vec![None, Some(20), None]);
 		std::fs::remove_dir_all(&base).unwrap();
+	}
+
+	/// A secret saved for a unit's traces is found again by them (a restart whose
+	/// commitment may still be on its way commits the same one), and only by them: not
+	/// for other traces of the unit, another unit, or a file whose name is not its
+	/// commitment.
+	#[test]
+	fn a_saved_secret_is_found_again_by_the_traces_it_is_bound_to() {
+		let dir = std::env::temp_dir().join(format!("touchstone-saved-secrets-{}", std::process::id()));
+		let secrets = Secrets::open(dir.clone()).unwrap();
+		let bound = BoundSecret { secret: [1; 32], honest_root: [2; 32], forced_root: [3; 32] };
+		assert_eq!(secrets.saved_for(4, 1, &[2; 32]), None);
+		secrets.save(4, 1, &bound).unwrap();
+		secrets.save(4, 1, &BoundSecret { honest_root: [9; 32], ..bound }).unwrap();
+		assert_eq!(secrets.saved_for(4, 1, &[2; 32]), Some(bound));
+		assert_eq!(secrets.saved_for(4, 1, &[5; 32]), None, "other traces");
+		assert_eq!(secrets.saved_for(4, 2, &[2; 32]), None, "another unit");
+		assert_eq!(secrets.saved_for(41, 1, &[2; 32]), None, "a job whose number starts alike");
+		std::fs::remove_dir_all(&dir).unwrap();
+		let secrets = Secrets::open(dir.clone()).unwrap();
+		std::fs::write(dir.join(format!("4-1-{}", hex(&[7; 32]))), bound.encode()).unwrap();
+		assert_eq!(secrets.saved_for(4, 1, &[2; 32]), None, "a file not named by its commitment");
+		std::fs::remove_dir_all(&dir).unwrap();
 	}
 }

@@ -150,6 +150,9 @@ pub struct Solver {
 	prepared: Option<Prepared>,
 	/// What the transactions this solver handed over came to, for its next pass.
 	landed: Landed,
+	/// The pool unit whose claim was handed over last: while the claim is on its way the
+	/// device is spoken for.
+	claiming: Option<(JobId, UnitIndex)>,
 }
 
 /// Work prepared for a unit, with the unit and the state root it was prepared from.
@@ -167,8 +170,6 @@ struct Landed(Arc<std::sync::Mutex<Vec<Outcome>>>);
 /// An outcome a pass acts on.
 #[derive(Clone, Copy, Debug)]
 enum Outcome {
-	/// A checkpoint of the unit is in a block: its deadline moved on.
-	Checkpoint { key: (JobId, UnitIndex), step: u32 },
 	/// A claim of the unit was refused: a range trained ahead of it is left to others.
 	ClaimRefused((JobId, UnitIndex)),
 }
@@ -203,7 +204,7 @@ struct Training {
 	thread: tokio::task::JoinHandle<Result<Option<(train::UnitResult, UnitWork)>>>,
 	/// Set to stop the thread at its next step.
 	halt: Arc<AtomicBool>,
-	/// The step of the last checkpoint committed on chain.
+	/// The step of the last checkpoint committed on chain, as the last pass read it.
 	last_committed: u32,
 	bar: ProgressBar,
 }
@@ -345,6 +346,7 @@ impl Solver {
 			proving: None,
 			prepared: None,
 			landed: Landed::default(),
+			claiming: None,
 		})
 	}
 
@@ -440,7 +442,12 @@ impl Solver {
 		let waiting_for_proof = self.proving.as_ref().map(|proving| proving.key);
 		// The device is spoken for while a unit trains or waits its turn to: an offer
 		// accepted now would run its deadline down while it waits.
+		let claim_on_its_way = self.claiming.is_some_and(|(job_id, index)| {
+			!units.iter().any(|(key, _, _)| *key == (job_id, index)) &&
+				self.chain.is_handed_over(&unit_duty(job_id, index, "claimed"), now.into())
+		});
 		let mut device_busy = self.training.is_some() ||
+			claim_on_its_way ||
 			units.iter().any(|(key, _, unit)| {
 				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof
 			});
@@ -479,18 +486,18 @@ impl Solver {
 		self.claim_from_pool(&at).await
 	}
 
-	/// Acts on what the transactions handed over came to since the last pass: a committed
-	/// checkpoint is not sent again, and a range trained ahead whose claim was refused
-	/// stops (it would be refused again: the range is left to others).
+	/// Acts on what the transactions handed over came to since the last pass: a range
+	/// trained ahead whose claim was refused stops (it would be refused again: the range
+	/// is left to others).
 	async fn take_landed(&mut self) {
 		for outcome in self.landed.take() {
 			match outcome {
-				Outcome::Checkpoint { key, step } => {
-					if let Some(training) = self.training.as_mut().filter(|training| training.key == key) {
-						training.last_committed = training.last_committed.max(step);
-					}
-				},
 				Outcome::ClaimRefused(key) => {
+					// Accepted as an offer meanwhile, the unit is this solver's all the same.
+					if self.claiming != Some(key) {
+						continue;
+					}
+					self.claiming = None;
 					if self.training.as_ref().is_some_and(|training| training.key == key) {
 						tracing::info!(job = key.0, unit = key.1, "the claim was refused: training ahead stopped");
 						self.stop_training().await;
@@ -541,12 +548,15 @@ impl Solver {
 	/// deadline while it waits), accepts it if this machine can train it, or declines it
 	/// with the reason. Returns whether it accepted.
 	async fn answer_offer(&mut self, now: u32, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device_busy: bool) -> Result<bool> {
+		// Declined already, the decline on its way (or waiting to be sent again): an
+		// acceptance now would race it, and weighing the unit again costs a fetch.
+		if self.chain.is_handed_over(&unit_duty(job_id, index, "declined"), now.into()) {
+			return Ok(false);
+		}
 		let verdict = if device_busy {
 			Err(anyhow!("the device is training another unit"))
 		} else if self.best.low_funds() {
 			Err(anyhow!("the account is short of fees for the transactions a unit needs: fund it"))
-		} else if self.refused.contains(&(job_id, index)) {
-			Err(anyhow!("this machine cannot train it (said when it was first weighed)"))
 		} else {
 			match self.ready_to_take(job_id, index, job, unit).await {
 				Ok(()) => Ok(()),
@@ -569,17 +579,19 @@ impl Solver {
 				Ok(true)
 			},
 			Err(reason) => {
-				if !self.chain.is_handed_over(&unit_duty(job_id, index, "declined"), now.into()) {
-					tracing::info!(job = job_id, unit = index, "declining the unit: {reason:#}");
-				}
+				tracing::info!(job = job_id, unit = index, "declining the unit: {reason:#}");
 				self.hand_over(now, (job_id, index), "declined", runtime::transactions().tasks().decline_unit(job_id, index), |_| {});
 				Ok(false)
 			},
 		}
 	}
 
-	/// Hands over the acceptance of an offered unit.
-	fn accept(&self, now: u32, job_id: JobId, index: UnitIndex) {
+	/// Hands over the acceptance of an offered unit (which a claim of it on its way no longer
+	/// speaks for).
+	fn accept(&mut self, now: u32, job_id: JobId, index: UnitIndex) {
+		if self.claiming == Some((job_id, index)) {
+			self.claiming = None;
+		}
 		self.hand_over(now, (job_id, index), "accepted", runtime::transactions().tasks().accept_unit(job_id, index), |_| {});
 	}
 
@@ -615,10 +627,6 @@ impl Solver {
 		let pool = self.chain.pool(at).await?;
 		// A unit out of the pool is claimed by nobody; one that comes back is weighed anew.
 		self.refused.retain(|key| pool.contains(key));
-		// A claim on its way: the device is spoken for until the chain says how it went.
-		if pool.iter().any(|&(job_id, index)| self.chain.is_handed_over(&unit_duty(job_id, index, "claimed"), now.into())) {
-			return Ok(());
-		}
 		for (job_id, index) in pool {
 			if self.refused.contains(&(job_id, index)) {
 				continue;
@@ -645,8 +653,9 @@ impl Solver {
 	}
 
 	/// Hands over the claim of a pool unit; a refusal reaches the next pass
-	/// ([`Outcome::ClaimRefused`]).
-	fn claim(&self, now: u32, job_id: JobId, index: UnitIndex) {
+	/// ([`Outcome::ClaimRefused`]). Until it lands the device is spoken for.
+	fn claim(&mut self, now: u32, job_id: JobId, index: UnitIndex) {
+		self.claiming = Some((job_id, index));
 		let landed = self.landed.clone();
 		let then = move |claimed: bool| {
 			if !claimed {
@@ -841,21 +850,22 @@ impl Solver {
 			return self.begin_proof(key, work, training.exact, result).await;
 		}
 		let Some(training) = self.training.as_mut() else { return Ok(()) };
+		// What the chain holds is committed: a checkpoint that landed after this pass began
+		// is in `unit` once a pass reads its block, and until then it is held as handed over.
+		let on_chain = unit.as_ref().and_then(|unit| unit.last_checkpoint).map_or(0, |checkpoint| checkpoint.step);
+		training.last_committed = training.last_committed.max(on_chain);
 		// The proof covers the unit's end: only earlier checkpoints are committed.
 		let newest = *training.checkpoints.borrow_and_update();
 		let (end, last_committed) = (training.end, training.last_committed);
 		let Some(checkpoint) = newest.filter(|checkpoint| checkpoint.step < end && checkpoint.step > last_committed) else {
 			return Ok(());
 		};
-		// Handed over: the next pass that finds it landed ([`Self::take_landed`]) commits
-		// only later ones; one that failed is sent again, or a newer one instead.
+		// Handed over: once a pass reads the block it landed in, the unit shows it (above);
+		// one that failed is sent again, or a newer one instead.
 		let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
-		let (landed, metrics, step) = (self.landed.clone(), self.metrics, checkpoint.step);
+		let (metrics, step) = (self.metrics, checkpoint.step);
 		let done = move |outcome: Result<crate::chain::Events>| match outcome {
-			Ok(_) => {
-				metrics.checkpoints.inc();
-				landed.push(Outcome::Checkpoint { key, step });
-			},
+			Ok(_) => metrics.checkpoints.inc(),
 			Err(error) => tracing::warn!(job = job_id, unit = index, step, "checkpoint not committed: {error:#}"),
 		};
 		let duty = unit_duty(job_id, index, &format!("checkpoint {step}"));
@@ -944,7 +954,10 @@ impl Solver {
 				None
 			},
 		};
-		let secret = match saved {
+		// A secret saved for these traces whose commitment the chain does not show (the
+		// worker stopped while it was on its way, and it may still land) is committed again,
+		// never replaced: two commitments to one unit's traces must not both be in flight.
+		let secret = match saved.or_else(|| self.secrets.saved_for(job_id, index, &honest.trace_root.0)) {
 			Some(saved) => saved.secret,
 			None => Secrets::fresh()?,
 		};
@@ -999,6 +1012,13 @@ impl Solver {
 					self.chain.send_in_background(key, now, commit, &self.signer, Settled::InBlock, done);
 					return Ok(());
 				};
+				// Not the secret this proof was built for (one committed by an earlier run of this
+				// worker that landed after all): the proof is built again from the chain's.
+				if commitment.hash.0 != plan.bound.commitment() {
+					tracing::warn!(job = job_id, unit = index, "the chain holds another forced-error secret for this unit than the one the proof was built for: building the proof again from it");
+					self.proving = None;
+					return Ok(());
+				}
 				// The rate in force when the secret was committed is the one the unit is judged by.
 				let Some(random) = commitment.random else { return Ok(()) };
 				match &plan.forced {
@@ -1058,7 +1078,9 @@ impl Solver {
 		let now = at.block_number() as u32;
 		let due = round.drawn.as_ref().is_some_and(|drawn| now >= drawn.commit_ends && now < drawn.reveal_ends);
 		let SolverSecret::Awaited { hash, .. } = round.secret else { return Ok(()) };
-		if !due {
+		let key = unit_duty(job_id, index, &format!("secret {}", hex(&hash.0)));
+		// Sent, and deleted from the data directory once it landed.
+		if !due || self.chain.is_handed_over(&key, now.into()) {
 			return Ok(());
 		}
 		let Some(bound) = self.secrets.secret(job_id, index, &hash.0) else {
@@ -1075,15 +1097,17 @@ impl Solver {
 			subxt::utils::H256(alternative),
 			honest_final_state,
 		);
-		let metrics = self.metrics;
+		let (metrics, secrets) = (self.metrics, self.secrets.clone());
 		let done = move |outcome: Result<crate::chain::Events>| match outcome {
 			Ok(_) => {
 				metrics.reveals.with_label_values(&["secret"]).inc();
 				tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
+				// Public now: were the unit ever taken again from the same start, its traces
+				// would find this secret, and it must not be committed a second time.
+				secrets.forget(job_id, index, &hash.0);
 			},
 			Err(error) => tracing::warn!(job = job_id, unit = index, "revealing the forced-error secret: {error:#}"),
 		};
-		let key = unit_duty(job_id, index, &format!("secret {}", hex(&hash.0)));
 		self.chain.send_in_background(key, now.into(), reveal, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
