@@ -5,7 +5,7 @@
 # docs/performance.md.
 #
 # Usage: scripts/bench-worker.sh [--cpu-threads N] [JOB ...]
-#   JOB            digits, or a job file of scripts/bench/ by name: synthetic-large (26 s),
+#   JOB            digits, or a job file of scripts/bench/ by name: synthetic-large (about 6 s on one core),
 #                  synthetic-long (more than two minutes in four ranges) or synthetic-longer
 #                  (about four and a half minutes on one core in four ranges). Default: digits
 #                  synthetic-large synthetic-long.
