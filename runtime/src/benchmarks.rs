@@ -129,7 +129,7 @@ impl pallet_touchstone_disputes::BenchmarkHelper<crate::AccountId, crate::Balanc
 	) -> Option<touchstone_primitives::JobId> {
 		let job = Self::take(owner, spec, solver)?;
 		commit_secret(job, 0, solver);
-		Tasks::submit_proof(RawOrigin::Signed(solver.clone()).into(), job, 0, proof, final_state).ok()?;
+		Tasks::submit_proof(RawOrigin::Signed(solver.clone()).into(), job, 0, proof, final_state, None).ok()?;
 		// A ruling waits for the solver's secret: revealed, the unit was not forced.
 		settle_round(job, 0, |_| {});
 		Some(job)

@@ -63,10 +63,10 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 127,
+	spec_version: 128,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
-	transaction_version: 2,
+	transaction_version: 3,
 	system_version: 1,
 };
 

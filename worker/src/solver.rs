@@ -145,6 +145,11 @@ pub struct Solver {
 	training: Option<Training>,
 	/// The trained unit whose proof is not committed yet, if one is.
 	proving: Option<Proving>,
+	/// The step range after the proving unit, trained ahead and its proof prepared while
+	/// the chain has not made it ready: its secret's commitment goes with the proof of
+	/// the range before ([`Self::follow_proof`]), which takes it in the same block, and
+	/// it is proven next.
+	next_proof: Option<Proving>,
 	/// The work prepared for the unit weighed last ([`Solver::ready_to_take`]), which its
 	/// training starts from rather than read and check its inputs again.
 	prepared: Option<Prepared>,
@@ -225,6 +230,15 @@ struct ForcedPlan {
 	/// The step the forced proof gets wrong, that proof and its final-state opening;
 	/// `None` when the unit has no step to force.
 	forced: Option<(u32, (LearningProof, BoundaryOpening))>,
+}
+
+/// The deadline a proof is prepared against.
+#[derive(Clone, Copy, Debug)]
+enum Deadline {
+	/// The unit's own on chain: it is held.
+	Held,
+	/// One this many blocks away: the unit is taken with the proof of the range before.
+	Taken(u32),
 }
 
 /// Where a unit training here stands on chain.
@@ -344,6 +358,7 @@ impl Solver {
 			sweeps,
 			training: None,
 			proving: None,
+			next_proof: None,
 			prepared: None,
 			landed: Landed::default(),
 			claiming: None,
@@ -447,6 +462,7 @@ impl Solver {
 				self.chain.is_handed_over(&unit_duty(job_id, index, "claimed"), now.into())
 		});
 		let mut device_busy = self.training.is_some() ||
+			self.next_proof.is_some() ||
 			claim_on_its_way ||
 			units.iter().any(|(key, _, unit)| {
 				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof
@@ -830,8 +846,14 @@ impl Solver {
 				self.claim(at.block_number() as u32, job_id, index);
 				return Ok(());
 			},
-			// Trained ahead of the chain: its checkpoints and proof wait until it is ours.
-			Standing::Ahead => return Ok(()),
+			// Trained ahead of the chain: its checkpoints and proof wait until it is ours, but
+			// once trained, its proof is prepared to go with the proof of the range before.
+			Standing::Ahead => {
+				if unit.as_ref().is_some_and(|unit| unit.state == UnitState::Waiting) {
+					self.prepare_next_proof(at, key).await?;
+				}
+				return Ok(());
+			},
 			Standing::Ours => {},
 		}
 		if self.training.as_ref().is_some_and(|training| training.thread.is_finished()) {
@@ -924,28 +946,72 @@ impl Solver {
 	/// after its commitment finds its secret on disk and commits by the same rule (its
 	/// training is bit-exact, so its roots are the same).
 	async fn begin_proof(&mut self, key: (JobId, UnitIndex), work: UnitWork, exact: bool, result: train::UnitResult) -> Result<()> {
+		self.proving = Some(self.plan_proof(key, work, exact, result, Deadline::Held).await?);
+		Ok(())
+	}
+
+	/// Takes the finished training of the step range `key`, trained ahead and not yet made
+	/// ready by the chain, and prepares its proof as the next one ([`Self::next_proof`]):
+	/// only while the range before it waits for its own proof here, and the job owes
+	/// forced-error secrets (the one thing the chain can take with that proof). A range
+	/// whose proof needs no secret waits trained until it is offered.
+	async fn prepare_next_proof(&mut self, at: &AtBlock, key: (JobId, UnitIndex)) -> Result<()> {
+		let (job_id, index) = key;
+		let Some(training) = self.training.as_ref().filter(|training| training.key == key && training.thread.is_finished()) else {
+			return Ok(());
+		};
+		// The proof before it not yet handed over: a proof on its way would not take it.
+		let before_proving = index.checked_sub(1).is_some_and(|before| {
+			self.proving.as_ref().is_some_and(|p| p.key == (job_id, before)) &&
+				!self.chain.is_handed_over(&unit_duty(job_id, before, "proof"), at.block_number())
+		});
+		if !training.exact || !before_proving || self.next_proof.is_some() || self.chain.forced_error_rate(at).await?.is_zero() {
+			return Ok(());
+		}
+		let Some(job) = self.chain.job(at, job_id).await? else { return Ok(()) };
+		let Some(training) = self.training.take() else { return Ok(()) };
+		training.bar.finish_and_clear();
+		let Some((result, work)) = training.thread.await.context("the training thread failed")?? else { return Ok(()) };
+		self.serve_results(job_id, &work, &result)?;
+		let next = self.plan_proof(key, work, true, result, Deadline::Taken(job.spec.unit_timeout)).await?;
+		tracing::info!(job = job_id, unit = index, "trained ahead: its forced-error secret goes with the proof of the range before");
+		self.next_proof = Some(next);
+		Ok(())
+	}
+
+	/// A trained unit's proof, ready to commit ([`Self::begin_proof`]), for a unit whose
+	/// deadline is as `deadline` says.
+	async fn plan_proof(
+		&mut self,
+		key: (JobId, UnitIndex),
+		work: UnitWork,
+		exact: bool,
+		result: train::UnitResult,
+		deadline: Deadline,
+	) -> Result<Proving> {
 		let (job_id, index) = key;
 		let (honest, final_state) = (result.proof, result.final_state);
 		let at = self.best.at().await?;
 		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
-			self.proving = Some(Proving { key, honest, final_state, forced: None });
-			return Ok(());
+			return Ok(Proving { key, honest, final_state, forced: None });
 		}
 		let saved = match self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) {
 			Some(commitment) => match self.secrets.secret(job_id, index, &commitment.hash.0) {
 				Some(saved) => Some(saved),
 				None => {
 					tracing::warn!(job = job_id, unit = index, "this unit's forced-error secret is not in the data directory: its reveal will be missed");
-					self.proving = Some(Proving { key, honest, final_state, forced: None });
-					return Ok(());
+					return Ok(Proving { key, honest, final_state, forced: None });
 				},
 			},
 			None => {
 				// Randomness comes 3 to 17 blocks after the commitment, and a unit let go after
 				// it costs its collateral: the chain refuses a commitment closer to the
 				// deadline than its margin, so let the unit go now, for its reputation only.
-				let deadline = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline);
 				let now = at.block_number() as u32;
+				let deadline = match deadline {
+					Deadline::Held => self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline),
+					Deadline::Taken(timeout) => Some(now.saturating_add(timeout)),
+				};
 				// The commitment lands a block or two after the best block read here.
 				ensure!(
 					deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS + 2)),
@@ -973,8 +1039,7 @@ impl Solver {
 			None => self.secrets.save(job_id, index, &bound)?,
 		}
 		let plan = ForcedPlan { bound, forced: step.zip(forced) };
-		self.proving = Some(Proving { key, honest, final_state, forced: Some(plan) });
-		Ok(())
+		Ok(Proving { key, honest, final_state, forced: Some(plan) })
 	}
 
 	/// Commits the proof of the trained unit once it may: at once without a forced-error
@@ -993,6 +1058,23 @@ impl Solver {
 				tracing::info!(job = job_id, unit = index, "the unit is no longer assigned to this solver: its proof is in, or it timed out or its job ended");
 			}
 			self.proving = None;
+			// The range prepared behind it is proven next, if the proof took it; the range
+			// after that trains ahead meanwhile.
+			let Some(next) = self.next_proof.take() else { return Ok(()) };
+			let (next_key, end_root) = (next.key, next.honest.final_state_root.0);
+			if !still_ours(next_key) {
+				tracing::info!(job = next_key.0, unit = next_key.1, "the range trained ahead was not taken with the proof before it: dropped");
+				return Ok(());
+			}
+			self.proving = Some(next);
+			if self.training.is_none() {
+				if let Some(job) = self.chain.job(at, next_key.0).await? {
+					if let Err(error) = self.train_ahead(at, next_key.0, next_key.1, &job, end_root).await {
+						tracing::info!(job = next_key.0, unit = next_key.1.saturating_add(1), "not training the next range ahead: {error:#}");
+					}
+				}
+			}
+			// Its proof waits for the randomness after its secret: a later pass commits it.
 			return Ok(());
 		}
 		// On its way, or in a block this pass does not read yet.
@@ -1042,7 +1124,8 @@ impl Solver {
 		};
 		let model = proving.honest.final_state_root.0;
 		let loss = proof.metrics.loss.into_inner() as f64 / 1e9;
-		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(final_state));
+		let next_secret = self.next_secret(at, (job_id, index)).await?;
+		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(final_state), next_secret);
 		let metrics = self.metrics;
 		let done = move |outcome: Result<crate::chain::Events>| match outcome {
 			Ok(_) => {
@@ -1061,6 +1144,18 @@ impl Solver {
 		self.chain.send_in_background(duty, now, call, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
+	/// The commitment of the forced-error secret of the range after `key`, when it is
+	/// trained and prepared ([`Self::next_proof`]) and the chain still holds it waiting
+	/// for `key`'s proof: it goes with that proof, which then takes the range.
+	async fn next_secret(&self, at: &AtBlock, (job_id, index): (JobId, UnitIndex)) -> Result<Option<subxt::utils::H256>> {
+		let next = index.saturating_add(1);
+		let Some(plan) = self.next_proof.as_ref().filter(|p| p.key == (job_id, next)).and_then(|p| p.forced.as_ref()) else {
+			return Ok(None);
+		};
+		let waiting = self.chain.unit(at, job_id, next).await?.is_some_and(|unit| unit.state == UnitState::Waiting);
+		Ok(waiting.then(|| subxt::utils::H256(plan.bound.commitment())))
+	}
+
 	/// Reveals the forced-error secret of a proven unit once its verifiers' commit period
 	/// is over, with the root committed beside the proof's, and the honest proof's final
 	/// state if the unit is forced; forgets a forced unit once its honest proof stands.

@@ -229,7 +229,7 @@ impl crate::BenchmarkHelper<u64, u64> for BenchmarkHelper {
 		final_state: touchstone_primitives::referee::BoundaryOpening,
 	) -> Option<touchstone_primitives::JobId> {
 		let job = Self::take(owner, spec, solver)?;
-		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state).ok()?;
+		Tasks::submit_proof(RuntimeOrigin::signed(*solver), job, 0, proof, final_state, None).ok()?;
 		Some(job)
 	}
 

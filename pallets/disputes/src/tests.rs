@@ -404,7 +404,7 @@ fn output_fault(step: u32, operator: usize) -> Fault {
 fn prove(job: u64, unit: u32, solver: u64, run: &Run) {
 	take(job, unit, solver);
 	let (proof, opening) = run.proof();
-	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening));
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening, None));
 }
 
 /// `solver` takes unit `unit` of `job`: accepts it if it is offered to it, else claims it
@@ -1037,13 +1037,13 @@ fn a_proof_that_does_not_start_from_the_chains_anchor_or_prove_its_end_is_refuse
 		let mut elsewhere = proof;
 		elsewhere.start_state_root = [9; 32].into();
 		assert_noop!(
-			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), id, 0, elsewhere, opening.clone()),
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), id, 0, elsewhere, opening.clone(), None),
 			pallet_touchstone_tasks::Error::<Test>::WrongStartState
 		);
 		let mut other_end = proof;
 		other_end.final_state_root = [9; 32].into();
 		assert_noop!(
-			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), id, 0, other_end, opening),
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), id, 0, other_end, opening, None),
 			pallet_touchstone_tasks::Error::<Test>::InvalidFinalState
 		);
 	});

@@ -136,6 +136,16 @@ pub trait ProofLifecycle<AccountId> {
 	fn on_abandoned_weight() -> polkadot_sdk::sp_runtime::Weight {
 		Self::on_proof_dropped_weight()
 	}
+	/// `solver`, which has just taken the unit (the next step range, with the proof of
+	/// the range before it), commits toward its proof: `hash` is its forced-error secret's
+	/// commitment, bound like one sent on its own. An error refuses the whole call.
+	fn commit_secret(_job: JobId, _unit: UnitIndex, _solver: &AccountId, _hash: [u8; 32]) -> DispatchResult {
+		Ok(())
+	}
+	/// The weight of [`ProofLifecycle::commit_secret`].
+	fn commit_secret_weight() -> polkadot_sdk::sp_runtime::Weight {
+		polkadot_sdk::sp_runtime::Weight::zero()
+	}
 }
 
 impl<AccountId> ProofLifecycle<AccountId> for () {
@@ -179,6 +189,13 @@ impl<AccountId, A: ProofLifecycle<AccountId>, B: ProofLifecycle<AccountId>> Proo
 	}
 	fn on_abandoned_weight() -> polkadot_sdk::sp_runtime::Weight {
 		A::on_abandoned_weight().saturating_add(B::on_abandoned_weight())
+	}
+	fn commit_secret(job: JobId, unit: UnitIndex, solver: &AccountId, hash: [u8; 32]) -> DispatchResult {
+		A::commit_secret(job, unit, solver, hash)?;
+		B::commit_secret(job, unit, solver, hash)
+	}
+	fn commit_secret_weight() -> polkadot_sdk::sp_runtime::Weight {
+		A::commit_secret_weight().saturating_add(B::commit_secret_weight())
 	}
 }
 

@@ -277,7 +277,7 @@ mod benchmarks {
 		for (unit, who) in holders.iter().enumerate() {
 			let (commitment, opening) = proof::<T>(job, unit as u32, STEPS)?;
 			T::BenchmarkHelper::ready_proof(job, unit as u32, who);
-			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, commitment, opening)
+			Tasks::<T>::submit_proof(RawOrigin::Signed(who.clone()).into(), job, unit as u32, commitment, opening, None)
 				.map_err(|_| BenchmarkError::Stop("submit_proof failed"))?;
 		}
 		advance::<T>(T::ChallengeWindow::get());

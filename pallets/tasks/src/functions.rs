@@ -392,9 +392,13 @@ impl<T: Config> Pallet<T> {
 		index: UnitIndex,
 		proof: LearningProof,
 		final_state: BoundaryOpening,
+		next_secret: Option<[u8; 32]>,
 	) -> DispatchResult {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
+		let next = index.saturating_add(1);
+		let successor = Units::<T>::get(job_id, next).filter(|successor| successor.state == UnitState::Waiting);
+		ensure!(next_secret.is_none() || successor.is_some(), Error::<T>::NoNextRange);
 		let (first, end) = Self::step_range(&job, &unit);
 		ensure!(proof.steps == end.saturating_sub(first), Error::<T>::StepCountMismatch);
 		// The anchor is the chain's, never the solver's: a dispute over the unit's first
@@ -408,23 +412,30 @@ impl<T: Config> Pallet<T> {
 		Self::stand_proof(job_id, index, unit, solver.clone(), proof);
 
 		// The next step range starts from this unit's final model.
-		let next = index.saturating_add(1);
-		if let Some(mut successor) = Units::<T>::get(job_id, next) {
-			if successor.state == UnitState::Waiting {
-				successor.start_state_root = Some(proof.final_state_root);
-				let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
-				Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
-				Self::deposit_event(Event::UnitReady { job: job_id, unit: next });
-				// Offered at once to the solver that proved this range, if it may take it: it
-				// holds the range's end state and may already be training on from it. Else,
-				// or if it declines, the scheduler offers it like any pool unit.
-				if !Self::offer_to(&mut successor, (job_id, next), &job, &solver) {
-					Self::enqueue((job_id, next))?;
-				}
-				Units::<T>::insert(job_id, next, successor);
-			}
+		let Some(mut successor) = successor else { return Ok(()) };
+		successor.start_state_root = Some(proof.final_state_root);
+		let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
+		Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
+		Self::deposit_event(Event::UnitReady { job: job_id, unit: next });
+		// Offered at once to the solver that proved this range, if it may take it: it
+		// holds the range's end state and may already be training on from it. Else,
+		// or if it declines, the scheduler offers it like any pool unit.
+		if !Self::offer_to(&mut successor, (job_id, next), &job, &solver) {
+			Self::enqueue((job_id, next))?;
+			Units::<T>::insert(job_id, next, successor);
+			return Ok(());
 		}
-		Ok(())
+		let Some(hash) = next_secret else {
+			Units::<T>::insert(job_id, next, successor);
+			return Ok(());
+		};
+		// Trained already: taken now, and its secret committed, which needs the unit stored
+		// as taken.
+		Self::take(&mut successor);
+		let deadline = Self::extend_deadline(&mut successor, (job_id, next), job.spec.unit_timeout);
+		Units::<T>::insert(job_id, next, successor);
+		Self::deposit_event(Event::UnitAccepted { job: job_id, unit: next, solver: solver.clone(), deadline });
+		T::ProofLifecycle::commit_secret(job_id, next, &solver, hash)
 	}
 
 	/// Offers a pool-ready `unit` of `job` to `solver` if the scheduler could (bonded,

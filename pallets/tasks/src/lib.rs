@@ -676,6 +676,10 @@ pub mod pallet {
 		/// A checkpoint segment of the job would take more than `MaxSegmentBlocks` to
 		/// re-execute at `ReferenceWorkPerBlock`: lower `checkpoint_interval` or the batch.
 		SegmentTooLong,
+		/// The proof came with a forced-error secret for the next step range, and no step
+		/// range waits for this unit's final model: the unit is a job's last range, or its
+		/// job is not cut into step ranges. Send the proof without `next_secret`.
+		NoNextRange,
 	}
 
 	#[pallet::hooks]
@@ -780,19 +784,35 @@ pub mod pallet {
 		/// the final state root; the start state root must be the unit's. The challenge
 		/// window opens.
 		///
+		/// The next step range is offered to the caller at once, if it may take it
+		/// (eligible, with room and collateral for it). A solver that has trained that range
+		/// already (from this proof's final state) passes its forced-error secret's
+		/// commitment for it as `next_secret`: the offer is then taken in the same call, and
+		/// the secret committed as `verification.commitSecret` would, so the range's
+		/// randomness starts with this block rather than two blocks later. If the caller may
+		/// not take the range, the proof stands, the secret is not recorded, and the range
+		/// goes to the pool. A unit that no step range follows refuses `next_secret`
+		/// (`NoNextRange`). An offer accepted here is the caller's like any: letting it time
+		/// out after its randomness costs its collateral.
+		///
 		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range, with
-		/// `UnitAssigned` when that range is offered to the caller (if it may take it).
+		/// `UnitAssigned` when that range is offered to the caller, and then
+		/// `UnitAccepted` and the verification pallet's `SecretCommitted` if it took it.
 		#[pallet::call_index(5)]
-		#[pallet::weight(T::WeightInfo::submit_proof())]
+		#[pallet::weight(T::WeightInfo::submit_proof().saturating_add(match next_secret {
+			Some(_) => T::WeightInfo::accept_unit().saturating_add(T::ProofLifecycle::commit_secret_weight()),
+			None => Weight::zero(),
+		}))]
 		pub fn submit_proof(
 			origin: OriginFor<T>,
 			job: JobId,
 			unit: UnitIndex,
 			proof: LearningProof,
 			final_state: touchstone_primitives::referee::BoundaryOpening,
+			next_secret: Option<polkadot_sdk::sp_core::H256>,
 		) -> DispatchResult {
 			let solver = ensure_signed(origin)?;
-			Self::do_submit_proof(solver, job, unit, proof, final_state)
+			Self::do_submit_proof(solver, job, unit, proof, final_state, next_secret.map(|hash| hash.0))
 		}
 
 		/// Finalize a proven unit whose challenge window has passed, paying its solver from

@@ -69,7 +69,7 @@ fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, Bo
 /// Submits `proof`, anchored, as `solver`.
 fn submit_proof(solver: u64, job: u64, unit: u32, proof: LearningProof) -> DispatchResult {
 	let (proof, opening) = anchored(job, unit, proof);
-	Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening)
+	Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening, None)
 }
 
 fn state(job: u64, unit: u32) -> UnitState {
@@ -398,7 +398,7 @@ mod solver_path {
 			assert!(Deadlines::<Test>::contains_key(13, Due::Unit((job, 0))));
 
 			let (commitment, opening) = anchored(job, 0, proof(25, 1));
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, commitment, opening));
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 0, commitment, opening, None));
 			assert_eq!(
 				tasks_events(),
 				vec![
@@ -1238,7 +1238,7 @@ mod attacks {
 			let (mut unproven, opening) = anchored(job, 3, proof(25, 4));
 			unproven.final_state_root = [99; 32].into();
 			assert_noop!(
-				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 3, unproven, opening),
+				Tasks::submit_proof(RuntimeOrigin::signed(BOB), job, 3, unproven, opening, None),
 				Error::<Test>::InvalidFinalState
 			);
 			assert_ok!(submit_proof(BOB, job, 3, proof(25, 4)));

@@ -13,17 +13,44 @@ use polkadot_sdk::{
 			tokens::{Fortitude, Preservation},
 		},
 	},
-	frame_system::pallet_prelude::*,
+	frame_system::{self, pallet_prelude::*},
+	sp_core::H256,
 	sp_runtime::{
-		traits::Zero,
+		traits::{Saturating, Zero},
 		Perbill,
 	},
 };
 use touchstone_primitives::{
-	JobId, UnitIndex,
+	traits::UnitProofs, JobId, UnitIndex,
 };
 
 impl<T: Config> Pallet<T> {
+	/// Records `who`'s forced-error secret commitment `hash` for a unit it accepted and
+	/// has not proven: what `commit_secret` does, and what a proof that takes the next
+	/// step range does for that range ([`touchstone_primitives::traits::ProofLifecycle::commit_secret`]).
+	pub(crate) fn do_commit_secret(who: T::AccountId, job: JobId, unit: UnitIndex, hash: H256) -> DispatchResult {
+		let (solver, deadline) = T::Units::assignment(job, unit).ok_or(Error::<T>::NotUnitSolver)?;
+		ensure!(solver == who, Error::<T>::NotUnitSolver);
+		let committed_at = frame_system::Pallet::<T>::block_number();
+		// Abandoning a unit after its designation forfeits its collateral: an honest
+		// solver must always have the time to prove after it.
+		ensure!(
+			deadline >= committed_at.saturating_add(SECRET_DEADLINE_MARGIN.into()),
+			Error::<T>::DeadlineTooClose
+		);
+		// One secret per solver and unit: a second, once the randomness is known, would
+		// let the solver choose whether it is forced.
+		ensure!(
+			Secrets::<T>::get((job, unit)).is_none_or(|commitment| commitment.solver != who),
+			Error::<T>::SecretAlreadyCommitted
+		);
+		Self::enqueue::<PendingSecrets<T>>((job, unit))?;
+		let rate = T::ForcedErrorRate::get();
+		Secrets::<T>::insert((job, unit), SecretCommitment { solver: who.clone(), hash, committed_at, rate, random: None });
+		Self::deposit_event(Event::SecretCommitted { job, unit, solver: who });
+		Ok(())
+	}
+
 	/// Pays the verifiers of a forced round that caught its error from the jackpot: those
 	/// that revealed `Mismatch` and re-executed the segment holding the forced `step`.
 	/// Together they get what the unit pays into the jackpot divided by the forced-error

@@ -136,6 +136,14 @@ impl<T: Config> touchstone_primitives::traits::ProofLifecycle<T::AccountId> for 
 		Self::on_proof_dropped(job, unit);
 	}
 
+	fn commit_secret(job: JobId, unit: UnitIndex, solver: &T::AccountId, hash: [u8; 32]) -> DispatchResult {
+		Self::do_commit_secret(solver.clone(), job, unit, hash.into())
+	}
+
+	fn commit_secret_weight() -> Weight {
+		T::WeightInfo::commit_secret()
+	}
+
 	fn on_abandoned_weight() -> Weight {
 		// The forfeit is benchmarked; a round of the unit's (one proven before, then
 		// dropped) would be dropped too.

@@ -103,7 +103,7 @@ pub mod pallet {
 	use polkadot_sdk::{
 		sp_core::H256,
 		sp_runtime::{
-			traits::{Saturating, Zero},
+			traits::Zero,
 			Perbill,
 		},
 	};
@@ -874,26 +874,7 @@ pub mod pallet {
 		#[pallet::weight(T::WeightInfo::commit_secret())]
 		pub fn commit_secret(origin: OriginFor<T>, job: JobId, unit: UnitIndex, hash: H256) -> DispatchResult {
 			let who = ensure_signed(origin)?;
-			let (solver, deadline) = T::Units::assignment(job, unit).ok_or(Error::<T>::NotUnitSolver)?;
-			ensure!(solver == who, Error::<T>::NotUnitSolver);
-			let committed_at = frame_system::Pallet::<T>::block_number();
-			// Abandoning a unit after its designation forfeits its collateral: an honest
-			// solver must always have the time to prove after it.
-			ensure!(
-				deadline >= committed_at.saturating_add(SECRET_DEADLINE_MARGIN.into()),
-				Error::<T>::DeadlineTooClose
-			);
-			// One secret per solver and unit: a second, once the randomness is known, would
-			// let the solver choose whether it is forced.
-			ensure!(
-				Secrets::<T>::get((job, unit)).is_none_or(|commitment| commitment.solver != who),
-				Error::<T>::SecretAlreadyCommitted
-			);
-			Self::enqueue::<PendingSecrets<T>>((job, unit))?;
-			let rate = T::ForcedErrorRate::get();
-			Secrets::<T>::insert((job, unit), SecretCommitment { solver: who.clone(), hash, committed_at, rate, random: None });
-			Self::deposit_event(Event::SecretCommitted { job, unit, solver: who });
-			Ok(())
+			Self::do_commit_secret(who, job, unit, hash)
 		}
 
 		/// Reveal the caller's forced-error secret for the unit it proved, in the round's

@@ -30,7 +30,7 @@ fn prove_as(solver: u64) -> (u64, [u8; 32]) {
 	let job = claimed_by(solver);
 	let (proof, opening) = proof_for(job);
 	let root = proof.trace_root.0;
-	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, 0, proof, opening));
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(solver), job, 0, proof, opening, None));
 	(job, root)
 }
 
@@ -132,7 +132,7 @@ fn a_round_of_long_segments_gives_its_verifiers_the_time_their_samples_take() {
 		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), wide.clone()));
 		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
 		let (proof, opening) = proof_for(job);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, None));
 		run_to_block(3);
 		let drawn_round = Rounds::<Test>::get((job, 0)).unwrap().drawn.unwrap();
 		// 4 × (4·4096 + 4096·4096 + 4096·3) multiply-adds a sample, three products, batch 4:
@@ -559,7 +559,7 @@ fn a_forced_error_is_caught_and_paid_from_the_jackpot_and_the_honest_proof_repla
 		let ((honest, honest_opening), (forced, opening)) = honest_and_forced(job);
 		// No proof before the secret and its randomness.
 		assert_noop!(
-			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening.clone()),
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening.clone(), None),
 			Error::<Test>::SecretNotCommitted
 		);
 		assert_noop!(
@@ -574,12 +574,12 @@ fn a_forced_error_is_caught_and_paid_from_the_jackpot_and_the_honest_proof_repla
 			Error::<Test>::SecretAlreadyCommitted
 		);
 		assert_noop!(
-			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening.clone()),
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening.clone(), None),
 			Error::<Test>::SecretRandomnessPending
 		);
 		run_to_block(3);
 		// The solver knows it is forced; it commits the proof wrong on purpose.
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, forced, opening, None));
 		// Until the solver reveals, no dispute may rule against it: the proof may be forced.
 		let holds = || <Verification as touchstone_primitives::traits::AttestationJudge<u64>>::holds_rulings(job, 0);
 		assert!(holds());
@@ -670,7 +670,7 @@ fn a_solver_reveals_an_unforced_secret_and_a_silent_one_is_slashed() {
 		let job = take_with_secret(&secret);
 		// Unforced, the solver commits its honest proof; the forced one is the other root.
 		let ((honest, opening), (forced, _)) = honest_and_forced(job);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, honest, opening));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, honest, opening, None));
 		let proven_at = System::block_number();
 		run_to_block(proven_at + 2);
 		let reveal_secret = |who, alternative: polkadot_sdk::sp_core::H256| {
@@ -692,7 +692,7 @@ fn a_solver_reveals_an_unforced_secret_and_a_silent_one_is_slashed() {
 		// what its lie costs in a dispute).
 		let second = take_with_secret(&[8; 32]);
 		let (_, (forced, forced_opening)) = honest_and_forced(second);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), second, 0, forced, forced_opening));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), second, 0, forced, forced_opening, None));
 		let bond = pallet_touchstone_staking::Pallet::<Test>::bonded(&SOLVER, Role::Solver);
 		let proven_at = System::block_number();
 		run_to_block(proven_at + 2 + COMMIT_PERIOD);
@@ -753,6 +753,133 @@ fn a_unit_abandoned_after_its_designation_costs_its_collateral_and_the_next_solv
 	});
 }
 
+/// A two-range job of 10 steps a range, checkpointed every 2, claimed by `solver`,
+/// whose first range's secret `secret` is committed and its randomness recorded.
+fn two_ranges_first_taken_with_secret(solver: u64, secret: &[u8; 32]) -> u64 {
+	let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
+	let mut spec = bookkeeping_spec(10, 2, 2, [6; 32]);
+	spec.price_per_unit = PRICE;
+	spec.budget = 2 * PRICE;
+	assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec));
+	assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, 0));
+	assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(solver), job, 0, commitment(job, secret)));
+	run_to_block(System::block_number() + 2);
+	assert!(crate::Secrets::<Test>::get((job, 0)).unwrap().random.is_some());
+	job
+}
+
+/// The second range's proof, from the first's final state ([51; 32]), and the commitment
+/// of `secret` binding it to a forced proof beside it.
+fn second_range(secret: &[u8; 32]) -> ((LearningProof, BoundaryOpening), polkadot_sdk::sp_core::H256) {
+	let (honest, opening, _) = filler_proof(10, 10, 2, [51; 32], [52; 32], 11).unwrap();
+	let (forced, _, _) = filler_proof(10, 10, 2, [51; 32], [52; 32], 12).unwrap();
+	let hash = touchstone_primitives::forced_commitment(secret, &honest.trace_root.0, &forced.trace_root.0);
+	((honest, opening), polkadot_sdk::sp_core::H256(hash))
+}
+
+/// A solver that trained the next step range ahead passes its secret with the proof of
+/// the range before: the range is offered, taken and its secret committed in the proof's
+/// block, so its randomness comes two blocks earlier than by accepting and committing
+/// after; its proof then needs nothing more. A unit no range follows refuses a next
+/// secret and changes nothing.
+#[test]
+fn a_proof_takes_the_next_range_with_its_secret_in_one_block() {
+	build_and_execute(&VERIFIERS, || {
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
+		let job = two_ranges_first_taken_with_secret(SOLVER, &[9; 32]);
+		let (proof, opening) = proof_for(job);
+		let ((second, second_opening), next) = second_range(&[13; 32]);
+		verification_events();
+		let now = System::block_number();
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, Some(next)));
+		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 1).unwrap();
+		assert_eq!((unit.state, unit.solver, unit.accepted), (UnitState::Assigned, Some(SOLVER), true));
+		assert_eq!(unit.deadline, Some(now + u64::from(spec().unit_timeout)));
+		let committed = crate::Secrets::<Test>::get((job, 1)).unwrap();
+		assert_eq!((committed.solver, committed.hash, committed.committed_at, committed.random), (SOLVER, next, now, None));
+		assert!(verification_events().contains(&Event::SecretCommitted { job, unit: 1, solver: SOLVER }));
+		// A second secret for the range it holds is refused, as from `commitSecret`.
+		assert_noop!(
+			Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 1, next),
+			Error::<Test>::SecretAlreadyCommitted
+		);
+		// Until the randomness after it is recorded, the range's proof waits.
+		assert_noop!(
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 1, second.clone(), second_opening.clone(), None),
+			Error::<Test>::SecretRandomnessPending
+		);
+		run_to_block(now + 2);
+		assert!(crate::Secrets::<Test>::get((job, 1)).unwrap().random.is_some());
+		// The last range: no range follows it to take.
+		assert_noop!(
+			Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 1, second.clone(), second_opening.clone(), Some(next)),
+			pallet_touchstone_tasks::Error::<Test>::NoNextRange
+		);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 1, second, second_opening, None));
+		assert_eq!(unit_state(job), UnitState::Proven);
+		assert!(crate::Secrets::<Test>::get((job, 1)).is_none());
+	});
+}
+
+/// A next range's secret passed by a solver that may not take the range (its bond does
+/// not cover one more unit's collateral) is not recorded: the proof stands and the range
+/// goes to the pool for others, whose own secret is then judged.
+#[test]
+fn a_next_secret_from_a_solver_that_may_not_take_the_range_is_dropped_and_the_proof_stands() {
+	build_and_execute(&VERIFIERS, || {
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
+		// Three times one price: the collateral of one unit, not of two.
+		register(3, &[(Role::Solver, 3 * PRICE)]);
+		let job = two_ranges_first_taken_with_secret(3, &[9; 32]);
+		let (proof, opening) = proof_for(job);
+		let (_, next) = second_range(&[13; 32]);
+		verification_events();
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(3), job, 0, proof, opening, Some(next)));
+		assert_eq!(pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap().state, UnitState::Proven);
+		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 1).unwrap();
+		assert_eq!((unit.state, unit.solver), (UnitState::Pending, None));
+		assert!(crate::Secrets::<Test>::get((job, 1)).is_none());
+		assert!(!verification_events().iter().any(|event| matches!(event, Event::SecretCommitted { .. })));
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 1));
+		assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 1, next));
+	});
+}
+
+/// A range taken with its secret ahead is the solver's like any taken range: overturning
+/// the proof it started from rolls it back with its secret (a secret bound to a state the
+/// chain no longer holds is never judged), and letting it time out after its randomness
+/// costs its collateral.
+#[test]
+fn a_range_taken_ahead_rolls_back_with_its_secret_and_costs_its_collateral_if_abandoned() {
+	use touchstone_primitives::traits::UnitProofs;
+	build_and_execute(&VERIFIERS, || {
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
+		let job = two_ranges_first_taken_with_secret(SOLVER, &[9; 32]);
+		let (proof, opening) = proof_for(job);
+		let (_, next) = second_range(&[13; 32]);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof.clone(), opening.clone(), Some(next)));
+		assert!(crate::Secrets::<Test>::get((job, 1)).is_some());
+		assert_ok!(<Tasks as UnitProofs<_, _, _>>::open_challenge(job, 0));
+		assert_eq!(<Tasks as UnitProofs<_, _, _>>::reject_proof(job, 0), Ok(vec![1]));
+		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 1).unwrap();
+		assert_eq!((unit.state, unit.solver, unit.start_state_root), (UnitState::Waiting, None, None));
+		assert!(crate::Secrets::<Test>::get((job, 1)).is_none());
+
+		// Taken again the same way, and then let go after its randomness.
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
+		assert_ok!(Verification::commit_secret(RuntimeOrigin::signed(SOLVER), job, 0, commitment(job, &[10; 32])));
+		run_to_block(System::block_number() + 2);
+		let (proof, opening) = proof_for(job);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, Some(next)));
+		run_to_block(System::block_number() + 2);
+		assert!(crate::Secrets::<Test>::get((job, 1)).unwrap().random.is_some());
+		verification_events();
+		run_to_block(System::block_number() + u64::from(spec().unit_timeout) + 2);
+		// (The first range's secret, never revealed here, costs its missed-reveal slash too.)
+		assert!(verification_events().contains(&Event::DesignatedUnitAbandoned { job, unit: 1, solver: SOLVER, slashed: 3 * PRICE }));
+	});
+}
+
 /// Tolerance mode: a job whose proofs are judged by distance.
 mod tolerance {
 	use super::*;
@@ -783,7 +910,7 @@ mod tolerance {
 		assert_ok!(Tasks::submit_job(RuntimeOrigin::signed(OWNER), spec));
 		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
 		let (proof, opening) = proof_for(job);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, None));
 		run_to_block(System::block_number() + 2);
 		assert!(Rounds::<Test>::get((job, 0)).unwrap().drawn.is_some());
 		job
@@ -1261,7 +1388,7 @@ mod tolerance {
 			});
 			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVER), job, 0));
 			let (proof, opening) = proof_for(job);
-			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+			assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, None));
 			run_to_block(System::block_number() + 2);
 			assert_eq!(Rounds::<Test>::get((job, 0)).unwrap().kind, RoundKind::Tolerance { profiling: false });
 			// One verifier measures the lie beyond the thresholds, within the ceilings.
@@ -1389,7 +1516,7 @@ fn attack_the_jackpot_cannot_be_drained_through_forced_errors() {
 			assert_ok!(Tasks::cancel_job(RuntimeOrigin::signed(OWNER), job));
 		};
 		let ((honest, honest_opening), (forced, opening)) = honest_and_forced(job);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(ATTACKER_SOLVER), job, 0, forced, opening));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(ATTACKER_SOLVER), job, 0, forced, opening, None));
 		run_to_block(System::block_number() + 2);
 		let verifiers = drawn(job);
 		let colluder = verifiers[0];

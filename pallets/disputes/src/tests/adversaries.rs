@@ -87,7 +87,7 @@ fn take_and_prove(job: u64, run: &Run) {
 	}
 	assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(SOLVER), job, 0));
 	let (proof, opening) = run.proof();
-	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening));
+	assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, None));
 }
 
 /// Everyone's worth: free and held funds together (bonds and challenge bonds are holds).
