@@ -371,6 +371,10 @@ test('a solver worker trains the digits job through the chain and each proof is 
   }, { timeoutMs: 120_000 }).catch(withSolverLog);
   assert.doesNotMatch(verifierWorkers.get('//Charlie').log, /dispute opened/);
   assert.match(solverLog, /fetching the job's dataset/, 'the solver fetched the dataset from the submitter');
+  // Ranges of 250 steps train in a second or two, long before the range before them has
+  // its randomness: their secrets ride on the proofs before them, which take them.
+  assert.match(solverLog, new RegExp(`trained ahead: its forced-error secret goes with the proof of the range before job=${jobId} unit=[123]\\b`),
+    'a range trained ahead was taken with the proof before it');
   t.diagnostic(`rounds drawn at blocks ${drawn.map((e) => e.block).join(', ')}; concluded at ${mine('RoundConcluded').map((e) => e.block).join(', ')}`);
 });
 

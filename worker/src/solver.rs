@@ -946,7 +946,7 @@ impl Solver {
 	/// after its commitment finds its secret on disk and commits by the same rule (its
 	/// training is bit-exact, so its roots are the same).
 	async fn begin_proof(&mut self, key: (JobId, UnitIndex), work: UnitWork, exact: bool, result: train::UnitResult) -> Result<()> {
-		self.proving = Some(self.plan_proof(key, work, exact, result, Deadline::Held).await?);
+		self.proving = Some(self.plan_proof(key, &work, exact, &result, Deadline::Held).await?);
 		Ok(())
 	}
 
@@ -968,15 +968,32 @@ impl Solver {
 		if !training.exact || !before_proving || self.next_proof.is_some() || self.chain.forced_error_rate(at).await?.is_zero() {
 			return Ok(());
 		}
+		// A timeout the secret's margin does not fit: the range waits for its offer, and
+		// its secret is committed once it is taken.
 		let Some(job) = self.chain.job(at, job_id).await? else { return Ok(()) };
-		let Some(training) = self.training.take() else { return Ok(()) };
-		training.bar.finish_and_clear();
-		let Some((result, work)) = training.thread.await.context("the training thread failed")?? else { return Ok(()) };
-		self.serve_results(job_id, &work, &result)?;
-		let next = self.plan_proof(key, work, true, result, Deadline::Taken(job.spec.unit_timeout)).await?;
-		tracing::info!(job = job_id, unit = index, "trained ahead: its forced-error secret goes with the proof of the range before");
-		self.next_proof = Some(next);
-		Ok(())
+		if job.spec.unit_timeout < SECRET_MARGIN_BLOCKS + 2 {
+			return Ok(());
+		}
+		let Some(mut training) = self.training.take() else { return Ok(()) };
+		let Some((result, work)) = (&mut training.thread).await.context("the training thread failed")?? else { return Ok(()) };
+		let prepared = match self.serve_results(job_id, &work, &result) {
+			Ok(()) => self.plan_proof(key, &work, true, &result, Deadline::Taken(job.spec.unit_timeout)).await,
+			Err(error) => Err(error),
+		};
+		match prepared {
+			Ok(next) => {
+				training.bar.finish_and_clear();
+				tracing::info!(job = job_id, unit = index, "trained ahead: its forced-error secret goes with the proof of the range before");
+				self.next_proof = Some(next);
+				Ok(())
+			},
+			// Kept trained, as a range trained ahead waits for its offer; tried again next pass.
+			Err(error) => {
+				training.thread = tokio::task::spawn_blocking(move || Ok(Some((result, work))));
+				self.training = Some(training);
+				Err(error)
+			},
+		}
 	}
 
 	/// A trained unit's proof, ready to commit ([`Self::begin_proof`]), for a unit whose
@@ -984,13 +1001,13 @@ impl Solver {
 	async fn plan_proof(
 		&mut self,
 		key: (JobId, UnitIndex),
-		work: UnitWork,
+		work: &UnitWork,
 		exact: bool,
-		result: train::UnitResult,
+		result: &train::UnitResult,
 		deadline: Deadline,
 	) -> Result<Proving> {
 		let (job_id, index) = key;
-		let (honest, final_state) = (result.proof, result.final_state);
+		let (honest, final_state) = (result.proof.clone(), result.final_state.clone());
 		let at = self.best.at().await?;
 		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
 			return Ok(Proving { key, honest, final_state, forced: None });
@@ -1027,9 +1044,9 @@ impl Solver {
 			Some(saved) => saved.secret,
 			None => Secrets::fresh()?,
 		};
-		let step = crate::forced::forced_step(&work, &secret);
+		let step = crate::forced::forced_step(work, &secret);
 		let forced = tokio::task::block_in_place(|| {
-			step.map(|step| crate::forced::forced_proof(&work, &self.inputs.store, &honest, step)).transpose()
+			step.map(|step| crate::forced::forced_proof(work, &self.inputs.store, &honest, step)).transpose()
 		})?;
 		let forced_root = forced.as_ref().map_or(honest.trace_root.0, |(proof, _)| proof.trace_root.0);
 		let bound = BoundSecret { secret, honest_root: honest.trace_root.0, forced_root };

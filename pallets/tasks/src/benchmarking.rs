@@ -262,7 +262,7 @@ mod benchmarks {
 		T::BenchmarkHelper::ready_proof(job, 0, &who);
 		let who_again = who.clone();
 		#[extrinsic_call]
-		_(RawOrigin::Signed(who), job, 0, commitment, opening);
+		_(RawOrigin::Signed(who), job, 0, commitment, opening, None);
 		let successor = Units::<T>::get(job, 1).ok_or(BenchmarkError::Stop("no second range"))?;
 		assert_eq!((successor.state, successor.solver), (UnitState::Assigned, Some(who_again)));
 		Ok(())

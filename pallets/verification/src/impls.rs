@@ -42,9 +42,8 @@ impl<T: Config> touchstone_primitives::traits::ProofLifecycle<T::AccountId> for 
 		let replacing = Rounds::<T>::get((job, unit)).is_some_and(|round| matches!(round.secret, SolverSecret::Forced { .. }));
 		// Forced errors are exact mode's: a distance has no error a solver could place
 		// for verifiers to find and the chain to recognise.
-		let secret = if replacing || T::ForcedErrorRate::get().is_zero() {
-			SolverSecret::NotRequired
-		} else if T::Units::tolerance_job(job).is_some() {
+		let secret = if replacing || T::ForcedErrorRate::get().is_zero() || T::Units::tolerance_job(job).is_some() {
+			// A secret committed while the rate was not zero is moot once the proof is in.
 			Secrets::<T>::remove((job, unit));
 			SolverSecret::NotRequired
 		} else {

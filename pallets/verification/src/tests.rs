@@ -753,6 +753,21 @@ fn a_unit_abandoned_after_its_designation_costs_its_collateral_and_the_next_solv
 	});
 }
 
+/// Forced errors turned off between a unit's secret and its proof: the proof owes no
+/// secret, and the one committed goes with the proof rather than outlive the unit's work.
+#[test]
+fn a_secret_committed_before_forced_errors_were_turned_off_goes_with_the_proof() {
+	build_and_execute(&VERIFIERS, || {
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
+		let job = take_with_secret(&[9; 32]);
+		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::zero());
+		let (proof, opening) = proof_for(job);
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, None));
+		assert!(crate::Secrets::<Test>::get((job, 0)).is_none());
+		assert_eq!(Rounds::<Test>::get((job, 0)).unwrap().secret, crate::SolverSecret::NotRequired);
+	});
+}
+
 /// A two-range job of 10 steps a range, checkpointed every 2, claimed by `solver`,
 /// whose first range's secret `secret` is committed and its randomness recorded.
 fn two_ranges_first_taken_with_secret(solver: u64, secret: &[u8; 32]) -> u64 {
