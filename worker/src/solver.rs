@@ -237,8 +237,9 @@ struct ForcedPlan {
 enum Deadline {
 	/// The unit's own on chain: it is held.
 	Held,
-	/// One this many blocks away: the unit is taken with the proof of the range before.
-	Taken(u32),
+	/// A full unit timeout away: the unit is taken with the proof of the range before,
+	/// and the caller checked that the timeout leaves the secret's margin.
+	Taken,
 }
 
 /// Where a unit training here stands on chain.
@@ -968,8 +969,9 @@ impl Solver {
 		if !training.exact || !before_proving || self.next_proof.is_some() || self.chain.forced_error_rate(at).await?.is_zero() {
 			return Ok(());
 		}
-		// A timeout the secret's margin does not fit: the range waits for its offer, and
-		// its secret is committed once it is taken.
+		// A timeout the secret's margin does not fit (the commitment lands a block or two
+		// after the best block read here): the range waits for its offer, and its secret
+		// is committed once it is taken.
 		let Some(job) = self.chain.job(at, job_id).await? else { return Ok(()) };
 		if job.spec.unit_timeout < SECRET_MARGIN_BLOCKS + 2 {
 			return Ok(());
@@ -977,7 +979,7 @@ impl Solver {
 		let Some(mut training) = self.training.take() else { return Ok(()) };
 		let Some((result, work)) = (&mut training.thread).await.context("the training thread failed")?? else { return Ok(()) };
 		let prepared = match self.serve_results(job_id, &work, &result) {
-			Ok(()) => self.plan_proof(key, &work, true, &result, Deadline::Taken(job.spec.unit_timeout)).await,
+			Ok(()) => self.plan_proof(key, &work, true, &result, Deadline::Taken).await,
 			Err(error) => Err(error),
 		};
 		match prepared {
@@ -1024,16 +1026,15 @@ impl Solver {
 				// Randomness comes 3 to 17 blocks after the commitment, and a unit let go after
 				// it costs its collateral: the chain refuses a commitment closer to the
 				// deadline than its margin, so let the unit go now, for its reputation only.
-				let now = at.block_number() as u32;
-				let deadline = match deadline {
-					Deadline::Held => self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline),
-					Deadline::Taken(timeout) => Some(now.saturating_add(timeout)),
-				};
-				// The commitment lands a block or two after the best block read here.
-				ensure!(
-					deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS + 2)),
-					"the unit's deadline is too close to commit a forced-error secret and then the proof"
-				);
+				if let Deadline::Held = deadline {
+					let deadline = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline);
+					let now = at.block_number() as u32;
+					// The commitment lands a block or two after the best block read here.
+					ensure!(
+						deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS + 2)),
+						"the unit's deadline is too close to commit a forced-error secret and then the proof"
+					);
+				}
 				None
 			},
 		};
@@ -1161,6 +1162,7 @@ impl Solver {
 		self.chain.send_in_background(duty, now, call, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
+
 	/// The commitment of the forced-error secret of the range after `key`, when it is
 	/// trained and prepared ([`Self::next_proof`]) and the chain still holds it waiting
 	/// for `key`'s proof: it goes with that proof, which then takes the range.

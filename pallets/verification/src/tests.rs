@@ -768,9 +768,11 @@ fn a_secret_committed_before_forced_errors_were_turned_off_goes_with_the_proof()
 	});
 }
 
-/// A two-range job of 10 steps a range, checkpointed every 2, claimed by `solver`,
-/// whose first range's secret `secret` is committed and its randomness recorded.
+/// With forced errors on, a two-range job of 10 steps a range, checkpointed every 2,
+/// claimed by `solver`, whose first range's secret `secret` is committed and its
+/// randomness recorded.
 fn two_ranges_first_taken_with_secret(solver: u64, secret: &[u8; 32]) -> u64 {
+	ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
 	let job = pallet_touchstone_tasks::NextJobId::<Test>::get();
 	let mut spec = bookkeeping_spec(10, 2, 2, [6; 32]);
 	spec.price_per_unit = PRICE;
@@ -800,7 +802,6 @@ fn second_range(secret: &[u8; 32]) -> ((LearningProof, BoundaryOpening), polkado
 #[test]
 fn a_proof_takes_the_next_range_with_its_secret_in_one_block() {
 	build_and_execute(&VERIFIERS, || {
-		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
 		let job = two_ranges_first_taken_with_secret(SOLVER, &[9; 32]);
 		let (proof, opening) = proof_for(job);
 		let ((second, second_opening), next) = second_range(&[13; 32]);
@@ -842,7 +843,6 @@ fn a_proof_takes_the_next_range_with_its_secret_in_one_block() {
 #[test]
 fn a_next_secret_from_a_solver_that_may_not_take_the_range_is_dropped_and_the_proof_stands() {
 	build_and_execute(&VERIFIERS, || {
-		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
 		// Three times one price: the collateral of one unit, not of two.
 		register(3, &[(Role::Solver, 3 * PRICE)]);
 		let job = two_ranges_first_taken_with_secret(3, &[9; 32]);
@@ -868,11 +868,10 @@ fn a_next_secret_from_a_solver_that_may_not_take_the_range_is_dropped_and_the_pr
 fn a_range_taken_ahead_rolls_back_with_its_secret_and_costs_its_collateral_if_abandoned() {
 	use touchstone_primitives::traits::UnitProofs;
 	build_and_execute(&VERIFIERS, || {
-		ForcedErrorRate::set(polkadot_sdk::sp_runtime::Perbill::from_parts(1));
 		let job = two_ranges_first_taken_with_secret(SOLVER, &[9; 32]);
 		let (proof, opening) = proof_for(job);
 		let (_, next) = second_range(&[13; 32]);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof.clone(), opening.clone(), Some(next)));
+		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, Some(next)));
 		assert!(crate::Secrets::<Test>::get((job, 1)).is_some());
 		assert_ok!(<Tasks as UnitProofs<_, _, _>>::open_challenge(job, 0));
 		assert_eq!(<Tasks as UnitProofs<_, _, _>>::reject_proof(job, 0), Ok(vec![1]));
