@@ -33,6 +33,12 @@ fi
 (cd "$ROOT" && rustup target list --installed | grep -qx wasm32v1-none || rustup target add wasm32v1-none)
 (cd "$ROOT" && rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src)
 
+# The workspace's crates (a few minutes from nothing), downloaded while the steps below
+# download theirs: those the host's build needs (the build downloads any other itself).
+fetch_log="$(mktemp)"
+(cd "$ROOT" && cargo fetch --locked --target "$(rustc -vV | sed -n 's/^host: //p')") >"$fetch_log" 2>&1 &
+fetch=$!
+
 # polkadot.js for the end-to-end tests, exactly as locked.
 e2e="$ROOT/scripts/e2e"
 stamp="$e2e/node_modules/.touchstone-lock-sha256"
@@ -47,5 +53,8 @@ fi
 # digits dataset from scikit-learn's wheel: both from PyPI, both checked by hash.
 "$ROOT/kernels/scripts/setup-torch.sh"
 "$ROOT/kernels/scripts/fetch-datasets.sh"
+
+wait "$fetch" || { cat "$fetch_log"; rm -f "$fetch_log"; log "Downloading the workspace's crates failed"; exit 1; }
+rm -f "$fetch_log"
 
 log "Setup complete"
