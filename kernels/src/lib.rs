@@ -91,14 +91,17 @@ pub use error::KernelError;
 pub use exec::backend::Backend;
 pub use exec::cpu::CpuBackend;
 pub use ops::activation::{activation_backward, activation_forward, Activation};
+pub use ops::attention::{causal_softmax, causal_softmax_grad, CausalShape};
 pub use ops::bias::{bias_add, bias_grad, BiasLayout};
 pub use ops::contraction::{
 	chunk_partial_sums, fold_chunk_partials, ChunkGrid, ChunkId, Contraction, ContractionDims, Conv2dShape, MatmulLayout,
 	MatmulShape,
 };
 pub use ops::conv2d::{conv2d, conv2d_input_grad, conv2d_weight_grad};
+pub use ops::embedding::scatter_add_rows;
 pub use ops::gather::gather_rows;
 pub use ops::loss::{argmax_rows, softmax_cross_entropy, ClassifierShape};
 pub use ops::matmul::{matmul, matmul_lhs_grad, matmul_rhs_grad};
+pub use ops::norm::{norm_backward, norm_forward, Norm, NormGrads, NormShape};
 pub use ops::optim::{adamw_step, clip_grad_norm, global_grad_norm, sgd_momentum_step, AdamW, AdamWScalars, SgdMomentum};
 pub use proof::hash::{digest_f32, Digest};

@@ -105,3 +105,31 @@ fn the_feistel_permutation_draws_one_element_without_the_rest() {
 	let distinct: std::collections::BTreeSet<u32> = values.iter().copied().collect();
 	assert_eq!(distinct.len(), values.len());
 }
+
+/// Box–Muller draws have the standard normal's moments and mass within one and two
+/// deviations; a draw read alone equals the same draw of a filled slice, and scaling is
+/// `mean + deviation ⊗ z`; the extreme words give finite draws (u = 1 gives exactly 0).
+#[test]
+fn normal_draws_are_standard_normal_and_random_access() {
+	use touchstone_kernels::arith::mul;
+	use touchstone_kernels::arith::rng::normal_pair_from_words;
+	let stream = RandomStream::new(42, 3);
+	let count = 200_000u64;
+	let draws: Vec<f64> = (0..count).map(|index| f64::from(stream.normal(index))).collect();
+	let mean = draws.iter().sum::<f64>() / count as f64;
+	let variance = draws.iter().map(|z| (z - mean) * (z - mean)).sum::<f64>() / count as f64;
+	let within = |bound: f64| draws.iter().filter(|z| z.abs() < bound).count() as f64 / count as f64;
+	assert!(mean.abs() < 0.01, "mean {mean}");
+	assert!((variance - 1.0).abs() < 0.02, "variance {variance}");
+	assert!((within(1.0) - 0.6827).abs() < 0.005, "within one deviation: {}", within(1.0));
+	assert!((within(2.0) - 0.9545).abs() < 0.003, "within two deviations: {}", within(2.0));
+
+	let mut filled = vec![0.0f32; 37];
+	stream.fill_normal(0.0, 0.02, &mut filled);
+	for (index, &value) in filled.iter().enumerate() {
+		assert_eq!(value.to_bits(), (0.0 + mul(0.02, stream.normal(index as u64))).to_bits(), "draw {index}");
+	}
+	assert_eq!(normal_pair_from_words(0, 0x1234_5678), (0.0, 0.0));
+	let (far, other) = normal_pair_from_words(u32::MAX, 0);
+	assert!(far.is_finite() && other.is_finite() && far.abs() > 5.0, "{far} {other}");
+}

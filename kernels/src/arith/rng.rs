@@ -18,9 +18,16 @@
 //!   1, draw number `d = n−1−i` picks `j = (word_d · (i + 1)) >> 32` (a 64-bit
 //!   product), and positions `i` and `j` swap. The multiply-shift map has a
 //!   bias below `n / 2³²`, which is negligible and, above all, deterministic.
+//! - Normal draws (Box–Muller): block `b`'s words `(w₀, w₁)` make draws `4b` and
+//!   `4b + 1`, and `(w₂, w₃)` draws `4b + 2` and `4b + 3`. From a pair `(w, w′)`:
+//!   `u = 1 − u(w)` in `(0, 1]` (exact), `ρ = sqrt(−2 ⊗ log u)`, `(s, c) =
+//!   sin_cos_turns(u(w′))`, and the draws are `ρ ⊗ c`, then `ρ ⊗ s`; scaled,
+//!   `mean + deviation ⊗ z`. `log`, `sqrt` and `sin_cos_turns` are the pinned functions
+//!   of [`crate::arith::math`], never libm's (RepOps' known bugs were libm `sin`/`cos`).
 
 use alloc::vec::Vec;
 
+use crate::arith::math::{log, sin_cos_turns, sqrt};
 use crate::arith::mul;
 
 /// Philox4x32 round multipliers.
@@ -93,6 +100,30 @@ impl RandomStream {
 			let words = self.block(block_index as u64);
 			for (value, &word) in values.iter_mut().zip(&words) {
 				*value = low + mul(width, uniform_from_word(word));
+			}
+		}
+	}
+
+	/// Standard normal draw `index` (Box–Muller over block `index / 4`).
+	pub fn normal(&self, index: u64) -> f32 {
+		let block = self.block(index / 4);
+		let pair = normal_pair_from_words(block[(index % 4 / 2 * 2) as usize], block[(index % 4 / 2 * 2 + 1) as usize]);
+		if index % 2 == 0 {
+			pair.0
+		} else {
+			pair.1
+		}
+	}
+
+	/// Fills `out` with normal draws `0..out.len()`, scaled: `mean + deviation ⊗ z_i`
+	/// (a transformer's N(0, 0.02) initialisation is `fill_normal(0.0, 0.02, ..)`).
+	pub fn fill_normal(&self, mean: f32, deviation: f32, out: &mut [f32]) {
+		for (block_index, values) in out.chunks_mut(4).enumerate() {
+			let [w0, w1, w2, w3] = self.block(block_index as u64);
+			let (a, b) = normal_pair_from_words(w0, w1);
+			let (c, d) = normal_pair_from_words(w2, w3);
+			for (value, z) in values.iter_mut().zip([a, b, c, d]) {
+				*value = mean + mul(deviation, z);
 			}
 		}
 	}
@@ -179,6 +210,17 @@ impl RandomPermutation {
 		}
 		((left << right_bits) | right) as u32
 	}
+}
+
+/// The two standard normal draws Box–Muller makes from two random words (the module's
+/// contract): `(ρ ⊗ cos, ρ ⊗ sin)`.
+#[inline(always)]
+pub fn normal_pair_from_words(first: u32, second: u32) -> (f32, f32) {
+	// 1 − k·2⁻²⁴ is exact, and never 0: log's argument is in (0, 1].
+	let u = 1.0 - uniform_from_word(first);
+	let radius = sqrt(mul(-2.0, log(u)));
+	let (sin, cos) = sin_cos_turns(uniform_from_word(second));
+	(mul(radius, cos), mul(radius, sin))
 }
 
 /// The uniform float in `[0, 1)` that a random word maps to: its top 24 bits times 2⁻²⁴.

@@ -42,11 +42,14 @@ macro_rules! widest_vectors {
 
 pub mod activation;
 pub mod aggregate;
+pub mod attention;
 pub mod bias;
 pub mod contraction;
 pub mod conv2d;
+pub mod embedding;
 pub mod gather;
 pub mod gemm;
 pub mod loss;
 pub mod matmul;
+pub mod norm;
 pub mod optim;
