@@ -386,6 +386,8 @@ impl<T: Config> Pallet<T> {
 		Ok(())
 	}
 
+	/// Stands the solver's proof of its unit and readies the next step range; returns
+	/// whether `next_secret` took that range (its weight is refunded where it did not).
 	pub(crate) fn do_submit_proof(
 		solver: T::AccountId,
 		job_id: JobId,
@@ -393,7 +395,7 @@ impl<T: Config> Pallet<T> {
 		proof: LearningProof,
 		final_state: BoundaryOpening,
 		next_secret: Option<[u8; 32]>,
-	) -> DispatchResult {
+	) -> Result<bool, DispatchError> {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
 		let next = index.saturating_add(1);
@@ -412,7 +414,7 @@ impl<T: Config> Pallet<T> {
 		Self::stand_proof(job_id, index, unit, solver.clone(), proof);
 
 		// The next step range starts from this unit's final model.
-		let Some(mut successor) = successor else { return Ok(()) };
+		let Some(mut successor) = successor else { return Ok(false) };
 		successor.start_state_root = Some(proof.final_state_root);
 		let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
 		Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
@@ -423,11 +425,11 @@ impl<T: Config> Pallet<T> {
 		if !Self::offer_to(&mut successor, (job_id, next), &job, &solver) {
 			Self::enqueue((job_id, next))?;
 			Units::<T>::insert(job_id, next, successor);
-			return Ok(());
+			return Ok(false);
 		}
 		let Some(hash) = next_secret else {
 			Units::<T>::insert(job_id, next, successor);
-			return Ok(());
+			return Ok(false);
 		};
 		// Trained already: taken now, and its secret committed, which needs the unit stored
 		// as taken.
@@ -435,7 +437,8 @@ impl<T: Config> Pallet<T> {
 		let deadline = Self::extend_deadline(&mut successor, (job_id, next), job.spec.unit_timeout);
 		Units::<T>::insert(job_id, next, successor);
 		Self::deposit_event(Event::UnitAccepted { job: job_id, unit: next, solver: solver.clone(), deadline });
-		T::ProofLifecycle::commit_secret(job_id, next, &solver, hash)
+		T::ProofLifecycle::commit_secret(job_id, next, &solver, hash)?;
+		Ok(true)
 	}
 
 	/// Offers a pool-ready `unit` of `job` to `solver` if the scheduler could (bonded,

@@ -793,7 +793,8 @@ pub mod pallet {
 		/// not take the range, the proof stands, the secret is not recorded, and the range
 		/// goes to the pool. A unit that no step range follows refuses `next_secret`
 		/// (`NoNextRange`). An offer accepted here is the caller's like any: letting it time
-		/// out after its randomness costs its collateral.
+		/// out after its randomness costs its collateral. A `next_secret` that took nothing
+		/// is refunded: the call then weighs what a proof without one does.
 		///
 		/// Emits `ProofSubmitted`, and `UnitReady` for the next step range, with
 		/// `UnitAssigned` when that range is offered to the caller, and then
@@ -810,9 +811,15 @@ pub mod pallet {
 			proof: LearningProof,
 			final_state: touchstone_primitives::referee::BoundaryOpening,
 			next_secret: Option<polkadot_sdk::sp_core::H256>,
-		) -> DispatchResult {
+		) -> DispatchResultWithPostInfo {
 			let solver = ensure_signed(origin)?;
-			Self::do_submit_proof(solver, job, unit, proof, final_state, next_secret.map(|hash| hash.0))
+			let took_next = Self::do_submit_proof(solver, job, unit, proof, final_state, next_secret.map(|hash| hash.0))?;
+			// A secret for a range the caller could not take was dropped: the taking and the
+			// commitment it did not do are refunded.
+			Ok(match (next_secret, took_next) {
+				(Some(_), false) => Some(T::WeightInfo::submit_proof()).into(),
+				_ => ().into(),
+			})
 		}
 
 		/// Finalize a proven unit whose challenge window has passed, paying its solver from

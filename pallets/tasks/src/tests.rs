@@ -69,7 +69,7 @@ fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, Bo
 /// Submits `proof`, anchored, as `solver`.
 fn submit_proof(solver: u64, job: u64, unit: u32, proof: LearningProof) -> DispatchResult {
 	let (proof, opening) = anchored(job, unit, proof);
-	Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening, None)
+	Tasks::submit_proof(RuntimeOrigin::signed(solver), job, unit, proof, opening, None).map(|_| ()).map_err(|error| error.error)
 }
 
 fn state(job: u64, unit: u32) -> UnitState {

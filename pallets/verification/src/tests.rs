@@ -849,7 +849,11 @@ fn a_next_secret_from_a_solver_that_may_not_take_the_range_is_dropped_and_the_pr
 		let (proof, opening) = proof_for(job);
 		let (_, next) = second_range(&[13; 32]);
 		verification_events();
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(3), job, 0, proof, opening, Some(next)));
+		let submitted = Tasks::submit_proof(RuntimeOrigin::signed(3), job, 0, proof, opening, Some(next));
+		// Refunded to a plain proof's weight: nothing was taken or committed.
+		use pallet_touchstone_tasks::WeightInfo as _;
+		let plain = <Test as pallet_touchstone_tasks::Config>::WeightInfo::submit_proof();
+		assert_eq!(submitted.map(|info| info.actual_weight), Ok(Some(plain)));
 		assert_eq!(pallet_touchstone_tasks::Units::<Test>::get(job, 0).unwrap().state, UnitState::Proven);
 		let unit = pallet_touchstone_tasks::Units::<Test>::get(job, 1).unwrap();
 		assert_eq!((unit.state, unit.solver), (UnitState::Pending, None));
@@ -871,7 +875,9 @@ fn a_range_taken_ahead_rolls_back_with_its_secret_and_costs_its_collateral_if_ab
 		let job = two_ranges_first_taken_with_secret(SOLVER, &[9; 32]);
 		let (proof, opening) = proof_for(job);
 		let (_, next) = second_range(&[13; 32]);
-		assert_ok!(Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, Some(next)));
+		let submitted = Tasks::submit_proof(RuntimeOrigin::signed(SOLVER), job, 0, proof, opening, Some(next));
+		// Taken: the whole declared weight stands.
+		assert_eq!(submitted.map(|info| info.actual_weight), Ok(None));
 		assert!(crate::Secrets::<Test>::get((job, 1)).is_some());
 		assert_ok!(<Tasks as UnitProofs<_, _, _>>::open_challenge(job, 0));
 		assert_eq!(<Tasks as UnitProofs<_, _, _>>::reject_proof(job, 0), Ok(vec![1]));
