@@ -53,3 +53,4 @@ pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+pub mod schedule;
