@@ -14,8 +14,15 @@
 //! 5. gradient `dz_j = ((e_j ⊗ r) − [j = t]) ⊗ b` with `b = recip(rows)`.
 //!
 //! The loss is `(chunked sum of ℓ over rows) ⊗ b`.
+//!
+//! A row as wide as a vocabulary splits into spans of whole 32-wide chunks without new
+//! arithmetic: `m` is the largest of the spans' maxima ([`span_max`], exact), and step 3's
+//! chunk sums fold sequentially, so the fold over a row is the fold over its spans, each
+//! continuing from the state the one before left ([`span_fold`]); with `m` and `s` known,
+//! each span's gradient is its own ([`span_grad`]). A piece of a dispute then reads one
+//! span, never the whole row; [`softmax_row`] is these pieces over one span.
 
-use crate::arith::{chunked_sum, mul};
+use crate::arith::{chunked_sum, mul, CHUNK};
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
 use crate::arith::math::{exp, log, recip};
 
@@ -74,19 +81,47 @@ pub fn softmax_cross_entropy(
 ///
 /// The referee recomputes rows one at a time through this same function.
 pub fn softmax_row(row_logits: &[f32], label: usize, batch_scale: f32, row_grad: &mut [f32]) -> f32 {
-	let max = row_logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-	// Stage e_j in the gradient row; it becomes dz_j below.
-	for (e, &z) in row_grad.iter_mut().zip(row_logits) {
-		*e = exp(z - max);
+	let max = span_max(row_logits);
+	let sum = span_fold(row_logits, max, 0.0);
+	span_grad(row_logits, 0, label, (max, sum), batch_scale, row_grad);
+	row_loss(max, sum, row_logits.get(label).copied().unwrap_or_default())
+}
+
+/// Step 1 over a span of a row: its largest logit. The row's `m` is the largest of its
+/// spans' (exact, in any order).
+pub fn span_max(span_logits: &[f32]) -> f32 {
+	span_logits.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// Step 3's sum continued over a span of whole 32-wide chunks (the row's last span may
+/// end in a partial one): from `state`, the fold the spans before left (`+0` for the
+/// first), each chunk's sum of `e_j = exp(z_j − max)` from `+0` is added in order. After the
+/// row's last span the state is the row's `s`.
+pub fn span_fold(span_logits: &[f32], max: f32, state: f32) -> f32 {
+	let mut total = state;
+	for chunk in span_logits.chunks(CHUNK) {
+		let mut chunk_sum = 0.0f32;
+		for &z in chunk {
+			chunk_sum += exp(z - max);
+		}
+		total += chunk_sum;
 	}
-	let sum = chunked_sum(row_grad.iter().copied());
+	total
+}
+
+/// Step 5 over a span of a row whose first column is `first`: `dz_j = ((e_j ⊗ recip(s)) −
+/// [j = label]) ⊗ batch_scale` from the row's `(m, s)`, written into `span_grad`.
+pub fn span_grad(span_logits: &[f32], first: usize, label: usize, (max, sum): (f32, f32), batch_scale: f32, span_grad: &mut [f32]) {
 	let inverse_sum = recip(sum);
-	let label_shifted = row_logits.get(label).copied().unwrap_or_default() - max;
-	for (class, dz) in row_grad.iter_mut().enumerate() {
-		let target = if class == label { 1.0 } else { 0.0 };
-		*dz = mul(mul(*dz, inverse_sum) - target, batch_scale);
+	for (column, (dz, &z)) in span_grad.iter_mut().zip(span_logits).enumerate() {
+		let target = if first + column == label { 1.0 } else { 0.0 };
+		*dz = mul(mul(exp(z - max), inverse_sum) - target, batch_scale);
 	}
-	log(sum) - label_shifted
+}
+
+/// Step 4: the row loss `ℓ = log(s) − (z_t − m)` from the row's `m`, `s` and label logit.
+pub fn row_loss(max: f32, sum: f32, label_logit: f32) -> f32 {
+	log(sum) - (label_logit - max)
 }
 
 /// Index of each row's largest logit (the first one on ties), for accuracy.
@@ -103,4 +138,37 @@ pub fn argmax_rows(shape: ClassifierShape, logits: &[f32], predictions: &mut [u3
 		*prediction = best as u32;
 	}
 	Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use alloc::vec;
+	use alloc::vec::Vec;
+
+	/// A vocabulary-wide row (50,000 logits, not a whole number of chunks) recomputed span
+	/// by span, as a dispute's pieces would, gives the whole row's loss and gradient bit for
+	/// bit: the maximum from the spans' maxima, the sum by folding the spans in order from
+	/// `+0`, and each span's gradient from the two.
+	#[test]
+	fn a_wide_row_recomputed_span_by_span_is_the_whole_row() {
+		let width = 50_000;
+		let mut logits = vec![0.0f32; width];
+		crate::RandomStream::new(5, 19).fill_uniform(-12.0, 12.0, &mut logits);
+		let (label, batch_scale) = (31_337, recip(64.0));
+		let mut whole = vec![0.0f32; width];
+		let loss = softmax_row(&logits, label, batch_scale, &mut whole);
+
+		let span = 40 * CHUNK;
+		let max = logits.chunks(span).map(span_max).fold(f32::NEG_INFINITY, f32::max);
+		let sum = logits.chunks(span).fold(0.0, |state, span_logits| span_fold(span_logits, max, state));
+		let mut pieces = vec![0.0f32; width];
+		for (index, (span_logits, grad)) in logits.chunks(span).zip(pieces.chunks_mut(span)).enumerate() {
+			span_grad(span_logits, index * span, label, (max, sum), batch_scale, grad);
+		}
+		let bits = |values: &[f32]| values.iter().map(|value| value.to_bits()).collect::<Vec<u32>>();
+		assert_eq!(bits(&pieces), bits(&whole));
+		assert_eq!(row_loss(max, sum, logits[label]).to_bits(), loss.to_bits());
+		assert!(whole[label] < 0.0 && whole.iter().enumerate().all(|(j, &dz)| j == label || dz >= 0.0));
+	}
 }
