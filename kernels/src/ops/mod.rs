@@ -49,6 +49,7 @@ pub mod conv2d;
 pub mod embedding;
 pub mod gather;
 pub mod gemm;
+pub mod heads;
 pub mod loss;
 pub mod matmul;
 pub mod norm;
