@@ -32,7 +32,7 @@ pub struct HeadsShape {
 
 impl HeadsShape {
 	/// Elements of the activations, in either layout, after checking the shape.
-	pub fn len(&self) -> Result<usize, KernelError> {
+	pub fn values_len(&self) -> Result<usize, KernelError> {
 		check_nonzero("sequences", self.sequences)?;
 		check_nonzero("positions", self.positions)?;
 		check_nonzero("heads", self.heads)?;
@@ -58,7 +58,7 @@ impl HeadsShape {
 
 /// `[sequences, T, heads · d]` to `[sequences · heads, T, d]`, a bit copy.
 pub fn split_heads(shape: HeadsShape, side_by_side: &[f32], blocked: &mut [f32]) -> Result<(), KernelError> {
-	let len = shape.len()?;
+	let len = shape.values_len()?;
 	check_len("side_by_side", side_by_side.len(), len)?;
 	check_len("blocked", blocked.len(), len)?;
 	let d = shape.head_width;
@@ -68,7 +68,7 @@ pub fn split_heads(shape: HeadsShape, side_by_side: &[f32], blocked: &mut [f32])
 
 /// `[sequences · heads, T, d]` back to `[sequences, T, heads · d]`, a bit copy.
 pub fn merge_heads(shape: HeadsShape, blocked: &[f32], side_by_side: &mut [f32]) -> Result<(), KernelError> {
-	let len = shape.len()?;
+	let len = shape.values_len()?;
 	check_len("blocked", blocked.len(), len)?;
 	check_len("side_by_side", side_by_side.len(), len)?;
 	let d = shape.head_width;
@@ -119,7 +119,7 @@ mod tests {
 	#[test]
 	fn heads_split_into_blocks_and_merge_back() {
 		let shape = HeadsShape { sequences: 2, positions: 3, heads: 4, head_width: 5 };
-		let x = values(1, shape.len().unwrap());
+		let x = values(1, shape.values_len().unwrap());
 		let mut blocked = vec![0.0; x.len()];
 		split_heads(shape, &x, &mut blocked).unwrap();
 		// Sequence 1, position 2, head 3, element 4.
