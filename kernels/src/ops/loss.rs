@@ -19,7 +19,7 @@
 //! arithmetic: `m` is the largest of the spans' maxima ([`span_max`], exact), and step 3's
 //! chunk sums fold sequentially, so the fold over a row is the fold over its spans, each
 //! continuing from the state the one before left ([`span_fold`]); with `m` and `s` known,
-//! each span's gradient is its own ([`span_grad`]). A piece of a dispute then reads one
+//! each span's gradient is its own ([`span_grad`], from the `e_j` its fold staged). A piece of a dispute then reads one
 //! span, never the whole row; [`softmax_row`] is these pieces over one span.
 
 use crate::arith::{chunked_sum, mul, CHUNK};
@@ -82,8 +82,8 @@ pub fn softmax_cross_entropy(
 /// The referee recomputes rows one at a time through this same function.
 pub fn softmax_row(row_logits: &[f32], label: usize, batch_scale: f32, row_grad: &mut [f32]) -> f32 {
 	let max = span_max(row_logits);
-	let sum = span_fold(row_logits, max, 0.0);
-	span_grad(row_logits, 0, label, (max, sum), batch_scale, row_grad);
+	let sum = span_fold(row_logits, max, 0.0, row_grad);
+	span_grad(row_grad, 0, label, sum, batch_scale);
 	row_loss(max, sum, row_logits.get(label).copied().unwrap_or_default())
 }
 
@@ -93,29 +93,30 @@ pub fn span_max(span_logits: &[f32]) -> f32 {
 	span_logits.iter().copied().fold(f32::NEG_INFINITY, f32::max)
 }
 
-/// Step 3's sum continued over a span of whole 32-wide chunks (the row's last span may
-/// end in a partial one): from `state`, the fold the spans before left (`+0` for the
-/// first), each chunk's sum of `e_j = exp(z_j − max)` from `+0` is added in order. After the
-/// row's last span the state is the row's `s`.
-pub fn span_fold(span_logits: &[f32], max: f32, state: f32) -> f32 {
+/// Steps 2–3 continued over a span of whole 32-wide chunks (the row's last span may end
+/// in a partial one): stages `e_j = exp(z_j − max)` in `exps` and, from `state`, the fold
+/// the spans before left (`+0` for the first), adds each chunk's sum of them from `+0` in
+/// order. After the row's last span the state is the row's `s`.
+pub fn span_fold(span_logits: &[f32], max: f32, state: f32, exps: &mut [f32]) -> f32 {
 	let mut total = state;
-	for chunk in span_logits.chunks(CHUNK) {
+	for (chunk, staged) in span_logits.chunks(CHUNK).zip(exps.chunks_mut(CHUNK)) {
 		let mut chunk_sum = 0.0f32;
-		for &z in chunk {
-			chunk_sum += exp(z - max);
+		for (e, &z) in staged.iter_mut().zip(chunk) {
+			*e = exp(z - max);
+			chunk_sum += *e;
 		}
 		total += chunk_sum;
 	}
 	total
 }
 
-/// Step 5 over a span of a row whose first column is `first`: `dz_j = ((e_j ⊗ recip(s)) −
-/// [j = label]) ⊗ batch_scale` from the row's `(m, s)`, written into `span_grad`.
-pub fn span_grad(span_logits: &[f32], first: usize, label: usize, (max, sum): (f32, f32), batch_scale: f32, span_grad: &mut [f32]) {
+/// Step 5 over a span of a row whose first column is `first`, in place: the span's `e_j`,
+/// staged by [`span_fold`], become `dz_j = ((e_j ⊗ recip(s)) − [j = label]) ⊗ batch_scale`.
+pub fn span_grad(values: &mut [f32], first: usize, label: usize, sum: f32, batch_scale: f32) {
 	let inverse_sum = recip(sum);
-	for (column, (dz, &z)) in span_grad.iter_mut().zip(span_logits).enumerate() {
+	for (column, value) in values.iter_mut().enumerate() {
 		let target = if first + column == label { 1.0 } else { 0.0 };
-		*dz = mul(mul(exp(z - max), inverse_sum) - target, batch_scale);
+		*value = mul(mul(*value, inverse_sum) - target, batch_scale);
 	}
 }
 
@@ -161,10 +162,13 @@ mod tests {
 
 		let span = 40 * CHUNK;
 		let max = logits.chunks(span).map(span_max).fold(f32::NEG_INFINITY, f32::max);
-		let sum = logits.chunks(span).fold(0.0, |state, span_logits| span_fold(span_logits, max, state));
 		let mut pieces = vec![0.0f32; width];
-		for (index, (span_logits, grad)) in logits.chunks(span).zip(pieces.chunks_mut(span)).enumerate() {
-			span_grad(span_logits, index * span, label, (max, sum), batch_scale, grad);
+		let sum = logits
+			.chunks(span)
+			.zip(pieces.chunks_mut(span))
+			.fold(0.0, |state, (span_logits, exps)| span_fold(span_logits, max, state, exps));
+		for (index, values) in pieces.chunks_mut(span).enumerate() {
+			span_grad(values, index * span, label, sum, batch_scale);
 		}
 		let bits = |values: &[f32]| values.iter().map(|value| value.to_bits()).collect::<Vec<u32>>();
 		assert_eq!(bits(&pieces), bits(&whole));

@@ -26,7 +26,6 @@
 //! `dγ_j = Σ_rows dy_j ⊗ x̂_j`, and LayerNorm's `dβ_j = Σ_rows dy_j`.
 
 use alloc::vec;
-use alloc::vec::Vec;
 
 use crate::arith::math::{recip, rsqrt};
 use crate::arith::{chunked_sum, mul, FLUSH_THRESHOLD};
@@ -175,17 +174,20 @@ pub fn norm_backward(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], gra
 			*dx = mul(r, centred - mul(xhat, b));
 		}
 	}
-	column_sums(width, dy.iter().zip(&normalised).map(|(&dy, &xhat)| mul(dy, xhat)), grads.gamma);
+	// `x̂` is done with: its buffer holds `dy ⊗ x̂`, whose column sums are `dγ`.
+	for (product, &dy) in normalised.iter_mut().zip(dy) {
+		*product = mul(dy, *product);
+	}
+	column_sums(width, &normalised, grads.gamma);
 	if shape.norm == Norm::Layer {
-		column_sums(width, dy.iter().copied(), grads.beta);
+		column_sums(width, dy, grads.beta);
 	}
 	Ok(())
 }
 
 /// `out[j]` = the chunked sum over rows, in row order, of column `j` of the row-major
 /// `values` (`out.len()` columns).
-fn column_sums(width: usize, values: impl Iterator<Item = f32>, out: &mut [f32]) {
-	let values: Vec<f32> = values.collect();
+fn column_sums(width: usize, values: &[f32], out: &mut [f32]) {
 	for (column, total) in out.iter_mut().enumerate() {
 		*total = chunked_sum(values.iter().skip(column).step_by(width).copied());
 	}
@@ -194,6 +196,7 @@ fn column_sums(width: usize, values: impl Iterator<Item = f32>, out: &mut [f32])
 #[cfg(test)]
 mod tests {
 	use super::*;
+	use alloc::vec::Vec;
 
 	/// A pseudo-random tensor of `len` values in [−2, 2).
 	fn values(seed: u64, len: usize) -> Vec<f32> {
