@@ -32,9 +32,10 @@ use subxt::config::{DefaultExtrinsicParamsBuilder, RpcConfigFor};
 use subxt::rpcs::LegacyRpcMethods;
 use subxt::{OnlineClient, PolkadotConfig};
 use subxt_signer::sr25519::Keypair;
-use touchstone_primitives::{JobId, Role, UnitIndex};
+use touchstone_primitives::{JobId, Role};
 
 use crate::jobfile::UNIT;
+use crate::state::Transactions;
 
 /// The chain's configuration: Polkadot's account, address, signature and hashing types.
 pub type Config = PolkadotConfig;
@@ -271,10 +272,10 @@ impl BestBlocks {
 		let _ = tokio::time::timeout(patience, self.latest.changed()).await;
 	}
 
-	/// Whether the role's account was short of fees when last checked (every
+	/// Set while the role's account was short of fees when last checked (every
 	/// [`ACCOUNT_CHECK_BLOCKS`] blocks): what it owes for work taken must come first.
-	pub fn low_funds(&self) -> bool {
-		self.low_funds.load(std::sync::atomic::Ordering::Relaxed)
+	pub fn low_funds_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+		self.low_funds.clone()
 	}
 
 	/// The slashes found in the best blocks followed since the last call.
@@ -642,69 +643,6 @@ impl Chain {
 		outcome
 	}
 
-	/// Hands `call` over for the duty `key` and returns at once: it is signed, sent and
-	/// awaited (`settled`) on a task of its own, so the pass that found the duty goes on
-	/// with its others (a dispute move, a reveal and a finalization due together go out in
-	/// one block, not three). While it is in flight, or included in a block after `now`
-	/// (the pass read a state without it), the duty is not sent again: returns `false`,
-	/// sending nothing. A failed one is tried again when a pass asks after its backoff
-	/// (the next pass after one failure, then 3 s doubling to 48 s). `done` gets the
-	/// outcome.
-	pub fn send_in_background<Call>(
-		&self,
-		key: String,
-		now: u64,
-		call: Call,
-		signer: &Keypair,
-		settled: Settled,
-		done: impl FnOnce(Result<Events>) + Send + 'static,
-	) -> bool
-	where
-		Call: subxt::tx::Payload + Send + Sync + 'static,
-	{
-		if !self.background.take(&key, now, std::time::Instant::now()) {
-			return false;
-		}
-		let (chain, signer) = (self.clone(), signer.clone());
-		tokio::spawn(async move {
-			let (outcome, ended) = match settled {
-				Settled::InBlock => match chain.send_in_block_at(&call, &signer).await {
-					Ok((events, block)) => {
-						let ended = match chain.api.at_block(block).await {
-							Ok(at) => Ended::InBlock(at.block_number()),
-							Err(_) => Ended::Settled,
-						};
-						(Ok(events), ended)
-					},
-					Err(error) => (Err(error), Ended::Failed),
-				},
-				Settled::Finalized => {
-					let outcome = chain.send(&call, &signer).await;
-					// Held until a pass reads the finalized block it is known in, as an
-					// inclusion is: a pass that read an older block would send it again.
-					let ended = match (&outcome, chain.at().await) {
-						(Ok(_), Ok(at)) => Ended::InBlock(at.block_number()),
-						(Ok(_), Err(_)) => Ended::Settled,
-						(Err(_), _) => Ended::Failed,
-					};
-					(outcome, ended)
-				},
-			};
-			// The outcome is taken before the duty is released, so a pass that may send it
-			// again already sees what the last try came to.
-			done(outcome);
-			chain.background.settle(key, ended, std::time::Instant::now());
-		});
-		true
-	}
-
-	/// Whether a pass reading the chain at block `now` must leave the duty `key` alone: its
-	/// transaction is in flight, in a block after `now`, or failed and waits out its backoff
-	/// ([`Self::send_in_background`] would send nothing).
-	pub fn is_handed_over(&self, key: &str, now: u64) -> bool {
-		self.background.holds(key, now, std::time::Instant::now())
-	}
-
 	async fn include_in_block<Call: subxt::tx::Payload>(&self, call: &Call, signer: &Keypair) -> Result<(Events, subxt::utils::H256)> {
 		use subxt::transactions::TransactionStatus;
 		let mut progress = self.submit(call, signer).await?;
@@ -736,54 +674,6 @@ impl Chain {
 		}
 	}
 
-	/// A job, if it exists.
-	pub async fn job(&self, at: &AtBlock, job: JobId) -> Result<Option<Job>> {
-		let value = at.storage().try_fetch(runtime::storage().tasks().jobs(), (job,)).await?;
-		value.map(|value| decode(value.bytes())).transpose()
-	}
-
-	/// A work unit, if it exists.
-	pub async fn unit(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<WorkUnit>> {
-		let value = at.storage().try_fetch(runtime::storage().tasks().units(), (job, unit)).await?;
-		value.map(|value| decode(value.bytes())).transpose()
-	}
-
-	/// The verification round of a unit's proof, if one is open.
-	pub async fn round(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<Round>> {
-		let value = at.storage().try_fetch(runtime::storage().verification().rounds(), ((job, unit),)).await?;
-		value.map(|value| decode(value.bytes())).transpose()
-	}
-
-	/// The forced-error secret commitment of a unit's solver, until its proof is committed.
-	pub async fn secret(&self, at: &AtBlock, job: JobId, unit: UnitIndex) -> Result<Option<SecretCommitment>> {
-		let value = at.storage().try_fetch(runtime::storage().verification().secrets(), ((job, unit),)).await?;
-		value.map(|value| decode(value.bytes())).transpose()
-	}
-
-	/// The chance, in force at `at`, that a unit must carry a forced error.
-	pub async fn forced_error_rate(&self, at: &AtBlock) -> Result<polkadot_sdk::sp_runtime::Perbill> {
-		let rate = at.runtime_apis().call(runtime::runtime_apis().verification_api().forced_error_rate()).await?;
-		Ok(polkadot_sdk::sp_runtime::Perbill::from_parts(rate.0))
-	}
-
-	/// The units `solver` holds.
-	pub async fn solver_units(&self, at: &AtBlock, solver: &AccountId) -> Result<Vec<(JobId, UnitIndex)>> {
-		let value = at.storage().fetch(runtime::storage().tasks().solver_units(), (solver.clone(),)).await?;
-		Ok(value.decode()?.0.into_iter().collect())
-	}
-
-	/// The units in the open pool.
-	pub async fn pool(&self, at: &AtBlock) -> Result<Vec<(JobId, UnitIndex)>> {
-		let value = at.storage().fetch(runtime::storage().tasks().pool(), ()).await?;
-		Ok(value.decode()?.0.into_iter().collect())
-	}
-
-	/// The endpoint (a multiaddr) where `node`'s worker accepts peers, if it advertises one.
-	pub async fn endpoint(&self, at: &AtBlock, node: &AccountId) -> Result<Option<String>> {
-		let value = at.storage().try_fetch(runtime::storage().staking().endpoints(), (node.clone(),)).await?;
-		Ok(value.map(|value| value.decode()).transpose()?.map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned()))
-	}
-
 	/// The endpoints nodes advertise on-chain (`staking.endpoints`), at most `limit`: where
 	/// a worker joins the artifact network ([`crate::inputs::join_network`]).
 	pub async fn endpoints(&self, at: &AtBlock, limit: usize) -> Result<Vec<String>> {
@@ -795,28 +685,6 @@ impl Chain {
 			}
 			let bytes = entry?.value().decode()?.0;
 			endpoints.push(String::from_utf8_lossy(&bytes).into_owned());
-		}
-		Ok(endpoints)
-	}
-
-	/// The endpoints advertised by the solvers of a job's units (at most `limit`, without
-	/// `except`): the peers that hold its dataset and the models its ranges proved.
-	pub async fn job_endpoints(&self, at: &AtBlock, job: JobId, units: UnitIndex, except: Option<&AccountId>, limit: usize) -> Result<Vec<String>> {
-		let mut solvers: Vec<AccountId> = Vec::new();
-		// Latest units first: they hold the newest models.
-		for index in (0..units).rev() {
-			if let Some(solver) = self.unit(at, job, index).await?.and_then(|unit| unit.solver) {
-				if Some(&solver) != except && !solvers.contains(&solver) {
-					solvers.push(solver);
-				}
-			}
-			if solvers.len() >= limit {
-				break;
-			}
-		}
-		let mut endpoints = Vec::new();
-		for solver in solvers {
-			endpoints.extend(self.endpoint(at, &solver).await?);
 		}
 		Ok(endpoints)
 	}
@@ -917,7 +785,7 @@ impl Chain {
 		// a refusal.
 		let holds_units = || async {
 			let at = self.at().await?;
-			Ok::<_, anyhow::Error>(self.solver_units(&at, &signer.public_key().to_account_id()).await?.len())
+			Ok::<_, anyhow::Error>(crate::state::ChainState::solver_units(&at, &signer.public_key().to_account_id()).await?.len())
 		};
 		let held = if changed { holds_units().await.unwrap_or(0) } else { 0 };
 		if changed && held > 0 {
@@ -938,6 +806,71 @@ impl Chain {
 				Err(error) => tracing::warn!("the minimum price was not updated: {error:#}"),
 			}
 		}
+	}
+}
+
+impl Transactions for Chain {
+	/// Hands `call` over for the duty `key` and returns at once: it is signed, sent and
+	/// awaited (`settled`) on a task of its own, so the pass that found the duty goes on
+	/// with its others (a dispute move, a reveal and a finalization due together go out in
+	/// one block, not three). While it is in flight, or included in a block after `now`
+	/// (the pass read a state without it), the duty is not sent again: returns `false`,
+	/// sending nothing. A failed one is tried again when a pass asks after its backoff
+	/// (the next pass after one failure, then 3 s doubling to 48 s). `done` gets the
+	/// outcome.
+	fn send_in_background<Call>(
+		&self,
+		key: String,
+		now: u64,
+		call: Call,
+		signer: &Keypair,
+		settled: Settled,
+		done: impl FnOnce(Result<crate::state::Included>) + Send + 'static,
+	) -> bool
+	where
+		Call: subxt::tx::Payload + Send + Sync + 'static,
+	{
+		if !self.background.take(&key, now, std::time::Instant::now()) {
+			return false;
+		}
+		let (chain, signer) = (self.clone(), signer.clone());
+		tokio::spawn(async move {
+			let (outcome, ended) = match settled {
+				Settled::InBlock => match chain.send_in_block_at(&call, &signer).await {
+					Ok((events, block)) => {
+						let ended = match chain.api.at_block(block).await {
+							Ok(at) => Ended::InBlock(at.block_number()),
+							Err(_) => Ended::Settled,
+						};
+						(Ok(events), ended)
+					},
+					Err(error) => (Err(error), Ended::Failed),
+				},
+				Settled::Finalized => {
+					let outcome = chain.send(&call, &signer).await;
+					// Held until a pass reads the finalized block it is known in, as an
+					// inclusion is: a pass that read an older block would send it again.
+					let ended = match (&outcome, chain.at().await) {
+						(Ok(_), Ok(at)) => Ended::InBlock(at.block_number()),
+						(Ok(_), Err(_)) => Ended::Settled,
+						(Err(_), _) => Ended::Failed,
+					};
+					(outcome, ended)
+				},
+			};
+			// The outcome is taken before the duty is released, so a pass that may send it
+			// again already sees what the last try came to.
+			done(outcome.map(|events| crate::state::Included(Some(events))));
+			chain.background.settle(key, ended, std::time::Instant::now());
+		});
+		true
+	}
+
+	/// Whether a pass reading the chain at block `now` must leave the duty `key` alone: its
+	/// transaction is in flight, in a block after `now`, or failed and waits out its backoff
+	/// ([`Self::send_in_background`] would send nothing).
+	fn is_handed_over(&self, key: &str, now: u64) -> bool {
+		self.background.holds(key, now, std::time::Instant::now())
 	}
 }
 
@@ -981,12 +914,12 @@ impl Heartbeat {
 	/// the last minute, and returns at once. A refused one (a node briefly away) is logged
 	/// and sent again at the next pass: the chain waits minutes for a heartbeat, and a pass
 	/// must not wait for one at all.
-	pub fn send_if_due(&self, chain: &Chain, now: u64, signer: &Keypair) {
+	pub fn send_if_due(&self, chain: &impl Transactions, now: u64, signer: &Keypair) {
 		if self.last().is_some_and(|last| last.elapsed() < HEARTBEAT_EVERY) {
 			return;
 		}
 		let heartbeat = self.clone();
-		let done = move |outcome: Result<Events>| {
+		let done = move |outcome: Result<crate::state::Included>| {
 			if let Err(error) = outcome {
 				*heartbeat.last() = None;
 				tracing::warn!("heartbeat not sent, tried again next block: {error:#}");

@@ -21,7 +21,8 @@ use touchstone_kernels::referee::{open_case, open_step_binding, state_chunk, Seg
 use touchstone_primitives::referee::{self, boundary_before, reveal, Digest, Level, UnitCommitment};
 use touchstone_primitives::{JobId, UnitIndex};
 
-use crate::chain::{runtime, AccountId, AtBlock, Chain, Settled};
+use crate::chain::{runtime, AccountId, AtBlock, Settled};
+use crate::state::{ChainState, Transactions};
 use crate::train::{self, UnitWork};
 
 /// A dispute as the chain stores it.
@@ -37,20 +38,6 @@ pub type OverturnedProof = pallet_touchstone_disputes::OverturnedProof<
 	polkadot_sdk::sp_runtime::traits::ConstU32<64>,
 >;
 
-/// The proof dispute `id` overturned, if the chain still keeps it for summonses.
-pub async fn overturned(at: &AtBlock, id: u64) -> Result<Option<OverturnedProof>> {
-	match at.storage().try_fetch(runtime::storage().disputes().overturned(), (id,)).await? {
-		Some(value) => Ok(Some(crate::chain::decode(value.bytes())?)),
-		None => Ok(None),
-	}
-}
-
-/// The disputes open over unit `index` of `job`, with their ids.
-pub async fn unit_disputes(at: &AtBlock, job: JobId, index: UnitIndex) -> Result<Vec<(u64, Dispute)>> {
-	let ids = at.storage().fetch(runtime::storage().disputes().unit_disputes(), ((job, index),)).await?.decode()?.0;
-	open_disputes(at, ids).await
-}
-
 /// The open disputes `account` is a side of (challenger or defender, summonses included),
 /// with their ids: the runtime reads the account's own keys, so a light client asks for a
 /// few keys, not every dispute.
@@ -60,18 +47,7 @@ pub async fn party_disputes(at: &AtBlock, account: &AccountId) -> Result<Vec<(u6
 		.call(runtime::runtime_apis().disputes_api().disputes_of(account.clone()))
 		.await
 		.context("asking the chain for this node's disputes")?;
-	open_disputes(at, ids).await
-}
-
-/// The disputes among `ids` still open at `at`, with their ids.
-async fn open_disputes(at: &AtBlock, ids: Vec<u64>) -> Result<Vec<(u64, Dispute)>> {
-	let mut disputes = Vec::new();
-	for id in ids {
-		if let Some(value) = at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await? {
-			disputes.push((id, crate::chain::decode(value.bytes())?));
-		}
-	}
-	Ok(disputes)
+	at.open_disputes(ids).await
 }
 
 /// What a side sends next in a dispute, if anything is due from it.
@@ -277,23 +253,23 @@ fn time_out_key(id: u64) -> String {
 /// move is on its way (the chain is moving on, and the caller reads it again before
 /// sending more).
 pub async fn play(
-	chain: &Chain,
+	chain: &impl Transactions,
 	signer: &subxt_signer::sr25519::Keypair,
-	at: &AtBlock,
+	at: &impl ChainState,
 	(job, index): (JobId, UnitIndex),
 	side: Party,
 	prepare: impl FnOnce() -> Result<UnitWork>,
 ) -> Result<bool> {
-	let disputes = unit_disputes(at, job, index).await?;
+	let disputes = at.unit_disputes(job, index).await?;
 	play_listed(chain, signer, at, (job, index), disputes, side, prepare).await
 }
 
 /// As [`play`], over `disputes` (with their ids) of unit `index` of `job`: the summonses
 /// of an overturned proof, which are not listed under the unit.
 pub async fn play_listed(
-	chain: &Chain,
+	chain: &impl Transactions,
 	signer: &subxt_signer::sr25519::Keypair,
-	at: &AtBlock,
+	at: &impl ChainState,
 	(job, index): (JobId, UnitIndex),
 	disputes: Vec<(u64, Dispute)>,
 	side: Party,
@@ -307,7 +283,7 @@ pub async fn play_listed(
 			Party::Challenger => dispute.challenger == me,
 		})
 		.collect();
-	let now = at.block_number() as u32;
+	let now = at.number();
 	// A requester of a chunk has nothing to answer from a run of its own: it waits out
 	// the deadline and ends the request against a solver that posted nothing.
 	let (requests, mine): (Vec<_>, Vec<_>) =
@@ -315,7 +291,7 @@ pub async fn play_listed(
 	let calls = runtime::transactions().disputes();
 	let mut sent_any = false;
 	for (id, _) in requests.into_iter().filter(|(_, dispute)| now >= dispute.deadline) {
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(_) => tracing::info!(job, unit = index, dispute = id, "chunk request: the solver posted nothing; ended it"),
 			Err(error) => tracing::warn!(job, unit = index, dispute = id, "chunk request: time_out refused: {error:#}"),
 		};
@@ -342,7 +318,7 @@ pub async fn play_listed(
 		// One move a side a round: the key a move in the background is known by.
 		let key = |name: &str| format!("dispute {id} round {rounds} {side:?} {name}");
 		let done = |name: &'static str| {
-			move |outcome: Result<crate::chain::Events>| match outcome {
+			move |outcome: Result<crate::state::Included>| match outcome {
 				Ok(_) => {
 					let party = if side == Party::Defender { "defender" } else { "challenger" };
 					crate::metrics::get().dispute_moves.with_label_values(&[party]).inc();

@@ -13,7 +13,8 @@ use touchstone_kernels::proof::hash::Digest;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{JobId, UnitIndex, UnitScope};
 
-use crate::chain::{AccountId, AtBlock, Chain, Job, WorkUnit};
+use crate::chain::{AccountId, Chain, Job, WorkUnit};
+use crate::state::ChainState;
 use crate::dataset::CheckedDatasets;
 use crate::hardware;
 use crate::p2p::Network;
@@ -84,11 +85,11 @@ impl Inputs {
 	/// proved (named by its proven final state root, the unit's start state root, and
 	/// checked against it). `at` is the chain state the unit was read at.
 	/// Each is noted as the job's ([`Network::keep`]) once here.
-	pub async fn fetch(&self, chain: &Chain, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+	pub async fn fetch(&self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		let dataset = job.spec.dataset.content.hash.0;
 		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);
 		let start = unit.start_state_root.map(|root| root.0).filter(|start| *start != job.spec.initial_state_root.0);
-		self.fetch_missing(chain, at, job_id, index, job, unit).await?;
+		self.fetch_missing(at, job_id, index, job, unit).await?;
 		self.network.keep(job_id, Kind::Dataset, dataset);
 		if let Some(weights) = weights {
 			self.network.keep(job_id, Kind::Weights, weights);
@@ -99,7 +100,7 @@ impl Inputs {
 		Ok(())
 	}
 
-	async fn fetch_missing(&self, chain: &Chain, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+	async fn fetch_missing(&self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		let patience = Duration::from_secs(30);
 		let dataset = job.spec.dataset.content.hash.0;
 		let weights = job.spec.initial_weights.as_ref().map(|weights| weights.hash.0);
@@ -117,7 +118,7 @@ impl Inputs {
 		let model_bound = crate::train::model_file_bound(&model, &kernel_train(&job.spec.hyper))?;
 		let features = model.input_len().map_err(|error| anyhow!("{error:?}"))? as u64;
 		let dataset_bound = crate::dataset::file_len(u64::from(job.spec.dataset.samples), features);
-		self.connect(chain, at, job_id, job).await?;
+		self.connect(at, job_id, job).await?;
 		if !self.store.contains(&dataset) {
 			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));
 			self.network.fetch_to_store(dataset, patience, dataset_bound).await.context("the job's dataset")?;
@@ -140,8 +141,8 @@ impl Inputs {
 
 	/// Connects to the endpoints the solvers of the job's units advertise on-chain: they
 	/// hold its inputs, their units' checkpoints and their trace manifests.
-	pub async fn connect(&self, chain: &Chain, at: &AtBlock, job_id: JobId, job: &Job) -> Result<()> {
-		for endpoint in chain.job_endpoints(at, job_id, job.units, Some(&self.me), 8).await? {
+	pub async fn connect(&self, at: &impl ChainState, job_id: JobId, job: &Job) -> Result<()> {
+		for endpoint in at.job_endpoints(job_id, job.units, Some(&self.me), 8).await? {
 			match endpoint.parse() {
 				Ok(address) => self.network.dial(address),
 				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),

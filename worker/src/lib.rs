@@ -2,6 +2,7 @@
 //!
 //! - [`chain`]: the node connection, with calls and storage generated from the runtime's
 //!   metadata;
+//! - [`state`]: the chain behind two traits, what a pass reads and how it sends;
 //! - [`config`]: settings from the environment and a config file;
 //! - [`keys`]: identities;
 //! - [`store`]: the content-addressed artifact store;
@@ -32,7 +33,11 @@ pub mod p2p;
 pub mod retention;
 pub mod samples;
 pub mod solver;
+pub mod state;
 pub mod store;
 pub mod submitter;
 pub mod train;
 pub mod verifier;
+
+#[cfg(test)]
+mod scripted;

@@ -26,6 +26,7 @@ use anyhow::{Context, Result};
 use touchstone_primitives::JobId;
 
 use crate::chain::{runtime, AtBlock, Chain};
+use crate::state::ChainState;
 use crate::store::{Kind, Notes, Store};
 
 /// How many blocks apart a worker sweeps its data directory (a minute at 3-second blocks).
@@ -80,7 +81,7 @@ pub async fn standings(chain: &Chain, at: &AtBlock, jobs: impl IntoIterator<Item
 	let next_job = chain.next_job_id(at).await?;
 	let mut standings = BTreeMap::new();
 	for job_id in jobs {
-		let standing = match chain.job(at, job_id).await? {
+		let standing = match at.job(job_id).await? {
 			_ if named.contains(&job_id) => Standing::Open,
 			Some(job) if job.is_finished() => Standing::Finished,
 			Some(_) => Standing::Open,

@@ -19,6 +19,7 @@ use touchstone_primitives::referee::BoundaryOpening;
 use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitState, VerificationMode};
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, Settled, WorkUnit};
+use crate::state::{ChainState, Transactions};
 use crate::dispute::Party;
 use crate::forced::{BoundSecret, ForcedUnit, Secrets};
 use crate::hardware::{self, Detected};
@@ -122,10 +123,11 @@ pub(crate) fn injected_fault(step: u32, mode: &VerificationMode, work: &UnitWork
 	})
 }
 
-/// A running solver.
-pub struct Solver {
-	chain: Chain,
-	best: BestBlocks,
+/// A solver, on the chain `C` ([`Chain`]; a scripted chain in tests).
+pub struct Solver<C = Chain> {
+	chain: C,
+	/// Set while the account is short of fees ([`BestBlocks::low_funds_flag`]): no new work.
+	low_funds: Arc<AtomicBool>,
 	signer: Keypair,
 	me: AccountId,
 	inputs: Inputs,
@@ -292,9 +294,18 @@ fn standing(unit: Option<&WorkUnit>, predecessor: Option<&WorkUnit>, me: &Accoun
 	}
 }
 
-impl crate::chain::EveryBlock for Solver {
-	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
-		self.tick()
+/// A solver following the best blocks: one pass at each ([`crate::chain::run_every_block`]).
+struct Running {
+	solver: Solver,
+	best: BestBlocks,
+}
+
+impl crate::chain::EveryBlock for Running {
+	async fn pass(&mut self) -> Result<()> {
+		// Work is read at the best block, so a unit is trained without waiting for
+		// finality; only paying out (finalize) waits for it.
+		let at = self.best.at().await?;
+		self.solver.tick(&at).await
 	}
 
 	fn best_blocks(&mut self) -> &mut BestBlocks {
@@ -302,7 +313,7 @@ impl crate::chain::EveryBlock for Solver {
 	}
 
 	fn account(&self) -> &AccountId {
-		&self.me
+		&self.solver.me
 	}
 }
 
@@ -316,8 +327,6 @@ impl Solver {
 		args: SolveArgs,
 		stop: Arc<AtomicBool>,
 	) -> Result<Self> {
-		let signer = args.key.keypair()?;
-		let me = signer.public_key().to_account_id();
 		let gpu = match args.backend {
 			BackendKind::Cpu => None,
 			BackendKind::Wgpu => {
@@ -339,31 +348,9 @@ impl Solver {
 		if let Some(address) = args.metrics {
 			crate::metrics::serve(address);
 		}
-		let metrics = crate::metrics::get();
-		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me: me.clone(), datasets: Default::default() };
-		let secrets = Secrets::open(data_dir.join("secrets"))?;
-		let sweeps = crate::retention::Sweeps::over(vec![inputs.units_dir.clone(), secrets.dir().to_owned()]);
-		Ok(Self {
-			best: chain.follow_best(),
-			chain,
-			inputs,
-			signer,
-			me,
-			args,
-			detected,
-			metrics,
-			stop,
-			refused: BTreeSet::new(),
-			secrets,
-			heartbeat: Heartbeat::default(),
-			sweeps,
-			training: None,
-			proving: None,
-			next_proof: None,
-			prepared: None,
-			landed: Landed::default(),
-			claiming: None,
-		})
+		let me = args.key.keypair()?.public_key().to_account_id();
+		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me, datasets: Default::default() };
+		Self::on(chain, inputs, &data_dir, args, detected, stop)
 	}
 
 	/// Runs until `stop` is set.
@@ -379,11 +366,14 @@ impl Solver {
 		if let Err(error) = self.advertise_endpoint().await {
 			tracing::warn!("the endpoint is not advertised on-chain: {error:#}");
 		}
+		let best = self.chain.follow_best();
+		self.low_funds = best.low_funds_flag();
 		// Training stops at the step it is in (see `stop_training`), and the unit resumes
 		// from its last checkpoint on restart.
 		let stop = self.stop.clone();
-		let outcome = crate::chain::run_every_block(&mut self, &stop).await;
-		self.stop_training().await;
+		let mut running = Running { solver: self, best };
+		let outcome = crate::chain::run_every_block(&mut running, &stop).await;
+		running.solver.stop_training().await;
 		outcome?;
 		tracing::info!("solver stopped");
 		Ok(())
@@ -410,13 +400,55 @@ impl Solver {
 		};
 		let text = address.to_string();
 		let at = self.chain.at().await?;
-		if self.chain.endpoint(&at, &self.me).await?.as_deref() == Some(text.as_str()) {
+		if at.endpoint(&self.me).await?.as_deref() == Some(text.as_str()) {
 			return Ok(());
 		}
 		let endpoint = runtime::runtime_types::bounded_collections::bounded_vec::BoundedVec(text.clone().into_bytes());
 		self.chain.send_in_block(&runtime::transactions().staking().set_endpoint(Some(endpoint)), &self.signer).await?;
 		tracing::info!(%address, "advertised the artifact endpoint on-chain");
 		Ok(())
+	}
+
+	/// One pass at the best block `at`: the heartbeat and the data directory's sweeps when
+	/// due, then the solver's duties ([`Self::pass`]).
+	async fn tick(&mut self, at: &AtBlock) -> Result<()> {
+		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
+		let now = at.number();
+		self.heartbeat.send_if_due(&self.chain, now.into(), &self.signer);
+		self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store).await;
+		self.pass(at).await
+	}
+}
+
+impl<C: Transactions> Solver<C> {
+	/// A solver on `chain` that works in `data_dir` on the hardware `detected`; nothing is
+	/// sent yet.
+	fn on(chain: C, inputs: Inputs, data_dir: &std::path::Path, args: SolveArgs, detected: Detected, stop: Arc<AtomicBool>) -> Result<Self> {
+		let signer = args.key.keypair()?;
+		let me = signer.public_key().to_account_id();
+		let secrets = Secrets::open(data_dir.join("secrets"))?;
+		let sweeps = crate::retention::Sweeps::over(vec![inputs.units_dir.clone(), secrets.dir().to_owned()]);
+		Ok(Self {
+			chain,
+			low_funds: Arc::default(),
+			inputs,
+			signer,
+			me,
+			args,
+			detected,
+			metrics: crate::metrics::get(),
+			stop,
+			refused: BTreeSet::new(),
+			secrets,
+			heartbeat: Heartbeat::default(),
+			sweeps,
+			training: None,
+			proving: None,
+			next_proof: None,
+			prepared: None,
+			landed: Landed::default(),
+			claiming: None,
+		})
 	}
 
 	/// One pass over the chain, at every best block, whatever is training: take the
@@ -427,21 +459,15 @@ impl Solver {
 	/// dispute move missed while a long range trains costs bond. Nor does it wait for its
 	/// own transactions: each is handed over ([`Chain::send_in_background`]), and the next
 	/// pass reads what it came to from the chain, or from [`Self::take_landed`].
-	async fn tick(&mut self) -> Result<()> {
+	async fn pass(&mut self, at: &impl ChainState) -> Result<()> {
 		self.take_landed().await;
-		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
-		// Work is read at the best block, so a unit is trained without waiting for
-		// finality; only paying out (finalize) waits for it.
-		let at = self.best.at().await?;
-		let now = at.block_number() as u32;
-		self.heartbeat.send_if_due(&self.chain, now.into(), &self.signer);
-		self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store).await;
-		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
-		let mut held = self.chain.solver_units(&at, &self.me).await?;
+		let now = at.number();
+		let window = at.challenge_window()?;
+		let mut held = at.solver_units(&self.me).await?;
 		held.sort_unstable();
 		let mut units = Vec::with_capacity(held.len());
 		for (job_id, index) in held {
-			if let (Some(job), Some(unit)) = (self.chain.job(&at, job_id).await?, self.chain.unit(&at, job_id, index).await?) {
+			if let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) {
 				units.push(((job_id, index), job, unit));
 			}
 		}
@@ -449,10 +475,10 @@ impl Solver {
 			units.iter().any(|(held, _, unit)| *held == key && unit.state == UnitState::Assigned && unit.accepted)
 		};
 		// One unit's trouble is reported and must not cost another unit its reveal.
-		if let Err(error) = self.follow_training(&at).await {
+		if let Err(error) = self.follow_training(at).await {
 			tracing::warn!("training: {error:#}");
 		}
-		if let Err(error) = self.follow_proof(&at, still_training).await {
+		if let Err(error) = self.follow_proof(at, still_training).await {
 			tracing::warn!("proof: {error:#}");
 		}
 		let waiting_for_proof = self.proving.as_ref().map(|proving| proving.key);
@@ -477,7 +503,7 @@ impl Solver {
 					Ok(())
 				},
 				UnitState::Assigned if !unit.accepted => {
-					self.answer_offer(now, job_id, index, job, unit, device_busy).await.map(|accepted| device_busy |= accepted)
+					self.answer_offer(at, now, job_id, index, job, unit, device_busy).await.map(|accepted| device_busy |= accepted)
 				},
 				UnitState::Assigned => {
 					let taken = self.training.as_ref().map(|training| training.key) == Some((job_id, index)) ||
@@ -488,7 +514,7 @@ impl Solver {
 						self.start_training(job_id, index, job, unit)
 					}
 				},
-				UnitState::Proven | UnitState::Challenged => self.proven_duties(&at, (now, window), job_id, index, job, unit).await,
+				UnitState::Proven | UnitState::Challenged => self.proven_duties(at, (now, window), job_id, index, job, unit).await,
 				_ => Ok(()),
 			};
 			if let Err(error) = outcome {
@@ -500,7 +526,7 @@ impl Solver {
 		if device_busy || self.training.is_some() {
 			return Ok(());
 		}
-		self.claim_from_pool(&at).await
+		self.claim_from_pool(at).await
 	}
 
 	/// Acts on what the transactions handed over came to since the last pass: a range
@@ -531,7 +557,7 @@ impl Solver {
 	/// duties of every unit due together go out in one block, whatever trains meanwhile.
 	async fn proven_duties(
 		&mut self,
-		at: &AtBlock,
+		at: &impl ChainState,
 		(now, window): (u32, u32),
 		job_id: JobId,
 		index: UnitIndex,
@@ -548,13 +574,13 @@ impl Solver {
 		let due = unit.proven_at.is_some_and(|at| now >= at.saturating_add(window));
 		let predecessor_final = match (job.spec.decomposition, index.checked_sub(1)) {
 			(touchstone_primitives::Decomposition::StepRanges { .. }, Some(previous)) => {
-				self.chain.unit(at, job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized)
+				at.unit(job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized)
 			},
 			_ => true,
 		};
 		// The chain finalizes a unit only once its verification round has concluded: asking
 		// earlier is refused (`FinalizationBlocked`) and costs a fee every block.
-		let round_open = due && self.chain.round(at, job_id, index).await?.is_some_and(|round| !round.concluded);
+		let round_open = due && at.round(job_id, index).await?.is_some_and(|round| !round.concluded);
 		if due && predecessor_final && !round_open {
 			self.finalize(now, job_id, index);
 		}
@@ -564,7 +590,7 @@ impl Solver {
 	/// Answers an offer: declines it while the device is busy (accepting would start its
 	/// deadline while it waits), accepts it if this machine can train it, or declines it
 	/// with the reason. Returns whether it accepted.
-	async fn answer_offer(&mut self, now: u32, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device_busy: bool) -> Result<bool> {
+	async fn answer_offer(&mut self, at: &impl ChainState, now: u32, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit, device_busy: bool) -> Result<bool> {
 		// Declined already, the decline on its way (or waiting to be sent again): an
 		// acceptance now would race it, and weighing the unit again costs a fetch.
 		if self.chain.is_handed_over(&unit_duty(job_id, index, "declined"), now.into()) {
@@ -572,10 +598,10 @@ impl Solver {
 		}
 		let verdict = if device_busy {
 			Err(anyhow!("the device is training another unit"))
-		} else if self.best.low_funds() {
+		} else if self.low_funds.load(std::sync::atomic::Ordering::Relaxed) {
 			Err(anyhow!("the account is short of fees for the transactions a unit needs: fund it"))
 		} else {
-			match self.ready_to_take(job_id, index, job, unit).await {
+			match self.ready_to_take(at, job_id, index, job, unit).await {
 				Ok(()) => Ok(()),
 				Err(reason) => {
 					// Not for this machine at all: neither offered nor claimed again.
@@ -620,7 +646,7 @@ impl Solver {
 		Call: subxt::tx::Payload + Send + Sync + 'static,
 	{
 		let metrics = self.metrics;
-		let done = move |outcome: Result<crate::chain::Events>| {
+		let done = move |outcome: Result<crate::state::Included>| {
 			match &outcome {
 				Ok(_) => {
 					metrics.unit(what);
@@ -634,21 +660,21 @@ impl Solver {
 	}
 
 	/// Claims the first pool unit this solver is eligible for and can train.
-	async fn claim_from_pool(&mut self, at: &AtBlock) -> Result<()> {
+	async fn claim_from_pool(&mut self, at: &impl ChainState) -> Result<()> {
 		// Short of fees, it would take work whose reveals and proof it cannot pay for.
-		if self.best.low_funds() {
+		if self.low_funds.load(std::sync::atomic::Ordering::Relaxed) {
 			return Ok(());
 		}
 		let min_price = (self.args.min_price * UNIT as f64) as u128;
-		let now = at.block_number() as u32;
-		let pool = self.chain.pool(at).await?;
+		let now = at.number();
+		let pool = at.pool().await?;
 		// A unit out of the pool is claimed by nobody; one that comes back is weighed anew.
 		self.refused.retain(|key| pool.contains(key));
 		for (job_id, index) in pool {
 			if self.refused.contains(&(job_id, index)) {
 				continue;
 			}
-			let (Some(job), Some(unit)) = (self.chain.job(at, job_id).await?, self.chain.unit(at, job_id, index).await?) else {
+			let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) else {
 				continue;
 			};
 			if unit.state != UnitState::Pending ||
@@ -657,7 +683,7 @@ impl Solver {
 			{
 				continue;
 			}
-			if let Err(reason) = self.ready_to_take(job_id, index, &job, &unit).await {
+			if let Err(reason) = self.ready_to_take(at, job_id, index, &job, &unit).await {
 				tracing::info!(job = job_id, unit = index, "not claiming the unit: {reason:#}");
 				self.refused.insert((job_id, index));
 				continue;
@@ -686,11 +712,11 @@ impl Solver {
 	/// trains a segment of it inside its deadline; or why not. What an offer is accepted
 	/// or declined by, and a pool unit claimed or left by.
 	/// The work is kept for the unit's training ([`Self::prepared`]).
-	async fn ready_to_take(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		self.fetch_inputs(job_id, index, job, unit).await?;
+	async fn ready_to_take(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		self.fetch_inputs(at, job_id, index, job, unit).await?;
 		// Reading and checking a large dataset takes a while: off the executor's other tasks.
 		let work = tokio::task::block_in_place(|| self.prepare(job_id, index, job, unit))?;
-		self.meets_deadline(job, &work).await?;
+		self.meets_deadline(at, job, &work).await?;
 		let start_root = unit.start_state_root.map(|root| root.0);
 		self.prepared = Some(Prepared { key: (job_id, index), start_root, work });
 		Ok(())
@@ -710,11 +736,8 @@ impl Solver {
 	/// timeout: the chain moves a unit's deadline on only when a checkpoint is committed,
 	/// so a solver that takes a unit it cannot checkpoint in time is timed out however
 	/// honest it is. Times a step of the unit on the backend it would train on.
-	async fn meets_deadline(&mut self, job: &Job, work: &UnitWork) -> Result<()> {
-		let at = self.best.at().await?;
-		// A slot is twice the timestamp pallet's minimum period.
-		let period: u64 = at.constants().entry(runtime::constants().timestamp().minimum_period())?;
-		let block_seconds = 2.0 * period as f64 / 1000.0;
+	async fn meets_deadline(&mut self, at: &impl ChainState, job: &Job, work: &UnitWork) -> Result<()> {
+		let block_seconds = at.block_seconds()?;
 		// Two steps of a large model take seconds: off the executor's other tasks.
 		let backend = self.backend_for(job);
 		let step_seconds = tokio::task::block_in_place(|| train::measure_step_seconds(backend, work))?;
@@ -740,9 +763,8 @@ impl Solver {
 	}
 
 	/// Fetches what the unit starts from and this solver lacks (see [`Inputs::fetch`]).
-	async fn fetch_inputs(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		let at = self.best.at().await?;
-		self.inputs.fetch(&self.chain, &at, job_id, index, job, unit).await
+	async fn fetch_inputs(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		self.inputs.fetch(at, job_id, index, job, unit).await
 	}
 
 	/// The backend a job trains on: exact mode needs a bit-exact one (the CPU reference or
@@ -825,15 +847,15 @@ impl Solver {
 	/// solver's (which moves its deadline on), stops it once it cannot be, and once it is
 	/// trained, serves its results, starts the next step range ahead of the chain
 	/// ([`Self::train_ahead`]) and prepares the proof ([`Self::begin_proof`]).
-	async fn follow_training(&mut self, at: &AtBlock) -> Result<()> {
+	async fn follow_training(&mut self, at: &impl ChainState) -> Result<()> {
 		let Some((key, start_root)) = self.training.as_ref().map(|training| (training.key, training.start_root)) else {
 			return Ok(());
 		};
 		let (job_id, index) = key;
-		let unit = self.chain.unit(at, job_id, index).await?;
+		let unit = at.unit(job_id, index).await?;
 		// Only a waiting range's standing depends on the range before it.
 		let predecessor = match (unit.as_ref().map(|unit| unit.state), index.checked_sub(1)) {
-			(Some(UnitState::Waiting), Some(before)) => self.chain.unit(at, job_id, before).await?,
+			(Some(UnitState::Waiting), Some(before)) => at.unit(job_id, before).await?,
 			_ => None,
 		};
 		match standing(unit.as_ref(), predecessor.as_ref(), &self.me, &start_root) {
@@ -844,7 +866,7 @@ impl Solver {
 			},
 			Standing::InPool => {
 				// A refusal stops the training at the next pass ([`Self::take_landed`]).
-				self.claim(at.block_number() as u32, job_id, index);
+				self.claim(at.number(), job_id, index);
 				return Ok(());
 			},
 			// Trained ahead of the chain: its checkpoints and proof wait until it is ours, but
@@ -865,12 +887,12 @@ impl Solver {
 				return Ok(());
 			};
 			self.serve_results(job_id, &work, &result)?;
-			if let Some(job) = self.chain.job(at, job_id).await? {
+			if let Some(job) = at.job(job_id).await? {
 				if let Err(error) = self.train_ahead(at, job_id, index, &job, result.proof.final_state_root.0).await {
 					tracing::info!(job = job_id, unit = index.saturating_add(1), "not training the next range ahead: {error:#}");
 				}
 			}
-			return self.begin_proof(key, work, training.exact, result).await;
+			return self.begin_proof(at, key, work, training.exact, result).await;
 		}
 		let Some(training) = self.training.as_mut() else { return Ok(()) };
 		// What the chain holds is committed: a checkpoint that landed after this pass began
@@ -887,12 +909,12 @@ impl Solver {
 		// one that failed is sent again, or a newer one instead.
 		let call = runtime::transactions().tasks().commit_checkpoint(job_id, index, Static(checkpoint));
 		let (metrics, step) = (self.metrics, checkpoint.step);
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(_) => metrics.checkpoints.inc(),
 			Err(error) => tracing::warn!(job = job_id, unit = index, step, "checkpoint not committed: {error:#}"),
 		};
 		let duty = unit_duty(job_id, index, &format!("checkpoint {step}"));
-		self.chain.send_in_background(duty, at.block_number(), call, &self.signer, Settled::InBlock, done);
+		self.chain.send_in_background(duty, u64::from(at.number()), call, &self.signer, Settled::InBlock, done);
 		Ok(())
 	}
 
@@ -901,12 +923,12 @@ impl Solver {
 	/// never waits on the proof's randomness or the offer's round trip. The range's
 	/// checkpoints and proof are committed only once the chain gives it to this solver,
 	/// and its training is dropped if the chain gives it to another.
-	async fn train_ahead(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, end_root: [u8; 32]) -> Result<()> {
+	async fn train_ahead(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, end_root: [u8; 32]) -> Result<()> {
 		if !matches!(job.spec.decomposition, touchstone_primitives::Decomposition::StepRanges { .. }) {
 			return Ok(());
 		}
 		let next = index.saturating_add(1);
-		let Some(mut unit) = self.chain.unit(at, job_id, next).await? else { return Ok(()) };
+		let Some(mut unit) = at.unit(job_id, next).await? else { return Ok(()) };
 		if unit.state != UnitState::Waiting {
 			return Ok(());
 		}
@@ -946,8 +968,8 @@ impl Solver {
 	/// and it then commits the proof the secret and the randomness call for. A solver restarted
 	/// after its commitment finds its secret on disk and commits by the same rule (its
 	/// training is bit-exact, so its roots are the same).
-	async fn begin_proof(&mut self, key: (JobId, UnitIndex), work: UnitWork, exact: bool, result: train::UnitResult) -> Result<()> {
-		self.proving = Some(self.plan_proof(key, &work, exact, &result, Deadline::Held).await?);
+	async fn begin_proof(&mut self, at: &impl ChainState, key: (JobId, UnitIndex), work: UnitWork, exact: bool, result: train::UnitResult) -> Result<()> {
+		self.proving = Some(self.plan_proof(at, key, &work, exact, &result, Deadline::Held).await?);
 		Ok(())
 	}
 
@@ -956,7 +978,7 @@ impl Solver {
 	/// only while the range before it waits for its own proof here, and the job owes
 	/// forced-error secrets (the one thing the chain can take with that proof). A range
 	/// whose proof needs no secret waits trained until it is offered.
-	async fn prepare_next_proof(&mut self, at: &AtBlock, key: (JobId, UnitIndex)) -> Result<()> {
+	async fn prepare_next_proof(&mut self, at: &impl ChainState, key: (JobId, UnitIndex)) -> Result<()> {
 		let (job_id, index) = key;
 		let Some(training) = self.training.as_ref().filter(|training| training.key == key && training.thread.is_finished()) else {
 			return Ok(());
@@ -964,22 +986,22 @@ impl Solver {
 		// The proof before it not yet handed over: a proof on its way would not take it.
 		let before_proving = index.checked_sub(1).is_some_and(|before| {
 			self.proving.as_ref().is_some_and(|p| p.key == (job_id, before)) &&
-				!self.chain.is_handed_over(&unit_duty(job_id, before, "proof"), at.block_number())
+				!self.chain.is_handed_over(&unit_duty(job_id, before, "proof"), u64::from(at.number()))
 		});
-		if !training.exact || !before_proving || self.next_proof.is_some() || self.chain.forced_error_rate(at).await?.is_zero() {
+		if !training.exact || !before_proving || self.next_proof.is_some() || at.forced_error_rate().await?.is_zero() {
 			return Ok(());
 		}
 		// A timeout the secret's margin does not fit (the commitment lands a block or two
 		// after the best block read here): the range waits for its offer, and its secret
 		// is committed once it is taken.
-		let Some(job) = self.chain.job(at, job_id).await? else { return Ok(()) };
+		let Some(job) = at.job(job_id).await? else { return Ok(()) };
 		if job.spec.unit_timeout < SECRET_MARGIN_BLOCKS + 2 {
 			return Ok(());
 		}
 		let Some(mut training) = self.training.take() else { return Ok(()) };
 		let Some((result, work)) = (&mut training.thread).await.context("the training thread failed")?? else { return Ok(()) };
 		let prepared = match self.serve_results(job_id, &work, &result) {
-			Ok(()) => self.plan_proof(key, &work, true, &result, Deadline::Taken).await,
+			Ok(()) => self.plan_proof(at, key, &work, true, &result, Deadline::Taken).await,
 			Err(error) => Err(error),
 		};
 		match prepared {
@@ -1002,6 +1024,7 @@ impl Solver {
 	/// deadline is as `deadline` says.
 	async fn plan_proof(
 		&mut self,
+		at: &impl ChainState,
 		key: (JobId, UnitIndex),
 		work: &UnitWork,
 		exact: bool,
@@ -1010,11 +1033,10 @@ impl Solver {
 	) -> Result<Proving> {
 		let (job_id, index) = key;
 		let (honest, final_state) = (result.proof.clone(), result.final_state.clone());
-		let at = self.best.at().await?;
-		if !exact || self.chain.forced_error_rate(&at).await?.is_zero() {
+		if !exact || at.forced_error_rate().await?.is_zero() {
 			return Ok(Proving { key, honest, final_state, forced: None });
 		}
-		let saved = match self.chain.secret(&at, job_id, index).await?.filter(|c| c.solver == self.me) {
+		let saved = match at.secret(job_id, index).await?.filter(|c| c.solver == self.me) {
 			Some(commitment) => match self.secrets.secret(job_id, index, &commitment.hash.0) {
 				Some(saved) => Some(saved),
 				None => {
@@ -1027,8 +1049,8 @@ impl Solver {
 				// it costs its collateral: the chain refuses a commitment closer to the
 				// deadline than its margin, so let the unit go now, for its reputation only.
 				if let Deadline::Held = deadline {
-					let deadline = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.deadline);
-					let now = at.block_number() as u32;
+					let deadline = at.unit(job_id, index).await?.and_then(|unit| unit.deadline);
+					let now = at.number();
 					// The commitment lands a block or two after the best block read here.
 					ensure!(
 						deadline.is_some_and(|deadline| deadline >= now.saturating_add(SECRET_MARGIN_BLOCKS + 2)),
@@ -1066,10 +1088,10 @@ impl Solver {
 	/// honest one for the reveal. Both are handed over ([`Chain::send_in_background`]); a
 	/// failed one is tried again by a later pass. The proof is forgotten once the unit is
 	/// no longer assigned to this solver (proven, or lost).
-	async fn follow_proof(&mut self, at: &AtBlock, still_ours: impl Fn((JobId, UnitIndex)) -> bool) -> Result<()> {
+	async fn follow_proof(&mut self, at: &impl ChainState, still_ours: impl Fn((JobId, UnitIndex)) -> bool) -> Result<()> {
 		let Some(proving) = self.proving.as_ref() else { return Ok(()) };
 		let (job_id, index) = proving.key;
-		let now = at.block_number();
+		let now = u64::from(at.number());
 		let duty = unit_duty(job_id, index, "proof");
 		if !still_ours(proving.key) {
 			if !self.chain.is_handed_over(&duty, now) {
@@ -1086,7 +1108,7 @@ impl Solver {
 			}
 			self.proving = Some(next);
 			if self.training.is_none() {
-				if let Some(job) = self.chain.job(at, next_key.0).await? {
+				if let Some(job) = at.job(next_key.0).await? {
 					if let Err(error) = self.train_ahead(at, next_key.0, next_key.1, &job, end_root).await {
 						tracing::info!(job = next_key.0, unit = next_key.1.saturating_add(1), "not training the next range ahead: {error:#}");
 					}
@@ -1102,9 +1124,9 @@ impl Solver {
 		let (proof, final_state) = match &proving.forced {
 			None => (proving.honest.clone(), proving.final_state.clone()),
 			Some(plan) => {
-				let Some(commitment) = self.chain.secret(at, job_id, index).await? else {
+				let Some(commitment) = at.secret(job_id, index).await? else {
 					let commit = runtime::transactions().verification().commit_secret(job_id, index, subxt::utils::H256(plan.bound.commitment()));
-					let done = move |outcome: Result<crate::chain::Events>| match outcome {
+					let done = move |outcome: Result<crate::state::Included>| match outcome {
 						Ok(_) => tracing::info!(job = job_id, unit = index, "committed a forced-error secret bound to the honest and the forced proof"),
 						Err(error) => tracing::warn!(job = job_id, unit = index, "committing the forced-error secret: {error:#}"),
 					};
@@ -1145,7 +1167,7 @@ impl Solver {
 		let next_secret = self.next_secret(at, (job_id, index)).await?;
 		let call = runtime::transactions().tasks().submit_proof(job_id, index, Static(proof), Static(final_state), next_secret);
 		let metrics = self.metrics;
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(_) => {
 				metrics.proofs.inc();
 				metrics.unit("proven");
@@ -1166,12 +1188,12 @@ impl Solver {
 	/// The commitment of the forced-error secret of the range after `key`, when it is
 	/// trained and prepared ([`Self::next_proof`]) and the chain still holds it waiting
 	/// for `key`'s proof: it goes with that proof, which then takes the range.
-	async fn next_secret(&self, at: &AtBlock, (job_id, index): (JobId, UnitIndex)) -> Result<Option<subxt::utils::H256>> {
+	async fn next_secret(&self, at: &impl ChainState, (job_id, index): (JobId, UnitIndex)) -> Result<Option<subxt::utils::H256>> {
 		let next = index.saturating_add(1);
 		let Some(plan) = self.next_proof.as_ref().filter(|p| p.key == (job_id, next)).and_then(|p| p.forced.as_ref()) else {
 			return Ok(None);
 		};
-		let waiting = self.chain.unit(at, job_id, next).await?.is_some_and(|unit| unit.state == UnitState::Waiting);
+		let waiting = at.unit(job_id, next).await?.is_some_and(|unit| unit.state == UnitState::Waiting);
 		Ok(waiting.then(|| subxt::utils::H256(plan.bound.commitment())))
 	}
 
@@ -1179,7 +1201,7 @@ impl Solver {
 	/// is over, with the root committed beside the proof's, and the honest proof's final
 	/// state if the unit is forced; forgets a forced unit once its honest proof stands.
 	/// The reveal is handed over ([`Chain::send_in_background`]) and sent once.
-	async fn reveal_secret(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, unit: &WorkUnit) -> Result<()> {
+	async fn reveal_secret(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, unit: &WorkUnit) -> Result<()> {
 		use pallet_touchstone_verification::SolverSecret;
 		let forced = self.secrets.forced(job_id, index);
 		if let (Some(forced), Some(proof)) = (forced.as_ref(), unit.proof.as_ref()) {
@@ -1188,8 +1210,8 @@ impl Solver {
 				self.secrets.forget_forced(job_id, index);
 			}
 		}
-		let Some(round) = self.chain.round(at, job_id, index).await? else { return Ok(()) };
-		let now = at.block_number() as u32;
+		let Some(round) = at.round(job_id, index).await? else { return Ok(()) };
+		let now = at.number();
 		let due = round.drawn.as_ref().is_some_and(|drawn| now >= drawn.commit_ends && now < drawn.reveal_ends);
 		let SolverSecret::Awaited { hash, .. } = round.secret else { return Ok(()) };
 		let key = unit_duty(job_id, index, &format!("secret {}", hex(&hash.0)));
@@ -1212,7 +1234,7 @@ impl Solver {
 			honest_final_state,
 		);
 		let (metrics, secrets) = (self.metrics, self.secrets.clone());
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(_) => {
 				metrics.reveals.with_label_values(&["secret"]).inc();
 				tracing::info!(job = job_id, unit = index, forced = was_forced, "revealed the forced-error secret");
@@ -1228,7 +1250,7 @@ impl Solver {
 
 	/// Answers the disputes over this solver's proof of a unit: the next move of each one
 	/// that awaits it.
-	async fn defend(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+	async fn defend(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		#[cfg(feature = "test-equipment")]
 		if self.args.abandon_disputes {
 			return Ok(());
@@ -1241,9 +1263,9 @@ impl Solver {
 	/// ([`Chain::send_in_background`]) and awaited to finality, for it moves money.
 	fn finalize(&self, now: u32, job_id: JobId, index: UnitIndex) {
 		let metrics = self.metrics;
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(events) => {
-				if let Some(Ok(event)) = events.find_first::<runtime::tasks::events::UnitFinalized>() {
+				if let Some(event) = events.find_first::<runtime::tasks::events::UnitFinalized>() {
 					metrics.earnings.inc_by(event.paid as u64);
 					tracing::info!(job = job_id, unit = index, paid_tst = event.paid as f64 / UNIT as f64, "unit finalized and paid");
 				}
@@ -1332,5 +1354,243 @@ mod tests {
 		let error = deadline_admits(0.125, 81, 25, 3.0).unwrap_err().to_string();
 		assert!(error.contains("segment of 81 steps") && error.contains("it would time out"), "{error}");
 		assert!(deadline_admits(0.001, 1, SECRET_MARGIN_BLOCKS, 3.0).is_err(), "a timeout the proof's margin uses up admits nothing");
+	}
+
+	/// The solver's passes against a scripted chain ([`crate::scripted`]): what a pass hands
+	/// over, read from the chain it is shown, with real training, a real store and a real
+	/// (loopback) libp2p node underneath.
+	mod passes {
+		use super::*;
+		use crate::scripted::{ScriptedChain, Sent};
+		use touchstone_primitives::{JobStatus, UnitScope};
+
+		/// A solver (`//Bob`) on a scripted chain, working in a fresh folder `name`.
+		async fn scripted_solver(name: &str) -> (ScriptedChain, Solver<ScriptedChain>) {
+			#[derive(clap::Parser)]
+			struct Cli {
+				#[command(flatten)]
+				solve: SolveArgs,
+			}
+			let dir = std::env::temp_dir().join(format!("touchstone-solver-{name}-{}", std::process::id()));
+			let _ = std::fs::remove_dir_all(&dir);
+			let store = Store::open(&dir.join("store")).unwrap();
+			let cli: Cli = clap::Parser::try_parse_from(["solve", "--key", "//Bob", "--no-mdns"]).unwrap();
+			let network_args =
+				NetworkArgs { p2p_listen: Some("/ip4/127.0.0.1/tcp/0".parse().unwrap()), no_mdns: true, ..NetworkArgs::default() };
+			let network = Network::start(&network_args, store.clone(), &dir).await.unwrap();
+			let me = cli.solve.key.keypair().unwrap().public_key().to_account_id();
+			let inputs = Inputs { store, network, units_dir: dir.join("units"), me, datasets: Default::default() };
+			let detected = hardware::detect(None, "local").unwrap();
+			let chain = ScriptedChain::default();
+			chain.script(|at| {
+				at.number = 100;
+				at.challenge_window = 10;
+				at.block_seconds = 6.0;
+			});
+			let solver = Solver::on(chain.clone(), inputs, &dir, cli.solve, detected, Arc::default()).unwrap();
+			(chain, solver)
+		}
+
+		/// The digits job of `steps` steps in ranges of `per_unit`, checkpointed every
+		/// `checkpoint_interval` steps, its dataset in the solver's store.
+		fn digits_job(solver: &Solver<ScriptedChain>, steps: u32, per_unit: u32, checkpoint_interval: u32) -> Job {
+			let mut file = crate::jobfile::digits_example();
+			file.train.steps = steps;
+			file.train.checkpoint_interval = checkpoint_interval;
+			file.units.steps_per_unit = Some(per_unit);
+			let prepared = crate::jobfile::prepare(&file, std::path::Path::new("."), &solver.inputs.store).unwrap();
+			Job {
+				owner: AccountId::from([9; 32]),
+				spec: prepared.spec,
+				status: JobStatus::Active,
+				units: steps.div_ceil(per_unit),
+				units_final: 0,
+				escrow: 0,
+				deposit: 0,
+				submitted_at: 1,
+				result: None,
+				removable_at: None,
+				tolerance: Default::default(),
+			}
+		}
+
+		/// Range `index` of `job`, in `state`, held by `solver`.
+		fn unit_of(job: &Job, index: UnitIndex, state: UnitState, solver: Option<&AccountId>, accepted: bool) -> WorkUnit {
+			let touchstone_primitives::Decomposition::StepRanges { steps_per_unit } = job.spec.decomposition else {
+				panic!("a step-range job")
+			};
+			WorkUnit {
+				scope: UnitScope::Steps { first_step: index * steps_per_unit, steps: steps_per_unit },
+				start_state_root: (index == 0).then_some(job.spec.initial_state_root),
+				solver: solver.cloned(),
+				accepted,
+				..range(state, None, false, None)
+			}
+		}
+
+		fn sent(key: &str, call: &str) -> Sent {
+			Sent { key: key.to_owned(), call: call.to_owned() }
+		}
+
+		/// While a unit trains on its thread, a pass still declines an offer it cannot train
+		/// now, finalizes a unit whose window has passed, and commits the checkpoints the
+		/// thread writes: no duty waits for the training.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn a_pass_does_every_duty_while_a_unit_trains() {
+			let (chain, mut solver) = scripted_solver("duties").await;
+			let me = solver.me.clone();
+			// 100,000 steps: far more than the passes below take.
+			let long = digits_job(&solver, 100_000, 100_000, 1_000);
+			let short = digits_job(&solver, 1_000, 250, 50);
+			chain.script(|at| {
+				at.jobs.insert(0, long.clone());
+				at.units.insert((0, 0), unit_of(&long, 0, UnitState::Assigned, Some(&me), true));
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(solver.training.as_ref().map(|training| training.key), Some((0, 0)), "the accepted unit trains");
+
+			chain.script(|at| {
+				at.jobs.insert(1, short.clone());
+				at.units.insert((1, 0), unit_of(&short, 0, UnitState::Assigned, Some(&me), false));
+				at.jobs.insert(2, short.clone());
+				let mut proven = unit_of(&short, 0, UnitState::Proven, Some(&me), true);
+				proven.proven_at = Some(at.number - at.challenge_window);
+				at.units.insert((2, 0), proven);
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			let duties: Vec<Sent> = chain.take_sent().into_iter().filter(|sent| !sent.key.contains("checkpoint")).collect();
+			assert_eq!(
+				duties,
+				[sent("unit 1 0 declined", "Tasks.decline_unit"), sent("unit 2 0 finalize", "Tasks.finalize_unit")],
+				"the offer is declined (the device trains another unit) and the proven unit finalized"
+			);
+			assert_eq!(solver.training.as_ref().map(|training| training.key), Some((0, 0)), "training goes on");
+
+			// The thread's first checkpoint, within two minutes however slow the machine.
+			let mut checkpoints = solver.training.as_ref().unwrap().checkpoints.clone();
+			let written = tokio::time::timeout(std::time::Duration::from_secs(120), checkpoints.wait_for(Option::is_some)).await;
+			let step = written.expect("a checkpoint within two minutes").unwrap().unwrap().step;
+			chain.script(|at| at.number += 1);
+			solver.pass(&chain.at()).await.unwrap();
+			let committed: Vec<Sent> = chain.take_sent().into_iter().filter(|sent| sent.call == "Tasks.commit_checkpoint").collect();
+			assert!(!committed.is_empty() && committed[0].key.starts_with("unit 0 0 checkpoint "), "{committed:?}");
+			let committed_step: u32 = committed.last().unwrap().key.rsplit(' ').next().unwrap().parse().unwrap();
+			assert!(committed_step >= step && committed_step % 1_000 == 0, "the newest checkpoint, at a checkpoint step: {committed_step}");
+			solver.stop_training().await;
+		}
+
+		/// An idle solver claims a pool unit it can train; while the claim is on its way the
+		/// device is spoken for (an offer is declined, the pool left alone), and once the
+		/// claim lands the unit trains.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn a_claim_on_its_way_speaks_for_the_device() {
+			let (chain, mut solver) = scripted_solver("claim").await;
+			let me = solver.me.clone();
+			let job = digits_job(&solver, 1_000, 250, 50);
+			chain.script(|at| {
+				at.jobs.insert(3, job.clone());
+				at.units.insert((3, 0), unit_of(&job, 0, UnitState::Pending, None, false));
+				at.pool = vec![(3, 0)];
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 3 0 claimed", "Tasks.claim_unit")]);
+
+			chain.script(|at| {
+				at.jobs.insert(4, job.clone());
+				at.units.insert((4, 0), unit_of(&job, 0, UnitState::Assigned, Some(&me), false));
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 4 0 declined", "Tasks.decline_unit")], "the claim holds the device");
+			assert!(solver.training.is_none());
+
+			chain.land_all();
+			chain.script(|at| {
+				at.number += 1;
+				at.pool.clear();
+				at.units.remove(&(4, 0));
+				at.units.insert((3, 0), unit_of(&job, 0, UnitState::Assigned, Some(&me), true));
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(solver.training.as_ref().map(|training| training.key), Some((3, 0)), "the claimed unit trains");
+			solver.stop_training().await;
+		}
+
+		/// A claim the chain refused (another solver got there first) no longer holds the
+		/// device: the next offer is weighed, accepted and trained.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn a_refused_claim_frees_the_device_for_the_next_offer() {
+			let (chain, mut solver) = scripted_solver("refused-claim").await;
+			let me = solver.me.clone();
+			let job = digits_job(&solver, 1_000, 250, 50);
+			chain.refuse("Tasks.claim_unit");
+			chain.script(|at| {
+				at.jobs.insert(7, job.clone());
+				at.units.insert((7, 0), unit_of(&job, 0, UnitState::Pending, None, false));
+				at.pool = vec![(7, 0)];
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 7 0 claimed", "Tasks.claim_unit")]);
+			chain.land_all();
+			chain.script(|at| {
+				at.number += 1;
+				at.pool.clear();
+				at.units.insert((7, 0), unit_of(&job, 0, UnitState::Assigned, Some(&AccountId::from([2; 32])), true));
+				at.jobs.insert(8, job.clone());
+				at.units.insert((8, 0), unit_of(&job, 0, UnitState::Assigned, Some(&me), false));
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 8 0 accepted", "Tasks.accept_unit")]);
+			assert_eq!(solver.training.as_ref().map(|training| training.key), Some((8, 0)), "the offer trains at once");
+			solver.stop_training().await;
+		}
+
+		/// A solver short of fees takes no new work: an offer is declined and the pool left.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn a_solver_short_of_fees_takes_no_new_work() {
+			let (chain, mut solver) = scripted_solver("low-funds").await;
+			let me = solver.me.clone();
+			let job = digits_job(&solver, 1_000, 250, 50);
+			solver.low_funds.store(true, std::sync::atomic::Ordering::Relaxed);
+			chain.script(|at| {
+				at.jobs.insert(5, job.clone());
+				at.units.insert((5, 0), unit_of(&job, 0, UnitState::Pending, None, false));
+				at.units.insert((5, 1), unit_of(&job, 1, UnitState::Assigned, Some(&me), false));
+				at.pool = vec![(5, 0)];
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 5 1 declined", "Tasks.decline_unit")]);
+			assert!(solver.training.is_none());
+		}
+
+		/// A proven range is finalized once its challenge window has passed and the range
+		/// before it is final, and not before: the chain would refuse it, for a fee.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn a_proven_range_is_finalized_after_its_window_and_its_predecessor() {
+			let (chain, mut solver) = scripted_solver("finalize").await;
+			let me = solver.me.clone();
+			let job = digits_job(&solver, 1_000, 250, 50);
+			chain.script(|at| {
+				at.jobs.insert(6, job.clone());
+				for index in 0..2 {
+					let mut proven = unit_of(&job, index, UnitState::Proven, Some(&me), true);
+					proven.proven_at = Some(at.number - 5);
+					at.units.insert((6, index), proven);
+				}
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [], "inside the window");
+			chain.script(|at| at.number += 5);
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 6 0 finalize", "Tasks.finalize_unit")], "range 1 waits for range 0");
+			chain.land_all();
+			chain.script(|at| {
+				at.number += 1;
+				if let Some(unit) = at.units.get_mut(&(6, 0)) {
+					unit.state = UnitState::Finalized;
+				}
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 6 1 finalize", "Tasks.finalize_unit")]);
+		}
 	}
 }

@@ -17,6 +17,7 @@ use touchstone_primitives::referee::kernel_model;
 use touchstone_primitives::{JobId, JobStatus, UnitState};
 
 use crate::chain::{runtime, Chain, ChainAccess};
+use crate::state::ChainState;
 use crate::jobfile::UNIT;
 use crate::store::{holds_state, Store};
 use crate::{dataset, jobfile, keys, p2p, train};
@@ -171,10 +172,10 @@ async fn wait_for_job(chain: &Chain, network: &p2p::Network, job_id: JobId) -> R
 		}
 		let views = [("best", best.at().await?), ("finalized", chain.at().await?)];
 		for (index, (view, at)) in views.iter().enumerate() {
-			let job = chain.job(at, job_id).await?.context("the job disappeared")?;
+			let job = at.job(job_id).await?.context("the job disappeared")?;
 			let mut states = Vec::new();
 			for index in 0..job.units {
-				states.push(chain.unit(at, job_id, index).await?.map_or("gone".to_string(), |unit| format!("{:?}", unit.state)));
+				states.push(at.unit(job_id, index).await?.map_or("gone".to_string(), |unit| format!("{:?}", unit.state)));
 			}
 			let line = format!("job {job_id}: {:?}, units {}", job.status, states.join(" "));
 			if line != last[index] {
@@ -211,7 +212,7 @@ pub async fn status(access: &ChainAccess, job: Option<JobId>) -> Result<()> {
 		println!("no jobs yet");
 	}
 	for job_id in jobs {
-		let Some(job) = chain.job(&at, job_id).await? else {
+		let Some(job) = at.job(job_id).await? else {
 			println!("job {job_id}: not found (never submitted, or its records were removed)");
 			continue;
 		};
@@ -224,7 +225,7 @@ pub async fn status(access: &ChainAccess, job: Option<JobId>) -> Result<()> {
 			job.escrow as f64 / UNIT as f64
 		);
 		for index in 0..job.units {
-			let Some(unit) = chain.unit(&at, job_id, index).await? else { continue };
+			let Some(unit) = at.unit(job_id, index).await? else { continue };
 			let solver = unit.solver.as_ref().map_or("-".to_string(), |solver| solver.to_string());
 			let progress = match (unit.state, unit.last_checkpoint) {
 				(UnitState::Assigned, Some(checkpoint)) => format!(" at step {}", checkpoint.step),
@@ -254,7 +255,7 @@ pub async fn fetch(
 ) -> Result<()> {
 	let chain = Chain::open(access).await?;
 	let at = chain.at().await?;
-	let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
+	let job = at.job(job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 	let result = job.result.with_context(|| format!("job {job_id} has no result yet ({:?}, {} of {} units final)", job.status, job.units_final, job.units))?;
 	if let touchstone_primitives::Decomposition::DataShards { .. } = job.spec.decomposition {
 		bail!(
@@ -272,7 +273,7 @@ pub async fn fetch(
 		let network = p2p::Network::start(network, store.clone(), data_dir).await?;
 		// The solvers that trained the job hold its model: connect to the endpoints they
 		// advertise on-chain (peers given with --peer and found by mDNS are asked too).
-		for endpoint in chain.job_endpoints(&at, job_id, job.units, None, 8).await? {
+		for endpoint in at.job_endpoints(job_id, job.units, None, 8).await? {
 			match endpoint.parse() {
 				Ok(address) => network.dial(address),
 				Err(error) => tracing::debug!(%endpoint, "not a multiaddr: {error}"),
@@ -296,7 +297,7 @@ pub async fn evaluate(access: &ChainAccess, args: EvaluateArgs) -> Result<()> {
 		(None, Some(job_id)) => {
 			let chain = Chain::open(access).await?;
 			let at = chain.at().await?;
-			let job = chain.job(&at, job_id).await?.with_context(|| format!("job {job_id} not found"))?;
+			let job = at.job(job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 			(kernel_model(&job.spec.model), None)
 		},
 		(None, None) => bail!("pass --job N or --example digits"),

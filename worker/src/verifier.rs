@@ -36,6 +36,7 @@ use touchstone_kernels::referee::UnitBoundaries;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
 use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, Settled};
+use crate::state::{ChainState, Transactions};
 use crate::dispute::{Dispute, Party};
 use crate::hardware::{self, Detected};
 use crate::inputs::Inputs;
@@ -282,7 +283,7 @@ impl Verifier {
 			.context("asking the chain for this verifier's rounds")?;
 		let mut due = Vec::new();
 		for (job, unit) in rounds {
-			let Some(round) = self.chain.round(&at, job, unit).await? else { continue };
+			let Some(round) = at.round(job, unit).await? else { continue };
 			let Some(drawn) = &round.drawn else { continue };
 			let Some(mine) = round.attestations.iter().find(|a| a.verifier == self.me) else { continue };
 			// A verifier of a tolerance round may be drawn again into its escalation: that
@@ -328,7 +329,7 @@ impl Verifier {
 		let (verdict, salt) = self.saved_verdict(job_id, index, round_id)?;
 		let commitment = digest_bytes(&(&verdict, &salt, &self.me).encode());
 		let call = runtime::transactions().verification().commit(job_id, index, subxt::utils::H256(commitment));
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(_) => {
 				crate::metrics::get().round("committed");
 				tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: committed");
@@ -396,7 +397,7 @@ impl Verifier {
 	fn reveal(&mut self, now: u32, job_id: JobId, index: UnitIndex, round_id: RoundId) -> Result<()> {
 		let (verdict, salt) = self.saved_verdict(job_id, index, round_id)?;
 		let call = runtime::transactions().verification().reveal(job_id, index, subxt::utils::Static(verdict.clone()), salt);
-		let done = move |outcome: Result<crate::chain::Events>| match outcome {
+		let done = move |outcome: Result<crate::state::Included>| match outcome {
 			Ok(_) => {
 				crate::metrics::get().reveals.with_label_values(&["verdict"]).inc();
 				tracing::info!(job = job_id, unit = index, verdict = verdict_name(&verdict), "verification: revealed");
@@ -719,13 +720,13 @@ impl Verifier {
 	/// The work of re-executing the unit, which must still stand on the proof with
 	/// `trace_root`, with its inputs fetched and checked.
 	async fn standing_work(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<UnitWork> {
-		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
-		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
+		let job = at.job(job_id).await?.context("the job is gone")?;
+		let unit = at.unit(job_id, index).await?.context("the unit is gone")?;
 		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
 			bail!("the unit no longer stands on the proof with trace root {}", hex(trace_root));
 		}
-		self.inputs.connect(&self.chain, at, job_id, &job).await?;
-		self.inputs.fetch(&self.chain, at, job_id, index, &job, &unit).await?;
+		self.inputs.connect(at, job_id, &job).await?;
+		self.inputs.fetch(at, job_id, index, &job, &unit).await?;
 		self.inputs.prepare(job_id, index, &job, &unit, &self.detected)
 	}
 
@@ -748,13 +749,13 @@ impl Verifier {
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		let at = self.best.at().await?;
-		let unit = self.chain.unit(&at, job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
-		let job = self.chain.job(&at, job_id).await?.with_context(|| format!("no job {job_id}"))?;
+		let unit = at.unit(job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
+		let job = at.job(job_id).await?.with_context(|| format!("no job {job_id}"))?;
 		if job.spec.verification != VerificationMode::Exact {
 			bail!("job {job_id} is verified in tolerance mode: its proofs are judged by distance, by its drawn verifiers and their escalation committees, not by a dispute");
 		}
 		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to challenge")?;
-		let mine = crate::dispute::unit_disputes(&at, job_id, index).await?.into_iter().find(|(_, d)| d.challenger == self.me);
+		let mine = at.unit_disputes(job_id, index).await?.into_iter().find(|(_, d)| d.challenger == self.me);
 		let id = match mine {
 			// A restart goes on with the dispute it opened.
 			Some((id, _)) => id,
@@ -776,8 +777,8 @@ impl Verifier {
 		println!("dispute {id} open; answering every round until it ends");
 		while !self.stop.load(Ordering::Relaxed) {
 			let at = self.best.at().await?;
-			if at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await?.is_none() {
-				let after = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
+			if at.dispute(id).await?.is_none() {
+				let after = at.unit(job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
 				if after == Some(theirs) {
 					println!("dispute {id} ended and the proof stands: the challenge lost");
 				} else {
@@ -801,7 +802,7 @@ impl Verifier {
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		let at = self.best.at().await?;
-		let unit = self.chain.unit(&at, job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
+		let unit = at.unit(job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
 		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to request a chunk of")?;
 		let call = runtime::transactions().disputes().request_chunk(job_id, index, step, chunk);
 		let events = self.chain.send(&call, &self.signer).await.context("requesting the chunk")?;
@@ -813,8 +814,8 @@ impl Verifier {
 		println!("chunk {chunk} of the state before step {step} requested (dispute {id}); the solver must post it by block {}", requested.deadline);
 		while !self.stop.load(Ordering::Relaxed) {
 			let at = self.best.at().await?;
-			if at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await?.is_none() {
-				let proof = self.chain.unit(&at, job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
+			if at.dispute(id).await?.is_none() {
+				let proof = at.unit(job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
 				match proof {
 					Some(root) if root == theirs => println!("the solver posted the chunk: the proof stands"),
 					_ => println!("the solver posted nothing in time: its proof is overturned"),
@@ -876,7 +877,7 @@ impl Verifier {
 		let now = at.block_number() as u32;
 		checked.retain(|_, seen| now < seen.saturating_add(window));
 		for key @ (job_id, index, theirs) in std::mem::take(failed) {
-			let still_open = self.chain.unit(&at, job_id, index).await?.is_some_and(|unit| {
+			let still_open = at.unit(job_id, index).await?.is_some_and(|unit| {
 				unit.state == UnitState::Proven &&
 					unit.proof.map(|proof| proof.trace_root.0) == Some(theirs) &&
 					unit.proven_at.is_some_and(|proven| now < proven.saturating_add(window))
@@ -958,7 +959,7 @@ impl Verifier {
 			}
 		}
 		for (job_id, index) in units {
-			let (Some(job), Some(unit)) = (self.chain.job(at, job_id).await?, self.chain.unit(at, job_id, index).await?) else {
+			let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) else {
 				continue;
 			};
 			let proof_root = unit.proof.as_ref().map(|proof| proof.trace_root.0);
@@ -987,8 +988,8 @@ impl Verifier {
 
 	/// This node's own run of unit `index` of `job_id` (its folder, whatever it holds).
 	async fn own_run(&self, at: &AtBlock, job_id: JobId, index: UnitIndex) -> Result<UnitWork> {
-		let job = self.chain.job(at, job_id).await?.context("the job is gone")?;
-		let unit = self.chain.unit(at, job_id, index).await?.context("the unit is gone")?;
+		let job = at.job(job_id).await?.context("the job is gone")?;
+		let unit = at.unit(job_id, index).await?.context("the unit is gone")?;
 		self.inputs.prepare(job_id, index, &job, &unit, &self.detected)
 	}
 
@@ -996,7 +997,7 @@ impl Verifier {
 	/// overturned proof's lie with ([`Self::against`]).
 	async fn summoner_run(&self, at: &AtBlock, dispute: &Dispute) -> Result<UnitWork> {
 		let overturned = dispute.summons.context("not a summons")?;
-		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
+		let proof = at.overturned(overturned).await?.context("the overturned proof is forgotten")?;
 		self.against((dispute.job, dispute.unit), self.own_run(at, dispute.job, dispute.unit).await?, Some(&proof.trace.root))
 	}
 
@@ -1008,7 +1009,7 @@ impl Verifier {
 	async fn summons_work(&self, at: &AtBlock, dispute: &Dispute) -> Result<UnitWork> {
 		let overturned = dispute.summons.context("not a summons")?;
 		let segment = dispute.segment.context("the summons names no segment")?;
-		let proof = crate::dispute::overturned(at, overturned).await?.context("the overturned proof is forgotten")?;
+		let proof = at.overturned(overturned).await?.context("the overturned proof is forgotten")?;
 		let work = self.own_run(at, dispute.job, dispute.unit).await?;
 		let manifest = self.trace_manifest(dispute.job, &work, &proof.trace.root).await?;
 		let start = work.segments().range(segment).with_context(|| format!("the unit has no segment {segment}"))?.start;
@@ -1096,8 +1097,8 @@ impl Verifier {
 				};
 				let mut mine_open = false;
 				for id in ids {
-					if let Some(value) = at.storage().try_fetch(runtime::storage().disputes().disputes(), (id,)).await? {
-						mine_open |= decode::<Dispute>(value.bytes())?.challenger == self.me;
+					if let Some(dispute) = at.dispute(id).await? {
+						mine_open |= dispute.challenger == self.me;
 					}
 				}
 				if mine_open {
