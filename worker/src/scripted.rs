@@ -26,6 +26,8 @@ pub struct Script {
 	pub rounds: BTreeMap<(JobId, UnitIndex), Round>,
 	pub secrets: BTreeMap<(JobId, UnitIndex), SecretCommitment>,
 	pub pool: Vec<(JobId, UnitIndex)>,
+	/// The segments every verifier drawn for a unit's proof re-executes.
+	pub samples: BTreeMap<(JobId, UnitIndex), Vec<u32>>,
 	pub disputes: BTreeMap<u64, Dispute>,
 	pub unit_disputes: BTreeMap<(JobId, UnitIndex), Vec<u64>>,
 }
@@ -165,6 +167,15 @@ impl ChainState for Script {
 		Ok(None)
 	}
 
+	async fn rounds_of(&self, verifier: &AccountId) -> Result<Vec<(JobId, UnitIndex)>> {
+		Ok(self.rounds.iter().filter(|(_, round)| drawn(round, verifier)).map(|(key, _)| *key).collect())
+	}
+
+	async fn samples(&self, job: JobId, index: UnitIndex, verifier: &AccountId) -> Result<Option<Vec<u32>>> {
+		let drawn = self.rounds.get(&(job, index)).is_some_and(|round| drawn(round, verifier));
+		Ok(drawn.then(|| self.samples.get(&(job, index)).cloned().unwrap_or_default()))
+	}
+
 	async fn dispute(&self, id: u64) -> Result<Option<Dispute>> {
 		Ok(self.disputes.get(&id).cloned())
 	}
@@ -176,6 +187,11 @@ impl ChainState for Script {
 	async fn overturned(&self, _id: u64) -> Result<Option<OverturnedProof>> {
 		bail!("the scripted chain keeps no overturned proofs")
 	}
+}
+
+/// Whether `verifier` is drawn for `round`.
+fn drawn(round: &Round, verifier: &AccountId) -> bool {
+	round.attestations.iter().any(|attestation| attestation.verifier == *verifier)
 }
 
 /// Whether the chain lists `unit` under its solver (`tasks.SolverUnits`): from its

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use polkadot_sdk::sp_runtime::Perbill;
 use subxt_signer::sr25519::Keypair;
 use touchstone_primitives::{JobId, UnitIndex};
@@ -40,6 +40,12 @@ pub trait ChainState: Sync {
 	fn pool(&self) -> impl Future<Output = Result<Vec<(JobId, UnitIndex)>>> + Send;
 	/// The endpoint (a multiaddr) where `node`'s worker accepts peers, if it advertises one.
 	fn endpoint(&self, node: &AccountId) -> impl Future<Output = Result<Option<String>>> + Send;
+	/// The rounds `verifier` is drawn for (the runtime reads its own keys, so a light client
+	/// asks for a few keys, not every round).
+	fn rounds_of(&self, verifier: &AccountId) -> impl Future<Output = Result<Vec<(JobId, UnitIndex)>>> + Send;
+	/// The segments `verifier` re-executes of unit `index` of `job`, if it is drawn for its
+	/// proof.
+	fn samples(&self, job: JobId, index: UnitIndex, verifier: &AccountId) -> impl Future<Output = Result<Option<Vec<u32>>>> + Send;
 	/// A dispute, while it is open.
 	fn dispute(&self, id: u64) -> impl Future<Output = Result<Option<Dispute>>> + Send;
 	/// The ids of the disputes over unit `index` of `job`.
@@ -183,6 +189,16 @@ impl ChainState for AtBlock {
 	async fn endpoint(&self, node: &AccountId) -> Result<Option<String>> {
 		let value = self.storage().try_fetch(runtime::storage().staking().endpoints(), (node.clone(),)).await?;
 		Ok(value.map(|value| value.decode()).transpose()?.map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned()))
+	}
+
+	async fn rounds_of(&self, verifier: &AccountId) -> Result<Vec<(JobId, UnitIndex)>> {
+		let call = runtime::runtime_apis().verification_api().rounds_of(verifier.clone());
+		self.runtime_apis().call(call).await.context("asking the chain for this verifier's rounds")
+	}
+
+	async fn samples(&self, job: JobId, index: UnitIndex, verifier: &AccountId) -> Result<Option<Vec<u32>>> {
+		let call = runtime::runtime_apis().verification_api().samples(job, index, verifier.clone());
+		self.runtime_apis().call(call).await.context("asking the chain for this verifier's samples")
 	}
 
 	async fn dispute(&self, id: u64) -> Result<Option<Dispute>> {

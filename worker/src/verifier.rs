@@ -130,9 +130,8 @@ fn parse_chunk_request(text: &str) -> std::result::Result<(u32, u32), String> {
 /// A running verifier. A copy re-executes a round's samples in the background
 /// ([`Verifier::start_verdict`]) while the original's passes go on.
 #[derive(Clone)]
-pub struct Verifier {
-	chain: Chain,
-	best: BestBlocks,
+pub struct Verifier<C = Chain> {
+	chain: C,
 	signer: Keypair,
 	me: AccountId,
 	inputs: Inputs,
@@ -158,6 +157,7 @@ pub struct Verifier {
 /// has checked (each once, by unit and trace root).
 struct Watcher {
 	checker: Verifier,
+	best: BestBlocks,
 	/// The proofs checked, with the block each was first read at. Forgotten a challenge
 	/// window after it, when the proof is no longer open: a watcher that runs for months
 	/// keeps only the proofs of the last window. (A window opened again after a failed
@@ -173,11 +173,11 @@ struct Watcher {
 
 impl crate::chain::EveryBlock for Watcher {
 	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
-		self.checker.watch_pass(&mut self.checked, &mut self.failed, &mut self.proofs_from)
+		self.checker.watch_pass(&mut self.best, &mut self.checked, &mut self.failed, &mut self.proofs_from)
 	}
 
 	fn best_blocks(&mut self) -> &mut BestBlocks {
-		&mut self.checker.best
+		&mut self.best
 	}
 
 	fn account(&self) -> &AccountId {
@@ -188,9 +188,15 @@ impl crate::chain::EveryBlock for Watcher {
 /// A round this verifier is drawn for: the unit and the round.
 type RoundKey = (JobId, UnitIndex, RoundId);
 
-impl crate::chain::EveryBlock for Verifier {
+/// A verifier following the best blocks: one pass at each ([`crate::chain::run_every_block`]).
+struct Drawn {
+	verifier: Verifier,
+	best: BestBlocks,
+}
+
+impl crate::chain::EveryBlock for Drawn {
 	fn pass(&mut self) -> impl std::future::Future<Output = Result<()>> {
-		self.tick()
+		self.verifier.tick(&mut self.best)
 	}
 
 	fn best_blocks(&mut self) -> &mut BestBlocks {
@@ -198,13 +204,13 @@ impl crate::chain::EveryBlock for Verifier {
 	}
 
 	fn account(&self) -> &AccountId {
-		&self.me
+		&self.verifier.me
 	}
 }
 
-impl Verifier {
-	/// Detects the hardware and prepares a verifier; nothing is sent yet.
-	pub fn new(chain: Chain, network: Network, store: Store, data_dir: PathBuf, args: VerifyArgs, stop: Arc<AtomicBool>) -> Result<Self> {
+impl<C: Transactions> Verifier<C> {
+	/// Detects the hardware and prepares a verifier on `chain`; nothing is sent yet.
+	pub fn new(chain: C, network: Network, store: Store, data_dir: PathBuf, args: VerifyArgs, stop: Arc<AtomicBool>) -> Result<Self> {
 		let replay = Arc::new(ReplayDevice::new(args.backend)?);
 		if let Some(address) = args.metrics {
 			crate::metrics::serve(address);
@@ -227,7 +233,6 @@ impl Verifier {
 			verdicts_dir.join("summons"),
 		]);
 		Ok(Self {
-			best: chain.follow_best(),
 			chain,
 			signer,
 			me,
@@ -244,15 +249,19 @@ impl Verifier {
 		})
 	}
 
+}
+
+impl Verifier {
 	/// Runs until `stop` is set.
-	pub async fn run(mut self) -> Result<()> {
+	pub async fn run(self) -> Result<()> {
 		tracing::info!(account = %self.me, "verifier starting");
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Verifier, self.args.bond, profile, 0).await?;
 		self.heartbeat.sent();
 		// A re-execution stops at the step it is in; committed verdicts stay on disk.
 		let stop = self.stop.clone();
-		crate::chain::run_every_block(&mut self, &stop).await?;
+		let best = self.chain.follow_best();
+		crate::chain::run_every_block(&mut Drawn { verifier: self, best }, &stop).await?;
 		tracing::info!("verifier stopped");
 		Ok(())
 	}
@@ -261,8 +270,8 @@ impl Verifier {
 	/// every commit and reveal due in the rounds it was drawn for. Both in every pass: a
 	/// dispute can outlast a commit period, and a verifier busy with one must not miss
 	/// its next round.
-	async fn tick(&mut self) -> Result<()> {
-		let at = self.best.at().await?;
+	async fn tick(&mut self, best: &mut BestBlocks) -> Result<()> {
+		let at = best.at().await?;
 		self.heartbeat.send_if_due(&self.chain, at.block_number(), &self.signer);
 		self.sweeps.sweep_if_due(&self.chain, at.block_number(), &self.inputs.store).await;
 		if let Err(error) = self.play_disputes(&at).await {
@@ -272,15 +281,19 @@ impl Verifier {
 			tracing::warn!("summons: {error:#}");
 		}
 		// Moves wait for their blocks: the rounds are read at the newest one.
-		let at = self.best.at().await?;
-		let now = at.block_number() as u32;
+		self.rounds_pass(&best.at().await?).await
+	}
+}
+
+impl<C: Transactions> Verifier<C> {
+	/// The commits and reveals due in the rounds this verifier is drawn for, at `at`: a
+	/// verdict not yet worked out is started in the background, and committed as soon as it
+	/// is saved.
+	async fn rounds_pass<A: ChainState + Clone + Send + 'static>(&mut self, at: &A) -> Result<()> {
+		let now = at.number();
 		// This verifier's own rounds, by its own keys: a light client asks for those few,
 		// not for every round.
-		let rounds = at
-			.runtime_apis()
-			.call(runtime::runtime_apis().verification_api().rounds_of(self.me.clone()))
-			.await
-			.context("asking the chain for this verifier's rounds")?;
+		let rounds = at.rounds_of(&self.me).await?;
 		let mut due = Vec::new();
 		for (job, unit) in rounds {
 			let Some(round) = at.round(job, unit).await? else { continue };
@@ -299,7 +312,7 @@ impl Verifier {
 			}
 		}
 		for (job, unit, round_id, attested, reveal) in due {
-			let result = if reveal { self.reveal(now, job, unit, round_id) } else { self.commit(&at, job, unit, round_id, attested) };
+			let result = if reveal { self.reveal(now, job, unit, round_id) } else { self.commit(at, job, unit, round_id, attested) };
 			if let Err(error) = result {
 				tracing::warn!(job, unit, "verification: {error:#}");
 			}
@@ -310,7 +323,7 @@ impl Verifier {
 	/// Commits the verdict on the unit once it is worked out and saved; until then makes
 	/// sure it is being worked out in the background ([`Self::start_verdict`]), so a long
 	/// re-execution never holds up this verifier's other commits and reveals.
-	fn commit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
+	fn commit<A: ChainState + Clone + Send + 'static>(&mut self, at: &A, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) -> Result<()> {
 		// The background task working the verdict out commits it itself, the moment it is saved.
 		if self.checking.lock().map(|checking| checking.contains(&(job_id, index, round_id))).unwrap_or(false) {
 			return Ok(());
@@ -319,7 +332,7 @@ impl Verifier {
 			self.start_verdict(at, job_id, index, round_id, attested);
 			return Ok(());
 		}
-		self.send_commitment(at.block_number(), job_id, index, round_id)
+		self.send_commitment(at.number().into(), job_id, index, round_id)
 	}
 
 	/// Commits the verdict saved for the round, for a pass that read block `now`: handed
@@ -357,7 +370,7 @@ impl Verifier {
 	/// anything is committed (without the salt it cannot be revealed, and a torn file after
 	/// a crash would leave the reveal impossible). A failure is logged, and the next pass
 	/// starts it again.
-	fn start_verdict(&self, at: &AtBlock, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) {
+	fn start_verdict<A: ChainState + Clone + Send + 'static>(&self, at: &A, job_id: JobId, index: UnitIndex, round_id: RoundId, attested: Attested) {
 		let key = (job_id, index, round_id);
 		let Ok(mut checking) = self.checking.lock() else { return };
 		if !checking.insert(key) {
@@ -380,7 +393,7 @@ impl Verifier {
 				crate::store::write_atomically(&copy.verdict_path(job_id, index, round_id), &(verdict, salt).encode())?;
 				// At once, not at the next block's pass: a verdict finished late in the commit
 				// period may have a single block to spare.
-				copy.send_commitment(at.block_number(), job_id, index, round_id)
+				copy.send_commitment(at.number().into(), job_id, index, round_id)
 			}
 			.await;
 			if let Err(error) = outcome {
@@ -413,18 +426,13 @@ impl Verifier {
 	/// trace root is the solver's, else `Mismatch` with its own; by distance otherwise.
 	async fn verdict(
 		&mut self,
-		at: &AtBlock,
+		at: &impl ChainState,
 		job_id: JobId,
 		index: UnitIndex,
 		trace_root: &[u8; 32],
 		attested: Attested,
 	) -> Result<Verdict> {
-		let samples = at
-			.runtime_apis()
-			.call(runtime::runtime_apis().verification_api().samples(job_id, index, self.me.clone()))
-			.await
-			.context("asking the chain for this verifier's samples")?
-			.context("this verifier is not drawn for the unit's proof")?;
+		let samples = at.samples(job_id, index, &self.me).await?.context("this verifier is not drawn for the unit's proof")?;
 		let profiling = match attested {
 			Attested::ByMatch => None,
 			Attested::ByDistance { profiling } => Some(profiling),
@@ -465,7 +473,7 @@ impl Verifier {
 	/// rather than re-execute more. Log lines start with `role`.
 	async fn check_proof(
 		&mut self,
-		at: &AtBlock,
+		at: &impl ChainState,
 		(job_id, index): (JobId, UnitIndex),
 		trace_root: &[u8; 32],
 		samples: Samples<'_>,
@@ -513,7 +521,7 @@ impl Verifier {
 	/// duty.
 	async fn measure(
 		&mut self,
-		at: &AtBlock,
+		at: &impl ChainState,
 		(job_id, index): (JobId, UnitIndex),
 		trace_root: &[u8; 32],
 		samples: &[u32],
@@ -719,7 +727,7 @@ impl Verifier {
 
 	/// The work of re-executing the unit, which must still stand on the proof with
 	/// `trace_root`, with its inputs fetched and checked.
-	async fn standing_work(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<UnitWork> {
+	async fn standing_work(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, trace_root: &[u8; 32]) -> Result<UnitWork> {
 		let job = at.job(job_id).await?.context("the job is gone")?;
 		let unit = at.unit(job_id, index).await?.context("the unit is gone")?;
 		if !matches!(unit.state, UnitState::Proven | UnitState::Challenged) || unit.proof.map(|p| p.trace_root.0) != Some(*trace_root) {
@@ -742,13 +750,17 @@ impl Verifier {
 		Ok(result.proof.trace_root.0)
 	}
 
+}
+
+impl Verifier {
 	/// `challenge`: re-executes unit `index` of `job_id` and, if its standing proof does
 	/// not reproduce, disputes it and plays the dispute to its end. Returns once the
 	/// proof reproduces (nothing to dispute) or the dispute has ended.
 	pub async fn challenge(mut self, job_id: JobId, index: UnitIndex) -> Result<()> {
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
-		let at = self.best.at().await?;
+		let mut best = self.chain.follow_best();
+		let at = best.at().await?;
 		let unit = at.unit(job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
 		let job = at.job(job_id).await?.with_context(|| format!("no job {job_id}"))?;
 		if job.spec.verification != VerificationMode::Exact {
@@ -776,7 +788,7 @@ impl Verifier {
 		};
 		println!("dispute {id} open; answering every round until it ends");
 		while !self.stop.load(Ordering::Relaxed) {
-			let at = self.best.at().await?;
+			let at = best.at().await?;
 			if at.dispute(id).await?.is_none() {
 				let after = at.unit(job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
 				if after == Some(theirs) {
@@ -789,7 +801,7 @@ impl Verifier {
 			if let Err(error) = self.play_disputes(&at).await {
 				tracing::warn!("{error:#}");
 			}
-			self.best.next(Duration::from_secs(6)).await;
+			best.next(Duration::from_secs(6)).await;
 		}
 		println!("stopped with dispute {id} open: run the same command again to go on playing it");
 		Ok(())
@@ -801,7 +813,8 @@ impl Verifier {
 	pub async fn request_chunk(mut self, job_id: JobId, index: UnitIndex, (step, chunk): (u32, u32)) -> Result<()> {
 		let profile = self.detected.profile.clone();
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
-		let at = self.best.at().await?;
+		let mut best = self.chain.follow_best();
+		let at = best.at().await?;
 		let unit = at.unit(job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
 		let theirs = unit.proof.map(|proof| proof.trace_root.0).context("the unit has no proof to request a chunk of")?;
 		let call = runtime::transactions().disputes().request_chunk(job_id, index, step, chunk);
@@ -813,7 +826,7 @@ impl Verifier {
 		let id = requested.dispute;
 		println!("chunk {chunk} of the state before step {step} requested (dispute {id}); the solver must post it by block {}", requested.deadline);
 		while !self.stop.load(Ordering::Relaxed) {
-			let at = self.best.at().await?;
+			let at = best.at().await?;
 			if at.dispute(id).await?.is_none() {
 				let proof = at.unit(job_id, index).await?.and_then(|unit| unit.proof).map(|proof| proof.trace_root.0);
 				match proof {
@@ -825,7 +838,7 @@ impl Verifier {
 			if let Err(error) = self.play_disputes(&at).await {
 				tracing::warn!("{error:#}");
 			}
-			self.best.next(Duration::from_secs(6)).await;
+			best.next(Duration::from_secs(6)).await;
 		}
 		println!("stopped with request {id} open: run `challenge --job {job_id} --unit {index}` to end it once its deadline passes");
 		Ok(())
@@ -840,7 +853,8 @@ impl Verifier {
 		self.chain.ensure_registered(&self.signer, Role::Challenger, self.args.bond, profile, 0).await?;
 		tracing::info!(account = %self.me, "watch: checking every proof open to challenge");
 		let stop = self.stop.clone();
-		let mut watcher = Watcher { checker: self, checked: BTreeMap::new(), proofs_from: 0, failed: BTreeSet::new() };
+		let best = self.chain.follow_best();
+		let mut watcher = Watcher { checker: self, best, checked: BTreeMap::new(), proofs_from: 0, failed: BTreeSet::new() };
 		crate::chain::run_every_block(&mut watcher, &stop).await?;
 		tracing::info!("watcher stopped");
 		Ok(())
@@ -851,11 +865,12 @@ impl Verifier {
 	/// before while they stay open.
 	async fn watch_pass(
 		&mut self,
+		best: &mut BestBlocks,
 		checked: &mut BTreeMap<(JobId, UnitIndex, [u8; 32]), u32>,
 		failed: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>,
 		proofs_from: &mut u32,
 	) -> Result<()> {
-		let at = self.best.at().await?;
+		let at = best.at().await?;
 		self.sweeps.sweep_if_due(&self.chain, at.block_number(), &self.inputs.store).await;
 		if let Err(error) = self.play_disputes(&at).await {
 			tracing::warn!("dispute: {error:#}");
@@ -866,7 +881,7 @@ impl Verifier {
 		// Read before the best block: every block up to it is then an ancestor of that
 		// block, and no later pass needs to read it again.
 		let finalized = self.chain.at().await?.block_number() as u32;
-		let at = self.best.at().await?;
+		let at = best.at().await?;
 		let mut open = self.open_proofs(&at, *proofs_from).await?;
 		// A best block behind the finalized one (a follow starting over) has not shown
 		// the blocks between them yet.
@@ -1128,6 +1143,9 @@ impl Verifier {
 		Ok(())
 	}
 
+}
+
+impl<C: Transactions> Verifier<C> {
 	/// The file whose presence records that segment `sample` of the proof with `trace_root`
 	/// of unit `index` of `job_id` reproduced on this node (the checked set, kept across
 	/// restarts), named after its job first for the sweeps.
@@ -1224,4 +1242,91 @@ fn chain_distance(distance: &Distance) -> touchstone_primitives::Distance {
 		}
 	};
 	touchstone_primitives::Distance { l2: fixed(distance.l2), linf: fixed(distance.linf), cosine: fixed(distance.cosine) }
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	/// The verifier's passes against a scripted chain ([`crate::scripted`]).
+	mod passes {
+		use super::*;
+		use crate::scripted::{ScriptedChain, Sent};
+		use pallet_touchstone_verification::{Attestation, DrawnRound, SolverSecret};
+
+		/// A verifier (`//Charlie`) on `chain`, working in the folder `dir` (kept across
+		/// calls: a second call is the same node restarted).
+		async fn scripted_verifier(chain: &ScriptedChain, dir: &Path) -> Verifier<ScriptedChain> {
+			#[derive(clap::Parser)]
+			struct Cli {
+				#[command(flatten)]
+				verify: VerifyArgs,
+			}
+			let store = Store::open(&dir.join("store")).unwrap();
+			let cli: Cli = clap::Parser::try_parse_from(["verify", "--key", "//Charlie", "--no-mdns"]).unwrap();
+			let network_args =
+				NetworkArgs { p2p_listen: Some("/ip4/127.0.0.1/tcp/0".parse().unwrap()), no_mdns: true, ..NetworkArgs::default() };
+			let network = Network::start(&network_args, store.clone(), dir).await.unwrap();
+			Verifier::new(chain.clone(), network, store, dir.to_owned(), cli.verify, Arc::default()).unwrap()
+		}
+
+		/// A round of an exact-mode proof with `trace_root`, drawn with `verifiers`, its
+		/// commits open until block 110 and its reveals until 120.
+		fn round(trace_root: [u8; 32], verifiers: &[(AccountId, AttestationState)]) -> Round {
+			let attestations = verifiers.iter().map(|(verifier, state)| Attestation { verifier: verifier.clone(), state: state.clone() });
+			Round {
+				trace_root,
+				committed_at: 90,
+				drawn: Some(DrawnRound { seed: [3; 32], commit_ends: 110, reveal_ends: 120 }),
+				kind: RoundKind::Exact,
+				attestations: attestations.collect::<Vec<_>>().try_into().unwrap(),
+				concluded: false,
+				secret: SolverSecret::NotRequired,
+			}
+		}
+
+		/// A drawn verifier commits the verdict it saved while the commit period runs,
+		/// reveals it once the reveal period opens (restarted in between: the verdict and
+		/// salt come from its data directory), and sends nothing once the reveals are over;
+		/// each duty once while its transaction is on its way.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn a_drawn_verifier_commits_then_reveals_its_saved_verdict_across_a_restart() {
+			let dir = std::env::temp_dir().join(format!("touchstone-verifier-rounds-{}", std::process::id()));
+			let _ = std::fs::remove_dir_all(&dir);
+			let chain = ScriptedChain::default();
+			let mut verifier = scripted_verifier(&chain, &dir).await;
+			let me = verifier.me.clone();
+			let (trace_root, salt) = ([5; 32], [6; 32]);
+			let round_id = (trace_root, false);
+			crate::store::write_atomically(&verifier.verdict_path(0, 0, round_id), &(Verdict::Match, salt).encode()).unwrap();
+			chain.script(|at| {
+				at.number = 100;
+				at.rounds.insert((0, 0), round(trace_root, &[(me.clone(), AttestationState::Drawn)]));
+			});
+			let key = |duty: &str| format!("round 0 0 {} false {duty}", hex(&trace_root));
+			let sent = |duty: &str, call: &str| Sent { key: key(duty), call: call.to_owned() };
+			verifier.rounds_pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("commit", "Verification.commit")]);
+			chain.script(|at| at.number += 1);
+			verifier.rounds_pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [], "the commitment is on its way");
+
+			drop(verifier);
+			let mut verifier = scripted_verifier(&chain, &dir).await;
+			let commitment = digest_bytes(&(&Verdict::Match, &salt, &me).encode());
+			chain.land_all();
+			chain.script(|at| {
+				at.number = 110;
+				let committed = AttestationState::Committed(commitment.into());
+				at.rounds.insert((0, 0), round(trace_root, &[(me.clone(), committed)]));
+			});
+			verifier.rounds_pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("reveal", "Verification.reveal")], "revealed after the restart");
+
+			chain.land_all();
+			chain.script(|at| at.number = 120);
+			verifier.rounds_pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [], "the reveal period is over");
+		}
+	}
 }
