@@ -114,11 +114,12 @@ fn nvidia_smi(id: &str, field: &str) -> Option<String> {
 		.map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-/// libtorch's first CUDA device, when this machine has one. tch builds against
+/// libtorch's CUDA device `ordinal` (counted from 0 among those `CUDA_VISIBLE_DEVICES`
+/// shows), when this machine has it. tch builds against
 /// libtorch's CPU library, so libtorch's CUDA library is loaded first (found on the
 /// library path, or next to the libtorch the worker was built with) to register its
 /// kernels; then libtorch itself is asked. The name and memory come from `nvidia-smi`.
-pub fn torch_cuda() -> Option<Gpu> {
+pub fn torch_cuda(ordinal: usize) -> Option<Gpu> {
 	static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 	let loaded = *LOADED.get_or_init(|| {
 		let mut candidates = vec![std::path::PathBuf::from("libtorch_cuda.so")];
@@ -142,29 +143,29 @@ pub fn torch_cuda() -> Option<Gpu> {
 			}
 		})
 	});
-	if !loaded || !tch::Cuda::is_available() {
+	if !loaded || !tch::Cuda::is_available() || usize::try_from(tch::Cuda::device_count()).unwrap_or(0) <= ordinal {
 		return None;
 	}
-	// libtorch's device 0 is the first `CUDA_VISIBLE_DEVICES` names; nvidia-smi ignores
+	// libtorch's device n is the n-th that `CUDA_VISIBLE_DEVICES` names; nvidia-smi ignores
 	// that variable and counts every GPU, so it is asked for that one by name.
-	let id = first_visible_device(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+	let id = visible_device(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(), ordinal);
 	let query = nvidia_smi(&id, "name,memory.total");
 	let (name, memory_mib, nvidia_id) = match query.as_deref().and_then(|line| line.rsplit_once(',')) {
 		Some((name, memory)) => (name.trim().to_owned(), memory.trim().parse().ok(), Some(id)),
-		None => ("CUDA device 0".to_owned(), None, None),
+		None => (format!("CUDA device {ordinal}"), None, None),
 	};
 	Some(Gpu { name: format!("{name} (libtorch CUDA)"), memory_mib, nvidia_id })
 }
 
-/// The GPU (an index or a UUID, as nvidia-smi takes it) that CUDA numbers 0 under
-/// `CUDA_VISIBLE_DEVICES` = `visible`: its first entry, or GPU 0 when it is unset or empty.
-fn first_visible_device(visible: Option<&str>) -> String {
-	visible
-		.and_then(|list| list.split(',').next())
-		.map(str::trim)
-		.filter(|first| !first.is_empty())
-		.unwrap_or("0")
-		.to_owned()
+/// The GPU (an index or a UUID, as nvidia-smi takes it) that CUDA numbers `ordinal` under
+/// `CUDA_VISIBLE_DEVICES` = `visible`: its entry `ordinal`, or GPU `ordinal` when it is
+/// unset or empty.
+fn visible_device(visible: Option<&str>, ordinal: usize) -> String {
+	let listed = visible.map(|list| list.split(',').map(str::trim).filter(|entry| !entry.is_empty()).collect::<Vec<_>>());
+	match listed {
+		Some(entries) if !entries.is_empty() => entries.get(ordinal).map_or_else(|| ordinal.to_string(), |entry| (*entry).to_owned()),
+		_ => ordinal.to_string(),
+	}
 }
 
 /// Detects this machine: the device the chosen backend trains on, its memory, and a
@@ -230,12 +231,14 @@ mod tests {
 		assert!(refused.contains("MiB and 0 MiB are free on the device now"), "{refused}");
 	}
 
-	/// libtorch's first device is the first `CUDA_VISIBLE_DEVICES` names, by index or UUID.
+	/// libtorch's device n is the n-th `CUDA_VISIBLE_DEVICES` names, by index or UUID.
 	#[test]
-	fn the_gpu_queried_is_the_first_cuda_makes_visible() {
-		assert_eq!(first_visible_device(None), "0");
-		assert_eq!(first_visible_device(Some("")), "0");
-		assert_eq!(first_visible_device(Some("2,3")), "2");
-		assert_eq!(first_visible_device(Some(" GPU-8f3a,1")), "GPU-8f3a");
+	fn the_gpu_queried_is_the_one_cuda_makes_visible_under_that_number() {
+		assert_eq!(visible_device(None, 0), "0");
+		assert_eq!(visible_device(None, 1), "1");
+		assert_eq!(visible_device(Some(""), 0), "0");
+		assert_eq!(visible_device(Some("2,3"), 0), "2");
+		assert_eq!(visible_device(Some("2,3"), 1), "3");
+		assert_eq!(visible_device(Some(" GPU-8f3a,1"), 0), "GPU-8f3a");
 	}
 }

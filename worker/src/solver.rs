@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{anyhow, ensure, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use subxt::utils::Static;
 use subxt_signer::sr25519::Keypair;
@@ -28,7 +28,7 @@ use crate::jobfile::UNIT;
 use crate::metrics::Metrics;
 use crate::p2p::{Network, NetworkArgs};
 use crate::store::{Kind, Store};
-use crate::train::{self, run_unit_on, BackendKind, Progress, UnitWork};
+use crate::train::{self, run_unit_on, BackendKind, Device, Progress, UnitWork};
 
 /// Blocks a unit's deadline must leave when the solver commits its forced-error secret:
 /// what the chain requires (its randomness may take up to 17 blocks, the proof one or
@@ -71,6 +71,13 @@ pub struct SolveArgs {
 	/// The least this solver takes per unit, in TST: it is offered only units paying this much.
 	#[arg(long, default_value_t = 0.01)]
 	pub min_price: f64,
+	/// How many devices train at once, each its own unit, under this one account: the first
+	/// N GPUs the backend sees (for `tch`, the first N that `CUDA_VISIBLE_DEVICES` shows;
+	/// for `wgpu`, the first N adapters that pass the conformance self-test), or N trainers
+	/// on the CPU, which share its cores. The chain sees one solver with the first device's
+	/// profile.
+	#[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+	pub devices: u16,
 	/// Region tag declared on registration.
 	#[arg(long, default_value = "local")]
 	pub region: String,
@@ -126,6 +133,10 @@ pub(crate) fn injected_fault(step: u32, mode: &VerificationMode, work: &UnitWork
 /// A solver, on the chain `C` ([`Chain`]; a scripted chain in tests).
 pub struct Solver<C = Chain> {
 	chain: C,
+	/// The device this solver trains on: one of the process's devices ([`Slots`]).
+	device: Device,
+	/// The process's devices, which share the account's units.
+	slots: Arc<Slots>,
 	/// Set while the account is short of fees ([`BestBlocks::low_funds_flag`]): no new work.
 	low_funds: Arc<AtomicBool>,
 	signer: Keypair,
@@ -160,6 +171,67 @@ pub struct Solver<C = Chain> {
 	/// The pool unit whose claim was handed over last: while the claim is on its way the
 	/// device is spoken for.
 	claiming: Option<(JobId, UnitIndex)>,
+}
+
+/// The devices of one solver process (`--devices`), which train under one account: which
+/// device each unit is, and which devices are busy. A unit is one device's from the pass
+/// that takes it (to train, claim, accept or defend) until it leaves the account; an offer
+/// is declined only when every device is busy, and left to a free one otherwise.
+#[derive(Debug)]
+struct Slots(std::sync::Mutex<SlotsInner>);
+
+#[derive(Debug)]
+struct SlotsInner {
+	/// Each unit taken, by the device that took it (its ordinal).
+	owners: std::collections::BTreeMap<(JobId, UnitIndex), usize>,
+	/// Whether each device's last pass found it busy.
+	busy: Vec<bool>,
+}
+
+impl Slots {
+	/// `devices` devices, none busy and holding nothing.
+	fn new(devices: usize) -> Self {
+		Self(std::sync::Mutex::new(SlotsInner { owners: Default::default(), busy: vec![false; devices] }))
+	}
+
+	fn inner(&self) -> std::sync::MutexGuard<'_, SlotsInner> {
+		self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+	}
+
+	/// Takes `unit` for `device` unless another device has it; whether it is `device`'s.
+	fn take(&self, unit: (JobId, UnitIndex), device: usize) -> bool {
+		*self.inner().owners.entry(unit).or_insert(device) == device
+	}
+
+	/// Whether `unit` is another device's than `device`.
+	fn others(&self, unit: (JobId, UnitIndex), device: usize) -> bool {
+		self.inner().owners.get(&unit).is_some_and(|&owner| owner != device)
+	}
+
+	/// Lets go of `unit`, if `device` has it.
+	fn release(&self, unit: (JobId, UnitIndex), device: usize) {
+		let mut inner = self.inner();
+		if inner.owners.get(&unit) == Some(&device) {
+			inner.owners.remove(&unit);
+		}
+	}
+
+	/// Lets go of every unit of `device` but those `keep` names.
+	fn release_all_but(&self, device: usize, keep: impl Fn(&(JobId, UnitIndex)) -> bool) {
+		self.inner().owners.retain(|unit, owner| *owner != device || keep(unit));
+	}
+
+	/// Records whether `device` is busy.
+	fn set_busy(&self, device: usize, busy: bool) {
+		if let Some(flag) = self.inner().busy.get_mut(device) {
+			*flag = busy;
+		}
+	}
+
+	/// Whether every device but `device` was busy at its last pass.
+	fn others_busy(&self, device: usize) -> bool {
+		self.inner().busy.iter().enumerate().all(|(ordinal, busy)| ordinal == device || *busy)
+	}
 }
 
 /// Work prepared for a unit, with the unit and the state root it was prepared from.
@@ -317,8 +389,38 @@ impl crate::chain::EveryBlock for Running {
 	}
 }
 
+/// The GPU `backend` trains on as device `ordinal`, if it trains on one.
+fn gpu_of(backend: BackendKind, ordinal: usize) -> Result<Option<hardware::Gpu>> {
+	Ok(match backend {
+		BackendKind::Cpu => None,
+		BackendKind::Wgpu => {
+			let backend = WgpuBackend::nth(ordinal).map_err(|error| {
+				anyhow!("no usable GPU adapter for device {ordinal}: {error}. Install a Vulkan driver, ask for fewer --devices, or train on the CPU with --backend cpu")
+			})?;
+			Some(hardware::Gpu { name: backend.adapter_description(), memory_mib: None, nvidia_id: None })
+		},
+		BackendKind::Tch => {
+			let cuda = hardware::torch_cuda(ordinal);
+			match &cuda {
+				Some(gpu) => tracing::info!(device = %gpu.name, ordinal, "libtorch sees a CUDA device: tolerance-mode jobs train on it"),
+				// Some devices on CUDA and some on the CPU would be matched to work by the first's profile.
+				None if ordinal > 0 && hardware::torch_cuda(0).is_some() => {
+					bail!("libtorch sees no CUDA device {ordinal} (counting from 0): ask for fewer --devices, or make more visible with CUDA_VISIBLE_DEVICES")
+				},
+				None => tracing::info!(ordinal, "libtorch sees no CUDA device: tolerance-mode jobs train on libtorch's CPU kernels"),
+			}
+			cuda
+		},
+	})
+}
+
+/// A solver's devices in one process (`--devices`), each a [`Solver`] with a training slot
+/// of its own, under one account.
+pub struct Solvers(Vec<Solver>);
+
 impl Solver {
-	/// Detects the hardware and prepares a solver; nothing is sent yet.
+	/// Detects the hardware and prepares a solver on each of `--devices` devices; nothing
+	/// is sent yet.
 	pub fn new(
 		chain: Chain,
 		network: Network,
@@ -326,59 +428,77 @@ impl Solver {
 		data_dir: PathBuf,
 		args: SolveArgs,
 		stop: Arc<AtomicBool>,
-	) -> Result<Self> {
-		let gpu = match args.backend {
-			BackendKind::Cpu => None,
-			BackendKind::Wgpu => {
-				let backend = WgpuBackend::new().map_err(|error| {
-					anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
-				})?;
-				Some(hardware::Gpu { name: backend.adapter_description(), memory_mib: None, nvidia_id: None })
-			},
-			BackendKind::Tch => {
-				let cuda = hardware::torch_cuda();
-				match &cuda {
-					Some(gpu) => tracing::info!(device = %gpu.name, "libtorch sees a CUDA device: tolerance-mode jobs train on it"),
-					None => tracing::info!("libtorch sees no CUDA device: tolerance-mode jobs train on libtorch's CPU kernels"),
-				}
-				cuda
-			},
-		};
-		let detected = hardware::detect(gpu, &args.region)?;
+	) -> Result<Solvers> {
 		if let Some(address) = args.metrics {
 			crate::metrics::serve(address);
 		}
 		let me = args.key.keypair()?.public_key().to_account_id();
 		let inputs = Inputs { store, network, units_dir: data_dir.join("units"), me, datasets: Default::default() };
-		Self::on(chain, inputs, &data_dir, args, detected, stop)
+		let devices = usize::from(args.devices);
+		let slots = Arc::new(Slots::new(devices));
+		let heartbeat = Heartbeat::default();
+		let mut solvers = Vec::with_capacity(devices);
+		for ordinal in 0..devices {
+			let detected = hardware::detect(gpu_of(args.backend, ordinal)?, &args.region)?;
+			let device = Device { backend: args.backend, ordinal };
+			let mut solver = Self::on(chain.clone(), inputs.clone(), &data_dir, args.clone(), detected, device, slots.clone(), stop.clone())?;
+			// One heartbeat for the account, whichever device's pass finds it due.
+			solver.heartbeat = heartbeat.clone();
+			solvers.push(solver);
+		}
+		Ok(Solvers(solvers))
 	}
+}
 
-	/// Runs until `stop` is set.
-	pub async fn run(mut self) -> Result<()> {
+impl Solvers {
+	/// Registers (with the first device's profile), advertises the endpoint, and runs every
+	/// device's passes until `stop` is set, or until one stops on a condition no retry cures,
+	/// which stops the others: it concerns the account.
+	pub async fn run(self) -> Result<()> {
+		let mut solvers = self.0;
+		let devices = solvers.len();
+		let first = solvers.first_mut().context("a solver trains on at least one device")?;
 		tracing::info!(
-			account = %self.me,
-			device = %String::from_utf8_lossy(&self.detected.profile.model),
-			memory_mib = self.detected.profile.memory_mib,
-			gflops = self.detected.profile.throughput_gflops,
+			account = %first.me,
+			devices,
+			device = %String::from_utf8_lossy(&first.detected.profile.model),
+			memory_mib = first.detected.profile.memory_mib,
+			gflops = first.detected.profile.throughput_gflops,
 			"solver starting"
 		);
-		self.ensure_registered().await?;
-		if let Err(error) = self.advertise_endpoint().await {
+		first.ensure_registered().await?;
+		if let Err(error) = first.advertise_endpoint().await {
 			tracing::warn!("the endpoint is not advertised on-chain: {error:#}");
 		}
-		let best = self.chain.follow_best();
-		self.low_funds = best.low_funds_flag();
-		// Training stops at the step it is in (see `stop_training`), and the unit resumes
-		// from its last checkpoint on restart.
-		let stop = self.stop.clone();
-		let mut running = Running { solver: self, best };
-		let outcome = crate::chain::run_every_block(&mut running, &stop).await;
-		running.solver.stop_training().await;
+		let (best, stop) = (first.chain.follow_best(), first.stop.clone());
+		let mut devices = tokio::task::JoinSet::new();
+		for mut solver in solvers {
+			solver.low_funds = best.low_funds_flag();
+			let (best, stop) = (best.clone(), stop.clone());
+			devices.spawn(async move {
+				// Training stops at the step it is in (see `stop_training`), and the unit
+				// resumes from its last checkpoint on restart.
+				let mut running = Running { solver, best };
+				let outcome = crate::chain::run_every_block(&mut running, &stop).await;
+				running.solver.stop_training().await;
+				outcome
+			});
+		}
+		let mut outcome = Ok(());
+		while let Some(joined) = devices.join_next().await {
+			let ended = joined.context("a device's task failed").and_then(|ended| ended);
+			if ended.is_err() && outcome.is_ok() {
+				stop.store(true, std::sync::atomic::Ordering::Relaxed);
+				outcome = ended;
+			}
+		}
 		outcome?;
 		tracing::info!("solver stopped");
 		Ok(())
 	}
+}
 
+impl Solver {
 	/// Registers as a solver with the bond, unless registered already.
 	async fn ensure_registered(&mut self) -> Result<()> {
 		let min_price = (self.args.min_price * UNIT as f64) as u128;
@@ -415,21 +535,36 @@ impl Solver {
 		self.metrics.peers.set(self.inputs.network.peers().await.len() as u64);
 		let now = at.number();
 		self.heartbeat.send_if_due(&self.chain, now.into(), &self.signer);
-		self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store).await;
+		// The devices share the data directory: one sweeps it.
+		if self.device.ordinal == 0 {
+			self.sweeps.sweep_if_due(&self.chain, now.into(), &self.inputs.store).await;
+		}
 		self.pass(at).await
 	}
 }
 
 impl<C: Transactions> Solver<C> {
-	/// A solver on `chain` that works in `data_dir` on the hardware `detected`; nothing is
-	/// sent yet.
-	fn on(chain: C, inputs: Inputs, data_dir: &std::path::Path, args: SolveArgs, detected: Detected, stop: Arc<AtomicBool>) -> Result<Self> {
+	/// A solver on `chain` that works in `data_dir` on `device`, one of the process's `slots`,
+	/// detected as `detected`; nothing is sent yet.
+	#[allow(clippy::too_many_arguments)]
+	fn on(
+		chain: C,
+		inputs: Inputs,
+		data_dir: &std::path::Path,
+		args: SolveArgs,
+		detected: Detected,
+		device: Device,
+		slots: Arc<Slots>,
+		stop: Arc<AtomicBool>,
+	) -> Result<Self> {
 		let signer = args.key.keypair()?;
 		let me = signer.public_key().to_account_id();
 		let secrets = Secrets::open(data_dir.join("secrets"))?;
 		let sweeps = crate::retention::Sweeps::over(vec![inputs.units_dir.clone(), secrets.dir().to_owned()]);
 		Ok(Self {
 			chain,
+			device,
+			slots,
 			low_funds: Arc::default(),
 			inputs,
 			signer,
@@ -465,8 +600,22 @@ impl<C: Transactions> Solver<C> {
 		let window = at.challenge_window()?;
 		let mut held = at.solver_units(&self.me).await?;
 		held.sort_unstable();
+		// A unit this device no longer trains, proves or claims, and that the account no
+		// longer holds, is left to every device again.
+		let slot = self.device.ordinal;
+		let own = [
+			self.training.as_ref().map(|training| training.key),
+			self.proving.as_ref().map(|proving| proving.key),
+			self.next_proof.as_ref().map(|next| next.key),
+			self.claiming,
+		];
+		self.slots.release_all_but(slot, |key| held.contains(key) || own.contains(&Some(*key)));
 		let mut units = Vec::with_capacity(held.len());
 		for (job_id, index) in held {
+			// Another device's unit is its own business.
+			if self.slots.others((job_id, index), slot) {
+				continue;
+			}
 			if let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) {
 				units.push(((job_id, index), job, unit));
 			}
@@ -494,6 +643,7 @@ impl<C: Transactions> Solver<C> {
 			units.iter().any(|(key, _, unit)| {
 				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof
 			});
+		self.slots.set_busy(slot, device_busy);
 		for ((job_id, index), job, unit) in &units {
 			let (job_id, index) = (*job_id, *index);
 			let outcome = match unit.state {
@@ -503,18 +653,24 @@ impl<C: Transactions> Solver<C> {
 					Ok(())
 				},
 				UnitState::Assigned if !unit.accepted => {
-					self.answer_offer(at, now, job_id, index, job, unit, device_busy).await.map(|accepted| device_busy |= accepted)
+					let answered = self.answer_offer(at, now, job_id, index, job, unit, device_busy).await;
+					answered.map(|accepted| {
+						device_busy |= accepted;
+						self.slots.set_busy(slot, device_busy);
+					})
 				},
 				UnitState::Assigned => {
 					let taken = self.training.as_ref().map(|training| training.key) == Some((job_id, index)) ||
 						waiting_for_proof == Some((job_id, index));
-					if taken || self.training.is_some() {
+					if taken || self.training.is_some() || !self.slots.take((job_id, index), slot) {
 						Ok(())
 					} else {
 						self.start_training(job_id, index, job, unit)
 					}
 				},
-				UnitState::Proven | UnitState::Challenged => self.proven_duties(at, (now, window), job_id, index, job, unit).await,
+				UnitState::Proven | UnitState::Challenged if self.slots.take((job_id, index), slot) => {
+					self.proven_duties(at, (now, window), job_id, index, job, unit).await
+				},
 				_ => Ok(()),
 			};
 			if let Err(error) = outcome {
@@ -596,8 +752,16 @@ impl<C: Transactions> Solver<C> {
 		if self.chain.is_handed_over(&unit_duty(job_id, index, "declined"), now.into()) {
 			return Ok(false);
 		}
+		let key = (job_id, index);
+		// Another device of this process may be free: the offer is left to it.
+		if device_busy && !self.slots.others_busy(self.device.ordinal) {
+			return Ok(false);
+		}
+		if !device_busy && !self.slots.take(key, self.device.ordinal) {
+			return Ok(false);
+		}
 		let verdict = if device_busy {
-			Err(anyhow!("the device is training another unit"))
+			Err(anyhow!("every device is training another unit"))
 		} else if self.low_funds.load(std::sync::atomic::Ordering::Relaxed) {
 			Err(anyhow!("the account is short of fees for the transactions a unit needs: fund it"))
 		} else {
@@ -622,6 +786,7 @@ impl<C: Transactions> Solver<C> {
 				Ok(true)
 			},
 			Err(reason) => {
+				self.slots.release(key, self.device.ordinal);
 				tracing::info!(job = job_id, unit = index, "declining the unit: {reason:#}");
 				self.hand_over(now, (job_id, index), "declined", runtime::transactions().tasks().decline_unit(job_id, index), |_| {});
 				Ok(false)
@@ -683,8 +848,13 @@ impl<C: Transactions> Solver<C> {
 			{
 				continue;
 			}
+			// Weighed and claimed by one device of this process at a time.
+			if !self.slots.take((job_id, index), self.device.ordinal) {
+				continue;
+			}
 			if let Err(reason) = self.ready_to_take(at, job_id, index, &job, &unit).await {
 				tracing::info!(job = job_id, unit = index, "not claiming the unit: {reason:#}");
+				self.slots.release((job_id, index), self.device.ordinal);
 				self.refused.insert((job_id, index));
 				continue;
 			}
@@ -769,10 +939,10 @@ impl<C: Transactions> Solver<C> {
 
 	/// The backend a job trains on: exact mode needs a bit-exact one (the CPU reference or
 	/// wgpu), so a libtorch solver trains exact-mode jobs on the reference.
-	fn backend_for(&self, job: &Job) -> BackendKind {
-		match (&job.spec.verification, self.args.backend) {
-			(VerificationMode::Exact, BackendKind::Tch) => BackendKind::Cpu,
-			(_, backend) => backend,
+	fn backend_for(&self, job: &Job) -> Device {
+		match (&job.spec.verification, self.device.backend) {
+			(VerificationMode::Exact, BackendKind::Tch) => BackendKind::Cpu.into(),
+			_ => self.device,
 		}
 	}
 
@@ -929,7 +1099,8 @@ impl<C: Transactions> Solver<C> {
 		}
 		let next = index.saturating_add(1);
 		let Some(mut unit) = at.unit(job_id, next).await? else { return Ok(()) };
-		if unit.state != UnitState::Waiting {
+		// Another device of this process may train it already (after a restart, say).
+		if unit.state != UnitState::Waiting || !self.slots.take((job_id, next), self.device.ordinal) {
 			return Ok(());
 		}
 		unit.start_state_root = Some(end_root.into());
@@ -937,6 +1108,7 @@ impl<C: Transactions> Solver<C> {
 		tracing::info!(job = job_id, unit = next, "training the next range ahead of its proof");
 		Ok(())
 	}
+
 	/// Stops the training thread, if one runs, and waits for it: the unit resumes from its
 	/// last checkpoint on restart.
 	async fn stop_training(&mut self) {
@@ -1366,6 +1538,13 @@ mod tests {
 
 		/// A solver (`//Bob`) on a scripted chain, working in a fresh folder `name`.
 		async fn scripted_solver(name: &str) -> (ScriptedChain, Solver<ScriptedChain>) {
+			let (chain, mut devices) = scripted_devices(name, 1).await;
+			(chain, devices.remove(0))
+		}
+
+		/// A solver (`//Bob`) on `devices` CPU devices of one process, on a scripted chain,
+		/// working in a fresh folder `name`.
+		async fn scripted_devices(name: &str, devices: usize) -> (ScriptedChain, Vec<Solver<ScriptedChain>>) {
 			#[derive(clap::Parser)]
 			struct Cli {
 				#[command(flatten)]
@@ -1387,8 +1566,15 @@ mod tests {
 				at.challenge_window = 10;
 				at.block_seconds = 6.0;
 			});
-			let solver = Solver::on(chain.clone(), inputs, &dir, cli.solve, detected, Arc::default()).unwrap();
-			(chain, solver)
+			let slots = Arc::new(Slots::new(devices));
+			let solvers = (0..devices)
+				.map(|ordinal| {
+					let device = Device { backend: BackendKind::Cpu, ordinal };
+					let (inputs, args, detected) = (inputs.clone(), cli.solve.clone(), detected.clone());
+					Solver::on(chain.clone(), inputs, &dir, args, detected, device, slots.clone(), Arc::default()).unwrap()
+				})
+				.collect();
+			(chain, solvers)
 		}
 
 		/// The digits job of `steps` steps in ranges of `per_unit`, checkpointed every
@@ -1542,6 +1728,46 @@ mod tests {
 			assert_eq!(chain.take_sent(), [sent("unit 8 0 accepted", "Tasks.accept_unit")]);
 			assert_eq!(solver.training.as_ref().map(|training| training.key), Some((8, 0)), "the offer trains at once");
 			solver.stop_training().await;
+		}
+
+		/// Two devices under one account each take an offer and train it side by side; a
+		/// third offer is declined only once both are busy, and a unit one device trains is
+		/// left alone by the other.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn two_devices_under_one_account_train_two_units_at_once() {
+			let (chain, mut devices) = scripted_devices("devices", 2).await;
+			let me = devices[0].me.clone();
+			let long = digits_job(&devices[0], 100_000, 100_000, 1_000);
+			chain.script(|at| {
+				for job in [10, 11] {
+					at.jobs.insert(job, long.clone());
+					at.units.insert((job, 0), unit_of(&long, 0, UnitState::Assigned, Some(&me), false));
+				}
+			});
+			devices[0].pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 10 0 accepted", "Tasks.accept_unit")], "the other offer is left to the free device");
+			devices[1].pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 11 0 accepted", "Tasks.accept_unit")]);
+			let training = |solver: &Solver<ScriptedChain>| solver.training.as_ref().map(|training| training.key);
+			assert_eq!((training(&devices[0]), training(&devices[1])), (Some((10, 0)), Some((11, 0))));
+
+			chain.land_all();
+			chain.script(|at| {
+				at.number += 1;
+				for job in [10, 11] {
+					at.units.insert((job, 0), unit_of(&long, 0, UnitState::Assigned, Some(&me), true));
+				}
+				at.jobs.insert(12, long.clone());
+				at.units.insert((12, 0), unit_of(&long, 0, UnitState::Assigned, Some(&me), false));
+			});
+			for device in &mut devices {
+				device.pass(&chain.at()).await.unwrap();
+			}
+			assert_eq!(chain.take_sent(), [sent("unit 12 0 declined", "Tasks.decline_unit")], "every device busy");
+			assert_eq!((training(&devices[0]), training(&devices[1])), (Some((10, 0)), Some((11, 0))), "each trains its own");
+			for device in &mut devices {
+				device.stop_training().await;
+			}
 		}
 
 		/// A solver short of fees takes no new work: an offer is declined and the pool left.

@@ -45,12 +45,31 @@ pub enum BackendKind {
 	Tch,
 }
 
-/// [`run_unit`] on the device `kind` names.
-pub fn run_unit_on(kind: BackendKind, work: &UnitWork, stop: &AtomicBool, report: impl FnMut(Progress)) -> Result<Option<UnitResult>> {
-	match kind {
+/// A device a unit trains on: a backend, and which of its GPUs (counted from 0 among
+/// those the backend sees; the CPU has only 0). A solver trains on several at once with
+/// `--devices`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Device {
+	/// The backend.
+	pub backend: BackendKind,
+	/// The GPU, for `wgpu` and for `tch` on CUDA.
+	pub ordinal: usize,
+}
+
+impl From<BackendKind> for Device {
+	/// The backend's first device.
+	fn from(backend: BackendKind) -> Self {
+		Self { backend, ordinal: 0 }
+	}
+}
+
+/// [`run_unit`] on `device`.
+pub fn run_unit_on(device: impl Into<Device>, work: &UnitWork, stop: &AtomicBool, report: impl FnMut(Progress)) -> Result<Option<UnitResult>> {
+	let Device { backend, ordinal } = device.into();
+	match backend {
 		BackendKind::Cpu => run_unit(touchstone_kernels::CpuBackend, work, stop, report),
-		BackendKind::Wgpu => run_unit(wgpu_device()?, work, stop, report),
-		BackendKind::Tch => run_unit(tch_device(), work, stop, report),
+		BackendKind::Wgpu => run_unit(wgpu_device(ordinal)?, work, stop, report),
+		BackendKind::Tch => run_unit(tch_device(ordinal), work, stop, report),
 	}
 }
 
@@ -334,22 +353,26 @@ pub(crate) fn reference_trainer(work: &UnitWork, state: Vec<Vec<f32>>, point: Ch
 }
 
 /// The wgpu device a unit trains on: an adapter that passes the conformance self-test.
-fn wgpu_device() -> Result<touchstone_kernels_wgpu::WgpuBackend> {
-	touchstone_kernels_wgpu::WgpuBackend::new().map_err(|error| {
+fn wgpu_device(ordinal: usize) -> Result<touchstone_kernels_wgpu::WgpuBackend> {
+	touchstone_kernels_wgpu::WgpuBackend::nth(ordinal).map_err(|error| {
 		anyhow::anyhow!("no usable GPU adapter: {error:?}. Install a Vulkan driver, or train on the CPU with --backend cpu")
 	})
 }
 
-/// The libtorch device a unit trains on: the first CUDA device where libtorch sees one.
-fn tch_device() -> touchstone_kernels_tch::TchBackend {
-	let device = if crate::hardware::torch_cuda().is_some() { tch::Device::Cuda(0) } else { tch::Device::Cpu };
+/// The libtorch device a unit trains on: CUDA device `ordinal` where libtorch sees it, else
+/// the CPU.
+fn tch_device(ordinal: usize) -> touchstone_kernels_tch::TchBackend {
+	let device = match crate::hardware::torch_cuda(ordinal) {
+		Some(_) => tch::Device::Cuda(ordinal),
+		None => tch::Device::Cpu,
+	};
 	touchstone_kernels_tch::TchBackend::on(device)
 }
 
 /// Seconds one training step of `work` takes on `kind` here, proof records included: the
 /// second of two steps from the unit's start state (the first pays for buffers and
 /// pipelines). A solver weighs a unit's deadline with it before taking the unit.
-pub fn measure_step_seconds(kind: BackendKind, work: &UnitWork) -> Result<f64> {
+pub fn measure_step_seconds(device: impl Into<Device>, work: &UnitWork) -> Result<f64> {
 	fn time<B: Backend>(backend: B, work: &UnitWork) -> Result<f64> {
 		let point = ChainPoint::start(work.first_step);
 		let mut trainer = trainer_on(backend, work, work.start_state.clone(), point)?;
@@ -359,10 +382,11 @@ pub fn measure_step_seconds(kind: BackendKind, work: &UnitWork) -> Result<f64> {
 		trainer.step().map_err(kernel)?;
 		Ok(started.elapsed().as_secs_f64())
 	}
-	match kind {
+	let Device { backend, ordinal } = device.into();
+	match backend {
 		BackendKind::Cpu => time(touchstone_kernels::CpuBackend, work),
-		BackendKind::Wgpu => time(wgpu_device()?, work),
-		BackendKind::Tch => time(tch_device(), work),
+		BackendKind::Wgpu => time(wgpu_device(ordinal)?, work),
+		BackendKind::Tch => time(tch_device(ordinal), work),
 	}
 }
 

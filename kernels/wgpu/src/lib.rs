@@ -132,6 +132,14 @@ pub enum WgpuError {
 		/// The adapter filter in effect, if any.
 		filter: Option<String>,
 	},
+	/// Device `ordinal` was asked for ([`WgpuBackend::nth`]), and only `conforming` adapters
+	/// pass the conformance self-test.
+	TooFewAdapters {
+		/// The device asked for, from 0.
+		ordinal: usize,
+		/// The adapters that pass.
+		conforming: usize,
+	},
 	/// Adapters exist, but none reproduces the reference bit for bit.
 	Nonconformant {
 		/// Each refused adapter with the checks it failed.
@@ -172,6 +180,10 @@ impl fmt::Display for WgpuError {
 				f,
 				"no wgpu adapter whose name contains {filter:?} ({ADAPTER_ENV}); unset it, or install the \
 				 driver (for lavapipe: `apt-get install mesa-vulkan-drivers libvulkan1`)"
+			),
+			Self::TooFewAdapters { ordinal, conforming } => write!(
+				f,
+				"GPU {ordinal} (counting from 0) was asked for, and {conforming} adapters pass the conformance self-test: ask for fewer devices"
 			),
 			Self::Nonconformant { reports } => {
 				write!(f, "no adapter reproduces the CPU reference bit for bit, so none can be trusted:")?;
@@ -314,6 +326,15 @@ impl WgpuBackend {
 	/// [`WgpuError::NoAdapter`] when there is none, and with
 	/// [`WgpuError::Nonconformant`] when none reproduces the reference.
 	pub fn new() -> Result<Self, WgpuError> {
+		Self::nth(0)
+	}
+
+	/// Opens the `ordinal`-th adapter, counting from 0 in the order of [`Self::new`], that
+	/// passes the conformance self-test: a worker training on several GPUs opens one per
+	/// device. Only adapters on the graphics API of the preferred one are counted, so a
+	/// GPU that several APIs list (Vulkan and GL) is not opened twice. Fails as
+	/// [`Self::new`] does when fewer than `ordinal + 1` adapters conform.
+	pub fn nth(ordinal: usize) -> Result<Self, WgpuError> {
 		let filter = std::env::var(ADAPTER_ENV).ok().filter(|value| !value.is_empty());
 		let instance = gpu::Instance::new(gpu::InstanceDescriptor::new_without_display_handle_from_env());
 		let mut adapters = pollster::block_on(instance.enumerate_adapters(gpu::Backends::all()));
@@ -322,17 +343,26 @@ impl WgpuBackend {
 			adapters.retain(|adapter| adapter.get_info().name.to_lowercase().contains(&wanted));
 		}
 		adapters.sort_by_key(|adapter| preference(&adapter.get_info()));
-		if adapters.is_empty() {
+		let Some(api) = adapters.first().map(|adapter| adapter.get_info().backend) else {
 			return Err(WgpuError::NoAdapter { filter });
-		}
+		};
+		adapters.retain(|adapter| ordinal == 0 || adapter.get_info().backend == api);
 		let mut reports = Vec::new();
+		let mut conforming = 0;
 		for adapter in adapters {
 			let mut backend = Self::open(&adapter)?;
 			let failures = conformance::self_test(&mut backend)?;
 			if failures.is_empty() {
-				return Ok(backend);
+				if conforming == ordinal {
+					return Ok(backend);
+				}
+				conforming += 1;
+				continue;
 			}
 			reports.push(conformance::Report { adapter: backend.adapter_description(), failures });
+		}
+		if conforming > 0 {
+			return Err(WgpuError::TooFewAdapters { ordinal, conforming });
 		}
 		Err(WgpuError::Nonconformant { reports })
 	}
