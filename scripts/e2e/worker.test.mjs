@@ -182,6 +182,40 @@ test('a solver killed mid-unit resumes from its checkpoint and finishes the unit
   }
 });
 
+test('a solver on two devices trains two units at once under one account', { timeout: 300_000 }, async () => {
+  // Bob restarts with `--devices 2` (two CPU trainers here) and stays so until a later test
+  // restarts him. Two one-unit jobs are submitted together; the scheduler offers both to
+  // him, and each device takes one: their checkpoints interleave.
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  startSolver(['--devices', '2']);
+  await waitFor('the solver to start on two devices', () => /solver starting[^\n]*devices=2/.test(solverLog), { timeoutMs: 60_000 })
+    .catch(withSolverLog);
+  // Each submitter serves the digits dataset to Bob, who does not hold it yet, until killed.
+  const job = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'two-devices-job.toml');
+  const submitters = ['a', 'b'].map((name) => backgroundWorker(`two-devices-${name}`,
+    ['submit', '--key', name === 'a' ? '//Alice' : '//Ferdie', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']));
+  try {
+    await waitFor('both jobs to be submitted', () => submitters.every((s) => /job (\d+) submitted/.test(s.output())), { timeoutMs: 120_000 })
+      .catch(withSolverLog);
+    const ids = submitters.map((s) => Number(/job (\d+) submitted/.exec(s.output())[1]));
+    await waitFor('both units to be proven', async () => {
+      const units = await Promise.all(ids.map((id) => api.query.tasks.units(id, 0)));
+      return units.every((unit) => unit.isSome && /Proven|Verifying|Finalized/.test(unit.unwrap().state.toString()));
+    }, { timeoutMs: 240_000 }).catch(withSolverLog);
+    const lines = solverLog.split('\n');
+    const checkpoints = (id) => lines.flatMap((line, at) => (new RegExp(`checkpoint [0-9a-f]{64} job=${id} unit=0\\b`).test(line) ? [at] : []));
+    const [first, second] = ids.map(checkpoints);
+    assert.ok(first.length >= 2 && second.length >= 2, `checkpoints: ${first.length} and ${second.length}${workerLogs()}`);
+    // Whichever started first, the other wrote a checkpoint before it wrote its last.
+    assert.ok(Math.max(first[0], second[0]) < Math.min(first.at(-1), second.at(-1)), `not side by side:${workerLogs()}`);
+    assert.doesNotMatch(solverLog, /declining the unit/, 'neither offer was declined');
+  } finally {
+    for (const submitter of submitters) submitter.process.kill('SIGINT');
+  }
+});
+
 /**
  * Sets the runtime's forced-error rate, in parts per billion, as the sudo key (Alice): the
  * rate is a runtime parameter kept in storage under `twox_128(":ForcedErrorRate:")`.

@@ -884,9 +884,14 @@ fn profile_changed(declared: &touchstone_primitives::HardwareProfile, measured: 
 	faster || touchstone_primitives::HardwareProfile { throughput_gflops: declared.throughput_gflops, ..measured.clone() } != *declared
 }
 
+/// A call's name, as `Pallet.call`.
+pub(crate) fn call_name<Call: subxt::tx::Payload>(call: &Call) -> String {
+	call.validation_details().map_or_else(|| "unknown".to_owned(), |call| format!("{}.{}", call.pallet_name, call.call_name))
+}
+
 /// Counts a transaction's outcome under its call's name (`Pallet.call`).
 fn count_transaction<Call: subxt::tx::Payload>(call: &Call, included: bool) {
-	let name = call.validation_details().map_or_else(|| "unknown".to_owned(), |call| format!("{}.{}", call.pallet_name, call.call_name));
+	let name = call_name(call);
 	let outcome = if included { "included" } else { "failed" };
 	crate::metrics::get().transactions.with_label_values(&[name.as_str(), outcome]).inc();
 }

@@ -10,7 +10,7 @@ use polkadot_sdk::sp_runtime::Perbill;
 use subxt_signer::sr25519::Keypair;
 use touchstone_primitives::{JobId, UnitIndex};
 
-use crate::chain::{AccountId, Job, Round, SecretCommitment, Settled, WorkUnit};
+use crate::chain::{call_name, AccountId, Job, Round, SecretCommitment, Settled, WorkUnit};
 use crate::dispute::{Dispute, OverturnedProof};
 use crate::state::{ChainState, Transactions};
 
@@ -85,10 +85,6 @@ impl ScriptedChain {
 	pub fn land_all(&self) {
 		self.ledger().in_flight.clear();
 	}
-}
-
-fn call_name<Call: subxt::tx::Payload>(call: &Call) -> String {
-	call.validation_details().map_or_else(|| "unknown".to_owned(), |call| format!("{}.{}", call.pallet_name, call.call_name))
 }
 
 impl Transactions for ScriptedChain {
