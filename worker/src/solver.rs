@@ -228,6 +228,11 @@ impl Slots {
 		}
 	}
 
+	/// How many devices the process trains on.
+	fn devices(&self) -> usize {
+		self.inner().busy.len()
+	}
+
 	/// Whether every device but `device` was busy at its last pass.
 	fn others_busy(&self, device: usize) -> bool {
 		self.inner().busy.iter().enumerate().all(|(ordinal, busy)| ordinal == device || *busy)
@@ -761,7 +766,8 @@ impl<C: Transactions> Solver<C> {
 			return Ok(false);
 		}
 		let verdict = if device_busy {
-			Err(anyhow!("every device is training another unit"))
+			let which = if self.slots.devices() == 1 { "the device is" } else { "every device is" };
+			Err(anyhow!("{which} training another unit"))
 		} else if self.low_funds.load(std::sync::atomic::Ordering::Relaxed) {
 			Err(anyhow!("the account is short of fees for the transactions a unit needs: fund it"))
 		} else {
