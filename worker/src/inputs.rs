@@ -47,13 +47,29 @@ impl Inputs {
 		let train = kernel_train(&spec.hyper);
 		let data = self.datasets.get(&self.store, &spec.dataset)?;
 		device.admit(&model, &train, &data)?;
+		let shard = |first_sample: u32, samples: u32| Some(first_sample as usize..first_sample as usize + samples as usize);
 		let (first_step, steps, shard) = match unit.scope {
 			UnitScope::Steps { first_step, steps } => (first_step, steps, None),
-			UnitScope::Shard { first_sample, samples } => {
-				(0, spec.hyper.steps, Some(first_sample as usize..(first_sample + samples) as usize))
+			UnitScope::Shard { first_sample, samples } => (0, spec.hyper.steps, shard(first_sample, samples)),
+			UnitScope::RoundShard { round, first_sample, samples } => {
+				let local_steps = spec.decomposition.local_steps();
+				(round.saturating_mul(local_steps), local_steps, shard(first_sample, samples))
 			},
+			UnitScope::Aggregate { round } => bail!("unit {index} is round {round}'s aggregate, which trains nothing"),
 		};
 		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
+		let start_state = self.state_of_job(job, &start_root, &data)?;
+		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
+		Ok(UnitWork { model, train, data: Dataset::clone(&data), shard, first_step, steps, start_state, dir, fault: None })
+	}
+
+	/// The state of `job` with root `root`: its initial state, built from its seed or
+	/// initial weights (and checked against the chain's root), or a model this worker
+	/// holds, checked against `root`.
+	pub fn state_of_job(&self, job: &Job, root: &Digest, data: &Dataset) -> Result<Vec<Vec<f32>>> {
+		let spec = &job.spec;
+		let (model, train) = (kernel_model(&spec.model), kernel_train(&spec.hyper));
+		let start_root = *root;
 		let start_state = if start_root == spec.initial_state_root.0 {
 			let weights = match &spec.initial_weights {
 				Some(weights) => {
@@ -67,7 +83,7 @@ impl Inputs {
 				},
 				None => None,
 			};
-			let state = crate::train::initial_state(&model, &train, &data, weights.as_deref())?;
+			let state = crate::train::initial_state(&model, &train, data, weights.as_deref())?;
 			if state_root(&state).map_err(|error| anyhow!("{error:?}"))? != start_root {
 				let source = if weights.is_some() { "initial weights" } else { "seed" };
 				bail!("the job's initial state root is not the state its {source} gives: refusing the job");
@@ -76,8 +92,7 @@ impl Inputs {
 		} else {
 			self.state_with_root(&start_root)?
 		};
-		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
-		Ok(UnitWork { model, train, data: Dataset::clone(&data), shard, first_step, steps, start_state, dir, fault: None })
+		Ok(start_state)
 	}
 
 	/// Fetches what the unit starts from and this worker lacks, from the peers that hold
@@ -133,10 +148,20 @@ impl Inputs {
 		}
 		if !self.store.contains(&start) {
 			tracing::info!(job = job_id, unit = index, "fetching the start model {} from peers", hex(&start));
-			let check = holds_state(start);
-			self.network.fetch_with(start, patience, &check, model_bound).await.context("the unit's start model")?;
+			self.fetch_model(start, model_bound).await.context("the unit's start model")?;
 		}
 		Ok(())
+	}
+
+	/// Fetches the model with state root `root` from the peers connected, unless this
+	/// worker holds it, checking it against the root; `bound` is the most bytes a model
+	/// file of its job holds ([`crate::train::model_file_bound`]).
+	pub async fn fetch_model(&self, root: Digest, bound: u64) -> Result<()> {
+		if self.store.contains(&root) {
+			return Ok(());
+		}
+		let check = holds_state(root);
+		self.network.fetch_with(root, Duration::from_secs(30), &check, bound).await.map(|_| ())
 	}
 
 	/// Connects to the endpoints the solvers of the job's units advertise on-chain: they

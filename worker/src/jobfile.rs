@@ -15,7 +15,7 @@ use touchstone_kernels::job::trace::state_root;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{
 	Activation, Aggregation, ContentRef, DatasetRef, Decomposition, DeviceKind, HardwareRequirements, HyperParams,
-	JobSpec, ModelArch, Optimizer, VerificationMode,
+	JobSpec, ModelArch, Optimizer, OuterOptimizer, VerificationMode,
 };
 
 use crate::dataset;
@@ -133,7 +133,8 @@ pub enum OptimizerFile {
 	Adamw { beta1: f64, beta2: f64, epsilon: f64, weight_decay: f64 },
 }
 
-/// How the job is cut into units: give exactly one of the two.
+/// How the job is cut into units: `steps_per_unit` for step ranges, or `shards` for
+/// data-parallel shards, with `rounds` (and optionally the outer step) for rounds.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UnitsFile {
@@ -143,6 +144,18 @@ pub struct UnitsFile {
 	/// Data-parallel shards.
 	#[serde(default)]
 	pub shards: Option<u32>,
+	/// Data-parallel rounds: the job's steps are cut into this many rounds of
+	/// `steps / rounds` local steps, each round's shard models averaged into the next
+	/// round's model. Needs `shards`.
+	#[serde(default)]
+	pub rounds: Option<u32>,
+	/// The rounds' outer learning rate, for Nesterov's outer step; without it the
+	/// average is the next model. Needs `rounds` and `outer_momentum`.
+	#[serde(default)]
+	pub outer_learning_rate: Option<f64>,
+	/// The rounds' outer momentum, for Nesterov's outer step. Needs `outer_learning_rate`.
+	#[serde(default)]
+	pub outer_momentum: Option<f64>,
 }
 
 /// Hardware requirements.
@@ -187,7 +200,7 @@ pub fn digits_example() -> JobFile {
 			seed: dataset::DIGITS_SEED,
 			checkpoint_interval: 50,
 		},
-		units: UnitsFile { steps_per_unit: Some(250), shards: None },
+		units: UnitsFile { steps_per_unit: Some(250), ..Default::default() },
 		price_per_unit: 1.0,
 		budget: None,
 		unit_timeout: default_unit_timeout(),
@@ -290,14 +303,35 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		seed: t.seed,
 		checkpoint_interval: t.checkpoint_interval,
 	};
-	let (decomposition, units) = match (job.units.steps_per_unit, job.units.shards) {
-		(Some(steps_per_unit), None) if steps_per_unit > 0 => {
+	let u = &job.units;
+	let outer = match (u.outer_learning_rate, u.outer_momentum) {
+		(None, None) => OuterOptimizer::Average,
+		(Some(rate), Some(momentum)) => OuterOptimizer::Nesterov {
+			learning_rate: fixed("units.outer_learning_rate", rate)?,
+			momentum: fixed("units.outer_momentum", momentum)?,
+		},
+		_ => bail!("units: give both outer_learning_rate and outer_momentum for Nesterov's outer step, or neither to average"),
+	};
+	if u.rounds.is_none() && outer != OuterOptimizer::Average {
+		bail!("units: an outer step needs rounds");
+	}
+	let (decomposition, units) = match (u.steps_per_unit, u.shards, u.rounds) {
+		(Some(steps_per_unit), None, None) if steps_per_unit > 0 => {
 			(Decomposition::StepRanges { steps_per_unit }, t.steps.div_ceil(steps_per_unit))
 		},
-		(None, Some(shards)) if shards > 0 => {
+		(None, Some(shards), None) if shards > 0 => {
 			(Decomposition::DataShards { shards, aggregation: Aggregation::WeightedBySamples }, shards)
 		},
-		_ => bail!("units: give exactly one of steps_per_unit or shards, above zero"),
+		(None, Some(shards), Some(rounds)) if shards > 0 && rounds > 0 => {
+			if t.steps % rounds != 0 {
+				bail!("units: rounds = {rounds} must divide train.steps = {} (each round trains steps / rounds local steps)", t.steps);
+			}
+			let local_steps = t.steps / rounds;
+			let aggregation = Aggregation::WeightedBySamples;
+			(Decomposition::Rounds { shards, rounds, local_steps, aggregation, outer }, rounds.saturating_mul(shards + 1))
+		},
+		(_, None, Some(_)) => bail!("units: rounds needs shards"),
+		_ => bail!("units: give exactly one of steps_per_unit or shards (with rounds, if any), above zero"),
 	};
 	// The state the job starts from: the seeded or given weights and zeroed optimizer
 	// state, as the trainer builds them (which also validates the model against the data).

@@ -16,9 +16,11 @@
 //! - [`samples`]: trace manifests, and re-executing one checkpoint segment against one;
 //! - [`forced`]: forced errors, the secret a solver commits and the proof it gets wrong;
 //! - [`dispute`]: playing disputes, as the defender or as the challenger;
+//! - [`aggregate`]: a round's aggregate, computed by the solver that holds it;
 //! - [`p2p`]: artifacts between workers over libp2p;
 //! - [`metrics`]: Prometheus metrics.
 
+pub mod aggregate;
 pub mod chain;
 pub mod config;
 pub mod dataset;

@@ -16,7 +16,7 @@ use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_primitives::referee::BoundaryOpening;
-use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitState, VerificationMode};
+use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitScope, UnitState, VerificationMode};
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, Settled, WorkUnit};
 use crate::state::{ChainState, Transactions};
@@ -166,6 +166,9 @@ pub struct Solver<C = Chain> {
 	/// The work prepared for the unit weighed last ([`Solver::ready_to_take`]), which its
 	/// training starts from rather than read and check its inputs again.
 	prepared: Option<Prepared>,
+	/// Rounds' aggregates this solver computed for the aggregate units it takes, until
+	/// their commitment lands.
+	aggregated: std::collections::HashMap<(JobId, UnitIndex), crate::aggregate::Aggregated>,
 	/// What the transactions this solver handed over came to, for its next pass.
 	landed: Landed,
 	/// The pool unit whose claim was handed over last: while the claim is on its way the
@@ -586,6 +589,7 @@ impl<C: Transactions> Solver<C> {
 			proving: None,
 			next_proof: None,
 			prepared: None,
+			aggregated: Default::default(),
 			landed: Landed::default(),
 			claiming: None,
 		})
@@ -625,6 +629,10 @@ impl<C: Transactions> Solver<C> {
 				units.push(((job_id, index), job, unit));
 			}
 		}
+		// An aggregate is kept until its commitment lands (or its claim is refused).
+		self.aggregated.retain(|key, _| {
+			self.claiming == Some(*key) || units.iter().any(|(held, _, unit)| held == key && unit.state == UnitState::Assigned)
+		});
 		let still_training = |key: (JobId, UnitIndex)| {
 			units.iter().any(|(held, _, unit)| *held == key && unit.state == UnitState::Assigned && unit.accepted)
 		};
@@ -663,6 +671,13 @@ impl<C: Transactions> Solver<C> {
 						device_busy |= accepted;
 						self.slots.set_busy(slot, device_busy);
 					})
+				},
+				UnitState::Assigned if matches!(unit.scope, UnitScope::Aggregate { .. }) => {
+					if self.slots.take((job_id, index), slot) {
+						self.submit_aggregate(at, now, job_id, index, job, unit).await
+					} else {
+						Ok(())
+					}
 				},
 				UnitState::Assigned => {
 					let taken = self.training.as_ref().map(|training| training.key) == Some((job_id, index)) ||
@@ -733,12 +748,11 @@ impl<C: Transactions> Solver<C> {
 			return Ok(());
 		}
 		let due = unit.proven_at.is_some_and(|at| now >= at.saturating_add(window));
-		let predecessor_final = match (job.spec.decomposition, index.checked_sub(1)) {
-			(touchstone_primitives::Decomposition::StepRanges { .. }, Some(previous)) => {
-				at.unit(job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized)
-			},
-			_ => true,
-		};
+		// The chain's rule: a unit is finalized only after every unit it started from.
+		let mut predecessor_final = true;
+		for previous in job.spec.decomposition.predecessors(index, &unit.scope) {
+			predecessor_final &= at.unit(job_id, previous).await?.is_some_and(|u| u.state == UnitState::Finalized);
+		}
 		// The chain finalizes a unit only once its verification round has concluded: asking
 		// earlier is refused (`FinalizationBlocked`) and costs a fee every block.
 		let round_open = due && at.round(job_id, index).await?.is_some_and(|round| !round.concluded);
@@ -830,6 +844,30 @@ impl<C: Transactions> Solver<C> {
 		self.chain.send_in_background(unit_duty(key.0, key.1, what), now.into(), call, &self.signer, Settled::InBlock, done);
 	}
 
+	/// Commits the aggregate of an aggregate unit this solver holds: the one it computed
+	/// when it took the unit, or computed now (after a restart, say).
+	async fn submit_aggregate(&mut self, at: &impl ChainState, now: u32, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		if self.chain.is_handed_over(&unit_duty(job_id, index, "aggregated"), now.into()) {
+			return Ok(());
+		}
+		let aggregated = match self.aggregated.get(&(job_id, index)) {
+			Some(aggregated) => *aggregated,
+			None => {
+				let aggregated = crate::aggregate::compute(&self.inputs, at, job_id, index, job, unit).await?;
+				self.aggregated.insert((job_id, index), aggregated);
+				aggregated
+			},
+		};
+		let call = runtime::transactions().tasks().submit_aggregate(
+			job_id,
+			index,
+			subxt::utils::H256(aggregated.state_root),
+			aggregated.momentum_root.map(subxt::utils::H256),
+		);
+		self.hand_over(now, (job_id, index), "aggregated", call, |_| {});
+		Ok(())
+	}
+
 	/// Claims the first pool unit this solver is eligible for and can train.
 	async fn claim_from_pool(&mut self, at: &impl ChainState) -> Result<()> {
 		// Short of fees, it would take work whose reveals and proof it cannot pay for.
@@ -889,6 +927,13 @@ impl<C: Transactions> Solver<C> {
 	/// or declined by, and a pool unit claimed or left by.
 	/// The work is kept for the unit's training ([`Self::prepared`]).
 	async fn ready_to_take(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		// An aggregate trains nothing: it is taken once it is computed, which takes
+		// moments once its round's states are here.
+		if matches!(unit.scope, UnitScope::Aggregate { .. }) {
+			let aggregated = crate::aggregate::compute(&self.inputs, at, job_id, index, job, unit).await?;
+			self.aggregated.insert((job_id, index), aggregated);
+			return Ok(());
+		}
 		self.fetch_inputs(at, job_id, index, job, unit).await?;
 		// Reading and checking a large dataset takes a while: off the executor's other tasks.
 		let work = tokio::task::block_in_place(|| self.prepare(job_id, index, job, unit))?;
@@ -955,6 +1000,9 @@ impl<C: Transactions> Solver<C> {
 	/// Starts training an accepted unit on its own thread, from its last local checkpoint
 	/// if it has one. The passes follow it ([`Self::follow_training`]).
 	fn start_training(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
+		if matches!(unit.scope, UnitScope::Aggregate { .. }) {
+			return Ok(());
+		}
 		let work = self.prepared(job_id, index, job, unit)?;
 		let backend = self.backend_for(job);
 		let exact = matches!(job.spec.verification, VerificationMode::Exact);

@@ -62,6 +62,12 @@ pub enum Outer {
 }
 
 impl Outer {
+	/// Checks the hyper-parameters of the Nesterov step (a positive learning rate, a
+	/// momentum in [0, 1)); plain averaging has none.
+	pub fn check(&self) -> Result<(), KernelError> {
+		self.optimizer().map(|_| ())
+	}
+
 	/// The optimizer the Nesterov step runs, checked and on the contract's grid; `None`
 	/// for plain averaging.
 	fn optimizer(&self) -> Result<Option<SgdMomentum>, KernelError> {
@@ -123,6 +129,38 @@ pub fn outer_step(outer: &Outer, global: &mut [f32], average: &[f32], momentum: 
 		},
 	}
 	Ok(())
+}
+
+/// A whole round's aggregate, as its solver computes it: every tensor of the shards' end
+/// states (`shards`, each in the graph's state order) averaged by `weights`, then the
+/// outer step from the round's `global` state and outer `momentum` (one tensor per
+/// global tensor; empty for plain averaging, which has none). Returns the next global
+/// state and the next momentum (empty for plain averaging). The same arithmetic, element
+/// by element, as [`aggregate_chunk`], so any chunk of the result is what the referee
+/// recomputes.
+pub fn aggregate_state(
+	outer: &Outer,
+	weights: &[f32],
+	shards: &[Vec<Vec<f32>>],
+	global: &[Vec<f32>],
+	momentum: &[Vec<f32>],
+) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>), KernelError> {
+	let nesterov = outer.optimizer()?.is_some();
+	check_len("momentum", momentum.len(), if nesterov { global.len() } else { 0 })?;
+	for shard in shards {
+		check_len("shard tensors", shard.len(), global.len())?;
+	}
+	let (mut next, mut next_momentum) = (Vec::with_capacity(global.len()), Vec::with_capacity(momentum.len()));
+	for (tensor, start) in global.iter().enumerate() {
+		let inputs: Vec<&[f32]> = shards.iter().filter_map(|shard| shard.get(tensor)).map(Vec::as_slice).collect();
+		let tensor_momentum = momentum.get(tensor).map(Vec::as_slice).unwrap_or(&[]);
+		let (state, velocity) = aggregate_chunk(outer, weights, &inputs, start, tensor_momentum)?;
+		next.push(state);
+		if nesterov {
+			next_momentum.push(velocity);
+		}
+	}
+	Ok((next, next_momentum))
 }
 
 /// One piece of a round's aggregate, as the referee recomputes it: from the same chunk

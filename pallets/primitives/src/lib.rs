@@ -509,6 +509,146 @@ pub enum Decomposition {
 		/// How shard results combine.
 		aggregation: Aggregation,
 	},
+	/// Data-parallel rounds (local SGD, DiLoCo): in round `r` every shard's unit trains
+	/// `local_steps` steps on its shard from round `r`'s global state; once all of them
+	/// are proven, an aggregate unit averages their end states by `aggregation` and takes
+	/// the `outer` step, and its result is round `r + 1`'s global state. The last round's
+	/// aggregate is the job's model. `rounds × local_steps` must equal the job's `steps`.
+	///
+	/// Round `r`'s shard `s` is unit `r × (shards + 1) + s`, its aggregate unit
+	/// `r × (shards + 1) + shards` ([`RoundLayout`]).
+	Rounds {
+		/// Shards in every round (at most [`MAX_ROUND_SHARDS`]).
+		shards: u32,
+		/// Number of rounds.
+		rounds: u32,
+		/// Steps each shard trains in a round.
+		local_steps: u32,
+		/// How the shards' end states are weighed in the average.
+		aggregation: Aggregation,
+		/// What makes the average the next global state.
+		outer: OuterOptimizer,
+	},
+}
+
+impl Decomposition {
+	/// Where the units of a rounds job sit; `None` for other decompositions.
+	pub fn round_layout(&self) -> Option<RoundLayout> {
+		match *self {
+			Decomposition::Rounds { shards, rounds, .. } => Some(RoundLayout { shards, rounds }),
+			_ => None,
+		}
+	}
+
+	/// Steps each shard trains in a round; zero for other decompositions.
+	pub fn local_steps(&self) -> u32 {
+		match *self {
+			Decomposition::Rounds { local_steps, .. } => local_steps,
+			_ => 0,
+		}
+	}
+
+	/// The units unit `index` (of `scope`) started from, which must be finalized before
+	/// it may be: the step range before it; for a round's shard the aggregate of the
+	/// round before; for an aggregate its round's shards. None for a data shard or a
+	/// first unit.
+	pub fn predecessors(&self, index: UnitIndex, scope: &UnitScope) -> core::ops::Range<UnitIndex> {
+		match (*scope, self.round_layout()) {
+			(UnitScope::Steps { .. }, _) => index.saturating_sub(1)..index,
+			(UnitScope::RoundShard { round, .. }, Some(layout)) if round > 0 => {
+				let previous = layout.aggregate_index(round.saturating_sub(1));
+				previous..previous.saturating_add(1)
+			},
+			(UnitScope::Aggregate { round }, Some(layout)) => layout.shard_index(round, 0)..index,
+			_ => 0..0,
+		}
+	}
+}
+
+/// The most shards a round may have: the referee recomputes one chunk of the aggregate
+/// from one chunk of every shard's end state, so its work grows with them.
+pub const MAX_ROUND_SHARDS: u32 = touchstone_kernels::referee::aggregate::MAX_AGGREGATE_SHARDS as u32;
+
+/// The outer step of a rounds job: what makes a round's average of the shards' end states
+/// the next global state.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	Debug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum OuterOptimizer {
+	/// The average is the next global state (outer learning rate 1, no momentum).
+	Average,
+	/// SGD with Nesterov momentum over the pseudo-gradient `global − average`, the outer
+	/// momentum part of the global state (DiLoCo: learning rate 0.7, momentum 0.9).
+	Nesterov {
+		/// The outer learning rate.
+		learning_rate: FixedU64,
+		/// The outer momentum.
+		momentum: FixedU64,
+	},
+}
+
+/// Where the units of a rounds job sit: each round's shards, then its aggregate.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RoundLayout {
+	/// Shards in every round.
+	pub shards: u32,
+	/// Number of rounds.
+	pub rounds: u32,
+}
+
+/// What a unit of a rounds job is, by its index.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RoundUnit {
+	/// Shard `shard` of round `round`.
+	Shard {
+		/// The round.
+		round: u32,
+		/// The shard.
+		shard: u32,
+	},
+	/// The aggregate of round `round`.
+	Aggregate {
+		/// The round.
+		round: u32,
+	},
+}
+
+impl RoundLayout {
+	/// Units per round: its shards and its aggregate.
+	pub fn per_round(&self) -> u32 {
+		self.shards.saturating_add(1)
+	}
+
+	/// Units of the whole job.
+	pub fn units(&self) -> u32 {
+		self.rounds.saturating_mul(self.per_round())
+	}
+
+	/// The index of shard `shard` of round `round`.
+	pub fn shard_index(&self, round: u32, shard: u32) -> UnitIndex {
+		round.saturating_mul(self.per_round()).saturating_add(shard)
+	}
+
+	/// The index of round `round`'s aggregate.
+	pub fn aggregate_index(&self, round: u32) -> UnitIndex {
+		self.shard_index(round, self.shards)
+	}
+
+	/// What unit `index` is; `None` past the job's units.
+	pub fn unit(&self, index: UnitIndex) -> Option<RoundUnit> {
+		if index >= self.units() {
+			return None;
+		}
+		let per_round = self.per_round();
+		let (round, position) = (index / per_round, index % per_round);
+		Some(if position == self.shards {
+			RoundUnit::Aggregate { round }
+		} else {
+			RoundUnit::Shard { round, shard: position }
+		})
+	}
 }
 
 /// Everything a submitter states about a training job.
@@ -573,6 +713,36 @@ pub enum UnitScope {
 		/// Samples in the shard.
 		samples: u32,
 	},
+	/// A shard of one round of a rounds job: steps `round × local_steps` to
+	/// `(round + 1) × local_steps` on the shard, from the round's global state.
+	RoundShard {
+		/// The round.
+		round: u32,
+		/// First sample of the shard.
+		first_sample: u32,
+		/// Samples in the shard.
+		samples: u32,
+	},
+	/// The aggregate of one round of a rounds job: the weighted average of the round's
+	/// proven shard end states, and the outer step. It trains no steps.
+	Aggregate {
+		/// The round.
+		round: u32,
+	},
+}
+
+impl UnitScope {
+	/// The samples a unit trains on, `(first_sample, samples)`, in a training set of
+	/// `dataset_samples`: its shard's, or the whole set for a step range. `None` for an
+	/// aggregate, which reads no data.
+	pub fn data(&self, dataset_samples: u32) -> Option<(u32, u32)> {
+		match *self {
+			UnitScope::Steps { .. } => Some((0, dataset_samples)),
+			UnitScope::Shard { first_sample, samples } | UnitScope::RoundShard { first_sample, samples, .. } =>
+				Some((first_sample, samples)),
+			UnitScope::Aggregate { .. } => None,
+		}
+	}
 }
 
 /// The state machine of a work unit.
@@ -658,6 +828,10 @@ pub struct LearningProof {
 	/// (`touchstone_kernels::referee::boundary`): each commits the state root at the
 	/// segment's end and the chained record of its losses. Step-level traces are
 	/// produced on demand, in a dispute, for one segment.
+	///
+	/// An aggregate unit of a rounds job has no segments: its `trace_root` is the root of
+	/// the next outer momentum (Nesterov), or all zeros for plain averaging; its `steps`
+	/// are zero, its start is the round's global state and its final state the next one.
 	pub trace_root: ContentHash,
 	/// Number of steps the trace covers; must equal the unit's step count.
 	pub steps: u32,

@@ -2,9 +2,10 @@
 //! kernels take them, and the `RefereeApi` runtime API that runs the referee inside the
 //! runtime's wasm, where a disputes pallet will call it.
 
-use crate::{Activation, DatasetRef, HyperParams, ModelArch, Optimizer, UnitScope};
+use crate::{Activation, DatasetRef, HyperParams, ModelArch, Optimizer, OuterOptimizer, UnitScope};
 use touchstone_kernels::{
-	job::model::{ModelConfig, OptimizerConfig, TrainConfig},
+	job::model::{fixed_to_f32, ModelConfig, OptimizerConfig, TrainConfig},
+	ops::aggregate::Outer,
 	Activation as KernelActivation,
 };
 
@@ -65,10 +66,8 @@ pub fn check_judgeable(
 		})?;
 	let mut words = 0;
 	for scope in scopes {
-		let (first_sample, shard_samples) = match *scope {
-			UnitScope::Steps { .. } => (0, dataset.samples),
-			UnitScope::Shard { first_sample, samples } => (first_sample, samples),
-		};
+		// An aggregate reads no data.
+		let Some((first_sample, shard_samples)) = scope.data(dataset.samples) else { continue };
 		let data = DataCommitment { root: dataset.root.0, samples: dataset.samples, first_sample, shard_samples };
 		words = touchstone_kernels::referee::validate_data(&graph, &data).map_err(|_| ShapeError::InvalidData)?;
 	}
@@ -138,6 +137,28 @@ pub fn kernel_train(hyper: &HyperParams) -> TrainConfig {
 		seed: hyper.seed,
 		checkpoint_interval: hyper.checkpoint_interval,
 	}
+}
+
+/// A rounds job's outer step as the kernels take it; the learning rate and momentum
+/// round to `f32` once, as the hyper-parameters do.
+pub fn kernel_outer(outer: &OuterOptimizer) -> Outer {
+	match *outer {
+		OuterOptimizer::Average => Outer::Average,
+		OuterOptimizer::Nesterov { learning_rate, momentum } => Outer::Nesterov {
+			learning_rate: fixed_to_f32(learning_rate.into_inner()),
+			momentum: fixed_to_f32(momentum.into_inner()),
+		},
+	}
+}
+
+/// Whether a rounds job's outer step is one the kernels take, with a learning rate that
+/// moves the global state: a positive learning rate and a momentum below one.
+pub fn outer_is_valid(outer: &OuterOptimizer) -> bool {
+	let moves = match outer {
+		OuterOptimizer::Average => true,
+		OuterOptimizer::Nesterov { learning_rate, .. } => learning_rate.into_inner() > 0,
+	};
+	moves && kernel_outer(outer).check().is_ok()
 }
 
 /// The operator graph of one training step of a job with `model` and `hyper`: what

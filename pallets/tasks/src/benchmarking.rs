@@ -15,7 +15,6 @@ use polkadot_sdk::{
 use touchstone_primitives::{
 	referee::{filler_segments, BoundaryOpening},
 	traits::ComputeNodes,
-	UnitScope,
 	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind,
 	HardwareProfile, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof, ModelArch,
 	Optimizer, TrainingMetrics, UnitIndex, UnitState, VerificationMode,
@@ -106,12 +105,10 @@ fn claim<T: Config>(who: &T::AccountId, job: JobId, unit: UnitIndex) -> Result<(
 /// the opening of its final state.
 fn proof<T: Config>(job: JobId, unit: UnitIndex, steps: u32) -> Result<(LearningProof, BoundaryOpening), BenchmarkError> {
 	let work_unit = Units::<T>::get(job, unit).ok_or(BenchmarkError::Stop("no unit"))?;
-	let first_step = match work_unit.scope {
-		UnitScope::Steps { first_step, .. } => first_step,
-		UnitScope::Shard { .. } => 0,
-	};
+	let stored = Jobs::<T>::get(job).ok_or(BenchmarkError::Stop("no job"))?;
+	let (first_step, _) = Tasks::<T>::step_range(&stored, &work_unit);
 	let start = work_unit.start_state_root.ok_or(BenchmarkError::Stop("unit not ready"))?;
-	let interval = Jobs::<T>::get(job).ok_or(BenchmarkError::Stop("no job"))?.spec.hyper.checkpoint_interval;
+	let interval = stored.spec.hyper.checkpoint_interval;
 	let (trace, opening) =
 		filler_segments(first_step, steps, interval, [5; 32], 3).ok_or(BenchmarkError::Stop("no trace"))?;
 	let proof = LearningProof {

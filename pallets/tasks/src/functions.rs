@@ -21,10 +21,14 @@ use polkadot_sdk::{
 	},
 };
 use touchstone_primitives::{
-	referee::{check_judgeable, kernel_train, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError, UnitCommitment},
+	referee::{
+		check_judgeable, kernel_train, outer_is_valid, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError,
+		UnitCommitment,
+	},
 	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
-	Aggregation, Checkpoint, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, JobResult, JobSpec, JobStatus,
-	LearningProof, ModelArch, OpenProof, Role, Segments, TrainingMetrics, UnitIndex, UnitScope, UnitState, WorkUnit,
+	Aggregation, Checkpoint, ContentHash, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, MAX_ROUND_SHARDS, JobResult, JobSpec,
+	JobStatus, LearningProof, ModelArch, OpenProof, OuterOptimizer, Role, Segments, TrainingMetrics, UnitIndex, UnitScope,
+	UnitState, WorkUnit,
 	reexecution_blocks, step_multiply_adds,
 };
 
@@ -60,13 +64,19 @@ impl<T: Config> Pallet<T> {
 		let job_id = NextJobId::<T>::get();
 		NextJobId::<T>::put(job_id.saturating_add(1));
 		let now = frame_system::Pallet::<T>::block_number();
-		let sequential = matches!(spec.decomposition, Decomposition::StepRanges { .. });
 		let pool_deadline = now.saturating_add(spec.pool_timeout.into());
 		let mut pool = Pool::<T>::get();
 		for (index, scope) in scopes.into_iter().enumerate() {
 			let index = index as UnitIndex;
-			// A step range can only start from the model of the range before it.
-			let ready = !sequential || index == 0;
+			// A step range can only start from the model of the range before it; a round's
+			// shards from the aggregate of the round before, and an aggregate from its
+			// round's proven shards.
+			let ready = match scope {
+				UnitScope::Steps { .. } => index == 0,
+				UnitScope::Shard { .. } => true,
+				UnitScope::RoundShard { round, .. } => round == 0,
+				UnitScope::Aggregate { .. } => false,
+			};
 			let mut unit = WorkUnit {
 				scope,
 				state: UnitState::Waiting,
@@ -139,6 +149,35 @@ impl<T: Config> Pallet<T> {
 			.saturating_add(T::DbWeight::get().reads_writes(1, 1))
 	}
 
+	/// `submit_proof`'s weight: with the next range taken and its secret committed when
+	/// `takes_next`, and `round_shards` shards of a round read to see whether the round's
+	/// aggregate is ready (with its readying).
+	pub fn submit_proof_weight(takes_next: bool, round_shards: u32) -> Weight {
+		let taking = match takes_next {
+			true => T::WeightInfo::accept_unit().saturating_add(T::ProofLifecycle::commit_secret_weight()),
+			false => Weight::zero(),
+		};
+		let round = match round_shards {
+			0 => Weight::zero(),
+			shards => Self::ready_weight(1).saturating_add(T::DbWeight::get().reads(shards.into())),
+		};
+		T::WeightInfo::submit_proof().saturating_add(taking).saturating_add(round)
+	}
+
+	/// `submit_aggregate`'s weight with `shards` of the next round readied. An aggregate's
+	/// submission does what a proof's does but check its final state against a trace, so
+	/// `submit_proof`'s benchmark bounds it; each readied shard is read and written, with
+	/// its pool deadline and its pool entry.
+	pub fn submit_aggregate_weight(shards: u32) -> Weight {
+		T::WeightInfo::submit_proof().saturating_add(Self::ready_weight(shards))
+	}
+
+	/// Readying `units` waiting units: each read and written, its deadline indexed, and
+	/// the pool read and written.
+	fn ready_weight(units: u32) -> Weight {
+		T::DbWeight::get().reads_writes(u64::from(units).saturating_mul(2), u64::from(units).saturating_mul(3))
+	}
+
 	/// Checks every rule a spec must satisfy and returns the scopes of its units.
 	pub(crate) fn validate_spec(spec: &JobSpec<BalanceOf<T>>) -> Result<Vec<UnitScope>, DispatchError> {
 		let hyper = &spec.hyper;
@@ -158,10 +197,8 @@ impl<T: Config> Pallet<T> {
 		let scopes = Self::decompose(spec)?;
 		let smallest_data = scopes
 			.iter()
-			.map(|scope| match scope {
-				UnitScope::Shard { samples, .. } => *samples,
-				UnitScope::Steps { .. } => spec.dataset.samples,
-			})
+			.filter_map(|scope| scope.data(spec.dataset.samples))
+			.map(|(_, samples)| samples)
 			.min()
 			.unwrap_or_default();
 		ensure!(hyper.batch_size <= smallest_data, Error::<T>::BatchLargerThanData);
@@ -257,24 +294,46 @@ impl<T: Config> Pallet<T> {
 					.collect())
 			},
 			Decomposition::DataShards { shards, .. } => {
-				let samples = spec.dataset.samples;
-				ensure!(shards > 0 && shards <= samples, Error::<T>::InvalidDecomposition);
+				ensure!(shards > 0 && shards <= spec.dataset.samples, Error::<T>::InvalidDecomposition);
 				ensure!(shards <= max_units, Error::<T>::TooManyUnits);
-				// Shard `i` covers samples `⌊i·n/s⌋ .. ⌊(i+1)·n/s⌋`: sizes differ by at most one.
-				let boundary = |i: u32| -> u32 {
-					(u64::from(i).saturating_mul(u64::from(samples)) / u64::from(shards)) as u32
-				};
 				Ok((0..shards)
-					.map(|i| {
-						let first_sample = boundary(i);
-						UnitScope::Shard {
-							first_sample,
-							samples: boundary(i.saturating_add(1)).saturating_sub(first_sample),
-						}
+					.map(|shard| {
+						let (first_sample, samples) = Self::shard_samples(spec, shards, shard);
+						UnitScope::Shard { first_sample, samples }
 					})
 					.collect())
 			},
+			Decomposition::Rounds { shards, rounds, local_steps, outer, .. } => {
+				ensure!(
+					shards > 0 && shards <= spec.dataset.samples && shards <= MAX_ROUND_SHARDS && rounds > 0 && local_steps > 0,
+					Error::<T>::InvalidDecomposition
+				);
+				ensure!(rounds.checked_mul(local_steps) == Some(steps), Error::<T>::RoundsDoNotCoverSteps);
+				ensure!(outer_is_valid(&outer), Error::<T>::InvalidOuterOptimizer);
+				let units = u64::from(rounds).saturating_mul(u64::from(shards).saturating_add(1));
+				ensure!(units <= u64::from(max_units), Error::<T>::TooManyUnits);
+				let mut scopes = Vec::with_capacity(units as usize);
+				for round in 0..rounds {
+					for shard in 0..shards {
+						let (first_sample, samples) = Self::shard_samples(spec, shards, shard);
+						scopes.push(UnitScope::RoundShard { round, first_sample, samples });
+					}
+					scopes.push(UnitScope::Aggregate { round });
+				}
+				Ok(scopes)
+			},
 		}
+	}
+
+	/// Shard `shard` of `shards` of the job's training set, `(first_sample, samples)`: it
+	/// covers samples `⌊i·n/s⌋ .. ⌊(i+1)·n/s⌋`, so sizes differ by at most one.
+	fn shard_samples(spec: &JobSpec<BalanceOf<T>>, shards: u32, shard: u32) -> (u32, u32) {
+		let samples = spec.dataset.samples;
+		let boundary = |i: u32| -> u32 {
+			(u64::from(i).saturating_mul(u64::from(samples)) / u64::from(shards.max(1))) as u32
+		};
+		let first_sample = boundary(shard);
+		(first_sample, boundary(shard.saturating_add(1)).saturating_sub(first_sample))
 	}
 
 	// ---------------------------------------------------------------------------------
@@ -386,8 +445,10 @@ impl<T: Config> Pallet<T> {
 		Ok(())
 	}
 
-	/// Stands the solver's proof of its unit and readies the next step range; returns
-	/// whether `next_secret` took that range (its weight is refunded where it did not).
+	/// Stands the solver's proof of its unit and readies the next step range, or a
+	/// round's aggregate once all its shards are proven. Returns whether `next_secret`
+	/// took the next range (its weight is refunded where it did not), and how many of a
+	/// round's shards were read.
 	pub(crate) fn do_submit_proof(
 		solver: T::AccountId,
 		job_id: JobId,
@@ -395,11 +456,14 @@ impl<T: Config> Pallet<T> {
 		proof: LearningProof,
 		final_state: BoundaryOpening,
 		next_secret: Option<[u8; 32]>,
-	) -> Result<bool, DispatchError> {
+	) -> Result<(bool, u32), DispatchError> {
 		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
 		ensure!(unit.accepted, Error::<T>::NotAccepted);
+		ensure!(!matches!(unit.scope, UnitScope::Aggregate { .. }), Error::<T>::NotATrainingUnit);
 		let next = index.saturating_add(1);
-		let successor = Units::<T>::get(job_id, next).filter(|successor| successor.state == UnitState::Waiting);
+		// Only a step range has a successor that starts from its final model.
+		let successor = Units::<T>::get(job_id, next)
+			.filter(|successor| successor.state == UnitState::Waiting && matches!(successor.scope, UnitScope::Steps { .. }));
 		ensure!(next_secret.is_none() || successor.is_some(), Error::<T>::NoNextRange);
 		let (first, end) = Self::step_range(&job, &unit);
 		ensure!(proof.steps == end.saturating_sub(first), Error::<T>::StepCountMismatch);
@@ -411,10 +475,15 @@ impl<T: Config> Pallet<T> {
 
 		let now = frame_system::Pallet::<T>::block_number();
 		Self::clear_deadline(&mut unit, (job_id, index));
+		let scope = unit.scope;
 		Self::stand_proof(job_id, index, unit, solver.clone(), proof);
+		if let UnitScope::RoundShard { round, .. } = scope {
+			let read = Self::ready_aggregate_if_complete(job_id, &job, round, proof.start_state_root)?;
+			return Ok((false, read));
+		}
 
 		// The next step range starts from this unit's final model.
-		let Some(mut successor) = successor else { return Ok(false) };
+		let Some(mut successor) = successor else { return Ok((false, 0)) };
 		successor.start_state_root = Some(proof.final_state_root);
 		let pool_deadline = now.saturating_add(job.spec.pool_timeout.into());
 		Self::enter_pool(&mut successor, (job_id, next), UnitState::Pending, pool_deadline);
@@ -425,11 +494,11 @@ impl<T: Config> Pallet<T> {
 		if !Self::offer_to(&mut successor, (job_id, next), &job, &solver) {
 			Self::enqueue((job_id, next))?;
 			Units::<T>::insert(job_id, next, successor);
-			return Ok(false);
+			return Ok((false, 0));
 		}
 		let Some(hash) = next_secret else {
 			Units::<T>::insert(job_id, next, successor);
-			return Ok(false);
+			return Ok((false, 0));
 		};
 		// Trained already: taken now, and its secret committed, which needs the unit stored
 		// as taken.
@@ -438,7 +507,7 @@ impl<T: Config> Pallet<T> {
 		Units::<T>::insert(job_id, next, successor);
 		Self::deposit_event(Event::UnitAccepted { job: job_id, unit: next, solver: solver.clone(), deadline });
 		T::ProofLifecycle::commit_secret(job_id, next, &solver, hash)?;
-		Ok(true)
+		Ok((true, 0))
 	}
 
 	/// Offers a pool-ready `unit` of `job` to `solver` if the scheduler could (bonded,
@@ -459,6 +528,86 @@ impl<T: Config> Pallet<T> {
 		}
 		Self::deposit_event(Event::UnitAssigned { job: key.0, unit: key.1, solver: solver.clone(), deadline });
 		true
+	}
+
+	/// Once every shard of `round` stands proven, readies the round's aggregate, which
+	/// starts from the round's global state `start_state_root` (the shards' shared start).
+	/// Returns the shards read.
+	fn ready_aggregate_if_complete(
+		job_id: JobId,
+		job: &JobOf<T>,
+		round: u32,
+		start_state_root: ContentHash,
+	) -> Result<u32, DispatchError> {
+		let Some(layout) = job.spec.decomposition.round_layout() else { return Ok(0) };
+		let mut read = 0u32;
+		let proven = (0..layout.shards).all(|shard| {
+			read = read.saturating_add(1);
+			Units::<T>::get(job_id, layout.shard_index(round, shard)).is_some_and(|unit| Self::stands_proven(unit.state))
+		});
+		if proven {
+			Self::ready_waiting(job_id, job, layout.aggregate_index(round), start_state_root)?;
+		}
+		Ok(read)
+	}
+
+	/// Whether a unit in `state` has a proof on record that stands: proven, under
+	/// verification or dispute, or final.
+	fn stands_proven(state: UnitState) -> bool {
+		matches!(state, UnitState::Proven | UnitState::Verifying | UnitState::Challenged | UnitState::Finalized)
+	}
+
+	/// Moves a `Waiting` unit to the pool, to start from `start_state_root`. Nothing for a
+	/// unit that does not wait (it is ready already, or final).
+	fn ready_waiting(job_id: JobId, job: &JobOf<T>, index: UnitIndex, start_state_root: ContentHash) -> DispatchResult {
+		let Some(mut unit) = Units::<T>::get(job_id, index).filter(|unit| unit.state == UnitState::Waiting) else {
+			return Ok(());
+		};
+		let now = frame_system::Pallet::<T>::block_number();
+		unit.start_state_root = Some(start_state_root);
+		Self::enter_pool(&mut unit, (job_id, index), UnitState::Pending, now.saturating_add(job.spec.pool_timeout.into()));
+		Units::<T>::insert(job_id, index, unit);
+		Self::enqueue((job_id, index))?;
+		Self::deposit_event(Event::UnitReady { job: job_id, unit: index });
+		Ok(())
+	}
+
+	/// Stands the solver's aggregate of a round of a rounds job: `state_root` is the next
+	/// global state, `momentum_root` the next outer momentum (Nesterov only). The next
+	/// round's shards become ready to start from it. Returns the shards readied.
+	pub(crate) fn do_submit_aggregate(
+		solver: T::AccountId,
+		job_id: JobId,
+		index: UnitIndex,
+		state_root: ContentHash,
+		momentum_root: Option<ContentHash>,
+	) -> Result<u32, DispatchError> {
+		let (job, mut unit) = Self::solver_unit(&solver, job_id, index)?;
+		ensure!(unit.accepted, Error::<T>::NotAccepted);
+		let (UnitScope::Aggregate { round }, Decomposition::Rounds { outer, .. }) = (unit.scope, job.spec.decomposition) else {
+			return Err(Error::<T>::NotAnAggregate.into());
+		};
+		let nesterov = matches!(outer, OuterOptimizer::Nesterov { .. });
+		ensure!(momentum_root.is_some() == nesterov, Error::<T>::MomentumMismatch);
+		let start_state_root = unit.start_state_root.ok_or(Error::<T>::WrongStartState)?;
+		let proof = LearningProof {
+			trace_root: momentum_root.unwrap_or_default(),
+			steps: 0,
+			start_state_root,
+			final_state_root: state_root,
+			metrics: TrainingMetrics::default(),
+		};
+		Self::clear_deadline(&mut unit, (job_id, index));
+		Self::stand_proof(job_id, index, unit, solver, proof);
+		let Some(layout) = job.spec.decomposition.round_layout() else { return Ok(0) };
+		let next = round.saturating_add(1);
+		if next >= layout.rounds {
+			return Ok(0);
+		}
+		for shard in 0..layout.shards {
+			Self::ready_waiting(job_id, &job, layout.shard_index(next, shard), state_root)?;
+		}
+		Ok(layout.shards)
 	}
 
 	/// Checks that `final_state` opens the proof's final state root at its last boundary:
@@ -516,7 +665,10 @@ impl<T: Config> Pallet<T> {
 		let mut job: Option<(JobId, Option<JobOf<T>>)> = None;
 		while block <= now {
 			for key in ProvenAt::<T>::iter_key_prefix(block) {
-				let Some(unit) = Units::<T>::get(key.0, key.1).filter(|unit| unit.state == UnitState::Proven) else {
+				// An aggregate is not challenged by re-executing segments: it has none.
+				let Some(unit) = Units::<T>::get(key.0, key.1)
+					.filter(|unit| unit.state == UnitState::Proven && !matches!(unit.scope, UnitScope::Aggregate { .. }))
+				else {
 					continue;
 				};
 				let (Some(solver), Some(proof)) = (unit.solver, unit.proof) else { continue };
@@ -569,14 +721,14 @@ impl<T: Config> Pallet<T> {
 			Error::<T>::ChallengeWindowOpen
 		);
 		ensure!(T::ProofLifecycle::can_finalize(job_id, index), Error::<T>::FinalizationBlocked);
-		// A step range is paid only once the range it started from is: while that one can
+		// A unit is paid only once every unit it started from is: while one of those can
 		// still be overturned, so can this one.
-		if matches!(job.spec.decomposition, Decomposition::StepRanges { .. }) {
-			if let Some(previous) = index.checked_sub(1) {
-				let before = Units::<T>::get(job_id, previous).map(|unit| unit.state);
-				ensure!(before == Some(UnitState::Finalized), Error::<T>::PredecessorNotFinal);
-			}
-		}
+		ensure!(
+			job.spec.decomposition
+				.predecessors(index, &unit.scope)
+				.all(|previous| Units::<T>::get(job_id, previous).map(|unit| unit.state) == Some(UnitState::Finalized)),
+			Error::<T>::PredecessorNotFinal
+		);
 		let solver = unit.solver.clone().ok_or(Error::<T>::UnitNotProven)?;
 
 		let price = job.spec.price_per_unit;
@@ -830,9 +982,10 @@ impl<T: Config> Pallet<T> {
 	}
 
 	/// Fails a unit for good, refunding its price; for a step range, every later range
-	/// (which could only start from it) fails with it.
+	/// (which could only start from it) fails with it, and for a rounds job every unit
+	/// still waiting (the round's aggregate and the rounds after it).
 	fn fail_unit(job: &mut JobOf<T>, key: UnitKey, mut unit: WorkUnitOf<T>) -> DispatchResult {
-		let sequential = matches!(job.spec.decomposition, Decomposition::StepRanges { .. });
+		let sequential = !matches!(job.spec.decomposition, Decomposition::DataShards { .. });
 		unit.state = UnitState::Failed;
 		unit.pool_deadline = None;
 		Self::clear_deadline(&mut unit, key);
@@ -894,12 +1047,15 @@ impl<T: Config> Pallet<T> {
 			.filter(|unit| unit.state == UnitState::Finalized)
 			.filter_map(|unit| unit.proof.map(|proof| (unit.scope, proof)))
 			.collect();
-		let mut ordered: Vec<(u32, UnitScope, LearningProof)> = finalized
+		let mut ordered: Vec<(u64, UnitScope, LearningProof)> = finalized
 			.into_iter()
 			.map(|(scope, proof)| {
 				let order = match scope {
-					UnitScope::Steps { first_step, .. } => first_step,
-					UnitScope::Shard { first_sample, .. } => first_sample,
+					UnitScope::Steps { first_step, .. } => u64::from(first_step),
+					UnitScope::Shard { first_sample, .. } => u64::from(first_sample),
+					UnitScope::RoundShard { round, first_sample, .. } => u64::from(round) << 32 | u64::from(first_sample),
+					// After its round's shards.
+					UnitScope::Aggregate { round } => u64::from(round) << 32 | u64::from(u32::MAX),
 				};
 				(order, scope, proof)
 			})
@@ -928,6 +1084,26 @@ impl<T: Config> Pallet<T> {
 					})
 					.collect();
 				(blake2_256(&roots).into(), weighted_mean(&weights))
+			},
+			// The model is the last round's aggregate; the metrics are its shards', which
+			// each measured its own end state before the average.
+			Decomposition::Rounds { rounds, aggregation, .. } => {
+				let last = rounds.saturating_sub(1);
+				let state_root = ordered
+					.iter()
+					.find(|(_, scope, _)| *scope == UnitScope::Aggregate { round: last })
+					.map(|(_, _, proof)| proof.final_state_root)
+					.unwrap_or_default();
+				let weights: Vec<(u128, TrainingMetrics)> = ordered
+					.iter()
+					.filter_map(|(_, scope, proof)| match (aggregation, scope) {
+						(Aggregation::WeightedBySamples, UnitScope::RoundShard { round, samples, .. }) if *round == last =>
+							Some((u128::from(*samples), proof.metrics)),
+						(Aggregation::Uniform, UnitScope::RoundShard { round, .. }) if *round == last => Some((1, proof.metrics)),
+						_ => None,
+					})
+					.collect();
+				(state_root, weighted_mean(&weights))
 			},
 		};
 		JobResult { state_root, metrics, units_finalized, units_failed }
@@ -961,11 +1137,32 @@ impl<T: Config> Pallet<T> {
 		Self::scope_steps(&job.spec, &unit.scope)
 	}
 
-	/// Global steps `(first, end)` a unit of `scope` trains in a job of `spec`.
+	/// Global steps `(first, end)` a unit of `scope` trains in a job of `spec`: a round's
+	/// shard its round's local steps, an aggregate none (at its round's end).
 	fn scope_steps(spec: &JobSpec<BalanceOf<T>>, scope: &UnitScope) -> (u32, u32) {
+		let local_steps = spec.decomposition.local_steps();
 		match *scope {
 			UnitScope::Steps { first_step, steps } => (first_step, first_step.saturating_add(steps)),
 			UnitScope::Shard { .. } => (0, spec.hyper.steps),
+			UnitScope::RoundShard { round, .. } => {
+				let first = round.saturating_mul(local_steps);
+				(first, first.saturating_add(local_steps))
+			},
+			UnitScope::Aggregate { round } => {
+				let end = round.saturating_add(1).saturating_mul(local_steps);
+				(end, end)
+			},
+		}
+	}
+
+	/// The first unit that an overturn of unit `index` (of `scope`) rolls back, with every
+	/// later one that started from it: the next step range; for a round's shard its
+	/// round's aggregate; for an aggregate the next round. `None` for a data shard.
+	fn first_dependent(job: &JobOf<T>, index: UnitIndex, scope: &UnitScope) -> Option<UnitIndex> {
+		match (*scope, job.spec.decomposition.round_layout()) {
+			(UnitScope::Steps { .. } | UnitScope::Aggregate { .. }, _) => Some(index.saturating_add(1)),
+			(UnitScope::RoundShard { round, .. }, Some(layout)) => Some(layout.aggregate_index(round)),
+			_ => None,
 		}
 	}
 
@@ -1122,10 +1319,8 @@ impl<T: Config> Pallet<T> {
 		let proof = unit.proof?;
 		let (first, _) = Self::step_range(&job, &unit);
 		let dataset = &job.spec.dataset;
-		let (first_sample, shard_samples) = match unit.scope {
-			UnitScope::Steps { .. } => (0, dataset.samples),
-			UnitScope::Shard { first_sample, samples } => (first_sample, samples),
-		};
+		// An aggregate is not disputed by the step game: it trained no steps.
+		let (first_sample, shard_samples) = unit.scope.data(dataset.samples)?;
 		Some(ProvenUnit {
 			solver: unit.solver?,
 			jackpot_pay: T::JackpotShare::get().mul_floor(job.spec.price_per_unit),
@@ -1212,7 +1407,7 @@ impl<T: Config> Pallet<T> {
 		let mut unit = Units::<T>::get(job_id, index).ok_or(Error::<T>::UnitNotFound)?;
 		ensure!(unit.state == UnitState::Challenged, Error::<T>::NotDisputable);
 		let key = (job_id, index);
-		let rolled_back = Self::roll_back_successors(&job, job_id, index)?;
+		let rolled_back = Self::roll_back_successors(&job, job_id, index, &unit.scope)?;
 		for dropped in core::iter::once(index).chain(rolled_back.iter().copied()) {
 			T::ProofLifecycle::on_proof_dropped(job_id, dropped);
 		}
@@ -1238,15 +1433,22 @@ impl<T: Config> Pallet<T> {
 		Ok(rolled_back)
 	}
 
-	/// Rolls every later step range that started from unit `index`'s model back to
-	/// `Waiting`: out of the pool, away from its solver (at no cost to it: the attempt is
-	/// given back), its proof void. Nothing for a data-parallel job.
-	fn roll_back_successors(job: &JobOf<T>, job_id: JobId, index: UnitIndex) -> Result<Vec<UnitIndex>, DispatchError> {
+	/// Rolls every later unit that started from unit `index`'s model back to `Waiting`
+	/// (later step ranges; for a round's shard its round's aggregate and every later
+	/// round): out of the pool, away from its solver (at no cost to it: the attempt is
+	/// given back), its proof void. Nothing for a data shard.
+	fn roll_back_successors(
+		job: &JobOf<T>,
+		job_id: JobId,
+		index: UnitIndex,
+		scope: &UnitScope,
+	) -> Result<Vec<UnitIndex>, DispatchError> {
 		let mut rolled_back = Vec::new();
-		if !matches!(job.spec.decomposition, Decomposition::StepRanges { .. }) {
-			return Ok(rolled_back);
-		}
-		for later in index.saturating_add(1)..job.units {
+		let Some(first) = Self::first_dependent(job, index, scope) else { return Ok(rolled_back) };
+		// A step range waits for the one before it, so the ranges after a waiting one
+		// wait too; a round's units are ready side by side, so each is looked at.
+		let sequential = matches!(scope, UnitScope::Steps { .. });
+		for later in first..job.units {
 			let Some(mut unit) = Units::<T>::get(job_id, later) else { break };
 			let key = (job_id, later);
 			match unit.state {
@@ -1260,8 +1462,9 @@ impl<T: Config> Pallet<T> {
 					}
 					Self::release_solver(&mut unit, key, job.spec.price_per_unit);
 				},
-				// A range waits for the one before it, and none after a final one moves.
-				UnitState::Waiting | UnitState::Finalized | UnitState::Failed | UnitState::Cancelled => break,
+				// None after a final one moves.
+				UnitState::Waiting | UnitState::Finalized | UnitState::Failed | UnitState::Cancelled if sequential => break,
+				UnitState::Waiting | UnitState::Finalized | UnitState::Failed | UnitState::Cancelled => continue,
 			}
 			unit.state = UnitState::Waiting;
 			unit.pool_deadline = None;
@@ -1336,6 +1539,32 @@ impl<T: Config> Pallet<T> {
 				if matches!(unit.state, UnitState::Proven | UnitState::Challenged) {
 					let proof = unit.proof.ok_or("proven unit without a proof")?;
 					ensure!(unit.start_state_root == Some(proof.start_state_root), "proof not anchored at the unit's start");
+				}
+				// A round's unit that no longer waits starts from what it was readied from:
+				// a shard from the standing aggregate of the round before, an aggregate
+				// from its round's start, with every shard of the round proven.
+				let open_round_unit = job.spec.decomposition.round_layout().filter(|_| !unit.state.is_final());
+				if let (Some(layout), Some(start)) = (open_round_unit, unit.start_state_root) {
+					let source = match unit.scope {
+						UnitScope::RoundShard { round, .. } if round > 0 =>
+							Units::<T>::get(job_id, layout.aggregate_index(round.saturating_sub(1))),
+						UnitScope::Aggregate { round } => {
+							let shards = (0..layout.shards).filter_map(|shard| Units::<T>::get(job_id, layout.shard_index(round, shard)));
+							let mut shards = shards.peekable();
+							ensure!(
+								shards.peek().is_some() && shards.all(|shard| Self::stands_proven(shard.state) && shard.start_state_root == Some(start)),
+								"an aggregate readied before its round's shards all stand proven from its start"
+							);
+							None
+						},
+						_ => None,
+					};
+					if let Some(source) = source {
+						ensure!(
+							Self::stands_proven(source.state) && source.proof.map(|proof| proof.final_state_root) == Some(start),
+							"a round's shard readied from no standing aggregate of the round before"
+						);
+					}
 				}
 				if unit.state.is_claimable() {
 					ensure!(pool.contains(&(job_id, index)), "claimable unit missing from the pool");

@@ -109,7 +109,7 @@ pub mod pallet {
 	use frame_system::pallet_prelude::*;
 	use touchstone_primitives::{
 		traits::{ComputeNodes, ProofLifecycle},
-		Checkpoint, ContentHash, JobId, JobResult, JobSpec, LearningProof, UnitIndex,
+		Checkpoint, ContentHash, JobId, JobResult, JobSpec, LearningProof, UnitIndex, MAX_ROUND_SHARDS,
 	};
 
 	/// The in-code storage version.
@@ -680,6 +680,19 @@ pub mod pallet {
 		/// range waits for this unit's final model: the unit is a job's last range, or its
 		/// job is not cut into step ranges. Send the proof without `next_secret`.
 		NoNextRange,
+		/// A rounds job's `rounds × local_steps` is not its `steps`.
+		RoundsDoNotCoverSteps,
+		/// A rounds job's outer step is not one the kernels take: the Nesterov learning
+		/// rate must be positive and the momentum below one.
+		InvalidOuterOptimizer,
+		/// The unit is not a round's aggregate: send its learning proof with `submit_proof`.
+		NotAnAggregate,
+		/// The unit is a round's aggregate, which trains no steps: send it with
+		/// `submit_aggregate`.
+		NotATrainingUnit,
+		/// The aggregate came with an outer momentum root and the job averages plainly, or
+		/// without one and the job's outer step is Nesterov's.
+		MomentumMismatch,
 	}
 
 	#[pallet::hooks]
@@ -800,10 +813,7 @@ pub mod pallet {
 		/// `UnitAssigned` when that range is offered to the caller, and then
 		/// `UnitAccepted` and the verification pallet's `SecretCommitted` if it took it.
 		#[pallet::call_index(5)]
-		#[pallet::weight(T::WeightInfo::submit_proof().saturating_add(match next_secret {
-			Some(_) => T::WeightInfo::accept_unit().saturating_add(T::ProofLifecycle::commit_secret_weight()),
-			None => Weight::zero(),
-		}))]
+		#[pallet::weight(Pallet::<T>::submit_proof_weight(next_secret.is_some(), MAX_ROUND_SHARDS))]
 		pub fn submit_proof(
 			origin: OriginFor<T>,
 			job: JobId,
@@ -813,13 +823,11 @@ pub mod pallet {
 			next_secret: Option<polkadot_sdk::sp_core::H256>,
 		) -> DispatchResultWithPostInfo {
 			let solver = ensure_signed(origin)?;
-			let took_next = Self::do_submit_proof(solver, job, unit, proof, final_state, next_secret.map(|hash| hash.0))?;
+			let (took_next, round_read) =
+				Self::do_submit_proof(solver, job, unit, proof, final_state, next_secret.map(|hash| hash.0))?;
 			// A secret for a range the caller could not take was dropped: the taking and the
-			// commitment it did not do are refunded.
-			Ok(match (next_secret, took_next) {
-				(Some(_), false) => Some(T::WeightInfo::submit_proof()).into(),
-				_ => ().into(),
-			})
+			// commitment it did not do are refunded, as are the round's reads not made.
+			Ok(Some(Self::submit_proof_weight(took_next, round_read)).into())
 		}
 
 		/// Finalize a proven unit whose challenge window has passed, paying its solver from
@@ -838,6 +846,30 @@ pub mod pallet {
 			ensure_signed(origin)?;
 			let aggregated = Self::do_finalize_unit(job, unit)?;
 			Ok(Some(T::WeightInfo::finalize_unit(aggregated).saturating_add(T::ProofLifecycle::on_finalized_weight())).into())
+		}
+
+		/// Commit the aggregate of a round of a rounds job, as the solver that holds the
+		/// round's aggregate unit: `state_root` is the root of the next global state (the
+		/// weighted average of the round's proven shard end states after the outer step,
+		/// `touchstone_kernels::ops::aggregate`), `momentum_root` that of the next outer
+		/// momentum, given exactly when the job's outer step is Nesterov's. Its challenge
+		/// window opens, and the next round's shards become ready to start from it.
+		///
+		/// Emits `ProofSubmitted` (an aggregate's proof has no steps, and its `trace_root`
+		/// is the momentum root, or zeros) and `UnitReady` for each of the next round's
+		/// shards.
+		#[pallet::call_index(8)]
+		#[pallet::weight(Pallet::<T>::submit_aggregate_weight(MAX_ROUND_SHARDS))]
+		pub fn submit_aggregate(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+			state_root: polkadot_sdk::sp_core::H256,
+			momentum_root: Option<polkadot_sdk::sp_core::H256>,
+		) -> DispatchResultWithPostInfo {
+			let solver = ensure_signed(origin)?;
+			let readied = Self::do_submit_aggregate(solver, job, unit, state_root, momentum_root)?;
+			Ok(Some(Self::submit_aggregate_weight(readied)).into())
 		}
 
 		/// Decline a unit the scheduler offered the caller. The unit goes back to the pool

@@ -114,8 +114,17 @@ impl pallet_touchstone_staking::Config for Test {
 	type MaxNodes = ConstU32<256>;
 }
 
+parameter_types! {
+	/// The test default's bound, raised by the tests of rounds jobs, which have more units.
+	pub storage MaxUnitsPerJob: u32 = 8;
+	/// The test default's bound, raised with `MaxUnitsPerJob`.
+	pub storage MaxOpenUnits: u32 = 10;
+}
+
 #[derive_impl(pallet_touchstone_tasks::config_preludes::TestDefaultConfig)]
 impl pallet_touchstone_tasks::Config for Test {
+	type MaxUnitsPerJob = MaxUnitsPerJob;
+	type MaxOpenUnits = MaxOpenUnits;
 	type Currency = Balances;
 	type RuntimeHoldReason = RuntimeHoldReason;
 	type Nodes = Staking;

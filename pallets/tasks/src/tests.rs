@@ -54,10 +54,7 @@ fn proof(steps: u32, model: u8) -> LearningProof {
 /// root, and that opening.
 fn anchored(job: u64, unit: u32, mut proof: LearningProof) -> (LearningProof, BoundaryOpening) {
 	let work_unit = Units::<Test>::get(job, unit).unwrap();
-	let first_step = match work_unit.scope {
-		UnitScope::Steps { first_step, .. } => first_step,
-		UnitScope::Shard { .. } => 0,
-	};
+	let (first_step, _) = Tasks::step_range(&Jobs::<Test>::get(job).unwrap(), &work_unit);
 	proof.start_state_root = work_unit.start_state_root.unwrap_or_default();
 	let interval = Jobs::<Test>::get(job).unwrap().spec.hyper.checkpoint_interval;
 	let (root, opening) =
@@ -84,10 +81,8 @@ fn complete_unit(solver: u64, job: u64, unit: u32, model: u8) {
 	} else if current.state == UnitState::Assigned && !current.accepted {
 		assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(solver), job, unit));
 	}
-	let steps = match Units::<Test>::get(job, unit).unwrap().scope {
-		UnitScope::Steps { steps, .. } => steps,
-		UnitScope::Shard { .. } => Jobs::<Test>::get(job).unwrap().spec.hyper.steps,
-	};
+	let (first, end) = Tasks::step_range(&Jobs::<Test>::get(job).unwrap(), &Units::<Test>::get(job, unit).unwrap());
+	let steps = end - first;
 	assert_ok!(submit_proof(solver, job, unit, proof(steps, model)));
 	run_to_block(System::block_number() + CHALLENGE_WINDOW);
 	assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, unit));
@@ -1247,6 +1242,325 @@ mod attacks {
 			let result = Jobs::<Test>::get(job).unwrap().result.unwrap();
 			assert_eq!(result.units_finalized, 4);
 			assert_eq!(result.state_root, proof(25, 4).final_state_root, "the result names the model the last proof proved");
+		});
+	}
+}
+
+/// Rounds jobs: each round's shards train from its global state in parallel, its
+/// aggregate waits for all of them, and the next round starts from the aggregate.
+mod rounds {
+	use super::*;
+	use touchstone_primitives::{OuterOptimizer, RoundLayout};
+
+	const EVE: u64 = 5;
+	const FERDIE: u64 = 6;
+	const SOLVERS: [u64; 4] = [BOB, DAVE, EVE, FERDIE];
+	/// Four shards, three rounds of 20 local steps.
+	const LAYOUT: RoundLayout = RoundLayout { shards: 4, rounds: 3 };
+	const LOCAL_STEPS: u32 = 20;
+
+	/// A 3-round, 4-shard job of 15 units (the test bounds raised to hold it), under
+	/// Nesterov's outer step.
+	fn rounds_spec() -> touchstone_primitives::JobSpec<u64> {
+		crate::mock::MaxUnitsPerJob::set(&16);
+		crate::mock::MaxOpenUnits::set(&20);
+		let mut spec = job_spec();
+		spec.hyper.steps = LAYOUT.rounds * LOCAL_STEPS;
+		spec.decomposition = Decomposition::Rounds {
+			shards: LAYOUT.shards,
+			rounds: LAYOUT.rounds,
+			local_steps: LOCAL_STEPS,
+			aggregation: Aggregation::WeightedBySamples,
+			outer: OuterOptimizer::Nesterov {
+				learning_rate: FixedU64::from_rational(7, 10),
+				momentum: FixedU64::from_rational(9, 10),
+			},
+		};
+		spec.budget = 15 * spec.price_per_unit;
+		spec
+	}
+
+	fn builder() -> ExtBuilder {
+		SOLVERS.iter().fold(ExtBuilder::default(), |builder, solver| builder.solver(*solver, gpu_profile()))
+	}
+
+	/// The root of round `round`'s aggregate in these tests.
+	fn aggregate_root(round: u32) -> polkadot_sdk::sp_core::H256 {
+		[100 + round as u8; 32].into()
+	}
+
+	fn start_of(job: u64, unit: u32) -> Option<polkadot_sdk::sp_core::H256> {
+		Units::<Test>::get(job, unit).unwrap().start_state_root
+	}
+
+	/// Takes unit `index` for `solver` from the pool, or accepts it as the solver the
+	/// scheduler offered it to. Returns who took it.
+	fn take(solver: u64, job: u64, index: u32) -> u64 {
+		let unit = Units::<Test>::get(job, index).unwrap();
+		if unit.state == UnitState::Assigned && !unit.accepted {
+			let offered = unit.solver.unwrap();
+			assert_ok!(Tasks::accept_unit(RuntimeOrigin::signed(offered), job, index));
+			return offered;
+		}
+		assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(solver), job, index));
+		solver
+	}
+
+	/// Takes and proves every shard of `round`, shard `s` by `SOLVERS[s]` unless the
+	/// scheduler offered it to another solver.
+	fn prove_round(job: u64, round: u32) {
+		for shard in 0..LAYOUT.shards {
+			let index = LAYOUT.shard_index(round, shard);
+			let solver = take(SOLVERS[shard as usize], job, index);
+			assert_ok!(submit_proof(solver, job, index, proof(LOCAL_STEPS, 10 + shard as u8)));
+		}
+	}
+
+	/// Claims round `round`'s aggregate as `solver` and commits `aggregate_root(round)`.
+	fn aggregate(job: u64, round: u32, solver: u64) {
+		let index = LAYOUT.aggregate_index(round);
+		let solver = take(solver, job, index);
+		assert_ok!(Tasks::submit_aggregate(RuntimeOrigin::signed(solver), job, index, aggregate_root(round), Some([9; 32].into())));
+	}
+
+	/// Runs out the challenge window and finalizes every unit of `round`, shards first.
+	fn finalize_round(job: u64, round: u32) {
+		run_to_block(System::block_number() + CHALLENGE_WINDOW);
+		for index in LAYOUT.shard_index(round, 0)..=LAYOUT.aggregate_index(round) {
+			assert_ok!(Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, index));
+		}
+	}
+
+	#[test]
+	fn a_job_is_cut_into_rounds_of_shards_and_an_aggregate() {
+		builder().build_and_execute(|| {
+			let job = submit(rounds_spec());
+			assert_eq!(Jobs::<Test>::get(job).unwrap().units, 15);
+			for round in 0..3 {
+				for shard in 0..4 {
+					let scope = Units::<Test>::get(job, LAYOUT.shard_index(round, shard)).unwrap().scope;
+					assert_eq!(scope, UnitScope::RoundShard { round, first_sample: shard * 250, samples: 250 });
+				}
+				assert_eq!(Units::<Test>::get(job, LAYOUT.aggregate_index(round)).unwrap().scope, UnitScope::Aggregate { round });
+			}
+			// Only round 0's shards are ready, from the job's initial state.
+			assert!((0..4).all(|index| state(job, index) == UnitState::Pending && start_of(job, index) == Some(INITIAL_STATE_ROOT.into())));
+			assert!((4..15).all(|index| state(job, index) == UnitState::Waiting));
+			let unit = Units::<Test>::get(job, LAYOUT.shard_index(1, 2)).unwrap();
+			assert_eq!(Tasks::step_range(&Jobs::<Test>::get(job).unwrap(), &unit), (20, 40), "round 1 trains steps 20..40");
+		});
+	}
+
+	#[test]
+	fn bad_rounds_are_refused_with_their_reason() {
+		builder().build_and_execute(|| {
+			let refused = |change: &dyn Fn(&mut touchstone_primitives::JobSpec<u64>), error: Error<Test>| {
+				let mut spec = rounds_spec();
+				change(&mut spec);
+				assert_noop!(Tasks::submit_job(RuntimeOrigin::signed(ALICE), spec), error);
+			};
+			let set = |spec: &mut touchstone_primitives::JobSpec<u64>, shards: u32, rounds: u32, local_steps: u32, outer: OuterOptimizer| {
+				spec.decomposition =
+					Decomposition::Rounds { shards, rounds, local_steps, aggregation: Aggregation::Uniform, outer };
+			};
+			refused(&|spec| set(spec, 4, 3, 21, OuterOptimizer::Average), Error::<Test>::RoundsDoNotCoverSteps);
+			refused(&|spec| set(spec, 0, 3, 20, OuterOptimizer::Average), Error::<Test>::InvalidDecomposition);
+			refused(&|spec| set(spec, 4, 0, 20, OuterOptimizer::Average), Error::<Test>::InvalidDecomposition);
+			refused(&|spec| set(spec, 65, 1, 60, OuterOptimizer::Average), Error::<Test>::InvalidDecomposition);
+			refused(&|spec| set(spec, 5, 3, 20, OuterOptimizer::Average), Error::<Test>::TooManyUnits);
+			let no_momentum_bound = OuterOptimizer::Nesterov { learning_rate: FixedU64::from_rational(7, 10), momentum: FixedU64::from_u32(1) };
+			refused(&|spec| set(spec, 4, 3, 20, no_momentum_bound), Error::<Test>::InvalidOuterOptimizer);
+			let no_rate = OuterOptimizer::Nesterov { learning_rate: FixedU64::from_u32(0), momentum: FixedU64::from_rational(9, 10) };
+			refused(&|spec| set(spec, 4, 3, 20, no_rate), Error::<Test>::InvalidOuterOptimizer);
+		});
+	}
+
+	/// A 3-round, 4-shard job from submission to its result: each aggregate waits for
+	/// its round, each round starts from the aggregate before it, each unit is paid only
+	/// after what it started from, and the job's model is the last aggregate.
+	#[test]
+	fn three_rounds_of_four_shards_train_aggregate_and_complete() {
+		builder().solver(CHARLIE_SOLVER, gpu_profile()).build_and_execute(|| {
+			let job = submit(rounds_spec());
+			for round in 0..3 {
+				let global = if round == 0 { INITIAL_STATE_ROOT.into() } else { aggregate_root(round - 1) };
+				for shard in 0..4 {
+					assert_eq!(start_of(job, LAYOUT.shard_index(round, shard)), Some(global));
+				}
+				let aggregate_index = LAYOUT.aggregate_index(round);
+				for shard in 0..4 {
+					assert_eq!(state(job, aggregate_index), UnitState::Waiting, "the aggregate waits for every shard");
+					let index = LAYOUT.shard_index(round, shard);
+					let solver = take(SOLVERS[shard as usize], job, index);
+					assert_ok!(submit_proof(solver, job, index, proof(LOCAL_STEPS, 10 + shard as u8)));
+				}
+				// Ready from the round's global state once the last shard is proven.
+				assert_eq!(state(job, aggregate_index), UnitState::Pending);
+				assert_eq!(start_of(job, aggregate_index), Some(global));
+				assert!(tasks_events().contains(&Event::UnitReady { job, unit: aggregate_index }));
+				aggregate(job, round, CHARLIE_SOLVER);
+				assert_eq!(state(job, aggregate_index), UnitState::Proven);
+				if round < 2 {
+					let next: Vec<_> = (0..4).map(|shard| LAYOUT.shard_index(round + 1, shard)).collect();
+					assert!(next.iter().all(|index| state(job, *index) == UnitState::Pending));
+					let events = tasks_events();
+					assert!(next.iter().all(|index| events.contains(&Event::UnitReady { job, unit: *index })));
+				}
+				run_to_block(System::block_number() + CHALLENGE_WINDOW);
+				// Paid only once its round's shards are.
+				assert_noop!(
+					Tasks::finalize_unit(RuntimeOrigin::signed(CHARLIE), job, aggregate_index),
+					Error::<Test>::PredecessorNotFinal
+				);
+				finalize_round(job, round);
+			}
+			let stored = Jobs::<Test>::get(job).unwrap();
+			assert_eq!(stored.status, JobStatus::Completed);
+			let result = stored.result.unwrap();
+			assert_eq!((result.state_root, result.units_finalized, result.units_failed), (aggregate_root(2), 15, 0));
+			assert_eq!(result.metrics.accuracy, Perbill::from_percent(90), "the last round's shards' metrics");
+			assert_eq!(escrowed(ALICE), 0);
+		});
+	}
+
+	/// The solver of the aggregates: holds no shard.
+	const CHARLIE_SOLVER: u64 = 7;
+
+	/// A shard whose solver stops is reassigned from its last checkpoint; the round then
+	/// aggregates as usual.
+	#[test]
+	fn a_straggler_is_reassigned_from_its_checkpoint() {
+		builder().solver(CHARLIE_SOLVER, gpu_profile()).build_and_execute(|| {
+			let job = submit(rounds_spec());
+			let straggler = LAYOUT.shard_index(0, 3);
+			for shard in 0..3 {
+				let index = LAYOUT.shard_index(0, shard);
+				assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVERS[shard as usize]), job, index));
+				assert_ok!(submit_proof(SOLVERS[shard as usize], job, index, proof(LOCAL_STEPS, 10)));
+			}
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(FERDIE), job, straggler));
+			let checkpoint = Checkpoint { step: 10, hash: [3; 32].into() };
+			assert_ok!(Tasks::commit_checkpoint(RuntimeOrigin::signed(FERDIE), job, straggler, checkpoint));
+			let deadline = Units::<Test>::get(job, straggler).unwrap().deadline.unwrap();
+			run_to_block(deadline + 3);
+			assert!(tasks_events().contains(&Event::UnitTimedOut { job, unit: straggler, solver: FERDIE, resume_from: Some(checkpoint) }));
+			// Back in the pool, where the scheduler offers it to another solver.
+			let unit = Units::<Test>::get(job, straggler).unwrap();
+			assert!(unit.state == UnitState::Reassigned || (unit.state == UnitState::Assigned && unit.solver != Some(FERDIE)));
+			assert_eq!(state(job, LAYOUT.aggregate_index(0)), UnitState::Waiting);
+			// Another solver takes it from the checkpoint, and the round completes.
+			let solver = take(CHARLIE_SOLVER, job, straggler);
+			assert_ne!(solver, FERDIE);
+			assert_eq!(Units::<Test>::get(job, straggler).unwrap().last_checkpoint, Some(checkpoint));
+			assert_ok!(submit_proof(solver, job, straggler, proof(LOCAL_STEPS, 13)));
+			assert_eq!(state(job, LAYOUT.aggregate_index(0)), UnitState::Pending);
+			aggregate(job, 0, EVE);
+			assert!((0..4).all(|shard| state(job, LAYOUT.shard_index(1, shard)) == UnitState::Pending));
+		});
+	}
+
+	/// A lie in round 1 overturned while round 2 trains: round 1's aggregate and every
+	/// unit of round 2 wait again (their solvers released, their attempts given back);
+	/// round 1's other shards and round 0 stand. Proven again, the round aggregates anew.
+	#[test]
+	fn a_lie_in_round_one_rolls_back_round_two() {
+		builder().solver(CHARLIE_SOLVER, gpu_profile()).build_and_execute(|| {
+			let job = submit(rounds_spec());
+			prove_round(job, 0);
+			aggregate(job, 0, CHARLIE_SOLVER);
+			finalize_round(job, 0);
+			prove_round(job, 1);
+			aggregate(job, 1, CHARLIE_SOLVER);
+			// Round 2: two shards proven, one held, one in the pool or offered.
+			for shard in 0..2 {
+				let index = LAYOUT.shard_index(2, shard);
+				let solver = take(SOLVERS[shard as usize], job, index);
+				assert_ok!(submit_proof(solver, job, index, proof(LOCAL_STEPS, 30)));
+			}
+			take(SOLVERS[2], job, LAYOUT.shard_index(2, 2));
+
+			let liar = LAYOUT.shard_index(1, 1);
+			let lying_solver = Units::<Test>::get(job, liar).unwrap().solver.unwrap();
+			assert_ok!(Tasks::set_challenged(job, liar, true));
+			let rolled_back = Tasks::overturn(job, liar).unwrap();
+			let mut expected = vec![LAYOUT.aggregate_index(1)];
+			expected.extend((0..3).map(|shard| LAYOUT.shard_index(2, shard)));
+			expected.push(LAYOUT.shard_index(2, 3));
+			expected.sort();
+			assert_eq!(rolled_back, expected);
+			assert!(tasks_events().contains(&Event::ProofRejected { job, unit: liar, solver: lying_solver, rolled_back: 5 }));
+			for index in &expected {
+				let unit = Units::<Test>::get(job, index).unwrap();
+				assert_eq!((unit.state, unit.solver, unit.start_state_root, unit.proof), (UnitState::Waiting, None, None, None));
+			}
+			assert_eq!(state(job, liar), UnitState::Reassigned);
+			assert!([0, 2, 3].iter().all(|shard| state(job, LAYOUT.shard_index(1, *shard)) == UnitState::Proven));
+			assert!((0..5).all(|index| state(job, index) == UnitState::Finalized));
+			// Proven again by another solver, the round aggregates again, from the same
+			// global state, and round 2 follows.
+			let solver = take(if lying_solver == BOB { DAVE } else { BOB }, job, liar);
+			assert_ne!(solver, lying_solver);
+			assert_ok!(submit_proof(solver, job, liar, proof(LOCAL_STEPS, 21)));
+			assert_eq!(state(job, LAYOUT.aggregate_index(1)), UnitState::Pending);
+			assert_eq!(start_of(job, LAYOUT.aggregate_index(1)), Some(aggregate_root(0)));
+			aggregate(job, 1, CHARLIE_SOLVER);
+			assert!((0..4).all(|shard| state(job, LAYOUT.shard_index(2, shard)) == UnitState::Pending));
+		});
+	}
+
+	/// A shard that fails for good fails its round's aggregate and every later round:
+	/// nothing can start from a round that cannot be averaged.
+	#[test]
+	fn a_failed_shard_fails_the_rounds_after_it() {
+		builder().build_and_execute(|| {
+			let job = submit(rounds_spec());
+			let shard = LAYOUT.shard_index(0, 0);
+			// Nobody takes it within the pool timeout.
+			run_to_block(System::block_number() + u64::from(POOL_TIMEOUT) + 2);
+			assert_eq!(state(job, shard), UnitState::Failed);
+			assert!((4..15).all(|index| state(job, index) == UnitState::Failed));
+		});
+	}
+
+	/// The aggregate and the training units each take only their own submission; an
+	/// aggregate carries a momentum root exactly when the outer step is Nesterov's.
+	#[test]
+	fn aggregates_and_proofs_are_not_interchangeable() {
+		builder().solver(CHARLIE_SOLVER, gpu_profile()).build_and_execute(|| {
+			let job = submit(rounds_spec());
+			let shard = LAYOUT.shard_index(0, 0);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(BOB), job, shard));
+			assert_noop!(
+				Tasks::submit_aggregate(RuntimeOrigin::signed(BOB), job, shard, aggregate_root(0), Some([9; 32].into())),
+				Error::<Test>::NotAnAggregate
+			);
+			assert_ok!(submit_proof(BOB, job, shard, proof(LOCAL_STEPS, 10)));
+			for shard in 1..4 {
+				let index = LAYOUT.shard_index(0, shard);
+				assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(SOLVERS[shard as usize]), job, index));
+				assert_ok!(submit_proof(SOLVERS[shard as usize], job, index, proof(LOCAL_STEPS, 10)));
+			}
+			let index = LAYOUT.aggregate_index(0);
+			assert_ok!(Tasks::claim_unit(RuntimeOrigin::signed(CHARLIE_SOLVER), job, index));
+			let (mut wrong, opening) = anchored(job, shard, proof(LOCAL_STEPS, 1));
+			wrong.steps = 0;
+			assert_noop!(
+				Tasks::submit_proof(RuntimeOrigin::signed(CHARLIE_SOLVER), job, index, wrong, opening, None).map_err(|e| e.error),
+				Error::<Test>::NotATrainingUnit
+			);
+			assert_noop!(
+				Tasks::submit_aggregate(RuntimeOrigin::signed(CHARLIE_SOLVER), job, index, aggregate_root(0), None),
+				Error::<Test>::MomentumMismatch
+			);
+			assert_noop!(
+				Tasks::submit_aggregate(RuntimeOrigin::signed(BOB), job, index, aggregate_root(0), Some([9; 32].into())),
+				Error::<Test>::NotAssignedSolver
+			);
+			assert_ok!(Tasks::submit_aggregate(RuntimeOrigin::signed(CHARLIE_SOLVER), job, index, aggregate_root(0), Some([9; 32].into())));
+			let stored = Units::<Test>::get(job, index).unwrap().proof.unwrap();
+			assert_eq!((stored.steps, stored.trace_root, stored.final_state_root), (0, [9; 32].into(), aggregate_root(0)));
+			// An aggregate is no proof a challenger re-executes.
+			assert!(Tasks::proofs_since(0).iter().all(|open| open.unit != index));
 		});
 	}
 }
