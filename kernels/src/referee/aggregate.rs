@@ -34,7 +34,8 @@ pub struct AggregateDispute {
 	pub shard_roots: Vec<Digest>,
 	/// The root of the global state the round started from.
 	pub global_root: Digest,
-	/// The root of the outer momentum the round started from (Nesterov only).
+	/// The root of the outer momentum the round started from (Nesterov only; `None` for
+	/// the first round's, which is zeros).
 	pub momentum_root: Option<Digest>,
 	/// The claimant's root of the next global state.
 	pub claimed_root: Digest,
@@ -46,29 +47,32 @@ pub struct AggregateDispute {
 	pub chunk: u32,
 }
 
-/// One chunk of one tree: its words (canonical bits, the zero padding implied) and its
-/// proof.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChunkOpening {
-	/// The chunk's words.
-	pub words: Vec<u32>,
-	/// Its proof in the tree.
-	pub proof: MultiProof,
-}
+codec_types! {
+	/// One chunk of one tree: its words (canonical bits, the zero padding implied) and its
+	/// proof.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct ChunkOpening {
+		/// The chunk's words.
+		pub words: Vec<u32>,
+		/// Its proof in the tree.
+		pub proof: MultiProof,
+	}
 
-/// What a party supplies for an aggregate chunk.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AggregateOpenings {
-	/// The chunk in each shard's end state, in shard order.
-	pub shards: Vec<ChunkOpening>,
-	/// The chunk in the round's global state.
-	pub global: ChunkOpening,
-	/// The chunk in the round's outer momentum (Nesterov only).
-	pub momentum: Option<ChunkOpening>,
-	/// The chunk in the claimed next global state.
-	pub claimed: ChunkOpening,
-	/// The chunk in the claimed next outer momentum (Nesterov only).
-	pub claimed_momentum: Option<ChunkOpening>,
+	/// What a party supplies for an aggregate chunk.
+	#[derive(Clone, Debug, PartialEq, Eq)]
+	pub struct AggregateOpenings {
+		/// The chunk in each shard's end state, in shard order.
+		pub shards: Vec<ChunkOpening>,
+		/// The chunk in the round's global state.
+		pub global: ChunkOpening,
+		/// The chunk in the round's outer momentum (Nesterov from the second round on: the
+		/// first round's momentum is zeros, and opens as none).
+		pub momentum: Option<ChunkOpening>,
+		/// The chunk in the claimed next global state.
+		pub claimed: ChunkOpening,
+		/// The chunk in the claimed next outer momentum (Nesterov only).
+		pub claimed_momentum: Option<ChunkOpening>,
+	}
 }
 
 /// Which opening of an [`AggregateOpenings`] a refusal is about.
@@ -122,8 +126,10 @@ pub fn judge_aggregate_chunk(dispute: &AggregateDispute, openings: &AggregateOpe
 		return Err(AggregateError::ShardCount);
 	}
 	let nesterov = matches!(dispute.outer, Outer::Nesterov { .. });
+	// The momentum the round starts from (`None`: zeros) and the claimed next one.
 	let momentum = match (nesterov, dispute.momentum_root, dispute.claimed_momentum_root, &openings.momentum, &openings.claimed_momentum) {
-		(true, Some(root), Some(claimed_root), Some(opening), Some(claimed)) => Some(((root, opening), (claimed_root, claimed))),
+		(true, Some(root), Some(claimed_root), Some(opening), Some(claimed)) => Some((Some((root, opening)), (claimed_root, claimed))),
+		(true, None, Some(claimed_root), None, Some(claimed)) => Some((None, (claimed_root, claimed))),
 		(false, None, None, None, None) => None,
 		_ => return Err(AggregateError::Momentum),
 	};
@@ -142,8 +148,12 @@ pub fn judge_aggregate_chunk(dispute: &AggregateDispute, openings: &AggregateOpe
 		shard_words.push(check(Opened::Shard(position as u32), root, opening)?);
 	}
 	let (momentum_words, claimed_momentum) = match momentum {
-		Some(((root, opening), (claimed_root, claimed))) => {
-			(check(Opened::Momentum, &root, opening)?, Some(check(Opened::ClaimedMomentum, &claimed_root, claimed)?))
+		Some((start, (claimed_root, claimed))) => {
+			let start = match start {
+				Some((root, opening)) => check(Opened::Momentum, &root, opening)?,
+				None => alloc::vec![0.0; len],
+			};
+			(start, Some(check(Opened::ClaimedMomentum, &claimed_root, claimed)?))
 		},
 		None => (Vec::new(), None),
 	};
@@ -268,6 +278,32 @@ mod tests {
 			Err(AggregateError::WrongAggregate { word: CHUNK_WORDS as u32 + 5 }),
 			"the momentum's words follow the state's"
 		);
+	}
+
+	/// The first round's momentum is zeros: with no root and no opening, its aggregate is
+	/// judged from zeros, and an opening given for it is refused.
+	#[test]
+	fn the_first_rounds_momentum_is_zeros() {
+		let mut round = Round::honest();
+		round.momentum = round.momentum.iter().map(|tensor| vec![0.0; tensor.len()]).collect();
+		round = Round { next: round.global.clone(), next_momentum: round.momentum.clone(), ..round };
+		let outer = round.outer;
+		for tensor in 0..LENS.len() {
+			let mut mean = vec![0.0; LENS[tensor]];
+			let inputs: Vec<&[f32]> = round.shards.iter().map(|shard| shard[tensor].as_slice()).collect();
+			average(&round.weights, &inputs, &mut mean).unwrap();
+			outer_step(&outer, &mut round.next[tensor], &mean, &mut round.next_momentum[tensor]).unwrap();
+		}
+		let mut dispute = round.dispute(3);
+		dispute.momentum_root = None;
+		let mut openings = round.openings(3);
+		let opened = openings.momentum.take();
+		assert_eq!(judge_aggregate_chunk(&dispute, &openings), Ok(()));
+		openings.claimed_momentum.as_mut().unwrap().words[1] ^= 1;
+		assert_eq!(judge_aggregate_chunk(&dispute, &openings), Err(AggregateError::InvalidOpening(Opened::ClaimedMomentum)));
+		openings.claimed_momentum = round.openings(3).claimed_momentum;
+		openings.momentum = opened;
+		assert_eq!(judge_aggregate_chunk(&dispute, &openings), Err(AggregateError::Momentum));
 	}
 
 	/// Openings that do not lead to the chain's roots, or that do not fit the dispute,

@@ -128,7 +128,7 @@ pub mod pallet {
 			bind_operator, bind_segment, bind_step, boundary_before, judge, job_graph, level_kind, level_leaves, open_state_chunk,
 			segment_start, segment_trace_commitment, state_chunks, BoundaryOpening, Digest, Dispute, Foul, Game, Level,
 			MerkleProof, Openings, Position, RefereeError, Reveal, SegmentBinding, StateChunk, StepBinding, TraceCommitment,
-			TreeKind, UnitCommitment,
+			TreeKind, UnitCommitment, AggregateError, AggregateOpenings,
 		},
 		traits::{AttestationJudge, ComputeNodes, Slash, UnitProofs},
 		JobId, Role, SlashReason, UnitIndex, VerificationMode,
@@ -410,6 +410,24 @@ pub mod pallet {
 			/// The convicting dispute.
 			overturned: DisputeId,
 		},
+		/// The referee found a chunk of a round's aggregate wrong: its solver was slashed,
+		/// and the aggregate went back to the pool with the rounds built on it rolled back.
+		AggregateOverturned {
+			/// The job.
+			job: JobId,
+			/// The aggregate unit.
+			unit: UnitIndex,
+			/// The solver that committed the wrong aggregate.
+			solver: T::AccountId,
+			/// Who showed it wrong.
+			challenger: T::AccountId,
+			/// The chunk the referee recomputed.
+			chunk: u32,
+			/// What the solver was slashed.
+			slashed: BalanceOf<T>,
+			/// The challenger's share of it.
+			to_challenger: BalanceOf<T>,
+		},
 	}
 
 	#[pallet::error]
@@ -465,6 +483,16 @@ pub mod pallet {
 		InvalidOpenings,
 		/// The encoded openings exceed `MaxOpeningsLen`.
 		OpeningsTooLarge,
+		/// The unit is not a round's aggregate whose commitment stands undisputed (`Proven`),
+		/// or its challenge window has closed.
+		NotAChallengeableAggregate,
+		/// The referee recomputed the chunk from the openings and it is what the aggregate
+		/// committed: the aggregate stands, and nothing changed.
+		AggregateUpheld,
+		/// The aggregate openings do not fit the chain's records of the round (the shards'
+		/// end states, the round's global state and momentum, the committed aggregate), or
+		/// the chunk is past the state's chunks.
+		InvalidAggregateOpenings,
 		/// The job's shape cannot be built: no dispute over it can be judged.
 		InvalidJob,
 		/// The step is not where the unit's solver holds a state: a checkpoint (the start
@@ -698,6 +726,35 @@ pub mod pallet {
 			Self::do_summon(summoner, overturned, attester, segment, trace_root, start)
 		}
 
+		/// Show that a round's committed aggregate is wrong: `openings` open chunk `chunk` of
+		/// every shard's proven end state, of the round's global state and momentum and of
+		/// the committed next state (and momentum), and the referee recomputes the chunk
+		/// from them (`touchstone_kernels::referee::aggregate`). The caller must be bonded as
+		/// a challenger, within the aggregate's challenge window. A wrong chunk convicts at
+		/// once: every output word depends on the same word of the inputs only, so one chunk
+		/// is the whole dispute, and no bisection is played. The aggregator is slashed as a
+		/// solver whose proof the referee overturned, `ConvictionShare` to the caller; the
+		/// aggregate goes back to the pool, and the rounds built on it roll back. An upheld
+		/// chunk, or openings that do not fit, are refused with a named error and change
+		/// nothing (the caller pays the call's fee).
+		///
+		/// Emits `AggregateOverturned`, and the tasks pallet's `ProofRejected`.
+		#[pallet::call_index(11)]
+		#[pallet::weight(Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get()).saturating_add(Pallet::<T>::worst_ruling_weight()))]
+		pub fn challenge_aggregate(
+			origin: OriginFor<T>,
+			job: JobId,
+			unit: UnitIndex,
+			chunk: u32,
+			openings: AggregateOpenings,
+		) -> DispatchResultWithPostInfo {
+			let challenger = ensure_signed(origin)?;
+			let bytes = u32::try_from(openings.encoded_size()).unwrap_or(u32::MAX);
+			ensure!(bytes <= T::MaxOpeningsLen::get(), Error::<T>::OpeningsTooLarge);
+			let aftermath = Self::do_challenge_aggregate(challenger, job, unit, chunk, &openings)?;
+			Ok(Some(Self::resolve_weight(bytes).saturating_add(aftermath)).into())
+		}
+
 		/// Forget the proof dispute `overturned` convicted, once its summons window closed
 		/// and no summons over it is open. Anyone may call it; it is free when it succeeds.
 		///
@@ -752,6 +809,48 @@ pub mod pallet {
 		/// How many disputes challengers may open over one unit, beside the drawn verifiers'.
 		pub fn challenger_slots() -> u32 {
 			T::MaxDisputesPerUnit::get().saturating_sub(T::VerifierSlotsPerUnit::get())
+		}
+
+		/// Judges a challenge of a round's aggregate at `chunk` and, if the referee finds the
+		/// chunk wrong, convicts its solver. Returns the weight of the conviction's aftermath.
+		pub(crate) fn do_challenge_aggregate(
+			challenger: T::AccountId,
+			job: JobId,
+			unit: UnitIndex,
+			chunk: u32,
+			openings: &AggregateOpenings,
+		) -> Result<Weight, DispatchError> {
+			ensure!(T::Nodes::is_bonded_for(&challenger, Role::Challenger), Error::<T>::NotBondedChallenger);
+			let claim = T::Units::proven_aggregate(job, unit).ok_or(Error::<T>::NotAChallengeableAggregate)?;
+			let now = frame_system::Pallet::<T>::block_number();
+			ensure!(now < claim.window_ends, Error::<T>::NotAChallengeableAggregate);
+			match touchstone_primitives::referee::judge_aggregate(&claim, chunk, openings) {
+				Ok(()) => return Err(Error::<T>::AggregateUpheld.into()),
+				Err(AggregateError::WrongAggregate { .. }) => {},
+				Err(_) => return Err(Error::<T>::InvalidAggregateOpenings.into()),
+			}
+			T::Units::open_challenge(job, unit)?;
+			let share = T::ConvictionShare::get();
+			let winners = [challenger.clone()];
+			let slashed = T::Slash::slash(
+				&claim.solver,
+				Role::Solver,
+				T::SolverSlash::get().max(claim.collateral),
+				SlashReason::InvalidProof,
+				Some((&winners[..], share)),
+			)?;
+			let moot = T::Units::reject_proof(job, unit)?;
+			let dismissed = Self::dismiss_moot(job, unit, &moot)?;
+			Self::deposit_event(Event::AggregateOverturned {
+				job,
+				unit,
+				solver: claim.solver,
+				challenger,
+				chunk,
+				slashed,
+				to_challenger: share.mul_floor(slashed),
+			});
+			Ok(Self::ruling_weight(moot.len() as u32, dismissed).saturating_add(Self::reward_weight(1)))
 		}
 
 		pub(crate) fn do_challenge(

@@ -7,6 +7,7 @@
 mod adversaries;
 mod attacks;
 mod summons;
+mod aggregates;
 
 use crate::{mock::*, DisputeId, Disputes as DisputeRecords, Error, Event, Grounds, Party, Phase, Ruling, UnitDisputes};
 use polkadot_sdk::{

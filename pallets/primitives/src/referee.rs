@@ -23,6 +23,10 @@ pub use touchstone_kernels::referee::boundary::{
 	bind_segment, segment_start, segment_trace_commitment, unit_final_state_root, BoundaryOpening, SegmentBinding, UnitCommitment,
 };
 pub use touchstone_kernels::proof::state_tree::{self, chunk_range, locate_chunk, CHUNK_WORDS};
+pub use touchstone_kernels::referee::aggregate::{
+	judge_aggregate_chunk, AggregateDispute, AggregateError, AggregateOpenings, ChunkOpening, MAX_AGGREGATE_SHARDS,
+};
+use touchstone_kernels::ops::aggregate::{weights, Weighting};
 
 /// The most work the chain lets the referee do to judge one piece of any job it accepts:
 /// words opened, Merkle hashes checked and operators rebuilt
@@ -159,6 +163,38 @@ pub fn outer_is_valid(outer: &OuterOptimizer) -> bool {
 		OuterOptimizer::Nesterov { learning_rate, .. } => learning_rate.into_inner() > 0,
 	};
 	moves && kernel_outer(outer).check().is_ok()
+}
+
+/// Judges one chunk of a round's aggregate against the chain's records of it
+/// (`touchstone_kernels::referee::aggregate`): `Ok(())` upholds the committed chunk,
+/// `Err(WrongAggregate)` shows it wrong, and any other error refuses the openings (or the
+/// chunk) without a verdict.
+pub fn judge_aggregate<AccountId, BlockNumber, Balance>(
+	claim: &crate::traits::ProvenAggregate<AccountId, BlockNumber, Balance>,
+	chunk: u32,
+	openings: &AggregateOpenings,
+) -> Result<(), AggregateError> {
+	// The chain accepts no job whose graph the kernels cannot build.
+	let graph = job_graph(&claim.model, &claim.hyper).ok_or(AggregateError::Kernel(touchstone_kernels::error::KernelError::ShapeOverflow))?;
+	let chunk_count = state_tree::state_chunk_count(graph.state_lens());
+	let weighting = match claim.aggregation {
+		crate::Aggregation::WeightedBySamples => Weighting::BySamples,
+		crate::Aggregation::Uniform => Weighting::Uniform,
+	};
+	let samples: alloc::vec::Vec<u64> = claim.shards.iter().map(|(_, samples)| u64::from(*samples)).collect();
+	let weights = weights(weighting, &samples).map_err(AggregateError::Kernel)?;
+	let dispute = AggregateDispute {
+		outer: kernel_outer(&claim.outer),
+		weights,
+		shard_roots: claim.shards.iter().map(|(root, _)| root.0).collect(),
+		global_root: claim.global_root.0,
+		momentum_root: claim.momentum_root.map(|root| root.0),
+		claimed_root: claim.claimed_root.0,
+		claimed_momentum_root: claim.claimed_momentum_root.map(|root| root.0),
+		chunk_count: u32::try_from(chunk_count).map_err(|_| AggregateError::ChunkOutOfRange)?,
+		chunk,
+	};
+	judge_aggregate_chunk(&dispute, openings)
 }
 
 /// The operator graph of one training step of a job with `model` and `hyper`: what

@@ -3,8 +3,8 @@
 
 use crate::referee::{BoundaryOpening, DataCommitment, UnitCommitment};
 use crate::{
-	Distance, HardwareProfile, HardwareRequirements, HyperParams, JobId, LearningProof, ModelArch, Role, SlashReason,
-	ToleranceProfile, UnitIndex, VerificationMode,
+	Aggregation, ContentHash, Distance, HardwareProfile, HardwareRequirements, HyperParams, JobId, LearningProof, ModelArch,
+	OuterOptimizer, Role, SlashReason, ToleranceProfile, UnitIndex, VerificationMode,
 };
 use alloc::vec::Vec;
 use polkadot_sdk::sp_runtime::{DispatchError, DispatchResult, Perbill};
@@ -333,6 +333,37 @@ pub struct ProvenUnit<AccountId, BlockNumber, Balance> {
 	pub segment_blocks: u32,
 }
 
+/// A round's aggregate whose commitment stands (`Proven`), as a challenge of it sees it:
+/// everything the referee recomputes a chunk of it from, from the tasks pallet's records.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ProvenAggregate<AccountId, BlockNumber, Balance> {
+	/// The solver that committed the aggregate.
+	pub solver: AccountId,
+	/// The unit's collateral: the least its solver is slashed if the aggregate is wrong.
+	pub collateral: Balance,
+	/// The job's model and hyper-parameters, which fix the state's layout.
+	pub model: ModelArch,
+	/// See [`ProvenAggregate::model`].
+	pub hyper: HyperParams,
+	/// The job's outer step.
+	pub outer: OuterOptimizer,
+	/// How the shards are weighed.
+	pub aggregation: Aggregation,
+	/// Each shard's proven end state root and its samples, in shard order.
+	pub shards: Vec<(ContentHash, u32)>,
+	/// The round's global state root: every shard's start.
+	pub global_root: ContentHash,
+	/// The outer momentum the round starts from: the previous aggregate's; `None` for
+	/// the first round's (zeros) and for plain averaging.
+	pub momentum_root: Option<ContentHash>,
+	/// The committed next global state root.
+	pub claimed_root: ContentHash,
+	/// The committed next outer momentum root (Nesterov only).
+	pub claimed_momentum_root: Option<ContentHash>,
+	/// The block the challenge window ends in: challenges are accepted before it.
+	pub window_ends: BlockNumber,
+}
+
 /// A tolerance-mode job, as the verification pallet sees it: who may challenge its
 /// thresholds, and what bounds them.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -350,6 +381,9 @@ pub struct ToleranceJob<AccountId> {
 pub trait UnitProofs<AccountId, BlockNumber, Balance> {
 	/// The unit, while its proof stands (`Proven` or `Challenged`).
 	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnit<AccountId, BlockNumber, Balance>>;
+	/// The unit, while it is a round's aggregate whose commitment stands undisputed
+	/// (`Proven`).
+	fn proven_aggregate(job: JobId, unit: UnitIndex) -> Option<ProvenAggregate<AccountId, BlockNumber, Balance>>;
 	/// The solver that accepted the unit and has not committed its proof yet (`Assigned`),
 	/// and the block its proof is due by.
 	fn assignment(job: JobId, unit: UnitIndex) -> Option<(AccountId, BlockNumber)>;

@@ -15,7 +15,7 @@ use polkadot_sdk::{
 use touchstone_primitives::{
 	referee::{filler_segments, BoundaryOpening},
 	traits::ComputeNodes,
-	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind,
+	Activation, Aggregation, Checkpoint, ContentRef, DatasetRef, Decomposition, DeviceKind, OuterOptimizer,
 	HardwareProfile, HardwareRequirements, HyperParams, JobId, JobSpec, LearningProof, ModelArch,
 	Optimizer, TrainingMetrics, UnitIndex, UnitState, VerificationMode,
 };
@@ -262,6 +262,37 @@ mod benchmarks {
 		_(RawOrigin::Signed(who), job, 0, commitment, opening, None);
 		let successor = Units::<T>::get(job, 1).ok_or(BenchmarkError::Stop("no second range"))?;
 		assert_eq!((successor.state, successor.solver), (UnitState::Assigned, Some(who_again)));
+		Ok(())
+	}
+
+	/// A round's aggregate committed, readying `s` shards of the next round: the largest
+	/// round a two-round job of `MaxUnitsPerJob` units holds, at most `MAX_ROUND_SHARDS`.
+	#[benchmark]
+	fn submit_aggregate(
+		s: Linear<1, { (T::MaxUnitsPerJob::get() / 2).saturating_sub(1).clamp(1, touchstone_primitives::MAX_ROUND_SHARDS) }>,
+	) -> Result<(), BenchmarkError> {
+		let first = solver::<T>(0);
+		let outer = OuterOptimizer::Nesterov { learning_rate: FixedU64::from_rational(7, 10), momentum: FixedU64::from_rational(9, 10) };
+		let decomposition =
+			Decomposition::Rounds { shards: s, rounds: 2, local_steps: STEPS / 2, aggregation: Aggregation::WeightedBySamples, outer };
+		let mut rounds = spec::<T>(decomposition, 2 * (s + 1));
+		rounds.requirements.region = None;
+		let job = submitted::<T>(rounds)?;
+		let holders = claim_all::<T>(job, s, first)?;
+		for (shard, holder) in holders.iter().enumerate() {
+			let (commitment, opening) = proof::<T>(job, shard as u32, STEPS / 2)?;
+			T::BenchmarkHelper::ready_proof(job, shard as u32, holder);
+			Tasks::<T>::submit_proof(RawOrigin::Signed(holder.clone()).into(), job, shard as u32, commitment, opening, None)
+				.map_err(|_| BenchmarkError::Stop("submit_proof failed"))?;
+		}
+		let aggregator = solver::<T>(1_000);
+		claim::<T>(&aggregator, job, s)?;
+		#[extrinsic_call]
+		_(RawOrigin::Signed(aggregator), job, s, [7; 32].into(), Some([8; 32].into()));
+		for shard in 0..s {
+			let next = Units::<T>::get(job, s + 1 + shard).ok_or(BenchmarkError::Stop("no next round"))?;
+			assert_eq!(next.state, UnitState::Pending);
+		}
 		Ok(())
 	}
 

@@ -1,7 +1,7 @@
 //! The tasks pallet's logic: validation, decomposition, the solver path, scheduling,
 //! deadlines, payment, aggregation and removal.
 
-use crate::{pallet::*, BalanceOf, Due, JobOf, ProvenUnitOf, UnitKey, WeightInfo, WorkUnitOf};
+use crate::{pallet::*, BalanceOf, Due, JobOf, ProvenAggregateOf, ProvenUnitOf, UnitKey, WeightInfo, WorkUnitOf};
 use alloc::vec::Vec;
 use polkadot_sdk::{
 	frame_support::{
@@ -25,7 +25,7 @@ use touchstone_primitives::{
 		check_judgeable, kernel_train, outer_is_valid, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError,
 		UnitCommitment,
 	},
-	traits::{ComputeNodes, ProofLifecycle, ProvenUnit},
+	traits::{ComputeNodes, ProofLifecycle, ProvenAggregate, ProvenUnit},
 	Aggregation, Checkpoint, ContentHash, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, MAX_ROUND_SHARDS, JobResult, JobSpec,
 	JobStatus, LearningProof, ModelArch, OpenProof, OuterOptimizer, Role, Segments, TrainingMetrics, UnitIndex, UnitScope,
 	UnitState, WorkUnit,
@@ -1334,6 +1334,49 @@ impl<T: Config> Pallet<T> {
 			model: job.spec.model,
 			hyper: job.spec.hyper,
 			verification: job.spec.verification,
+		})
+	}
+
+	/// A round's aggregate whose commitment stands undisputed (`Proven`), with what a
+	/// challenge of it is judged against: its round's shards' proven end states (each must
+	/// still stand: a round readied its aggregate only once they all did) and the outer
+	/// momentum the round starts from.
+	pub(crate) fn proven_aggregate(job_id: JobId, index: UnitIndex) -> Option<ProvenAggregateOf<T>> {
+		let job = Jobs::<T>::get(job_id)?;
+		let unit = Units::<T>::get(job_id, index)?;
+		let (UnitScope::Aggregate { round }, Decomposition::Rounds { aggregation, outer, .. }) = (unit.scope, job.spec.decomposition)
+		else {
+			return None;
+		};
+		if unit.state != UnitState::Proven {
+			return None;
+		}
+		let layout = job.spec.decomposition.round_layout()?;
+		let proof = unit.proof?;
+		let mut shards = Vec::with_capacity(layout.shards as usize);
+		for shard in 0..layout.shards {
+			let shard_unit = Units::<T>::get(job_id, layout.shard_index(round, shard))?;
+			let (_, samples) = shard_unit.scope.data(job.spec.dataset.samples)?;
+			shards.push((shard_unit.proof?.final_state_root, samples));
+		}
+		let nesterov = matches!(outer, OuterOptimizer::Nesterov { .. });
+		let momentum_root = match round.checked_sub(1) {
+			Some(previous) if nesterov => Some(Units::<T>::get(job_id, layout.aggregate_index(previous))?.proof?.trace_root),
+			_ => None,
+		};
+		Some(ProvenAggregate {
+			solver: unit.solver?,
+			collateral: Self::collateral(job.spec.price_per_unit),
+			model: job.spec.model,
+			hyper: job.spec.hyper,
+			outer,
+			aggregation,
+			shards,
+			global_root: proof.start_state_root,
+			momentum_root,
+			claimed_root: proof.final_state_root,
+			claimed_momentum_root: nesterov.then_some(proof.trace_root),
+			window_ends: unit.proven_at?.saturating_add(T::ChallengeWindow::get()),
 		})
 	}
 

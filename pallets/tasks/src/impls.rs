@@ -1,7 +1,7 @@
 //! What the tasks pallet offers others: the staking pallet's view of active work, the
 //! disputes pallet's view of proven units, and the queries behind the runtime API.
 
-use crate::{pallet::*, BalanceOf, JobOf, ProvenUnitOf};
+use crate::{pallet::*, BalanceOf, JobOf, ProvenAggregateOf, ProvenUnitOf};
 use alloc::vec::Vec;
 use polkadot_sdk::{
 	frame_support::traits::Get,
@@ -79,6 +79,10 @@ impl<T: Config> Pallet<T> {
 impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pallet<T> {
 	fn proven_unit(job: JobId, unit: UnitIndex) -> Option<ProvenUnitOf<T>> {
 		Self::proven_unit(job, unit)
+	}
+
+	fn proven_aggregate(job: JobId, unit: UnitIndex) -> Option<ProvenAggregateOf<T>> {
+		Self::proven_aggregate(job, unit)
 	}
 
 	fn assignment(job: JobId, unit: UnitIndex) -> Option<(T::AccountId, BlockNumberFor<T>)> {

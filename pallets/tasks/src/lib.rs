@@ -70,6 +70,12 @@ pub type ProvenUnitOf<T> = touchstone_primitives::traits::ProvenUnit<
 	frame_system::pallet_prelude::BlockNumberFor<T>,
 	BalanceOf<T>,
 >;
+/// A round's aggregate as a challenge of it sees it, in this runtime's types.
+pub type ProvenAggregateOf<T> = touchstone_primitives::traits::ProvenAggregate<
+	<T as frame_system::Config>::AccountId,
+	frame_system::pallet_prelude::BlockNumberFor<T>,
+	BalanceOf<T>,
+>;
 
 /// What falls due at a block: the sweep in `on_initialize` handles each entry once.
 #[derive(
