@@ -89,9 +89,11 @@ test('two solvers train a rounds job in parallel; each round is aggregated and t
     .some((unit) => eventsOf('verification', 'Revealed', job, unit).length > 0), { timeoutMs: 600_000, intervalMs: 3000 }).catch(withLogs);
 
   // Every unit is finalized after its window, and the job's model is the last aggregate.
-  await waitFor('the job to complete', async () => (await api.query.tasks.jobs(job)).unwrap().status.toString() === 'Completed',
+  // Read at the finalized block, which the worker's commands read too.
+  const finalizedJob = async () => (await (await api.at(await api.rpc.chain.getFinalizedHead())).query.tasks.jobs(job)).unwrap();
+  await waitFor('the job to complete', async () => (await finalizedJob()).status.toString() === 'Completed',
     { timeoutMs: 900_000, intervalMs: 3000 }).catch(withLogs);
-  const result = (await api.query.tasks.jobs(job)).unwrap().result.unwrap();
+  const result = (await finalizedJob()).result.unwrap();
   assert.equal(result.unitsFinalized.toNumber(), units);
   assert.equal(result.stateRoot.toString(), eventsOf('tasks', 'ProofSubmitted', job, aggregateIndex(ROUNDS - 1))[0].data.proof.finalStateRoot.toString());
   assert.deepEqual(chain.recorded.events.filter((e) => e.section === 'staking' && e.method === 'Slashed'), []);

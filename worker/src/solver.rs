@@ -665,6 +665,12 @@ impl<C: Transactions> Solver<C> {
 					self.accept(now, job_id, index);
 					Ok(())
 				},
+				// An aggregate computed when its offer was weighed: accepted without
+				// computing it again while the acceptance is on its way.
+				UnitState::Assigned if !unit.accepted && self.aggregated.contains_key(&(job_id, index)) => {
+					self.accept(now, job_id, index);
+					Ok(())
+				},
 				UnitState::Assigned if !unit.accepted => {
 					let answered = self.answer_offer(at, now, job_id, index, job, unit, device_busy).await;
 					answered.map(|accepted| {
