@@ -5,6 +5,13 @@
 # docs/performance.md.
 #
 # Usage: scripts/bench-worker.sh [--cpu-threads N] [JOB ...]
+#        scripts/bench-worker.sh [--cpu-threads N] --rounds
+#   --rounds       the rounds job scripts/bench/rounds.toml (four shards, three rounds) on a
+#                  fresh dev chain with 1, 2 and 4 solvers (Bob, Charlie, Dave, Eve), each
+#                  with --cpu-threads threads: the wall time until every unit is proven, and
+#                  the bytes of model files moved per round (each shard end state the
+#                  aggregator did not train, and the aggregate to each other solver of the
+#                  next round), computed from who trained what and the model file's size.
 #   JOB            digits, or a job file of scripts/bench/ by name: synthetic-large (about 6 s on one core),
 #                  synthetic-long (more than two minutes in four ranges) or synthetic-longer
 #                  (about four and a half minutes on one core in four ranges). Default: digits
@@ -24,6 +31,9 @@ if [ "${1:-}" = --cpu-threads ]; then
 	[ -n "${2:-}" ] || { echo "--cpu-threads needs a number of threads" >&2; exit 2; }
 	threads=(--cpu-threads "$2")
 	shift 2
+fi
+if [ "${1:-}" = --rounds ]; then
+	exec "$(dirname "$0")/bench/rounds.sh" "${threads[@]}"
 fi
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(digits synthetic-large synthetic-long)

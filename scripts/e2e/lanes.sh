@@ -10,7 +10,7 @@
 # the files run as:
 #   lane 1: the kill test (~8 min), job submission (~1), then the worker's file (~16);
 #   lane 2: the light client (~1), the local networks (~8), the long units (~14), the
-#           solver behind NAT (~2).
+#           solver behind NAT (~2), the rounds job (~9).
 # (Measured cold on 2026-12-02 with job submission in lane 2: lane 1 1,457 s, lane 2
 # 1,630 s; its minute moved to lane 1 evens them.)
 # Each line is prefixed with its lane. Exits non-zero if either lane fails.
@@ -23,7 +23,7 @@ lane() {
 }
 lane 1 worker.test.mjs kill-anywhere.test.mjs submit-job.test.mjs &
 first=$!
-lane 2 long-units.test.mjs localnet.test.mjs light-client.test.mjs nat.test.mjs
+lane 2 long-units.test.mjs localnet.test.mjs light-client.test.mjs nat.test.mjs rounds.test.mjs
 second=$?
 wait "$first"
 first=$?

@@ -1878,5 +1878,86 @@ mod tests {
 			solver.pass(&chain.at()).await.unwrap();
 			assert_eq!(chain.take_sent(), [sent("unit 6 1 finalize", "Tasks.finalize_unit")]);
 		}
+
+		/// An offered aggregate of a round is computed from its shards' proven end states,
+		/// accepted, and committed with the roots of the kernels' aggregate, which the
+		/// solver then serves; it is computed once.
+		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+		async fn an_offered_aggregate_is_computed_from_its_round_and_committed() {
+			use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
+			use touchstone_kernels::job::trace::state_root;
+			use touchstone_kernels::ops::aggregate::{aggregate_state, weights, Weighting};
+			let (chain, mut solver) = scripted_solver("aggregate").await;
+			let me = solver.me.clone();
+			let mut file = crate::jobfile::digits_example();
+			file.train.steps = 100;
+			file.units = crate::jobfile::UnitsFile {
+				shards: Some(2),
+				rounds: Some(2),
+				outer_learning_rate: Some(0.7),
+				outer_momentum: Some(0.9),
+				..Default::default()
+			};
+			let prepared = crate::jobfile::prepare(&file, std::path::Path::new("."), &solver.inputs.store).unwrap();
+			let mut job = digits_job(&solver, 100, 50, 50);
+			job.spec = prepared.spec.clone();
+			job.units = 6;
+			// Each shard's end state a step away from the initial one, held by this worker.
+			let initial = prepared.initial_state.clone();
+			let shards: Vec<Vec<Vec<f32>>> = (1..=2)
+				.map(|shard| initial.iter().map(|tensor| tensor.iter().map(|value| value + 0.001 * shard as f32).collect()).collect())
+				.collect();
+			let mut roots = Vec::new();
+			for state in &shards {
+				let root = state_root(state).unwrap();
+				let bytes = KernelCheckpoint { point: touchstone_kernels::proof::chain::ChainPoint::start(50), state: state.clone() }.to_bytes().unwrap();
+				solver.inputs.store.put_as(&root, &bytes).unwrap();
+				roots.push(root);
+			}
+			let samples = [prepared.train.len() as u32 / 2, prepared.train.len() as u32 - prepared.train.len() as u32 / 2];
+			chain.script(|at| {
+				at.jobs.insert(7, job.clone());
+				for shard in 0..2u32 {
+					let mut unit = range(UnitState::Proven, Some(AccountId::from([5; 32])), true, Some(job.spec.initial_state_root.0));
+					unit.scope = UnitScope::RoundShard { round: 0, first_sample: shard * samples[0], samples: samples[shard as usize] };
+					unit.proof = Some(LearningProof {
+						trace_root: [1; 32].into(),
+						steps: 50,
+						start_state_root: job.spec.initial_state_root,
+						final_state_root: roots[shard as usize].into(),
+						metrics: Default::default(),
+					});
+					at.units.insert((7, shard), unit);
+				}
+				let mut aggregate = range(UnitState::Assigned, Some(me.clone()), false, Some(job.spec.initial_state_root.0));
+				aggregate.scope = UnitScope::Aggregate { round: 0 };
+				at.units.insert((7, 2), aggregate);
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 7 2 accepted", "Tasks.accept_unit")]);
+			let computed = *solver.aggregated.get(&(7, 2)).expect("computed when the offer was weighed");
+			// The kernels' aggregate from zero momentum, weighted by the shards' samples.
+			let zeros: Vec<Vec<f32>> = initial.iter().map(|tensor| vec![0.0; tensor.len()]).collect();
+			let weights = weights(Weighting::BySamples, &samples.map(u64::from)).unwrap();
+			let outer = touchstone_primitives::referee::kernel_outer(&match job.spec.decomposition {
+				touchstone_primitives::Decomposition::Rounds { outer, .. } => outer,
+				_ => unreachable!(),
+			});
+			let (next, momentum) = aggregate_state(&outer, &weights, &shards, &initial, &zeros).unwrap();
+			assert_eq!(computed.state_root, state_root(&next).unwrap());
+			assert_eq!(computed.momentum_root, Some(state_root(&momentum).unwrap()));
+			assert!(solver.inputs.store.contains(&computed.state_root) && solver.inputs.store.contains(&computed.momentum_root.unwrap()));
+
+			// Accepted: committed, not computed again.
+			chain.land_all();
+			chain.script(|at| {
+				at.number += 1;
+				if let Some(unit) = at.units.get_mut(&(7, 2)) {
+					unit.accepted = true;
+				}
+			});
+			solver.pass(&chain.at()).await.unwrap();
+			assert_eq!(chain.take_sent(), [sent("unit 7 2 aggregated", "Tasks.submit_aggregate")]);
+		}
 	}
 }
