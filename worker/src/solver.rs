@@ -339,6 +339,12 @@ enum Standing {
 }
 
 /// The key the transaction `what` of a unit is handed over by ([`Chain::send_in_background`]).
+/// Whether `unit` is a round's aggregate, which the solver computes without its training
+/// device.
+fn is_aggregate(unit: &WorkUnit) -> bool {
+	matches!(unit.scope, UnitScope::Aggregate { .. })
+}
+
 fn unit_duty(job_id: JobId, index: UnitIndex, what: &str) -> String {
 	format!("unit {job_id} {index} {what}")
 }
@@ -654,7 +660,7 @@ impl<C: Transactions> Solver<C> {
 			self.next_proof.is_some() ||
 			claim_on_its_way ||
 			units.iter().any(|(key, _, unit)| {
-				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof
+				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof && !is_aggregate(unit)
 			});
 		self.slots.set_busy(slot, device_busy);
 		for ((job_id, index), job, unit) in &units {
@@ -671,6 +677,11 @@ impl<C: Transactions> Solver<C> {
 					self.accept(now, job_id, index);
 					Ok(())
 				},
+				// An aggregate trains nothing: a busy device does not stop this solver
+				// taking one.
+				UnitState::Assigned if !unit.accepted && is_aggregate(unit) => {
+					self.answer_offer(at, now, job_id, index, job, unit, false).await.map(|_| ())
+				},
 				UnitState::Assigned if !unit.accepted => {
 					let answered = self.answer_offer(at, now, job_id, index, job, unit, device_busy).await;
 					answered.map(|accepted| {
@@ -678,7 +689,7 @@ impl<C: Transactions> Solver<C> {
 						self.slots.set_busy(slot, device_busy);
 					})
 				},
-				UnitState::Assigned if matches!(unit.scope, UnitScope::Aggregate { .. }) => {
+				UnitState::Assigned if is_aggregate(unit) => {
 					if self.slots.take((job_id, index), slot) {
 						self.submit_aggregate(at, now, job_id, index, job, unit).await
 					} else {
@@ -935,7 +946,7 @@ impl<C: Transactions> Solver<C> {
 	async fn ready_to_take(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		// An aggregate trains nothing: it is taken once it is computed, which takes
 		// moments once its round's states are here.
-		if matches!(unit.scope, UnitScope::Aggregate { .. }) {
+		if is_aggregate(unit) {
 			let aggregated = crate::aggregate::compute(&self.inputs, at, job_id, index, job, unit).await?;
 			self.aggregated.insert((job_id, index), aggregated);
 			return Ok(());
@@ -1006,7 +1017,7 @@ impl<C: Transactions> Solver<C> {
 	/// Starts training an accepted unit on its own thread, from its last local checkpoint
 	/// if it has one. The passes follow it ([`Self::follow_training`]).
 	fn start_training(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		if matches!(unit.scope, UnitScope::Aggregate { .. }) {
+		if is_aggregate(unit) {
 			return Ok(());
 		}
 		let work = self.prepared(job_id, index, job, unit)?;
@@ -1880,8 +1891,9 @@ mod tests {
 		}
 
 		/// An offered aggregate of a round is computed from its shards' proven end states,
-		/// accepted, and committed with the roots of the kernels' aggregate, which the
-		/// solver then serves; it is computed once.
+		/// accepted while the device trains another unit (an aggregate does not need it),
+		/// and committed with the roots of the kernels' aggregate, which the solver then
+		/// serves; it is computed once.
 		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 		async fn an_offered_aggregate_is_computed_from_its_round_and_committed() {
 			use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
@@ -1899,6 +1911,7 @@ mod tests {
 				..Default::default()
 			};
 			let prepared = crate::jobfile::prepare(&file, std::path::Path::new("."), &solver.inputs.store).unwrap();
+			let long = digits_job(&solver, 100_000, 100_000, 1_000);
 			let mut job = digits_job(&solver, 100, 50, 50);
 			job.spec = prepared.spec.clone();
 			job.units = 6;
@@ -1932,9 +1945,14 @@ mod tests {
 				let mut aggregate = range(UnitState::Assigned, Some(me.clone()), false, Some(job.spec.initial_state_root.0));
 				aggregate.scope = UnitScope::Aggregate { round: 0 };
 				at.units.insert((7, 2), aggregate);
+				// The device trains a long unit meanwhile.
+				at.jobs.insert(8, long.clone());
+				at.units.insert((8, 0), unit_of(&long, 0, UnitState::Assigned, Some(&me), true));
 			});
 			solver.pass(&chain.at()).await.unwrap();
-			assert_eq!(chain.take_sent(), [sent("unit 7 2 accepted", "Tasks.accept_unit")]);
+			assert_eq!(solver.training.as_ref().map(|training| training.key), Some((8, 0)), "the device trains");
+			let sent_now: Vec<Sent> = chain.take_sent().into_iter().filter(|sent| !sent.key.contains("checkpoint")).collect();
+			assert_eq!(sent_now, [sent("unit 7 2 accepted", "Tasks.accept_unit")]);
 			let computed = *solver.aggregated.get(&(7, 2)).expect("computed when the offer was weighed");
 			// The kernels' aggregate from zero momentum, weighted by the shards' samples.
 			let zeros: Vec<Vec<f32>> = initial.iter().map(|tensor| vec![0.0; tensor.len()]).collect();
@@ -1957,7 +1975,9 @@ mod tests {
 				}
 			});
 			solver.pass(&chain.at()).await.unwrap();
-			assert_eq!(chain.take_sent(), [sent("unit 7 2 aggregated", "Tasks.submit_aggregate")]);
+			let sent_now: Vec<Sent> = chain.take_sent().into_iter().filter(|sent| !sent.key.contains("checkpoint")).collect();
+			assert_eq!(sent_now, [sent("unit 7 2 aggregated", "Tasks.submit_aggregate")]);
+			solver.stop_training().await;
 		}
 	}
 }
