@@ -5,8 +5,9 @@
 # docs/performance.md.
 #
 # Usage: scripts/bench-worker.sh [--cpu-threads N] [JOB ...]
-#        scripts/bench-worker.sh [--cpu-threads N] --rounds
-#   --rounds       the rounds job scripts/bench/rounds.toml (four shards, three rounds) on a
+#        scripts/bench-worker.sh [--cpu-threads N] --rounds [JOB ...]
+#   --rounds       the rounds jobs scripts/bench/rounds.toml and rounds-long.toml (four shards,
+#                  three rounds of 1,000 and of 10,000 local steps), or those named, each on a
 #                  fresh dev chain with 1, 2 and 4 solvers (Bob, Charlie, Dave, Eve), each
 #                  with --cpu-threads threads: the wall time until every unit is proven, and
 #                  the bytes of model files moved per round (each shard end state the
@@ -33,7 +34,8 @@ if [ "${1:-}" = --cpu-threads ]; then
 	shift 2
 fi
 if [ "${1:-}" = --rounds ]; then
-	exec "$(dirname "$0")/bench/rounds.sh" "${threads[@]}"
+	shift
+	exec "$(dirname "$0")/bench/rounds.sh" "${threads[@]}" "$@"
 fi
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(digits synthetic-large synthetic-long)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The rounds benchmark, run by `scripts/bench-worker.sh [--cpu-threads N] --rounds`: the
-# rounds job scripts/bench/rounds.toml (four shards, three rounds of 1,000 local steps, plain
-# averaging) through a fresh dev chain with 1, 2 and 4 solvers (Bob, Charlie, Dave, Eve), each
+# The rounds benchmark, run by `scripts/bench-worker.sh [--cpu-threads N] --rounds [JOB ...]`:
+# each rounds job of scripts/bench/ named (default: rounds, four shards and three rounds of
+# 1,000 local steps, where the chain's latency dominates; and rounds-long, the same with
+# 10,000 local steps, where training does) through a fresh dev chain with 1, 2 and 4 solvers (Bob, Charlie, Dave, Eve), each
 # trainer on the threads `--cpu-threads` gives. Prints one table row per solver count: the
 # time from submission until every unit is proven (at the best block and at finality), and the
 # model-file bytes moved per round: every shard end state the round's aggregator did not
@@ -9,11 +10,19 @@
 # (each fetches it once). Those counts are read from the chain (`status`), the bytes are the
 # job's model file: 333,834 parameters and as many momentum words, as f32.
 source "$(dirname "$0")/../lib.sh"
-threads=("$@")
+threads=()
+if [ "${1:-}" = --cpu-threads ]; then
+	threads=(--cpu-threads "$2")
+	shift 2
+fi
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(rounds rounds-long)
+for name in "${names[@]}"; do
+	[ -f "$ROOT/scripts/bench/$name.toml" ] || { echo "no rounds job scripts/bench/$name.toml: give rounds or rounds-long" >&2; exit 2; }
+done
 "$ROOT/scripts/setup.sh"
 build_workspace
 
-job="$ROOT/scripts/bench/rounds.toml"
 MODEL_BYTES=$((2 * 333834 * 4))
 keys=(//Bob //Charlie //Dave //Eve)
 first_peer=/ip4/127.0.0.1/tcp/30555
@@ -22,6 +31,9 @@ pids=()
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 
+for name in "${names[@]}"; do
+job="$ROOT/scripts/bench/$name.toml"
+printf '\n%s (%s)\n\n' "$name" "$(sed -n 's/^steps = //p' "$job") steps"
 printf '| solvers | proven, best block (s) | proven, finalized (s) | × one solver (finalized) | model bytes moved per round |\n'
 printf '| --- | --- | --- | --- | --- |\n'
 one=""
@@ -73,4 +85,5 @@ for count in 1 2 4; do
 	printf '| %s | %s | %s | %s× | %s |\n' "$count" "$best_s" "$final_s" "$ratio" "$bytes"
 	stop_all
 	trap stop_all EXIT
+done
 done

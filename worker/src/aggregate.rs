@@ -12,6 +12,7 @@ use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::ops::aggregate::{aggregate_state, weights, Weighting};
 use touchstone_kernels::proof::chain::ChainPoint;
 use touchstone_kernels::proof::hash::Digest;
+use touchstone_kernels::referee::aggregate::{aggregate_openings, first_wrong_chunk, AggregateOpenings};
 use touchstone_primitives::referee::{kernel_model, kernel_outer, kernel_train};
 use touchstone_primitives::{Aggregation, Decomposition, JobId, UnitIndex, UnitScope};
 
@@ -19,6 +20,18 @@ use crate::chain::{Job, WorkUnit};
 use crate::inputs::Inputs;
 use crate::state::ChainState;
 use crate::store::Kind;
+
+/// Whether `unit` is a round's aggregate, which trains nothing.
+pub fn is_aggregate(unit: &WorkUnit) -> bool {
+	matches!(unit.scope, UnitScope::Aggregate { .. })
+}
+
+/// The root a unit's standing commitment is known by: an aggregate's next global state, a
+/// trained unit's trace. `None` without a proof.
+pub fn committed_root(unit: &WorkUnit) -> Option<Digest> {
+	let proof = unit.proof.as_ref()?;
+	Some(if is_aggregate(unit) { proof.final_state_root.0 } else { proof.trace_root.0 })
+}
 
 /// A round's aggregate, stored and served: what `submit_aggregate` commits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,13 +80,35 @@ async fn round_inputs(at: &impl ChainState, job_id: JobId, index: UnitIndex, job
 	Ok(RoundInputs { global, shards, momentum })
 }
 
-/// Computes, stores and serves the aggregate of unit `index` (fetching the states it
-/// reads from the job's peers first).
-pub async fn compute(inputs: &Inputs, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<Aggregated> {
+/// A round's aggregate recomputed by the contract, with the states it was computed from.
+struct Recomputed {
+	/// What the chain says the aggregate is computed from.
+	round: RoundInputs,
+	/// Each shard's end state, in shard order.
+	shards: Vec<Vec<Vec<f32>>>,
+	/// The round's global state.
+	global: Vec<Vec<f32>>,
+	/// The outer momentum the round starts from: zeros in the first round of a Nesterov
+	/// job, nothing for plain averaging.
+	momentum: Vec<Vec<f32>>,
+	/// Whether the outer step is Nesterov's (the aggregate commits a momentum).
+	nesterov: bool,
+	/// The next global state.
+	next: Vec<Vec<f32>>,
+	/// The next outer momentum (Nesterov only; empty otherwise).
+	next_momentum: Vec<Vec<f32>>,
+	/// The global step the next round starts at.
+	next_step: u32,
+}
+
+/// Recomputes the aggregate of unit `index` from its round (fetching the states it reads
+/// from the job's peers first), as its solver computes it and as a watcher checks it.
+async fn recompute(inputs: &Inputs, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<Recomputed> {
 	let round = round_inputs(at, job_id, index, job, unit).await?;
 	let Decomposition::Rounds { aggregation, outer, local_steps, .. } = job.spec.decomposition else {
 		bail!("the job is not cut into rounds");
 	};
+	let UnitScope::Aggregate { round: number } = unit.scope else { bail!("unit {index} is not a round's aggregate") };
 	let (model, train) = (kernel_model(&job.spec.model), kernel_train(&job.spec.hyper));
 	let bound = crate::train::model_file_bound(&model, &train)?;
 	// The dataset and the round's global state, as a shard of the round fetches them.
@@ -100,13 +135,83 @@ pub async fn compute(inputs: &Inputs, at: &impl ChainState, job_id: JobId, index
 		let weights = weights(weighting, &samples).map_err(|error| anyhow!("the round's weights: {error:?}"))?;
 		let (next, next_momentum) = aggregate_state(&kernel_outer(&outer), &weights, &shards, &global, &momentum)
 			.map_err(|error| anyhow!("the aggregate: {error:?}"))?;
-		let UnitScope::Aggregate { round: number } = unit.scope else { bail!("unit {index} is not a round's aggregate") };
+		let next_momentum = if nesterov { next_momentum } else { Vec::new() };
 		// The next round starts at this step: the model file says so.
 		let next_step = number.saturating_add(1).saturating_mul(local_steps);
+		Ok(Recomputed { round, shards, global, momentum, nesterov, next, next_momentum, next_step })
+	})
+}
+
+/// Computes, stores and serves the aggregate of unit `index` (fetching the states it
+/// reads from the job's peers first). `lie` is test equipment (`solve
+/// --lie-in-aggregate`): it flips a low mantissa bit of the word in the middle of the next
+/// state, a lie only a recomputation sees.
+pub async fn compute(
+	inputs: &Inputs,
+	at: &impl ChainState,
+	job_id: JobId,
+	index: UnitIndex,
+	job: &Job,
+	unit: &WorkUnit,
+	lie: bool,
+) -> Result<Aggregated> {
+	let recomputed = recompute(inputs, at, job_id, index, job, unit).await?;
+	let shards = recomputed.shards.len();
+	let Recomputed { nesterov, mut next, next_momentum, next_step, .. } = recomputed;
+	if lie {
+		let middle = next.iter().map(Vec::len).sum::<usize>() / 2;
+		let word = next.iter_mut().flatten().nth(middle).context("the state is empty")?;
+		*word = f32::from_bits(word.to_bits() ^ 1);
+		tracing::warn!(job = job_id, unit = index, "test equipment: the aggregate lies at word {middle} of the next state");
+	}
+	tokio::task::block_in_place(|| {
 		let state_root = store_state(inputs, job_id, next_step, next)?;
 		let momentum_root = if nesterov { Some(store_state(inputs, job_id, next_step, next_momentum)?) } else { None };
-		tracing::info!(job = job_id, unit = index, "aggregated {} shards into state {}", samples.len(), hex(&state_root));
+		tracing::info!(job = job_id, unit = index, "aggregated {shards} shards into state {}", hex(&state_root));
 		Ok(Aggregated { state_root, momentum_root })
+	})
+}
+
+/// A committed aggregate that is not what its round gives: the chunk at which to
+/// challenge it, and the openings that convict it there.
+pub struct WrongAggregate {
+	/// The first chunk of the next state (or momentum) that differs.
+	pub chunk: u32,
+	/// That chunk opened in every input and in the committed states.
+	pub openings: AggregateOpenings,
+}
+
+/// Checks the aggregate committed for unit `index` by recomputing it: `None` when its
+/// roots are the contract's; otherwise the committed states, fetched from the aggregator
+/// by their roots, are compared chunk by chunk, and the first wrong chunk is returned
+/// with its openings, ready for `disputes.challenge_aggregate`.
+pub async fn check(inputs: &Inputs, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<Option<WrongAggregate>> {
+	let proof = unit.proof.as_ref().context("the aggregate has no commitment")?;
+	let (claimed_root, claimed_momentum_root) = (proof.final_state_root.0, proof.trace_root.0);
+	let recomputed = recompute(inputs, at, job_id, index, job, unit).await?;
+	let root_of = |state: &[Vec<f32>]| state_root(state).map_err(|error| anyhow!("{error:?}"));
+	let momentum_matches = !recomputed.nesterov || root_of(&recomputed.next_momentum)? == claimed_momentum_root;
+	if root_of(&recomputed.next)? == claimed_root && momentum_matches {
+		return Ok(None);
+	}
+	let bound = crate::train::model_file_bound(&kernel_model(&job.spec.model), &kernel_train(&job.spec.hyper))?;
+	let mut claimed_roots = vec![claimed_root];
+	if recomputed.nesterov {
+		claimed_roots.push(claimed_momentum_root);
+	}
+	for root in &claimed_roots {
+		inputs.fetch_model(*root, bound).await.with_context(|| format!("fetching the committed aggregate state {}", hex(root)))?;
+	}
+	tokio::task::block_in_place(|| {
+		let claimed = inputs.state_with_root(&claimed_root)?;
+		let claimed_momentum = if recomputed.nesterov { inputs.state_with_root(&claimed_momentum_root)? } else { Vec::new() };
+		let chunk = first_wrong_chunk((&recomputed.next, &recomputed.next_momentum), (&claimed, &claimed_momentum))
+			.context("the committed aggregate is not this node's, but its states are not of the job's layout: no chunk of it can be judged")?;
+		let momentum = recomputed.round.momentum.is_some().then_some(recomputed.momentum.as_slice());
+		let claimed_momentum = recomputed.nesterov.then_some(claimed_momentum.as_slice());
+		let openings = aggregate_openings(&recomputed.shards, &recomputed.global, momentum, &claimed, claimed_momentum, chunk)
+			.context("opening the wrong chunk")?;
+		Ok(Some(WrongAggregate { chunk: chunk as u32, openings }))
 	})
 }
 

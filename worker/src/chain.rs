@@ -11,6 +11,7 @@
 	substitute_type(path = "touchstone_primitives::Checkpoint", with = "::subxt::utils::Static<::touchstone_primitives::Checkpoint>"),
 	substitute_type(path = "touchstone_kernels::referee::StateOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::StateOpening>"),
 	substitute_type(path = "touchstone_kernels::referee::Openings", with = "::subxt::utils::Static<::touchstone_primitives::referee::Openings>"),
+	substitute_type(path = "touchstone_kernels::referee::aggregate::AggregateOpenings", with = "::subxt::utils::Static<::touchstone_primitives::referee::AggregateOpenings>"),
 	substitute_type(path = "touchstone_kernels::referee::binding::StepBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::StepBinding>"),
 	substitute_type(path = "touchstone_kernels::referee::boundary::BoundaryOpening", with = "::subxt::utils::Static<::touchstone_primitives::referee::BoundaryOpening>"),
 	substitute_type(path = "touchstone_kernels::referee::boundary::SegmentBinding", with = "::subxt::utils::Static<::touchstone_primitives::referee::SegmentBinding>"),

@@ -43,3 +43,20 @@ pub mod verifier;
 
 #[cfg(test)]
 mod scripted;
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+	let terminate = async {
+		match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+			Ok(mut signal) => {
+				signal.recv().await;
+			},
+			Err(_) => std::future::pending::<()>().await,
+		}
+	};
+	tokio::select! {
+		_ = tokio::signal::ctrl_c() => {},
+		_ = terminate => {},
+	}
+}
+

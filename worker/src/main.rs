@@ -161,7 +161,7 @@ fn stop_on_signal(kept: &'static str) -> Arc<AtomicBool> {
 	let stop = Arc::new(AtomicBool::new(false));
 	let signal = stop.clone();
 	tokio::spawn(async move {
-		shutdown_signal().await;
+		touchstone_worker::shutdown_signal().await;
 		tracing::info!("shutting down: {kept}");
 		signal.store(true, Ordering::Relaxed);
 	});
@@ -238,7 +238,7 @@ async fn run(cli: Cli) -> Result<()> {
 			for address in relay.listening().await? {
 				println!("relay listening at {address}");
 			}
-			shutdown_signal().await;
+			touchstone_worker::shutdown_signal().await;
 			Ok(())
 		},
 	}
@@ -274,20 +274,3 @@ async fn settled(chain: &Chain, role: impl std::future::Future<Output = Result<(
 	chain.settle().await;
 	outcome
 }
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-	let terminate = async {
-		match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-			Ok(mut signal) => {
-				signal.recv().await;
-			},
-			Err(_) => std::future::pending::<()>().await,
-		}
-	};
-	tokio::select! {
-		_ = tokio::signal::ctrl_c() => {},
-		_ = terminate => {},
-	}
-}
-

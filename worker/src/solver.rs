@@ -16,7 +16,7 @@ use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels_wgpu::WgpuBackend;
 use touchstone_primitives::referee::BoundaryOpening;
-use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitScope, UnitState, VerificationMode};
+use touchstone_primitives::{Checkpoint, JobId, LearningProof, Role, UnitIndex, UnitState, VerificationMode};
 
 use crate::chain::{runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, Settled, WorkUnit};
 use crate::state::{ChainState, Transactions};
@@ -101,6 +101,15 @@ pub struct SolveArgs {
 	#[cfg(feature = "test-equipment")]
 	#[arg(long, hide = true)]
 	pub abandon_disputes: bool,
+	/// Test equipment, never for real work: corrupt the first round's aggregate this
+	/// solver computes (one low mantissa bit of the word in the middle of the next global
+	/// state), commit it and serve it as if honest. Watchers recompute it, challenge it at
+	/// the chunk holding the lie and the solver is slashed; it exists to rehearse
+	/// `disputes.challenge_aggregate` end to end. Only in a build with the
+	/// `test-equipment` feature.
+	#[cfg(feature = "test-equipment")]
+	#[arg(long, hide = true)]
+	pub lie_in_aggregate: bool,
 }
 
 /// The fault `--inject-fault` injects at global step `step` of a unit trained with `work`,
@@ -339,12 +348,6 @@ enum Standing {
 }
 
 /// The key the transaction `what` of a unit is handed over by ([`Chain::send_in_background`]).
-/// Whether `unit` is a round's aggregate, which the solver computes without its training
-/// device.
-fn is_aggregate(unit: &WorkUnit) -> bool {
-	matches!(unit.scope, UnitScope::Aggregate { .. })
-}
-
 fn unit_duty(job_id: JobId, index: UnitIndex, what: &str) -> String {
 	format!("unit {job_id} {index} {what}")
 }
@@ -660,7 +663,7 @@ impl<C: Transactions> Solver<C> {
 			self.next_proof.is_some() ||
 			claim_on_its_way ||
 			units.iter().any(|(key, _, unit)| {
-				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof && !is_aggregate(unit)
+				unit.state == UnitState::Assigned && unit.accepted && Some(*key) != waiting_for_proof && !crate::aggregate::is_aggregate(unit)
 			});
 		self.slots.set_busy(slot, device_busy);
 		for ((job_id, index), job, unit) in &units {
@@ -679,7 +682,7 @@ impl<C: Transactions> Solver<C> {
 				},
 				// An aggregate trains nothing: a busy device does not stop this solver
 				// taking one.
-				UnitState::Assigned if !unit.accepted && is_aggregate(unit) => {
+				UnitState::Assigned if !unit.accepted && crate::aggregate::is_aggregate(unit) => {
 					self.answer_offer(at, now, job_id, index, job, unit, false).await.map(|_| ())
 				},
 				UnitState::Assigned if !unit.accepted => {
@@ -689,7 +692,7 @@ impl<C: Transactions> Solver<C> {
 						self.slots.set_busy(slot, device_busy);
 					})
 				},
-				UnitState::Assigned if is_aggregate(unit) => {
+				UnitState::Assigned if crate::aggregate::is_aggregate(unit) => {
 					if self.slots.take((job_id, index), slot) {
 						self.submit_aggregate(at, now, job_id, index, job, unit).await
 					} else {
@@ -869,11 +872,7 @@ impl<C: Transactions> Solver<C> {
 		}
 		let aggregated = match self.aggregated.get(&(job_id, index)) {
 			Some(aggregated) => *aggregated,
-			None => {
-				let aggregated = crate::aggregate::compute(&self.inputs, at, job_id, index, job, unit).await?;
-				self.aggregated.insert((job_id, index), aggregated);
-				aggregated
-			},
+			None => self.compute_aggregate(at, job_id, index, job, unit).await?,
 		};
 		let call = runtime::transactions().tasks().submit_aggregate(
 			job_id,
@@ -883,6 +882,23 @@ impl<C: Transactions> Solver<C> {
 		);
 		self.hand_over(now, (job_id, index), "aggregated", call, |_| {});
 		Ok(())
+	}
+
+	/// Computes, stores and serves the aggregate of aggregate unit `index`, and keeps it
+	/// for its commitment. With `--lie-in-aggregate` (test equipment), the first one this
+	/// solver computes is corrupted.
+	async fn compute_aggregate(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<crate::aggregate::Aggregated> {
+		#[cfg(feature = "test-equipment")]
+		let lie = self.args.lie_in_aggregate;
+		#[cfg(not(feature = "test-equipment"))]
+		let lie = false;
+		let aggregated = crate::aggregate::compute(&self.inputs, at, job_id, index, job, unit, lie).await?;
+		#[cfg(feature = "test-equipment")]
+		{
+			self.args.lie_in_aggregate = false;
+		}
+		self.aggregated.insert((job_id, index), aggregated);
+		Ok(aggregated)
 	}
 
 	/// Claims the first pool unit this solver is eligible for and can train.
@@ -946,9 +962,8 @@ impl<C: Transactions> Solver<C> {
 	async fn ready_to_take(&mut self, at: &impl ChainState, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
 		// An aggregate trains nothing: it is taken once it is computed, which takes
 		// moments once its round's states are here.
-		if is_aggregate(unit) {
-			let aggregated = crate::aggregate::compute(&self.inputs, at, job_id, index, job, unit).await?;
-			self.aggregated.insert((job_id, index), aggregated);
+		if crate::aggregate::is_aggregate(unit) {
+			self.compute_aggregate(at, job_id, index, job, unit).await?;
 			return Ok(());
 		}
 		self.fetch_inputs(at, job_id, index, job, unit).await?;
@@ -1017,7 +1032,7 @@ impl<C: Transactions> Solver<C> {
 	/// Starts training an accepted unit on its own thread, from its last local checkpoint
 	/// if it has one. The passes follow it ([`Self::follow_training`]).
 	fn start_training(&mut self, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<()> {
-		if is_aggregate(unit) {
+		if crate::aggregate::is_aggregate(unit) {
 			return Ok(());
 		}
 		let work = self.prepared(job_id, index, job, unit)?;
@@ -1893,7 +1908,9 @@ mod tests {
 		/// An offered aggregate of a round is computed from its shards' proven end states,
 		/// accepted while the device trains another unit (an aggregate does not need it),
 		/// and committed with the roots of the kernels' aggregate, which the solver then
-		/// serves; it is computed once.
+		/// serves; it is computed once. A watcher's recomputation finds the honest
+		/// commitment right and a lying one wrong at the chunk of the lie, with openings the
+		/// chain's referee convicts.
 		#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 		async fn an_offered_aggregate_is_computed_from_its_round_and_committed() {
 			use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
@@ -1978,6 +1995,61 @@ mod tests {
 			let sent_now: Vec<Sent> = chain.take_sent().into_iter().filter(|sent| !sent.key.contains("checkpoint")).collect();
 			assert_eq!(sent_now, [sent("unit 7 2 aggregated", "Tasks.submit_aggregate")]);
 			solver.stop_training().await;
+
+			// A watcher's check: the honest commitment is the round's; a lying one (test
+			// equipment) is found at the chunk holding the lie, and its openings convict it
+			// at the chain's referee.
+			let commit = |aggregated: crate::aggregate::Aggregated| {
+				chain.script(|at| {
+					let unit = at.units.get_mut(&(7, 2)).unwrap();
+					unit.state = UnitState::Proven;
+					unit.proof = Some(LearningProof {
+						trace_root: aggregated.momentum_root.unwrap().into(),
+						steps: 0,
+						start_state_root: job.spec.initial_state_root,
+						final_state_root: aggregated.state_root.into(),
+						metrics: Default::default(),
+					});
+				});
+			};
+			commit(computed);
+			let unit = chain.at().unit(7, 2).await.unwrap().unwrap();
+			let checked = crate::aggregate::check(&solver.inputs, &chain.at(), 7, 2, &job, &unit).await.unwrap();
+			assert!(checked.is_none(), "the honest aggregate is the round's");
+			let lie = crate::aggregate::compute(&solver.inputs, &chain.at(), 7, 2, &job, &unit, true).await.unwrap();
+			assert_ne!(lie.state_root, computed.state_root);
+			assert_eq!(lie.momentum_root, computed.momentum_root, "the lie is in the state, not the momentum");
+			commit(lie);
+			let unit = chain.at().unit(7, 2).await.unwrap().unwrap();
+			let wrong = crate::aggregate::check(&solver.inputs, &chain.at(), 7, 2, &job, &unit).await.unwrap().expect("the lie is found");
+			let middle = next.iter().map(Vec::len).sum::<usize>() / 2;
+			let first_word_of = |chunk: usize| {
+				let lens: Vec<usize> = next.iter().map(Vec::len).collect();
+				let (tensor, within) = touchstone_kernels::proof::state_tree::locate_chunk(lens.iter().copied(), chunk).unwrap();
+				lens[..tensor].iter().sum::<usize>() + within * touchstone_kernels::proof::state_tree::CHUNK_WORDS
+			};
+			let chunk = wrong.chunk as usize;
+			assert!(first_word_of(chunk) <= middle && middle < first_word_of(chunk) + touchstone_kernels::proof::state_tree::CHUNK_WORDS);
+			let (shard_roots, global_root) = (roots.iter().zip(samples).map(|(root, samples)| ((*root).into(), samples)).collect(), job.spec.initial_state_root);
+			let claim = touchstone_primitives::traits::ProvenAggregate {
+				solver: (),
+				collateral: 0u128,
+				model: job.spec.model.clone(),
+				hyper: job.spec.hyper.clone(),
+				outer: match job.spec.decomposition {
+					touchstone_primitives::Decomposition::Rounds { outer, .. } => outer,
+					_ => unreachable!(),
+				},
+				aggregation: touchstone_primitives::Aggregation::WeightedBySamples,
+				shards: shard_roots,
+				global_root,
+				momentum_root: None,
+				claimed_root: lie.state_root.into(),
+				claimed_momentum_root: lie.momentum_root.map(Into::into),
+				window_ends: 0u32,
+			};
+			let verdict = touchstone_primitives::referee::judge_aggregate(&claim, wrong.chunk, &wrong.openings);
+			assert!(matches!(verdict, Err(touchstone_primitives::referee::AggregateError::WrongAggregate { .. })), "{verdict:?}");
 		}
 	}
 }

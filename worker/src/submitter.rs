@@ -147,7 +147,14 @@ pub async fn submit(access: &ChainAccess, data_dir: &Path, args: SubmitArgs) -> 
 		.context("the chain accepted the job but emitted no JobSubmitted event")??;
 	println!("job {} submitted: {} units, {:.3} TST in escrow", submitted.job, submitted.units, submitted.escrow as f64 / UNIT as f64);
 	if args.wait {
-		wait_for_job(&chain, &network, submitted.job).await?;
+		// Stopping the wait stops nothing on the chain: the job goes on without this command.
+		tokio::select! {
+			waited = wait_for_job(&chain, &network, submitted.job) => waited?,
+			() = crate::shutdown_signal() => eprintln!(
+				"stopped waiting; job {} goes on, and `touchstone-worker status --job {}` shows it (its dataset is no longer served from here)",
+				submitted.job, submitted.job
+			),
+		}
 	}
 	drop(network);
 	Ok(())

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use codec::{Decode, Encode};
 use pallet_touchstone_verification::{AttestationState, RoundKind, Verdict};
 use polkadot_sdk::sp_runtime::FixedU64;
@@ -35,7 +35,7 @@ use touchstone_kernels::proof::hash::digest_bytes;
 use touchstone_kernels::referee::UnitBoundaries;
 use touchstone_primitives::{JobId, Role, Segments, UnitIndex, UnitState, VerificationMode};
 
-use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Round, Settled};
+use crate::chain::{decode, runtime, AccountId, AtBlock, BestBlocks, Chain, Heartbeat, Job, Round, Settled, WorkUnit};
 use crate::state::{ChainState, Transactions};
 use crate::dispute::{Dispute, Party};
 use crate::hardware::{self, Detected};
@@ -763,6 +763,17 @@ impl Verifier {
 		let at = best.at().await?;
 		let unit = at.unit(job_id, index).await?.with_context(|| format!("job {job_id} has no unit {index}"))?;
 		let job = at.job(job_id).await?.with_context(|| format!("no job {job_id}"))?;
+		if crate::aggregate::is_aggregate(&unit) {
+			if unit.state != UnitState::Proven {
+				bail!("unit {index} of job {job_id} has no aggregate open to challenge (it is {:?})", unit.state);
+			}
+			println!("recomputing the aggregate of unit {index} of job {job_id} from its round");
+			match self.challenge_aggregate_if_wrong(&at, job_id, index, &job, &unit).await? {
+				Some(chunk) => println!("the aggregate is not the round's: overturned by the referee at chunk {chunk}"),
+				None => println!("the aggregate is the round's, bit for bit: nothing to challenge"),
+			}
+			return Ok(());
+		}
 		if job.spec.verification != VerificationMode::Exact {
 			bail!("job {job_id} is verified in tolerance mode: its proofs are judged by distance, by its drawn verifiers and their escalation committees, not by a dispute");
 		}
@@ -894,7 +905,7 @@ impl Verifier {
 		for key @ (job_id, index, theirs) in std::mem::take(failed) {
 			let still_open = at.unit(job_id, index).await?.is_some_and(|unit| {
 				unit.state == UnitState::Proven &&
-					unit.proof.map(|proof| proof.trace_root.0) == Some(theirs) &&
+					crate::aggregate::committed_root(&unit) == Some(theirs) &&
 					unit.proven_at.is_some_and(|proven| now < proven.saturating_add(window))
 			});
 			if still_open && checked.remove(&key).is_some() {
@@ -915,9 +926,11 @@ impl Verifier {
 	}
 
 	/// The proofs open to challenge at `at` that were submitted (or whose window opened
-	/// again) at block `from` or later: units `Proven` inside their challenge window, of
-	/// exact-mode jobs, solved by another node; with their trace roots. The runtime reads
-	/// one key prefix per block, never every unit, so a light client asks for a few keys.
+	/// again) at block `from` or later: units `Proven` inside their challenge window,
+	/// solved by another node, of exact-mode jobs, or rounds' aggregates (exact in every
+	/// job); with the roots they are known by ([`crate::aggregate::committed_root`]). The
+	/// runtime reads one key prefix per block, never every unit, so a light client asks
+	/// for a few keys.
 	async fn open_proofs(&self, at: &AtBlock, from: u32) -> Result<Vec<(JobId, UnitIndex, [u8; 32])>> {
 		use runtime::runtime_types::touchstone_primitives::VerificationMode as ChainVerificationMode;
 		let open = at
@@ -927,18 +940,49 @@ impl Verifier {
 			.context("asking the chain for the proofs open to challenge")?;
 		Ok(open
 			.into_iter()
-			.filter(|proof| proof.solver != self.me && matches!(proof.verification, ChainVerificationMode::Exact))
-			.map(|proof| (proof.job, proof.unit, proof.trace_root.0))
+			.filter(|proof| {
+				proof.solver != self.me && (proof.aggregate.is_some() || matches!(proof.verification, ChainVerificationMode::Exact))
+			})
+			.map(|proof| (proof.job, proof.unit, proof.aggregate.unwrap_or(proof.trace_root).0))
 			.collect())
 	}
 
-	/// Checks one proof by two random segments and disputes it if it does not reproduce.
+	/// Checks one proof by two random segments and disputes it if it does not reproduce;
+	/// a round's aggregate by recomputing it, challenged at its first wrong chunk.
 	async fn watch_unit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, theirs: &[u8; 32]) -> Result<()> {
+		let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) else {
+			return Ok(());
+		};
+		if crate::aggregate::is_aggregate(&unit) {
+			// Checked against the commitment listed, not one that replaced it since.
+			if crate::aggregate::committed_root(&unit).as_ref() != Some(theirs) {
+				return Ok(());
+			}
+			match self.challenge_aggregate_if_wrong(at, job_id, index, &job, &unit).await? {
+				Some(chunk) => tracing::warn!(job = job_id, unit = index, chunk, "watch: the aggregate is not the round's; overturned at the referee"),
+				None => tracing::info!(job = job_id, unit = index, "watch: the aggregate is the round's"),
+			}
+			return Ok(());
+		}
 		if let Some(mine) = self.check_proof(at, (job_id, index), theirs, Samples::Random(2), "watch").await? {
 			let id = self.open_dispute(job_id, index, mine).await?;
 			tracing::warn!(job = job_id, unit = index, dispute = id, "watch: the proof does not reproduce; dispute opened");
 		}
 		Ok(())
+	}
+
+	/// Recomputes the aggregate committed for unit `index` and, if it is not the
+	/// round's, challenges it at its first wrong chunk, which the referee judges at once.
+	/// Returns the chunk it was overturned at, `None` when it is the round's.
+	async fn challenge_aggregate_if_wrong(&self, at: &AtBlock, job_id: JobId, index: UnitIndex, job: &Job, unit: &WorkUnit) -> Result<Option<u32>> {
+		let Some(wrong) = crate::aggregate::check(&self.inputs, at, job_id, index, job, unit).await? else {
+			return Ok(None);
+		};
+		let call = runtime::transactions().disputes().challenge_aggregate(job_id, index, wrong.chunk, subxt::utils::Static(wrong.openings));
+		let events = self.chain.send(&call, &self.signer).await.context("challenging the aggregate")?;
+		let overturned = events.find_first::<runtime::disputes::events::AggregateOverturned>().transpose()?.is_some();
+		ensure!(overturned, "the aggregate challenge was included but overturned nothing");
+		Ok(Some(wrong.chunk))
 	}
 
 	/// Disputes unit `index` of `job_id` with this node's trace root `mine`; returns the

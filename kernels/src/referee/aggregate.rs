@@ -17,7 +17,7 @@ use crate::error::KernelError;
 use crate::ops::aggregate::{aggregate_chunk, Outer};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::MultiProof;
-use crate::proof::state_tree::{verify_chunks, CHUNK_WORDS};
+use crate::proof::state_tree::{chunk_count, chunk_range, locate_chunk, tree, verify_chunks, CHUNK_WORDS};
 
 /// The most shards a round's aggregate may average: a piece reads one chunk of each, so
 /// the referee's work is bounded by this many 1 KiB openings.
@@ -168,11 +168,75 @@ pub fn judge_aggregate_chunk(dispute: &AggregateDispute, openings: &AggregateOpe
 	}
 }
 
+/// Chunk `chunk` of `state` opened in its state tree, as a party supplies it to the
+/// referee; `None` past the state's chunks (or for a state too small to have a tree).
+pub fn open_chunk(state: &[Vec<f32>], chunk: usize) -> Option<ChunkOpening> {
+	let lens = state.iter().map(Vec::len);
+	let (tensor, within) = locate_chunk(lens, chunk)?;
+	let values = state.get(tensor)?;
+	let words = values.get(chunk_range(values.len(), within))?.iter().map(|&value| canonical_bits(value)).collect();
+	let views: Vec<&[f32]> = state.iter().map(Vec::as_slice).collect();
+	let proof = tree(&views).ok()?.multiproof(&[chunk]).ok()?;
+	Some(ChunkOpening { words, proof })
+}
+
+/// The first chunk at which a claimed aggregate (`claimed`, and `claimed_momentum` for a
+/// Nesterov step) differs from the `expected` one, by canonical bits; `None` when they
+/// agree everywhere or their layouts differ (a claim of another layout has no chunk the
+/// referee could judge).
+pub fn first_wrong_chunk<'a>(expected: (&'a [Vec<f32>], &'a [Vec<f32>]), claimed: (&'a [Vec<f32>], &'a [Vec<f32>])) -> Option<usize> {
+	let same_layout = |a: &[Vec<f32>], b: &[Vec<f32>]| a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.len() == b.len());
+	if !same_layout(expected.0, claimed.0) || !same_layout(expected.1, claimed.1) {
+		return None;
+	}
+	let differs = |a: &[f32], b: &[f32]| a.iter().zip(b).any(|(a, b)| canonical_bits(*a) != canonical_bits(*b));
+	let mut first = 0usize;
+	for (tensor, values) in expected.0.iter().enumerate() {
+		for within in 0..chunk_count(values.len()) {
+			let range = chunk_range(values.len(), within);
+			let in_momentum = |state: &'a [Vec<f32>]| -> &'a [f32] { state.get(tensor).map_or(&[][..], |values| &values[range.clone()]) };
+			if differs(&values[range.clone()], &claimed.0[tensor][range.clone()]) ||
+				differs(in_momentum(expected.1), in_momentum(claimed.1))
+			{
+				return Some(first + within);
+			}
+		}
+		first += chunk_count(values.len());
+	}
+	None
+}
+
+/// The openings of chunk `chunk` of a round's aggregate: of each shard's end state, the
+/// round's global state, its outer momentum (`None`: the first round's zeros, or plain
+/// averaging), and the claimed next state and momentum. `None` past the states' chunks.
+pub fn aggregate_openings(
+	shards: &[Vec<Vec<f32>>],
+	global: &[Vec<f32>],
+	momentum: Option<&[Vec<f32>]>,
+	claimed: &[Vec<f32>],
+	claimed_momentum: Option<&[Vec<f32>]>,
+	chunk: usize,
+) -> Option<AggregateOpenings> {
+	Some(AggregateOpenings {
+		shards: shards.iter().map(|shard| open_chunk(shard, chunk)).collect::<Option<Vec<_>>>()?,
+		global: open_chunk(global, chunk)?,
+		momentum: match momentum {
+			Some(state) => Some(open_chunk(state, chunk)?),
+			None => None,
+		},
+		claimed: open_chunk(claimed, chunk)?,
+		claimed_momentum: match claimed_momentum {
+			Some(state) => Some(open_chunk(state, chunk)?),
+			None => None,
+		},
+	})
+}
+
 #[cfg(test)]
 mod tests {
 	use super::*;
 	use crate::ops::aggregate::{average, outer_step, weights, Weighting};
-	use crate::proof::state_tree::{chunk_range, root, tree};
+	use crate::proof::state_tree::root;
 
 	/// A state of two tensors, the second ending in a partial chunk.
 	const LENS: [usize; 2] = [2 * CHUNK_WORDS, CHUNK_WORDS + 40];
@@ -192,12 +256,6 @@ mod tests {
 		state.iter().map(Vec::as_slice).collect()
 	}
 
-	/// Chunk `chunk` of `state` opened in its tree: `(words, proof)`.
-	fn open(state: &[Vec<f32>], chunk: usize) -> ChunkOpening {
-		let (tensor, within) = crate::proof::state_tree::locate_chunk(LENS, chunk).unwrap();
-		let words = state[tensor][chunk_range(LENS[tensor], within)].iter().map(|&value| canonical_bits(value)).collect();
-		ChunkOpening { words, proof: tree(&views(state)).unwrap().multiproof(&[chunk]).unwrap() }
-	}
 
 	/// A round of three shards with Nesterov's outer step, honestly aggregated: its
 	/// dispute at `chunk` and the openings of the next state `next` (and momentum).
@@ -243,13 +301,7 @@ mod tests {
 		}
 
 		fn openings(&self, chunk: usize) -> AggregateOpenings {
-			AggregateOpenings {
-				shards: self.shards.iter().map(|shard| open(shard, chunk)).collect(),
-				global: open(&self.global, chunk),
-				momentum: Some(open(&self.momentum, chunk)),
-				claimed: open(&self.next, chunk),
-				claimed_momentum: Some(open(&self.next_momentum, chunk)),
-			}
+			aggregate_openings(&self.shards, &self.global, Some(&self.momentum), &self.next, Some(&self.next_momentum), chunk).unwrap()
 		}
 	}
 
@@ -278,6 +330,31 @@ mod tests {
 			Err(AggregateError::WrongAggregate { word: CHUNK_WORDS as u32 + 5 }),
 			"the momentum's words follow the state's"
 		);
+	}
+
+	/// A challenger finds the chunk to dispute: the first whose next state or next
+	/// momentum differs, nothing for an honest claim or one of another layout; the
+	/// openings of that chunk convict the claim.
+	#[test]
+	fn the_first_wrong_chunk_is_the_one_to_dispute() {
+		let honest = Round::honest();
+		let expected = (honest.next.as_slice(), honest.next_momentum.as_slice());
+		assert_eq!(first_wrong_chunk(expected, expected), None);
+		let mut lied = Round::honest();
+		lied.next_momentum[1][CHUNK_WORDS + 3] += 1.0;
+		lied.next[1][CHUNK_WORDS + 9] += 1.0;
+		let chunk = first_wrong_chunk(expected, (&lied.next, &lied.next_momentum)).unwrap();
+		assert_eq!(chunk, 3, "tensor 1's second chunk is the state's fourth");
+		assert_eq!(
+			judge_aggregate_chunk(&lied.dispute(chunk as u32), &lied.openings(chunk)),
+			Err(AggregateError::WrongAggregate { word: 9 })
+		);
+		let mut only_momentum = Round::honest();
+		only_momentum.next_momentum[0][CHUNK_WORDS] = -1.0;
+		assert_eq!(first_wrong_chunk(expected, (&only_momentum.next, &only_momentum.next_momentum)), Some(1));
+		let shorter: Vec<Vec<f32>> = honest.next.iter().map(|tensor| tensor[1..].to_vec()).collect();
+		assert_eq!(first_wrong_chunk(expected, (&shorter, &honest.next_momentum)), None);
+		assert_eq!(open_chunk(&honest.next, 4), None, "past the state's four chunks");
 	}
 
 	/// The first round's momentum is zeros: with no root and no opening, its aggregate is
@@ -316,7 +393,7 @@ mod tests {
 		forged.shards[2].words[0] ^= 1;
 		assert_eq!(judge_aggregate_chunk(&dispute, &forged), Err(AggregateError::InvalidOpening(Opened::Shard(2))));
 		let mut moved = openings.clone();
-		moved.global = open(&round.global, 2);
+		moved.global = open_chunk(&round.global, 2).unwrap();
 		assert_eq!(judge_aggregate_chunk(&dispute, &moved), Err(AggregateError::InvalidOpening(Opened::Global)));
 		let mut short = openings.clone();
 		short.shards.pop();

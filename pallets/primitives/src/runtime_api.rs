@@ -36,6 +36,11 @@ pub struct OpenProof<AccountId, BlockNumber> {
 	pub verification: VerificationMode,
 	/// The first block the unit can be finalized in, when the window closes.
 	pub window_ends: BlockNumber,
+	/// For a round's aggregate, the next global state root it commits: an aggregate is
+	/// challenged at one chunk of the average (`disputes.challenge_aggregate`), not by
+	/// re-executing segments, and its `trace_root` is the next outer momentum's root (zero
+	/// for plain averaging). `None` for a trained unit.
+	pub aggregate: Option<ContentHash>,
 }
 
 /// A job with all of its units, as the runtime API reports it.

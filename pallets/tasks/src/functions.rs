@@ -653,7 +653,8 @@ impl<T: Config> Pallet<T> {
 
 	/// The proofs submitted (or whose challenge window opened again) at block `from` or
 	/// later whose window is still open and which stand undisputed (`Proven`), in block
-	/// order. Reads one `ProvenAt` prefix per block, and no block older than the window, so
+	/// order: trained units' proofs and rounds' aggregates (flagged, as they are challenged
+	/// at a chunk, not by re-execution). Reads one `ProvenAt` prefix per block, and no block older than the window, so
 	/// a light client asks for a few keys. Backs the `TasksApi::proofs_since` runtime API.
 	pub fn proofs_since(from: BlockNumberFor<T>) -> Vec<OpenProof<T::AccountId, BlockNumberFor<T>>> {
 		let now = frame_system::Pallet::<T>::block_number();
@@ -665,10 +666,7 @@ impl<T: Config> Pallet<T> {
 		let mut job: Option<(JobId, Option<JobOf<T>>)> = None;
 		while block <= now {
 			for key in ProvenAt::<T>::iter_key_prefix(block) {
-				// An aggregate is not challenged by re-executing segments: it has none.
-				let Some(unit) = Units::<T>::get(key.0, key.1)
-					.filter(|unit| unit.state == UnitState::Proven && !matches!(unit.scope, UnitScope::Aggregate { .. }))
-				else {
+				let Some(unit) = Units::<T>::get(key.0, key.1).filter(|unit| unit.state == UnitState::Proven) else {
 					continue;
 				};
 				let (Some(solver), Some(proof)) = (unit.solver, unit.proof) else { continue };
@@ -686,6 +684,7 @@ impl<T: Config> Pallet<T> {
 					trace_root: proof.trace_root,
 					verification,
 					window_ends: block.saturating_add(window),
+					aggregate: matches!(unit.scope, UnitScope::Aggregate { .. }).then_some(proof.final_state_root),
 				});
 			}
 			if block == now {

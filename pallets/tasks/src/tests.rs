@@ -1400,6 +1400,10 @@ mod rounds {
 				assert!(tasks_events().contains(&Event::UnitReady { job, unit: aggregate_index }));
 				aggregate(job, round, CHARLIE_SOLVER);
 				assert_eq!(state(job, aggregate_index), UnitState::Proven);
+				// Watchers find the aggregate open to challenge, flagged apart from the shards.
+				let listed: Vec<_> = Tasks::proofs_since(0).into_iter().map(|open| (open.unit, open.aggregate)).collect();
+				assert!(listed.contains(&(aggregate_index, Some(aggregate_root(round)))), "{listed:?}");
+				assert!(listed.iter().all(|&(unit, aggregate)| aggregate.is_some() == (unit == aggregate_index)), "{listed:?}");
 				if round < 2 {
 					let next: Vec<_> = (0..4).map(|shard| LAYOUT.shard_index(round + 1, shard)).collect();
 					assert!(next.iter().all(|index| state(job, *index) == UnitState::Pending));
@@ -1559,8 +1563,9 @@ mod rounds {
 			assert_ok!(Tasks::submit_aggregate(RuntimeOrigin::signed(CHARLIE_SOLVER), job, index, aggregate_root(0), Some([9; 32].into())));
 			let stored = Units::<Test>::get(job, index).unwrap().proof.unwrap();
 			assert_eq!((stored.steps, stored.trace_root, stored.final_state_root), (0, [9; 32].into(), aggregate_root(0)));
-			// An aggregate is no proof a challenger re-executes.
-			assert!(Tasks::proofs_since(0).iter().all(|open| open.unit != index));
+			// Listed open to challenge as an aggregate, which is not re-executed.
+			let listed = Tasks::proofs_since(0).into_iter().find(|open| open.unit == index).expect("the aggregate is open to challenge");
+			assert_eq!((listed.aggregate, listed.trace_root), (Some(aggregate_root(0)), [9; 32].into()));
 		});
 	}
 }

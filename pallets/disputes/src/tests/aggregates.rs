@@ -4,10 +4,9 @@
 
 use super::*;
 use touchstone_kernels::{
-	arith::canonical_bits,
 	ops::aggregate::{aggregate_state, weights, Weighting},
-	proof::state_tree::{self, chunk_range, locate_chunk},
-	referee::aggregate::{AggregateOpenings, ChunkOpening},
+	proof::state_tree,
+	referee::aggregate::{aggregate_openings, AggregateOpenings},
 };
 use touchstone_primitives::{
 	referee::{filler_proof, kernel_outer},
@@ -64,24 +63,9 @@ impl RoundStates {
 		self.global.iter().map(Vec::len).collect()
 	}
 
-	/// Chunk `chunk` of `state` opened in its state tree.
-	fn open(&self, state: &[Vec<f32>], chunk: usize) -> ChunkOpening {
-		let lens = self.lens();
-		let (tensor, within) = locate_chunk(lens.iter().copied(), chunk).unwrap();
-		let words = state[tensor][chunk_range(lens[tensor], within)].iter().map(|&value| canonical_bits(value)).collect();
-		let views: Vec<&[f32]> = state.iter().map(Vec::as_slice).collect();
-		ChunkOpening { words, proof: state_tree::tree(&views).unwrap().multiproof(&[chunk]).unwrap() }
-	}
-
 	/// The openings of chunk `chunk` against a committed `claimed` state and momentum.
 	fn openings(&self, chunk: usize, claimed: &[Vec<f32>], claimed_momentum: &[Vec<f32>]) -> AggregateOpenings {
-		AggregateOpenings {
-			shards: self.shards.iter().map(|shard| self.open(shard, chunk)).collect(),
-			global: self.open(&self.global, chunk),
-			momentum: None,
-			claimed: self.open(claimed, chunk),
-			claimed_momentum: Some(self.open(claimed_momentum, chunk)),
-		}
+		aggregate_openings(&self.shards, &self.global, None, claimed, Some(claimed_momentum), chunk).unwrap()
 	}
 }
 
