@@ -8,10 +8,7 @@
 // last aggregate: fetched by its root, it reaches test accuracy within one point of the
 // same steps trained in one run (the digits job, 97.8 %). The test prints the blocks each
 // round took, who trained what, and the accuracy.
-// The second test rehearses a lying aggregator (`fixtures/rounds-lie-job.toml`, Nesterov's
-// outer step): Bob, alone and told to lie once (test equipment), commits a wrong aggregate;
-// Charlie's watcher recomputes it, challenges it at the chunk holding the lie and the
-// referee convicts at once; Bob is slashed, and the round is aggregated again honestly.
+// A lying aggregator is rehearsed in rounds-lie.test.mjs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -110,51 +107,4 @@ test('two solvers train a rounds job in parallel; each round is aggregated and t
   // One run of the same 1,000 steps (the digits job) reaches 97.8 % (kernels/tests/digits.rs).
   assert.ok(accuracy >= 96.8, `the rounds job's model reaches ${accuracy} %, within one point of one run's 97.8 %`);
   t.diagnostic(`${lines.join('; ')}; the job completed with test accuracy ${accuracy} % (one run: 97.8 %)`);
-});
-
-test('a lying aggregator is caught by a watcher, convicted at one chunk by the referee and slashed; an honest solver aggregates the round again', { timeout: 900_000 }, async (t) => {
-  // Bob alone, restarted to lie once: the first aggregate he computes has one wrong bit
-  // (`--lie-in-aggregate`, test equipment). Charlie watches every proof and aggregate.
-  await workers.kill('solver-dave', 'SIGINT');
-  await workers.kill('solver', 'SIGINT');
-  workers.start('solver', [...workers.running.get('solver').args, '--lie-in-aggregate']);
-  workers.start('watcher', ['challenge', '--watch', '--key', '//Charlie', '--p2p-listen', '/ip4/127.0.0.1/tcp/0', '--no-mdns',
-    '--peer', chain.solverPeer]);
-  await chain.registered(['//Charlie'], 'the watcher to register');
-  const job = await chain.submit('rounds-lie-job');
-  const shards = 2;
-  const aggregate = shards;
-
-  // The watcher recomputes the committed aggregate, finds the chunk holding the lie and
-  // wins `challenge_aggregate` at the referee at once: Bob is slashed, the aggregate goes
-  // back to the pool.
-  const overturned = await waitFor('the lying aggregate to be overturned',
-    () => eventsOf('disputes', 'AggregateOverturned', job, aggregate)[0], { timeoutMs: 480_000, intervalMs: 3000 }).catch(withLogs);
-  const bob = keyring.addFromUri('//Bob').address;
-  const charlie = keyring.addFromUri('//Charlie').address;
-  assert.equal(overturned.data.solver, bob);
-  assert.equal(overturned.data.challenger, charlie);
-  const lie = eventsOf('tasks', 'ProofSubmitted', job, aggregate)[0];
-  assert.ok(lie.block <= overturned.block);
-  assert.ok(chain.recorded.events.some((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === bob && e.block === overturned.block),
-    'the aggregator was slashed in the block of the conviction');
-  assert.match(workers.log('solver'), /test equipment: the aggregate lies at word/);
-
-  // Bob's bond is below the minimum now; Dave, honest, comes back and the round is
-  // aggregated again from the same proven shards; the job completes from that aggregate.
-  workers.restart('solver-dave');
-  const finalizedJob = async () => (await (await api.at(await api.rpc.chain.getFinalizedHead())).query.tasks.jobs(job)).unwrap();
-  await waitFor('the job to complete', async () => (await finalizedJob()).status.toString() === 'Completed',
-    { timeoutMs: 480_000, intervalMs: 3000 }).catch(withLogs);
-  const commitments = eventsOf('tasks', 'ProofSubmitted', job, aggregate);
-  const honest = commitments[commitments.length - 1];
-  assert.ok(honest.block > overturned.block);
-  assert.notEqual(honest.data.proof.finalStateRoot.toString(), lie.data.proof.finalStateRoot.toString());
-  const nextRound = eventsOf('tasks', 'ProofSubmitted', job, shards + 1);
-  assert.equal(nextRound[nextRound.length - 1].data.proof.startStateRoot.toString(), honest.data.proof.finalStateRoot.toString(),
-    'the next round trained from the honest aggregate');
-  assert.equal((await finalizedJob()).result.unwrap().unitsFinalized.toNumber(), 2 * (shards + 1));
-  t.diagnostic(`the lie committed at block ${lie.block} was overturned at block ${overturned.block} at chunk ${overturned.data.chunk}` +
-    ` (${overturned.data.slashed} slashed); the honest aggregate was committed at block ${honest.block}` +
-    ` by ${honest.data.solver === bob ? 'Bob' : 'Dave'}`);
 });

@@ -145,7 +145,7 @@ async fn recompute(inputs: &Inputs, at: &impl ChainState, job_id: JobId, index: 
 /// Computes, stores and serves the aggregate of unit `index` (fetching the states it
 /// reads from the job's peers first). `lie` is test equipment (`solve
 /// --lie-in-aggregate`): it flips a low mantissa bit of the word in the middle of the next
-/// state, a lie only a recomputation sees.
+/// state (sets it to 1 if it is zero), a lie only a recomputation sees.
 pub async fn compute(
 	inputs: &Inputs,
 	at: &impl ChainState,
@@ -161,7 +161,9 @@ pub async fn compute(
 	if lie {
 		let middle = next.iter().map(Vec::len).sum::<usize>() / 2;
 		let word = next.iter_mut().flatten().nth(middle).context("the state is empty")?;
-		*word = f32::from_bits(word.to_bits() ^ 1);
+		// A low bit of a zero would make a subnormal, which the state's canonical form
+		// flushes: the lie would not survive its own model file.
+		*word = if word.is_normal() { f32::from_bits(word.to_bits() ^ 1) } else { 1.0 };
 		tracing::warn!(job = job_id, unit = index, "test equipment: the aggregate lies at word {middle} of the next state");
 	}
 	tokio::task::block_in_place(|| {

@@ -103,9 +103,9 @@ pub struct SolveArgs {
 	pub abandon_disputes: bool,
 	/// Test equipment, never for real work: corrupt the first round's aggregate this
 	/// solver computes (one low mantissa bit of the word in the middle of the next global
-	/// state), commit it and serve it as if honest. Watchers recompute it, challenge it at
-	/// the chunk holding the lie and the solver is slashed; it exists to rehearse
-	/// `disputes.challenge_aggregate` end to end. Only in a build with the
+	/// state, or 1 for a zero), commit it and serve it as if honest. Watchers recompute
+	/// it, challenge it at the chunk holding the lie and the solver is slashed; it exists
+	/// to rehearse `disputes.challenge_aggregate` end to end. Only in a build with the
 	/// `test-equipment` feature.
 	#[cfg(feature = "test-equipment")]
 	#[arg(long, hide = true)]

@@ -136,8 +136,9 @@ export async function recordEvents(api, sections = ['tasks', 'verification', 'di
  * recorded, and the forced-error rate at one in a billion, so the solver commits and reveals
  * a secret for every unit, as on a real chain, and no unit is forced. Resolves once Bob is
  * registered. `stop()` ends the workers, the recording and the node and removes the data.
+ * `solverArgs` are added to Bob's `solve` command.
  */
-export async function devChainWithSolver(name) {
+export async function devChainWithSolver(name, { solverArgs = [] } = {}) {
   const node = await startNode(['--dev', '--tmp'], { name });
   const api = await ApiPromise.create({ provider: new WsProvider(node.wsUrl), noInitWarn: true });
   const dataDir = mkdtempSync(join(tmpdir(), `touchstone-${name}-`));
@@ -170,7 +171,7 @@ export async function devChainWithSolver(name) {
     },
   };
   await setForcedErrorRate(api, keyring.addFromUri('//Alice'), 1);
-  workers.start('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns']);
+  workers.start('solver', ['solve', '--key', '//Bob', '--p2p-listen', solverPeer, '--no-mdns', ...solverArgs]);
   await chain.registered(['//Bob'], 'the solver to register');
   return chain;
 }
