@@ -164,14 +164,6 @@ impl<T: Config> Pallet<T> {
 		T::WeightInfo::submit_proof().saturating_add(taking).saturating_add(round)
 	}
 
-	/// `submit_aggregate`'s weight with `shards` of the next round readied. An aggregate's
-	/// submission does what a proof's does but check its final state against a trace, so
-	/// `submit_proof`'s benchmark bounds it; each readied shard is read and written, with
-	/// its pool deadline and its pool entry.
-	pub fn submit_aggregate_weight(shards: u32) -> Weight {
-		T::WeightInfo::submit_proof().saturating_add(Self::ready_weight(shards))
-	}
-
 	/// Readying `units` waiting units: each read and written, its deadline indexed, and
 	/// the pool read and written.
 	fn ready_weight(units: u32) -> Weight {
@@ -352,19 +344,10 @@ impl<T: Config> Pallet<T> {
 		let mut pool = Pool::<T>::get();
 		for index in 0..job.units {
 			let Some(mut unit) = Units::<T>::get(job_id, index) else { continue };
-			let unstarted = matches!(
-				unit.state,
-				UnitState::Waiting | UnitState::Pending | UnitState::Reassigned
-			) || (unit.state == UnitState::Assigned && !unit.accepted);
-			if !unstarted {
+			if !Self::is_unstarted(&unit) {
 				continue;
 			}
-			pool.retain(|key| *key != (job_id, index));
-			Self::release_solver(&mut unit, (job_id, index), price);
-			Self::clear_deadline(&mut unit, (job_id, index));
-			unit.pool_deadline = None;
-			unit.state = UnitState::Cancelled;
-			Units::<T>::insert(job_id, index, unit);
+			Self::give_up(&mut pool, (job_id, index), &mut unit, price, UnitState::Cancelled);
 			refunded = refunded.saturating_add(Self::refund(&mut job, price)?);
 			cancelled = cancelled.saturating_add(1);
 		}
@@ -881,13 +864,15 @@ impl<T: Config> Pallet<T> {
 			match Deadlines::<T>::iter_prefix(cursor).next() {
 				Some((due, ())) => {
 					Deadlines::<T>::remove(cursor, due);
-					let units = match due {
-						Due::Unit((job, _)) | Due::Removal(job) =>
-							Jobs::<T>::get(job).map_or(0, |job| job.units),
+					let (units, shards) = match due {
+						Due::Unit((job, _)) | Due::Removal(job) => Jobs::<T>::get(job).map_or((0, 0), |job| {
+							(job.units, job.spec.decomposition.round_layout().map_or(0, |layout| layout.shards))
+						}),
 					};
 					weight.saturating_accrue(match due {
-						Due::Unit(_) =>
-							T::WeightInfo::time_out(units).saturating_add(T::ProofLifecycle::on_abandoned_weight()),
+						Due::Unit(_) => T::WeightInfo::time_out(units)
+							.saturating_add(T::ProofLifecycle::on_abandoned_weight())
+							.saturating_add(Self::given_up_shards_weight(shards)),
 						Due::Removal(_) => T::WeightInfo::remove_job(units),
 					});
 					// Each entry is handled in its own storage layer, so a failure leaves
@@ -980,16 +965,70 @@ impl<T: Config> Pallet<T> {
 		Ok(())
 	}
 
+	/// Whether nobody has started `unit`: waiting, in the pool, or offered and not accepted.
+	fn is_unstarted(unit: &WorkUnitOf<T>) -> bool {
+		matches!(unit.state, UnitState::Waiting | UnitState::Pending | UnitState::Reassigned) ||
+			(unit.state == UnitState::Assigned && !unit.accepted)
+	}
+
+	/// Stores an unstarted unit as `state` (cancelled or failed): out of `pool`, its
+	/// offer's solver released and its deadline cleared (`release_solver`). The caller
+	/// refunds its price.
+	fn give_up(
+		pool: &mut BoundedVec<UnitKey, T::MaxOpenUnits>,
+		key: UnitKey,
+		unit: &mut WorkUnitOf<T>,
+		price: BalanceOf<T>,
+		state: UnitState,
+	) {
+		pool.retain(|queued| *queued != key);
+		Self::release_solver(unit, key, price);
+		unit.pool_deadline = None;
+		unit.state = state;
+		Units::<T>::insert(key.0, key.1, &*unit);
+	}
+
+	/// What failing a shard of a rounds job of `shards` shards a round adds to `time_out`'s
+	/// benchmark (a step range failing with every later range, each read and written):
+	/// each other shard of its round given up may release the solver it was offered to
+	/// (the solver's units and exposure read and written), and the pool is read and
+	/// written once more. Nothing for other jobs (`shards` zero).
+	pub(crate) fn given_up_shards_weight(shards: u32) -> Weight {
+		if shards == 0 {
+			return Weight::zero();
+		}
+		let db = T::DbWeight::get();
+		db.reads_writes(2, 2).saturating_mul(u64::from(shards)).saturating_add(db.reads_writes(1, 1))
+	}
+
 	/// Fails a unit for good, refunding its price; for a step range, every later range
 	/// (which could only start from it) fails with it, and for a rounds job every unit
-	/// still waiting (the round's aggregate and the rounds after it).
+	/// still waiting (the round's aggregate and the rounds after it) and, for a shard, the
+	/// shards of its round nobody has started: that round can never be averaged, so
+	/// training them would be paid for nothing. Shards already training or proven stand.
 	fn fail_unit(job: &mut JobOf<T>, key: UnitKey, mut unit: WorkUnitOf<T>) -> DispatchResult {
 		let sequential = !matches!(job.spec.decomposition, Decomposition::DataShards { .. });
+		let price = job.spec.price_per_unit;
+		let scope = unit.scope;
 		unit.state = UnitState::Failed;
 		unit.pool_deadline = None;
 		Self::clear_deadline(&mut unit, key);
 		Units::<T>::insert(key.0, key.1, unit);
 		let mut failed = alloc::vec![key.1];
+		if let (UnitScope::RoundShard { round, .. }, Decomposition::Rounds { shards, .. }) = (scope, &job.spec.decomposition) {
+			let first = round.saturating_mul(shards.saturating_add(1));
+			let mut pool = Pool::<T>::get();
+			for sibling in first..first.saturating_add(*shards) {
+				let Some(mut unit) = Units::<T>::get(key.0, sibling) else { continue };
+				if sibling != key.1 && Self::is_unstarted(&unit) {
+					Self::give_up(&mut pool, (key.0, sibling), &mut unit, price, UnitState::Failed);
+					failed.push(sibling);
+				}
+			}
+			if failed.len() > 1 {
+				Pool::<T>::put(pool);
+			}
+		}
 		if sequential {
 			for later in key.1.saturating_add(1)..job.units {
 				if let Some(mut waiting) = Units::<T>::get(key.0, later) {
@@ -1001,7 +1040,6 @@ impl<T: Config> Pallet<T> {
 				}
 			}
 		}
-		let price = job.spec.price_per_unit;
 		for index in &failed {
 			let refunded = Self::refund(job, price)?;
 			Self::deposit_event(Event::UnitFailed { job: key.0, unit: *index, refunded });

@@ -149,9 +149,11 @@ impl<T: Config> UnitProofs<T::AccountId, BlockNumberFor<T>, BalanceOf<T>> for Pa
 		// The sweep's benchmarked time-out of a unit whose later ranges fail with it does the
 		// same work per later range as a roll-back: a read and a write of the unit, the
 		// solver's list and exposure, and an event.
-		// Each unit's proof is dropped, and the proof lifecycle told of it.
+		// Each unit's proof is dropped, and the proof lifecycle told of it. A round's shard
+		// out of attempts also gives up its round's unstarted shards: at most a round's worth.
 		let units = rolled_back.saturating_add(1);
 		<T::WeightInfo as crate::WeightInfo>::time_out(units)
 			.saturating_add(T::ProofLifecycle::on_proof_dropped_weight().saturating_mul(u64::from(units)))
+			.saturating_add(Pallet::<T>::given_up_shards_weight(touchstone_primitives::MAX_ROUND_SHARDS))
 	}
 }

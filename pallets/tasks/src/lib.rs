@@ -865,7 +865,7 @@ pub mod pallet {
 		/// is the momentum root, or zeros) and `UnitReady` for each of the next round's
 		/// shards.
 		#[pallet::call_index(8)]
-		#[pallet::weight(Pallet::<T>::submit_aggregate_weight(MAX_ROUND_SHARDS))]
+		#[pallet::weight(T::WeightInfo::submit_aggregate(MAX_ROUND_SHARDS))]
 		pub fn submit_aggregate(
 			origin: OriginFor<T>,
 			job: JobId,
@@ -875,7 +875,7 @@ pub mod pallet {
 		) -> DispatchResultWithPostInfo {
 			let solver = ensure_signed(origin)?;
 			let readied = Self::do_submit_aggregate(solver, job, unit, state_root, momentum_root)?;
-			Ok(Some(Self::submit_aggregate_weight(readied)).into())
+			Ok(Some(T::WeightInfo::submit_aggregate(readied)).into())
 		}
 
 		/// Decline a unit the scheduler offered the caller. The unit goes back to the pool

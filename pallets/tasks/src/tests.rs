@@ -1526,6 +1526,43 @@ mod rounds {
 		});
 	}
 
+	/// A shard out of attempts fails its round's shards nobody has started (taken out of
+	/// the pool, refunded) with the rounds after it; a shard already training stands.
+	#[test]
+	fn a_failed_shard_gives_up_its_rounds_unstarted_shards() {
+		builder().build_and_execute(|| {
+			let job = submit(rounds_spec());
+			let (failing, training) = (LAYOUT.shard_index(0, 0), LAYOUT.shard_index(0, 1));
+			let trainer = take(DAVE, job, training);
+			// Proven and overturned as often as a unit may be tried: it fails for good.
+			for liar in [EVE, FERDIE] {
+				let liar = take(liar, job, failing);
+				assert_ok!(submit_proof(liar, job, failing, proof(LOCAL_STEPS, 10)));
+				assert_ok!(Tasks::set_challenged(job, failing, true));
+				Tasks::overturn(job, failing).unwrap();
+			}
+			assert_eq!(state(job, failing), UnitState::Failed);
+			let unit = Units::<Test>::get(job, training).unwrap();
+			assert_eq!((unit.state, unit.accepted, unit.solver), (UnitState::Assigned, true, Some(trainer)));
+			let given_up = [LAYOUT.shard_index(0, 2), LAYOUT.shard_index(0, 3)];
+			for index in given_up {
+				let unit = Units::<Test>::get(job, index).unwrap();
+				assert_eq!((unit.state, unit.solver, unit.deadline), (UnitState::Failed, None, None));
+			}
+			assert!(Pool::<Test>::get().iter().all(|(pooled, _)| *pooled != job), "nothing of the job is left to take");
+			assert!((LAYOUT.aggregate_index(0)..15).all(|index| state(job, index) == UnitState::Failed));
+			let failed: Vec<u32> = tasks_events()
+				.into_iter()
+				.filter_map(|event| match event {
+					Event::UnitFailed { job: failed_job, unit, .. } if failed_job == job => Some(unit),
+					_ => None,
+				})
+				.collect();
+			assert_eq!(failed.len(), 14, "every unit but the one training: {failed:?}");
+			assert!(given_up.iter().all(|index| failed.contains(index)));
+		});
+	}
+
 	/// The aggregate and the training units each take only their own submission; an
 	/// aggregate carries a momentum root exactly when the outer step is Nesterov's.
 	#[test]
