@@ -9,4 +9,5 @@ pub mod data;
 pub mod distance;
 pub mod fault;
 pub mod model;
+pub mod text;
 pub mod trace;

@@ -256,7 +256,6 @@ mod tests {
 		state.iter().map(Vec::as_slice).collect()
 	}
 
-
 	/// A round of three shards with Nesterov's outer step, honestly aggregated: its
 	/// dispute at `chunk` and the openings of the next state `next` (and momentum).
 	struct Round {
