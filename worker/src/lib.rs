@@ -59,4 +59,3 @@ pub async fn shutdown_signal() {
 		_ = terminate => {},
 	}
 }
-

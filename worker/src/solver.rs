@@ -1039,7 +1039,7 @@ impl<C: Transactions> Solver<C> {
 		let backend = self.backend_for(job);
 		let exact = matches!(job.spec.verification, VerificationMode::Exact);
 		let (first_step, steps) = (work.first_step, work.steps);
-		tracing::info!(job = job_id, unit = index, first_step, steps, "training");
+		tracing::info!(job = job_id, unit = index, first_step, steps, backend = ?backend.backend, "training");
 		let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
 			let bar = ProgressBar::new(steps as u64);
 			bar.set_style(

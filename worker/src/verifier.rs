@@ -153,8 +153,19 @@ pub struct Verifier<C = Chain> {
 	summoned: Arc<std::sync::Mutex<BTreeSet<u64>>>,
 }
 
+/// A proof open to challenge as a watcher knows it: its unit, the root it is known by
+/// ([`crate::aggregate::committed_root`]), and whether it is a round's aggregate (checked by
+/// recomputation rather than re-execution), as the chain lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Watched {
+	job: JobId,
+	unit: UnitIndex,
+	root: [u8; 32],
+	aggregate: bool,
+}
+
 /// A challenger watching every proof open to challenge: the checker and the proofs it
-/// has checked (each once, by unit and trace root).
+/// has checked (each once, by unit and root).
 struct Watcher {
 	checker: Verifier,
 	best: BestBlocks,
@@ -162,13 +173,13 @@ struct Watcher {
 	/// window after it, when the proof is no longer open: a watcher that runs for months
 	/// keeps only the proofs of the last window. (A window opened again after a failed
 	/// dispute lists its proof anew, and it is checked again.)
-	checked: BTreeMap<(JobId, UnitIndex, [u8; 32]), u32>,
+	checked: BTreeMap<Watched, u32>,
 	/// The first block whose proofs the next pass asks for: every earlier one was final
 	/// and read in an earlier pass.
 	proofs_from: u32,
 	/// The proofs whose check failed (their inputs could not be fetched, say): checked
 	/// again in later passes while they stay open to challenge.
-	failed: BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+	failed: BTreeSet<Watched>,
 }
 
 impl crate::chain::EveryBlock for Watcher {
@@ -877,8 +888,8 @@ impl Verifier {
 	async fn watch_pass(
 		&mut self,
 		best: &mut BestBlocks,
-		checked: &mut BTreeMap<(JobId, UnitIndex, [u8; 32]), u32>,
-		failed: &mut BTreeSet<(JobId, UnitIndex, [u8; 32])>,
+		checked: &mut BTreeMap<Watched, u32>,
+		failed: &mut BTreeSet<Watched>,
 		proofs_from: &mut u32,
 	) -> Result<()> {
 		let at = best.at().await?;
@@ -902,23 +913,23 @@ impl Verifier {
 		let window: u32 = at.constants().entry(runtime::constants().tasks().challenge_window())?;
 		let now = at.block_number() as u32;
 		checked.retain(|_, seen| now < seen.saturating_add(window));
-		for key @ (job_id, index, theirs) in std::mem::take(failed) {
-			let still_open = at.unit(job_id, index).await?.is_some_and(|unit| {
+		for key in std::mem::take(failed) {
+			let still_open = at.unit(key.job, key.unit).await?.is_some_and(|unit| {
 				unit.state == UnitState::Proven &&
-					crate::aggregate::committed_root(&unit) == Some(theirs) &&
+					crate::aggregate::committed_root(&unit) == Some(key.root) &&
 					unit.proven_at.is_some_and(|proven| now < proven.saturating_add(window))
 			});
 			if still_open && checked.remove(&key).is_some() {
 				open.push(key);
 			}
 		}
-		for key @ (job_id, index, theirs) in open {
+		for key in open {
 			if self.stop.load(Ordering::Relaxed) || checked.contains_key(&key) {
 				continue;
 			}
 			checked.insert(key, now);
-			if let Err(error) = self.watch_unit(&at, job_id, index, &theirs).await {
-				tracing::warn!(job = job_id, unit = index, "watch: {error:#}; checked again at a later block while the proof is open");
+			if let Err(error) = self.watch_unit(&at, key).await {
+				tracing::warn!(job = key.job, unit = key.unit, "watch: {error:#}; checked again at a later block while the proof is open");
 				failed.insert(key);
 			}
 		}
@@ -931,7 +942,7 @@ impl Verifier {
 	/// job); with the roots they are known by ([`crate::aggregate::committed_root`]). The
 	/// runtime reads one key prefix per block, never every unit, so a light client asks
 	/// for a few keys.
-	async fn open_proofs(&self, at: &AtBlock, from: u32) -> Result<Vec<(JobId, UnitIndex, [u8; 32])>> {
+	async fn open_proofs(&self, at: &AtBlock, from: u32) -> Result<Vec<Watched>> {
 		use runtime::runtime_types::touchstone_primitives::VerificationMode as ChainVerificationMode;
 		let open = at
 			.runtime_apis()
@@ -943,19 +954,25 @@ impl Verifier {
 			.filter(|proof| {
 				proof.solver != self.me && (proof.aggregate.is_some() || matches!(proof.verification, ChainVerificationMode::Exact))
 			})
-			.map(|proof| (proof.job, proof.unit, proof.aggregate.unwrap_or(proof.trace_root).0))
+			.map(|proof| Watched {
+				job: proof.job,
+				unit: proof.unit,
+				root: proof.aggregate.unwrap_or(proof.trace_root).0,
+				aggregate: proof.aggregate.is_some(),
+			})
 			.collect())
 	}
 
 	/// Checks one proof by two random segments and disputes it if it does not reproduce;
 	/// a round's aggregate by recomputing it, challenged at its first wrong chunk.
-	async fn watch_unit(&mut self, at: &AtBlock, job_id: JobId, index: UnitIndex, theirs: &[u8; 32]) -> Result<()> {
-		let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) else {
-			return Ok(());
-		};
-		if crate::aggregate::is_aggregate(&unit) {
+	async fn watch_unit(&mut self, at: &AtBlock, watched: Watched) -> Result<()> {
+		let Watched { job: job_id, unit: index, root: theirs, aggregate } = watched;
+		if aggregate {
+			let (Some(job), Some(unit)) = (at.job(job_id).await?, at.unit(job_id, index).await?) else {
+				return Ok(());
+			};
 			// Checked against the commitment listed, not one that replaced it since.
-			if crate::aggregate::committed_root(&unit).as_ref() != Some(theirs) {
+			if crate::aggregate::committed_root(&unit) != Some(theirs) {
 				return Ok(());
 			}
 			match self.challenge_aggregate_if_wrong(at, job_id, index, &job, &unit).await? {
@@ -964,7 +981,7 @@ impl Verifier {
 			}
 			return Ok(());
 		}
-		if let Some(mine) = self.check_proof(at, (job_id, index), theirs, Samples::Random(2), "watch").await? {
+		if let Some(mine) = self.check_proof(at, (job_id, index), &theirs, Samples::Random(2), "watch").await? {
 			let id = self.open_dispute(job_id, index, mine).await?;
 			tracing::warn!(job = job_id, unit = index, dispute = id, "watch: the proof does not reproduce; dispute opened");
 		}

@@ -153,11 +153,15 @@ export async function devChainWithSolver(name, { solverArgs = [] } = {}) {
       for (const uri of uris) if ((await api.query.staking.nodes(keyring.addFromUri(uri).address)).isNone) return false;
       return true;
     }, { timeoutMs: 180_000 }).catch(workers.withLogs),
-    /** Submits the job file `fixtures/<fixture>.toml` as Alice, serving its dataset while the job runs; resolves with its id. */
-    async submit(fixture) {
+    /**
+     * Submits the job file `fixtures/<fixture>.toml` as `key` (Alice by default), serving its
+     * dataset while the job runs; resolves with its id. Jobs submitted at once need keys of
+     * their own: one account's transactions at once would share a nonce.
+     */
+    async submit(fixture, { key = '//Alice' } = {}) {
       const job = join(dataDir, `${fixture}.toml`);
       writeFileSync(job, readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', `${fixture}.toml`), 'utf8'));
-      const submitter = workers.start(`${fixture}-submitter`, ['submit', '--key', '//Alice', '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
+      const submitter = workers.start(`${fixture}-submitter`, ['submit', '--key', key, '--job', job, '--wait', '--peer', solverPeer, '--no-mdns']);
       const submitted = await waitFor(`${fixture} to be submitted`, () => /job (\d+) submitted/.exec(submitter.log), { timeoutMs: 120_000 })
         .catch(workers.withLogs);
       return Number(submitted[1]);
