@@ -11,3 +11,4 @@ pub mod fault;
 pub mod model;
 pub mod text;
 pub mod trace;
+pub mod transformer;

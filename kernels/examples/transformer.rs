@@ -1,0 +1,157 @@
+//! Trains the character transformer on the Shakespeare corpus on the CPU reference and
+//! writes what `kernels/scripts/pytorch_transformer.py` needs to train the same model in
+//! PyTorch from the same initial weights, on the same batches at the same rates:
+//!
+//! ```text
+//! cargo run -p touchstone-kernels --example transformer -- --steps 200 --out /tmp/gpt
+//! python3 kernels/scripts/pytorch_transformer.py /tmp/gpt
+//! ```
+//!
+//! `scripts/bench-transformer.sh` runs both and prints the two losses and step times side by
+//! side. Options: `--steps N` (200), `--batch B` (12), `--layers`, `--heads`, `--width`,
+//! `--context` (the issue's 4 × 4 × 128 model at context 64), `--threads T` (1), `--out DIR`.
+//!
+//! Files in `DIR`: `config.json` (the model, the run, and the reference's figures),
+//! `init.f32` (every parameter tensor in order, little-endian), `batches.u32` (every step's
+//! windows of `context + 1` tokens), `validation.u32` (the held-out windows), `rates.f32`
+//! (every step's learning rate), `losses.f32` (the reference's training loss per step).
+
+use std::io::Write;
+use std::time::Instant;
+
+use touchstone_kernels::exec::parallel::set_threads;
+use touchstone_kernels::job::text::{load_shakespeare, sequence, sequence_count};
+use touchstone_kernels::job::transformer::{
+	batch_windows, generate, mean_loss, TransformerConfig, TransformerState, TransformerTraining,
+};
+use touchstone_kernels::ops::norm::Norm;
+use touchstone_kernels::ops::schedule::WarmupCosine;
+
+/// Held-out windows the validation loss is the mean over.
+const VALIDATION_WINDOWS: usize = 64;
+
+fn write_words<T: Copy>(path: &std::path::Path, words: impl IntoIterator<Item = T>, bytes: fn(T) -> [u8; 4]) {
+	let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+	for word in words {
+		file.write_all(&bytes(word)).expect("write");
+	}
+}
+
+fn main() {
+	let mut options = std::collections::HashMap::new();
+	let mut arguments = std::env::args().skip(1);
+	while let Some(flag) = arguments.next() {
+		let Some(name) = flag.strip_prefix("--") else {
+			eprintln!("unexpected argument {flag:?}: options are --steps, --batch, --layers, --heads, --width, --context, --threads, --out");
+			std::process::exit(2);
+		};
+		let value = arguments.next().unwrap_or_else(|| {
+			eprintln!("--{name} needs a value");
+			std::process::exit(2)
+		});
+		options.insert(name.to_string(), value);
+	}
+	let number = |name: &str, default: u32| -> u32 {
+		options.get(name).map_or(default, |value| {
+			value.parse().unwrap_or_else(|_| {
+				eprintln!("--{name} takes a whole number, not {value:?}");
+				std::process::exit(2)
+			})
+		})
+	};
+	let out = std::path::PathBuf::from(options.get("out").cloned().unwrap_or_else(|| "transformer-run".into()));
+	std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+	set_threads(number("threads", 1) as usize);
+
+	let corpus = load_shakespeare().unwrap_or_else(|error| {
+		eprintln!("{error}");
+		std::process::exit(1)
+	});
+	let (training, validation) = corpus.split();
+	let config = TransformerConfig {
+		vocab: corpus.vocab_len() as u32,
+		context: number("context", 64),
+		layers: number("layers", 4),
+		heads: number("heads", 4),
+		width: number("width", 128),
+		mlp_ratio: 4,
+		norm: Norm::Layer,
+		tied_embeddings: true,
+	}
+	.validated()
+	.unwrap_or_else(|error| {
+		eprintln!("the model is outside the bounds: {error}");
+		std::process::exit(2)
+	});
+	let steps = number("steps", 200);
+	let context = config.context as usize;
+	let run = TransformerTraining {
+		batch: number("batch", 12) as usize,
+		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: (steps / 20).max(1), total_steps: steps.max(1) },
+		beta1: 0.9,
+		beta2: 0.99,
+		epsilon: 1e-8,
+		weight_decay: 0.1,
+		clip_norm: Some(1.0),
+	};
+	let seed = 1;
+	let held_out: Vec<u32> = (0..VALIDATION_WINDOWS.min(sequence_count(validation.len(), context)))
+		.flat_map(|index| sequence(&validation, context, index).expect("a validation window").to_vec())
+		.collect();
+	let mut state = TransformerState::new(config, seed).expect("a valid model");
+	write_words(&out.join("init.f32"), state.params.iter().flatten().copied(), f32::to_le_bytes);
+	write_words(&out.join("validation.u32"), held_out.iter().copied(), u32::to_le_bytes);
+	let initial_loss = mean_loss(config, &state.params, &held_out, context).expect("evaluation");
+
+	let (mut batches, mut rates, mut losses, mut seconds) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+	for step in 0..steps {
+		let batch = batch_windows(&training, context, run.batch, seed, step).expect("a batch");
+		let started = Instant::now();
+		let report = state.step(config, &run, &batch).expect("a step");
+		seconds.push(started.elapsed().as_secs_f64());
+		if step % 50 == 0 || step + 1 == steps {
+			eprintln!("step {step}: loss {:.4}, rate {:.6}, {:.0} ms", report.loss, report.learning_rate, seconds[seconds.len() - 1] * 1e3);
+		}
+		batches.extend(batch);
+		rates.push(report.learning_rate);
+		losses.push(report.loss);
+	}
+	let final_loss = mean_loss(config, &state.params, &held_out, context).expect("evaluation");
+	write_words(&out.join("batches.u32"), batches, u32::to_le_bytes);
+	write_words(&out.join("rates.f32"), rates, f32::to_le_bytes);
+	write_words(&out.join("losses.f32"), losses, f32::to_le_bytes);
+	seconds.sort_by(f64::total_cmp);
+	let median_ms = seconds.get(seconds.len() / 2).map_or(0.0, |s| s * 1e3);
+	let sample = generate(config, &state.params, &corpus.encode(b"KING.").expect("in the vocabulary"), 200, false, 7).expect("a sample");
+	let sample = String::from_utf8_lossy(&corpus.decode(&sample).expect("in the vocabulary")).into_owned();
+	let summary = format!(
+		concat!(
+			"{{\"vocab\": {}, \"context\": {}, \"layers\": {}, \"heads\": {}, \"width\": {}, \"mlp_ratio\": {}, ",
+			"\"parameters\": {}, \"steps\": {}, \"batch\": {}, \"beta1\": {}, \"beta2\": {}, \"epsilon\": {:e}, ",
+			"\"weight_decay\": {}, \"clip_norm\": {}, \"norm_epsilon\": {:e}, \"threads\": {}, ",
+			"\"initial_validation_loss\": {}, \"validation_loss\": {}, \"ms_per_step\": {:.1}, \"sample\": {:?}}}"
+		),
+		config.vocab,
+		config.context,
+		config.layers,
+		config.heads,
+		config.width,
+		config.mlp_ratio,
+		config.parameter_count(),
+		steps,
+		run.batch,
+		run.beta1,
+		run.beta2,
+		run.epsilon,
+		run.weight_decay,
+		run.clip_norm.unwrap_or(0.0),
+		touchstone_kernels::job::transformer::NORM_EPSILON,
+		touchstone_kernels::exec::parallel::threads(),
+		initial_loss,
+		final_loss,
+		median_ms,
+		sample,
+	);
+	std::fs::write(out.join("config.json"), &summary).expect("config.json");
+	println!("{summary}");
+}
