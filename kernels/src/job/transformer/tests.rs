@@ -18,6 +18,19 @@ fn perturbed(config: TransformerConfig, seed: u64) -> Vec<Vec<f32>> {
 	params
 }
 
+/// AdamW with GPT's β (0.9, 0.99) and ε 10⁻⁸ at a constant `rate`, no clipping.
+fn constant_rate(batch: usize, rate: f32, weight_decay: f32) -> TransformerTraining {
+	TransformerTraining {
+		batch,
+		schedule: WarmupCosine { peak: rate, floor: rate, warmup_steps: 0, total_steps: 1 },
+		beta1: 0.9,
+		beta2: 0.99,
+		epsilon: 1e-8,
+		weight_decay,
+		clip_norm: None,
+	}
+}
+
 fn windows(config: TransformerConfig, sequences: usize, positions: usize, seed: u64) -> Vec<u32> {
 	let stream = RandomStream::new(seed, 7);
 	(0..sequences * (positions + 1)).map(|i| stream.word(i as u64) % config.vocab).collect()
@@ -212,13 +225,9 @@ fn initialisation_draws_matrices_and_sets_gains_and_biases() {
 fn steps_repeat_bit_for_bit_and_fit_a_batch() {
 	let config = tiny(Norm::Layer, true);
 	let training = TransformerTraining {
-		batch: 3,
 		schedule: WarmupCosine { peak: 0.02, floor: 0.002, warmup_steps: 5, total_steps: 40 },
-		beta1: 0.9,
-		beta2: 0.99,
-		epsilon: 1e-8,
-		weight_decay: 0.1,
 		clip_norm: Some(1.0),
+		..constant_rate(3, 0.02, 0.1)
 	};
 	let batch = windows(config, 3, 6, 5);
 	let run = || {
@@ -233,7 +242,7 @@ fn steps_repeat_bit_for_bit_and_fit_a_batch() {
 	assert!(reports[39].loss < 0.5 * reports[0].loss, "loss {} then {}", reports[0].loss, reports[39].loss);
 	// With no gradient (a zero rate), a step changes only what weight decay touches: none.
 	let mut still = TransformerState::new(config, 11).unwrap();
-	let frozen = TransformerTraining { schedule: WarmupCosine { peak: 0.0, floor: 0.0, warmup_steps: 0, total_steps: 1 }, ..training };
+	let frozen = TransformerTraining { clip_norm: Some(1.0), ..constant_rate(3, 0.0, 0.1) };
 	still.step(config, &frozen, &batch).unwrap();
 	assert_eq!(still.params, config.init(11).unwrap());
 }
@@ -243,15 +252,7 @@ fn steps_repeat_bit_for_bit_and_fit_a_batch() {
 fn weight_decay_touches_matrices_only() {
 	let config = tiny(Norm::Rms, false);
 	let batch = windows(config, 1, 6, 6);
-	let training = |weight_decay| TransformerTraining {
-		batch: 1,
-		schedule: WarmupCosine { peak: 0.01, floor: 0.01, warmup_steps: 0, total_steps: 1 },
-		beta1: 0.9,
-		beta2: 0.99,
-		epsilon: 1e-8,
-		weight_decay,
-		clip_norm: None,
-	};
+	let training = |weight_decay| constant_rate(1, 0.01, weight_decay);
 	let mut plain = TransformerState::new(config, 2).unwrap();
 	let mut decayed = plain.clone();
 	plain.step(config, &training(0.0), &batch).unwrap();
@@ -279,15 +280,7 @@ fn a_batch_is_windows_of_the_stream_in_epoch_order() {
 fn generation_repeats_and_continues_what_it_learned() {
 	let config = TransformerConfig { vocab: 5, context: 8, ..tiny(Norm::Layer, true) };
 	let pattern: Vec<u32> = (0..9).map(|i| i % 5).collect();
-	let training = TransformerTraining {
-		batch: 1,
-		schedule: WarmupCosine { peak: 0.03, floor: 0.03, warmup_steps: 0, total_steps: 1 },
-		beta1: 0.9,
-		beta2: 0.99,
-		epsilon: 1e-8,
-		weight_decay: 0.0,
-		clip_norm: None,
-	};
+	let training = constant_rate(1, 0.03, 0.0);
 	let mut state = TransformerState::new(config, 4).unwrap();
 	for _ in 0..150 {
 		state.step(config, &training, &pattern).unwrap();
