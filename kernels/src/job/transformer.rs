@@ -376,6 +376,10 @@ struct Model<'a> {
 }
 
 impl Model<'_> {
+	fn classifier(&self) -> ClassifierShape {
+		ClassifierShape { rows: self.rows.count(), classes: self.config.vocab as usize }
+	}
+
 	fn norm_shape(&self) -> NormShape {
 		NormShape { norm: self.config.norm, rows: self.rows.count(), width: self.config.width(), epsilon: NORM_EPSILON }
 	}
@@ -608,12 +612,6 @@ pub fn mean_loss(config: TransformerConfig, params: &[Vec<f32>], windows: &[u32]
 	let (model, logits, _, targets) = run_forward(config, params, windows, positions)?;
 	let mut logits_grad = vec![0.0f32; logits.len()];
 	softmax_cross_entropy(model.classifier(), &logits, &targets, &mut logits_grad)
-}
-
-impl Model<'_> {
-	fn classifier(&self) -> ClassifierShape {
-		ClassifierShape { rows: self.rows.count(), classes: self.config.vocab as usize }
-	}
 }
 
 fn run_forward<'a>(
