@@ -12,7 +12,7 @@ use touchstone_kernels::proof::merkle::{depth, MerkleTree, SEGMENT};
 use touchstone_kernels::job::model::{ModelConfig, OptimizerConfig, TrainConfig};
 use touchstone_kernels::proof::reduction::Reduction;
 use touchstone_kernels::referee::{
-	bind_operator, bind_step, judge, open_case, open_step_binding, open_state, recompute, BindingError, Dispute, Level,
+	bind_operator, bind_step, judge, judge_step, open_case, open_step_binding, open_state, recompute, BindingError, Dispute, Level,
 	Openings, RefereeError, RunOpening, StateOpening, TraceCommitment, Verdict,
 };
 use touchstone_kernels::job::fault::Fault;
@@ -53,8 +53,17 @@ fn mlp() -> (ModelConfig, TrainConfig, Dataset) {
 type Case = (Dispute, Openings);
 
 /// The referee's verdict on `case` for `job`.
+/// Past the chain's class bound (a wide loss), the step graph's judgement; within it, the
+/// chain's entry point, which must agree with it.
 fn verdict(job: &(ModelConfig, TrainConfig, Dataset), case: &Case) -> Result<Verdict, RefereeError> {
-	judge(&job.0, &job.1, &case.0, &case.1)
+	let graph = Graph::build(&job.0, &job.1).map_err(|_| RefereeError::InvalidJob)?;
+	let on_graph = judge_step(&graph, job.1.seed, &case.0, &case.1);
+	if job.0.classes() > touchstone_kernels::referee::MAX_CLASSES {
+		return on_graph;
+	}
+	let judged = judge(&job.0, &job.1, &case.0, &case.1);
+	assert_eq!(judged, on_graph);
+	judged
 }
 
 /// The referee's recomputation for `case`.
@@ -403,6 +412,46 @@ fn the_referee_upholds_every_honest_piece_of_every_reduction_from_bounded_openin
 				assert!(case.1.pieces.len() <= 2, "{operator}#{piece}");
 			}
 		}
+	}
+}
+
+/// A classifier wider than one loss span (1,100 classes: a small vocabulary's shape): the
+/// referee upholds every honest piece of its loss from openings of at most one span of one
+/// row, within the job's cost bound, and a wrong running maximum, sum or loss-lane partial
+/// is located at its piece and refereed.
+#[test]
+fn a_wide_loss_is_judged_a_span_at_a_time() {
+	use touchstone_kernels::proof::reduction::{LOSS_LANE_ROWS, LOSS_SPAN};
+	use touchstone_kernels::referee::piece_cost;
+	let ModelConfig::Mlp { inputs, hidden, activation, .. } = blob_model() else { panic!("an MLP") };
+	let job = (ModelConfig::Mlp { inputs, hidden, classes: 1_100, activation }, blob_train(4), synthetic(13, 200, inputs as usize, 1_100));
+	let graph = Graph::build(&job.0, &job.1).unwrap();
+	let loss = graph.nodes.iter().position(|node| matches!(node.kind, OpKind::SoftmaxCrossEntropy(_))).unwrap();
+	let reduction = graph.reduction(loss).unwrap().unwrap();
+	let rows = graph.batch;
+	// Two spans per row, for the maxima and for the sums, then the loss lane.
+	assert_eq!(reduction.len(), 2 * rows * 2 + rows.div_ceil(LOSS_LANE_ROWS));
+	let honest = run(&job, 3, 2, None);
+	let tree = honest.tree();
+	let opening = honest.opening(&tree);
+	let bound = piece_cost(&graph, loss, 3, honest.data_tree.len() as u64).unwrap();
+	let pieces = &honest.trace.pieces[loss];
+	for piece in 0..pieces.len() {
+		let case = open_case(&graph, &honest.trace, &opening, loss, piece).unwrap();
+		assert_eq!(verdict(&job, &case).unwrap().output, pieces.leaves()[piece], "#{piece}");
+		let words: usize = case.1.inputs.iter().flat_map(|i| &i.segments).map(|s| s.words.len()).sum();
+		let piece_words: usize = case.1.pieces.iter().map(|p| p.words.len()).sum();
+		let hashes: usize = case.1.inputs.iter().map(|i| i.segments.len() + i.proof.hashes.len()).sum::<usize>()
+			+ case.1.pieces.iter().map(|p| 1 + p.proof.siblings.len()).sum::<usize>();
+		assert!(words <= LOSS_SPAN + 3 * SEGMENT, "#{piece} reads {words} words");
+		assert!(case.1.pieces.len() <= LOSS_LANE_ROWS + 1, "#{piece}");
+		assert!((words + piece_words) as u64 <= bound.words && hashes as u64 <= bound.hashes, "#{piece}: {bound:?}");
+	}
+	// A wrong first maximum, a wrong last sum, and a wrong loss-lane partial.
+	for piece in [0, 2 * rows * 2 - 1, reduction.len() - 1] {
+		let fault = Fault::Partial { step: 2, operator: loss, piece, element: 0, bit: 22 };
+		let dishonest = run(&job, 3, 2, Some(fault));
+		dispute_within_step(&job, &honest, &dishonest, loss, fault);
 	}
 }
 

@@ -14,6 +14,9 @@
 //! |---|---|---|---|---|
 //! | bias gradient | one per 32-channel tile | one 32-position chunk of `(outer, inner)` | the tile's running sums | ≤ 32×32 output-gradient elements |
 //! | softmax cross-entropy | one | one 32-row chunk of row losses | 1 | ≤ 32 rows of logits and their labels |
+//! | the same, rows wider than [`LOSS_SPAN`]: a max lane per row | | one span of the row | 1 | one span of logits |
+//! | a sum lane per row | | one span of the row | 3 | one span of logits, the label, the row's maximum |
+//! | the loss lane | | [`LOSS_LANE_ROWS`] row losses | 2 | those rows' last sum partials |
 //! | clipping | one per gradient tensor | 32 chunks (1,024 elements) of `g ⊗ g` | 1 | ≤ 1,024 gradient elements |
 //! | clipping, last lane (totals) | | one tensor | 1 | two earlier partials |
 //!
@@ -28,8 +31,9 @@
 //! partials instead of whole inputs:
 //!
 //! - a bias-gradient segment is its tile's last partial;
-//! - the loss is the last partial `⊗ recip(rows)`;
-//! - a logits-gradient segment recomputes the rows it touches ([`softmax_row`]);
+//! - the loss is the last partial `⊗ recip(rows)` (for wide rows, `total + chunk`);
+//! - a logits-gradient segment recomputes the rows it touches ([`softmax_row`]), or for
+//!   wide rows its own elements from their rows' last sum partials ([`span_grad`]);
 //! - a clipped gradient segment scales its input segment by the coefficient of
 //!   `sqrt(last total)` ([`clip_coefficient`]); the norm is that square root.
 //!
@@ -44,8 +48,8 @@ use core::ops::Range;
 use crate::ops::bias::BiasLayout;
 use crate::arith::{mul, CHUNK, TILE};
 use crate::error::KernelError;
-use crate::ops::loss::{softmax_row, ClassifierShape};
-use crate::arith::math::{recip, sqrt};
+use crate::ops::loss::{row_loss, softmax_row, span_fold, span_grad, span_max, ClassifierShape};
+use crate::arith::math::{exp, recip, sqrt};
 use crate::proof::merkle::SEGMENT;
 use crate::ops::optim::clip_coefficient;
 
@@ -58,12 +62,38 @@ pub const NORM_SPAN_CHUNKS: usize = 32;
 /// Gradient elements per span of a clipping lane.
 pub const NORM_SPAN: usize = NORM_SPAN_CHUNKS * CHUNK;
 
+/// Classes per span of a wide loss row: rows of more classes than this are *wide*, and
+/// their pieces read one span of a row at a time (see [`Reduction::SoftmaxCrossEntropy`]).
+pub const LOSS_SPAN_CHUNKS: usize = 32;
+/// Logits per span of a wide loss row.
+pub const LOSS_SPAN: usize = LOSS_SPAN_CHUNKS * CHUNK;
+/// Rows per span of a wide loss's loss lane: half a rule-4 chunk, so that a partial reads
+/// its rows' sums and the partial before it without exceeding the referee's opened pieces.
+pub const LOSS_LANE_ROWS: usize = CHUNK / 2;
+
+/// Whether `shape`'s rows are wider than one [`LOSS_SPAN`].
+pub fn is_wide(shape: ClassifierShape) -> bool {
+	shape.classes > LOSS_SPAN
+}
+
 /// A reduction operator, with what its pieces' layout depends on.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reduction {
 	/// The bias gradient: input the output gradient, output the bias gradient.
 	BiasGrad(BiasLayout),
 	/// Softmax cross-entropy: inputs logits and labels; outputs the loss and the logits' gradient.
+	///
+	/// Rows of at most [`LOSS_SPAN`] classes have one lane of row losses, a partial per
+	/// 32-row chunk that recomputes its rows whole. A *wide* row (a vocabulary) is never
+	/// read whole: its lanes are, for each row `r` in order, a **max lane** (one word: the
+	/// running maximum after each [`LOSS_SPAN`] of the row, the first span's own maximum
+	/// first), then for each row a **sum lane** (three words `[s, z_t, m]`: the running
+	/// [`span_fold`] of `exp(z − m)` with `m` the max lane's last partial, the label's
+	/// logit once a span holding it is passed (`+0` before), and `m`), then one **loss
+	/// lane** of [`LOSS_LANE_ROWS`]-row spans (two words `[total, chunk]`: rule 4's fold of
+	/// row losses `log(s) − (z_t − m)`, `chunk` the running sum inside the current 32-row
+	/// chunk and `total` the chunks before it). A piece then reads one span of one row, or
+	/// sixteen rows' sum partials.
 	SoftmaxCrossEntropy(ClassifierShape),
 	/// Global-norm clipping: inputs every gradient; outputs the clipped gradients, then the norm.
 	ClipGradNorm {
@@ -114,6 +144,7 @@ impl Reduction {
 	pub fn lanes(&self) -> usize {
 		match self {
 			Self::BiasGrad(layout) => layout.channels.div_ceil(TILE),
+			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => 2 * shape.rows + 1,
 			Self::SoftmaxCrossEntropy(_) => 1,
 			Self::ClipGradNorm { lens, .. } => lens.len() + 1,
 		}
@@ -126,6 +157,10 @@ impl Reduction {
 		}
 		match self {
 			Self::BiasGrad(layout) => layout.outer.saturating_mul(layout.inner).div_ceil(CHUNK),
+			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => match WideLane::of(*shape, lane) {
+				WideLane::Max(_) | WideLane::Sum(_) => shape.classes.div_ceil(LOSS_SPAN),
+				WideLane::Loss => shape.rows.div_ceil(LOSS_LANE_ROWS),
+			},
 			Self::SoftmaxCrossEntropy(shape) => shape.rows.div_ceil(CHUNK),
 			Self::ClipGradNorm { lens, .. } => lens.get(lane).map_or(lens.len(), |len| len.div_ceil(NORM_SPAN)),
 		}
@@ -163,6 +198,11 @@ impl Reduction {
 	pub fn width(&self, lane: usize) -> usize {
 		match self {
 			Self::BiasGrad(layout) => layout.channels.saturating_sub(lane * TILE).min(TILE),
+			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => match WideLane::of(*shape, lane) {
+				WideLane::Max(_) => 1,
+				WideLane::Sum(_) => 3,
+				WideLane::Loss => 2,
+			},
 			_ => 1,
 		}
 	}
@@ -189,6 +229,19 @@ impl Reduction {
 		}
 		let mut reads = Reads { inputs: Vec::new(), pieces: self.previous(lane, span).into_iter().collect() };
 		match self {
+			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => match WideLane::of(*shape, lane) {
+				WideLane::Max(row) => reads.inputs.push((0, wide_span(*shape, row, span))),
+				WideLane::Sum(row) => {
+					reads.inputs.push((0, wide_span(*shape, row, span)));
+					reads.inputs.push((1, row..row + 1));
+					reads.pieces.push(self.last(row)?);
+				},
+				WideLane::Loss => {
+					for row in loss_lane_rows(span, shape.rows) {
+						reads.pieces.push(self.last(shape.rows + row)?);
+					}
+				},
+			},
 			Self::BiasGrad(layout) => {
 				for channel in lane * TILE..lane * TILE + self.width(lane) {
 					reads.inputs.extend(runs(*layout, channel, span).map(|run| (0, run)));
@@ -213,6 +266,11 @@ impl Reduction {
 		if span >= self.spans(lane) {
 			return Err(KernelError::PieceOutOfRange { what: "span", index: span, count: self.spans(lane) }.into());
 		}
+		if let Self::SoftmaxCrossEntropy(shape) = self {
+			if is_wide(*shape) {
+				return self.wide_partial(*shape, lane, span, source);
+			}
+		}
 		let width = self.width(lane);
 		let mut running = match self.previous(lane, span) {
 			Some(index) => source.piece(index, width)?,
@@ -233,7 +291,7 @@ impl Reduction {
 				let (mut logits, mut grad) = (Vec::with_capacity(shape.classes), vec![0.0f32; shape.classes]);
 				let mut sum = 0.0f32;
 				for row in chunk_range(span, shape.rows) {
-					sum += row_loss(*shape, row, source, &mut logits, &mut grad)?;
+					sum += narrow_row_loss(*shape, row, source, &mut logits, &mut grad)?;
 				}
 				add_to_first(&mut running, sum);
 			},
@@ -265,6 +323,19 @@ impl Reduction {
 		let mut reads = Reads::default();
 		match self {
 			Self::BiasGrad(_) => reads.pieces.push(self.last(segment)?),
+			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => {
+				if value == 0 {
+					reads.pieces.push(self.last(2 * shape.rows)?);
+				} else {
+					let elements = segment_range(segment, shape.logits_len()?)?;
+					let rows = self.gradient_rows(*shape, segment)?;
+					reads.inputs.push((0, elements));
+					reads.inputs.push((1, rows.clone()));
+					for row in rows {
+						reads.pieces.push(self.last(shape.rows + row)?);
+					}
+				}
+			},
 			Self::SoftmaxCrossEntropy(shape) => {
 				if value == 0 {
 					reads.pieces.push(self.last(0)?);
@@ -288,6 +359,7 @@ impl Reduction {
 	pub fn output_segment<S: Source>(&self, value: usize, segment: usize, source: &S) -> Result<Vec<f32>, S::Error> {
 		match self {
 			Self::BiasGrad(_) => source.piece(self.last(segment)?, self.width(segment)),
+			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => self.wide_output_segment(*shape, value, segment, source),
 			Self::SoftmaxCrossEntropy(shape) => {
 				if value == 0 {
 					let sum = source.piece(self.last(0)?, 1)?;
@@ -300,7 +372,7 @@ impl Reduction {
 				let mut grads = Vec::with_capacity(rows.len() * shape.classes);
 				let (mut logits, mut grad) = (Vec::with_capacity(shape.classes), vec![0.0f32; shape.classes]);
 				for row in rows.clone() {
-					row_loss(*shape, row, source, &mut logits, &mut grad)?;
+					narrow_row_loss(*shape, row, source, &mut logits, &mut grad)?;
 					grads.extend_from_slice(&grad);
 				}
 				let offset = rows.start * shape.classes;
@@ -361,6 +433,73 @@ impl Reduction {
 		Ok(done)
 	}
 
+	/// Recomputes partial `(lane, span)` of a wide loss ([`Reduction::SoftmaxCrossEntropy`]).
+	fn wide_partial<S: Source>(&self, shape: ClassifierShape, lane: usize, span: usize, source: &S) -> Result<Vec<f32>, S::Error> {
+		let previous = match self.previous(lane, span) {
+			Some(index) => Some(source.piece(index, self.width(lane))?),
+			None => None,
+		};
+		let word = |index: usize| -> Result<f32, S::Error> { Ok(f32::from_bits(source.word(0, index)?)) };
+		match WideLane::of(shape, lane) {
+			WideLane::Max(row) => {
+				let logits = wide_span(shape, row, span).map(word).collect::<Result<Vec<f32>, _>>()?;
+				let max = span_max(&logits);
+				Ok(vec![previous.and_then(|p| p.first().copied()).map_or(max, |before| before.max(max))])
+			},
+			WideLane::Sum(row) => {
+				let label = checked_label(shape, row, source)?;
+				let max = source.piece(self.last(row)?, 1)?.first().copied().unwrap_or_default();
+				let (before, mut label_logit) = previous.map_or((0.0, 0.0), |p| (word_at(&p, 0), word_at(&p, 1)));
+				let columns = wide_span(shape, 0, span);
+				let logits = wide_span(shape, row, span).map(word).collect::<Result<Vec<f32>, _>>()?;
+				let mut exps = vec![0.0f32; logits.len()];
+				let sum = span_fold(&logits, max, before, &mut exps);
+				if columns.contains(&label) {
+					label_logit = logits.get(label - columns.start).copied().unwrap_or_default();
+				}
+				Ok(vec![sum, label_logit, max])
+			},
+			WideLane::Loss => {
+				// A new 32-row chunk starts on even spans: the chunk before joins the total.
+				let (total, mut chunk) = match previous {
+					None => (0.0, 0.0),
+					Some(p) if span % 2 == 0 => (word_at(&p, 0) + word_at(&p, 1), 0.0),
+					Some(p) => (word_at(&p, 0), word_at(&p, 1)),
+				};
+				for row in loss_lane_rows(span, shape.rows) {
+					let sum = source.piece(self.last(shape.rows + row)?, 3)?;
+					chunk += row_loss(word_at(&sum, 2), word_at(&sum, 0), word_at(&sum, 1));
+				}
+				Ok(vec![total, chunk])
+			},
+		}
+	}
+
+	/// Recomputes output segment `segment` of output `value` of a wide loss: the loss from the
+	/// loss lane's last partial, or 32 gradient elements from their rows' sum partials.
+	fn wide_output_segment<S: Source>(&self, shape: ClassifierShape, value: usize, segment: usize, source: &S) -> Result<Vec<f32>, S::Error> {
+		let batch_scale = recip(shape.rows as f32);
+		if value == 0 {
+			let last = source.piece(self.last(2 * shape.rows)?, 2)?;
+			return Ok(vec![mul(word_at(&last, 0) + word_at(&last, 1), batch_scale)]);
+		}
+		let elements = segment_range(segment, shape.logits_len()?)?;
+		let mut grads = Vec::with_capacity(elements.len());
+		for row in self.gradient_rows(shape, segment)? {
+			let label = checked_label(shape, row, source)?;
+			let sum = source.piece(self.last(shape.rows + row)?, 3)?;
+			let row_elements = elements.start.max(row * shape.classes)..elements.end.min((row + 1) * shape.classes);
+			let first = row_elements.start - row * shape.classes;
+			let mut values = Vec::with_capacity(row_elements.len());
+			for index in row_elements {
+				values.push(exp(f32::from_bits(source.word(0, index)?) - word_at(&sum, 2)));
+			}
+			span_grad(&mut values, first, label, word_at(&sum, 0), batch_scale);
+			grads.extend_from_slice(&values);
+		}
+		Ok(grads)
+	}
+
 	/// The rows a segment of the logits' gradient touches.
 	fn gradient_rows(&self, shape: ClassifierShape, segment: usize) -> Result<Range<usize>, KernelError> {
 		let elements = segment_range(segment, shape.logits_len()?)?;
@@ -371,21 +510,66 @@ impl Reduction {
 
 /// Row `row`'s loss, its gradient written into `grad`, from the logits and
 /// label that `source` holds (`logits` is scratch space, reused across rows).
-fn row_loss<S: Source>(
+fn narrow_row_loss<S: Source>(
 	shape: ClassifierShape,
 	row: usize,
 	source: &S,
 	logits: &mut Vec<f32>,
 	grad: &mut [f32],
 ) -> Result<f32, S::Error> {
-	let label = source.word(1, row)?;
-	let class = usize::try_from(label).ok().filter(|&class| class < shape.classes);
-	let class = class.ok_or(KernelError::LabelOutOfRange { row, label, classes: shape.classes })?;
+	let class = checked_label(shape, row, source)?;
 	logits.clear();
 	for index in row * shape.classes..(row + 1) * shape.classes {
 		logits.push(f32::from_bits(source.word(0, index)?));
 	}
 	Ok(softmax_row(logits, class, recip(shape.rows as f32), grad))
+}
+
+/// What a lane of a wide loss holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WideLane {
+	/// The running maximum of row `r`.
+	Max(usize),
+	/// The running sum, label logit and maximum of row `r`.
+	Sum(usize),
+	/// The fold of the row losses.
+	Loss,
+}
+
+impl WideLane {
+	/// Lane `lane` of a wide loss of `shape`.
+	fn of(shape: ClassifierShape, lane: usize) -> Self {
+		if lane < shape.rows {
+			Self::Max(lane)
+		} else if lane < 2 * shape.rows {
+			Self::Sum(lane - shape.rows)
+		} else {
+			Self::Loss
+		}
+	}
+}
+
+/// The logits' storage range of span `span` of row `row`.
+fn wide_span(shape: ClassifierShape, row: usize, span: usize) -> Range<usize> {
+	let columns = (span * LOSS_SPAN).min(shape.classes)..((span + 1) * LOSS_SPAN).min(shape.classes);
+	row * shape.classes + columns.start..row * shape.classes + columns.end
+}
+
+/// The rows of span `span` of a wide loss's loss lane.
+fn loss_lane_rows(span: usize, rows: usize) -> Range<usize> {
+	(span * LOSS_LANE_ROWS).min(rows)..((span + 1) * LOSS_LANE_ROWS).min(rows)
+}
+
+/// Row `row`'s label, or the kernel's error when it names no class.
+fn checked_label<S: Source>(shape: ClassifierShape, row: usize, source: &S) -> Result<usize, S::Error> {
+	let label = source.word(1, row)?;
+	let class = usize::try_from(label).ok().filter(|&class| class < shape.classes);
+	Ok(class.ok_or(KernelError::LabelOutOfRange { row, label, classes: shape.classes })?)
+}
+
+/// Word `index` of a partial (`+0` past its end; lengths are checked when it is read).
+fn word_at(values: &[f32], index: usize) -> f32 {
+	values.get(index).copied().unwrap_or_default()
 }
 
 /// `values[0] += addend` (partials of one word).
@@ -504,6 +688,44 @@ mod tests {
 		let source = Full { inputs: &[vec![0; 6], vec![0, 3]], partials: &[] };
 		let error = Reduction::SoftmaxCrossEntropy(shape).partial(0, 0, &source);
 		assert_eq!(error, Err(KernelError::LabelOutOfRange { row: 1, label: 3, classes: 3 }));
+	}
+
+	/// A vocabulary-wide loss (rows of 50,257 and of 1,025 classes, row counts that end
+	/// mid-chunk and mid-span) folds to the same loss and gradient as the whole-row kernel,
+	/// and no piece reads more than one span of one row or sixteen rows' sum partials.
+	#[test]
+	fn wide_rows_give_the_loss_and_its_gradient_bit_for_bit_a_span_at_a_time() {
+		for (seed, shape) in [(8, ClassifierShape { rows: 3, classes: 50_257 }), (9, ClassifierShape { rows: 37, classes: 1_025 })] {
+			assert!(is_wide(shape));
+			let logits = values(seed, shape.logits_len().unwrap(), 12.0);
+			let labels: Vec<u32> = (0..shape.rows).map(|r| ((r * 7919 + 1024) % shape.classes) as u32).collect();
+			let mut grad = vec![0.0; logits.len()];
+			let loss = softmax_cross_entropy(shape, &logits, &labels, &mut grad).unwrap();
+			let reduction = Reduction::SoftmaxCrossEntropy(shape);
+			let spans = shape.classes.div_ceil(LOSS_SPAN);
+			assert_eq!(reduction.len(), 2 * shape.rows * spans + shape.rows.div_ceil(LOSS_LANE_ROWS));
+			let inputs = [words(&logits), labels.clone()];
+			assert_eq!(outputs(&reduction, &inputs, 0, 1), words(&[loss]), "{shape:?}");
+			assert_eq!(outputs(&reduction, &inputs, 1, logits.len()), words(&grad), "{shape:?}");
+			for index in 0..reduction.len() {
+				let (lane, span) = reduction.locate(index).unwrap();
+				let reads = reduction.partial_reads(lane, span).unwrap();
+				let words: usize = reads.inputs.iter().map(|(_, range)| range.len()).sum();
+				assert!(words <= LOSS_SPAN + 1 && reads.pieces.len() <= LOSS_LANE_ROWS + 1, "{index}: {reads:?}");
+				assert!(reads.pieces.iter().all(|&piece| piece < index));
+			}
+			let segments = shape.logits_len().unwrap().div_ceil(SEGMENT);
+			for segment in [0, segments / 2, segments - 1] {
+				let reads = reduction.output_reads(1, segment).unwrap();
+				assert!(reads.inputs.iter().all(|(_, range)| range.len() <= SEGMENT) && reads.pieces.len() <= 2);
+			}
+		}
+		// A label out of range is the kernel's named error in the row's sum lane.
+		let shape = ClassifierShape { rows: 2, classes: 2_000 };
+		let logits = vec![0u32; 4_000];
+		let reduction = Reduction::SoftmaxCrossEntropy(shape);
+		let partials = reduction.partials(|position, index| Ok::<u32, KernelError>(if position == 0 { logits[index] } else { [0, 2_000][index] }), None);
+		assert_eq!(partials, Err(KernelError::LabelOutOfRange { row: 1, label: 2_000, classes: 2_000 }));
 	}
 
 	#[test]

@@ -10,15 +10,19 @@
 //! |---|---|
 //! | contraction accumulator (one 32×32×32 chunk) | 2 × 1,024 operand elements, each in its own segment at worst, and the previous 32 × 32 accumulator |
 //! | contraction output segment | the final accumulators of the tiles its 32 elements lie in: 32 × 1,024 |
-//! | reduction partial | 1,024 inputs (two more segments when unaligned, per lane), or 32 logit rows of `classes` and their labels, and one earlier partial |
+//! | reduction partial | 1,024 inputs (two more segments when unaligned, per lane), or 32 logit rows of `classes` and their labels, and one earlier partial; for rows wider than [`LOSS_SPAN`], one span of one row, its label and two earlier partials, or sixteen rows' sum partials and the partial before |
 //! | reduction output segment | 32 inputs and the partials behind them |
 //! | element-wise, optimizer segment | 32 elements of each of at most 4 inputs (the 256-element chunk around them for a state input), and for bias add 32 bias segments (4 chunks of a state bias) |
 //! | contraction accumulator with a weight operand | the weight's block in state chunks: 64 for a matmul or a forward convolution, per crossed output channel `32 × taps` words for an input gradient |
 //! | commit chunk | 8 segments of one optimizer output |
 //! | batch segment | 32 samples' words, each in its own dataset segment at worst; the sample order costs at most 32 random-access draws, whatever the set's size |
 //!
-//! A job whose loss pieces would outgrow the contraction's bound (more than
-//! [`MAX_CLASSES`] classes) is refused by [`validate_job`].
+//! An MLP or CNN job whose loss pieces would outgrow the contraction's bound (more than
+//! [`MAX_CLASSES`] classes) is refused by [`validate_job`]. Wider rows (a vocabulary) are
+//! read a span at a time ([`crate::proof::reduction::Reduction::SoftmaxCrossEntropy`]).
+//!
+//! Earlier pieces of the disputed operator are proven in its own piece tree, so they
+//! are counted apart from input segments, at that tree's depth.
 
 use super::{DataCommitment, RefereeError};
 use crate::job::data::{DatasetLayout, MAX_SAMPLES};
@@ -27,6 +31,7 @@ use crate::ops::contraction::Contraction;
 use crate::proof::graph::{Graph, OpKind, Origin};
 use crate::proof::state_tree::CHUNK_WORDS;
 use crate::proof::merkle::{depth, SEGMENT};
+use crate::proof::reduction::{is_wide, LOSS_LANE_ROWS, LOSS_SPAN};
 use crate::job::model::{ModelConfig, TrainConfig};
 
 /// Most classes a job may have: a loss partial then reads at most
@@ -72,17 +77,39 @@ struct Reads {
 	words: u64,
 	segments: u64,
 	chunks: u64,
+	/// Earlier pieces of the operator itself, proven in its own piece tree.
+	pieces: u64,
 }
 
 impl Reads {
 	/// `segments` leaves of `words` words in all.
 	fn segments(words: u64, segments: u64) -> Self {
-		Self { words, segments, chunks: 0 }
+		Self { words, segments, chunks: 0, pieces: 0 }
+	}
+
+	/// `pieces` earlier pieces of the operator, `words` words in all.
+	fn pieces(words: u64, pieces: u64) -> Self {
+		Self { words, segments: 0, chunks: 0, pieces }
+	}
+
+	/// Either of two pieces' reads: the larger of each field.
+	fn or(self, other: Self) -> Self {
+		Self {
+			words: self.words.max(other.words),
+			segments: self.segments.max(other.segments),
+			chunks: self.chunks.max(other.chunks),
+			pieces: self.pieces.max(other.pieces),
+		}
 	}
 
 	/// The two reads together.
 	fn and(self, other: Self) -> Self {
-		Self { words: self.words + other.words, segments: self.segments + other.segments, chunks: self.chunks + other.chunks }
+		Self {
+			words: self.words + other.words,
+			segments: self.segments + other.segments,
+			chunks: self.chunks + other.chunks,
+			pieces: self.pieces + other.pieces,
+		}
 	}
 }
 
@@ -116,7 +143,7 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 	let block = tile * chunk;
 	// A segment of input `position`: the whole chunk it lies in when the input is state.
 	let one_segment = |position: usize| {
-		if is_state(position) { Reads { words: chunk_words, segments: 0, chunks: 1 } } else { Reads::segments(segment, 1) }
+		if is_state(position) { Reads { words: chunk_words, chunks: 1, ..Reads::default() } } else { Reads::segments(segment, 1) }
 	};
 	Ok(match node.kind {
 		// An accumulator: two operand blocks (every element in a segment of its own at
@@ -126,7 +153,7 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 			let operand = |position: usize| {
 				if is_state(position) {
 					let chunks = state_block_chunks(contraction);
-					Reads { words: chunks * chunk_words, segments: 0, chunks }
+					Reads { words: chunks * chunk_words, chunks, ..Reads::default() }
 				} else {
 					Reads::segments(block * segment, block)
 				}
@@ -138,7 +165,7 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 		// Its input's segment, and the bias of its 32 elements' channels: at most 32
 		// segments, or (a cyclic run of channels) four chunks of a state bias.
 		OpKind::BiasAdd(_) => {
-			let bias = if is_state(1) { Reads { words: 4 * chunk_words, segments: 0, chunks: 4 } } else { Reads::segments(segment * segment, segment) };
+			let bias = if is_state(1) { Reads { words: 4 * chunk_words, chunks: 4, ..Reads::default() } } else { Reads::segments(segment * segment, segment) };
 			Reads::segments(segment, 1).and(bias)
 		},
 		OpKind::Sgd(_) | OpKind::AdamW(_) => {
@@ -147,6 +174,18 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 		// A chunk of the new state: eight segments of one optimizer output.
 		OpKind::Commit => Reads::segments(chunk_words, chunk_words / segment),
 		OpKind::Activation(_) | OpKind::ActivationGrad(_) => Reads::segments(2 * segment, 2),
+		// A wide row's span of logits (two segments more when unaligned), its label's
+		// segment, the partial before and the row's maximum; or a loss-lane partial's
+		// sixteen sum partials and the partial before; or a gradient segment's logits,
+		// labels and two rows' sum partials.
+		OpKind::SoftmaxCrossEntropy(shape) if is_wide(shape) => {
+			let span = LOSS_SPAN as u64;
+			let row_partial = Reads::segments(span + 3 * segment, span / segment + 3).and(Reads::pieces(3 + 1, 2));
+			let rows = LOSS_LANE_ROWS as u64;
+			let loss_partial = Reads::pieces(3 * rows + 2, rows + 1);
+			let gradient = Reads::segments(3 * segment, 3).and(Reads::pieces(2 * 3, 2));
+			row_partial.or(loss_partial).or(gradient)
+		},
 		OpKind::SoftmaxCrossEntropy(shape) => {
 			let classes = shape.classes as u64;
 			// 32 rows of logits (two segments more per row when unaligned) and labels, and a partial.
@@ -197,6 +236,7 @@ pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: 
 	let chunk_hashes = (CHUNK_WORDS / 16) as u64;
 	let claim = if node.kind == OpKind::Commit { chunk_hashes } else { 0 };
 	let hashes = reads.segments * (1 + input_depth)
+		+ reads.pieces * (1 + piece_depth)
 		+ reads.chunks * (chunk_hashes + state_depth)
 		+ claim
 		+ (u64::from(depth(steps as usize)) + 2)

@@ -356,7 +356,14 @@ type Segments<'a> = BTreeMap<usize, &'a [u32]>;
 ///
 /// This is the entry point the runtime exposes. It never panics.
 pub fn judge(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openings: &Openings) -> Result<Verdict, RefereeError> {
-	let output = recompute(model, train, dispute, openings)?;
+	let graph = validate_job(model, train).map_err(|_| RefereeError::InvalidJob)?;
+	judge_step(&graph, train.seed, dispute, openings)
+}
+
+/// [`judge`] on a step graph the caller has built and bounded, with the job's sample-order
+/// `seed`: the one judgement every model's graph goes through, once its job is checked.
+pub fn judge_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Openings) -> Result<Verdict, RefereeError> {
+	let output = recompute_step(graph, seed, dispute, openings)?;
 	if output == openings.claimed_output {
 		Ok(Verdict { output })
 	} else {
@@ -368,6 +375,11 @@ pub fn judge(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openin
 /// returns its leaf hash.
 pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, openings: &Openings) -> Result<Digest, RefereeError> {
 	let graph = validate_job(model, train).map_err(|_| RefereeError::InvalidJob)?;
+	recompute_step(&graph, train.seed, dispute, openings)
+}
+
+/// [`recompute`] on a step graph the caller has built and bounded, with the job's `seed`.
+pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Openings) -> Result<Digest, RefereeError> {
 	let Position { step, operator: operator_id, piece: piece_id } = dispute.position;
 	let operator = operator_id as usize;
 	let node_count = graph.nodes.len();
@@ -562,7 +574,7 @@ pub fn recompute(model: &ModelConfig, train: &TrainConfig, dispute: &Dispute, op
 			contraction_output_segment(contraction, len, segment, &pieces)?
 		},
 		(OpKind::Batch, Piece::Segment { value, segment }) => {
-			batch_segment(&graph, data, train.seed, step, value, segment, &reader)?
+			batch_segment(graph, data, seed, step, value, segment, &reader)?
 		},
 		(_, Piece::Partial { lane, span }) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
