@@ -22,6 +22,8 @@
 use alloc::vec::Vec;
 
 use crate::ops::activation::Activation;
+use crate::ops::attention::CausalShape;
+use crate::ops::norm::NormShape;
 use crate::ops::bias::BiasLayout;
 use crate::ops::contraction::Contraction;
 use crate::ops::contraction::Conv2dShape;
@@ -175,6 +177,46 @@ pub trait Backend {
 		max_norm: f32,
 		grads: &mut [&mut Self::Tensor],
 		norm: &mut Self::Tensor,
+	) -> Result<(), Self::Error>;
+
+	/// LayerNorm or RMSNorm of every row of `x` ([`crate::ops::norm::norm_forward`]):
+	/// `y = x̂ ⊗ γ (+ β)`. `beta` is the bias for LayerNorm and `None` for RMSNorm.
+	fn norm(
+		&mut self,
+		shape: NormShape,
+		x: &Self::Tensor,
+		gamma: &Self::Tensor,
+		beta: Option<&Self::Tensor>,
+		y: &mut Self::Tensor,
+	) -> Result<(), Self::Error>;
+
+	/// The normalisation's backward ([`crate::ops::norm::norm_backward`]) from the forward
+	/// input `x`, the gain and the output gradient `dy`: writes `dx`, `dγ` and, for
+	/// LayerNorm, `dβ` (`None` for RMSNorm).
+	#[allow(clippy::too_many_arguments)]
+	fn norm_backward(
+		&mut self,
+		shape: NormShape,
+		x: &Self::Tensor,
+		gamma: &Self::Tensor,
+		dy: &Self::Tensor,
+		x_grad: &mut Self::Tensor,
+		gamma_grad: &mut Self::Tensor,
+		beta_grad: Option<&mut Self::Tensor>,
+	) -> Result<(), Self::Error>;
+
+	/// The causal softmax of attention scores ([`crate::ops::attention::causal_softmax`]):
+	/// each row's probabilities over the keys at or before it, masked entries `+0`.
+	fn causal_softmax(&mut self, shape: CausalShape, scores: &Self::Tensor, probs: &mut Self::Tensor) -> Result<(), Self::Error>;
+
+	/// The causal softmax's backward ([`crate::ops::attention::causal_softmax_grad`]) from
+	/// the forward's `probs` and their gradient.
+	fn causal_softmax_grad(
+		&mut self,
+		shape: CausalShape,
+		probs: &Self::Tensor,
+		probs_grad: &Self::Tensor,
+		scores_grad: &mut Self::Tensor,
 	) -> Result<(), Self::Error>;
 
 	/// `out = op(lhs) · op(rhs)`: a [`Contraction::Matmul`].

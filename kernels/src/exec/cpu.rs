@@ -5,6 +5,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::ops::activation::{activation_backward, activation_forward, Activation};
+use crate::ops::attention::{self, CausalShape};
+use crate::ops::norm::{self, NormShape};
 use crate::exec::backend::Backend;
 use crate::ops::bias::{self, BiasLayout};
 use crate::ops::contraction::Contraction;
@@ -157,5 +159,37 @@ impl Backend for CpuBackend {
 		let mut slices: Vec<&mut [f32]> = grads.iter_mut().map(|tensor| tensor.as_mut_slice()).collect();
 		let value = optim::clip_grad_norm(&mut slices, max_norm)?;
 		write_scalar("norm", norm, value)
+	}
+
+	fn norm(&mut self, shape: NormShape, x: &Vec<f32>, gamma: &Vec<f32>, beta: Option<&Vec<f32>>, y: &mut Vec<f32>) -> Result<(), KernelError> {
+		norm::norm_forward(shape, x, gamma, beta.map_or(&[][..], Vec::as_slice), y)
+	}
+
+	fn norm_backward(
+		&mut self,
+		shape: NormShape,
+		x: &Vec<f32>,
+		gamma: &Vec<f32>,
+		dy: &Vec<f32>,
+		x_grad: &mut Vec<f32>,
+		gamma_grad: &mut Vec<f32>,
+		beta_grad: Option<&mut Vec<f32>>,
+	) -> Result<(), KernelError> {
+		let grads = norm::NormGrads { x: x_grad, gamma: gamma_grad, beta: beta_grad.map_or(&mut [][..], Vec::as_mut_slice) };
+		norm::norm_backward(shape, x, gamma, dy, grads)
+	}
+
+	fn causal_softmax(&mut self, shape: CausalShape, scores: &Vec<f32>, probs: &mut Vec<f32>) -> Result<(), KernelError> {
+		attention::causal_softmax(shape, scores, probs)
+	}
+
+	fn causal_softmax_grad(
+		&mut self,
+		shape: CausalShape,
+		probs: &Vec<f32>,
+		probs_grad: &Vec<f32>,
+		scores_grad: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		attention::causal_softmax_grad(shape, probs, probs_grad, scores_grad)
 	}
 }

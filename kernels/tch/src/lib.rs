@@ -34,6 +34,8 @@ use ::tch as torch;
 use torch::{Device, Kind, Reduction, Tensor};
 
 use touchstone_kernels::ops::activation::Activation;
+use touchstone_kernels::ops::attention::CausalShape;
+use touchstone_kernels::ops::norm::{Norm, NormShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::ops::contraction::Contraction;
@@ -400,6 +402,94 @@ impl Backend for TchBackend {
 			in_place(grad.f_mul_(&coefficient))?;
 		}
 		Self::write(norm, Ok(total))
+	}
+
+	fn norm(&mut self, shape: NormShape, x: &Tensor, gamma: &Tensor, beta: Option<&Tensor>, y: &mut Tensor) -> Result<(), TorchError> {
+		// The reference's checks, in its order.
+		let len = shape.values_len()?;
+		check_len("x", x.numel(), len)?;
+		check_len("gamma", gamma.numel(), shape.width)?;
+		check_len("beta", beta.map_or(0, Tensor::numel), shape.bias_len())?;
+		check_len("y", y.numel(), len)?;
+		let rows = x.f_view_([dim(shape.rows), dim(shape.width)])?;
+		let epsilon = f64::from(shape.epsilon);
+		let result = match shape.norm {
+			Norm::Layer => rows.f_layer_norm([dim(shape.width)].as_slice(), Some(gamma), beta, epsilon, false),
+			Norm::Rms => rows.f_rms_norm([dim(shape.width)].as_slice(), Some(gamma), epsilon),
+		};
+		Self::write(y, result)
+	}
+
+	fn norm_backward(
+		&mut self,
+		shape: NormShape,
+		x: &Tensor,
+		gamma: &Tensor,
+		dy: &Tensor,
+		x_grad: &mut Tensor,
+		gamma_grad: &mut Tensor,
+		beta_grad: Option<&mut Tensor>,
+	) -> Result<(), TorchError> {
+		// The reference's checks, in its order.
+		let len = shape.values_len()?;
+		check_len("x", x.numel(), len)?;
+		check_len("gamma", gamma.numel(), shape.width)?;
+		check_len("beta_grad", beta_grad.as_ref().map_or(0, |beta| beta.numel()), shape.bias_len())?;
+		check_len("dy", dy.numel(), len)?;
+		check_len("x_grad", x_grad.numel(), len)?;
+		check_len("gamma_grad", gamma_grad.numel(), shape.width)?;
+		// The closed form autograd's layer-norm and RMS-norm backward compute.
+		let (rows, width) = (dim(shape.rows), dim(shape.width));
+		let x = x.f_view_([rows, width])?;
+		let dy = dy.f_view_([rows, width])?;
+		let mean_of = |t: &Tensor| t.f_mean_dim([-1i64].as_slice(), true, Kind::Float);
+		let centred = match shape.norm {
+			Norm::Layer => x.f_sub(&mean_of(&x)?)?,
+			Norm::Rms => x.shallow_clone(),
+		};
+		let r = mean_of(&centred.f_mul(&centred)?)?.f_add_scalar(f64::from(shape.epsilon))?.f_rsqrt()?;
+		let normalised = centred.f_mul(&r)?;
+		let g = dy.f_mul(&gamma.f_view_([1, width])?)?;
+		let b = mean_of(&g.f_mul(&normalised)?)?;
+		let centred_g = match shape.norm {
+			Norm::Layer => g.f_sub(&mean_of(&g)?)?,
+			Norm::Rms => g,
+		};
+		Self::write(x_grad, r.f_mul(&centred_g.f_sub(&normalised.f_mul(&b)?)?))?;
+		Self::write(gamma_grad, dy.f_mul(&normalised)?.f_sum_dim_intlist([0i64].as_slice(), false, Kind::Float))?;
+		if let Some(beta_grad) = beta_grad {
+			Self::write(beta_grad, dy.f_sum_dim_intlist([0i64].as_slice(), false, Kind::Float))?;
+		}
+		Ok(())
+	}
+
+	fn causal_softmax(&mut self, shape: CausalShape, scores: &Tensor, probs: &mut Tensor) -> Result<(), TorchError> {
+		let len = shape.scores_len()?;
+		check_len("scores", scores.numel(), len)?;
+		check_len("probs", probs.numel(), len)?;
+		let t = dim(shape.positions);
+		// The keys after each query, masked to −∞ before the softmax (PyTorch's causal mask).
+		let future = Tensor::f_ones([t, t].as_slice(), (Kind::Bool, self.device))?.f_triu(1)?;
+		let scaled = scores.f_view_([dim(shape.blocks), t, t])?.f_mul_scalar(f64::from(shape.scale))?;
+		Self::write(probs, scaled.f_masked_fill(&future, f64::NEG_INFINITY)?.f_softmax(-1, Kind::Float))
+	}
+
+	fn causal_softmax_grad(
+		&mut self,
+		shape: CausalShape,
+		probs: &Tensor,
+		probs_grad: &Tensor,
+		scores_grad: &mut Tensor,
+	) -> Result<(), TorchError> {
+		let len = shape.scores_len()?;
+		check_len("probs", probs.numel(), len)?;
+		check_len("probs_grad", probs_grad.numel(), len)?;
+		check_len("scores_grad", scores_grad.numel(), len)?;
+		let t = dim(shape.positions);
+		let p = probs.f_view_([dim(shape.blocks), t, t])?;
+		let dp = probs_grad.f_view_([dim(shape.blocks), t, t])?;
+		let total = p.f_mul(&dp)?.f_sum_dim_intlist([-1i64].as_slice(), true, Kind::Float)?;
+		Self::write(scores_grad, p.f_mul(&dp.f_sub(&total)?)?.f_mul_scalar(f64::from(shape.scale)))
 	}
 }
 

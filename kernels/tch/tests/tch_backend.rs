@@ -134,6 +134,59 @@ fn element_wise_operators_and_reductions_compute_the_reference_functions() {
 	assert_close("gather", &torch.download(&out).unwrap(), &expected, 0.0, 0.0);
 }
 
+/// The transformer's row operators in libtorch (`layer_norm`, `rms_norm`, a masked
+/// `softmax`, and the closed-form backwards autograd uses) compute the reference's
+/// functions to within `f32` rounding; masked attention entries are exact zeros.
+#[test]
+fn norms_and_the_causal_softmax_compute_the_reference_functions() {
+	let mut torch = TchBackend::cpu();
+	let (rows, width) = (37, 128);
+	let x = random_values(13, rows * width, -3.0, 5.0);
+	let gamma = random_values(14, width, 0.5, 1.5);
+	let beta = random_values(15, width, -0.5, 0.5);
+	let dy = random_values(16, rows * width, -1.0, 1.0);
+	let (xt, gt, bt, dyt) = (torch.upload(&x).unwrap(), torch.upload(&gamma).unwrap(), torch.upload(&beta).unwrap(), torch.upload(&dy).unwrap());
+	for norm in [Norm::Layer, Norm::Rms] {
+		let shape = NormShape { norm, rows, width, epsilon: 1e-5 };
+		let layer = norm == Norm::Layer;
+		let beta_host = if layer { beta.as_slice() } else { &[] };
+		let mut expected = vec![0.0; x.len()];
+		norm_forward(shape, &x, &gamma, beta_host, &mut expected).unwrap();
+		let mut y = torch.zeros(x.len()).unwrap();
+		torch.norm(shape, &xt, &gt, layer.then_some(&bt), &mut y).unwrap();
+		assert_close(&format!("{norm:?} forward"), &torch.download(&y).unwrap(), &expected, 1e-5, 1e-5);
+
+		let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; x.len()], vec![0.0; width], vec![0.0; shape.bias_len()]);
+		norm_backward(shape, &x, &gamma, &dy, NormGrads { x: &mut dx, gamma: &mut dgamma, beta: &mut dbeta }).unwrap();
+		let (mut dxt, mut dgt) = (torch.zeros(x.len()).unwrap(), torch.zeros(width).unwrap());
+		let mut dbt = torch.zeros(shape.bias_len()).unwrap();
+		torch.norm_backward(shape, &xt, &gt, &dyt, &mut dxt, &mut dgt, layer.then_some(&mut dbt)).unwrap();
+		assert_close(&format!("{norm:?} dx"), &torch.download(&dxt).unwrap(), &dx, 1e-4, 1e-5);
+		assert_close(&format!("{norm:?} dgamma"), &torch.download(&dgt).unwrap(), &dgamma, 1e-4, 1e-4);
+		assert_close(&format!("{norm:?} dbeta"), &torch.download(&dbt).unwrap(), &dbeta, 1e-5, 1e-5);
+	}
+
+	let shape = CausalShape { blocks: 6, positions: 64, scale: 0.125 };
+	let len = shape.scores_len().unwrap();
+	let scores = random_values(17, len, -40.0, 40.0);
+	let probs_grad = random_values(18, len, -1.0, 1.0);
+	let (mut probs, mut scores_grad) = (vec![0.0; len], vec![0.0; len]);
+	causal_softmax(shape, &scores, &mut probs).unwrap();
+	causal_softmax_grad(shape, &probs, &probs_grad, &mut scores_grad).unwrap();
+	let (st, dpt) = (torch.upload(&scores).unwrap(), torch.upload(&probs_grad).unwrap());
+	let mut pt = torch.zeros(len).unwrap();
+	torch.causal_softmax(shape, &st, &mut pt).unwrap();
+	let torch_probs = torch.download(&pt).unwrap();
+	assert_close("causal softmax", &torch_probs, &probs, 1e-5, 1e-7);
+	let masked = (0..len).filter(|&i| i % 64 > (i / 64) % 64);
+	assert!(masked.clone().all(|i| torch_probs[i] == 0.0));
+	// The backward from the reference's probabilities, so that it is compared alone.
+	let reference_probs = torch.upload(&probs).unwrap();
+	let mut dst = torch.zeros(len).unwrap();
+	torch.causal_softmax_grad(shape, &reference_probs, &dpt, &mut dst).unwrap();
+	assert_close("causal softmax backward", &torch.download(&dst).unwrap(), &scores_grad, 1e-5, 1e-7);
+}
+
 #[test]
 fn optimizers_and_clipping_compute_the_reference_updates() {
 	let mut torch = TchBackend::cpu();

@@ -31,6 +31,8 @@ use core::fmt;
 
 use crate::{WgpuBackend, WgpuError};
 use touchstone_kernels::ops::activation::Activation;
+use touchstone_kernels::ops::attention::CausalShape;
+use touchstone_kernels::ops::norm::{Norm, NormShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::arith::{canonicalize, mul, quantize_operand};
@@ -162,8 +164,9 @@ pub fn probe_mismatches(backend: &mut WgpuBackend) -> Result<Vec<String>, WgpuEr
 /// four layouts with both gradients, a 3×4×11×9 convolution with a 3×4 kernel
 /// and 6 output channels in all three passes, bias add and gradient, the three
 /// activations forward and backward, softmax cross-entropy over 40×10, three
-/// SGD and AdamW steps, clipping that scales and clipping that does not, and a
-/// row gather.
+/// SGD and AdamW steps, clipping that scales and clipping that does not, a row
+/// gather, LayerNorm and RMSNorm forward and backward over 37×45, and the causal
+/// softmax and its backward over 3 blocks of 37 positions.
 pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<f32>)>, B::Error> {
 	let mut outputs = Vec::new();
 	let shape = touchstone_kernels::ops::contraction::VECTOR_MATMUL;
@@ -264,6 +267,36 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 	let mut gathered = backend.zeros(31 * 7)?;
 	backend.gather_rows(&source, 7, &indices, &mut gathered)?;
 	outputs.push(("gather_rows".into(), backend.download(&gathered)?));
+
+	// The transformer's row operators: both norms over 37 rows of 45 (rows and width end
+	// mid-chunk), forward and backward, and the causal softmax over 3 blocks of 37 positions.
+	let (rows, width) = (37, 45);
+	let x = backend.upload(&random_values(14, rows * width, -3.0, 5.0))?;
+	let gamma = backend.upload(&random_values(15, width, 0.5, 1.5))?;
+	let beta = backend.upload(&random_values(16, width, -0.5, 0.5))?;
+	let dy = backend.upload(&random_values(17, rows * width, -1.0, 1.0))?;
+	for norm in [Norm::Layer, Norm::Rms] {
+		let shape = NormShape { norm, rows, width, epsilon: 1e-5 };
+		let layer = norm == Norm::Layer;
+		let mut y = backend.zeros(rows * width)?;
+		backend.norm(shape, &x, &gamma, layer.then_some(&beta), &mut y)?;
+		outputs.push((format!("{norm:?}Norm forward"), backend.download(&y)?));
+		let (mut dx, mut dgamma) = (backend.zeros(rows * width)?, backend.zeros(width)?);
+		let mut dbeta = backend.zeros(shape.bias_len())?;
+		backend.norm_backward(shape, &x, &gamma, &dy, &mut dx, &mut dgamma, layer.then_some(&mut dbeta))?;
+		let grads = [backend.download(&dx)?, backend.download(&dgamma)?, backend.download(&dbeta)?].concat();
+		outputs.push((format!("{norm:?}Norm backward"), grads));
+	}
+	let causal = CausalShape { blocks: 3, positions: 37, scale: 0.125 };
+	let len = causal.scores_len()?;
+	let scores = backend.upload(&random_values(18, len, -60.0, 60.0))?;
+	let probs_grad = backend.upload(&random_values(19, len, -1.0, 1.0))?;
+	let mut probs = backend.zeros(len)?;
+	backend.causal_softmax(causal, &scores, &mut probs)?;
+	outputs.push(("causal_softmax".into(), backend.download(&probs)?));
+	let mut scores_grad = backend.zeros(len)?;
+	backend.causal_softmax_grad(causal, &probs, &probs_grad, &mut scores_grad)?;
+	outputs.push(("causal_softmax_grad".into(), backend.download(&scores_grad)?));
 	Ok(outputs)
 }
 

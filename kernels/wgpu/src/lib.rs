@@ -44,6 +44,8 @@ use ::wgpu as gpu;
 use gpu::util::DeviceExt;
 
 use touchstone_kernels::ops::activation::Activation;
+use touchstone_kernels::ops::attention::CausalShape;
+use touchstone_kernels::ops::norm::{Norm, NormShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::arith::CHUNK;
@@ -67,6 +69,7 @@ const ELEMENTWISE_WGSL: &str = include_str!("elementwise.wgsl");
 const GATHER_WGSL: &str = include_str!("gather.wgsl");
 const REDUCE_WGSL: &str = include_str!("reduce.wgsl");
 const SOFTMAX_WGSL: &str = include_str!("softmax.wgsl");
+const TRANSFORMER_WGSL: &str = include_str!("transformer.wgsl");
 const PROBE_WGSL: &str = include_str!("probe.wgsl");
 const FINITE_WGSL: &str = include_str!("finite.wgsl");
 const BLAKE3_WGSL: &str = include_str!("blake3.wgsl");
@@ -228,6 +231,20 @@ struct Kernel {
 	layout: gpu::BindGroupLayout,
 }
 
+/// `transformer.wgsl`'s parameters for a norm of `shape`: rows, width, mode, `recip(width)`, `ε`.
+fn norm_params(shape: NormShape) -> [u32; 8] {
+	let mode = match shape.norm {
+		Norm::Layer => 0,
+		Norm::Rms => 1,
+	};
+	[shape.rows as u32, shape.width as u32, mode, math::recip(shape.width as f32).to_bits(), shape.epsilon.to_bits(), 0, 0, 0]
+}
+
+/// `transformer.wgsl`'s parameters for a causal softmax of `shape`: rows, positions, scale.
+fn causal_params(shape: CausalShape) -> [u32; 8] {
+	[(shape.blocks * shape.positions) as u32, shape.positions as u32, 0, 0, shape.scale.to_bits(), 0, 0, 0]
+}
+
 /// The compute kernels, one per entry point.
 struct Pipelines {
 	/// `contract.wgsl`, one per index-map kind: matmul, conv forward, input grad, weight grad.
@@ -245,6 +262,12 @@ struct Pipelines {
 	finish_norm: Kernel,
 	softmax_rows: Kernel,
 	softmax_loss: Kernel,
+	/// `transformer.wgsl`: the norms and the causal softmax, a row per invocation.
+	norm_forward: Kernel,
+	norm_backward_rows: Kernel,
+	norm_backward_columns: Kernel,
+	causal_softmax: Kernel,
+	causal_softmax_grad: Kernel,
 	probe: Kernel,
 	non_finite: Kernel,
 	/// `blake3.wgsl`: chunk chaining values of one tensor, then one level of parents.
@@ -731,6 +754,7 @@ impl Pipelines {
 		let gather = module("gather.wgsl", GATHER_WGSL);
 		let reduce = module("reduce.wgsl", REDUCE_WGSL);
 		let softmax = module("softmax.wgsl", SOFTMAX_WGSL);
+		let transformer = module("transformer.wgsl", TRANSFORMER_WGSL);
 		let probe = module("probe.wgsl", PROBE_WGSL);
 		let finite = module("finite.wgsl", FINITE_WGSL);
 		let blake3 = module("blake3.wgsl", &format!("{BLAKE3_WGSL}\n{}", blake3_compress_wgsl()));
@@ -749,6 +773,11 @@ impl Pipelines {
 			finish_norm: pipeline(&reduce, "finish_norm", &[]),
 			softmax_rows: pipeline(&softmax, "softmax_rows", &[]),
 			softmax_loss: pipeline(&softmax, "softmax_loss", &[]),
+			norm_forward: pipeline(&transformer, "norm_forward", &[]),
+			norm_backward_rows: pipeline(&transformer, "norm_backward_rows", &[]),
+			norm_backward_columns: pipeline(&transformer, "norm_backward_columns", &[]),
+			causal_softmax: pipeline(&transformer, "causal_softmax", &[]),
+			causal_softmax_grad: pipeline(&transformer, "causal_softmax_grad", &[]),
 			probe: pipeline(&probe, "probe", &[]),
 			non_finite: pipeline(&finite, "non_finite", &[]),
 			chunk_cvs: pipeline(&blake3, "chunk_cvs", &[]),
@@ -1102,6 +1131,96 @@ impl Backend for WgpuBackend {
 			let len = grad.len;
 			self.elementwise(&kernel, len, 0, (0, 0), &[], &[(1, &grad.buffer), (2, &clip_state)]);
 		}
+		Ok(())
+	}
+
+	fn norm(
+		&mut self,
+		shape: NormShape,
+		x: &WgpuTensor,
+		gamma: &WgpuTensor,
+		beta: Option<&WgpuTensor>,
+		y: &mut WgpuTensor,
+	) -> Result<(), WgpuError> {
+		// The reference's checks, in its order.
+		let len = shape.values_len()?;
+		check_len("x", x.len, len)?;
+		check_len("gamma", gamma.len, shape.width)?;
+		check_len("beta", beta.map_or(0, |beta| beta.len), shape.bias_len())?;
+		check_len("y", y.len, len)?;
+		let kernel = self.pipelines.norm_forward.clone();
+		// RMSNorm has no bias: its binding holds the gain again, and is not read. The
+		// shared row function's backward target (binding 5) is bound and not written.
+		let bias = beta.unwrap_or(gamma);
+		let unused = self.scratch(1)?;
+		let buffers = [(1, &x.buffer), (2, &gamma.buffer), (3, &bias.buffer), (4, &y.buffer), (5, &unused)];
+		self.dispatch(&kernel, &norm_params(shape), &buffers, linear_groups(shape.rows, 64));
+		Ok(())
+	}
+
+	fn norm_backward(
+		&mut self,
+		shape: NormShape,
+		x: &WgpuTensor,
+		gamma: &WgpuTensor,
+		dy: &WgpuTensor,
+		x_grad: &mut WgpuTensor,
+		gamma_grad: &mut WgpuTensor,
+		beta_grad: Option<&mut WgpuTensor>,
+	) -> Result<(), WgpuError> {
+		// The reference's checks, in its order.
+		let len = shape.values_len()?;
+		check_len("x", x.len, len)?;
+		check_len("gamma", gamma.len, shape.width)?;
+		check_len("beta_grad", beta_grad.as_ref().map_or(0, |beta| beta.len), shape.bias_len())?;
+		check_len("dy", dy.len, len)?;
+		check_len("x_grad", x_grad.len, len)?;
+		check_len("gamma_grad", gamma_grad.len, shape.width)?;
+		let products = self.scratch(len)?;
+		let params = norm_params(shape);
+		let kernel = self.pipelines.norm_backward_rows.clone();
+		let buffers = [(1, &x.buffer), (2, &gamma.buffer), (3, &dy.buffer), (4, &x_grad.buffer), (5, &products)];
+		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.rows, 64));
+		// RMSNorm has no bias gradient: its binding is a word the kernel does not write.
+		let unused;
+		let beta_buffer = match beta_grad {
+			Some(beta) => &beta.buffer,
+			None => {
+				unused = self.storage_buffer(1, None)?;
+				&unused
+			},
+		};
+		let kernel = self.pipelines.norm_backward_columns.clone();
+		let buffers = [(3, &dy.buffer), (5, &products), (6, &gamma_grad.buffer), (7, beta_buffer)];
+		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.width, 64));
+		Ok(())
+	}
+
+	fn causal_softmax(&mut self, shape: CausalShape, scores: &WgpuTensor, probs: &mut WgpuTensor) -> Result<(), WgpuError> {
+		let len = shape.scores_len()?;
+		check_len("scores", scores.len, len)?;
+		check_len("probs", probs.len, len)?;
+		let kernel = self.pipelines.causal_softmax.clone();
+		let rows = shape.blocks * shape.positions;
+		self.dispatch(&kernel, &causal_params(shape), &[(1, &scores.buffer), (4, &probs.buffer)], linear_groups(rows, 64));
+		Ok(())
+	}
+
+	fn causal_softmax_grad(
+		&mut self,
+		shape: CausalShape,
+		probs: &WgpuTensor,
+		probs_grad: &WgpuTensor,
+		scores_grad: &mut WgpuTensor,
+	) -> Result<(), WgpuError> {
+		let len = shape.scores_len()?;
+		check_len("probs", probs.len, len)?;
+		check_len("probs_grad", probs_grad.len, len)?;
+		check_len("scores_grad", scores_grad.len, len)?;
+		let kernel = self.pipelines.causal_softmax_grad.clone();
+		let rows = shape.blocks * shape.positions;
+		let buffers = [(1, &probs.buffer), (2, &probs_grad.buffer), (4, &scores_grad.buffer)];
+		self.dispatch(&kernel, &causal_params(shape), &buffers, linear_groups(rows, 64));
 		Ok(())
 	}
 }

@@ -245,6 +245,70 @@ fn softmax_cross_entropy_matches_the_reference() {
 	}
 }
 
+/// LayerNorm and RMSNorm, forward and backward, at widths that end mid-chunk and at a
+/// transformer's (128, 768), over row counts past a chunk: every output bit for bit.
+#[test]
+fn norms_match_the_reference_forward_and_backward() {
+	let mut gpu = backend();
+	let mut cpu = CpuBackend;
+	let mut draws = Draws::new(11);
+	let shapes = [(1, 1), (3, 33), (70, 128), (40, 768)].into_iter().chain((0..8).map(|_| (draws.int(1, 90), draws.int(1, 300))));
+	for (index, (rows, width)) in shapes.collect::<Vec<_>>().into_iter().enumerate() {
+		let norm = if index % 2 == 0 { Norm::Layer } else { Norm::Rms };
+		let shape = NormShape { norm, rows, width, epsilon: 1e-5 };
+		let len = rows * width;
+		let x = random_values(draws.stream(), len, -3.0, 5.0);
+		let gamma = random_values(draws.stream(), width, 0.5, 1.5);
+		let beta = random_values(draws.stream(), shape.bias_len(), -0.5, 0.5);
+		let dy = random_values(draws.stream(), len, -1.0, 1.0);
+		let mut expected = vec![0.0; len];
+		let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; len], vec![0.0; width], vec![0.0; shape.bias_len()]);
+		let beta_host = (norm == Norm::Layer).then(|| beta.clone());
+		cpu.norm(shape, &x, &gamma, beta_host.as_ref(), &mut expected).unwrap();
+		cpu.norm_backward(shape, &x, &gamma, &dy, &mut dx, &mut dgamma, (norm == Norm::Layer).then_some(&mut dbeta)).unwrap();
+
+		let (xt, gt, dyt) = (gpu.upload(&x).unwrap(), gpu.upload(&gamma).unwrap(), gpu.upload(&dy).unwrap());
+		let bt = (norm == Norm::Layer).then(|| gpu.upload(&beta).unwrap());
+		let mut y = gpu.zeros(len).unwrap();
+		gpu.norm(shape, &xt, &gt, bt.as_ref(), &mut y).unwrap();
+		assert_same(&format!("{shape:?} forward"), &gpu.download(&y).unwrap(), &expected);
+		let (mut dxt, mut dgt) = (gpu.zeros(len).unwrap(), gpu.zeros(width).unwrap());
+		let mut dbt = (norm == Norm::Layer).then(|| gpu.zeros(width).unwrap());
+		gpu.norm_backward(shape, &xt, &gt, &dyt, &mut dxt, &mut dgt, dbt.as_mut()).unwrap();
+		assert_same(&format!("{shape:?} dx"), &gpu.download(&dxt).unwrap(), &dx);
+		assert_same(&format!("{shape:?} dgamma"), &gpu.download(&dgt).unwrap(), &dgamma);
+		if let Some(dbt) = &dbt {
+			assert_same(&format!("{shape:?} dbeta"), &gpu.download(dbt).unwrap(), &dbeta);
+		}
+	}
+}
+
+/// The causal softmax and its backward over blocks of 1 to 100 positions (a context of
+/// 64 among them), with scores far past `exp`'s range: masked entries `+0`, every bit equal.
+#[test]
+fn causal_softmax_matches_the_reference_forward_and_backward() {
+	let mut gpu = backend();
+	let mut draws = Draws::new(12);
+	let shapes = [(1, 1), (16, 64), (3, 33)].into_iter().chain((0..8).map(|_| (draws.int(1, 20), draws.int(1, 100))));
+	for (blocks, positions) in shapes.collect::<Vec<_>>() {
+		let shape = CausalShape { blocks, positions, scale: 0.125 };
+		let len = blocks * positions * positions;
+		let spread = draws.int(1, 400) as f32;
+		let scores = random_values(draws.stream(), len, -spread, spread);
+		let probs_grad = random_values(draws.stream(), len, -1.0, 1.0);
+		let (mut probs, mut scores_grad) = (vec![0.0; len], vec![0.0; len]);
+		causal_softmax(shape, &scores, &mut probs).unwrap();
+		causal_softmax_grad(shape, &probs, &probs_grad, &mut scores_grad).unwrap();
+		let (st, dpt) = (gpu.upload(&scores).unwrap(), gpu.upload(&probs_grad).unwrap());
+		let mut pt = gpu.zeros(len).unwrap();
+		gpu.causal_softmax(shape, &st, &mut pt).unwrap();
+		assert_same(&format!("{shape:?} probs"), &gpu.download(&pt).unwrap(), &probs);
+		let mut dst = gpu.zeros(len).unwrap();
+		gpu.causal_softmax_grad(shape, &pt, &dpt, &mut dst).unwrap();
+		assert_same(&format!("{shape:?} scores_grad"), &gpu.download(&dst).unwrap(), &scores_grad);
+	}
+}
+
 #[test]
 fn gather_rows_matches_the_reference() {
 	let mut gpu = backend();
@@ -369,6 +433,21 @@ fn bad_inputs_fail_with_the_references_errors() {
 		Err(WgpuError::Kernel(error)) => {
 			assert_eq!(error, KernelError::InvalidHyperparameter { name: "max_norm" })
 		},
+		other => panic!("expected a hyper-parameter error, got {other:?}"),
+	}
+	// A norm with no bias for LayerNorm, and a softmax whose scale is not on the grid.
+	let shape = NormShape { norm: Norm::Layer, rows: 2, width: 4, epsilon: 1e-5 };
+	let (x, gamma) = (gpu.upload(&[0.0; 8]).unwrap(), gpu.upload(&[1.0; 4]).unwrap());
+	let mut y = gpu.zeros(8).unwrap();
+	let expected = cpu.norm(shape, &vec![0.0; 8], &vec![1.0; 4], None, &mut vec![0.0; 8]);
+	match gpu.norm(shape, &x, &gamma, None, &mut y) {
+		Err(WgpuError::Kernel(error)) => assert_eq!(Err(error), expected),
+		other => panic!("expected a length error, got {other:?}"),
+	}
+	let causal = CausalShape { blocks: 1, positions: 2, scale: f32::INFINITY };
+	let mut probs = gpu.zeros(4).unwrap();
+	match gpu.causal_softmax(causal, &x, &mut probs) {
+		Err(WgpuError::Kernel(error)) => assert_eq!(error, KernelError::InvalidHyperparameter { name: "scale" }),
 		other => panic!("expected a hyper-parameter error, got {other:?}"),
 	}
 	// The backend still works after refusing bad input.
