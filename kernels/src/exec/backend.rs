@@ -23,6 +23,7 @@ use alloc::vec::Vec;
 
 use crate::ops::activation::Activation;
 use crate::ops::attention::CausalShape;
+use crate::ops::heads::HeadsShape;
 use crate::ops::norm::NormShape;
 use crate::ops::bias::BiasLayout;
 use crate::ops::contraction::Contraction;
@@ -217,6 +218,35 @@ pub trait Backend {
 		probs: &Self::Tensor,
 		probs_grad: &Self::Tensor,
 		scores_grad: &mut Self::Tensor,
+	) -> Result<(), Self::Error>;
+
+	/// `[sequences, T, heads · d]` to `[sequences · heads, T, d]` ([`crate::ops::heads::split_heads`]), a bit copy.
+	fn split_heads(&mut self, shape: HeadsShape, side_by_side: &Self::Tensor, blocked: &mut Self::Tensor) -> Result<(), Self::Error>;
+
+	/// `[sequences · heads, T, d]` back to `[sequences, T, heads · d]` ([`crate::ops::heads::merge_heads`]).
+	fn merge_heads(&mut self, shape: HeadsShape, blocked: &Self::Tensor, side_by_side: &mut Self::Tensor) -> Result<(), Self::Error>;
+
+	/// `blocks` matmuls of one shape and layout, block by block
+	/// ([`crate::ops::heads::batched_matmul`]): attention's `QKᵀ`, `PV` and their gradients.
+	fn batched_matmul(
+		&mut self,
+		blocks: usize,
+		shape: MatmulShape,
+		layout: MatmulLayout,
+		lhs: &Self::Tensor,
+		rhs: &Self::Tensor,
+		out: &mut Self::Tensor,
+	) -> Result<(), Self::Error>;
+
+	/// The gradient of a row lookup: `dtable[v]` = the chunked sum, in row order, of the
+	/// rows of `dy` whose index is `v` ([`crate::ops::embedding::scatter_add_rows`]).
+	fn scatter_add_rows(
+		&mut self,
+		dy: &Self::Tensor,
+		row_len: usize,
+		ids: &Self::Indices,
+		table_rows: usize,
+		dtable: &mut Self::Tensor,
 	) -> Result<(), Self::Error>;
 
 	/// `out = op(lhs) · op(rhs)`: a [`Contraction::Matmul`].

@@ -7,6 +7,9 @@ use alloc::vec::Vec;
 use crate::ops::activation::{activation_backward, activation_forward, Activation};
 use crate::ops::attention::{self, CausalShape};
 use crate::ops::norm::{self, NormShape};
+use crate::ops::heads::{self, HeadsShape};
+use crate::ops::embedding;
+use crate::ops::contraction::{MatmulLayout, MatmulShape};
 use crate::exec::backend::Backend;
 use crate::ops::bias::{self, BiasLayout};
 use crate::ops::contraction::Contraction;
@@ -177,6 +180,30 @@ impl Backend for CpuBackend {
 	) -> Result<(), KernelError> {
 		let grads = norm::NormGrads { x: x_grad, gamma: gamma_grad, beta: beta_grad.map_or(&mut [][..], Vec::as_mut_slice) };
 		norm::norm_backward(shape, x, gamma, dy, grads)
+	}
+
+	fn split_heads(&mut self, shape: HeadsShape, side_by_side: &Vec<f32>, blocked: &mut Vec<f32>) -> Result<(), KernelError> {
+		heads::split_heads(shape, side_by_side, blocked)
+	}
+
+	fn merge_heads(&mut self, shape: HeadsShape, blocked: &Vec<f32>, side_by_side: &mut Vec<f32>) -> Result<(), KernelError> {
+		heads::merge_heads(shape, blocked, side_by_side)
+	}
+
+	fn batched_matmul(
+		&mut self,
+		blocks: usize,
+		shape: MatmulShape,
+		layout: MatmulLayout,
+		lhs: &Vec<f32>,
+		rhs: &Vec<f32>,
+		out: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		heads::batched_matmul(blocks, shape, layout, lhs, rhs, out)
+	}
+
+	fn scatter_add_rows(&mut self, dy: &Vec<f32>, row_len: usize, ids: &Vec<u32>, table_rows: usize, dtable: &mut Vec<f32>) -> Result<(), KernelError> {
+		embedding::scatter_add_rows(dy, row_len, ids, table_rows, dtable)
 	}
 
 	fn causal_softmax(&mut self, shape: CausalShape, scores: &Vec<f32>, probs: &mut Vec<f32>) -> Result<(), KernelError> {

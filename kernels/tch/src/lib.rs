@@ -36,6 +36,8 @@ use torch::{Device, Kind, Reduction, Tensor};
 use touchstone_kernels::ops::activation::Activation;
 use touchstone_kernels::ops::attention::CausalShape;
 use touchstone_kernels::ops::norm::{Norm, NormShape};
+use touchstone_kernels::ops::heads::HeadsShape;
+use touchstone_kernels::ops::contraction::{MatmulLayout, MatmulShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::ops::contraction::Contraction;
@@ -133,6 +135,11 @@ impl TchBackend {
 /// Drops the handle an in-place libtorch operation returns (it is `self` again).
 fn in_place(result: Result<Tensor, torch::TchError>) -> Result<(), TorchError> {
 	result.map(drop).map_err(TorchError::from)
+}
+
+/// `(sequences, positions, heads, head width)` of `shape` as libtorch dimensions.
+fn heads_dims(shape: HeadsShape) -> (i64, i64, i64, i64) {
+	(dim(shape.sequences), dim(shape.positions), dim(shape.heads), dim(shape.head_width))
 }
 
 /// `values` as 64-bit indices, libtorch's index type.
@@ -461,6 +468,67 @@ impl Backend for TchBackend {
 			Self::write(beta_grad, dy.f_sum_dim_intlist([0i64].as_slice(), false, Kind::Float))?;
 		}
 		Ok(())
+	}
+
+	fn split_heads(&mut self, shape: HeadsShape, side_by_side: &Tensor, blocked: &mut Tensor) -> Result<(), TorchError> {
+		let len = shape.values_len()?;
+		check_len("side_by_side", side_by_side.numel(), len)?;
+		check_len("blocked", blocked.numel(), len)?;
+		let (s, t, h, d) = heads_dims(shape);
+		let view = side_by_side.f_view_([s, t, h, d])?.f_permute([0i64, 2, 1, 3].as_slice())?;
+		Self::write(blocked, view.f_contiguous())
+	}
+
+	fn merge_heads(&mut self, shape: HeadsShape, blocked: &Tensor, side_by_side: &mut Tensor) -> Result<(), TorchError> {
+		let len = shape.values_len()?;
+		check_len("blocked", blocked.numel(), len)?;
+		check_len("side_by_side", side_by_side.numel(), len)?;
+		let (s, t, h, d) = heads_dims(shape);
+		let view = blocked.f_view_([s, h, t, d])?.f_permute([0i64, 2, 1, 3].as_slice())?;
+		Self::write(side_by_side, view.f_contiguous())
+	}
+
+	fn batched_matmul(
+		&mut self,
+		blocks: usize,
+		shape: MatmulShape,
+		layout: MatmulLayout,
+		lhs: &Tensor,
+		rhs: &Tensor,
+		out: &mut Tensor,
+	) -> Result<(), TorchError> {
+		// The reference's checks, in its order.
+		check_nonzero("blocks", blocks)?;
+		let contraction = shape.contraction(layout);
+		let (lhs_len, rhs_len, out_len) = (contraction.lhs_len()?, contraction.rhs_len()?, contraction.output_len()?);
+		check_len("lhs", lhs.numel(), element_count(&[blocks, lhs_len])?)?;
+		check_len("rhs", rhs.numel(), element_count(&[blocks, rhs_len])?)?;
+		check_len("out", out.numel(), element_count(&[blocks, out_len])?)?;
+		let (b, m, k, n) = (dim(blocks), dim(shape.m), dim(shape.k), dim(shape.n));
+		let a = if layout.lhs_transposed { lhs.f_view_([b, k, m])?.f_transpose(1, 2)? } else { lhs.f_view_([b, m, k])? };
+		let w = if layout.rhs_transposed { rhs.f_view_([b, n, k])?.f_transpose(1, 2)? } else { rhs.f_view_([b, k, n])? };
+		Self::write(out, a.f_bmm(&w))
+	}
+
+	fn scatter_add_rows(
+		&mut self,
+		dy: &Tensor,
+		row_len: usize,
+		ids: &TorchIndices,
+		table_rows: usize,
+		dtable: &mut Tensor,
+	) -> Result<(), TorchError> {
+		// The reference's checks, in its order.
+		check_nonzero("row_len", row_len)?;
+		check_nonzero("table_rows", table_rows)?;
+		check_len("dy", dy.numel(), element_count(&[ids.host.len(), row_len])?)?;
+		check_len("dtable", dtable.numel(), element_count(&[table_rows, row_len])?)?;
+		if let Some(&index) = ids.host.iter().find(|&&index| index as usize >= table_rows) {
+			return Err(KernelError::IndexOutOfRange { index, rows: table_rows }.into());
+		}
+		// The embedding backward autograd runs: an index_add into zeros.
+		let zeros = Tensor::f_zeros([dim(table_rows), dim(row_len)].as_slice(), (Kind::Float, self.device))?;
+		Self::write(dtable, zeros.f_index_add(0, &ids.tensor, &dy.f_view_([dim(ids.host.len()), dim(row_len)])?))
 	}
 
 	fn causal_softmax(&mut self, shape: CausalShape, scores: &Tensor, probs: &mut Tensor) -> Result<(), TorchError> {

@@ -14,6 +14,7 @@ use common::random_values;
 use touchstone_kernels_tch::{distance_to_reference, Distance, TchBackend, TorchError};
 use touchstone_kernels::job::trace::Trainer;
 use touchstone_kernels::*;
+use touchstone_kernels::ops::heads::{batched_matmul, split_heads, HeadsShape};
 
 /// The documented distances between the tch backend's and the reference's
 /// parameters after 100 and 200 steps of the digits job (SGD, lr 0.1,
@@ -185,6 +186,51 @@ fn norms_and_the_causal_softmax_compute_the_reference_functions() {
 	let mut dst = torch.zeros(len).unwrap();
 	torch.causal_softmax_grad(shape, &reference_probs, &dpt, &mut dst).unwrap();
 	assert_close("causal softmax backward", &torch.download(&dst).unwrap(), &scores_grad, 1e-5, 1e-7);
+}
+
+/// Attention's layout (exact copies), its batched matmuls within the contraction's
+/// rounding scale, and the embedding's scatter-add within `f32` rounding.
+#[test]
+fn heads_batched_matmuls_and_the_scatter_add_compute_the_reference_functions() {
+	let mut torch = TchBackend::cpu();
+	let shape = HeadsShape { sequences: 3, positions: 64, heads: 4, head_width: 32 };
+	let len = shape.values_len().unwrap();
+	let values = random_values(19, len, -1.0, 1.0);
+	let mut blocked = vec![0.0; len];
+	split_heads(shape, &values, &mut blocked).unwrap();
+	let vt = torch.upload(&values).unwrap();
+	let mut bt = torch.zeros(len).unwrap();
+	torch.split_heads(shape, &vt, &mut bt).unwrap();
+	assert_close("split heads", &torch.download(&bt).unwrap(), &blocked, 0.0, 0.0);
+	let mut merged = torch.zeros(len).unwrap();
+	torch.merge_heads(shape, &bt, &mut merged).unwrap();
+	assert_close("merge heads", &torch.download(&merged).unwrap(), &values, 0.0, 0.0);
+
+	// Attention's QKᵀ, dK = dZᵀ·Q and P·V shapes, over 12 blocks.
+	let blocks = 12;
+	let lhs = random_values(20, blocks * 64 * 64, -1.0, 1.0);
+	let rhs = random_values(21, blocks * 64 * 64, -1.0, 1.0);
+	for (lhs_transposed, rhs_transposed, m, k, n) in [(false, true, 64, 32, 64), (true, false, 32, 64, 32), (false, false, 64, 64, 32)] {
+		let (layout, shape) = (MatmulLayout { lhs_transposed, rhs_transposed }, MatmulShape { m, k, n });
+		let (lhs, rhs) = (&lhs[..blocks * m * k], &rhs[..blocks * k * n]);
+		let mut expected = vec![0.0; blocks * m * n];
+		batched_matmul(blocks, shape, layout, lhs, rhs, &mut expected).unwrap();
+		let (l, r) = (torch.upload(lhs).unwrap(), torch.upload(rhs).unwrap());
+		let mut out = torch.zeros(expected.len()).unwrap();
+		torch.batched_matmul(blocks, shape, layout, &l, &r, &mut out).unwrap();
+		// Within 12-bit operand rounding over k products of magnitude at most 1.
+		assert_close(&format!("batched {layout:?}"), &torch.download(&out).unwrap(), &expected, 0.0, k as f32 * 2f32.powi(-10));
+	}
+
+	let (table_rows, row_len) = (65, 128);
+	let ids: Vec<u32> = (0..768u32).map(|r| (r * r + 7) % 60).collect();
+	let dy = random_values(22, ids.len() * row_len, -1.0, 1.0);
+	let mut expected = vec![0.0; table_rows * row_len];
+	scatter_add_rows(&dy, row_len, &ids, table_rows, &mut expected).unwrap();
+	let (dyt, it) = (torch.upload(&dy).unwrap(), torch.upload_indices(&ids).unwrap());
+	let mut out = torch.zeros(table_rows * row_len).unwrap();
+	torch.scatter_add_rows(&dyt, row_len, &it, table_rows, &mut out).unwrap();
+	assert_close("scatter-add", &torch.download(&out).unwrap(), &expected, 1e-5, 1e-5);
 }
 
 #[test]

@@ -33,6 +33,7 @@ use crate::{WgpuBackend, WgpuError};
 use touchstone_kernels::ops::activation::Activation;
 use touchstone_kernels::ops::attention::CausalShape;
 use touchstone_kernels::ops::norm::{Norm, NormShape};
+use touchstone_kernels::ops::heads::HeadsShape;
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::arith::{canonicalize, mul, quantize_operand};
@@ -165,8 +166,9 @@ pub fn probe_mismatches(backend: &mut WgpuBackend) -> Result<Vec<String>, WgpuEr
 /// and 6 output channels in all three passes, bias add and gradient, the three
 /// activations forward and backward, softmax cross-entropy over 40×10, three
 /// SGD and AdamW steps, clipping that scales and clipping that does not, a row
-/// gather, LayerNorm and RMSNorm forward and backward over 37×45, and the causal
-/// softmax and its backward over 3 blocks of 37 positions.
+/// gather, LayerNorm and RMSNorm forward and backward over 37×45, the causal softmax
+/// and its backward over 3 blocks of 37 positions, the heads' split and merge, three
+/// batched `QKᵀ` blocks and the embedding's scatter-add.
 pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<f32>)>, B::Error> {
 	let mut outputs = Vec::new();
 	let shape = touchstone_kernels::ops::contraction::VECTOR_MATMUL;
@@ -297,6 +299,27 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 	let mut scores_grad = backend.zeros(len)?;
 	backend.causal_softmax_grad(causal, &probs, &probs_grad, &mut scores_grad)?;
 	outputs.push(("causal_softmax_grad".into(), backend.download(&scores_grad)?));
+
+	// Attention's layout and batched contractions (3 blocks of 37×45 by 45×37, transposed
+	// as `QKᵀ` is), and the embedding's scatter-add with repeated and unused tokens.
+	let heads = HeadsShape { sequences: 1, positions: 37, heads: 5, head_width: 9 };
+	let mut split = backend.zeros(heads.values_len()?)?;
+	backend.split_heads(heads, &x, &mut split)?;
+	outputs.push(("split_heads".into(), backend.download(&split)?));
+	let mut merged = backend.zeros(heads.values_len()?)?;
+	backend.merge_heads(heads, &split, &mut merged)?;
+	outputs.push(("merge_heads".into(), backend.download(&merged)?));
+	let attention = MatmulShape { m: 37, k: 45, n: 37 };
+	let keys = backend.upload(&random_values(20, 3 * 37 * 45, -2.0, 2.0))?;
+	let queries = backend.upload(&random_values(21, 3 * 37 * 45, -2.0, 2.0))?;
+	let mut scores = backend.zeros(3 * 37 * 37)?;
+	let transposed = MatmulLayout { lhs_transposed: false, rhs_transposed: true };
+	backend.batched_matmul(3, attention, transposed, &queries, &keys, &mut scores)?;
+	outputs.push(("batched_matmul".into(), backend.download(&scores)?));
+	let ids = backend.upload_indices(&(0..37u32).map(|r| (r * r) % 11).collect::<Vec<u32>>())?;
+	let mut table_grad = backend.zeros(13 * 45)?;
+	backend.scatter_add_rows(&x, 45, &ids, 13, &mut table_grad)?;
+	outputs.push(("scatter_add_rows".into(), backend.download(&table_grad)?));
 	Ok(outputs)
 }
 

@@ -42,6 +42,13 @@ struct Params {
     // with more tiles than a dispatch dimension allows).
     tile_row_offset: u32,
     tile_col_offset: u32,
+    // A batched matmul's block strides: block z (the dispatch's third dimension)
+    // reads and writes its operands' and output's block z. Zero for one contraction.
+    lhs_block: u32,
+    rhs_block: u32,
+    out_block: u32,
+    // First block of this dispatch (the host splits more blocks than a dispatch allows).
+    block_offset: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -53,6 +60,10 @@ const TILE: u32 = 32u;
 const CHUNK: u32 = 32u;
 // Invocations per workgroup edge; each computes a 4x4 block of the 32x32 tile.
 const THREADS: u32 = 8u;
+
+// The first element of this workgroup's block of each operand (batched matmuls).
+var<private> lhs_base: u32;
+var<private> rhs_base: u32;
 
 var<workgroup> lhs_tile: array<f32, 1024>;       // [row][k], 32 x 32
 var<workgroup> rhs_tile: array<vec4<f32>, 256>;  // [k][column / 4], 32 x 8 vectors of 4 columns
@@ -101,7 +112,7 @@ fn load_lhs(row: u32, k: u32) -> f32 {
     } else {
         index = output_index(k, row);
     }
-    return quantize_operand(lhs[index]);
+    return quantize_operand(lhs[lhs_base + index]);
 }
 
 // b(k, col), quantized; +0 outside the operand.
@@ -122,7 +133,7 @@ fn load_rhs(k: u32, col: u32) -> f32 {
     } else {
         index = input_index_at(k, col);
     }
-    return quantize_operand(rhs[index]);
+    return quantize_operand(rhs[rhs_base + index]);
 }
 
 // Where out[row][col] lives in the output tensor.
@@ -144,6 +155,10 @@ fn store_index(row: u32, col: u32) -> u32 {
 
 @compute @workgroup_size(8, 8, 1)
 fn contract(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+    let block = group.z + params.block_offset;
+    lhs_base = block * params.lhs_block;
+    rhs_base = block * params.rhs_block;
+    let out_base = block * params.out_block;
     let row0 = (group.y + params.tile_row_offset) * TILE;
     let col0 = (group.x + params.tile_col_offset) * TILE;
     let flat = local.y * THREADS + local.x;
@@ -190,7 +205,7 @@ fn contract(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_i
         for (var j = 0u; j < 4u; j += 1u) {
             let col = col0 + tx * 4u + j;
             if row < params.rows && col < params.cols {
-                out[store_index(row, col)] = total[i][j];
+                out[out_base + store_index(row, col)] = total[i][j];
             }
         }
     }

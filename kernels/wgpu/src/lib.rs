@@ -46,6 +46,9 @@ use gpu::util::DeviceExt;
 use touchstone_kernels::ops::activation::Activation;
 use touchstone_kernels::ops::attention::CausalShape;
 use touchstone_kernels::ops::norm::{Norm, NormShape};
+use touchstone_kernels::ops::heads::HeadsShape;
+use touchstone_kernels::ops::embedding::rows_by_index;
+use touchstone_kernels::ops::contraction::{MatmulLayout, MatmulShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::arith::CHUNK;
@@ -268,6 +271,10 @@ struct Pipelines {
 	norm_backward_columns: Kernel,
 	causal_softmax: Kernel,
 	causal_softmax_grad: Kernel,
+	scatter_add_rows: Kernel,
+	/// `gather.wgsl`: the heads' layouts, bit copies.
+	split_heads: Kernel,
+	merge_heads: Kernel,
 	probe: Kernel,
 	non_finite: Kernel,
 	/// `blake3.wgsl`: chunk chaining values of one tensor, then one level of parents.
@@ -700,6 +707,76 @@ impl WgpuBackend {
 		self.download(&out)
 	}
 
+	/// Records `blocks` contractions of one shape, block `z` of each operand and of the
+	/// output in the dispatch's third dimension (one block: an ordinary contraction).
+	/// The lengths are checked by the caller.
+	fn record_contraction(
+		&mut self,
+		contraction: Contraction,
+		blocks: usize,
+		lhs: &WgpuTensor,
+		rhs: &WgpuTensor,
+		out: &WgpuTensor,
+	) -> Result<(), WgpuError> {
+		let dims = contraction.dims()?;
+		let strides = if blocks > 1 {
+			[contraction.lhs_len()? as u32, contraction.rhs_len()? as u32, contraction.output_len()? as u32]
+		} else {
+			[0; 3]
+		};
+		let (kind, transposed, conv) = match contraction {
+			Contraction::Matmul { layout, .. } => {
+				(0, [u32::from(layout.lhs_transposed), u32::from(layout.rhs_transposed)], None)
+			},
+			Contraction::Conv2d(shape) => (1, [0, 0], Some(shape)),
+			Contraction::Conv2dInputGrad(shape) => (2, [0, 0], Some(shape)),
+			Contraction::Conv2dWeightGrad(shape) => (3, [0, 0], Some(shape)),
+		};
+		let geometry = conv.map_or([0u32; 8], |shape| {
+			[
+				shape.in_channels as u32,
+				shape.out_channels as u32,
+				shape.height as u32,
+				shape.width as u32,
+				shape.kernel_height as u32,
+				shape.kernel_width as u32,
+				shape.out_height() as u32,
+				shape.out_width() as u32,
+			]
+		});
+		let tile_rows = (dims.rows as u32).div_ceil(CONTRACT_TILE);
+		let tile_cols = (dims.cols as u32).div_ceil(CONTRACT_TILE);
+		let kernel = self.pipelines.contract[kind].clone();
+		// Very tall or wide outputs, or very many blocks, are split into several dispatches.
+		let blocks = blocks as u32;
+		for block_offset in (0..blocks).step_by(MAX_GROUPS as usize) {
+			for row_offset in (0..tile_rows).step_by(MAX_GROUPS as usize) {
+				for col_offset in (0..tile_cols).step_by(MAX_GROUPS as usize) {
+					let mut params =
+						vec![dims.rows as u32, dims.cols as u32, dims.depth as u32, transposed[0], transposed[1]];
+					params.extend_from_slice(&geometry);
+					params.extend_from_slice(&[row_offset, col_offset]);
+					params.extend_from_slice(&strides);
+					params.push(block_offset);
+					let groups = [
+						(tile_cols - col_offset).min(MAX_GROUPS),
+						(tile_rows - row_offset).min(MAX_GROUPS),
+						(blocks - block_offset).min(MAX_GROUPS),
+					];
+					self.dispatch(&kernel, &params, &[(1, &lhs.buffer), (2, &rhs.buffer), (3, &out.buffer)], groups);
+				}
+			}
+		}
+		Ok(())
+	}
+
+	/// Records a heads' layout copy (`split_heads` or `merge_heads`) from `source` into `destination`.
+	fn copy_heads(&mut self, kernel: &Kernel, shape: HeadsShape, source: &WgpuTensor, destination: &WgpuTensor) {
+		let params = [destination.len as u32, shape.head_width as u32, shape.positions as u32, shape.heads as u32];
+		let buffers = [(1, &source.buffer), (3, &destination.buffer)];
+		self.dispatch(kernel, &params, &buffers, linear_groups(destination.len, LINEAR_WIDTH));
+	}
+
 	/// Records one element-wise dispatch of `kernel` over `len` elements.
 	fn elementwise(
 		&mut self,
@@ -778,6 +855,9 @@ impl Pipelines {
 			norm_backward_columns: pipeline(&transformer, "norm_backward_columns", &[]),
 			causal_softmax: pipeline(&transformer, "causal_softmax", &[]),
 			causal_softmax_grad: pipeline(&transformer, "causal_softmax_grad", &[]),
+			scatter_add_rows: pipeline(&transformer, "scatter_add_rows", &[]),
+			split_heads: pipeline(&gather, "split_heads", &[]),
+			merge_heads: pipeline(&gather, "merge_heads", &[]),
 			probe: pipeline(&probe, "probe", &[]),
 			non_finite: pipeline(&finite, "non_finite", &[]),
 			chunk_cvs: pipeline(&blake3, "chunk_cvs", &[]),
@@ -895,45 +975,30 @@ impl Backend for WgpuBackend {
 		rhs: &WgpuTensor,
 		out: &mut WgpuTensor,
 	) -> Result<(), WgpuError> {
-		let dims = contraction.dims()?;
+		contraction.dims()?;
 		check_len("lhs", lhs.len, contraction.lhs_len()?)?;
 		check_len("rhs", rhs.len, contraction.rhs_len()?)?;
 		check_len("out", out.len, contraction.output_len()?)?;
-		let (kind, transposed, conv) = match contraction {
-			Contraction::Matmul { layout, .. } => {
-				(0, [u32::from(layout.lhs_transposed), u32::from(layout.rhs_transposed)], None)
-			},
-			Contraction::Conv2d(shape) => (1, [0, 0], Some(shape)),
-			Contraction::Conv2dInputGrad(shape) => (2, [0, 0], Some(shape)),
-			Contraction::Conv2dWeightGrad(shape) => (3, [0, 0], Some(shape)),
-		};
-		let geometry = conv.map_or([0u32; 8], |shape| {
-			[
-				shape.in_channels as u32,
-				shape.out_channels as u32,
-				shape.height as u32,
-				shape.width as u32,
-				shape.kernel_height as u32,
-				shape.kernel_width as u32,
-				shape.out_height() as u32,
-				shape.out_width() as u32,
-			]
-		});
-		let tile_rows = (dims.rows as u32).div_ceil(CONTRACT_TILE);
-		let tile_cols = (dims.cols as u32).div_ceil(CONTRACT_TILE);
-		let kernel = self.pipelines.contract[kind].clone();
-		// Very tall or wide outputs are split into several dispatches of whole tiles.
-		for row_offset in (0..tile_rows).step_by(MAX_GROUPS as usize) {
-			for col_offset in (0..tile_cols).step_by(MAX_GROUPS as usize) {
-				let mut params =
-					vec![dims.rows as u32, dims.cols as u32, dims.depth as u32, transposed[0], transposed[1]];
-				params.extend_from_slice(&geometry);
-				params.extend_from_slice(&[row_offset, col_offset]);
-				let groups = [(tile_cols - col_offset).min(MAX_GROUPS), (tile_rows - row_offset).min(MAX_GROUPS), 1];
-				self.dispatch(&kernel, &params, &[(1, &lhs.buffer), (2, &rhs.buffer), (3, &out.buffer)], groups);
-			}
-		}
-		Ok(())
+		self.record_contraction(contraction, 1, lhs, rhs, out)
+	}
+
+	fn batched_matmul(
+		&mut self,
+		blocks: usize,
+		shape: MatmulShape,
+		layout: MatmulLayout,
+		lhs: &WgpuTensor,
+		rhs: &WgpuTensor,
+		out: &mut WgpuTensor,
+	) -> Result<(), WgpuError> {
+		// The reference's checks, in its order.
+		check_nonzero("blocks", blocks)?;
+		let contraction = shape.contraction(layout);
+		let (lhs_len, rhs_len, out_len) = (contraction.lhs_len()?, contraction.rhs_len()?, contraction.output_len()?);
+		check_len("lhs", lhs.len, element_count(&[blocks, lhs_len])?)?;
+		check_len("rhs", rhs.len, element_count(&[blocks, rhs_len])?)?;
+		check_len("out", out.len, element_count(&[blocks, out_len])?)?;
+		self.record_contraction(contraction, blocks, lhs, rhs, out)
 	}
 
 	fn bias_add(&mut self, layout: BiasLayout, values: &mut WgpuTensor, bias: &WgpuTensor) -> Result<(), WgpuError> {
@@ -1193,6 +1258,49 @@ impl Backend for WgpuBackend {
 		let kernel = self.pipelines.norm_backward_columns.clone();
 		let buffers = [(3, &dy.buffer), (5, &products), (6, &gamma_grad.buffer), (7, beta_buffer)];
 		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.width, 64));
+		Ok(())
+	}
+
+	fn split_heads(&mut self, shape: HeadsShape, side_by_side: &WgpuTensor, blocked: &mut WgpuTensor) -> Result<(), WgpuError> {
+		let len = shape.values_len()?;
+		check_len("side_by_side", side_by_side.len, len)?;
+		check_len("blocked", blocked.len, len)?;
+		let kernel = self.pipelines.split_heads.clone();
+		self.copy_heads(&kernel, shape, side_by_side, blocked);
+		Ok(())
+	}
+
+	fn merge_heads(&mut self, shape: HeadsShape, blocked: &WgpuTensor, side_by_side: &mut WgpuTensor) -> Result<(), WgpuError> {
+		let len = shape.values_len()?;
+		check_len("blocked", blocked.len, len)?;
+		check_len("side_by_side", side_by_side.len, len)?;
+		let kernel = self.pipelines.merge_heads.clone();
+		self.copy_heads(&kernel, shape, blocked, side_by_side);
+		Ok(())
+	}
+
+	fn scatter_add_rows(
+		&mut self,
+		dy: &WgpuTensor,
+		row_len: usize,
+		ids: &WgpuIndices,
+		table_rows: usize,
+		dtable: &mut WgpuTensor,
+	) -> Result<(), WgpuError> {
+		// The reference's checks, in its order.
+		check_nonzero("row_len", row_len)?;
+		check_nonzero("table_rows", table_rows)?;
+		check_len("dy", dy.len, element_count(&[ids.host.len(), row_len])?)?;
+		check_len("dtable", dtable.len, element_count(&[table_rows, row_len])?)?;
+		// The lookups sorted by table row on the host, stably: no float atomics on the device.
+		let (starts, rows) = rows_by_index(&ids.host, table_rows)?;
+		let to_words = |values: Vec<usize>| values.into_iter().map(|value| value as u32).collect::<Vec<u32>>();
+		let starts = self.upload_indices(&to_words(starts))?;
+		let rows = self.upload_indices(&to_words(rows))?;
+		let kernel = self.pipelines.scatter_add_rows.clone();
+		let params = [table_rows as u32, row_len as u32, 0, 0, 0, 0, 0, 0];
+		let buffers = [(1, &dy.buffer), (4, &dtable.buffer), (8, &starts.buffer), (9, &rows.buffer)];
+		self.dispatch(&kernel, &params, &buffers, linear_groups(dtable.len, 64));
 		Ok(())
 	}
 

@@ -8,6 +8,10 @@
 // the rows in row order, chunked the same way. A row's maximum is exact and order-free.
 // r and x-hat are recomputed from x in the backward, as the reference does. No
 // atomics, no subgroup operations, no builtin exp, sqrt or division.
+//
+// Also the embedding's backward, a scatter-add without atomics: the host sorts the
+// lookups by table row (a stable counting sort, `rows_by_index`), and one invocation per
+// table element sums that row's lookups in row order, chunked as above.
 
 struct Params {
     // Rows: batch x positions for a norm, blocks x positions for the softmax.
@@ -40,6 +44,10 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> out_c: array<f32>;
 // d-beta.
 @group(0) @binding(7) var<storage, read_write> out_d: array<f32>;
+
+// The lookups of each table row: rows[starts[v]..starts[v + 1]] (scatter-add).
+@group(0) @binding(8) var<storage, read> lookup_starts: array<u32>;
+@group(0) @binding(9) var<storage, read> lookup_rows: array<u32>;
 
 const CHUNK: u32 = 32u;
 const LAYER: u32 = 0u;
@@ -279,4 +287,31 @@ fn causal_softmax_grad(@builtin(global_invocation_id) id: vec3<u32>, @builtin(nu
     for (var j = visible; j < positions; j += 1u) {
         out_a[base + j] = 0.0f;
     }
+}
+
+// dtable[v][c] from in_a dy: one invocation per table element; out_a dtable. rows is the
+// table's rows, width the row length.
+@compute @workgroup_size(64, 1, 1)
+fn scatter_add_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let e = flat_index(id, groups, 64u);
+    if e >= params.rows * params.width {
+        return;
+    }
+    let v = e / params.width;
+    let column = e % params.width;
+    let first = lookup_starts[v];
+    let end = lookup_starts[v + 1u];
+    var total = 0.0f;
+    var chunk_sum = 0.0f;
+    for (var i = first; i < end; i += 1u) {
+        chunk_sum = chunk_sum + in_a[lookup_rows[i] * params.width + column];
+        if (i - first + 1u) % CHUNK == 0u {
+            total = total + chunk_sum;
+            chunk_sum = 0.0f;
+        }
+    }
+    if (end - first) % CHUNK != 0u {
+        total = total + chunk_sum;
+    }
+    out_a[e] = total;
 }

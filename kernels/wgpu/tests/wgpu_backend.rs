@@ -13,6 +13,7 @@ use touchstone_kernels::proof::hash::digest_f32;
 use touchstone_kernels_wgpu::conformance;
 use touchstone_kernels_wgpu::{WgpuBackend, WgpuError};
 use touchstone_kernels::*;
+use touchstone_kernels::ops::heads::{split_heads, HeadsShape};
 
 /// One backend for the whole file: opening it compiles every kernel and runs
 /// the conformance self-test, which takes seconds on lavapipe.
@@ -306,6 +307,67 @@ fn causal_softmax_matches_the_reference_forward_and_backward() {
 		let mut dst = gpu.zeros(len).unwrap();
 		gpu.causal_softmax_grad(shape, &pt, &dpt, &mut dst).unwrap();
 		assert_same(&format!("{shape:?} scores_grad"), &gpu.download(&dst).unwrap(), &scores_grad);
+	}
+}
+
+/// Attention's layout and contractions: heads split and merged (bit copies), the batched
+/// matmuls of `QKᵀ`, `PV` and their gradients in all four layouts over many blocks, and
+/// the embedding's scatter-add with a token looked up more than a chunk's worth of times.
+#[test]
+fn heads_batched_matmuls_and_the_scatter_add_match_the_reference() {
+	let mut gpu = backend();
+	let mut cpu = CpuBackend;
+	let mut draws = Draws::new(13);
+	for _ in 0..6 {
+		let shape = HeadsShape {
+			sequences: draws.int(1, 5),
+			positions: draws.int(1, 70),
+			heads: draws.int(1, 6),
+			head_width: draws.int(1, 40),
+		};
+		let len = shape.values_len().unwrap();
+		let values = random_values(draws.stream(), len, -1.0, 1.0);
+		let mut blocked = vec![0.0; len];
+		split_heads(shape, &values, &mut blocked).unwrap();
+		let vt = gpu.upload(&values).unwrap();
+		let mut bt = gpu.zeros(len).unwrap();
+		gpu.split_heads(shape, &vt, &mut bt).unwrap();
+		assert_same(&format!("split {shape:?}"), &gpu.download(&bt).unwrap(), &blocked);
+		let mut merged = gpu.zeros(len).unwrap();
+		gpu.merge_heads(shape, &bt, &mut merged).unwrap();
+		assert_same(&format!("merge {shape:?}"), &gpu.download(&merged).unwrap(), &values);
+	}
+	for (blocks, m, k, n) in [(48, 64, 32, 64), (7, 33, 70, 5), (1, 1, 1, 1), (3, 100, 64, 37)] {
+		let shape = MatmulShape { m, k, n };
+		let lhs = random_values(draws.stream(), blocks * m * k, -2.0, 2.0);
+		let rhs = random_values(draws.stream(), blocks * k * n, -2.0, 2.0);
+		let (lt, rt) = (gpu.upload(&lhs).unwrap(), gpu.upload(&rhs).unwrap());
+		for (lhs_transposed, rhs_transposed) in [(false, false), (false, true), (true, false), (true, true)] {
+			let layout = MatmulLayout { lhs_transposed, rhs_transposed };
+			let mut expected = vec![0.0; blocks * m * n];
+			cpu.batched_matmul(blocks, shape, layout, &lhs, &rhs, &mut expected).unwrap();
+			let mut out = gpu.zeros(blocks * m * n).unwrap();
+			gpu.batched_matmul(blocks, shape, layout, &lt, &rt, &mut out).unwrap();
+			assert_same(&format!("{blocks} blocks of {shape:?} {layout:?}"), &gpu.download(&out).unwrap(), &expected);
+		}
+	}
+	for (table_rows, row_len, lookups) in [(65, 128, 768), (5, 3, 43), (1000, 7, 10)] {
+		let mut ids: Vec<u32> = (0..lookups).map(|_| draws.int(0, table_rows - 1) as u32).collect();
+		// One token more than a chunk's worth of times, so its sum folds.
+		ids.iter_mut().step_by(3).take(40).for_each(|id| *id = 1);
+		let dy = random_values(draws.stream(), lookups * row_len, -1.0, 1.0);
+		let mut expected = vec![0.0; table_rows * row_len];
+		scatter_add_rows(&dy, row_len, &ids, table_rows, &mut expected).unwrap();
+		let (dyt, it) = (gpu.upload(&dy).unwrap(), gpu.upload_indices(&ids).unwrap());
+		let mut out = gpu.zeros(table_rows * row_len).unwrap();
+		gpu.scatter_add_rows(&dyt, row_len, &it, table_rows, &mut out).unwrap();
+		assert_same(&format!("scatter-add {table_rows}x{row_len} of {lookups}"), &gpu.download(&out).unwrap(), &expected);
+	}
+	let (dy, ids) = (gpu.upload(&[0.0; 6]).unwrap(), gpu.upload_indices(&[0, 5]).unwrap());
+	let mut out = gpu.zeros(15).unwrap();
+	match gpu.scatter_add_rows(&dy, 3, &ids, 5, &mut out) {
+		Err(WgpuError::Kernel(error)) => assert_eq!(error, KernelError::IndexOutOfRange { index: 5, rows: 5 }),
+		other => panic!("expected an index error, got {other:?}"),
 	}
 }
 
