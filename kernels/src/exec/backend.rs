@@ -249,6 +249,10 @@ pub trait Backend {
 		dtable: &mut Self::Tensor,
 	) -> Result<(), Self::Error>;
 
+	/// `into += other`, one `f32` addition per element ([`crate::ops::residual::add_assign`]):
+	/// the residual stream, and a value's readers' gradients summed in graph order.
+	fn add_assign(&mut self, into: &mut Self::Tensor, other: &Self::Tensor) -> Result<(), Self::Error>;
+
 	/// `out = op(lhs) · op(rhs)`: a [`Contraction::Matmul`].
 	fn matmul(
 		&mut self,

@@ -206,6 +206,10 @@ impl Backend for CpuBackend {
 		embedding::scatter_add_rows(dy, row_len, ids, table_rows, dtable)
 	}
 
+	fn add_assign(&mut self, into: &mut Vec<f32>, other: &Vec<f32>) -> Result<(), KernelError> {
+		crate::ops::residual::add_assign(into, other)
+	}
+
 	fn causal_softmax(&mut self, shape: CausalShape, scores: &Vec<f32>, probs: &mut Vec<f32>) -> Result<(), KernelError> {
 		attention::causal_softmax(shape, scores, probs)
 	}

@@ -72,6 +72,7 @@ use crate::ops::loss::{softmax_cross_entropy, ClassifierShape};
 use crate::ops::matmul::{matmul, matmul_lhs_grad, matmul_rhs_grad};
 use crate::ops::norm::{norm_backward, norm_forward, Norm, NormGrads, NormShape};
 use crate::ops::optim::{adamw_step, clip_grad_norm, AdamW};
+use crate::ops::residual::add_assign;
 use crate::ops::schedule::WarmupCosine;
 
 /// The largest vocabulary: GPT-2's 50,257 tokens fit, and a loss row is split into spans.
@@ -356,13 +357,6 @@ fn linear_backward(
 	Ok(x_grad)
 }
 
-/// `into += other`, element by element: a second reader's gradient added in graph order.
-fn accumulate(into: &mut [f32], other: &[f32]) {
-	for (total, &value) in into.iter_mut().zip(other) {
-		*total += value;
-	}
-}
-
 /// Two distinct tensors of `tensors`, mutably.
 fn pair_mut(tensors: &mut [Vec<f32>], first: usize, second: usize) -> (&mut [f32], &mut [f32]) {
 	let (low, high) = tensors.split_at_mut(second);
@@ -450,7 +444,7 @@ impl Model<'_> {
 		causal_softmax(self.causal_shape(), &scores, &mut probs)?;
 		let attended = self.merge(&self.batched(MatmulShape { m: t, k: t, n: d }, PLAIN, &probs, &value)?)?;
 		let mut middle = self.project(&attended, block.output, w)?;
-		accumulate(&mut middle, &input);
+		add_assign(&mut middle, &input)?;
 		let mlp_in = self.normalise(block.mlp_norm, &middle)?;
 		let up = self.project(&mlp_in, block.up, self.config.hidden())?;
 		let mut activated = vec![0.0f32; up.len()];
@@ -462,7 +456,7 @@ impl Model<'_> {
 	fn block_output(&self, layer: usize, tape: &BlockTape) -> Result<Vec<f32>, KernelError> {
 		let mut out = self.project(&tape.activated, self.config.block(layer).down, self.config.width())?;
 		// `middle + down`, as the forward adds them: the sum is commutative bit for bit.
-		accumulate(&mut out, &tape.middle);
+		add_assign(&mut out, &tape.middle)?;
 		Ok(out)
 	}
 
@@ -475,7 +469,7 @@ impl Model<'_> {
 		gather_rows(&self.params[0], w, tokens, &mut stream)?;
 		let mut placed = vec![0.0f32; stream.len()];
 		gather_rows(&self.params[1], w, &positions, &mut placed)?;
-		accumulate(&mut stream, &placed);
+		add_assign(&mut stream, &placed)?;
 		let mut blocks = Vec::with_capacity(self.config.layers as usize);
 		for layer in 0..self.config.layers as usize {
 			let tape = self.block_forward(layer, stream)?;
@@ -530,7 +524,7 @@ impl Model<'_> {
 		let mlp_in_grad = self.project_backward(&tape.mlp_in, block.up, &up_grad, grads)?;
 		// `middle`'s readers in graph order: norm₂, then the residual.
 		let mut middle_grad = self.normalise_backward(block.mlp_norm, &tape.middle, &mlp_in_grad, grads)?;
-		accumulate(&mut middle_grad, &out_grad);
+		add_assign(&mut middle_grad, &out_grad)?;
 
 		let attended_grad = self.split(&self.project_backward(&tape.attended, block.output, &middle_grad, grads)?)?;
 		let probs_grad = self.batched(MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &attended_grad, &tape.value)?;
@@ -541,11 +535,11 @@ impl Model<'_> {
 		let key_grad = self.batched(MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &scores_grad, &tape.query)?;
 		// `attention_in`'s readers in graph order: the query, key and value projections.
 		let mut attention_in_grad = self.project_backward(&tape.attention_in, block.query, &self.merge(&query_grad)?, grads)?;
-		accumulate(&mut attention_in_grad, &self.project_backward(&tape.attention_in, block.key, &self.merge(&key_grad)?, grads)?);
-		accumulate(&mut attention_in_grad, &self.project_backward(&tape.attention_in, block.value, &self.merge(&value_grad)?, grads)?);
+		add_assign(&mut attention_in_grad, &self.project_backward(&tape.attention_in, block.key, &self.merge(&key_grad)?, grads)?)?;
+		add_assign(&mut attention_in_grad, &self.project_backward(&tape.attention_in, block.value, &self.merge(&value_grad)?, grads)?)?;
 		// `input`'s readers in graph order: norm₁, then the residual.
 		let mut input_grad = self.normalise_backward(block.attention_norm, &tape.input, &attention_in_grad, grads)?;
-		accumulate(&mut input_grad, &middle_grad);
+		add_assign(&mut input_grad, &middle_grad)?;
 		Ok(input_grad)
 	}
 
@@ -571,7 +565,7 @@ impl Model<'_> {
 		scatter_add_rows(&stream_grad, w, &tape.positions, self.config.context as usize, &mut grads[1])?;
 		if let Some(head_grad) = head_grad {
 			// A tied `E`'s readers in graph order: the gather, then the head.
-			accumulate(&mut grads[0], &head_grad);
+			add_assign(&mut grads[0], &head_grad)?;
 		}
 		Ok(grads)
 	}

@@ -54,4 +54,5 @@ pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+pub mod residual;
 pub mod schedule;

@@ -470,6 +470,11 @@ impl Backend for TchBackend {
 		Ok(())
 	}
 
+	fn add_assign(&mut self, into: &mut Tensor, other: &Tensor) -> Result<(), TorchError> {
+		check_len("other", other.numel(), into.numel())?;
+		in_place(into.f_add_(other))
+	}
+
 	fn split_heads(&mut self, shape: HeadsShape, side_by_side: &Tensor, blocked: &mut Tensor) -> Result<(), TorchError> {
 		let len = shape.values_len()?;
 		check_len("side_by_side", side_by_side.numel(), len)?;

@@ -231,6 +231,13 @@ fn heads_batched_matmuls_and_the_scatter_add_compute_the_reference_functions() {
 	let mut out = torch.zeros(table_rows * row_len).unwrap();
 	torch.scatter_add_rows(&dyt, row_len, &it, table_rows, &mut out).unwrap();
 	assert_close("scatter-add", &torch.download(&out).unwrap(), &expected, 1e-5, 1e-5);
+
+	// The residual sum: one addition per element, the same bits.
+	let mut expected = dy.clone();
+	touchstone_kernels::ops::residual::add_assign(&mut expected, &dy).unwrap();
+	let mut sum = torch.upload(&dy).unwrap();
+	torch.add_assign(&mut sum, &dyt).unwrap();
+	assert_close("add_assign", &torch.download(&sum).unwrap(), &expected, 0.0, 0.0);
 }
 
 #[test]

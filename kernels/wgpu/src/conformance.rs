@@ -168,7 +168,7 @@ pub fn probe_mismatches(backend: &mut WgpuBackend) -> Result<Vec<String>, WgpuEr
 /// SGD and AdamW steps, clipping that scales and clipping that does not, a row
 /// gather, LayerNorm and RMSNorm forward and backward over 37×45, the causal softmax
 /// and its backward over 3 blocks of 37 positions, the heads' split and merge, three
-/// batched `QKᵀ` blocks and the embedding's scatter-add.
+/// batched `QKᵀ` blocks, the embedding's scatter-add and the residual sum.
 pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<f32>)>, B::Error> {
 	let mut outputs = Vec::new();
 	let shape = touchstone_kernels::ops::contraction::VECTOR_MATMUL;
@@ -320,6 +320,9 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 	let mut table_grad = backend.zeros(13 * 45)?;
 	backend.scatter_add_rows(&x, 45, &ids, 13, &mut table_grad)?;
 	outputs.push(("scatter_add_rows".into(), backend.download(&table_grad)?));
+	let mut residual = backend.upload(&random_values(22, 37 * 45, -1.0, 1.0))?;
+	backend.add_assign(&mut residual, &x)?;
+	outputs.push(("add_assign".into(), backend.download(&residual)?));
 	Ok(outputs)
 }
 

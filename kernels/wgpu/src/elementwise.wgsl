@@ -1,5 +1,5 @@
 // Element-wise operators: bias add, activations and their gradients, SGD with
-// momentum, AdamW, and the scaling step of gradient clipping.
+// momentum, AdamW, the scaling step of gradient clipping, and the sum of two values.
 //
 // Reduction order: none. One invocation per element; each element goes
 // through exactly the operation sequence of its Rust module (`bias.rs`,
@@ -115,4 +115,14 @@ fn scale_below_one(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wo
     if coefficient < 1.0f {
         target_a[e] = mul(target_a[e], coefficient);
     }
+}
+
+// into += other (`residual.rs`): target_a into, source_a other.
+@compute @workgroup_size(256, 1, 1)
+fn add_assign(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let e = flat_index(id, groups, WIDTH);
+    if e >= params.len {
+        return;
+    }
+    target_a[e] = target_a[e] + source_a[e];
 }

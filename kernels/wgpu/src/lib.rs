@@ -258,6 +258,7 @@ struct Pipelines {
 	sgd_momentum: Kernel,
 	adamw: Kernel,
 	scale_below_one: Kernel,
+	add_assign: Kernel,
 	gather_rows: Kernel,
 	chunk_sums: Kernel,
 	fold_chunks: Kernel,
@@ -843,6 +844,7 @@ impl Pipelines {
 			sgd_momentum: pipeline(&elementwise, "sgd_momentum", &[]),
 			adamw: pipeline(&elementwise, "adamw", &[]),
 			scale_below_one: pipeline(&elementwise, "scale_below_one", &[]),
+			add_assign: pipeline(&elementwise, "add_assign", &[]),
 			gather_rows: pipeline(&gather, "gather_rows", &[]),
 			chunk_sums: pipeline(&reduce, "chunk_sums", &[]),
 			fold_chunks: pipeline(&reduce, "fold_chunks", &[]),
@@ -1258,6 +1260,13 @@ impl Backend for WgpuBackend {
 		let kernel = self.pipelines.norm_backward_columns.clone();
 		let buffers = [(3, &dy.buffer), (5, &products), (6, &gamma_grad.buffer), (7, beta_buffer)];
 		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.width, 64));
+		Ok(())
+	}
+
+	fn add_assign(&mut self, into: &mut WgpuTensor, other: &WgpuTensor) -> Result<(), WgpuError> {
+		check_len("other", other.len, into.len)?;
+		let kernel = self.pipelines.add_assign.clone();
+		self.elementwise(&kernel, into.len, 0, (0, 0), &[], &[(1, &into.buffer), (2, &other.buffer)]);
 		Ok(())
 	}
 

@@ -314,7 +314,7 @@ fn causal_softmax_matches_the_reference_forward_and_backward() {
 /// matmuls of `QKᵀ`, `PV` and their gradients in all four layouts over many blocks, and
 /// the embedding's scatter-add with a token looked up more than a chunk's worth of times.
 #[test]
-fn heads_batched_matmuls_and_the_scatter_add_match_the_reference() {
+fn heads_batched_matmuls_the_scatter_add_and_the_residual_sum_match_the_reference() {
 	let mut gpu = backend();
 	let mut cpu = CpuBackend;
 	let mut draws = Draws::new(13);
@@ -363,6 +363,13 @@ fn heads_batched_matmuls_and_the_scatter_add_match_the_reference() {
 		gpu.scatter_add_rows(&dyt, row_len, &it, table_rows, &mut out).unwrap();
 		assert_same(&format!("scatter-add {table_rows}x{row_len} of {lookups}"), &gpu.download(&out).unwrap(), &expected);
 	}
+	// The residual sum, over a length that is no multiple of a workgroup.
+	let (a, b) = (random_values(draws.stream(), 1000, -1.0, 1.0), random_values(draws.stream(), 1000, -1.0, 1.0));
+	let mut expected = a.clone();
+	touchstone_kernels::ops::residual::add_assign(&mut expected, &b).unwrap();
+	let (mut at, bt) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+	gpu.add_assign(&mut at, &bt).unwrap();
+	assert_same("add_assign", &gpu.download(&at).unwrap(), &expected);
 	let (dy, ids) = (gpu.upload(&[0.0; 6]).unwrap(), gpu.upload_indices(&[0, 5]).unwrap());
 	let mut out = gpu.zeros(15).unwrap();
 	match gpu.scatter_add_rows(&dy, 3, &ids, 5, &mut out) {

@@ -13,7 +13,7 @@ fn perturbed(config: TransformerConfig, seed: u64) -> Vec<Vec<f32>> {
 	for (index, tensor) in params.iter_mut().enumerate() {
 		let mut noise = vec![0.0f32; tensor.len()];
 		RandomStream::new(seed, 99 + index as u64).fill_uniform(-0.4, 0.4, &mut noise);
-		accumulate(tensor, &noise);
+		add_assign(tensor, &noise).unwrap();
 	}
 	params
 }
