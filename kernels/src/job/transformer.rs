@@ -61,18 +61,16 @@ use crate::error::{check_len, element_count, KernelError};
 use crate::job::model::INIT_STREAM;
 use crate::job::text::{sequence, sequence_count};
 use crate::job::trace::batch_indices;
-use crate::ops::activation::{activation_backward, activation_forward, Activation};
-use crate::ops::attention::{causal_softmax, causal_softmax_grad, CausalShape};
-use crate::ops::bias::{bias_add, bias_grad, BiasLayout};
+use crate::exec::backend::Backend;
+use crate::exec::cpu::CpuBackend;
+use crate::ops::activation::Activation;
+use crate::ops::attention::CausalShape;
+use crate::ops::bias::BiasLayout;
 use crate::ops::contraction::{MatmulLayout, MatmulShape};
-use crate::ops::embedding::scatter_add_rows;
-use crate::ops::gather::gather_rows;
-use crate::ops::heads::{batched_matmul, merge_heads, split_heads, HeadsShape};
-use crate::ops::loss::{softmax_cross_entropy, ClassifierShape};
-use crate::ops::matmul::{matmul, matmul_lhs_grad, matmul_rhs_grad};
-use crate::ops::norm::{norm_backward, norm_forward, Norm, NormGrads, NormShape};
-use crate::ops::optim::{adamw_step, clip_grad_norm, AdamW};
-use crate::ops::residual::add_assign;
+use crate::ops::heads::HeadsShape;
+use crate::ops::loss::ClassifierShape;
+use crate::ops::norm::{Norm, NormShape};
+use crate::ops::optim::AdamW;
 use crate::ops::schedule::WarmupCosine;
 
 /// The largest vocabulary: GPT-2's 50,257 tokens fit, and a loss row is split into spans.
@@ -277,12 +275,12 @@ impl TransformerConfig {
 		Ok(params)
 	}
 
-	/// Checks `params` against the configuration.
-	fn check_params(&self, params: &[Vec<f32>]) -> Result<(), KernelError> {
+	/// Checks the parameters' lengths, in order, against the configuration.
+	fn check_params(&self, lens: impl ExactSizeIterator<Item = usize>) -> Result<(), KernelError> {
 		let tensors = self.validated()?.tensors();
-		check_len("params", params.len(), tensors.len())?;
-		for (tensor, spec) in params.iter().zip(&tensors) {
-			check_len("param", tensor.len(), spec.len)?;
+		check_len("params", lens.len(), tensors.len())?;
+		for (len, spec) in lens.zip(&tensors) {
+			check_len("param", len, spec.len)?;
 		}
 		Ok(())
 	}
@@ -303,73 +301,86 @@ impl Rows {
 }
 
 /// What a block's backward pass reads from its forward pass.
-struct BlockTape {
-	input: Vec<f32>,
-	attention_in: Vec<f32>,
-	query: Vec<f32>,
-	key: Vec<f32>,
-	value: Vec<f32>,
-	probs: Vec<f32>,
-	attended: Vec<f32>,
-	middle: Vec<f32>,
-	mlp_in: Vec<f32>,
-	up: Vec<f32>,
-	activated: Vec<f32>,
+struct BlockTape<T> {
+	input: T,
+	attention_in: T,
+	query: T,
+	key: T,
+	value: T,
+	probs: T,
+	attended: T,
+	middle: T,
+	mlp_in: T,
+	up: T,
+	activated: T,
 }
 
 /// What the backward pass reads from the forward pass.
-struct Tape {
-	tokens: Vec<u32>,
-	positions: Vec<u32>,
-	blocks: Vec<BlockTape>,
-	last: Vec<f32>,
-	normalised: Vec<f32>,
+struct Tape<B: Backend> {
+	tokens: B::Indices,
+	positions: B::Indices,
+	blocks: Vec<BlockTape<B::Tensor>>,
+	last: B::Tensor,
+	normalised: B::Tensor,
 }
 
 /// `x·W + b` for `x` `[rows, inputs]` and `W` `[inputs, outputs]`.
-fn linear(x: &[f32], rows: usize, weight: &[f32], bias: Option<&[f32]>, outputs: usize) -> Result<Vec<f32>, KernelError> {
-	let inputs = x.len() / rows;
-	let mut out = vec![0.0f32; element_count(&[rows, outputs])?];
-	matmul(MatmulShape { m: rows, k: inputs, n: outputs }, PLAIN, x, weight, &mut out)?;
+fn linear<B: Backend>(
+	backend: &mut B,
+	x: &B::Tensor,
+	rows: usize,
+	weight: &B::Tensor,
+	bias: Option<&B::Tensor>,
+	outputs: usize,
+) -> Result<B::Tensor, B::Error> {
+	let inputs = backend.tensor_len(x) / rows;
+	let mut out = backend.zeros(element_count(&[rows, outputs])?)?;
+	backend.matmul(MatmulShape { m: rows, k: inputs, n: outputs }, PLAIN, x, weight, &mut out)?;
 	if let Some(bias) = bias {
-		bias_add(BiasLayout::dense(rows, outputs), &mut out, bias)?;
+		backend.bias_add(BiasLayout::dense(rows, outputs), &mut out, bias)?;
 	}
 	Ok(out)
 }
 
 /// The gradients of [`linear`]: writes `dW` and `db` (when there is a bias) and returns `dx`.
-fn linear_backward(
-	x: &[f32],
+fn linear_backward<B: Backend>(
+	backend: &mut B,
+	x: &B::Tensor,
 	rows: usize,
-	weight: &[f32],
-	out_grad: &[f32],
-	weight_grad: &mut [f32],
-	bias_grad_out: Option<&mut [f32]>,
-) -> Result<Vec<f32>, KernelError> {
-	let (inputs, outputs) = (x.len() / rows, out_grad.len() / rows);
+	weight: &B::Tensor,
+	out_grad: &B::Tensor,
+	weight_grad: &mut B::Tensor,
+	bias_grad_out: Option<&mut B::Tensor>,
+) -> Result<B::Tensor, B::Error> {
+	let (inputs, outputs) = (backend.tensor_len(x) / rows, backend.tensor_len(out_grad) / rows);
 	let shape = MatmulShape { m: rows, k: inputs, n: outputs };
-	matmul_rhs_grad(shape, x, out_grad, weight_grad)?;
+	backend.contract(shape.rhs_grad_contraction(), x, out_grad, weight_grad)?;
 	if let Some(bias_grad_out) = bias_grad_out {
-		bias_grad(BiasLayout::dense(rows, outputs), out_grad, bias_grad_out)?;
+		backend.bias_grad(BiasLayout::dense(rows, outputs), out_grad, bias_grad_out)?;
 	}
-	let mut x_grad = vec![0.0f32; x.len()];
-	matmul_lhs_grad(shape, out_grad, weight, &mut x_grad)?;
+	let mut x_grad = backend.zeros(element_count(&[rows, inputs])?)?;
+	backend.contract(shape.lhs_grad_contraction(), out_grad, weight, &mut x_grad)?;
 	Ok(x_grad)
 }
 
-/// Two distinct tensors of `tensors`, mutably.
-fn pair_mut(tensors: &mut [Vec<f32>], first: usize, second: usize) -> (&mut [f32], &mut [f32]) {
+/// Two distinct tensors of `tensors`, mutably (`first < second`).
+fn pair_mut<T>(tensors: &mut [T], first: usize, second: usize) -> (&mut T, &mut T) {
 	let (low, high) = tensors.split_at_mut(second);
 	(&mut low[first], &mut high[0])
 }
 
-struct Model<'a> {
+/// A new tensor of `len` elements, for an operator to write.
+fn output<B: Backend>(backend: &mut B, len: usize) -> Result<B::Tensor, B::Error> {
+	backend.zeros(len)
+}
+
+struct Model<'a, B: Backend> {
 	config: TransformerConfig,
-	params: &'a [Vec<f32>],
+	params: &'a [B::Tensor],
 	rows: Rows,
 }
 
-impl Model<'_> {
+impl<B: Backend> Model<'_, B> {
 	fn classifier(&self) -> ClassifierShape {
 		ClassifierShape { rows: self.rows.count(), classes: self.config.vocab as usize }
 	}
@@ -395,177 +406,211 @@ impl Model<'_> {
 		}
 	}
 
-	fn bias_of(&self, norm: NormIndices) -> &[f32] {
-		norm.bias.map_or(&[][..], |bias| &self.params[bias][..])
-	}
-
-	fn normalise(&self, norm: NormIndices, x: &[f32]) -> Result<Vec<f32>, KernelError> {
-		let mut out = vec![0.0f32; x.len()];
-		norm_forward(self.norm_shape(), x, &self.params[norm.gain], self.bias_of(norm), &mut out)?;
+	fn normalise(&self, backend: &mut B, norm: NormIndices, x: &B::Tensor) -> Result<B::Tensor, B::Error> {
+		let mut out = output(backend, backend.tensor_len(x))?;
+		let bias = norm.bias.map(|bias| &self.params[bias]);
+		backend.norm(self.norm_shape(), x, &self.params[norm.gain], bias, &mut out)?;
 		Ok(out)
 	}
 
 	/// `x·W + b` for the linear layer whose weight is tensor `weight`.
-	fn project(&self, x: &[f32], weight: usize, outputs: usize) -> Result<Vec<f32>, KernelError> {
-		linear(x, self.rows.count(), &self.params[weight], Some(&self.params[weight + 1]), outputs)
+	fn project(&self, backend: &mut B, x: &B::Tensor, weight: usize, outputs: usize) -> Result<B::Tensor, B::Error> {
+		linear(backend, x, self.rows.count(), &self.params[weight], Some(&self.params[weight + 1]), outputs)
 	}
 
 	/// Heads side by side to blocks.
-	fn split(&self, side_by_side: &[f32]) -> Result<Vec<f32>, KernelError> {
-		let mut blocked = vec![0.0f32; side_by_side.len()];
-		split_heads(self.heads_shape(), side_by_side, &mut blocked)?;
+	fn split(&self, backend: &mut B, side_by_side: &B::Tensor) -> Result<B::Tensor, B::Error> {
+		let mut blocked = output(backend, backend.tensor_len(side_by_side))?;
+		backend.split_heads(self.heads_shape(), side_by_side, &mut blocked)?;
 		Ok(blocked)
 	}
 
 	/// Blocks back to heads side by side.
-	fn merge(&self, blocked: &[f32]) -> Result<Vec<f32>, KernelError> {
-		let mut side_by_side = vec![0.0f32; blocked.len()];
-		merge_heads(self.heads_shape(), blocked, &mut side_by_side)?;
+	fn merge(&self, backend: &mut B, blocked: &B::Tensor) -> Result<B::Tensor, B::Error> {
+		let mut side_by_side = output(backend, backend.tensor_len(blocked))?;
+		backend.merge_heads(self.heads_shape(), blocked, &mut side_by_side)?;
 		Ok(side_by_side)
 	}
 
 	/// `blocks` matmuls of `[m, k]·[k, n]` in `layout`.
-	fn batched(&self, shape: MatmulShape, layout: MatmulLayout, lhs: &[f32], rhs: &[f32]) -> Result<Vec<f32>, KernelError> {
+	fn batched(&self, backend: &mut B, shape: MatmulShape, layout: MatmulLayout, lhs: &B::Tensor, rhs: &B::Tensor) -> Result<B::Tensor, B::Error> {
 		let blocks = self.causal_shape().blocks;
-		let mut out = vec![0.0f32; element_count(&[blocks, shape.m, shape.n])?];
-		batched_matmul(blocks, shape, layout, lhs, rhs, &mut out)?;
+		let mut out = output(backend, element_count(&[blocks, shape.m, shape.n])?)?;
+		backend.batched_matmul(blocks, shape, layout, lhs, rhs, &mut out)?;
 		Ok(out)
 	}
 
-	fn block_forward(&self, layer: usize, input: Vec<f32>) -> Result<BlockTape, KernelError> {
+	fn block_forward(&self, backend: &mut B, layer: usize, input: B::Tensor) -> Result<BlockTape<B::Tensor>, B::Error> {
 		let (w, t, d) = (self.config.width(), self.rows.positions, self.config.head_width());
 		let block = self.config.block(layer);
-		let attention_in = self.normalise(block.attention_norm, &input)?;
-		let query = self.split(&self.project(&attention_in, block.query, w)?)?;
-		let key = self.split(&self.project(&attention_in, block.key, w)?)?;
-		let value = self.split(&self.project(&attention_in, block.value, w)?)?;
-		let scores = self.batched(MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &query, &key)?;
-		let mut probs = vec![0.0f32; scores.len()];
-		causal_softmax(self.causal_shape(), &scores, &mut probs)?;
-		let attended = self.merge(&self.batched(MatmulShape { m: t, k: t, n: d }, PLAIN, &probs, &value)?)?;
-		let mut middle = self.project(&attended, block.output, w)?;
-		add_assign(&mut middle, &input)?;
-		let mlp_in = self.normalise(block.mlp_norm, &middle)?;
-		let up = self.project(&mlp_in, block.up, self.config.hidden())?;
-		let mut activated = vec![0.0f32; up.len()];
-		activation_forward(Activation::GeluTanh, &up, &mut activated)?;
+		let attention_in = self.normalise(backend, block.attention_norm, &input)?;
+		let projected = self.project(backend, &attention_in, block.query, w)?;
+		let query = self.split(backend, &projected)?;
+		let projected = self.project(backend, &attention_in, block.key, w)?;
+		let key = self.split(backend, &projected)?;
+		let projected = self.project(backend, &attention_in, block.value, w)?;
+		let value = self.split(backend, &projected)?;
+		let scores = self.batched(backend, MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &query, &key)?;
+		let mut probs = output(backend, backend.tensor_len(&scores))?;
+		backend.causal_softmax(self.causal_shape(), &scores, &mut probs)?;
+		let blocked = self.batched(backend, MatmulShape { m: t, k: t, n: d }, PLAIN, &probs, &value)?;
+		let attended = self.merge(backend, &blocked)?;
+		let mut middle = self.project(backend, &attended, block.output, w)?;
+		backend.add_assign(&mut middle, &input)?;
+		let mlp_in = self.normalise(backend, block.mlp_norm, &middle)?;
+		let up = self.project(backend, &mlp_in, block.up, self.config.hidden())?;
+		let mut activated = output(backend, backend.tensor_len(&up))?;
+		backend.activation(Activation::GeluTanh, &up, &mut activated)?;
 		Ok(BlockTape { input, attention_in, query, key, value, probs, attended, middle, mlp_in, up, activated })
 	}
 
 	/// The residual stream after block `tape`.
-	fn block_output(&self, layer: usize, tape: &BlockTape) -> Result<Vec<f32>, KernelError> {
-		let mut out = self.project(&tape.activated, self.config.block(layer).down, self.config.width())?;
+	fn block_output(&self, backend: &mut B, layer: usize, tape: &BlockTape<B::Tensor>) -> Result<B::Tensor, B::Error> {
+		let mut out = self.project(backend, &tape.activated, self.config.block(layer).down, self.config.width())?;
 		// `middle + down`, as the forward adds them: the sum is commutative bit for bit.
-		add_assign(&mut out, &tape.middle)?;
+		backend.add_assign(&mut out, &tape.middle)?;
 		Ok(out)
 	}
 
 	/// The logits of `tokens` (`rows` of them), and what the backward pass needs.
-	fn forward(&self, tokens: &[u32]) -> Result<(Vec<f32>, Tape), KernelError> {
+	fn forward(&self, backend: &mut B, tokens: &[u32]) -> Result<(B::Tensor, Tape<B>), B::Error> {
 		let (w, rows) = (self.config.width(), self.rows.count());
 		check_len("tokens", tokens.len(), rows)?;
 		let positions: Vec<u32> = (0..rows).map(|row| (row % self.rows.positions) as u32).collect();
-		let mut stream = vec![0.0f32; element_count(&[rows, w])?];
-		gather_rows(&self.params[0], w, tokens, &mut stream)?;
-		let mut placed = vec![0.0f32; stream.len()];
-		gather_rows(&self.params[1], w, &positions, &mut placed)?;
-		add_assign(&mut stream, &placed)?;
+		let (tokens, positions) = (backend.upload_indices(tokens)?, backend.upload_indices(&positions)?);
+		let mut stream = output(backend, element_count(&[rows, w])?)?;
+		backend.gather_rows(&self.params[0], w, &tokens, &mut stream)?;
+		let mut placed = output(backend, element_count(&[rows, w])?)?;
+		backend.gather_rows(&self.params[1], w, &positions, &mut placed)?;
+		backend.add_assign(&mut stream, &placed)?;
 		let mut blocks = Vec::with_capacity(self.config.layers as usize);
 		for layer in 0..self.config.layers as usize {
-			let tape = self.block_forward(layer, stream)?;
-			stream = self.block_output(layer, &tape)?;
+			let tape = self.block_forward(backend, layer, stream)?;
+			stream = self.block_output(backend, layer, &tape)?;
 			blocks.push(tape);
 		}
-		let normalised = self.normalise(self.config.final_norm(), &stream)?;
+		let normalised = self.normalise(backend, self.config.final_norm(), &stream)?;
 		let vocab = self.config.vocab as usize;
 		let logits = match self.config.head() {
-			Some(head) => linear(&normalised, rows, &self.params[head], None, vocab)?,
+			Some(head) => linear(backend, &normalised, rows, &self.params[head], None, vocab)?,
 			None => {
-				let mut logits = vec![0.0f32; element_count(&[rows, vocab])?];
-				matmul(MatmulShape { m: rows, k: w, n: vocab }, RHS_TRANSPOSED, &normalised, &self.params[0], &mut logits)?;
+				let mut logits = output(backend, element_count(&[rows, vocab])?)?;
+				backend.matmul(MatmulShape { m: rows, k: w, n: vocab }, RHS_TRANSPOSED, &normalised, &self.params[0], &mut logits)?;
 				logits
 			},
 		};
-		Ok((logits, Tape { tokens: tokens.to_vec(), positions, blocks, last: stream, normalised }))
+		Ok((logits, Tape { tokens, positions, blocks, last: stream, normalised }))
 	}
 
 	/// A normalisation's backward pass into `grads`; returns its input's gradient.
-	fn normalise_backward(&self, norm: NormIndices, x: &[f32], dy: &[f32], grads: &mut [Vec<f32>]) -> Result<Vec<f32>, KernelError> {
-		let mut x_grad = vec![0.0f32; x.len()];
-		let mut gain_grad = vec![0.0f32; self.config.width()];
-		let mut bias_grad_out = vec![0.0f32; norm.bias.map_or(0, |_| self.config.width())];
-		norm_backward(
-			self.norm_shape(),
-			x,
-			&self.params[norm.gain],
-			dy,
-			NormGrads { x: &mut x_grad, gamma: &mut gain_grad, beta: &mut bias_grad_out },
-		)?;
-		grads[norm.gain] = gain_grad;
-		if let Some(bias) = norm.bias {
-			grads[bias] = bias_grad_out;
+	fn normalise_backward(
+		&self,
+		backend: &mut B,
+		norm: NormIndices,
+		x: &B::Tensor,
+		dy: &B::Tensor,
+		grads: &mut [B::Tensor],
+	) -> Result<B::Tensor, B::Error> {
+		let mut x_grad = output(backend, backend.tensor_len(x))?;
+		let mut gain_grad = output(backend, self.config.width())?;
+		let shape = self.norm_shape();
+		let gain = &self.params[norm.gain];
+		match norm.bias {
+			Some(bias) => {
+				let mut bias_grad_out = output(backend, self.config.width())?;
+				backend.norm_backward(shape, x, gain, dy, &mut x_grad, &mut gain_grad, Some(&mut bias_grad_out))?;
+				grads[bias] = bias_grad_out;
+			},
+			None => backend.norm_backward(shape, x, gain, dy, &mut x_grad, &mut gain_grad, None)?,
 		}
+		grads[norm.gain] = gain_grad;
 		Ok(x_grad)
 	}
 
 	/// A linear layer's backward pass into `grads`; returns its input's gradient.
-	fn project_backward(&self, x: &[f32], weight: usize, out_grad: &[f32], grads: &mut [Vec<f32>]) -> Result<Vec<f32>, KernelError> {
+	fn project_backward(
+		&self,
+		backend: &mut B,
+		x: &B::Tensor,
+		weight: usize,
+		out_grad: &B::Tensor,
+		grads: &mut [B::Tensor],
+	) -> Result<B::Tensor, B::Error> {
 		let (weight_grad, bias_grad_out) = pair_mut(grads, weight, weight + 1);
-		linear_backward(x, self.rows.count(), &self.params[weight], out_grad, weight_grad, Some(bias_grad_out))
+		linear_backward(backend, x, self.rows.count(), &self.params[weight], out_grad, weight_grad, Some(bias_grad_out))
 	}
 
 	/// Block `layer`'s backward pass from the gradient of its output; returns its input's.
-	fn block_backward(&self, layer: usize, tape: &BlockTape, out_grad: Vec<f32>, grads: &mut [Vec<f32>]) -> Result<Vec<f32>, KernelError> {
+	fn block_backward(
+		&self,
+		backend: &mut B,
+		layer: usize,
+		tape: &BlockTape<B::Tensor>,
+		out_grad: B::Tensor,
+		grads: &mut [B::Tensor],
+	) -> Result<B::Tensor, B::Error> {
 		let (t, d) = (self.rows.positions, self.config.head_width());
 		let block = self.config.block(layer);
-		let activated_grad = self.project_backward(&tape.activated, block.down, &out_grad, grads)?;
-		let mut up_grad = vec![0.0f32; tape.up.len()];
-		activation_backward(Activation::GeluTanh, &tape.up, &activated_grad, &mut up_grad)?;
-		let mlp_in_grad = self.project_backward(&tape.mlp_in, block.up, &up_grad, grads)?;
+		let activated_grad = self.project_backward(backend, &tape.activated, block.down, &out_grad, grads)?;
+		let mut up_grad = output(backend, backend.tensor_len(&tape.up))?;
+		backend.activation_grad(Activation::GeluTanh, &tape.up, &activated_grad, &mut up_grad)?;
+		let mlp_in_grad = self.project_backward(backend, &tape.mlp_in, block.up, &up_grad, grads)?;
 		// `middle`'s readers in graph order: norm₂, then the residual.
-		let mut middle_grad = self.normalise_backward(block.mlp_norm, &tape.middle, &mlp_in_grad, grads)?;
-		add_assign(&mut middle_grad, &out_grad)?;
+		let mut middle_grad = self.normalise_backward(backend, block.mlp_norm, &tape.middle, &mlp_in_grad, grads)?;
+		backend.add_assign(&mut middle_grad, &out_grad)?;
 
-		let attended_grad = self.split(&self.project_backward(&tape.attended, block.output, &middle_grad, grads)?)?;
-		let probs_grad = self.batched(MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &attended_grad, &tape.value)?;
-		let value_grad = self.batched(MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &tape.probs, &attended_grad)?;
-		let mut scores_grad = vec![0.0f32; tape.probs.len()];
-		causal_softmax_grad(self.causal_shape(), &tape.probs, &probs_grad, &mut scores_grad)?;
-		let query_grad = self.batched(MatmulShape { m: t, k: t, n: d }, PLAIN, &scores_grad, &tape.key)?;
-		let key_grad = self.batched(MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &scores_grad, &tape.query)?;
+		let projected_grad = self.project_backward(backend, &tape.attended, block.output, &middle_grad, grads)?;
+		let attended_grad = self.split(backend, &projected_grad)?;
+		let probs_grad = self.batched(backend, MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &attended_grad, &tape.value)?;
+		let value_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &tape.probs, &attended_grad)?;
+		let mut scores_grad = output(backend, backend.tensor_len(&tape.probs))?;
+		backend.causal_softmax_grad(self.causal_shape(), &tape.probs, &probs_grad, &mut scores_grad)?;
+		let query_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, PLAIN, &scores_grad, &tape.key)?;
+		let key_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &scores_grad, &tape.query)?;
 		// `attention_in`'s readers in graph order: the query, key and value projections.
-		let mut attention_in_grad = self.project_backward(&tape.attention_in, block.query, &self.merge(&query_grad)?, grads)?;
-		add_assign(&mut attention_in_grad, &self.project_backward(&tape.attention_in, block.key, &self.merge(&key_grad)?, grads)?)?;
-		add_assign(&mut attention_in_grad, &self.project_backward(&tape.attention_in, block.value, &self.merge(&value_grad)?, grads)?)?;
+		let merged = self.merge(backend, &query_grad)?;
+		let mut attention_in_grad = self.project_backward(backend, &tape.attention_in, block.query, &merged, grads)?;
+		let merged = self.merge(backend, &key_grad)?;
+		let key_in_grad = self.project_backward(backend, &tape.attention_in, block.key, &merged, grads)?;
+		backend.add_assign(&mut attention_in_grad, &key_in_grad)?;
+		let merged = self.merge(backend, &value_grad)?;
+		let value_in_grad = self.project_backward(backend, &tape.attention_in, block.value, &merged, grads)?;
+		backend.add_assign(&mut attention_in_grad, &value_in_grad)?;
 		// `input`'s readers in graph order: norm₁, then the residual.
-		let mut input_grad = self.normalise_backward(block.attention_norm, &tape.input, &attention_in_grad, grads)?;
-		add_assign(&mut input_grad, &middle_grad)?;
+		let mut input_grad = self.normalise_backward(backend, block.attention_norm, &tape.input, &attention_in_grad, grads)?;
+		backend.add_assign(&mut input_grad, &middle_grad)?;
 		Ok(input_grad)
 	}
 
 	/// Every parameter's gradient from the logits' gradient.
-	fn backward(&self, tape: &Tape, logits_grad: &[f32]) -> Result<Vec<Vec<f32>>, KernelError> {
+	fn backward(&self, backend: &mut B, tape: &Tape<B>, logits_grad: &B::Tensor) -> Result<Vec<B::Tensor>, B::Error> {
 		let (w, rows, vocab) = (self.config.width(), self.rows.count(), self.config.vocab as usize);
-		let mut grads: Vec<Vec<f32>> = self.params.iter().map(|tensor| vec![0.0f32; tensor.len()]).collect();
+		let mut grads = Vec::with_capacity(self.params.len());
+		for tensor in self.params {
+			grads.push(output(backend, backend.tensor_len(tensor))?);
+		}
 		let (normalised_grad, head_grad) = match self.config.head() {
-			Some(head) => (linear_backward(&tape.normalised, rows, &self.params[head], logits_grad, &mut grads[head], None)?, None),
+			Some(head) => {
+				let weight_grad = &mut grads[head];
+				(linear_backward(backend, &tape.normalised, rows, &self.params[head], logits_grad, weight_grad, None)?, None)
+			},
 			None => {
-				let mut normalised_grad = vec![0.0f32; tape.normalised.len()];
-				matmul(MatmulShape { m: rows, k: vocab, n: w }, PLAIN, logits_grad, &self.params[0], &mut normalised_grad)?;
-				let mut head_grad = vec![0.0f32; vocab * w];
-				matmul(MatmulShape { m: vocab, k: rows, n: w }, LHS_TRANSPOSED, logits_grad, &tape.normalised, &mut head_grad)?;
+				let mut normalised_grad = output(backend, element_count(&[rows, w])?)?;
+				backend.matmul(MatmulShape { m: rows, k: vocab, n: w }, PLAIN, logits_grad, &self.params[0], &mut normalised_grad)?;
+				let mut head_grad = output(backend, element_count(&[vocab, w])?)?;
+				backend.matmul(MatmulShape { m: vocab, k: rows, n: w }, LHS_TRANSPOSED, logits_grad, &tape.normalised, &mut head_grad)?;
 				(normalised_grad, Some(head_grad))
 			},
 		};
-		let mut stream_grad = self.normalise_backward(self.config.final_norm(), &tape.last, &normalised_grad, &mut grads)?;
+		let mut stream_grad = self.normalise_backward(backend, self.config.final_norm(), &tape.last, &normalised_grad, &mut grads)?;
 		for (layer, block) in tape.blocks.iter().enumerate().rev() {
-			stream_grad = self.block_backward(layer, block, stream_grad, &mut grads)?;
+			stream_grad = self.block_backward(backend, layer, block, stream_grad, &mut grads)?;
 		}
-		scatter_add_rows(&stream_grad, w, &tape.tokens, vocab, &mut grads[0])?;
-		scatter_add_rows(&stream_grad, w, &tape.positions, self.config.context as usize, &mut grads[1])?;
+		backend.scatter_add_rows(&stream_grad, w, &tape.tokens, vocab, &mut grads[0])?;
+		backend.scatter_add_rows(&stream_grad, w, &tape.positions, self.config.context as usize, &mut grads[1])?;
 		if let Some(head_grad) = head_grad {
 			// A tied `E`'s readers in graph order: the gather, then the head.
-			add_assign(&mut grads[0], &head_grad)?;
+			backend.add_assign(&mut grads[0], &head_grad)?;
 		}
 		Ok(grads)
 	}
@@ -587,6 +632,11 @@ fn inputs_and_targets(windows: &[u32], positions: usize) -> Result<(Vec<u32>, Ve
 	Ok((inputs, targets, rows))
 }
 
+/// The one-element tensor `tensor`'s value.
+fn scalar<B: Backend>(backend: &mut B, tensor: &B::Tensor) -> Result<f32, B::Error> {
+	Ok(backend.download(tensor)?.first().copied().unwrap_or_default())
+}
+
 /// The mean loss of `windows` (sequences of `positions + 1` tokens, `positions ≤ context`)
 /// and every parameter's gradient.
 pub fn loss_and_gradients(
@@ -595,32 +645,51 @@ pub fn loss_and_gradients(
 	windows: &[u32],
 	positions: usize,
 ) -> Result<(f32, Vec<Vec<f32>>), KernelError> {
-	let (model, logits, tape, targets) = run_forward(config, params, windows, positions)?;
-	let mut logits_grad = vec![0.0f32; logits.len()];
-	let loss = softmax_cross_entropy(model.classifier(), &logits, &targets, &mut logits_grad)?;
-	Ok((loss, model.backward(&tape, &logits_grad)?))
+	let backend = &mut CpuBackend;
+	let (loss, grads) = loss_and_gradients_on(backend, config, params, windows, positions)?;
+	Ok((scalar(backend, &loss)?, grads))
+}
+
+/// [`loss_and_gradients`] on `backend`: the loss in a one-element tensor, and the gradients.
+fn loss_and_gradients_on<B: Backend>(
+	backend: &mut B,
+	config: TransformerConfig,
+	params: &[B::Tensor],
+	windows: &[u32],
+	positions: usize,
+) -> Result<(B::Tensor, Vec<B::Tensor>), B::Error> {
+	let (model, logits, tape, targets) = run_forward(backend, config, params, windows, positions)?;
+	let mut loss = output(backend, 1)?;
+	let mut logits_grad = output(backend, backend.tensor_len(&logits))?;
+	backend.softmax_cross_entropy(model.classifier(), &logits, &targets, &mut loss, &mut logits_grad)?;
+	let grads = model.backward(backend, &tape, &logits_grad)?;
+	Ok((loss, grads))
 }
 
 /// The mean loss of `windows`, forward only: what evaluation reports.
 pub fn mean_loss(config: TransformerConfig, params: &[Vec<f32>], windows: &[u32], positions: usize) -> Result<f32, KernelError> {
-	let (model, logits, _, targets) = run_forward(config, params, windows, positions)?;
-	let mut logits_grad = vec![0.0f32; logits.len()];
-	softmax_cross_entropy(model.classifier(), &logits, &targets, &mut logits_grad)
+	let backend = &mut CpuBackend;
+	let (model, logits, _, targets) = run_forward(backend, config, params, windows, positions)?;
+	let (mut loss, mut logits_grad) = (vec![0.0f32; 1], vec![0.0f32; logits.len()]);
+	backend.softmax_cross_entropy(model.classifier(), &logits, &targets, &mut loss, &mut logits_grad)?;
+	scalar(backend, &loss)
 }
 
-fn run_forward<'a>(
+fn run_forward<'a, B: Backend>(
+	backend: &mut B,
 	config: TransformerConfig,
-	params: &'a [Vec<f32>],
+	params: &'a [B::Tensor],
 	windows: &[u32],
 	positions: usize,
-) -> Result<(Model<'a>, Vec<f32>, Tape, Vec<u32>), KernelError> {
-	config.check_params(params)?;
+) -> Result<(Model<'a, B>, B::Tensor, Tape<B>, B::Indices), B::Error> {
+	config.check_params(params.iter().map(|tensor| backend.tensor_len(tensor)))?;
 	if positions > config.context as usize {
-		return Err(KernelError::InvalidHyperparameter { name: "context" });
+		return Err(KernelError::InvalidHyperparameter { name: "context" }.into());
 	}
 	let (inputs, targets, rows) = inputs_and_targets(windows, positions)?;
 	let model = Model { config, params, rows };
-	let (logits, tape) = model.forward(&inputs)?;
+	let (logits, tape) = model.forward(backend, &inputs)?;
+	let targets = backend.upload_indices(&targets)?;
 	Ok((model, logits, tape, targets))
 }
 
@@ -644,14 +713,15 @@ pub struct TransformerTraining {
 }
 
 /// A transformer's training state: parameters, AdamW's moments, and the steps taken.
+/// `T` is where a tensor lives: host vectors (the reference's), or a backend's tensors.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TransformerState {
+pub struct TransformerState<T = Vec<f32>> {
 	/// Parameters, in the module's order.
-	pub params: Vec<Vec<f32>>,
+	pub params: Vec<T>,
 	/// AdamW's first moments, one per parameter tensor.
-	pub first_moments: Vec<Vec<f32>>,
+	pub first_moments: Vec<T>,
 	/// AdamW's second moments.
-	pub second_moments: Vec<Vec<f32>>,
+	pub second_moments: Vec<T>,
 	/// Steps taken: the next step's schedule index.
 	pub steps: u32,
 }
@@ -675,31 +745,63 @@ impl TransformerState {
 		Ok(Self { params, first_moments: zeros.clone(), second_moments: zeros, steps: 0 })
 	}
 
-	/// One training step on `windows` (sequences of `context + 1` tokens).
+	/// One training step on `windows` (sequences of `context + 1` tokens), on the reference.
 	pub fn step(&mut self, config: TransformerConfig, training: &TransformerTraining, windows: &[u32]) -> Result<StepReport, KernelError> {
+		self.step_on(&mut CpuBackend, config, training, windows)
+	}
+
+	/// This state on `backend`, uploaded.
+	pub fn upload<B: Backend>(&self, backend: &mut B) -> Result<TransformerState<B::Tensor>, B::Error> {
+		let mut upload = |tensors: &[Vec<f32>]| tensors.iter().map(|tensor| backend.upload(tensor)).collect::<Result<Vec<_>, _>>();
+		Ok(TransformerState {
+			params: upload(&self.params)?,
+			first_moments: upload(&self.first_moments)?,
+			second_moments: upload(&self.second_moments)?,
+			steps: self.steps,
+		})
+	}
+}
+
+impl<T> TransformerState<T> {
+	/// One training step on `windows` (sequences of `context + 1` tokens), every operator on
+	/// `backend`, whose tensors this state's are: the same operators in the same order on
+	/// every backend, so a bit-exact one reproduces the reference's state.
+	///
+	/// Without clipping, the norm is taken by clipping to `f32::MAX`, which never scales.
+	pub fn step_on<B: Backend<Tensor = T>>(
+		&mut self,
+		backend: &mut B,
+		config: TransformerConfig,
+		training: &TransformerTraining,
+		windows: &[u32],
+	) -> Result<StepReport, B::Error> {
 		let schedule = training.schedule.validated()?;
-		let (loss, mut grads) = loss_and_gradients(config, &self.params, windows, config.context as usize)?;
-		let mut views: Vec<&mut [f32]> = grads.iter_mut().map(|tensor| &mut tensor[..]).collect();
-		let grad_norm = match training.clip_norm {
-			Some(max_norm) => clip_grad_norm(&mut views, max_norm)?,
-			None => crate::ops::optim::global_grad_norm(views.iter().map(|tensor| &**tensor)),
-		};
+		let (loss, mut grads) = loss_and_gradients_on(backend, config, &self.params, windows, config.context as usize)?;
+		let mut norm = output(backend, 1)?;
+		let mut views: Vec<&mut T> = grads.iter_mut().collect();
+		backend.clip_grad_norm(training.clip_norm.unwrap_or(f32::MAX), &mut views, &mut norm)?;
 		let learning_rate = schedule.rate(self.steps);
 		let update = self.steps.checked_add(1).ok_or(KernelError::InvalidHyperparameter { name: "step" })?;
 		let adamw = |weight_decay| AdamW { learning_rate, beta1: training.beta1, beta2: training.beta2, epsilon: training.epsilon, weight_decay };
 		let decayed = adamw(training.weight_decay).scalars(update)?;
 		let undecayed = adamw(0.0).scalars(update)?;
-		for (index, spec) in config.tensors().iter().enumerate() {
-			adamw_step(
-				if spec.matrix { &decayed } else { &undecayed },
-				&mut self.params[index],
-				&grads[index],
-				&mut self.first_moments[index],
-				&mut self.second_moments[index],
-			)?;
+		let tensors = (self.params.iter_mut()).zip(&grads).zip(self.first_moments.iter_mut()).zip(self.second_moments.iter_mut());
+		for ((((param, grad), first), second), spec) in tensors.zip(config.tensors()) {
+			backend.adamw(if spec.matrix { &decayed } else { &undecayed }, param, grad, first, second)?;
 		}
 		self.steps = update;
-		Ok(StepReport { loss, grad_norm, learning_rate })
+		Ok(StepReport { loss: scalar(backend, &loss)?, grad_norm: scalar(backend, &norm)?, learning_rate })
+	}
+
+	/// This state downloaded from `backend` to host vectors.
+	pub fn download<B: Backend<Tensor = T>>(&self, backend: &mut B) -> Result<TransformerState, B::Error> {
+		let mut download = |tensors: &[T]| tensors.iter().map(|tensor| backend.download(tensor)).collect::<Result<Vec<_>, _>>();
+		Ok(TransformerState {
+			params: download(&self.params)?,
+			first_moments: download(&self.first_moments)?,
+			second_moments: download(&self.second_moments)?,
+			steps: self.steps,
+		})
 	}
 }
 
@@ -731,15 +833,15 @@ pub fn generate(
 	if prompt.is_empty() {
 		return Err(KernelError::EmptyDimension { dimension: "prompt" });
 	}
-	config.check_params(params)?;
+	config.check_params(params.iter().map(Vec::len))?;
 	let draws = RandomStream::new(seed, 0);
 	let vocab = config.vocab as usize;
 	let mut tokens = prompt.to_vec();
 	let mut probs = vec![0.0f32; vocab];
 	for index in 0..count {
 		let window = &tokens[tokens.len().saturating_sub(config.context as usize)..];
-		let model = Model { config, params, rows: Rows { sequences: 1, positions: window.len() } };
-		let (logits, _) = model.forward(window)?;
+		let model: Model<'_, CpuBackend> = Model { config, params, rows: Rows { sequences: 1, positions: window.len() } };
+		let (logits, _) = model.forward(&mut CpuBackend, window)?;
 		crate::ops::attention::softmax_row(&logits[logits.len() - vocab..], 1.0, &mut probs);
 		let next = if greedy {
 			// The first of the most likely tokens.

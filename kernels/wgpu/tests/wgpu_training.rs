@@ -175,3 +175,51 @@ fn a_state_of_one_chunk_is_refused_on_the_device_as_on_the_host() {
 	assert!(backend.state_root(&[&tensor]).is_err());
 	assert!(state_tree::root(&[&[1.0, 2.0][..]]).is_err());
 }
+
+/// A character transformer trained on the Shakespeare corpus on wgpu has the reference's
+/// state root after every step, with its loss and gradient norm bit for bit: LayerNorm
+/// with tied embeddings and clipping, and RMSNorm with an untied head and no clipping,
+/// context 64 (attention's causal blocks past two chunks), a warm-up and a cosine decay.
+/// Needs `shakespeare.txt` (kernels/scripts/fetch-datasets.sh).
+#[test]
+fn a_transformer_trains_on_wgpu_with_the_references_state_roots() {
+	use touchstone_kernels::job::text::load_shakespeare;
+	use touchstone_kernels::job::transformer::{batch_windows, TransformerConfig, TransformerState, TransformerTraining};
+	use touchstone_kernels::ops::norm::Norm;
+	use touchstone_kernels::ops::schedule::WarmupCosine;
+	let corpus = load_shakespeare().unwrap_or_else(|error| panic!("{error}"));
+	let (training, _) = corpus.split();
+	let vocab = corpus.vocab_len() as u32;
+	let mut gpu = wgpu_backend();
+	for (norm, tied_embeddings, clip_norm) in [(Norm::Layer, true, Some(1.0)), (Norm::Rms, false, None)] {
+		let config = TransformerConfig { vocab, context: 64, layers: 2, heads: 4, width: 64, mlp_ratio: 4, norm, tied_embeddings };
+		let run = TransformerTraining {
+			batch: 4,
+			schedule: WarmupCosine { peak: 0.01, floor: 0.001, warmup_steps: 2, total_steps: 6 },
+			beta1: 0.9,
+			beta2: 0.99,
+			epsilon: 1e-8,
+			weight_decay: 0.1,
+			clip_norm,
+		};
+		let mut reference = TransformerState::new(config, 5).unwrap();
+		let mut on_device = reference.upload(&mut gpu).unwrap();
+		for step in 0..6 {
+			let batch = batch_windows(&training, 64, run.batch, 5, step).unwrap();
+			let expected = reference.step(config, &run, &batch).unwrap();
+			let actual = on_device.step_on(&mut gpu, config, &run, &batch).unwrap();
+			assert_eq!(
+				(actual.loss.to_bits(), actual.grad_norm.to_bits(), actual.learning_rate.to_bits()),
+				(expected.loss.to_bits(), expected.grad_norm.to_bits(), expected.learning_rate.to_bits()),
+				"{norm:?} step {step}: {actual:?} against the reference's {expected:?}"
+			);
+			let state = on_device.download(&mut gpu).unwrap();
+			let root = |state: &TransformerState| {
+				let tensors: Vec<&[f32]> =
+					[&state.params, &state.first_moments, &state.second_moments].into_iter().flatten().map(Vec::as_slice).collect();
+				hex(&state_tree::root(&tensors).unwrap())
+			};
+			assert_eq!(root(&state), root(&reference), "{norm:?} step {step}: state root");
+		}
+	}
+}

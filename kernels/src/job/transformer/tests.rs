@@ -1,4 +1,5 @@
 use super::*;
+use crate::ops::residual::add_assign;
 use alloc::vec;
 use alloc::vec::Vec;
 
