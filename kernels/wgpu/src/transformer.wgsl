@@ -52,28 +52,51 @@ struct Params {
 const CHUNK: u32 = 32u;
 const LAYER: u32 = 0u;
 
+// A rule-4 chunked sum in progress: the folded chunks, the open chunk's sequential sum
+// from +0, and the terms added so far.
+struct Fold {
+    total: f32,
+    chunk: f32,
+    terms: u32,
+}
+
+fn fold_new() -> Fold {
+    return Fold(0.0f, 0.0f, 0u);
+}
+
+// Adds the next term to the open chunk, which joins the total once it holds 32.
+fn fold_add(state: Fold, value: f32) -> Fold {
+    var next = state;
+    next.chunk = next.chunk + value;
+    next.terms = next.terms + 1u;
+    if next.terms % CHUNK == 0u {
+        next.total = next.total + next.chunk;
+        next.chunk = 0.0f;
+    }
+    return next;
+}
+
+// The sum: the folded chunks, and a last, partial chunk if there is one.
+fn fold_sum(state: Fold) -> f32 {
+    if state.terms % CHUNK != 0u {
+        return state.total + state.chunk;
+    }
+    return state.total;
+}
+
 // Writes x-hat of the row at `base` into out_a (into_b false) or out_b (into_b true)
 // and returns r, by `normalise_row`'s sequence.
 fn normalise_row(base: u32, into_b: bool) -> f32 {
     let width = params.width;
     let k = bitcast<f32>(params.k);
     let epsilon = bitcast<f32>(params.scalar);
-    var total = 0.0f;
-    var chunk_sum = 0.0f;
     if params.mode == LAYER {
+        var sum = fold_new();
         for (var j = 0u; j < width; j += 1u) {
-            chunk_sum = chunk_sum + in_a[base + j];
-            if (j + 1u) % CHUNK == 0u {
-                total = total + chunk_sum;
-                chunk_sum = 0.0f;
-            }
+            sum = fold_add(sum, in_a[base + j]);
         }
-        if width % CHUNK != 0u {
-            total = total + chunk_sum;
-        }
-        let mean = mul(total, k);
-        total = 0.0f;
-        chunk_sum = 0.0f;
+        let mean = mul(fold_sum(sum), k);
+        var squares = fold_new();
         for (var j = 0u; j < width; j += 1u) {
             let centred = in_a[base + j] - mean;
             if into_b {
@@ -81,16 +104,9 @@ fn normalise_row(base: u32, into_b: bool) -> f32 {
             } else {
                 out_a[base + j] = centred;
             }
-            chunk_sum = chunk_sum + mul(centred, centred);
-            if (j + 1u) % CHUNK == 0u {
-                total = total + chunk_sum;
-                chunk_sum = 0.0f;
-            }
+            squares = fold_add(squares, mul(centred, centred));
         }
-        if width % CHUNK != 0u {
-            total = total + chunk_sum;
-        }
-        let r = rsqrt(mul(total, k) + epsilon);
+        let r = rsqrt(mul(fold_sum(squares), k) + epsilon);
         for (var j = 0u; j < width; j += 1u) {
             if into_b {
                 out_b[base + j] = mul(out_b[base + j], r);
@@ -100,18 +116,12 @@ fn normalise_row(base: u32, into_b: bool) -> f32 {
         }
         return r;
     }
+    var squares = fold_new();
     for (var j = 0u; j < width; j += 1u) {
         let value = in_a[base + j];
-        chunk_sum = chunk_sum + mul(value, value);
-        if (j + 1u) % CHUNK == 0u {
-            total = total + chunk_sum;
-            chunk_sum = 0.0f;
-        }
+        squares = fold_add(squares, mul(value, value));
     }
-    if width % CHUNK != 0u {
-        total = total + chunk_sum;
-    }
-    let r = rsqrt(mul(total, k) + epsilon);
+    let r = rsqrt(mul(fold_sum(squares), k) + epsilon);
     for (var j = 0u; j < width; j += 1u) {
         let scaled = mul(in_a[base + j], r);
         if into_b {
@@ -153,27 +163,15 @@ fn norm_backward_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num
     let k = bitcast<f32>(params.k);
     let base = row * width;
     let r = normalise_row(base, true);
-    var b_total = 0.0f;
-    var b_chunk = 0.0f;
-    var a_total = 0.0f;
-    var a_chunk = 0.0f;
+    var gx = fold_new();
+    var g_sum = fold_new();
     for (var j = 0u; j < width; j += 1u) {
         let g = mul(in_c[base + j], in_b[j]);
-        b_chunk = b_chunk + mul(g, out_b[base + j]);
-        a_chunk = a_chunk + g;
-        if (j + 1u) % CHUNK == 0u {
-            b_total = b_total + b_chunk;
-            b_chunk = 0.0f;
-            a_total = a_total + a_chunk;
-            a_chunk = 0.0f;
-        }
+        gx = fold_add(gx, mul(g, out_b[base + j]));
+        g_sum = fold_add(g_sum, g);
     }
-    if width % CHUNK != 0u {
-        b_total = b_total + b_chunk;
-        a_total = a_total + a_chunk;
-    }
-    let b = mul(b_total, k);
-    let a = mul(a_total, k);
+    let b = mul(fold_sum(gx), k);
+    let a = mul(fold_sum(g_sum), k);
     for (var j = 0u; j < width; j += 1u) {
         let g = mul(in_c[base + j], in_b[j]);
         let x_hat = out_b[base + j];
@@ -193,28 +191,16 @@ fn norm_backward_columns(@builtin(global_invocation_id) id: vec3<u32>, @builtin(
     if column >= params.width {
         return;
     }
-    var gamma_total = 0.0f;
-    var gamma_chunk = 0.0f;
-    var beta_total = 0.0f;
-    var beta_chunk = 0.0f;
+    var gamma_grad = fold_new();
+    var beta_grad = fold_new();
     for (var row = 0u; row < params.rows; row += 1u) {
         let index = row * params.width + column;
-        gamma_chunk = gamma_chunk + out_b[index];
-        beta_chunk = beta_chunk + in_c[index];
-        if (row + 1u) % CHUNK == 0u {
-            gamma_total = gamma_total + gamma_chunk;
-            gamma_chunk = 0.0f;
-            beta_total = beta_total + beta_chunk;
-            beta_chunk = 0.0f;
-        }
+        gamma_grad = fold_add(gamma_grad, out_b[index]);
+        beta_grad = fold_add(beta_grad, in_c[index]);
     }
-    if params.rows % CHUNK != 0u {
-        gamma_total = gamma_total + gamma_chunk;
-        beta_total = beta_total + beta_chunk;
-    }
-    out_c[column] = gamma_total;
+    out_c[column] = fold_sum(gamma_grad);
     if params.mode == LAYER {
-        out_d[column] = beta_total;
+        out_d[column] = fold_sum(beta_grad);
     }
 }
 
@@ -235,21 +221,13 @@ fn causal_softmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wor
         out_a[base + j] = s;
         maximum = max(maximum, s);
     }
-    var total = 0.0f;
-    var chunk_sum = 0.0f;
+    var sum = fold_new();
     for (var j = 0u; j < visible; j += 1u) {
         let e = exp_pinned(out_a[base + j] - maximum);
         out_a[base + j] = e;
-        chunk_sum = chunk_sum + e;
-        if (j + 1u) % CHUNK == 0u {
-            total = total + chunk_sum;
-            chunk_sum = 0.0f;
-        }
+        sum = fold_add(sum, e);
     }
-    if visible % CHUNK != 0u {
-        total = total + chunk_sum;
-    }
-    let inverse_sum = recip(total);
+    let inverse_sum = recip(fold_sum(sum));
     for (var j = 0u; j < visible; j += 1u) {
         out_a[base + j] = mul(out_a[base + j], inverse_sum);
     }
@@ -269,18 +247,11 @@ fn causal_softmax_grad(@builtin(global_invocation_id) id: vec3<u32>, @builtin(nu
     let scale = bitcast<f32>(params.scalar);
     let base = row * positions;
     let visible = row % positions + 1u;
-    var total = 0.0f;
-    var chunk_sum = 0.0f;
+    var products = fold_new();
     for (var j = 0u; j < visible; j += 1u) {
-        chunk_sum = chunk_sum + mul(in_a[base + j], in_b[base + j]);
-        if (j + 1u) % CHUNK == 0u {
-            total = total + chunk_sum;
-            chunk_sum = 0.0f;
-        }
+        products = fold_add(products, mul(in_a[base + j], in_b[base + j]));
     }
-    if visible % CHUNK != 0u {
-        total = total + chunk_sum;
-    }
+    let total = fold_sum(products);
     for (var j = 0u; j < visible; j += 1u) {
         out_a[base + j] = mul(mul(in_a[base + j], in_b[base + j] - total), scale);
     }
@@ -299,19 +270,9 @@ fn scatter_add_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_w
     }
     let v = e / params.width;
     let column = e % params.width;
-    let first = lookup_starts[v];
-    let end = lookup_starts[v + 1u];
-    var total = 0.0f;
-    var chunk_sum = 0.0f;
-    for (var i = first; i < end; i += 1u) {
-        chunk_sum = chunk_sum + in_a[lookup_rows[i] * params.width + column];
-        if (i - first + 1u) % CHUNK == 0u {
-            total = total + chunk_sum;
-            chunk_sum = 0.0f;
-        }
+    var sum = fold_new();
+    for (var i = lookup_starts[v]; i < lookup_starts[v + 1u]; i += 1u) {
+        sum = fold_add(sum, in_a[lookup_rows[i] * params.width + column]);
     }
-    if (end - first) % CHUNK != 0u {
-        total = total + chunk_sum;
-    }
-    out_a[e] = total;
+    out_a[e] = fold_sum(sum);
 }
