@@ -767,7 +767,8 @@ impl<T> TransformerState<T> {
 	/// `backend`, whose tensors this state's are: the same operators in the same order on
 	/// every backend, so a bit-exact one reproduces the reference's state.
 	///
-	/// Without clipping, the norm is taken by clipping to `f32::MAX`, which never scales.
+	/// `windows` must hold `training.batch` windows. Without clipping, the norm is taken by
+	/// clipping to `f32::MAX`, which never scales.
 	pub fn step_on<B: Backend<Tensor = T>>(
 		&mut self,
 		backend: &mut B,
@@ -776,6 +777,8 @@ impl<T> TransformerState<T> {
 		windows: &[u32],
 	) -> Result<StepReport, B::Error> {
 		let schedule = training.schedule.validated()?;
+		// A step trains exactly its batch: `batch` windows of `context + 1` tokens.
+		check_len("windows", windows.len(), element_count(&[training.batch, config.context as usize + 1])?)?;
 		let (loss, mut grads) = loss_and_gradients_on(backend, config, &self.params, windows, config.context as usize)?;
 		let mut norm = output(backend, 1)?;
 		let mut views: Vec<&mut T> = grads.iter_mut().collect();

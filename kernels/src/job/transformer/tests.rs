@@ -246,6 +246,11 @@ fn steps_repeat_bit_for_bit_and_fit_a_batch() {
 	let frozen = TransformerTraining { clip_norm: Some(1.0), ..constant_rate(3, 0.0, 0.1) };
 	still.step(config, &frozen, &batch).unwrap();
 	assert_eq!(still.params, config.init(11).unwrap());
+	// A step on other than its batch's windows is refused and changes nothing.
+	let mut refused = TransformerState::new(config, 11).unwrap();
+	let error = refused.step(config, &training, &windows(config, 2, 6, 5));
+	assert_eq!(error, Err(KernelError::LengthMismatch { operand: "windows", expected: 21, actual: 14 }));
+	assert_eq!(refused, TransformerState::new(config, 11).unwrap());
 }
 
 /// Weight decay shrinks matrices and leaves gains and biases alone.
