@@ -168,6 +168,11 @@ impl Reduction {
 
 	/// Partials in all: the first pieces of the operator's tree.
 	pub fn len(&self) -> usize {
+		if let Self::SoftmaxCrossEntropy(shape) = self {
+			if is_wide(*shape) {
+				return 2 * shape.rows * shape.classes.div_ceil(LOSS_SPAN) + shape.rows.div_ceil(LOSS_LANE_ROWS);
+			}
+		}
 		(0..self.lanes()).map(|lane| self.spans(lane)).sum()
 	}
 
@@ -178,11 +183,31 @@ impl Reduction {
 
 	/// Piece index of partial `(lane, span)`.
 	pub fn index(&self, lane: usize, span: usize) -> Option<usize> {
-		(span < self.spans(lane)).then(|| (0..lane).map(|l| self.spans(l)).sum::<usize>() + span)
+		if span >= self.spans(lane) {
+			return None;
+		}
+		// A wide loss's row lanes all have a row's spans: no walk over its thousands of lanes.
+		if let Self::SoftmaxCrossEntropy(shape) = self {
+			if is_wide(*shape) {
+				return Some(lane.min(2 * shape.rows) * shape.classes.div_ceil(LOSS_SPAN) + span);
+			}
+		}
+		Some((0..lane).map(|l| self.spans(l)).sum::<usize>() + span)
 	}
 
 	/// The `(lane, span)` of partial `index`.
 	pub fn locate(&self, index: usize) -> Option<(usize, usize)> {
+		if let Self::SoftmaxCrossEntropy(shape) = self {
+			if is_wide(*shape) {
+				let row_spans = shape.classes.div_ceil(LOSS_SPAN);
+				let (lane, span) = (index / row_spans, index % row_spans);
+				if lane < 2 * shape.rows {
+					return Some((lane, span));
+				}
+				let span = index - 2 * shape.rows * row_spans;
+				return (span < self.spans(2 * shape.rows)).then_some((2 * shape.rows, span));
+			}
+		}
 		let mut rest = index;
 		for lane in 0..self.lanes() {
 			let spans = self.spans(lane);
@@ -707,6 +732,15 @@ mod tests {
 			let inputs = [words(&logits), labels.clone()];
 			assert_eq!(outputs(&reduction, &inputs, 0, 1), words(&[loss]), "{shape:?}");
 			assert_eq!(outputs(&reduction, &inputs, 1, logits.len()), words(&grad), "{shape:?}");
+			// Numbered lane by lane, as the walk over the lanes numbers them.
+			let mut walked = 0;
+			for lane in 0..reduction.lanes() {
+				for span in 0..reduction.spans(lane) {
+					assert_eq!((reduction.index(lane, span), reduction.locate(walked)), (Some(walked), Some((lane, span))));
+					walked += 1;
+				}
+			}
+			assert_eq!((walked, reduction.locate(walked)), (reduction.len(), None));
 			for index in 0..reduction.len() {
 				let (lane, span) = reduction.locate(index).unwrap();
 				let reads = reduction.partial_reads(lane, span).unwrap();
