@@ -369,11 +369,6 @@ fn pair_mut<T>(tensors: &mut [T], first: usize, second: usize) -> (&mut T, &mut 
 	(&mut low[first], &mut high[0])
 }
 
-/// A new tensor of `len` elements, for an operator to write.
-fn output<B: Backend>(backend: &mut B, len: usize) -> Result<B::Tensor, B::Error> {
-	backend.zeros(len)
-}
-
 struct Model<'a, B: Backend> {
 	config: TransformerConfig,
 	params: &'a [B::Tensor],
@@ -407,7 +402,7 @@ impl<B: Backend> Model<'_, B> {
 	}
 
 	fn normalise(&self, backend: &mut B, norm: NormIndices, x: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let mut out = output(backend, backend.tensor_len(x))?;
+		let mut out = backend.zeros(backend.tensor_len(x))?;
 		let bias = norm.bias.map(|bias| &self.params[bias]);
 		backend.norm(self.norm_shape(), x, &self.params[norm.gain], bias, &mut out)?;
 		Ok(out)
@@ -420,14 +415,14 @@ impl<B: Backend> Model<'_, B> {
 
 	/// Heads side by side to blocks.
 	fn split(&self, backend: &mut B, side_by_side: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let mut blocked = output(backend, backend.tensor_len(side_by_side))?;
+		let mut blocked = backend.zeros(backend.tensor_len(side_by_side))?;
 		backend.split_heads(self.heads_shape(), side_by_side, &mut blocked)?;
 		Ok(blocked)
 	}
 
 	/// Blocks back to heads side by side.
 	fn merge(&self, backend: &mut B, blocked: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let mut side_by_side = output(backend, backend.tensor_len(blocked))?;
+		let mut side_by_side = backend.zeros(backend.tensor_len(blocked))?;
 		backend.merge_heads(self.heads_shape(), blocked, &mut side_by_side)?;
 		Ok(side_by_side)
 	}
@@ -435,7 +430,7 @@ impl<B: Backend> Model<'_, B> {
 	/// `blocks` matmuls of `[m, k]·[k, n]` in `layout`.
 	fn batched(&self, backend: &mut B, shape: MatmulShape, layout: MatmulLayout, lhs: &B::Tensor, rhs: &B::Tensor) -> Result<B::Tensor, B::Error> {
 		let blocks = self.causal_shape().blocks;
-		let mut out = output(backend, element_count(&[blocks, shape.m, shape.n])?)?;
+		let mut out = backend.zeros(element_count(&[blocks, shape.m, shape.n])?)?;
 		backend.batched_matmul(blocks, shape, layout, lhs, rhs, &mut out)?;
 		Ok(out)
 	}
@@ -451,7 +446,7 @@ impl<B: Backend> Model<'_, B> {
 		let projected = self.project(backend, &attention_in, block.value, w)?;
 		let value = self.split(backend, &projected)?;
 		let scores = self.batched(backend, MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &query, &key)?;
-		let mut probs = output(backend, backend.tensor_len(&scores))?;
+		let mut probs = backend.zeros(backend.tensor_len(&scores))?;
 		backend.causal_softmax(self.causal_shape(), &scores, &mut probs)?;
 		let blocked = self.batched(backend, MatmulShape { m: t, k: t, n: d }, PLAIN, &probs, &value)?;
 		let attended = self.merge(backend, &blocked)?;
@@ -459,7 +454,7 @@ impl<B: Backend> Model<'_, B> {
 		backend.add_assign(&mut middle, &input)?;
 		let mlp_in = self.normalise(backend, block.mlp_norm, &middle)?;
 		let up = self.project(backend, &mlp_in, block.up, self.config.hidden())?;
-		let mut activated = output(backend, backend.tensor_len(&up))?;
+		let mut activated = backend.zeros(backend.tensor_len(&up))?;
 		backend.activation(Activation::GeluTanh, &up, &mut activated)?;
 		Ok(BlockTape { input, attention_in, query, key, value, probs, attended, middle, mlp_in, up, activated })
 	}
@@ -478,9 +473,9 @@ impl<B: Backend> Model<'_, B> {
 		check_len("tokens", tokens.len(), rows)?;
 		let positions: Vec<u32> = (0..rows).map(|row| (row % self.rows.positions) as u32).collect();
 		let (tokens, positions) = (backend.upload_indices(tokens)?, backend.upload_indices(&positions)?);
-		let mut stream = output(backend, element_count(&[rows, w])?)?;
+		let mut stream = backend.zeros(element_count(&[rows, w])?)?;
 		backend.gather_rows(&self.params[0], w, &tokens, &mut stream)?;
-		let mut placed = output(backend, element_count(&[rows, w])?)?;
+		let mut placed = backend.zeros(element_count(&[rows, w])?)?;
 		backend.gather_rows(&self.params[1], w, &positions, &mut placed)?;
 		backend.add_assign(&mut stream, &placed)?;
 		let mut blocks = Vec::with_capacity(self.config.layers as usize);
@@ -494,7 +489,7 @@ impl<B: Backend> Model<'_, B> {
 		let logits = match self.config.head() {
 			Some(head) => linear(backend, &normalised, rows, &self.params[head], None, vocab)?,
 			None => {
-				let mut logits = output(backend, element_count(&[rows, vocab])?)?;
+				let mut logits = backend.zeros(element_count(&[rows, vocab])?)?;
 				backend.matmul(MatmulShape { m: rows, k: w, n: vocab }, RHS_TRANSPOSED, &normalised, &self.params[0], &mut logits)?;
 				logits
 			},
@@ -511,13 +506,13 @@ impl<B: Backend> Model<'_, B> {
 		dy: &B::Tensor,
 		grads: &mut [B::Tensor],
 	) -> Result<B::Tensor, B::Error> {
-		let mut x_grad = output(backend, backend.tensor_len(x))?;
-		let mut gain_grad = output(backend, self.config.width())?;
+		let mut x_grad = backend.zeros(backend.tensor_len(x))?;
+		let mut gain_grad = backend.zeros(self.config.width())?;
 		let shape = self.norm_shape();
 		let gain = &self.params[norm.gain];
 		match norm.bias {
 			Some(bias) => {
-				let mut bias_grad_out = output(backend, self.config.width())?;
+				let mut bias_grad_out = backend.zeros(self.config.width())?;
 				backend.norm_backward(shape, x, gain, dy, &mut x_grad, &mut gain_grad, Some(&mut bias_grad_out))?;
 				grads[bias] = bias_grad_out;
 			},
@@ -552,7 +547,7 @@ impl<B: Backend> Model<'_, B> {
 		let (t, d) = (self.rows.positions, self.config.head_width());
 		let block = self.config.block(layer);
 		let activated_grad = self.project_backward(backend, &tape.activated, block.down, &out_grad, grads)?;
-		let mut up_grad = output(backend, backend.tensor_len(&tape.up))?;
+		let mut up_grad = backend.zeros(backend.tensor_len(&tape.up))?;
 		backend.activation_grad(Activation::GeluTanh, &tape.up, &activated_grad, &mut up_grad)?;
 		let mlp_in_grad = self.project_backward(backend, &tape.mlp_in, block.up, &up_grad, grads)?;
 		// `middle`'s readers in graph order: norm₂, then the residual.
@@ -563,7 +558,7 @@ impl<B: Backend> Model<'_, B> {
 		let attended_grad = self.split(backend, &projected_grad)?;
 		let probs_grad = self.batched(backend, MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &attended_grad, &tape.value)?;
 		let value_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &tape.probs, &attended_grad)?;
-		let mut scores_grad = output(backend, backend.tensor_len(&tape.probs))?;
+		let mut scores_grad = backend.zeros(backend.tensor_len(&tape.probs))?;
 		backend.causal_softmax_grad(self.causal_shape(), &tape.probs, &probs_grad, &mut scores_grad)?;
 		let query_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, PLAIN, &scores_grad, &tape.key)?;
 		let key_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &scores_grad, &tape.query)?;
@@ -587,7 +582,7 @@ impl<B: Backend> Model<'_, B> {
 		let (w, rows, vocab) = (self.config.width(), self.rows.count(), self.config.vocab as usize);
 		let mut grads = Vec::with_capacity(self.params.len());
 		for tensor in self.params {
-			grads.push(output(backend, backend.tensor_len(tensor))?);
+			grads.push(backend.zeros(backend.tensor_len(tensor))?);
 		}
 		let (normalised_grad, head_grad) = match self.config.head() {
 			Some(head) => {
@@ -595,9 +590,9 @@ impl<B: Backend> Model<'_, B> {
 				(linear_backward(backend, &tape.normalised, rows, &self.params[head], logits_grad, weight_grad, None)?, None)
 			},
 			None => {
-				let mut normalised_grad = output(backend, element_count(&[rows, w])?)?;
+				let mut normalised_grad = backend.zeros(element_count(&[rows, w])?)?;
 				backend.matmul(MatmulShape { m: rows, k: vocab, n: w }, PLAIN, logits_grad, &self.params[0], &mut normalised_grad)?;
-				let mut head_grad = output(backend, element_count(&[vocab, w])?)?;
+				let mut head_grad = backend.zeros(element_count(&[vocab, w])?)?;
 				backend.matmul(MatmulShape { m: vocab, k: rows, n: w }, LHS_TRANSPOSED, logits_grad, &tape.normalised, &mut head_grad)?;
 				(normalised_grad, Some(head_grad))
 			},
@@ -659,8 +654,8 @@ fn loss_and_gradients_on<B: Backend>(
 	positions: usize,
 ) -> Result<(B::Tensor, Vec<B::Tensor>), B::Error> {
 	let (model, logits, tape, targets) = run_forward(backend, config, params, windows, positions)?;
-	let mut loss = output(backend, 1)?;
-	let mut logits_grad = output(backend, backend.tensor_len(&logits))?;
+	let mut loss = backend.zeros(1)?;
+	let mut logits_grad = backend.zeros(backend.tensor_len(&logits))?;
 	backend.softmax_cross_entropy(model.classifier(), &logits, &targets, &mut loss, &mut logits_grad)?;
 	let grads = model.backward(backend, &tape, &logits_grad)?;
 	Ok((loss, grads))
@@ -780,7 +775,7 @@ impl<T> TransformerState<T> {
 		// A step trains exactly its batch: `batch` windows of `context + 1` tokens.
 		check_len("windows", windows.len(), element_count(&[training.batch, config.context as usize + 1])?)?;
 		let (loss, mut grads) = loss_and_gradients_on(backend, config, &self.params, windows, config.context as usize)?;
-		let mut norm = output(backend, 1)?;
+		let mut norm = backend.zeros(1)?;
 		let mut views: Vec<&mut T> = grads.iter_mut().collect();
 		backend.clip_grad_norm(training.clip_norm.unwrap_or(f32::MAX), &mut views, &mut norm)?;
 		let learning_rate = schedule.rate(self.steps);

@@ -204,6 +204,13 @@ fn norm_backward_columns(@builtin(global_invocation_id) id: vec3<u32>, @builtin(
     }
 }
 
+// The masked keys of a causal row, after its `visible` ones: exact +0 in out_a.
+fn zero_masked(base: u32, visible: u32, positions: u32) {
+    for (var j = visible; j < positions; j += 1u) {
+        out_a[base + j] = 0.0f;
+    }
+}
+
 // Causal softmax per row: in_a scores, out_a probs. Row i of a block keeps keys j <= i.
 @compute @workgroup_size(64, 1, 1)
 fn causal_softmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -231,9 +238,7 @@ fn causal_softmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wor
     for (var j = 0u; j < visible; j += 1u) {
         out_a[base + j] = mul(out_a[base + j], inverse_sum);
     }
-    for (var j = visible; j < positions; j += 1u) {
-        out_a[base + j] = 0.0f;
-    }
+    zero_masked(base, visible, positions);
 }
 
 // Its backward per row: in_a probs, in_b probs_grad, out_a scores_grad.
@@ -255,9 +260,7 @@ fn causal_softmax_grad(@builtin(global_invocation_id) id: vec3<u32>, @builtin(nu
     for (var j = 0u; j < visible; j += 1u) {
         out_a[base + j] = mul(mul(in_a[base + j], in_b[base + j] - total), scale);
     }
-    for (var j = visible; j < positions; j += 1u) {
-        out_a[base + j] = 0.0f;
-    }
+    zero_masked(base, visible, positions);
 }
 
 // dtable[v][c] from in_a dy: one invocation per table element; out_a dtable. rows is the
