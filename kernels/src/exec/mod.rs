@@ -3,4 +3,5 @@
 
 pub mod backend;
 pub mod cpu;
+pub mod graph;
 pub mod parallel;

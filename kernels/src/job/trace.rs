@@ -18,11 +18,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::exec::backend::Backend;
+use crate::exec::graph::GraphBuffers;
 use crate::arith::canonical_bits;
 use crate::ops::contraction::{fold_chunk_partials, ChunkId, Contraction};
 use crate::job::data::Dataset;
 use crate::error::KernelError;
-use crate::proof::graph::{Graph, OpKind, ValueKind};
+use crate::proof::graph::{Graph, OpKind};
 use crate::job::fault::{flip, Fault, Flip};
 use crate::proof::chain::{operator_leaf, record_hash, state_hash, ChainPoint, TracePoint, TracedStep};
 use crate::proof::hash::Digest;
@@ -201,8 +202,7 @@ pub struct Trainer<B: Backend> {
 	train: TrainConfig,
 	data: Dataset,
 	data_tensor: B::Tensor,
-	tensors: Vec<Option<B::Tensor>>,
-	labels: Option<B::Indices>,
+	buffers: GraphBuffers<B>,
 	/// The samples of `data` this run trains on.
 	shard: core::ops::Range<usize>,
 	point: ChainPoint,
@@ -261,17 +261,11 @@ impl<B: Backend> Trainer<B> {
 		if state.len() != graph.state.len() {
 			return Err(KernelError::LengthMismatch { operand: "state", expected: graph.state.len(), actual: state.len() }.into());
 		}
-		let mut tensors: Vec<Option<B::Tensor>> = Vec::with_capacity(graph.buffers.len());
-		for &(len, kind) in &graph.buffers {
-			tensors.push(if kind == ValueKind::F32 { Some(backend.zeros(len)?) } else { None });
+		let mut tensors = Vec::with_capacity(state.len());
+		for values in &state {
+			tensors.push(backend.upload(values)?);
 		}
-		for (&id, values) in graph.state.iter().zip(&state) {
-			let value = graph.values.get(id).copied().ok_or(KernelError::MissingValue { id })?;
-			crate::error::check_len("state", values.len(), value.len)?;
-			if let Some(slot) = tensors.get_mut(value.buffer) {
-				*slot = Some(backend.upload(values)?);
-			}
-		}
+		let buffers = GraphBuffers::new(&mut backend, &graph, tensors)?;
 		let data_tensor = backend.upload(&data.features)?;
 		let data_len = data.len();
 		Ok(Self {
@@ -280,8 +274,7 @@ impl<B: Backend> Trainer<B> {
 			train: *train,
 			data,
 			data_tensor,
-			tensors,
-			labels: None,
+			buffers,
 			shard: 0..data_len,
 			point,
 			trace: None,
@@ -375,8 +368,7 @@ impl<B: Backend> Trainer<B> {
 	pub fn state_tree_root(&mut self) -> Result<Digest, B::Error> {
 		let mut tensors = Vec::with_capacity(self.graph.state.len());
 		for &id in &self.graph.state {
-			let buffer = self.graph.values.get(id).map_or(usize::MAX, |value| value.buffer);
-			tensors.push(self.tensors.get(buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?);
+			tensors.push(self.buffers.tensor(&self.graph, id)?);
 		}
 		if let Some(root) = self.backend.state_root(&tensors)? {
 			return Ok(root);
@@ -436,8 +428,7 @@ impl<B: Backend> Trainer<B> {
 	fn download_values(&mut self, ids: &[usize]) -> Result<Vec<Vec<f32>>, B::Error> {
 		let mut out = Vec::with_capacity(ids.len());
 		for &id in ids {
-			let buffer = self.graph.values.get(id).map_or(usize::MAX, |value| value.buffer);
-			let tensor = self.tensors.get(buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?;
+			let tensor = self.buffers.tensor(&self.graph, id)?;
 			out.push(self.backend.download(tensor)?);
 		}
 		Ok(out)
@@ -451,8 +442,7 @@ impl<B: Backend> Trainer<B> {
 		for id in 1..node_count {
 			self.run_node(id, step)?;
 		}
-		let loss_buffer = self.graph.values.get(self.graph.loss).map_or(usize::MAX, |v| v.buffer);
-		let loss_tensor = self.tensors.get(loss_buffer).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id: self.graph.loss })?;
+		let loss_tensor = self.buffers.tensor(&self.graph, self.graph.loss)?;
 		let loss = self.backend.download(loss_tensor)?.first().copied().unwrap_or(f32::NAN);
 		// Rule 7 (every operator's outputs were checked as it ran, or the device
 		// reports its queued checks now; the loss is one of them). A traced step goes
@@ -520,16 +510,14 @@ impl<B: Backend> Trainer<B> {
 	fn load_batch(&mut self, step: u32) -> Result<(), B::Error> {
 		let indices = batch_indices(self.shard.clone(), self.graph.batch, self.train.seed, step)?;
 		let labels: Vec<u32> = indices.iter().map(|&i| self.data.labels.get(i as usize).copied().unwrap_or(0)).collect();
-		let [features_id, _, _] = self.graph.batch_values;
-		let buffer = self.graph.values.get(features_id).map_or(usize::MAX, |v| v.buffer);
+		let [features_id, labels_id, _] = self.graph.batch_values;
 		let device_indices = self.backend.upload_indices(&indices)?;
-		let mut features = self.tensors.get_mut(buffer).and_then(Option::take).ok_or(KernelError::MissingValue { id: features_id })?;
+		let mut features = self.buffers.take(&self.graph, features_id)?;
 		let gathered = self.backend.gather_rows(&self.data_tensor, self.graph.input_len, &device_indices, &mut features);
-		if let Some(slot) = self.tensors.get_mut(buffer) {
-			*slot = Some(features);
-		}
+		self.buffers.put(&self.graph, features_id, features)?;
 		gathered?;
-		self.labels = Some(self.backend.upload_indices(&labels)?);
+		let device_labels = self.backend.upload_indices(&labels)?;
+		self.buffers.put_indices(&self.graph, labels_id, device_labels)?;
 		// A traced step keeps a host copy of the batch, gathered from the host's copy
 		// of the data by the reference operator: a gather is a copy, so these are the
 		// device's bits, and reading them back would make the host wait mid-step.
@@ -549,77 +537,13 @@ impl<B: Backend> Trainer<B> {
 	/// Runs operator `id` of `step` on the backend (applying the fault, recording).
 	fn run_node(&mut self, id: usize, step: u32) -> Result<(), B::Error> {
 		let node = self.graph.nodes.get(id).cloned().ok_or(KernelError::MissingValue { id })?;
-		let buffer = |value: usize| self.graph.values.get(value).map_or(usize::MAX, |v| v.buffer);
-		let in_buffers: Vec<usize> = node.inputs.iter().map(|&v| buffer(v)).collect();
-		let out_buffers: Vec<usize> = node.outputs.iter().map(|&v| buffer(v)).collect();
-		let lost = || KernelError::MissingValue { id };
-		let Self { backend, tensors, labels, .. } = self;
-		// Outputs are taken out of the table while the operator runs; an in-place
-		// output is its input's buffer, read through the taken tensor.
-		let mut outs: Vec<B::Tensor> = Vec::with_capacity(out_buffers.len());
-		for &b in &out_buffers {
-			outs.push(tensors.get_mut(b).and_then(Option::take).ok_or_else(lost)?);
-		}
-		let input = |position: usize| -> Result<&B::Tensor, KernelError> {
-			let b = in_buffers.get(position).copied().ok_or_else(lost)?;
-			tensors.get(b).and_then(Option::as_ref).ok_or_else(lost)
-		};
-		let result: Result<(), B::Error> = (|| {
-			match node.kind {
-				OpKind::Batch | OpKind::Commit => Ok(()),
-				OpKind::Contract(contraction) => {
-					let out = outs.first_mut().ok_or_else(lost)?;
-					backend.contract(contraction, input(0)?, input(1)?, out)
-				},
-				OpKind::BiasAdd(layout) => {
-					let out = outs.first_mut().ok_or_else(lost)?;
-					backend.bias_add(layout, out, input(1)?)
-				},
-				OpKind::Activation(kind) => {
-					let out = outs.first_mut().ok_or_else(lost)?;
-					backend.activation(kind, input(0)?, out)
-				},
-				OpKind::ActivationGrad(kind) => {
-					let out = outs.first_mut().ok_or_else(lost)?;
-					backend.activation_grad(kind, input(0)?, input(1)?, out)
-				},
-				OpKind::SoftmaxCrossEntropy(shape) => {
-					let labels = labels.as_ref().ok_or_else(lost)?;
-					let [loss, grad] = outs.as_mut_slice() else { return Err(lost().into()) };
-					backend.softmax_cross_entropy(shape, input(0)?, labels, loss, grad)
-				},
-				OpKind::BiasGrad(layout) => {
-					let out = outs.first_mut().ok_or_else(lost)?;
-					backend.bias_grad(layout, input(0)?, out)
-				},
-				OpKind::ClipGradNorm(max_norm) => {
-					let (norm, grads) = outs.split_last_mut().ok_or_else(lost)?;
-					let mut grads: Vec<&mut B::Tensor> = grads.iter_mut().collect();
-					backend.clip_grad_norm(max_norm, &mut grads, norm)
-				},
-				OpKind::Sgd(hyper) => {
-					let [param, velocity] = outs.as_mut_slice() else { return Err(lost().into()) };
-					backend.sgd_momentum(&hyper, param, input(1)?, velocity)
-				},
-				OpKind::AdamW(hyper) => {
-					let scalars = hyper.scalars(step.saturating_add(1))?;
-					let [param, m, v] = outs.as_mut_slice() else { return Err(lost().into()) };
-					backend.adamw(&scalars, param, input(1)?, m, v)
-				},
-			}
-		})();
-		for (&b, tensor) in out_buffers.iter().zip(outs) {
-			if let Some(slot) = tensors.get_mut(b) {
-				*slot = Some(tensor);
-			}
-		}
-		result?;
+		self.buffers.run(&mut self.backend, &self.graph, id, step)?;
 		// Rule 7: a step that produces NaN or an infinity in any operator's output
 		// is invalid (the referee refuses to judge one). Checking every output, not
 		// only the state, catches an infinity that a later operator hides (tanh of an
 		// overflowed sum, ReLU of −∞). The run stops before the hash chain moves on.
-		for &b in out_buffers.iter().filter(|_| self.recording.is_none()) {
-			let tensor = self.tensors.get(b).and_then(Option::as_ref).ok_or(KernelError::MissingValue { id })?;
+		for &value in node.outputs.iter().filter(|_| self.recording.is_none()) {
+			let tensor = self.buffers.tensor(&self.graph, value)?;
 			if self.backend.check_finite(tensor)? == Some(false) {
 				return Err(KernelError::NonFinite { step }.into());
 			}
@@ -665,11 +589,8 @@ impl<B: Backend> Trainer<B> {
 		} else {
 			return Ok(());
 		};
-		let buffer = self.graph.values.get(output).map_or(usize::MAX, |v| v.buffer);
 		let tensor = self.backend.upload(&values)?;
-		if let Some(slot) = self.tensors.get_mut(buffer) {
-			*slot = Some(tensor);
-		}
+		self.buffers.put(&self.graph, output, tensor)?;
 		Ok(())
 	}
 }

@@ -2,6 +2,11 @@
 //! configuration and the bounds it is held to, its parameters and their initialisation,
 //! and one training step composed of the contract's operators.
 //!
+//! A step, an evaluation and a generated token each run the model's operator graph
+//! ([`Graph::build_transformer`]), operator by operator through a backend
+//! ([`GraphBuffers::run`]): the same graph a dispute names its operators in, the same
+//! dispatch a job's trainer runs.
+//!
 //! # The model
 //!
 //! The input is `B` sequences of `T ≤ context` tokens, `R = B·T` rows in row-major order
@@ -55,7 +60,6 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::arith::math::rsqrt;
 use crate::arith::rng::RandomStream;
 use crate::error::{check_len, element_count, KernelError};
 use crate::job::model::INIT_STREAM;
@@ -63,14 +67,9 @@ use crate::job::text::{sequence, sequence_count};
 use crate::job::trace::batch_indices;
 use crate::exec::backend::Backend;
 use crate::exec::cpu::CpuBackend;
-use crate::ops::activation::Activation;
-use crate::ops::attention::CausalShape;
-use crate::ops::bias::BiasLayout;
-use crate::ops::contraction::{MatmulLayout, MatmulShape};
-use crate::ops::heads::HeadsShape;
-use crate::ops::loss::ClassifierShape;
-use crate::ops::norm::{Norm, NormShape};
-use crate::ops::optim::AdamW;
+use crate::exec::graph::GraphBuffers;
+use crate::proof::graph::{Graph, OpKind, ValueId};
+use crate::ops::norm::Norm;
 use crate::ops::schedule::WarmupCosine;
 
 /// The largest vocabulary: GPT-2's 50,257 tokens fit, and a loss row is split into spans.
@@ -89,10 +88,6 @@ pub const MAX_MLP_RATIO: u32 = 8;
 pub const NORM_EPSILON: f32 = 1e-5;
 /// The deviation of the matrices' initial N(0, σ) draws.
 pub const INIT_DEVIATION: f32 = 0.02;
-
-const PLAIN: MatmulLayout = MatmulLayout { lhs_transposed: false, rhs_transposed: false };
-const RHS_TRANSPOSED: MatmulLayout = MatmulLayout { lhs_transposed: false, rhs_transposed: true };
-const LHS_TRANSPOSED: MatmulLayout = MatmulLayout { lhs_transposed: true, rhs_transposed: false };
 
 /// A decoder-only transformer: the chain's `ModelArch::Transformer`, field for field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,23 +112,23 @@ pub struct TransformerConfig {
 
 /// Where a block's tensors are in the parameter list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct BlockIndices {
-	attention_norm: NormIndices,
-	query: usize,
-	key: usize,
-	value: usize,
-	output: usize,
-	mlp_norm: NormIndices,
-	up: usize,
-	down: usize,
+pub(crate) struct BlockIndices {
+	pub(crate) attention_norm: NormIndices,
+	pub(crate) query: usize,
+	pub(crate) key: usize,
+	pub(crate) value: usize,
+	pub(crate) output: usize,
+	pub(crate) mlp_norm: NormIndices,
+	pub(crate) up: usize,
+	pub(crate) down: usize,
 }
 
 /// A normalisation's gain, and its bias for LayerNorm. A linear layer's bias follows its
 /// weight, at `weight + 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct NormIndices {
-	gain: usize,
-	bias: Option<usize>,
+pub(crate) struct NormIndices {
+	pub(crate) gain: usize,
+	pub(crate) bias: Option<usize>,
 }
 
 /// One parameter tensor: its place in the model and whether AdamW decays it.
@@ -169,15 +164,15 @@ impl TransformerConfig {
 		Ok(self)
 	}
 
-	fn width(&self) -> usize {
+	pub(crate) fn width(&self) -> usize {
 		self.width as usize
 	}
 
-	fn hidden(&self) -> usize {
+	pub(crate) fn hidden(&self) -> usize {
 		(self.width * self.mlp_ratio) as usize
 	}
 
-	fn head_width(&self) -> usize {
+	pub(crate) fn head_width(&self) -> usize {
 		(self.width / self.heads) as usize
 	}
 
@@ -196,7 +191,7 @@ impl TransformerConfig {
 		NormIndices { gain: first, bias: (self.norm == Norm::Layer).then_some(first + 1) }
 	}
 
-	fn block(&self, layer: usize) -> BlockIndices {
+	pub(crate) fn block(&self, layer: usize) -> BlockIndices {
 		let first = 2 + layer * self.tensors_per_block();
 		let attention = first + self.norm_tensors();
 		let mlp_norm = attention + 8;
@@ -213,12 +208,12 @@ impl TransformerConfig {
 		}
 	}
 
-	fn final_norm(&self) -> NormIndices {
+	pub(crate) fn final_norm(&self) -> NormIndices {
 		self.norm_at(2 + self.layers as usize * self.tensors_per_block())
 	}
 
 	/// The head's index, when it is a tensor of its own.
-	fn head(&self) -> Option<usize> {
+	pub(crate) fn head(&self) -> Option<usize> {
 		(!self.tied_embeddings).then(|| 2 + self.layers as usize * self.tensors_per_block() + self.norm_tensors())
 	}
 
@@ -286,406 +281,115 @@ impl TransformerConfig {
 	}
 }
 
-/// A batch as the model reads it: `sequences` rows of `positions` input tokens and as many
-/// targets.
-#[derive(Clone, Copy, Debug)]
-struct Rows {
-	sequences: usize,
-	positions: usize,
-}
-
-impl Rows {
-	fn count(&self) -> usize {
-		self.sequences * self.positions
-	}
-}
-
-/// What a block's backward pass reads from its forward pass.
-struct BlockTape<T> {
-	input: T,
-	attention_in: T,
-	query: T,
-	key: T,
-	value: T,
-	probs: T,
-	attended: T,
-	middle: T,
-	mlp_in: T,
-	up: T,
-	activated: T,
-}
-
-/// What the backward pass reads from the forward pass.
-struct Tape<B: Backend> {
-	tokens: B::Indices,
-	positions: B::Indices,
-	blocks: Vec<BlockTape<B::Tensor>>,
-	last: B::Tensor,
-	normalised: B::Tensor,
-}
-
-/// `x·W + b` for `x` `[rows, inputs]` and `W` `[inputs, outputs]`.
-fn linear<B: Backend>(
-	backend: &mut B,
-	x: &B::Tensor,
-	rows: usize,
-	weight: &B::Tensor,
-	bias: Option<&B::Tensor>,
-	outputs: usize,
-) -> Result<B::Tensor, B::Error> {
-	let inputs = backend.tensor_len(x) / rows;
-	let mut out = backend.zeros(element_count(&[rows, outputs])?)?;
-	backend.matmul(MatmulShape { m: rows, k: inputs, n: outputs }, PLAIN, x, weight, &mut out)?;
-	if let Some(bias) = bias {
-		backend.bias_add(BiasLayout::dense(rows, outputs), &mut out, bias)?;
-	}
-	Ok(out)
-}
-
-/// The gradients of [`linear`]: writes `dW` and `db` (when there is a bias) and returns `dx`.
-fn linear_backward<B: Backend>(
-	backend: &mut B,
-	x: &B::Tensor,
-	rows: usize,
-	weight: &B::Tensor,
-	out_grad: &B::Tensor,
-	weight_grad: &mut B::Tensor,
-	bias_grad_out: Option<&mut B::Tensor>,
-) -> Result<B::Tensor, B::Error> {
-	let (inputs, outputs) = (backend.tensor_len(x) / rows, backend.tensor_len(out_grad) / rows);
-	let shape = MatmulShape { m: rows, k: inputs, n: outputs };
-	backend.contract(shape.rhs_grad_contraction(), x, out_grad, weight_grad)?;
-	if let Some(bias_grad_out) = bias_grad_out {
-		backend.bias_grad(BiasLayout::dense(rows, outputs), out_grad, bias_grad_out)?;
-	}
-	let mut x_grad = backend.zeros(element_count(&[rows, inputs])?)?;
-	backend.contract(shape.lhs_grad_contraction(), out_grad, weight, &mut x_grad)?;
-	Ok(x_grad)
-}
-
-/// Two distinct tensors of `tensors`, mutably (`first < second`).
-fn pair_mut<T>(tensors: &mut [T], first: usize, second: usize) -> (&mut T, &mut T) {
-	let (low, high) = tensors.split_at_mut(second);
-	(&mut low[first], &mut high[0])
-}
-
-struct Model<'a, B: Backend> {
-	config: TransformerConfig,
-	params: &'a [B::Tensor],
-	rows: Rows,
-}
-
-impl<B: Backend> Model<'_, B> {
-	fn classifier(&self) -> ClassifierShape {
-		ClassifierShape { rows: self.rows.count(), classes: self.config.vocab as usize }
-	}
-
-	fn norm_shape(&self) -> NormShape {
-		NormShape { norm: self.config.norm, rows: self.rows.count(), width: self.config.width(), epsilon: NORM_EPSILON }
-	}
-
-	fn heads_shape(&self) -> HeadsShape {
-		HeadsShape {
-			sequences: self.rows.sequences,
-			positions: self.rows.positions,
-			heads: self.config.heads as usize,
-			head_width: self.config.head_width(),
-		}
-	}
-
-	fn causal_shape(&self) -> CausalShape {
-		CausalShape {
-			blocks: self.rows.sequences * self.config.heads as usize,
-			positions: self.rows.positions,
-			scale: rsqrt(self.config.head_width() as f32),
-		}
-	}
-
-	fn normalise(&self, backend: &mut B, norm: NormIndices, x: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let mut out = backend.zeros(backend.tensor_len(x))?;
-		let bias = norm.bias.map(|bias| &self.params[bias]);
-		backend.norm(self.norm_shape(), x, &self.params[norm.gain], bias, &mut out)?;
-		Ok(out)
-	}
-
-	/// `x·W + b` for the linear layer whose weight is tensor `weight`.
-	fn project(&self, backend: &mut B, x: &B::Tensor, weight: usize, outputs: usize) -> Result<B::Tensor, B::Error> {
-		linear(backend, x, self.rows.count(), &self.params[weight], Some(&self.params[weight + 1]), outputs)
-	}
-
-	/// Heads side by side to blocks.
-	fn split(&self, backend: &mut B, side_by_side: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let mut blocked = backend.zeros(backend.tensor_len(side_by_side))?;
-		backend.split_heads(self.heads_shape(), side_by_side, &mut blocked)?;
-		Ok(blocked)
-	}
-
-	/// Blocks back to heads side by side.
-	fn merge(&self, backend: &mut B, blocked: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let mut side_by_side = backend.zeros(backend.tensor_len(blocked))?;
-		backend.merge_heads(self.heads_shape(), blocked, &mut side_by_side)?;
-		Ok(side_by_side)
-	}
-
-	/// `blocks` matmuls of `[m, k]·[k, n]` in `layout`.
-	fn batched(&self, backend: &mut B, shape: MatmulShape, layout: MatmulLayout, lhs: &B::Tensor, rhs: &B::Tensor) -> Result<B::Tensor, B::Error> {
-		let blocks = self.causal_shape().blocks;
-		let mut out = backend.zeros(element_count(&[blocks, shape.m, shape.n])?)?;
-		backend.batched_matmul(blocks, shape, layout, lhs, rhs, &mut out)?;
-		Ok(out)
-	}
-
-	fn block_forward(&self, backend: &mut B, layer: usize, input: B::Tensor) -> Result<BlockTape<B::Tensor>, B::Error> {
-		let (w, t, d) = (self.config.width(), self.rows.positions, self.config.head_width());
-		let block = self.config.block(layer);
-		let attention_in = self.normalise(backend, block.attention_norm, &input)?;
-		let projected = self.project(backend, &attention_in, block.query, w)?;
-		let query = self.split(backend, &projected)?;
-		let projected = self.project(backend, &attention_in, block.key, w)?;
-		let key = self.split(backend, &projected)?;
-		let projected = self.project(backend, &attention_in, block.value, w)?;
-		let value = self.split(backend, &projected)?;
-		let scores = self.batched(backend, MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &query, &key)?;
-		let mut probs = backend.zeros(backend.tensor_len(&scores))?;
-		backend.causal_softmax(self.causal_shape(), &scores, &mut probs)?;
-		let blocked = self.batched(backend, MatmulShape { m: t, k: t, n: d }, PLAIN, &probs, &value)?;
-		let attended = self.merge(backend, &blocked)?;
-		let mut middle = self.project(backend, &attended, block.output, w)?;
-		backend.add_assign(&mut middle, &input)?;
-		let mlp_in = self.normalise(backend, block.mlp_norm, &middle)?;
-		let up = self.project(backend, &mlp_in, block.up, self.config.hidden())?;
-		let mut activated = backend.zeros(backend.tensor_len(&up))?;
-		backend.activation(Activation::GeluTanh, &up, &mut activated)?;
-		Ok(BlockTape { input, attention_in, query, key, value, probs, attended, middle, mlp_in, up, activated })
-	}
-
-	/// The residual stream after block `tape`.
-	fn block_output(&self, backend: &mut B, layer: usize, tape: &BlockTape<B::Tensor>) -> Result<B::Tensor, B::Error> {
-		let mut out = self.project(backend, &tape.activated, self.config.block(layer).down, self.config.width())?;
-		// `middle + down`, as the forward adds them: the sum is commutative bit for bit.
-		backend.add_assign(&mut out, &tape.middle)?;
-		Ok(out)
-	}
-
-	/// The logits of `tokens` (`rows` of them), and what the backward pass needs.
-	fn forward(&self, backend: &mut B, tokens: &[u32]) -> Result<(B::Tensor, Tape<B>), B::Error> {
-		let (w, rows) = (self.config.width(), self.rows.count());
-		check_len("tokens", tokens.len(), rows)?;
-		let positions: Vec<u32> = (0..rows).map(|row| (row % self.rows.positions) as u32).collect();
-		let (tokens, positions) = (backend.upload_indices(tokens)?, backend.upload_indices(&positions)?);
-		let mut stream = backend.zeros(element_count(&[rows, w])?)?;
-		backend.gather_rows(&self.params[0], w, &tokens, &mut stream)?;
-		let mut placed = backend.zeros(element_count(&[rows, w])?)?;
-		backend.gather_rows(&self.params[1], w, &positions, &mut placed)?;
-		backend.add_assign(&mut stream, &placed)?;
-		let mut blocks = Vec::with_capacity(self.config.layers as usize);
-		for layer in 0..self.config.layers as usize {
-			let tape = self.block_forward(backend, layer, stream)?;
-			stream = self.block_output(backend, layer, &tape)?;
-			blocks.push(tape);
-		}
-		let normalised = self.normalise(backend, self.config.final_norm(), &stream)?;
-		let vocab = self.config.vocab as usize;
-		let logits = match self.config.head() {
-			Some(head) => linear(backend, &normalised, rows, &self.params[head], None, vocab)?,
-			None => {
-				let mut logits = backend.zeros(element_count(&[rows, vocab])?)?;
-				backend.matmul(MatmulShape { m: rows, k: w, n: vocab }, RHS_TRANSPOSED, &normalised, &self.params[0], &mut logits)?;
-				logits
-			},
-		};
-		Ok((logits, Tape { tokens, positions, blocks, last: stream, normalised }))
-	}
-
-	/// A normalisation's backward pass into `grads`; returns its input's gradient.
-	fn normalise_backward(
-		&self,
-		backend: &mut B,
-		norm: NormIndices,
-		x: &B::Tensor,
-		dy: &B::Tensor,
-		grads: &mut [B::Tensor],
-	) -> Result<B::Tensor, B::Error> {
-		let mut x_grad = backend.zeros(backend.tensor_len(x))?;
-		let mut gain_grad = backend.zeros(self.config.width())?;
-		let shape = self.norm_shape();
-		let gain = &self.params[norm.gain];
-		match norm.bias {
-			Some(bias) => {
-				let mut bias_grad_out = backend.zeros(self.config.width())?;
-				backend.norm_backward(shape, x, gain, dy, &mut x_grad, &mut gain_grad, Some(&mut bias_grad_out))?;
-				grads[bias] = bias_grad_out;
-			},
-			None => backend.norm_backward(shape, x, gain, dy, &mut x_grad, &mut gain_grad, None)?,
-		}
-		grads[norm.gain] = gain_grad;
-		Ok(x_grad)
-	}
-
-	/// A linear layer's backward pass into `grads`; returns its input's gradient.
-	fn project_backward(
-		&self,
-		backend: &mut B,
-		x: &B::Tensor,
-		weight: usize,
-		out_grad: &B::Tensor,
-		grads: &mut [B::Tensor],
-	) -> Result<B::Tensor, B::Error> {
-		let (weight_grad, bias_grad_out) = pair_mut(grads, weight, weight + 1);
-		linear_backward(backend, x, self.rows.count(), &self.params[weight], out_grad, weight_grad, Some(bias_grad_out))
-	}
-
-	/// Block `layer`'s backward pass from the gradient of its output; returns its input's.
-	fn block_backward(
-		&self,
-		backend: &mut B,
-		layer: usize,
-		tape: &BlockTape<B::Tensor>,
-		out_grad: B::Tensor,
-		grads: &mut [B::Tensor],
-	) -> Result<B::Tensor, B::Error> {
-		let (t, d) = (self.rows.positions, self.config.head_width());
-		let block = self.config.block(layer);
-		let activated_grad = self.project_backward(backend, &tape.activated, block.down, &out_grad, grads)?;
-		let mut up_grad = backend.zeros(backend.tensor_len(&tape.up))?;
-		backend.activation_grad(Activation::GeluTanh, &tape.up, &activated_grad, &mut up_grad)?;
-		let mlp_in_grad = self.project_backward(backend, &tape.mlp_in, block.up, &up_grad, grads)?;
-		// `middle`'s readers in graph order: norm₂, then the residual.
-		let mut middle_grad = self.normalise_backward(backend, block.mlp_norm, &tape.middle, &mlp_in_grad, grads)?;
-		backend.add_assign(&mut middle_grad, &out_grad)?;
-
-		let projected_grad = self.project_backward(backend, &tape.attended, block.output, &middle_grad, grads)?;
-		let attended_grad = self.split(backend, &projected_grad)?;
-		let probs_grad = self.batched(backend, MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, &attended_grad, &tape.value)?;
-		let value_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &tape.probs, &attended_grad)?;
-		let mut scores_grad = backend.zeros(backend.tensor_len(&tape.probs))?;
-		backend.causal_softmax_grad(self.causal_shape(), &tape.probs, &probs_grad, &mut scores_grad)?;
-		let query_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, PLAIN, &scores_grad, &tape.key)?;
-		let key_grad = self.batched(backend, MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, &scores_grad, &tape.query)?;
-		// `attention_in`'s readers in graph order: the query, key and value projections.
-		let merged = self.merge(backend, &query_grad)?;
-		let mut attention_in_grad = self.project_backward(backend, &tape.attention_in, block.query, &merged, grads)?;
-		let merged = self.merge(backend, &key_grad)?;
-		let key_in_grad = self.project_backward(backend, &tape.attention_in, block.key, &merged, grads)?;
-		backend.add_assign(&mut attention_in_grad, &key_in_grad)?;
-		let merged = self.merge(backend, &value_grad)?;
-		let value_in_grad = self.project_backward(backend, &tape.attention_in, block.value, &merged, grads)?;
-		backend.add_assign(&mut attention_in_grad, &value_in_grad)?;
-		// `input`'s readers in graph order: norm₁, then the residual.
-		let mut input_grad = self.normalise_backward(backend, block.attention_norm, &tape.input, &attention_in_grad, grads)?;
-		backend.add_assign(&mut input_grad, &middle_grad)?;
-		Ok(input_grad)
-	}
-
-	/// Every parameter's gradient from the logits' gradient.
-	fn backward(&self, backend: &mut B, tape: &Tape<B>, logits_grad: &B::Tensor) -> Result<Vec<B::Tensor>, B::Error> {
-		let (w, rows, vocab) = (self.config.width(), self.rows.count(), self.config.vocab as usize);
-		let mut grads = Vec::with_capacity(self.params.len());
-		for tensor in self.params {
-			grads.push(backend.zeros(backend.tensor_len(tensor))?);
-		}
-		let (normalised_grad, head_grad) = match self.config.head() {
-			Some(head) => {
-				let weight_grad = &mut grads[head];
-				(linear_backward(backend, &tape.normalised, rows, &self.params[head], logits_grad, weight_grad, None)?, None)
-			},
-			None => {
-				let mut normalised_grad = backend.zeros(element_count(&[rows, w])?)?;
-				backend.matmul(MatmulShape { m: rows, k: vocab, n: w }, PLAIN, logits_grad, &self.params[0], &mut normalised_grad)?;
-				let mut head_grad = backend.zeros(element_count(&[vocab, w])?)?;
-				backend.matmul(MatmulShape { m: vocab, k: rows, n: w }, LHS_TRANSPOSED, logits_grad, &tape.normalised, &mut head_grad)?;
-				(normalised_grad, Some(head_grad))
-			},
-		};
-		let mut stream_grad = self.normalise_backward(backend, self.config.final_norm(), &tape.last, &normalised_grad, &mut grads)?;
-		for (layer, block) in tape.blocks.iter().enumerate().rev() {
-			stream_grad = self.block_backward(backend, layer, block, stream_grad, &mut grads)?;
-		}
-		backend.scatter_add_rows(&stream_grad, w, &tape.tokens, vocab, &mut grads[0])?;
-		backend.scatter_add_rows(&stream_grad, w, &tape.positions, self.config.context as usize, &mut grads[1])?;
-		if let Some(head_grad) = head_grad {
-			// A tied `E`'s readers in graph order: the gather, then the head.
-			backend.add_assign(&mut grads[0], &head_grad)?;
-		}
-		Ok(grads)
-	}
-}
-
-/// Splits `sequences` windows of `positions + 1` tokens into inputs and targets.
-fn inputs_and_targets(windows: &[u32], positions: usize) -> Result<(Vec<u32>, Vec<u32>, Rows), KernelError> {
+/// Splits `sequences` windows of `positions + 1` tokens into the input tokens, the target
+/// tokens and every row's position: the three `U32` values of a transformer graph's batch.
+fn batch_rows(windows: &[u32], positions: usize) -> Result<[Vec<u32>; 3], KernelError> {
 	let window = positions + 1;
 	if positions == 0 || windows.is_empty() || windows.len() % window != 0 {
 		let expected = (windows.len() / window).max(1) * window;
 		return Err(KernelError::LengthMismatch { operand: "sequences", expected, actual: windows.len() });
 	}
-	let rows = Rows { sequences: windows.len() / window, positions };
-	let (mut inputs, mut targets) = (Vec::with_capacity(rows.count()), Vec::with_capacity(rows.count()));
+	let rows = windows.len() / window * positions;
+	let (mut inputs, mut targets) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
 	for tokens in windows.chunks_exact(window) {
 		inputs.extend_from_slice(&tokens[..positions]);
 		targets.extend_from_slice(&tokens[1..]);
 	}
-	Ok((inputs, targets, rows))
+	let places = (0..rows).map(|row| (row % positions) as u32).collect();
+	Ok([inputs, targets, places])
 }
 
-/// The one-element tensor `tensor`'s value.
-fn scalar<B: Backend>(backend: &mut B, tensor: &B::Tensor) -> Result<f32, B::Error> {
-	Ok(backend.download(tensor)?.first().copied().unwrap_or_default())
+/// Runs every operator of `graph`, a transformer's ([`Graph::build_transformer`]), as step
+/// `step` on `backend`, from `state` (the graph's state tensors, in order) and the batch's
+/// `rows` ([`batch_rows`]). Returns the buffers, which hold the state's tensors (updated
+/// in place by a training graph) whether or not the run failed.
+fn run_graph<B: Backend>(
+	backend: &mut B,
+	graph: &Graph,
+	step: u32,
+	state: Vec<B::Tensor>,
+	rows: &[Vec<u32>; 3],
+) -> Result<(GraphBuffers<B>, Result<(), B::Error>), B::Error> {
+	let mut buffers = GraphBuffers::new(backend, graph, state)?;
+	let result = (|| {
+		for (&id, values) in graph.batch_values.iter().zip(rows) {
+			let indices = backend.upload_indices(values)?;
+			buffers.put_indices(graph, id, indices)?;
+		}
+		for id in 1..graph.nodes.len() {
+			buffers.run(backend, graph, id, step)?;
+		}
+		Ok(())
+	})();
+	Ok((buffers, result))
+}
+
+/// The value a graph's first operator of kind `kind` writes at `output`, or reads at
+/// `input` when `output` is `None`.
+fn value_of(graph: &Graph, kind: impl Fn(&OpKind) -> bool, input: usize, output: Option<usize>) -> Result<ValueId, KernelError> {
+	let node = graph.nodes.iter().find(|node| kind(&node.kind)).ok_or(KernelError::MissingValue { id: graph.nodes.len() })?;
+	let values = if output.is_some() { &node.outputs } else { &node.inputs };
+	values.get(output.unwrap_or(input)).copied().ok_or(KernelError::MissingValue { id: graph.nodes.len() })
+}
+
+/// The one-element tensor of value `id`'s first element.
+fn scalar<B: Backend>(backend: &mut B, graph: &Graph, buffers: &GraphBuffers<B>, id: ValueId) -> Result<f32, B::Error> {
+	Ok(backend.download(buffers.tensor(graph, id)?)?.first().copied().unwrap_or_default())
+}
+
+/// Runs the forward graph of `params` on `windows` (sequences of `positions + 1` tokens,
+/// `positions ≤ context`) on the reference; returns the graph and its buffers.
+fn run_forward(
+	config: TransformerConfig,
+	params: &[Vec<f32>],
+	windows: &[u32],
+	positions: usize,
+) -> Result<(Graph, GraphBuffers<CpuBackend>), KernelError> {
+	config.check_params(params.iter().map(Vec::len))?;
+	if positions > config.context as usize {
+		return Err(KernelError::InvalidHyperparameter { name: "context" });
+	}
+	let rows = batch_rows(windows, positions)?;
+	let graph = Graph::build_transformer(config, windows.len() / (positions + 1), positions, None)?;
+	let (buffers, result) = run_graph(&mut CpuBackend, &graph, 0, params.to_vec(), &rows)?;
+	result?;
+	Ok((graph, buffers))
 }
 
 /// The mean loss of `windows` (sequences of `positions + 1` tokens, `positions ≤ context`)
-/// and every parameter's gradient.
+/// and every parameter's gradient: a training step's gradients before clipping, on the
+/// reference.
 pub fn loss_and_gradients(
 	config: TransformerConfig,
 	params: &[Vec<f32>],
 	windows: &[u32],
 	positions: usize,
 ) -> Result<(f32, Vec<Vec<f32>>), KernelError> {
+	config.check_params(params.iter().map(Vec::len))?;
+	if positions > config.context as usize {
+		return Err(KernelError::InvalidHyperparameter { name: "context" });
+	}
+	let rows = batch_rows(windows, positions)?;
+	let sequences = windows.len() / (positions + 1);
+	// A step that does not clip and does not move: its clipping node's inputs are the gradients.
+	let schedule = WarmupCosine { peak: 0.0, floor: 0.0, warmup_steps: 0, total_steps: 1 };
+	let training = TransformerTraining { batch: sequences, schedule, beta1: 0.9, beta2: 0.95, epsilon: 1e-8, weight_decay: 0.0, clip_norm: None };
+	let graph = Graph::build_transformer(config, sequences, positions, Some(&training))?;
+	let mut state = params.to_vec();
+	state.extend(params.iter().chain(params).map(|tensor| vec![0.0f32; tensor.len()]));
 	let backend = &mut CpuBackend;
-	let (loss, grads) = loss_and_gradients_on(backend, config, params, windows, positions)?;
-	Ok((scalar(backend, &loss)?, grads))
-}
-
-/// [`loss_and_gradients`] on `backend`: the loss in a one-element tensor, and the gradients.
-fn loss_and_gradients_on<B: Backend>(
-	backend: &mut B,
-	config: TransformerConfig,
-	params: &[B::Tensor],
-	windows: &[u32],
-	positions: usize,
-) -> Result<(B::Tensor, Vec<B::Tensor>), B::Error> {
-	let (model, logits, tape, targets) = run_forward(backend, config, params, windows, positions)?;
-	let mut loss = backend.zeros(1)?;
-	let mut logits_grad = backend.zeros(backend.tensor_len(&logits))?;
-	backend.softmax_cross_entropy(model.classifier(), &logits, &targets, &mut loss, &mut logits_grad)?;
-	let grads = model.backward(backend, &tape, &logits_grad)?;
+	let (buffers, result) = run_graph(backend, &graph, 0, state, &rows)?;
+	result?;
+	let loss = scalar(backend, &graph, &buffers, graph.loss)?;
+	let clip = graph.nodes.iter().find(|node| matches!(node.kind, OpKind::ClipGradNorm(_))).ok_or(KernelError::MissingValue { id: 0 })?;
+	let grads = clip.inputs.iter().map(|&id| buffers.tensor(&graph, id).cloned()).collect::<Result<_, _>>()?;
 	Ok((loss, grads))
 }
 
 /// The mean loss of `windows`, forward only: what evaluation reports.
 pub fn mean_loss(config: TransformerConfig, params: &[Vec<f32>], windows: &[u32], positions: usize) -> Result<f32, KernelError> {
-	let backend = &mut CpuBackend;
-	let (model, logits, _, targets) = run_forward(backend, config, params, windows, positions)?;
-	let (mut loss, mut logits_grad) = (vec![0.0f32; 1], vec![0.0f32; logits.len()]);
-	backend.softmax_cross_entropy(model.classifier(), &logits, &targets, &mut loss, &mut logits_grad)?;
-	scalar(backend, &loss)
-}
-
-fn run_forward<'a, B: Backend>(
-	backend: &mut B,
-	config: TransformerConfig,
-	params: &'a [B::Tensor],
-	windows: &[u32],
-	positions: usize,
-) -> Result<(Model<'a, B>, B::Tensor, Tape<B>, B::Indices), B::Error> {
-	config.check_params(params.iter().map(|tensor| backend.tensor_len(tensor)))?;
-	if positions > config.context as usize {
-		return Err(KernelError::InvalidHyperparameter { name: "context" }.into());
-	}
-	let (inputs, targets, rows) = inputs_and_targets(windows, positions)?;
-	let model = Model { config, params, rows };
-	let (logits, tape) = model.forward(backend, &inputs)?;
-	let targets = backend.upload_indices(&targets)?;
-	Ok((model, logits, tape, targets))
+	let (graph, buffers) = run_forward(config, params, windows, positions)?;
+	scalar(&mut CpuBackend, &graph, &buffers, graph.loss)
 }
 
 /// How a transformer is trained: AdamW's constants, the rate schedule, clipping, the batch.
@@ -772,23 +476,32 @@ impl<T> TransformerState<T> {
 		windows: &[u32],
 	) -> Result<StepReport, B::Error> {
 		let schedule = training.schedule.validated()?;
+		let context = config.context as usize;
 		// A step trains exactly its batch: `batch` windows of `context + 1` tokens.
-		check_len("windows", windows.len(), element_count(&[training.batch, config.context as usize + 1])?)?;
-		let (loss, mut grads) = loss_and_gradients_on(backend, config, &self.params, windows, config.context as usize)?;
-		let mut norm = backend.zeros(1)?;
-		let mut views: Vec<&mut T> = grads.iter_mut().collect();
-		backend.clip_grad_norm(training.clip_norm.unwrap_or(f32::MAX), &mut views, &mut norm)?;
-		let learning_rate = schedule.rate(self.steps);
+		check_len("windows", windows.len(), element_count(&[training.batch, context + 1])?)?;
 		let update = self.steps.checked_add(1).ok_or(KernelError::InvalidHyperparameter { name: "step" })?;
-		let adamw = |weight_decay| AdamW { learning_rate, beta1: training.beta1, beta2: training.beta2, epsilon: training.epsilon, weight_decay };
-		let decayed = adamw(training.weight_decay).scalars(update)?;
-		let undecayed = adamw(0.0).scalars(update)?;
-		let tensors = (self.params.iter_mut()).zip(&grads).zip(self.first_moments.iter_mut()).zip(self.second_moments.iter_mut());
-		for ((((param, grad), first), second), spec) in tensors.zip(config.tensors()) {
-			backend.adamw(if spec.matrix { &decayed } else { &undecayed }, param, grad, first, second)?;
+		let graph = Graph::build_transformer(config, training.batch, context, Some(training))?;
+		let rows = batch_rows(windows, context)?;
+		for tensors in [&self.params, &self.first_moments, &self.second_moments] {
+			config.check_params(tensors.iter().map(|tensor| backend.tensor_len(tensor)))?;
 		}
+		let params = core::mem::take(&mut self.params);
+		let state: Vec<T> = params.into_iter().chain(core::mem::take(&mut self.first_moments)).chain(core::mem::take(&mut self.second_moments)).collect();
+		let (mut buffers, result) = run_graph(backend, &graph, self.steps, state, &rows)?;
+		// The state's buffers hold the state, updated in place, even after a failure.
+		let mut state = Vec::with_capacity(graph.state.len());
+		for &id in &graph.state {
+			state.push(buffers.take(&graph, id)?);
+		}
+		let count = config.tensors().len();
+		self.second_moments = state.split_off(2 * count);
+		self.first_moments = state.split_off(count);
+		self.params = state;
+		result?;
 		self.steps = update;
-		Ok(StepReport { loss: scalar(backend, &loss)?, grad_norm: scalar(backend, &norm)?, learning_rate })
+		let learning_rate = schedule.rate(self.steps - 1);
+		let norm = value_of(&graph, |kind| matches!(kind, OpKind::ClipGradNorm(_)), 0, Some(count))?;
+		Ok(StepReport { loss: scalar(backend, &graph, &buffers, graph.loss)?, grad_norm: scalar(backend, &graph, &buffers, norm)?, learning_rate })
 	}
 
 	/// This state downloaded from `backend` to host vectors.
@@ -838,8 +551,11 @@ pub fn generate(
 	let mut probs = vec![0.0f32; vocab];
 	for index in 0..count {
 		let window = &tokens[tokens.len().saturating_sub(config.context as usize)..];
-		let model: Model<'_, CpuBackend> = Model { config, params, rows: Rows { sequences: 1, positions: window.len() } };
-		let (logits, _) = model.forward(&mut CpuBackend, window)?;
+		// One sequence whose last target is a placeholder: only the logits are read.
+		let mut sequence = window.to_vec();
+		sequence.push(0);
+		let (graph, buffers) = run_forward(config, params, &sequence, window.len())?;
+		let logits = buffers.tensor(&graph, value_of(&graph, |kind| matches!(kind, OpKind::SoftmaxCrossEntropy(_)), 0, None)?)?;
 		crate::ops::attention::softmax_row(&logits[logits.len() - vocab..], 1.0, &mut probs);
 		let next = if greedy {
 			// The first of the most likely tokens.

@@ -23,6 +23,10 @@
 //! 6. `Commit`: the new state (parameters, then the first moments, then the
 //!    second moments), which the step's state hash covers.
 //!
+//! A decoder-only transformer's graph ([`Graph::build_transformer`]) adds row gathers,
+//! residual sums, normalisations, head layouts, batched matmuls, the causal softmax and
+//! the embeddings' scatter-add, and follows a rate schedule ([`Graph::adamw_scalars`]).
+//!
 //! # Pieces
 //!
 //! An operator's third-level tree has one leaf per *piece*, in this order:
@@ -58,8 +62,14 @@ use crate::ops::loss::ClassifierShape;
 use crate::ops::contraction::{MatmulLayout, MatmulShape};
 use crate::proof::merkle::{segment_count, TreeKind};
 use crate::job::model::{Layer, ModelConfig, Optimizer, TrainConfig};
-use crate::ops::optim::{AdamW, SgdMomentum};
+use crate::ops::attention::CausalShape;
+use crate::ops::heads::HeadsShape;
+use crate::ops::norm::NormShape;
+use crate::ops::optim::{AdamW, AdamWScalars, SgdMomentum};
+use crate::ops::schedule::WarmupCosine;
 use crate::proof::reduction::Reduction;
+
+mod transformer;
 
 /// Index of a value in [`Graph::values`].
 pub type ValueId = usize;
@@ -125,6 +135,43 @@ pub enum OpKind {
 	AdamW(AdamW),
 	/// Inputs the new state tensors; no outputs: its pieces are their segments.
 	Commit,
+	/// Inputs `table, ids` (`U32`); output the looked-up rows, `row_len` words each.
+	Gather {
+		/// Words per row.
+		row_len: usize,
+	},
+	/// In place: inputs `into, other`; output `into + other`, one `f32` addition per
+	/// element (the residual stream, and a value's readers' gradients summed in graph order).
+	Residual,
+	/// Inputs `x, gain` and for LayerNorm `bias`; output the normalised rows.
+	Norm(NormShape),
+	/// Inputs `x, gain, dy`; outputs `dx`, `dgain` and for LayerNorm `dbias`.
+	NormGrad(NormShape),
+	/// Input heads side by side `[sequences, T, heads·d]`; output blocks `[sequences·heads, T, d]`.
+	SplitHeads(HeadsShape),
+	/// Input blocks `[sequences·heads, T, d]`; output heads side by side.
+	MergeHeads(HeadsShape),
+	/// Inputs `lhs, rhs`; output `blocks` matmuls of one shape and layout, block by block.
+	BatchedMatmul {
+		/// Independent products.
+		blocks: usize,
+		/// Each product's dimensions.
+		shape: MatmulShape,
+		/// Which operands are stored transposed.
+		layout: MatmulLayout,
+	},
+	/// Input attention scores; output their causal softmax.
+	CausalSoftmax(CausalShape),
+	/// Inputs `probs, dprobs`; output the scores' gradient.
+	CausalSoftmaxGrad(CausalShape),
+	/// Inputs `dy, ids` (`U32`); output the table's gradient: each of its `table_rows` rows
+	/// the chunked sum, in row order, of the rows of `dy` that looked it up.
+	ScatterAddRows {
+		/// Words per row.
+		row_len: usize,
+		/// Rows of the table.
+		table_rows: usize,
+	},
 }
 
 impl OpKind {
@@ -145,6 +192,16 @@ impl OpKind {
 			Self::Sgd(_) => "sgd",
 			Self::AdamW(_) => "adamw",
 			Self::Commit => "commit",
+			Self::Gather { .. } => "gather",
+			Self::Residual => "residual",
+			Self::Norm(_) => "norm",
+			Self::NormGrad(_) => "norm_grad",
+			Self::SplitHeads(_) => "split_heads",
+			Self::MergeHeads(_) => "merge_heads",
+			Self::BatchedMatmul { .. } => "batched_matmul",
+			Self::CausalSoftmax(_) => "causal_softmax",
+			Self::CausalSoftmaxGrad(_) => "causal_softmax_grad",
+			Self::ScatterAddRows { .. } => "scatter_add_rows",
 		}
 	}
 
@@ -165,6 +222,16 @@ impl OpKind {
 			Self::Sgd(_) => 11,
 			Self::AdamW(_) => 12,
 			Self::Commit => 13,
+			Self::Gather { .. } => 14,
+			Self::Residual => 15,
+			Self::Norm(_) => 16,
+			Self::NormGrad(_) => 17,
+			Self::SplitHeads(_) => 18,
+			Self::MergeHeads(_) => 19,
+			Self::BatchedMatmul { .. } => 20,
+			Self::CausalSoftmax(_) => 21,
+			Self::CausalSoftmaxGrad(_) => 22,
+			Self::ScatterAddRows { .. } => 23,
 		}
 	}
 }
@@ -224,13 +291,15 @@ pub struct Graph {
 	pub final_state: Vec<ValueId>,
 	/// Number of parameter tensors.
 	pub params: usize,
-	/// The optimizer.
-	pub optimizer: Optimizer,
-	/// Samples per step.
+	/// The rate of every step, when it follows a schedule rather than the optimizer's
+	/// constant rate ([`Graph::adamw_scalars`]).
+	pub schedule: Option<WarmupCosine>,
+	/// Samples (for a transformer, sequences) per step.
 	pub batch: usize,
-	/// Features per sample.
+	/// Features per sample (for a transformer, positions per sequence).
 	pub input_len: usize,
-	/// The batch features, labels and indices (outputs of node 0).
+	/// The outputs of node 0: the batch's features, labels and sample indices, or a
+	/// transformer's input tokens, target tokens and positions.
 	pub batch_values: [ValueId; 3],
 	/// The mean loss (one element).
 	pub loss: ValueId,
@@ -417,12 +486,19 @@ impl Graph {
 			state,
 			final_state,
 			params: specs.len(),
-			optimizer,
+			schedule: None,
 			batch,
 			input_len,
 			batch_values: [features, labels, indices],
 			loss,
 		})
+	}
+
+	/// AdamW's scalars for step `step` (counted from 0): at the schedule's rate of the
+	/// step when the graph has one, else at `hyper`'s own.
+	pub fn adamw_scalars(&self, hyper: AdamW, step: u32) -> Result<AdamWScalars, KernelError> {
+		let learning_rate = self.schedule.map_or(hyper.learning_rate, |schedule| schedule.rate(step));
+		AdamW { learning_rate, ..hyper }.scalars(step.checked_add(1).ok_or(KernelError::InvalidHyperparameter { name: "step" })?)
 	}
 
 	/// Node `id`, or `OperatorOutOfRange`.

@@ -198,6 +198,17 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 			Reads::segments(words, words.div_ceil(segment) + tile)
 		},
 		OpKind::Batch => Reads::segments(segment * segment, segment),
+		// A transformer's own operators have no referee pieces yet: a graph with them is not judged.
+		OpKind::Gather { .. }
+		| OpKind::Residual
+		| OpKind::Norm(_)
+		| OpKind::NormGrad(_)
+		| OpKind::SplitHeads(_)
+		| OpKind::MergeHeads(_)
+		| OpKind::BatchedMatmul { .. }
+		| OpKind::CausalSoftmax(_)
+		| OpKind::CausalSoftmaxGrad(_)
+		| OpKind::ScatterAddRows { .. } => return Err(RefereeError::InvalidJob),
 	})
 }
 

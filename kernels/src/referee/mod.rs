@@ -585,7 +585,7 @@ pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Op
 			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
 		},
 		(kind, Piece::Segment { value, segment }) => {
-			operator_segment(kind, step, value, segment, &reader)?
+			operator_segment(graph, kind, step, value, segment, &reader)?
 		},
 		(OpKind::Commit, Piece::Chunk { value, chunk }) => {
 			// The new state's chunk: the optimizer's outputs it copies, eight segments.
@@ -886,6 +886,7 @@ fn contraction_output_segment(
 
 /// Recomputes segment `segment` of piece value `value` of a non-contraction operator.
 fn operator_segment(
+	graph: &Graph,
 	kind: OpKind,
 	step: u32,
 	value: usize,
@@ -922,7 +923,7 @@ fn operator_segment(
 			Ok(words_of(if value == 0 { &p } else { &v }))
 		},
 		OpKind::AdamW(hyper) => {
-			let scalars = hyper.scalars(step.saturating_add(1))?;
+			let scalars = graph.adamw_scalars(hyper, step)?;
 			let mut p = reader.segment_f32(0, segment)?;
 			let g = reader.segment_f32(1, segment)?;
 			let (mut m, mut v) = (reader.segment_f32(2, segment)?, reader.segment_f32(3, segment)?);
@@ -940,6 +941,17 @@ fn operator_segment(
 		| OpKind::BiasGrad(_)
 		| OpKind::SoftmaxCrossEntropy(_)
 		| OpKind::ClipGradNorm(_) => Err(RefereeError::InvalidJob),
+		// A transformer's own operators have no referee pieces yet: no job that has them is valid.
+		OpKind::Gather { .. }
+		| OpKind::Residual
+		| OpKind::Norm(_)
+		| OpKind::NormGrad(_)
+		| OpKind::SplitHeads(_)
+		| OpKind::MergeHeads(_)
+		| OpKind::BatchedMatmul { .. }
+		| OpKind::CausalSoftmax(_)
+		| OpKind::CausalSoftmaxGrad(_)
+		| OpKind::ScatterAddRows { .. } => Err(RefereeError::InvalidJob),
 	}
 }
 
