@@ -56,6 +56,8 @@ fn assert_chunks_reproduce(contraction: Contraction, lhs: &[f32], rhs: &[f32]) -
 				let row = extent.rows.start + offset / extent.cols.len();
 				let col = extent.cols.start + offset % extent.cols.len();
 				rebuilt[contraction.output_index(row, col)] = value;
+				// Every output finds its tile again, as the referee locates a segment's tiles.
+				prop_assert_eq!(contraction.tile_at(row, col, grid.chunks - 1), ChunkId { tile_row, tile_col, chunk: grid.chunks - 1 });
 			}
 		}
 	}
@@ -91,6 +93,32 @@ proptest! {
 		let lhs = random_values(seed, shape.m * shape.k, -3.0, 3.0);
 		let rhs = random_values(seed ^ 1, shape.k * shape.n, -3.0, 3.0);
 		assert_chunks_reproduce(shape.contraction(layout), &lhs, &rhs)?;
+	}
+
+	/// A batched matmul's tiles stay inside their block (a block's rows tiled from its first
+	/// row, `m` mostly not a multiple of 32), and its chunks rebuild every block's product.
+	#[test]
+	fn batched_matmul_chunks_reproduce_the_operator((shape, layout, seed) in matmul_case(), blocks in 1usize..=4) {
+		let lhs = random_values(seed, blocks * shape.m * shape.k, -3.0, 3.0);
+		let rhs = random_values(seed ^ 1, blocks * shape.k * shape.n, -3.0, 3.0);
+		let contraction = Contraction::BatchedMatmul { blocks, shape, layout };
+		assert_chunks_reproduce(contraction, &lhs, &rhs)?;
+		let grid = contraction.grid().unwrap();
+		prop_assert_eq!(grid.tile_rows, blocks * shape.m.div_ceil(32));
+		for tile_row in 0..grid.tile_rows {
+			let rows = contraction.extent(ChunkId { tile_row, tile_col: 0, chunk: 0 }).unwrap().rows;
+			prop_assert_eq!(rows.start / shape.m, (rows.end - 1) / shape.m, "tile {} straddles two blocks", tile_row);
+		}
+		// Block by block, the same bits as the matmul of that block alone.
+		let mut out = vec![0.0; blocks * shape.m * shape.n];
+		contraction.compute(&lhs, &rhs, &mut out).unwrap();
+		let single = shape.contraction(layout);
+		for block in 0..blocks {
+			let mut alone = vec![0.0; shape.m * shape.n];
+			let (l, r) = (shape.m * shape.k, shape.k * shape.n);
+			single.compute(&lhs[block * l..][..l], &rhs[block * r..][..r], &mut alone).unwrap();
+			prop_assert_eq!(bits(&out[block * alone.len()..][..alone.len()]), bits(&alone));
+		}
 	}
 
 	#[test]

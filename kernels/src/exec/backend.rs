@@ -226,17 +226,6 @@ pub trait Backend {
 	/// `[sequences · heads, T, d]` back to `[sequences, T, heads · d]` ([`crate::ops::heads::merge_heads`]).
 	fn merge_heads(&mut self, shape: HeadsShape, blocked: &Self::Tensor, side_by_side: &mut Self::Tensor) -> Result<(), Self::Error>;
 
-	/// `blocks` matmuls of one shape and layout, block by block
-	/// ([`crate::ops::heads::batched_matmul`]): attention's `QKᵀ`, `PV` and their gradients.
-	fn batched_matmul(
-		&mut self,
-		blocks: usize,
-		shape: MatmulShape,
-		layout: MatmulLayout,
-		lhs: &Self::Tensor,
-		rhs: &Self::Tensor,
-		out: &mut Self::Tensor,
-	) -> Result<(), Self::Error>;
 
 	/// The gradient of a row lookup: `dtable[v]` = the chunked sum, in row order, of the
 	/// rows of `dy` whose index is `v` ([`crate::ops::embedding::scatter_add_rows`]).
@@ -263,6 +252,21 @@ pub trait Backend {
 		out: &mut Self::Tensor,
 	) -> Result<(), Self::Error> {
 		self.contract(shape.contraction(layout), lhs, rhs, out)
+	}
+
+	/// `blocks` matmuls of one shape and layout, block by block
+	/// ([`crate::ops::heads::batched_matmul`]): a [`Contraction::BatchedMatmul`], attention's
+	/// `QKᵀ`, `PV` and their gradients.
+	fn batched_matmul(
+		&mut self,
+		blocks: usize,
+		shape: MatmulShape,
+		layout: MatmulLayout,
+		lhs: &Self::Tensor,
+		rhs: &Self::Tensor,
+		out: &mut Self::Tensor,
+	) -> Result<(), Self::Error> {
+		self.contract(Contraction::BatchedMatmul { blocks, shape, layout }, lhs, rhs, out)
 	}
 
 	/// `output = conv2d(input, weight)`: a [`Contraction::Conv2d`].

@@ -9,7 +9,6 @@ use crate::ops::attention::{self, CausalShape};
 use crate::ops::norm::{self, NormShape};
 use crate::ops::heads::{self, HeadsShape};
 use crate::ops::embedding;
-use crate::ops::contraction::{MatmulLayout, MatmulShape};
 use crate::exec::backend::Backend;
 use crate::ops::bias::{self, BiasLayout};
 use crate::ops::contraction::Contraction;
@@ -188,18 +187,6 @@ impl Backend for CpuBackend {
 
 	fn merge_heads(&mut self, shape: HeadsShape, blocked: &Vec<f32>, side_by_side: &mut Vec<f32>) -> Result<(), KernelError> {
 		heads::merge_heads(shape, blocked, side_by_side)
-	}
-
-	fn batched_matmul(
-		&mut self,
-		blocks: usize,
-		shape: MatmulShape,
-		layout: MatmulLayout,
-		lhs: &Vec<f32>,
-		rhs: &Vec<f32>,
-		out: &mut Vec<f32>,
-	) -> Result<(), KernelError> {
-		heads::batched_matmul(blocks, shape, layout, lhs, rhs, out)
 	}
 
 	fn scatter_add_rows(&mut self, dy: &Vec<f32>, row_len: usize, ids: &Vec<u32>, table_rows: usize, dtable: &mut Vec<f32>) -> Result<(), KernelError> {

@@ -185,10 +185,6 @@ fn run_operator<'a, B: Backend>(
 			let [out] = outs else { return Err(lost()) };
 			backend.merge_heads(shape, input(0)?, out)
 		},
-		OpKind::BatchedMatmul { blocks, shape, layout } => {
-			let [out] = outs else { return Err(lost()) };
-			backend.batched_matmul(blocks, shape, layout, input(0)?, input(1)?, out)
-		},
 		OpKind::CausalSoftmax(shape) => {
 			let [out] = outs else { return Err(lost()) };
 			backend.causal_softmax(shape, input(0)?, out)

@@ -51,6 +51,19 @@ pub enum Contraction {
 		/// Which operands are stored transposed.
 		layout: MatmulLayout,
 	},
+	/// `blocks` matmuls of one shape and layout, block by block: lhs is `blocks` operands
+	/// of `m·k`, rhs `blocks` of `k·n`, the output `blocks` products of `m·n`. Rows are
+	/// `(block, i)` (`blocks·m` of them), columns `j`, depth `k`; `a` and `b` read the
+	/// row's block. A tile never straddles two blocks: each block's rows are tiled from its
+	/// own first row. Attention's `Q·Kᵀ`, `P·V` and their gradients.
+	BatchedMatmul {
+		/// Independent products.
+		blocks: usize,
+		/// Each product's dimensions.
+		shape: MatmulShape,
+		/// Which operands are stored transposed, in every block.
+		layout: MatmulLayout,
+	},
 	/// Convolution forward: lhs is the input `x[N,Ci,H,W]`, rhs the weight
 	/// `w[Co,Ci,KH,KW]`, the output `y[N,Co,OH,OW]`. Rows are output positions
 	/// `(n, oy, ox)`, columns output channels `co`, depth `(ci, ky, kx)`, each
@@ -154,6 +167,13 @@ impl Contraction {
 				check_nonzero("n", shape.n)?;
 				ContractionDims { rows: shape.m, cols: shape.n, depth: shape.k }
 			},
+			Self::BatchedMatmul { blocks, shape, .. } => {
+				check_nonzero("blocks", *blocks)?;
+				check_nonzero("m", shape.m)?;
+				check_nonzero("k", shape.k)?;
+				check_nonzero("n", shape.n)?;
+				ContractionDims { rows: element_count(&[*blocks, shape.m])?, cols: shape.n, depth: shape.k }
+			},
 			Self::Conv2d(shape) => {
 				let geometry = shape.geometry()?;
 				ContractionDims { rows: geometry.positions, cols: shape.out_channels, depth: geometry.taps }
@@ -181,6 +201,7 @@ impl Contraction {
 	pub fn lhs_len(&self) -> Result<usize, KernelError> {
 		match self {
 			Self::Matmul { shape, .. } => element_count(&[shape.m, shape.k]),
+			Self::BatchedMatmul { blocks, shape, .. } => element_count(&[*blocks, shape.m, shape.k]),
 			Self::Conv2d(shape) => shape.input_len(),
 			Self::Conv2dInputGrad(shape) | Self::Conv2dWeightGrad(shape) => shape.output_len(),
 		}
@@ -190,6 +211,7 @@ impl Contraction {
 	pub fn rhs_len(&self) -> Result<usize, KernelError> {
 		match self {
 			Self::Matmul { shape, .. } => element_count(&[shape.k, shape.n]),
+			Self::BatchedMatmul { blocks, shape, .. } => element_count(&[*blocks, shape.k, shape.n]),
 			Self::Conv2d(shape) | Self::Conv2dInputGrad(shape) => shape.weight_len(),
 			Self::Conv2dWeightGrad(shape) => shape.input_len(),
 		}
@@ -201,9 +223,25 @@ impl Contraction {
 		element_count(&[dims.rows, dims.cols])
 	}
 
+	/// The contraction of one block and the number of blocks: a batched matmul's matmul,
+	/// or the contraction itself and 1.
+	pub fn per_block(&self) -> (Self, usize) {
+		match *self {
+			Self::BatchedMatmul { blocks, shape, layout } => (Self::Matmul { shape, layout }, blocks),
+			other => (other, 1),
+		}
+	}
+
 	/// The tiles and K-chunks of this contraction.
 	pub fn grid(&self) -> Result<ChunkGrid, KernelError> {
 		let dims = self.dims()?;
+		if let Self::BatchedMatmul { blocks, shape, .. } = self {
+			return Ok(ChunkGrid {
+				tile_rows: element_count(&[*blocks, shape.m.div_ceil(TILE)])?,
+				tile_cols: dims.cols.div_ceil(TILE),
+				chunks: chunk_count(dims.depth),
+			});
+		}
 		Ok(ChunkGrid {
 			tile_rows: dims.rows.div_ceil(TILE),
 			tile_cols: dims.cols.div_ceil(TILE),
@@ -215,11 +253,30 @@ impl Contraction {
 	pub fn extent(&self, id: ChunkId) -> Result<ChunkExtent, KernelError> {
 		let dims = self.dims()?;
 		self.grid()?.check(id)?;
+		let rows = match self {
+			// A block's rows are tiled from its own first row.
+			Self::BatchedMatmul { shape, .. } => {
+				let per_block = shape.m.div_ceil(TILE);
+				let local = block_range(id.tile_row % per_block, TILE, shape.m);
+				let first = id.tile_row / per_block * shape.m;
+				first + local.start..first + local.end
+			},
+			_ => block_range(id.tile_row, TILE, dims.rows),
+		};
 		Ok(ChunkExtent {
-			rows: block_range(id.tile_row, TILE, dims.rows),
+			rows,
 			cols: block_range(id.tile_col, TILE, dims.cols),
 			depth: block_range(id.chunk, CHUNK, dims.depth),
 		})
+	}
+
+	/// The piece of K-chunk `chunk` of the tile holding output `(row, col)`.
+	pub fn tile_at(&self, row: usize, col: usize, chunk: usize) -> ChunkId {
+		let tile_row = match self {
+			Self::BatchedMatmul { shape, .. } if shape.m > 0 => row / shape.m * shape.m.div_ceil(TILE) + row % shape.m / TILE,
+			_ => row / TILE,
+		};
+		ChunkId { tile_row, tile_col: col / TILE, chunk }
 	}
 
 	/// Index into the left input of `a(row, k)`, or `None` where `a` reads zero.
@@ -230,19 +287,28 @@ impl Contraction {
 			Self::Matmul { shape, layout } => {
 				Some(if layout.lhs_transposed { k * shape.m + row } else { row * shape.k + k })
 			},
+			Self::BatchedMatmul { shape, layout, .. } => {
+				let (block, i) = (row / shape.m, row % shape.m);
+				Some(block * shape.m * shape.k + if layout.lhs_transposed { k * shape.m + i } else { i * shape.k + k })
+			},
 			Self::Conv2d(shape) => Some(shape.input_index_at(row, k)),
 			Self::Conv2dInputGrad(shape) => shape.output_grad_index_for_input(row, k),
 			Self::Conv2dWeightGrad(shape) => Some(shape.output_index(k, row)),
 		}
 	}
 
-	/// Index into the right input of `b(k, col)`.
+	/// Index into the right input of `b(k, col)` for output row `row` (which only a batched
+	/// matmul reads: the block whose operand `b` is).
 	///
-	/// Meaningful for `k < depth` and `col < cols` of a validated contraction.
-	pub fn rhs_index(&self, k: usize, col: usize) -> Option<usize> {
+	/// Meaningful for `row < rows`, `k < depth` and `col < cols` of a validated contraction.
+	pub fn rhs_index(&self, row: usize, k: usize, col: usize) -> Option<usize> {
 		match self {
 			Self::Matmul { shape, layout } => {
 				Some(if layout.rhs_transposed { col * shape.k + k } else { k * shape.n + col })
+			},
+			Self::BatchedMatmul { shape, layout, .. } => {
+				let block = row / shape.m;
+				Some(block * shape.k * shape.n + if layout.rhs_transposed { col * shape.k + k } else { k * shape.n + col })
 			},
 			Self::Conv2d(shape) => Some(shape.weight_index(col, k)),
 			Self::Conv2dInputGrad(shape) => Some(shape.weight_index_for_input_grad(k, col)),
@@ -255,7 +321,7 @@ impl Contraction {
 	/// Meaningful for `row < rows` and `col < cols` of a validated contraction.
 	pub fn output_index(&self, row: usize, col: usize) -> usize {
 		match self {
-			Self::Matmul { shape, .. } => row * shape.n + col,
+			Self::Matmul { shape, .. } | Self::BatchedMatmul { shape, .. } => row * shape.n + col,
 			Self::Conv2d(shape) => shape.output_index(row, col),
 			Self::Conv2dInputGrad(shape) => shape.input_index(row, col),
 			Self::Conv2dWeightGrad(shape) => row * shape.taps_unchecked() + col,
@@ -280,8 +346,16 @@ impl Contraction {
 	/// additions exactly as the module docs state.
 	pub fn compute(&self, lhs: &[f32], rhs: &[f32], out: &mut [f32]) -> Result<(), KernelError> {
 		let dims = self.validate(lhs, rhs, Some(out.len()))?;
-		let (a, b) = (self.lhs_operand(lhs, dims), self.rhs_operand(rhs, dims));
-		if matches!(self, Self::Matmul { .. }) {
+		let (single, blocks) = self.per_block();
+		if blocks > 1 {
+			let (lhs_len, rhs_len, out_len) = (single.lhs_len()?, single.rhs_len()?, single.output_len()?);
+			for ((lhs, rhs), out) in lhs.chunks_exact(lhs_len).zip(rhs.chunks_exact(rhs_len)).zip(out.chunks_exact_mut(out_len)) {
+				single.compute(lhs, rhs, out)?;
+			}
+			return Ok(());
+		}
+		let (a, b) = (single.lhs_operand(lhs, dims), single.rhs_operand(rhs, dims));
+		if matches!(single, Self::Matmul { .. }) {
 			// The output index map is the identity: accumulate in place.
 			gemm::contract(&a, &b, dims.rows, dims.cols, dims.depth, out);
 			return Ok(());
@@ -307,10 +381,13 @@ impl Contraction {
 	/// the per-element loop.
 	fn lhs_operand<'a>(&self, lhs: &'a [f32], dims: ContractionDims) -> Operand<'a> {
 		match self {
-			Self::Matmul { shape, layout } if layout.lhs_transposed => {
+			// One block's operand (`compute` runs a batched matmul block by block).
+			Self::Matmul { shape, layout } | Self::BatchedMatmul { shape, layout, .. } if layout.lhs_transposed => {
 				Operand::Strided { values: lhs, line_stride: 1, depth_stride: shape.m }
 			},
-			Self::Matmul { shape, .. } => Operand::Strided { values: lhs, line_stride: shape.k, depth_stride: 1 },
+			Self::Matmul { shape, .. } | Self::BatchedMatmul { shape, .. } => {
+				Operand::Strided { values: lhs, line_stride: shape.k, depth_stride: 1 }
+			},
 			// x[n, ci, oy + ky, ox + kx] sits at index(position, 0) + index(0, tap).
 			Self::Conv2d(shape) => Operand::Separable {
 				values: lhs,
@@ -360,10 +437,12 @@ impl Contraction {
 	/// [`Contraction::rhs_index`].
 	fn rhs_operand<'a>(&self, rhs: &'a [f32], dims: ContractionDims) -> Operand<'a> {
 		match self {
-			Self::Matmul { shape, layout } if layout.rhs_transposed => {
+			Self::Matmul { shape, layout } | Self::BatchedMatmul { shape, layout, .. } if layout.rhs_transposed => {
 				Operand::Strided { values: rhs, line_stride: shape.k, depth_stride: 1 }
 			},
-			Self::Matmul { shape, .. } => Operand::Strided { values: rhs, line_stride: 1, depth_stride: shape.n },
+			Self::Matmul { shape, .. } | Self::BatchedMatmul { shape, .. } => {
+				Operand::Strided { values: rhs, line_stride: 1, depth_stride: shape.n }
+			},
 			Self::Conv2d(_) => Operand::Strided { values: rhs, line_stride: dims.depth, depth_stride: 1 },
 			// w[co, ci, ky, kx] sits at index(tap, 0) + index(0, ci).
 			Self::Conv2dInputGrad(shape) => Operand::Separable {
@@ -392,7 +471,8 @@ impl Contraction {
 	pub fn rhs_block(&self, rhs: &[f32], id: ChunkId) -> Result<Vec<f32>, KernelError> {
 		check_len("rhs", rhs.len(), self.rhs_len()?)?;
 		let extent = self.extent(id)?;
-		Ok(gather(rhs, extent.depth, extent.cols, |k, col| self.rhs_index(k, col)))
+		let row = extent.rows.start;
+		Ok(gather(rhs, extent.depth, extent.cols, |k, col| self.rhs_index(row, k, col)))
 	}
 
 	/// The partial sums of tile `id` over its K-chunk, row-major over the tile,

@@ -15,7 +15,7 @@
 //!   `dK = dZᵀ·Q`, with the causal softmax ([`crate::ops::attention`]) between.
 
 use crate::error::{check_len, check_nonzero, element_count, KernelError};
-use crate::ops::contraction::{MatmulLayout, MatmulShape};
+use crate::ops::contraction::{Contraction, MatmulLayout, MatmulShape};
 
 /// The shape of multi-head activations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,16 +86,7 @@ pub fn batched_matmul(
 	rhs: &[f32],
 	out: &mut [f32],
 ) -> Result<(), KernelError> {
-	check_nonzero("blocks", blocks)?;
-	let contraction = shape.contraction(layout);
-	let (lhs_len, rhs_len, out_len) = (contraction.lhs_len()?, contraction.rhs_len()?, contraction.output_len()?);
-	check_len("lhs", lhs.len(), element_count(&[blocks, lhs_len])?)?;
-	check_len("rhs", rhs.len(), element_count(&[blocks, rhs_len])?)?;
-	check_len("out", out.len(), element_count(&[blocks, out_len])?)?;
-	for ((lhs, rhs), out) in lhs.chunks_exact(lhs_len).zip(rhs.chunks_exact(rhs_len)).zip(out.chunks_exact_mut(out_len)) {
-		contraction.compute(lhs, rhs, out)?;
-	}
-	Ok(())
+	Contraction::BatchedMatmul { blocks, shape, layout }.compute(lhs, rhs, out)
 }
 
 #[cfg(test)]

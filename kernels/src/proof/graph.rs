@@ -151,15 +151,6 @@ pub enum OpKind {
 	SplitHeads(HeadsShape),
 	/// Input blocks `[sequences·heads, T, d]`; output heads side by side.
 	MergeHeads(HeadsShape),
-	/// Inputs `lhs, rhs`; output `blocks` matmuls of one shape and layout, block by block.
-	BatchedMatmul {
-		/// Independent products.
-		blocks: usize,
-		/// Each product's dimensions.
-		shape: MatmulShape,
-		/// Which operands are stored transposed.
-		layout: MatmulLayout,
-	},
 	/// Input attention scores; output their causal softmax.
 	CausalSoftmax(CausalShape),
 	/// Inputs `probs, dprobs`; output the scores' gradient.
@@ -183,6 +174,7 @@ impl OpKind {
 			Self::Contract(Contraction::Conv2d(_)) => "conv2d",
 			Self::Contract(Contraction::Conv2dInputGrad(_)) => "conv2d_input_grad",
 			Self::Contract(Contraction::Conv2dWeightGrad(_)) => "conv2d_weight_grad",
+			Self::Contract(Contraction::BatchedMatmul { .. }) => "batched_matmul",
 			Self::BiasAdd(_) => "bias_add",
 			Self::Activation(_) => "activation",
 			Self::ActivationGrad(_) => "activation_grad",
@@ -198,7 +190,6 @@ impl OpKind {
 			Self::NormGrad(_) => "norm_grad",
 			Self::SplitHeads(_) => "split_heads",
 			Self::MergeHeads(_) => "merge_heads",
-			Self::BatchedMatmul { .. } => "batched_matmul",
 			Self::CausalSoftmax(_) => "causal_softmax",
 			Self::CausalSoftmaxGrad(_) => "causal_softmax_grad",
 			Self::ScatterAddRows { .. } => "scatter_add_rows",
@@ -213,6 +204,7 @@ impl OpKind {
 			Self::Contract(Contraction::Conv2d(_)) => 2,
 			Self::Contract(Contraction::Conv2dInputGrad(_)) => 3,
 			Self::Contract(Contraction::Conv2dWeightGrad(_)) => 4,
+			Self::Contract(Contraction::BatchedMatmul { .. }) => 20,
 			Self::BiasAdd(_) => 5,
 			Self::Activation(_) => 6,
 			Self::ActivationGrad(_) => 7,
@@ -228,7 +220,6 @@ impl OpKind {
 			Self::NormGrad(_) => 17,
 			Self::SplitHeads(_) => 18,
 			Self::MergeHeads(_) => 19,
-			Self::BatchedMatmul { .. } => 20,
 			Self::CausalSoftmax(_) => 21,
 			Self::CausalSoftmaxGrad(_) => 22,
 			Self::ScatterAddRows { .. } => 23,

@@ -121,7 +121,7 @@ impl Reads {
 fn state_block_chunks(contraction: Contraction) -> u64 {
 	let (tile, chunk, chunk_words) = (TILE as u64, CHUNK as u64, CHUNK_WORDS as u64);
 	let bound = match contraction {
-		Contraction::Matmul { .. } | Contraction::Conv2d(_) => 2 * tile,
+		Contraction::Matmul { .. } | Contraction::BatchedMatmul { .. } | Contraction::Conv2d(_) => 2 * tile,
 		Contraction::Conv2dInputGrad(shape) => {
 			let taps = (shape.kernel_height as u64).saturating_mul(shape.kernel_width as u64).max(1);
 			let channels = chunk.div_ceil(taps) + 1;
@@ -205,7 +205,6 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 		| OpKind::NormGrad(_)
 		| OpKind::SplitHeads(_)
 		| OpKind::MergeHeads(_)
-		| OpKind::BatchedMatmul { .. }
 		| OpKind::CausalSoftmax(_)
 		| OpKind::CausalSoftmaxGrad(_)
 		| OpKind::ScatterAddRows { .. } => return Err(RefereeError::InvalidJob),

@@ -818,7 +818,7 @@ fn accumulator_piece(
 	let mut rhs = Vec::with_capacity(depth * cols);
 	for k in extent.depth.clone() {
 		for col in extent.cols.clone() {
-			rhs.push(match contraction.rhs_index(k, col) {
+			rhs.push(match contraction.rhs_index(extent.rows.start, k, col) {
 				Some(index) => reader.element(1, index)?,
 				None => 0.0,
 			});
@@ -838,7 +838,9 @@ fn accumulator_piece(
 /// The `(row, col)` of output element `index` in a contraction's matrix view.
 pub fn output_coordinates(contraction: Contraction, index: usize) -> Option<(usize, usize)> {
 	let (row, col) = match contraction {
-		Contraction::Matmul { shape, .. } => (index / shape.n.max(1), index % shape.n.max(1)),
+		Contraction::Matmul { shape, .. } | Contraction::BatchedMatmul { shape, .. } => {
+			(index / shape.n.max(1), index % shape.n.max(1))
+		},
 		Contraction::Conv2d(shape) => {
 			let plane = shape.out_height() * shape.out_width();
 			let (image, rest) = (index / (shape.out_channels * plane).max(1), index % (shape.out_channels * plane).max(1));
@@ -874,7 +876,7 @@ fn contraction_output_segment(
 		if row >= dims.rows || col >= dims.cols {
 			return Err(RefereeError::InvalidJob);
 		}
-		let last = ChunkId { tile_row: row / crate::arith::TILE, tile_col: col / crate::arith::TILE, chunk: grid.chunks - 1 };
+		let last = contraction.tile_at(row, col, grid.chunks - 1);
 		let piece = Graph::accumulator_index(&grid, last);
 		let tile = pieces.get(&piece).ok_or(RefereeError::MissingPiece { piece: piece as u32 })?;
 		let extent = contraction.extent(last)?;
@@ -948,7 +950,6 @@ fn operator_segment(
 		| OpKind::NormGrad(_)
 		| OpKind::SplitHeads(_)
 		| OpKind::MergeHeads(_)
-		| OpKind::BatchedMatmul { .. }
 		| OpKind::CausalSoftmax(_)
 		| OpKind::CausalSoftmaxGrad(_)
 		| OpKind::ScatterAddRows { .. } => Err(RefereeError::InvalidJob),

@@ -10,7 +10,6 @@ use super::{
 	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
 	OperatorOpening, Openings, PieceOpening, Position, RefereeError, SegmentOpening, StateOpening, TraceCommitment,
 };
-use crate::ops::contraction::ChunkId;
 use crate::job::data::{Dataset, DatasetLayout};
 use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::proof::hash::Digest;
@@ -182,7 +181,7 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 					lhs.extend(contraction.lhs_index(row, k).map(|i| i / SEGMENT));
 				}
 				for col in extent.cols.clone() {
-					rhs.extend(contraction.rhs_index(k, col).map(|i| i / SEGMENT));
+					rhs.extend(contraction.rhs_index(extent.rows.start, k, col).map(|i| i / SEGMENT));
 				}
 			}
 			for list in [&mut lhs, &mut rhs] {
@@ -200,7 +199,7 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 			let len = graph.piece_values(operator)?.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
 			for index in segment * SEGMENT..(segment * SEGMENT + SEGMENT).min(len) {
 				if let Some((row, col)) = output_coordinates(contraction, index) {
-					let tile = ChunkId { tile_row: row / crate::arith::TILE, tile_col: col / crate::arith::TILE, chunk: grid.chunks - 1 };
+					let tile = contraction.tile_at(row, col, grid.chunks - 1);
 					pieces.push(Graph::accumulator_index(&grid, tile));
 				}
 			}

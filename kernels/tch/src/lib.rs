@@ -220,6 +220,12 @@ impl Backend for TchBackend {
 				// Straight into the output's storage: no temporary.
 				in_place(a.f_mm_out(&out.f_view_([rows, cols])?, &b))?;
 			},
+			Contraction::BatchedMatmul { blocks, shape, layout } => {
+				let (b, m, k, n) = (dim(blocks), dim(shape.m), dim(shape.k), dim(shape.n));
+				let a = if layout.lhs_transposed { lhs.f_view_([b, k, m])?.f_transpose(1, 2)? } else { lhs.f_view_([b, m, k])? };
+				let w = if layout.rhs_transposed { rhs.f_view_([b, n, k])?.f_transpose(1, 2)? } else { rhs.f_view_([b, k, n])? };
+				Self::write(out, a.f_bmm(&w))?;
+			},
 			Contraction::Conv2d(shape) => {
 				let x = lhs.f_view_(conv_input_shape(&shape))?;
 				let w = rhs.f_view_(conv_weight_shape(&shape))?;
@@ -491,28 +497,6 @@ impl Backend for TchBackend {
 		let (s, t, h, d) = heads_dims(shape);
 		let view = blocked.f_view_([s, h, t, d])?.f_permute([0i64, 2, 1, 3].as_slice())?;
 		Self::write(side_by_side, view.f_contiguous())
-	}
-
-	fn batched_matmul(
-		&mut self,
-		blocks: usize,
-		shape: MatmulShape,
-		layout: MatmulLayout,
-		lhs: &Tensor,
-		rhs: &Tensor,
-		out: &mut Tensor,
-	) -> Result<(), TorchError> {
-		// The reference's checks, in its order.
-		check_nonzero("blocks", blocks)?;
-		let contraction = shape.contraction(layout);
-		let (lhs_len, rhs_len, out_len) = (contraction.lhs_len()?, contraction.rhs_len()?, contraction.output_len()?);
-		check_len("lhs", lhs.numel(), element_count(&[blocks, lhs_len])?)?;
-		check_len("rhs", rhs.numel(), element_count(&[blocks, rhs_len])?)?;
-		check_len("out", out.numel(), element_count(&[blocks, out_len])?)?;
-		let (b, m, k, n) = (dim(blocks), dim(shape.m), dim(shape.k), dim(shape.n));
-		let a = if layout.lhs_transposed { lhs.f_view_([b, k, m])?.f_transpose(1, 2)? } else { lhs.f_view_([b, m, k])? };
-		let w = if layout.rhs_transposed { rhs.f_view_([b, n, k])?.f_transpose(1, 2)? } else { rhs.f_view_([b, k, n])? };
-		Self::write(out, a.f_bmm(&w))
 	}
 
 	fn scatter_add_rows(

@@ -708,17 +708,18 @@ impl WgpuBackend {
 		self.download(&out)
 	}
 
-	/// Records `blocks` contractions of one shape, block `z` of each operand and of the
-	/// output in the dispatch's third dimension (one block: an ordinary contraction).
-	/// The lengths are checked by the caller.
+	/// Records a contraction; a batched matmul's blocks are block `z` of each operand and
+	/// of the output in the dispatch's third dimension ([`Contraction::per_block`]). The
+	/// lengths are checked by the caller.
 	fn record_contraction(
 		&mut self,
 		contraction: Contraction,
-		blocks: usize,
 		lhs: &WgpuTensor,
 		rhs: &WgpuTensor,
 		out: &WgpuTensor,
 	) -> Result<(), WgpuError> {
+		// A batched matmul runs its matmul once per block, the block in dispatch `z`.
+		let (contraction, blocks) = contraction.per_block();
 		let dims = contraction.dims()?;
 		let strides = if blocks > 1 {
 			[contraction.lhs_len()? as u32, contraction.rhs_len()? as u32, contraction.output_len()? as u32]
@@ -726,7 +727,7 @@ impl WgpuBackend {
 			[0; 3]
 		};
 		let (kind, transposed, conv) = match contraction {
-			Contraction::Matmul { layout, .. } => {
+			Contraction::Matmul { layout, .. } | Contraction::BatchedMatmul { layout, .. } => {
 				(0, [u32::from(layout.lhs_transposed), u32::from(layout.rhs_transposed)], None)
 			},
 			Contraction::Conv2d(shape) => (1, [0, 0], Some(shape)),
@@ -981,26 +982,7 @@ impl Backend for WgpuBackend {
 		check_len("lhs", lhs.len, contraction.lhs_len()?)?;
 		check_len("rhs", rhs.len, contraction.rhs_len()?)?;
 		check_len("out", out.len, contraction.output_len()?)?;
-		self.record_contraction(contraction, 1, lhs, rhs, out)
-	}
-
-	fn batched_matmul(
-		&mut self,
-		blocks: usize,
-		shape: MatmulShape,
-		layout: MatmulLayout,
-		lhs: &WgpuTensor,
-		rhs: &WgpuTensor,
-		out: &mut WgpuTensor,
-	) -> Result<(), WgpuError> {
-		// The reference's checks, in its order.
-		check_nonzero("blocks", blocks)?;
-		let contraction = shape.contraction(layout);
-		let (lhs_len, rhs_len, out_len) = (contraction.lhs_len()?, contraction.rhs_len()?, contraction.output_len()?);
-		check_len("lhs", lhs.len, element_count(&[blocks, lhs_len])?)?;
-		check_len("rhs", rhs.len, element_count(&[blocks, rhs_len])?)?;
-		check_len("out", out.len, element_count(&[blocks, out_len])?)?;
-		self.record_contraction(contraction, blocks, lhs, rhs, out)
+		self.record_contraction(contraction, lhs, rhs, out)
 	}
 
 	fn bias_add(&mut self, layout: BiasLayout, values: &mut WgpuTensor, bias: &WgpuTensor) -> Result<(), WgpuError> {

@@ -22,7 +22,7 @@ use crate::job::transformer::{NormIndices, TransformerConfig, TransformerTrainin
 use crate::ops::activation::Activation;
 use crate::ops::attention::CausalShape;
 use crate::ops::bias::BiasLayout;
-use crate::ops::contraction::{MatmulLayout, MatmulShape};
+use crate::ops::contraction::{Contraction, MatmulLayout, MatmulShape};
 use crate::ops::heads::HeadsShape;
 use crate::ops::loss::ClassifierShape;
 use crate::ops::norm::NormShape;
@@ -167,7 +167,7 @@ impl TransformerBuilder {
 	/// Per (sequence, head) block, `[m, k]·[k, n]` in `layout`.
 	fn batched(&mut self, shape: MatmulShape, layout: MatmulLayout, lhs: ValueId, rhs: ValueId) -> ValueId {
 		let blocks = self.causal_shape().blocks;
-		self.op(OpKind::BatchedMatmul { blocks, shape, layout }, vec![lhs, rhs], blocks * shape.m * shape.n)
+		self.op(OpKind::Contract(Contraction::BatchedMatmul { blocks, shape, layout }), vec![lhs, rhs], blocks * shape.m * shape.n)
 	}
 
 	fn block_forward(&mut self, layer: usize, input: ValueId) -> (BlockTape, ValueId) {
@@ -454,7 +454,7 @@ mod tests {
 			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::Norm(_))), 2 * layers + 1);
 			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::NormGrad(_))), 2 * layers + 1);
 			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::CausalSoftmax(_))), layers);
-			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::BatchedMatmul { .. })), 6 * layers);
+			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::Contract(Contraction::BatchedMatmul { .. }))), 6 * layers);
 			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::ScatterAddRows { .. })), 2);
 			assert_eq!(count(&graph, |kind| matches!(kind, OpKind::AdamW(_))), specs.len());
 
