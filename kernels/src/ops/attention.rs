@@ -54,6 +54,15 @@ impl CausalShape {
 	}
 }
 
+impl CausalShape {
+	/// The elements of row `row` (of all blocks' rows, in order) that its softmax reads and
+	/// writes: the keys at or before its position. The rest of the row is masked.
+	pub fn visible(&self, row: usize) -> core::ops::Range<usize> {
+		let t = self.positions.max(1);
+		row * t..row * t + row % t + 1
+	}
+}
+
 /// Steps 1–4 for row `i` of a block: `scores` is the row's visible part, `z_i0..=z_ii`,
 /// and `probs` receives `p_i0..=p_ii` (the masked rest is the caller's `+0`).
 pub fn softmax_row(scores: &[f32], scale: f32, probs: &mut [f32]) {

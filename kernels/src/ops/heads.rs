@@ -40,6 +40,26 @@ impl HeadsShape {
 		element_count(&[self.sequences, self.positions, self.heads, self.head_width])
 	}
 
+	/// Where element `element` of a copy's output comes from in its input: for
+	/// `split_heads` (`split`) a blocked element's place side by side, for `merge_heads` a
+	/// side-by-side element's place in the blocks. What the referee reads to recompute a
+	/// segment of either copy.
+	pub fn source_index(&self, split: bool, element: usize) -> usize {
+		let (d, t, h) = (self.head_width.max(1), self.positions.max(1), self.heads.max(1));
+		let (row, column) = (element / d, element % d);
+		if split {
+			// Blocked row `(s·H + h)·T + t`.
+			let (block, position) = (row / t, row % t);
+			let (sequence, head) = (block / h, block % h);
+			((sequence * t + position) * h + head) * d + column
+		} else {
+			// Side-by-side row `(s·T + t)·H + h`.
+			let (place, head) = (row / h, row % h);
+			let (sequence, position) = (place / t, place % t);
+			((sequence * h + head) * t + position) * d + column
+		}
+	}
+
 	/// Calls `copy(side_by_side, blocked)` with the offsets of every head row in both
 	/// layouts: `[s, t, h·d]` and `[s·heads + h, t, d]`.
 	fn each_row(&self, mut copy: impl FnMut(usize, usize)) {

@@ -133,6 +133,12 @@ fn state_block_chunks(contraction: Contraction) -> u64 {
 	bound.min(tile * chunk)
 }
 
+/// The segments of a stretch of `words` contiguous words at worst alignment.
+fn contiguous(words: u64) -> Reads {
+	let segments = words.div_ceil(SEGMENT as u64) + 1;
+	Reads::segments(segments * SEGMENT as u64, segments)
+}
+
 /// What the worst piece of operator `operator` opens.
 fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError> {
 	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
@@ -198,16 +204,34 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 			Reads::segments(words, words.div_ceil(segment) + tile)
 		},
 		OpKind::Batch => Reads::segments(segment * segment, segment),
-		// A transformer's own operators have no referee pieces yet: a graph with them is not judged.
-		OpKind::Gather { .. }
-		| OpKind::Residual
-		| OpKind::Norm(_)
-		| OpKind::NormGrad(_)
-		| OpKind::SplitHeads(_)
-		| OpKind::MergeHeads(_)
-		| OpKind::CausalSoftmax(_)
-		| OpKind::CausalSoftmaxGrad(_)
-		| OpKind::ScatterAddRows { .. } => return Err(RefereeError::InvalidJob),
+		OpKind::Residual => Reads::segments(2 * segment, 2),
+		// One input element per output element, each in a segment of its own at worst.
+		OpKind::SplitHeads(_) | OpKind::MergeHeads(_) => Reads::segments(segment * segment, segment),
+		// Up to 32 rows' ids, and one table element per output element: a chunk each
+		// when the table is state (an embedding).
+		OpKind::Gather { .. } => {
+			let table = if is_state(0) { Reads { words: segment * chunk_words, chunks: segment, ..Reads::default() } } else { Reads::segments(segment * segment, segment) };
+			Reads::segments(2 * segment, 2).and(table)
+		},
+		// The whole rows the segment's 32 elements lie in (a stretch under `2w + 32`
+		// words), and the gain and bias at their columns (two runs of at most 32 words).
+		OpKind::Norm(shape) => {
+			let rows = contiguous(2 * shape.width as u64 + segment);
+			let columns = |position: usize| {
+				if is_state(position) { Reads { words: 4 * chunk_words, chunks: 4, ..Reads::default() } } else { Reads::segments(4 * segment, 4) }
+			};
+			let bias = if shape.norm == crate::ops::norm::Norm::Layer { columns(2) } else { Reads::default() };
+			rows.and(columns(1)).and(bias)
+		},
+		// The visible keys of the rows the segment lies in: inside a stretch under `2T + 32`
+		// words, of one operand (the forward) or two (the backward).
+		OpKind::CausalSoftmax(shape) => contiguous(2 * shape.positions as u64 + segment),
+		OpKind::CausalSoftmaxGrad(shape) => {
+			let rows = contiguous(2 * shape.positions as u64 + segment);
+			rows.and(rows)
+		},
+		// Column sums over every row, without pieces yet: a graph with them is not judged.
+		OpKind::NormGrad(_) | OpKind::ScatterAddRows { .. } => return Err(RefereeError::InvalidJob),
 	})
 }
 

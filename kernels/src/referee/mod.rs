@@ -63,6 +63,8 @@ pub mod boundary;
 mod cost;
 #[cfg(feature = "std")]
 mod prover;
+#[cfg(all(test, feature = "std"))]
+mod transformer_pieces;
 
 pub use binding::{
 	bind_operator, bind_step, boundary_before, level_leaves, level_kind, open_state, open_state_chunk, request_chunks, state_chunks, BindingError,
@@ -584,8 +586,8 @@ pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Op
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
 			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
 		},
-		(kind, Piece::Segment { value, segment }) => {
-			operator_segment(graph, kind, step, value, segment, &reader)?
+		(_, Piece::Segment { value, segment }) => {
+			operator_segment(graph, operator, step, value, segment, &reader)?
 		},
 		(OpKind::Commit, Piece::Chunk { value, chunk }) => {
 			// The new state's chunk: the optimizer's outputs it copies, eight segments.
@@ -886,16 +888,22 @@ fn contraction_output_segment(
 	Ok(out)
 }
 
-/// Recomputes segment `segment` of piece value `value` of a non-contraction operator.
+/// Recomputes segment `segment` of piece value `value` of operator `operator`, one that
+/// is neither a contraction nor a reduction.
 fn operator_segment(
 	graph: &Graph,
-	kind: OpKind,
+	operator: usize,
 	step: u32,
 	value: usize,
 	segment: usize,
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
-	match kind {
+	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
+	let input_len = |position: usize| {
+		node.inputs.get(position).and_then(|&id| graph.value(id)).map(|value| value.len).ok_or(RefereeError::InvalidJob)
+	};
+	let canonical = |position: usize, index: usize| reader.element(position, index).map(canonical_bits);
+	match node.kind {
 		OpKind::Activation(activation) => {
 			let x = reader.segment_f32(0, segment)?;
 			let mut y = vec![0.0f32; x.len()];
@@ -937,22 +945,91 @@ fn operator_segment(
 			}))
 		},
 		OpKind::Commit => Ok(reader.segment(value, segment)?.to_vec()),
+		OpKind::Residual => {
+			let (into, other) = (reader.segment_f32(0, segment)?, reader.segment_f32(1, segment)?);
+			Ok(into.iter().zip(&other).map(|(&into, &other)| canonical_bits(into + other)).collect())
+		},
+		// Bit copies: each output element is one input element.
+		OpKind::SplitHeads(shape) | OpKind::MergeHeads(shape) => {
+			let split = matches!(node.kind, OpKind::SplitHeads(_));
+			segment_range(shape.values_len()?, segment).map(|element| canonical(0, shape.source_index(split, element))).collect()
+		},
+		OpKind::Gather { row_len } => {
+			let table_rows = input_len(0)? / row_len.max(1);
+			let out_len = input_len(1)?.saturating_mul(row_len);
+			segment_range(out_len, segment)
+				.map(|element| {
+					let row = reader.word(1, element / row_len)? as usize;
+					if row >= table_rows {
+						return Err(RefereeError::KernelRejected);
+					}
+					canonical(0, row * row_len + element % row_len)
+				})
+				.collect()
+		},
+		// A row's statistics from its whole input row, then its elements' affine map.
+		OpKind::Norm(shape) => {
+			let width = shape.width.max(1);
+			let k = crate::arith::math::recip(width as f32);
+			let mut row_cache: Option<(usize, Vec<f32>)> = None;
+			let mut out = Vec::with_capacity(SEGMENT);
+			for element in segment_range(shape.values_len()?, segment) {
+				let (row, column) = (element / width, element % width);
+				let normalised = match &row_cache {
+					Some((cached, normalised)) if *cached == row => normalised,
+					_ => {
+						let x = (row * width..(row + 1) * width).map(|index| reader.element(0, index)).collect::<Result<Vec<_>, _>>()?;
+						let mut normalised = vec![0.0f32; width];
+						crate::ops::norm::normalise_row(shape.norm, shape.epsilon, k, &x, &mut normalised);
+						&row_cache.insert((row, normalised)).1
+					},
+				};
+				let scaled = crate::arith::mul(normalised.get(column).copied().unwrap_or_default(), reader.element(1, column)?);
+				out.push(canonical_bits(match shape.norm {
+					crate::ops::norm::Norm::Layer => scaled + reader.element(2, column)?,
+					crate::ops::norm::Norm::Rms => scaled,
+				}));
+			}
+			Ok(out)
+		},
+		// A row's probabilities (or their gradient) from its visible keys; masked keys are `+0`.
+		OpKind::CausalSoftmax(shape) | OpKind::CausalSoftmaxGrad(shape) => {
+			let forward = matches!(node.kind, OpKind::CausalSoftmax(_));
+			let t = shape.positions.max(1);
+			let mut row_cache: Option<(usize, Vec<f32>)> = None;
+			let mut out = Vec::with_capacity(SEGMENT);
+			for element in segment_range(shape.scores_len()?, segment) {
+				let (row, column) = (element / t, element % t);
+				let visible = shape.visible(row);
+				if column >= visible.len() {
+					out.push(0);
+					continue;
+				}
+				let computed = match &row_cache {
+					Some((cached, computed)) if *cached == row => computed,
+					_ => {
+						let read = |position: usize| visible.clone().map(|index| reader.element(position, index)).collect::<Result<Vec<_>, _>>();
+						let mut computed = vec![0.0f32; visible.len()];
+						if forward {
+							crate::ops::attention::softmax_row(&read(0)?, shape.scale, &mut computed);
+						} else {
+							crate::ops::attention::softmax_row_grad(&read(0)?, &read(1)?, shape.scale, &mut computed);
+						}
+						&row_cache.insert((row, computed)).1
+					},
+				};
+				out.push(canonical_bits(computed.get(column).copied().unwrap_or_default()));
+			}
+			Ok(out)
+		},
 		// Judged by `recompute` before it comes here.
 		OpKind::Batch
 		| OpKind::Contract(_)
 		| OpKind::BiasGrad(_)
 		| OpKind::SoftmaxCrossEntropy(_)
 		| OpKind::ClipGradNorm(_) => Err(RefereeError::InvalidJob),
-		// A transformer's own operators have no referee pieces yet: no job that has them is valid.
-		OpKind::Gather { .. }
-		| OpKind::Residual
-		| OpKind::Norm(_)
-		| OpKind::NormGrad(_)
-		| OpKind::SplitHeads(_)
-		| OpKind::MergeHeads(_)
-		| OpKind::CausalSoftmax(_)
-		| OpKind::CausalSoftmaxGrad(_)
-		| OpKind::ScatterAddRows { .. } => Err(RefereeError::InvalidJob),
+		// Column sums over every row, without pieces yet: no job that has them is valid.
+		OpKind::NormGrad(_) | OpKind::ScatterAddRows { .. } => Err(RefereeError::InvalidJob),
 	}
 }
 

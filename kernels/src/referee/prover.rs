@@ -13,10 +13,10 @@ use super::{
 use crate::job::data::{Dataset, DatasetLayout};
 use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::proof::hash::Digest;
-use crate::proof::merkle::{MerkleTree, SEGMENT};
+use crate::proof::merkle::{segment_range, MerkleTree, SEGMENT};
 use crate::proof::state_tree::{chunk_range, locate_chunk, state_chunk_count, CHUNK_WORDS};
 use crate::proof::reduction::Reads;
-use crate::job::trace::{Boundary, StepTrace};
+use crate::job::trace::{Boundary, HostTensor, StepTrace};
 use crate::proof::chain::TracedStep;
 use crate::proof::merkle::MerkleError;
 use super::boundary::{BoundaryOpening, SegmentBinding};
@@ -169,6 +169,7 @@ pub type Requirements = (Vec<(usize, Vec<usize>)>, Vec<usize>);
 pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requirements, GraphError> {
 	let node = graph.node(operator)?;
 	let decoded = graph.piece(operator, piece)?;
+	let input_len = |position: usize| node.inputs.get(position).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
 	let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
 	let mut pieces = Vec::new();
 	match (node.kind, decoded) {
@@ -221,6 +222,42 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 		},
 		(OpKind::Sgd(_) | OpKind::AdamW(_), Piece::Segment { segment, .. }) => {
 			inputs.extend((0..node.inputs.len()).map(|p| (p, vec![segment])));
+		},
+		(OpKind::Residual, Piece::Segment { segment, .. }) => inputs.extend((0..2).map(|p| (p, vec![segment]))),
+		(OpKind::SplitHeads(shape) | OpKind::MergeHeads(shape), Piece::Segment { segment, .. }) => {
+			let split = matches!(node.kind, OpKind::SplitHeads(_));
+			let elements = segment_range(shape.values_len()?, segment);
+			inputs.push((0, segments_of(elements.map(|element| shape.source_index(split, element)))));
+		},
+		// The ids of the segment's rows; the table's segments depend on them ([`gather_reads`]).
+		(OpKind::Gather { row_len }, Piece::Segment { segment, .. }) => {
+			let row_len = row_len.max(1);
+			let out_len = input_len(1).saturating_mul(row_len);
+			inputs.push((1, segments_of(segment_range(out_len, segment).map(|element| element / row_len))));
+		},
+		// The whole rows of the segment's elements, and the gain (and bias) at their columns.
+		(OpKind::Norm(shape), Piece::Segment { segment, .. }) => {
+			let width = shape.width.max(1);
+			let elements = segment_range(shape.values_len()?, segment);
+			let rows = elements.start / width..elements.end.div_ceil(width);
+			inputs.push((0, segments_of(rows.start * width..rows.end * width)));
+			let columns = segments_of(elements.map(|element| element % width));
+			if shape.norm == crate::ops::norm::Norm::Layer {
+				inputs.push((2, columns.clone()));
+			}
+			inputs.insert(1, (1, columns));
+		},
+		// The visible keys of every row that has a visible element in the segment.
+		(OpKind::CausalSoftmax(shape) | OpKind::CausalSoftmaxGrad(shape), Piece::Segment { segment, .. }) => {
+			let t = shape.positions.max(1);
+			let mut rows: Vec<usize> = segment_range(shape.scores_len()?, segment)
+				.filter(|&element| element % t < shape.visible(element / t).len())
+				.map(|element| element / t)
+				.collect();
+			rows.dedup();
+			let read = segments_of(rows.into_iter().flat_map(|row| shape.visible(row)));
+			let operands = if matches!(node.kind, OpKind::CausalSoftmax(_)) { 1 } else { 2 };
+			inputs.extend((0..operands).map(|position| (position, read.clone())));
 		},
 		(OpKind::Commit, Piece::Chunk { value, chunk }) => {
 			let len = node.inputs.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
@@ -363,6 +400,11 @@ pub fn open_case(
 			inputs.push(InputOpening { input: 0, segments: openings, proof });
 		}
 	}
+	let mut needed_inputs = needed_inputs;
+	if let (OpKind::Gather { row_len }, Piece::Segment { segment, .. }) = (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
+		let ids = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
+		needed_inputs.insert(0, (0, gather_reads(graph, operator, row_len, segment, ids)?));
+	}
 	for (position, segments) in needed_inputs {
 		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
 		let value = graph.value(id).ok_or(RefereeError::InvalidJob)?;
@@ -447,6 +489,28 @@ pub fn open_case(
 		claim_proof: pieces_tree.proof(piece).map_err(|_| out_of_range)?,
 	};
 	Ok((dispute, openings))
+}
+
+/// The table segments that segment `segment` of gather `operator` (rows of `row_len`)
+/// reads, given its ids: what the prover opens of the table.
+pub(super) fn gather_reads(graph: &Graph, operator: usize, row_len: usize, segment: usize, ids: &HostTensor) -> Result<Vec<usize>, RefereeError> {
+	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
+	let rows = node.inputs.get(1).and_then(|&id| graph.value(id)).map_or(0, |value| value.len);
+	let row_len = row_len.max(1);
+	let mut table = Vec::with_capacity(SEGMENT);
+	for element in segment_range(rows.saturating_mul(row_len), segment) {
+		let row = ids.word(element / row_len).ok_or(RefereeError::InvalidJob)? as usize;
+		table.push(row.saturating_mul(row_len).saturating_add(element % row_len));
+	}
+	Ok(segments_of(table.into_iter()))
+}
+
+/// The sorted, distinct segments of the elements `elements`.
+fn segments_of(elements: impl Iterator<Item = usize>) -> Vec<usize> {
+	let mut segments: Vec<usize> = elements.map(|element| element / SEGMENT).collect();
+	segments.sort_unstable();
+	segments.dedup();
+	segments
 }
 
 /// The dataset segments that segment `segment` of the batch's value `value`
