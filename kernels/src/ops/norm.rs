@@ -141,6 +141,37 @@ pub struct NormGrads<'a> {
 	pub beta: &'a mut [f32],
 }
 
+/// Scratch space of [`backward_row`], `width` each: it leaves the row's `x̂` in `normalised`.
+pub struct RowScratch<'a> {
+	/// Receives `x̂`.
+	pub normalised: &'a mut [f32],
+	/// Holds `g = dy ⊗ γ`.
+	pub g: &'a mut [f32],
+}
+
+/// One row's `dx` (into `dx`) from its forward input `x`, the gain and its output gradient
+/// `dy`, by the module's sequence. The referee recomputes a row through this same function.
+pub fn backward_row(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], scratch: RowScratch<'_>, dx: &mut [f32]) {
+	let RowScratch { normalised, g } = scratch;
+	let k = recip(shape.width as f32);
+	let r = normalise_row(shape.norm, shape.epsilon, k, x, normalised);
+	for ((g, &dy), &gain) in g.iter_mut().zip(dy).zip(gamma) {
+		*g = mul(dy, gain);
+	}
+	let b = mul(chunked_sum(g.iter().zip(normalised.iter()).map(|(&g, &xhat)| mul(g, xhat))), k);
+	let a = match shape.norm {
+		Norm::Layer => mul(chunked_sum(g.iter().copied()), k),
+		Norm::Rms => 0.0,
+	};
+	for ((dx, &g), &xhat) in dx.iter_mut().zip(g.iter()).zip(normalised.iter()) {
+		let centred = match shape.norm {
+			Norm::Layer => g - a,
+			Norm::Rms => g,
+		};
+		*dx = mul(r, centred - mul(xhat, b));
+	}
+}
+
 /// The backward pass: the gradients of `x`, `γ` and `β` from the forward input `x`, the
 /// gain `gamma` and the output gradient `dy`.
 pub fn norm_backward(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], grads: NormGrads<'_>) -> Result<(), KernelError> {
@@ -148,7 +179,6 @@ pub fn norm_backward(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], gra
 	check_len("dy", dy.len(), len)?;
 	check_len("x_grad", grads.x.len(), len)?;
 	check_len("gamma_grad", grads.gamma.len(), shape.width)?;
-	let k = recip(shape.width as f32);
 	let width = shape.width;
 	let mut normalised = vec![0.0f32; len];
 	let mut g = vec![0.0f32; width];
@@ -157,22 +187,7 @@ pub fn norm_backward(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], gra
 		.zip(dy.chunks_exact(width))
 		.zip(normalised.chunks_exact_mut(width).zip(grads.x.chunks_exact_mut(width)))
 	{
-		let r = normalise_row(shape.norm, shape.epsilon, k, x_row, normalised_row);
-		for ((g, &dy), &gain) in g.iter_mut().zip(dy_row).zip(gamma) {
-			*g = mul(dy, gain);
-		}
-		let b = mul(chunked_sum(g.iter().zip(normalised_row.iter()).map(|(&g, &xhat)| mul(g, xhat))), k);
-		let a = match shape.norm {
-			Norm::Layer => mul(chunked_sum(g.iter().copied()), k),
-			Norm::Rms => 0.0,
-		};
-		for ((dx, &g), &xhat) in dx_row.iter_mut().zip(&g).zip(normalised_row.iter()) {
-			let centred = match shape.norm {
-				Norm::Layer => g - a,
-				Norm::Rms => g,
-			};
-			*dx = mul(r, centred - mul(xhat, b));
-		}
+		backward_row(shape, x_row, gamma, dy_row, RowScratch { normalised: normalised_row, g: &mut g }, dx_row);
 	}
 	// `x̂` is done with: its buffer holds `dy ⊗ x̂`, whose column sums are `dγ`.
 	for (product, &dy) in normalised.iter_mut().zip(dy) {

@@ -523,6 +523,7 @@ impl Graph {
 		Ok(match node.kind {
 			OpKind::BiasGrad(layout) => Some(Reduction::BiasGrad(layout)),
 			OpKind::SoftmaxCrossEntropy(shape) => Some(Reduction::SoftmaxCrossEntropy(shape)),
+			OpKind::NormGrad(shape) => Some(Reduction::NormGrad(shape)),
 			OpKind::ClipGradNorm(max_norm) => Some(Reduction::ClipGradNorm {
 				max_norm,
 				lens: node.inputs.iter().map(|&input| self.value(input).map_or(0, |value| value.len)).collect(),

@@ -19,6 +19,8 @@
 //! | the loss lane | | [`LOSS_LANE_ROWS`] row losses | 2 | those rows' last sum partials |
 //! | clipping | one per gradient tensor | 32 chunks (1,024 elements) of `g ⊗ g` | 1 | ≤ 1,024 gradient elements |
 //! | clipping, last lane (totals) | | one tensor | 1 | two earlier partials |
+//! | a norm's backward, `dγ` | one per 32-column tile | one 32-row chunk of `dy ⊗ x̂` | the tile's running sums | those 32 whole rows of `x` and the tile's `dy` |
+//! | the same, `dβ` (LayerNorm) | one per 32-column tile | one 32-row chunk of `dy` | the tile's running sums | the tile's `dy` |
 //!
 //! A partial is `previous + Σ(span)`, where `previous` is the lane's partial
 //! before it (`+0` for the first) and `Σ` folds the span's chunk sums exactly
@@ -35,7 +37,9 @@
 //! - a logits-gradient segment recomputes the rows it touches ([`softmax_row`]), or for
 //!   wide rows its own elements from their rows' last sum partials ([`span_grad`]);
 //! - a clipped gradient segment scales its input segment by the coefficient of
-//!   `sqrt(last total)` ([`clip_coefficient`]); the norm is that square root.
+//!   `sqrt(last total)` ([`clip_coefficient`]); the norm is that square root;
+//! - a norm's `dx` segment recomputes the rows it touches ([`backward_row`]), its `dγ` and
+//!   `dβ` segments are their tiles' last partials.
 //!
 //! The same functions compute the partials on the prover's host
 //! ([`Reduction::partials`]) and single pieces in the referee, through a
@@ -51,6 +55,7 @@ use crate::error::KernelError;
 use crate::ops::loss::{row_loss, softmax_row, span_fold, span_grad, span_max, ClassifierShape};
 use crate::arith::math::{exp, recip, sqrt};
 use crate::proof::merkle::SEGMENT;
+use crate::ops::norm::{backward_row, normalise_row, Norm, NormShape, RowScratch};
 use crate::ops::optim::clip_coefficient;
 
 // A bias-gradient tile is exactly one output segment (`output_segment` reads a
@@ -102,6 +107,10 @@ pub enum Reduction {
 		/// Elements of each gradient, in input order.
 		lens: Vec<usize>,
 	},
+	/// A normalisation's backward: inputs `x`, the gain and `dy`; outputs `dx`, `dγ` and for
+	/// LayerNorm `dβ`. The lanes are `dγ`'s 32-column tiles, then `dβ`'s; a span is a 32-row
+	/// chunk. A `dγ` partial recomputes its rows' `x̂` from their whole rows of `x`.
+	NormGrad(NormShape),
 }
 
 /// What recomputing one piece reads.
@@ -147,6 +156,7 @@ impl Reduction {
 			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => 2 * shape.rows + 1,
 			Self::SoftmaxCrossEntropy(_) => 1,
 			Self::ClipGradNorm { lens, .. } => lens.len() + 1,
+			Self::NormGrad(shape) => norm_tiles(*shape) * if shape.norm == Norm::Layer { 2 } else { 1 },
 		}
 	}
 
@@ -163,6 +173,7 @@ impl Reduction {
 			},
 			Self::SoftmaxCrossEntropy(shape) => shape.rows.div_ceil(CHUNK),
 			Self::ClipGradNorm { lens, .. } => lens.get(lane).map_or(lens.len(), |len| len.div_ceil(NORM_SPAN)),
+			Self::NormGrad(shape) => shape.rows.div_ceil(CHUNK),
 		}
 	}
 
@@ -223,6 +234,7 @@ impl Reduction {
 	pub fn width(&self, lane: usize) -> usize {
 		match self {
 			Self::BiasGrad(layout) => layout.channels.saturating_sub(lane * TILE).min(TILE),
+			Self::NormGrad(shape) => norm_columns(*shape, lane).len(),
 			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => match WideLane::of(*shape, lane) {
 				WideLane::Max(_) => 1,
 				WideLane::Sum(_) => 3,
@@ -282,6 +294,13 @@ impl Reduction {
 				// The totals lane: the total before, and tensor `span`'s sum of squares.
 				None => reads.pieces.push(self.last(span)?),
 			},
+			Self::NormGrad(shape) => {
+				let (rows, columns) = (chunk_range(span, shape.rows), norm_columns(*shape, lane));
+				if lane < norm_tiles(*shape) {
+					reads.inputs.push((0, rows.start * shape.width..rows.end * shape.width));
+				}
+				reads.inputs.extend(rows.map(|row| (2, row * shape.width + columns.start..row * shape.width + columns.end)));
+			},
 		}
 		Ok(reads)
 	}
@@ -339,6 +358,35 @@ impl Reduction {
 					add_to_first(&mut running, tensor_sum.first().copied().unwrap_or_default());
 				},
 			},
+			Self::NormGrad(shape) => {
+				let (rows, columns) = (chunk_range(span, shape.rows), norm_columns(*shape, lane));
+				let word = |position: usize, index: usize| -> Result<f32, S::Error> { Ok(f32::from_bits(source.word(position, index)?)) };
+				// `dγ` sums `dy ⊗ x̂`, with each row's `x̂` by the forward's sequence; `dβ` sums `dy`.
+				let mut terms = vec![0.0f32; rows.len() * columns.len()];
+				let k = recip(shape.width as f32);
+				let (mut x, mut normalised) = (vec![0.0f32; shape.width], vec![0.0f32; shape.width]);
+				for (row, terms) in rows.clone().zip(terms.chunks_exact_mut(columns.len().max(1))) {
+					let first = row * shape.width;
+					if lane < norm_tiles(*shape) {
+						for (slot, index) in x.iter_mut().zip(first..) {
+							*slot = word(0, index)?;
+						}
+						normalise_row(shape.norm, shape.epsilon, k, &x, &mut normalised);
+					}
+					for (term, column) in terms.iter_mut().zip(columns.clone()) {
+						let dy = word(2, first + column)?;
+						*term = if lane < norm_tiles(*shape) { mul(dy, word_at(&normalised, column)) } else { dy };
+					}
+				}
+				for (offset, slot) in running.iter_mut().enumerate() {
+					// One chunk sum per column, sequential from +0 over the span's rows.
+					let mut sum = 0.0f32;
+					for row in 0..rows.len() {
+						sum += word_at(&terms, row * columns.len() + offset);
+					}
+					*slot += sum;
+				}
+			},
 		}
 		Ok(running)
 	}
@@ -376,6 +424,15 @@ impl Reduction {
 					reads.inputs.push((value, segment_range(segment, len)?));
 				}
 			},
+			// `dx` from its rows whole (`x`, the whole gain, `dy`); `dγ`, `dβ` from last partials.
+			Self::NormGrad(shape) => match value {
+				0 => {
+					let rows = norm_rows(*shape, segment)?;
+					let stretch = rows.start * shape.width..rows.end * shape.width;
+					reads.inputs.extend([(0, stretch.clone()), (1, 0..shape.width), (2, stretch)]);
+				},
+				_ => reads.pieces.push(self.last((value - 1) * norm_tiles(*shape) + segment)?),
+			},
 		}
 		Ok(reads)
 	}
@@ -402,6 +459,26 @@ impl Reduction {
 				}
 				let offset = rows.start * shape.classes;
 				Ok(grads.get(elements.start - offset..elements.end - offset).map(<[f32]>::to_vec).unwrap_or_default())
+			},
+			Self::NormGrad(shape) => {
+				if value > 0 {
+					let lane = (value - 1) * norm_tiles(*shape) + segment;
+					return source.piece(self.last(lane)?, self.width(lane));
+				}
+				let elements = segment_range(segment, shape.values_len()?)?;
+				let rows = norm_rows(*shape, segment)?;
+				let word = |position: usize, index: usize| -> Result<f32, S::Error> { Ok(f32::from_bits(source.word(position, index)?)) };
+				let gain = (0..shape.width).map(|column| word(1, column)).collect::<Result<Vec<f32>, _>>()?;
+				let (mut normalised, mut g) = (vec![0.0f32; shape.width], vec![0.0f32; shape.width]);
+				let mut dx = vec![0.0f32; rows.len() * shape.width];
+				for (row, dx_row) in rows.clone().zip(dx.chunks_exact_mut(shape.width.max(1))) {
+					let stretch = row * shape.width..(row + 1) * shape.width;
+					let x = stretch.clone().map(|index| word(0, index)).collect::<Result<Vec<f32>, _>>()?;
+					let dy = stretch.map(|index| word(2, index)).collect::<Result<Vec<f32>, _>>()?;
+					backward_row(*shape, &x, &gain, &dy, RowScratch { normalised: &mut normalised, g: &mut g }, dx_row);
+				}
+				let offset = rows.start * shape.width;
+				Ok(dx.get(elements.start - offset..elements.end - offset).map(<[f32]>::to_vec).unwrap_or_default())
 			},
 			Self::ClipGradNorm { max_norm, lens } => {
 				let total = source.piece(self.total_piece()?, 1)?;
@@ -602,6 +679,24 @@ fn add_to_first(values: &mut [f32], addend: f32) {
 	if let Some(first) = values.first_mut() {
 		*first += addend;
 	}
+}
+
+/// 32-column tiles of a norm's parameter gradients: the lanes of each.
+fn norm_tiles(shape: NormShape) -> usize {
+	shape.width.div_ceil(TILE)
+}
+
+/// The columns of lane `lane` of a norm's backward (`dγ`'s tiles, then `dβ`'s).
+fn norm_columns(shape: NormShape, lane: usize) -> Range<usize> {
+	let tile = lane % norm_tiles(shape).max(1);
+	(tile * TILE).min(shape.width)..((tile + 1) * TILE).min(shape.width)
+}
+
+/// The rows a segment of a norm's `dx` touches.
+fn norm_rows(shape: NormShape, segment: usize) -> Result<Range<usize>, KernelError> {
+	let elements = segment_range(segment, shape.values_len()?)?;
+	let width = shape.width.max(1);
+	Ok(elements.start / width..(elements.end - 1) / width + 1)
 }
 
 /// The rule-4 chunk `chunk` of a sequence of `len` terms.

@@ -263,7 +263,7 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 			let len = node.inputs.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
 			inputs.push((value, super::chunk_segments(len, chunk).collect()));
 		},
-		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_), _) => {
+		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_) | OpKind::NormGrad(_), _) => {
 			let reduction = graph.reduction(operator)?.ok_or(GraphError::PieceOutOfRange { piece, count: 0 })?;
 			let reads = match decoded {
 				Piece::Partial { lane, span } => reduction.partial_reads(lane, span)?,

@@ -73,6 +73,7 @@ fn checked(kind: OpKind) -> bool {
 			| OpKind::SplitHeads(_)
 			| OpKind::MergeHeads(_)
 			| OpKind::Norm(_)
+			| OpKind::NormGrad(_)
 			| OpKind::CausalSoftmax(_)
 			| OpKind::CausalSoftmaxGrad(_)
 			| OpKind::Contract(Contraction::BatchedMatmul { .. })
@@ -85,10 +86,15 @@ fn check_every_piece(config: TransformerConfig, sequences: usize) {
 	let (graph, values) = traced_step(config, sequences);
 	let mut judged = 0;
 	for (operator, node) in graph.nodes.iter().enumerate().filter(|(_, node)| checked(node.kind)) {
-		let honest_accumulators = match node.kind {
-			OpKind::Contract(contraction) => {
+		let reduction = graph.reduction(operator).unwrap();
+		let honest_accumulators = match (node.kind, &reduction) {
+			(OpKind::Contract(contraction), _) => {
 				let operand = |position: usize| values[node.inputs[position]].iter().map(|&w| f32::from_bits(w)).collect::<Vec<_>>();
 				crate::job::trace::accumulators(contraction, &operand(0), &operand(1), None).unwrap()
+			},
+			(_, Some(reduction)) => {
+				let word = |position: usize, index: usize| Ok::<u32, crate::error::KernelError>(values[node.inputs[position]][index]);
+				reduction.partials(word, None).unwrap()
 			},
 			_ => Vec::new(),
 		};
@@ -120,7 +126,18 @@ fn check_every_piece(config: TransformerConfig, sequences: usize) {
 			opened_words += previous.iter().map(|words| words.len() as u64).sum::<u64>();
 			assert!(opened_words <= bound, "{} piece {piece} opens {opened_words} words, over the bound {bound}", node.kind.name());
 			let reader = Inputs { graph: &graph, segments: &segments, last: core::cell::Cell::new(None) };
+			let earlier: BTreeMap<usize, &[u32]> = previous.iter().zip(&pieces).map(|(words, &index)| (index, words.as_slice())).collect();
+			let proven = Proven { reader: &reader, pieces: &earlier };
 			let (recomputed, honest) = match (node.kind, decoded) {
+				(_, Piece::Partial { lane, span }) => {
+					let recomputed = words_of(&reduction.as_ref().unwrap().partial(lane, span, &proven).unwrap());
+					(recomputed, words_of(&honest_accumulators[piece]))
+				},
+				(_, Piece::Segment { value, segment }) if reduction.is_some() => {
+					let recomputed = words_of(&reduction.as_ref().unwrap().output_segment(value, segment, &proven).unwrap());
+					let output = &values[node.outputs[value]];
+					(recomputed, output[segment_range(output.len(), segment)].to_vec())
+				},
 				(OpKind::Contract(contraction), Piece::Accumulator(id)) => {
 					let previous = previous.first().map(Vec::as_slice);
 					let recomputed = accumulator_piece(contraction, id, &reader, previous.as_ref()).unwrap();
