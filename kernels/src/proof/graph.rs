@@ -524,6 +524,11 @@ impl Graph {
 			OpKind::BiasGrad(layout) => Some(Reduction::BiasGrad(layout)),
 			OpKind::SoftmaxCrossEntropy(shape) => Some(Reduction::SoftmaxCrossEntropy(shape)),
 			OpKind::NormGrad(shape) => Some(Reduction::NormGrad(shape)),
+			OpKind::ScatterAddRows { row_len, table_rows } => Some(Reduction::ScatterAddRows {
+				row_len,
+				table_rows,
+				rows: node.inputs.get(1).and_then(|&ids| self.value(ids)).map_or(0, |value| value.len),
+			}),
 			OpKind::ClipGradNorm(max_norm) => Some(Reduction::ClipGradNorm {
 				max_norm,
 				lens: node.inputs.iter().map(|&input| self.value(input).map_or(0, |value| value.len)).collect(),

@@ -21,6 +21,7 @@
 //! | clipping, last lane (totals) | | one tensor | 1 | two earlier partials |
 //! | a norm's backward, `dγ` | one per 32-column tile | one 32-row chunk of `dy ⊗ x̂` | the tile's running sums | those 32 whole rows of `x` and the tile's `dy` |
 //! | the same, `dβ` (LayerNorm) | one per 32-column tile | one 32-row chunk of `dy` | the tile's running sums | the tile's `dy` |
+//! | a scatter-add (an embedding's gradient) | one per (table row, 32-column tile) | [`SCATTER_SPAN`] looked-up rows | `[count, totals, chunk sums]` of the tile | the span's ids, and the tile's `dy` of the rows that looked the table row up |
 //!
 //! A partial is `previous + Σ(span)`, where `previous` is the lane's partial
 //! before it (`+0` for the first) and `Σ` folds the span's chunk sums exactly
@@ -39,7 +40,9 @@
 //! - a clipped gradient segment scales its input segment by the coefficient of
 //!   `sqrt(last total)` ([`clip_coefficient`]); the norm is that square root;
 //! - a norm's `dx` segment recomputes the rows it touches ([`backward_row`]), its `dγ` and
-//!   `dβ` segments are their tiles' last partials.
+//!   `dβ` segments are their tiles' last partials;
+//! - a scatter-add's segment finishes its lanes' last partials: `total + chunk` where the
+//!   last chunk is not empty, as [`chunked_sum`](crate::arith::chunked_sum) ends.
 //!
 //! The same functions compute the partials on the prover's host
 //! ([`Reduction::partials`]) and single pieces in the referee, through a
@@ -76,6 +79,10 @@ pub const LOSS_SPAN: usize = LOSS_SPAN_CHUNKS * CHUNK;
 /// its rows' sums and the partial before it without exceeding the referee's opened pieces.
 pub const LOSS_LANE_ROWS: usize = CHUNK / 2;
 
+/// Looked-up rows per span of a scatter-add lane: a partial reads at most this many rows
+/// of one 32-column tile.
+pub const SCATTER_SPAN: usize = 512;
+
 /// Whether `shape`'s rows are wider than one [`LOSS_SPAN`].
 pub fn is_wide(shape: ClassifierShape) -> bool {
 	shape.classes > LOSS_SPAN
@@ -111,6 +118,20 @@ pub enum Reduction {
 	/// LayerNorm `dβ`. The lanes are `dγ`'s 32-column tiles, then `dβ`'s; a span is a 32-row
 	/// chunk. A `dγ` partial recomputes its rows' `x̂` from their whole rows of `x`.
 	NormGrad(NormShape),
+	/// The gradient of a row lookup: inputs `dy` and the ids; output the table's gradient,
+	/// each table row's chunked sum, in row order, of the rows that looked it up. A lane is
+	/// one (table row, 32-column tile), in table order; a span is [`SCATTER_SPAN`] looked-up
+	/// rows. A partial is `[count, total_j…, chunk_j…]`: rule 4's state after the span, the
+	/// matching rows in the current chunk (an exact small integer), the fold of the closed
+	/// chunks and the open chunk's sum, per column.
+	ScatterAddRows {
+		/// Words per row.
+		row_len: usize,
+		/// Rows of the table.
+		table_rows: usize,
+		/// Rows looked up.
+		rows: usize,
+	},
 }
 
 /// What recomputing one piece reads.
@@ -157,6 +178,7 @@ impl Reduction {
 			Self::SoftmaxCrossEntropy(_) => 1,
 			Self::ClipGradNorm { lens, .. } => lens.len() + 1,
 			Self::NormGrad(shape) => norm_tiles(*shape) * if shape.norm == Norm::Layer { 2 } else { 1 },
+			Self::ScatterAddRows { row_len, table_rows, .. } => table_rows.saturating_mul(row_len.div_ceil(TILE)),
 		}
 	}
 
@@ -174,11 +196,15 @@ impl Reduction {
 			Self::SoftmaxCrossEntropy(shape) => shape.rows.div_ceil(CHUNK),
 			Self::ClipGradNorm { lens, .. } => lens.get(lane).map_or(lens.len(), |len| len.div_ceil(NORM_SPAN)),
 			Self::NormGrad(shape) => shape.rows.div_ceil(CHUNK),
+			Self::ScatterAddRows { rows, .. } => rows.div_ceil(SCATTER_SPAN),
 		}
 	}
 
 	/// Partials in all: the first pieces of the operator's tree.
 	pub fn len(&self) -> usize {
+		if let Self::ScatterAddRows { rows, .. } = self {
+			return self.lanes().saturating_mul(rows.div_ceil(SCATTER_SPAN));
+		}
 		if let Self::SoftmaxCrossEntropy(shape) = self {
 			if is_wide(*shape) {
 				return 2 * shape.rows * shape.classes.div_ceil(LOSS_SPAN) + shape.rows.div_ceil(LOSS_LANE_ROWS);
@@ -197,6 +223,10 @@ impl Reduction {
 		if span >= self.spans(lane) {
 			return None;
 		}
+		// Every lane of a scatter-add has the same spans: no walk over its lanes.
+		if let Self::ScatterAddRows { rows, .. } = self {
+			return Some(lane * rows.div_ceil(SCATTER_SPAN) + span);
+		}
 		// A wide loss's row lanes all have a row's spans: no walk over its thousands of lanes.
 		if let Self::SoftmaxCrossEntropy(shape) = self {
 			if is_wide(*shape) {
@@ -208,6 +238,10 @@ impl Reduction {
 
 	/// The `(lane, span)` of partial `index`.
 	pub fn locate(&self, index: usize) -> Option<(usize, usize)> {
+		if let Self::ScatterAddRows { rows, .. } = self {
+			let spans = rows.div_ceil(SCATTER_SPAN).max(1);
+			return (index < self.len()).then_some((index / spans, index % spans));
+		}
 		if let Self::SoftmaxCrossEntropy(shape) = self {
 			if is_wide(*shape) {
 				let row_spans = shape.classes.div_ceil(LOSS_SPAN);
@@ -235,6 +269,7 @@ impl Reduction {
 		match self {
 			Self::BiasGrad(layout) => layout.channels.saturating_sub(lane * TILE).min(TILE),
 			Self::NormGrad(shape) => norm_columns(*shape, lane).len(),
+			Self::ScatterAddRows { row_len, .. } => 1 + 2 * scatter_columns(*row_len, lane).len(),
 			Self::SoftmaxCrossEntropy(shape) if is_wide(*shape) => match WideLane::of(*shape, lane) {
 				WideLane::Max(_) => 1,
 				WideLane::Sum(_) => 3,
@@ -294,6 +329,8 @@ impl Reduction {
 				// The totals lane: the total before, and tensor `span`'s sum of squares.
 				None => reads.pieces.push(self.last(span)?),
 			},
+			// The span's ids; the `dy` rows it reads depend on them ([`Reduction::data_reads`]).
+			Self::ScatterAddRows { rows, .. } => reads.inputs.push((1, scatter_rows(span, *rows))),
 			Self::NormGrad(shape) => {
 				let (rows, columns) = (chunk_range(span, shape.rows), norm_columns(*shape, lane));
 				if lane < norm_tiles(*shape) {
@@ -303,6 +340,18 @@ impl Reduction {
 			},
 		}
 		Ok(reads)
+	}
+
+	/// The reads of partial `(lane, span)` that depend on its inputs' words (`word(position,
+	/// index)`): a scatter-add's `dy` rows, in its tile, of the span's rows that looked its
+	/// table row up. Nothing for any other reduction.
+	pub fn data_reads(&self, lane: usize, span: usize, word: impl Fn(usize, usize) -> Option<u32>) -> Vec<(usize, Range<usize>)> {
+		let Self::ScatterAddRows { row_len, rows, .. } = self else { return Vec::new() };
+		let (table_row, columns) = (lane / row_len.div_ceil(TILE).max(1), scatter_columns(*row_len, lane));
+		scatter_rows(span, *rows)
+			.filter(|&row| word(1, row).is_some_and(|id| id as usize == table_row))
+			.map(|row| (0, row * row_len + columns.start..row * row_len + columns.end))
+			.collect()
 	}
 
 	/// Recomputes partial `(lane, span)` from `source`.
@@ -357,6 +406,33 @@ impl Reduction {
 					let tensor_sum = source.piece(self.last(span)?, 1)?;
 					add_to_first(&mut running, tensor_sum.first().copied().unwrap_or_default());
 				},
+			},
+			Self::ScatterAddRows { row_len, table_rows, rows } => {
+				let (table_row, columns) = (lane / row_len.div_ceil(TILE).max(1), scatter_columns(*row_len, lane));
+				let count = columns.len();
+				for row in scatter_rows(span, *rows) {
+					if scatter_id(*table_rows, row, source)? != table_row {
+						continue;
+					}
+					for (offset, column) in columns.clone().enumerate() {
+						let dy = f32::from_bits(source.word(0, row * row_len + column)?);
+						if let Some(chunk) = running.get_mut(1 + count + offset) {
+							*chunk += dy;
+						}
+					}
+					let mut in_chunk = word_at(&running, 0) + 1.0;
+					// A full chunk joins the total, and the next chunk starts from +0.
+					if in_chunk == CHUNK as f32 {
+						let (totals, chunks) = running.get_mut(1..).unwrap_or_default().split_at_mut(count);
+						for (total, chunk) in totals.iter_mut().zip(chunks) {
+							*total += core::mem::take(chunk);
+						}
+						in_chunk = 0.0;
+					}
+					if let Some(slot) = running.first_mut() {
+						*slot = in_chunk;
+					}
+				}
 			},
 			Self::NormGrad(shape) => {
 				let (rows, columns) = (chunk_range(span, shape.rows), norm_columns(*shape, lane));
@@ -424,6 +500,15 @@ impl Reduction {
 					reads.inputs.push((value, segment_range(segment, len)?));
 				}
 			},
+			// Each element's lane's last partial.
+			Self::ScatterAddRows { row_len, table_rows, .. } => {
+				let elements = segment_range(segment, table_rows.saturating_mul(*row_len))?;
+				let mut lanes: Vec<usize> = elements.map(|element| scatter_lane(*row_len, element)).collect();
+				lanes.dedup();
+				for lane in lanes {
+					reads.pieces.push(self.last(lane)?);
+				}
+			},
 			// `dx` from its rows whole (`x`, the whole gain, `dy`); `dγ`, `dβ` from last partials.
 			Self::NormGrad(shape) => match value {
 				0 => {
@@ -459,6 +544,22 @@ impl Reduction {
 				}
 				let offset = rows.start * shape.classes;
 				Ok(grads.get(elements.start - offset..elements.end - offset).map(<[f32]>::to_vec).unwrap_or_default())
+			},
+			Self::ScatterAddRows { row_len, table_rows, .. } => {
+				let elements = segment_range(segment, table_rows.saturating_mul(*row_len))?;
+				let mut out = Vec::with_capacity(elements.len());
+				let mut cached: Option<(usize, Vec<f32>)> = None;
+				for element in elements {
+					let lane = scatter_lane(*row_len, element);
+					let partial = match &cached {
+						Some((at, partial)) if *at == lane => partial,
+						_ => &cached.insert((lane, source.piece(self.last(lane)?, self.width(lane))?)).1,
+					};
+					let (count, offset) = (scatter_columns(*row_len, lane).len(), element % row_len % TILE);
+					let (total, chunk) = (word_at(partial, 1 + offset), word_at(partial, 1 + count + offset));
+					out.push(if word_at(partial, 0) > 0.0 { total + chunk } else { total });
+				}
+				Ok(out)
 			},
 			Self::NormGrad(shape) => {
 				if value > 0 {
@@ -679,6 +780,30 @@ fn add_to_first(values: &mut [f32], addend: f32) {
 	if let Some(first) = values.first_mut() {
 		*first += addend;
 	}
+}
+
+/// The looked-up rows of span `span` of a scatter-add over `rows` rows.
+fn scatter_rows(span: usize, rows: usize) -> Range<usize> {
+	(span * SCATTER_SPAN).min(rows)..((span + 1) * SCATTER_SPAN).min(rows)
+}
+
+/// The columns of scatter-add lane `lane` (table row `lane / tiles`, tile `lane % tiles`).
+fn scatter_columns(row_len: usize, lane: usize) -> Range<usize> {
+	let tile = lane % row_len.div_ceil(TILE).max(1);
+	(tile * TILE).min(row_len)..((tile + 1) * TILE).min(row_len)
+}
+
+/// The scatter-add lane of element `element` of the table's gradient.
+fn scatter_lane(row_len: usize, element: usize) -> usize {
+	let row_len = row_len.max(1);
+	element / row_len * row_len.div_ceil(TILE) + element % row_len / TILE
+}
+
+/// Looked-up row `row`'s id, or the kernel's error when it names no table row.
+fn scatter_id<S: Source>(table_rows: usize, row: usize, source: &S) -> Result<usize, S::Error> {
+	let id = source.word(1, row)?;
+	let index = usize::try_from(id).ok().filter(|&index| index < table_rows);
+	Ok(index.ok_or(KernelError::IndexOutOfRange { index: id, rows: table_rows })?)
 }
 
 /// 32-column tiles of a norm's parameter gradients: the lanes of each.

@@ -31,7 +31,7 @@ use crate::ops::contraction::Contraction;
 use crate::proof::graph::{Graph, OpKind, Origin};
 use crate::proof::state_tree::CHUNK_WORDS;
 use crate::proof::merkle::{depth, SEGMENT};
-use crate::proof::reduction::{is_wide, LOSS_LANE_ROWS, LOSS_SPAN};
+use crate::proof::reduction::{is_wide, LOSS_LANE_ROWS, LOSS_SPAN, SCATTER_SPAN};
 use crate::job::model::{ModelConfig, TrainConfig};
 
 /// Most classes a job may have: a loss partial then reads at most
@@ -245,9 +245,15 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 			};
 			partial.or(rows.and(rows).and(gain))
 		},
-		// Sums over the rows that looked a table row up, without pieces yet: a graph with
-		// one is not judged.
-		OpKind::ScatterAddRows { .. } => return Err(RefereeError::InvalidJob),
+		// A partial: its span's ids, a tile's run of `dy` (two segments at worst) for each of
+		// them that looked its table row up, and the partial before; or a segment: the last
+		// partials of its elements' lanes (one per element at worst).
+		OpKind::ScatterAddRows { .. } => {
+			let span = SCATTER_SPAN as u64;
+			let partial_width = 1 + 2 * tile;
+			let partial = contiguous(span).and(Reads::segments(span * segment, 2 * span)).and(Reads::pieces(partial_width, 1));
+			partial.or(Reads::pieces(segment * partial_width, segment))
+		},
 	})
 }
 

@@ -582,7 +582,10 @@ pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Op
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
 			words_of(&reduction.partial(lane, span, &Proven { reader: &reader, pieces: &pieces })?)
 		},
-		(OpKind::BiasGrad(_) | OpKind::SoftmaxCrossEntropy(_) | OpKind::ClipGradNorm(_) | OpKind::NormGrad(_), Piece::Segment { value, segment }) => {
+		(
+			OpKind::BiasGrad(_) | OpKind::SoftmaxCrossEntropy(_) | OpKind::ClipGradNorm(_) | OpKind::NormGrad(_) | OpKind::ScatterAddRows { .. },
+			Piece::Segment { value, segment },
+		) => {
 			let reduction = graph.reduction(operator).map_err(|_| RefereeError::InvalidJob)?.ok_or(RefereeError::InvalidJob)?;
 			words_of(&reduction.output_segment(value, segment, &Proven { reader: &reader, pieces: &pieces })?)
 		},
@@ -1028,10 +1031,8 @@ fn operator_segment(
 		| OpKind::BiasGrad(_)
 		| OpKind::SoftmaxCrossEntropy(_)
 		| OpKind::ClipGradNorm(_)
-		| OpKind::NormGrad(_) => Err(RefereeError::InvalidJob),
-		// Sums over the rows that looked a table row up, without pieces yet: no job that has
-		// one is valid.
-		OpKind::ScatterAddRows { .. } => Err(RefereeError::InvalidJob),
+		| OpKind::NormGrad(_)
+		| OpKind::ScatterAddRows { .. } => Err(RefereeError::InvalidJob),
 	}
 }
 

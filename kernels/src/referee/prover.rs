@@ -15,7 +15,7 @@ use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{segment_range, MerkleTree, SEGMENT};
 use crate::proof::state_tree::{chunk_range, locate_chunk, state_chunk_count, CHUNK_WORDS};
-use crate::proof::reduction::Reads;
+use crate::proof::reduction::{Reads, Reduction};
 use crate::job::trace::{Boundary, HostTensor, StepTrace};
 use crate::proof::chain::TracedStep;
 use crate::proof::merkle::MerkleError;
@@ -263,7 +263,7 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 			let len = node.inputs.get(value).and_then(|&id| graph.value(id)).map_or(0, |v| v.len);
 			inputs.push((value, super::chunk_segments(len, chunk).collect()));
 		},
-		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_) | OpKind::NormGrad(_), _) => {
+		(OpKind::SoftmaxCrossEntropy(_) | OpKind::BiasGrad(_) | OpKind::ClipGradNorm(_) | OpKind::NormGrad(_) | OpKind::ScatterAddRows { .. }, _) => {
 			let reduction = graph.reduction(operator)?.ok_or(GraphError::PieceOutOfRange { piece, count: 0 })?;
 			let reads = match decoded {
 				Piece::Partial { lane, span } => reduction.partial_reads(lane, span)?,
@@ -401,9 +401,19 @@ pub fn open_case(
 		}
 	}
 	let mut needed_inputs = needed_inputs;
-	if let (OpKind::Gather { row_len }, Piece::Segment { segment, .. }) = (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
-		let ids = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-		needed_inputs.insert(0, (0, gather_reads(graph, operator, row_len, segment, ids)?));
+	let ids = || node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob);
+	match (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
+		(OpKind::Gather { row_len }, Piece::Segment { segment, .. }) => {
+			needed_inputs.insert(0, (0, gather_reads(graph, operator, row_len, segment, ids()?)?));
+		},
+		(_, Piece::Partial { lane, span }) => {
+			let reduction = graph.reduction(operator).map_err(invalid)?.ok_or(RefereeError::InvalidJob)?;
+			let reads = data_reads(&reduction, lane, span, ids);
+			if !reads.is_empty() {
+				needed_inputs.insert(0, (0, reads));
+			}
+		},
+		_ => {},
 	}
 	for (position, segments) in needed_inputs {
 		let id = *node.inputs.get(position).ok_or(RefereeError::NoSuchInput { input: position as u32 })?;
@@ -503,6 +513,22 @@ pub(super) fn gather_reads(graph: &Graph, operator: usize, row_len: usize, segme
 		table.push(row.saturating_mul(row_len).saturating_add(element % row_len));
 	}
 	Ok(segments_of(table.into_iter()))
+}
+
+/// The input-0 segments a partial reads that depend on the ids (input 1) `ids` gives: a
+/// scatter-add's `dy` rows ([`Reduction::data_reads`]).
+pub(super) fn data_reads<'a>(
+	reduction: &Reduction,
+	lane: usize,
+	span: usize,
+	ids: impl FnOnce() -> Result<&'a HostTensor, RefereeError>,
+) -> Vec<usize> {
+	if !matches!(reduction, Reduction::ScatterAddRows { .. }) {
+		return Vec::new();
+	}
+	let Ok(ids) = ids() else { return Vec::new() };
+	let ranges = reduction.data_reads(lane, span, |position, index| if position == 1 { ids.word(index) } else { None });
+	segments_of(ranges.into_iter().flat_map(|(_, range)| range))
 }
 
 /// The sorted, distinct segments of the elements `elements`.

@@ -1,13 +1,14 @@
 //! The referee's pieces of a transformer's own operators, against a step run on the
 //! reference: every piece of every residual sum, gather, head copy, normalisation, causal
-//! softmax (and its gradient) and batched matmul is recomputed from exactly the inputs
+//! softmax (and its gradient), normalisation's backward, scatter-add and batched matmul is
+//! recomputed from exactly the inputs
 //! the prover opens for it, equals the honest piece bit for bit, and reads no more than
 //! the cost model bounds.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::prover::{gather_reads, requirements};
+use super::prover::{data_reads, gather_reads, requirements};
 use super::*;
 use crate::exec::cpu::CpuBackend;
 use crate::exec::graph::GraphBuffers;
@@ -74,6 +75,7 @@ fn checked(kind: OpKind) -> bool {
 			| OpKind::MergeHeads(_)
 			| OpKind::Norm(_)
 			| OpKind::NormGrad(_)
+			| OpKind::ScatterAddRows { .. }
 			| OpKind::CausalSoftmax(_)
 			| OpKind::CausalSoftmaxGrad(_)
 			| OpKind::Contract(Contraction::BatchedMatmul { .. })
@@ -102,9 +104,18 @@ fn check_every_piece(config: TransformerConfig, sequences: usize) {
 		for piece in 0..graph.piece_count(operator).unwrap() {
 			let decoded = graph.piece(operator, piece).unwrap();
 			let (mut inputs, pieces) = requirements(&graph, operator, piece).unwrap();
-			if let (OpKind::Gather { row_len }, Piece::Segment { segment, .. }) = (node.kind, decoded) {
-				let ids = HostTensor::U32(values[node.inputs[1]].clone());
-				inputs.insert(0, (0, gather_reads(&graph, operator, row_len, segment, &ids).unwrap()));
+			let ids = node.inputs.get(1).map(|&id| HostTensor::U32(values[id].clone()));
+			match (node.kind, decoded) {
+				(OpKind::Gather { row_len }, Piece::Segment { segment, .. }) => {
+					inputs.insert(0, (0, gather_reads(&graph, operator, row_len, segment, ids.as_ref().unwrap()).unwrap()));
+				},
+				(_, Piece::Partial { lane, span }) => {
+					let reads = data_reads(reduction.as_ref().unwrap(), lane, span, || Ok(ids.as_ref().unwrap()));
+					if !reads.is_empty() {
+						inputs.insert(0, (0, reads));
+					}
+				},
+				_ => {},
 			}
 			// Exactly the opened segments, and what opening them costs (a state input opens
 			// whole chunks).
@@ -175,4 +186,11 @@ fn short_rows_are_judged_from_what_the_prover_opens() {
 #[test]
 fn long_rows_are_judged_from_what_the_prover_opens() {
 	check_every_piece(TransformerConfig { vocab: 7, context: 40, layers: 1, heads: 3, width: 24, mlp_ratio: 1, norm: Norm::Rms, tied_embeddings: false }, 2);
+}
+
+/// A tiny vocabulary over more rows than a scatter-add span: each token's rows fill many
+/// rule-4 chunks, which close inside spans and across them.
+#[test]
+fn many_lookups_of_few_tokens_are_judged_from_what_the_prover_opens() {
+	check_every_piece(TransformerConfig { vocab: 2, context: 33, layers: 1, heads: 1, width: 8, mlp_ratio: 1, norm: Norm::Layer, tied_embeddings: true }, 20);
 }
