@@ -1,0 +1,104 @@
+//! What the referee's cost model bounds for one piece of each operator of a transformer's
+//! step: the words a piece opens and the Merkle hashes that check them, the largest over
+//! each kind of operator, for the character model of the Shakespeare figures (4 blocks,
+//! 4 heads, width 128, context 64, 84 tokens, 16 sequences) and for one GPT-2-small-shaped
+//! block (width 768, 12 heads, context 1,024, an MLP of 4×, GPT-2's 50,257 tokens, tied,
+//! 8 sequences). The bounds are what the disputes pallet's weights scale with.
+//!
+//! It also times what the proof adds to training between disputes: the state root of the
+//! character model's state (parameters and both moments), which a run computes at every
+//! checkpoint boundary, against one training step of the reference (one thread, the
+//! median of 11).
+//!
+//! `cargo run --locked -p touchstone-kernels --example transformer_costs`
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use touchstone_kernels::exec::parallel::set_threads;
+use touchstone_kernels::job::trace::state_root;
+use touchstone_kernels::job::transformer::{batch_windows, TransformerConfig, TransformerState, TransformerTraining};
+use touchstone_kernels::ops::norm::Norm;
+use touchstone_kernels::ops::schedule::WarmupCosine;
+use touchstone_kernels::proof::graph::Graph;
+use touchstone_kernels::referee::piece_cost;
+
+fn main() {
+	let character = TransformerConfig { vocab: 84, context: 64, layers: 4, heads: 4, width: 128, mlp_ratio: 4, norm: Norm::Layer, tied_embeddings: true };
+	let gpt2_block = TransformerConfig { vocab: 50_257, context: 1024, layers: 1, heads: 12, width: 768, mlp_ratio: 4, norm: Norm::Layer, tied_embeddings: true };
+	for (name, config, sequences) in [("character model", character, 16), ("GPT-2-small block", gpt2_block, 8)] {
+		report(name, config, sequences);
+	}
+	proof_share(character, 16);
+}
+
+/// The median of 11 timings of `run`, in milliseconds.
+fn median_ms(mut run: impl FnMut()) -> f64 {
+	let mut times: Vec<f64> = (0..11)
+		.map(|_| {
+			let start = Instant::now();
+			run();
+			start.elapsed().as_secs_f64() * 1e3
+		})
+		.collect();
+	times.sort_by(f64::total_cmp);
+	times[times.len() / 2]
+}
+
+fn proof_share(config: TransformerConfig, sequences: usize) {
+	set_threads(1);
+	let training = TransformerTraining {
+		batch: sequences,
+		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: 100, total_steps: 2000 },
+		beta1: 0.9,
+		beta2: 0.95,
+		epsilon: 1e-8,
+		weight_decay: 0.1,
+		clip_norm: Some(1.0),
+	};
+	let mut state = TransformerState::new(config, 1).expect("a state");
+	let stream: Vec<u32> = (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) % config.vocab).collect();
+	let mut step = 0;
+	let step_ms = median_ms(|| {
+		let windows = batch_windows(&stream, config.context as usize, sequences, 1, step).expect("windows");
+		state.step(config, &training, &windows).expect("a step");
+		step += 1;
+	});
+	let tensors: Vec<Vec<f32>> = state.params.iter().chain(&state.first_moments).chain(&state.second_moments).cloned().collect();
+	let words: usize = tensors.iter().map(Vec::len).sum();
+	let root_ms = median_ms(|| {
+		state_root(&tensors).expect("a root");
+	});
+	println!("\ncharacter model, {sequences} sequences, one thread: step {step_ms:.1} ms; state root of {words} words {root_ms:.2} ms");
+	println!("({:.2} % of a step at a boundary every step, {:.3} % at one every 50 steps)", 100.0 * root_ms / step_ms, 2.0 * root_ms / step_ms);
+}
+
+fn report(name: &str, config: TransformerConfig, sequences: usize) {
+	let training = TransformerTraining {
+		batch: sequences,
+		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: 100, total_steps: 2000 },
+		beta1: 0.9,
+		beta2: 0.95,
+		epsilon: 1e-8,
+		weight_decay: 0.1,
+		clip_norm: Some(1.0),
+	};
+	let graph = Graph::build_transformer(config, sequences, config.context as usize, Some(&training)).expect("a valid transformer");
+	// Per kind of operator: operators, pieces, and the largest bounds.
+	let mut kinds: BTreeMap<&str, (usize, usize, u64, u64)> = BTreeMap::new();
+	for (operator, node) in graph.nodes.iter().enumerate() {
+		let cost = piece_cost(&graph, operator, 1, 1).expect("every operator has a bound");
+		let pieces = graph.piece_count(operator).expect("pieces");
+		let entry = kinds.entry(node.kind.name()).or_default();
+		entry.0 += 1;
+		entry.1 += pieces;
+		entry.2 = entry.2.max(cost.words);
+		entry.3 = entry.3.max(cost.hashes);
+	}
+	println!("\n{name}: {} parameters, {} operators\n", config.parameter_count(), graph.nodes.len());
+	println!("| operator | count | pieces | words opened, worst | hashes, worst |");
+	println!("|---|---:|---:|---:|---:|");
+	for (kind, (count, pieces, words, hashes)) in kinds {
+		println!("| {kind} | {count} | {pieces} | {words} | {hashes} |");
+	}
+}
