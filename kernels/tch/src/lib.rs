@@ -37,7 +37,6 @@ use touchstone_kernels::ops::activation::Activation;
 use touchstone_kernels::ops::attention::CausalShape;
 use touchstone_kernels::ops::norm::{Norm, NormShape};
 use touchstone_kernels::ops::heads::HeadsShape;
-use touchstone_kernels::ops::contraction::{MatmulLayout, MatmulShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::ops::contraction::Contraction;

@@ -48,7 +48,6 @@ use touchstone_kernels::ops::attention::CausalShape;
 use touchstone_kernels::ops::norm::{Norm, NormShape};
 use touchstone_kernels::ops::heads::HeadsShape;
 use touchstone_kernels::ops::embedding::rows_by_index;
-use touchstone_kernels::ops::contraction::{MatmulLayout, MatmulShape};
 use touchstone_kernels::exec::backend::Backend;
 use touchstone_kernels::ops::bias::BiasLayout;
 use touchstone_kernels::arith::CHUNK;
