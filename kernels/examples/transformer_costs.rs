@@ -47,15 +47,7 @@ fn median_ms(mut run: impl FnMut()) -> f64 {
 
 fn proof_share(config: TransformerConfig, sequences: usize) {
 	set_threads(1);
-	let training = TransformerTraining {
-		batch: sequences,
-		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: 100, total_steps: 2000 },
-		beta1: 0.9,
-		beta2: 0.95,
-		epsilon: 1e-8,
-		weight_decay: 0.1,
-		clip_norm: Some(1.0),
-	};
+	let training = training(sequences);
 	let mut state = TransformerState::new(config, 1).expect("a state");
 	let stream: Vec<u32> = (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) % config.vocab).collect();
 	let mut step = 0;
@@ -73,8 +65,9 @@ fn proof_share(config: TransformerConfig, sequences: usize) {
 	println!("({:.2} % of a step at a boundary every step, {:.3} % at one every 50 steps)", 100.0 * root_ms / step_ms, 2.0 * root_ms / step_ms);
 }
 
-fn report(name: &str, config: TransformerConfig, sequences: usize) {
-	let training = TransformerTraining {
+/// GPT-2's AdamW and a warm-up and cosine schedule over 2,000 steps, clipping at 1.
+fn training(sequences: usize) -> TransformerTraining {
+	TransformerTraining {
 		batch: sequences,
 		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: 100, total_steps: 2000 },
 		beta1: 0.9,
@@ -82,7 +75,11 @@ fn report(name: &str, config: TransformerConfig, sequences: usize) {
 		epsilon: 1e-8,
 		weight_decay: 0.1,
 		clip_norm: Some(1.0),
-	};
+	}
+}
+
+fn report(name: &str, config: TransformerConfig, sequences: usize) {
+	let training = training(sequences);
 	let graph = Graph::build_transformer(config, sequences, config.context as usize, Some(&training)).expect("a valid transformer");
 	// Per kind of operator: operators, pieces, and the largest bounds.
 	let mut kinds: BTreeMap<&str, (usize, usize, u64, u64)> = BTreeMap::new();
