@@ -226,7 +226,6 @@ pub trait Backend {
 	/// `[sequences · heads, T, d]` back to `[sequences, T, heads · d]` ([`crate::ops::heads::merge_heads`]).
 	fn merge_heads(&mut self, shape: HeadsShape, blocked: &Self::Tensor, side_by_side: &mut Self::Tensor) -> Result<(), Self::Error>;
 
-
 	/// The gradient of a row lookup: `dtable[v]` = the chunked sum, in row order, of the
 	/// rows of `dy` whose index is `v` ([`crate::ops::embedding::scatter_add_rows`]).
 	fn scatter_add_rows(

@@ -68,7 +68,7 @@ use crate::job::trace::batch_indices;
 use crate::exec::backend::Backend;
 use crate::exec::cpu::CpuBackend;
 use crate::exec::graph::GraphBuffers;
-use crate::proof::graph::{Graph, OpKind, ValueId};
+use crate::proof::graph::{Graph, Node, OpKind, ValueId};
 use crate::ops::norm::Norm;
 use crate::ops::schedule::WarmupCosine;
 
@@ -324,12 +324,14 @@ fn run_graph<B: Backend>(
 	Ok((buffers, result))
 }
 
-/// The value a graph's first operator of kind `kind` writes at `output`, or reads at
-/// `input` when `output` is `None`.
-fn value_of(graph: &Graph, kind: impl Fn(&OpKind) -> bool, input: usize, output: Option<usize>) -> Result<ValueId, KernelError> {
-	let node = graph.nodes.iter().find(|node| kind(&node.kind)).ok_or(KernelError::MissingValue { id: graph.nodes.len() })?;
-	let values = if output.is_some() { &node.outputs } else { &node.inputs };
-	values.get(output.unwrap_or(input)).copied().ok_or(KernelError::MissingValue { id: graph.nodes.len() })
+/// A graph's first operator of kind `kind`.
+fn node_of(graph: &Graph, kind: impl Fn(&OpKind) -> bool) -> Result<&Node, KernelError> {
+	graph.nodes.iter().find(|node| kind(&node.kind)).ok_or(KernelError::MissingValue { id: graph.nodes.len() })
+}
+
+/// Value `position` of `values`.
+fn value_at(values: &[ValueId], position: usize) -> Result<ValueId, KernelError> {
+	values.get(position).copied().ok_or(KernelError::MissingValue { id: position })
 }
 
 /// The one-element tensor of value `id`'s first element.
@@ -337,21 +339,27 @@ fn scalar<B: Backend>(backend: &mut B, graph: &Graph, buffers: &GraphBuffers<B>,
 	Ok(backend.download(buffers.tensor(graph, id)?)?.first().copied().unwrap_or_default())
 }
 
-/// Runs the forward graph of `params` on `windows` (sequences of `positions + 1` tokens,
-/// `positions ≤ context`) on the reference; returns the graph and its buffers.
-fn run_forward(
+/// Runs the graph of `params` on `windows` (sequences of `positions + 1` tokens,
+/// `positions ≤ context`) on the reference: the forward graph, or with `training` a whole
+/// step from zero moments. Returns the graph and its buffers.
+fn run_on_reference(
 	config: TransformerConfig,
 	params: &[Vec<f32>],
 	windows: &[u32],
 	positions: usize,
+	training: Option<&TransformerTraining>,
 ) -> Result<(Graph, GraphBuffers<CpuBackend>), KernelError> {
 	config.check_params(params.iter().map(Vec::len))?;
 	if positions > config.context as usize {
 		return Err(KernelError::InvalidHyperparameter { name: "context" });
 	}
 	let rows = batch_rows(windows, positions)?;
-	let graph = Graph::build_transformer(config, windows.len() / (positions + 1), positions, None)?;
-	let (buffers, result) = run_graph(&mut CpuBackend, &graph, 0, params.to_vec(), &rows)?;
+	let graph = Graph::build_transformer(config, windows.len() / (positions + 1), positions, training)?;
+	let mut state = params.to_vec();
+	if training.is_some() {
+		state.extend(params.iter().chain(params).map(|tensor| vec![0.0f32; tensor.len()]));
+	}
+	let (buffers, result) = run_graph(&mut CpuBackend, &graph, 0, state, &rows)?;
 	result?;
 	Ok((graph, buffers))
 }
@@ -365,30 +373,20 @@ pub fn loss_and_gradients(
 	windows: &[u32],
 	positions: usize,
 ) -> Result<(f32, Vec<Vec<f32>>), KernelError> {
-	config.check_params(params.iter().map(Vec::len))?;
-	if positions > config.context as usize {
-		return Err(KernelError::InvalidHyperparameter { name: "context" });
-	}
-	let rows = batch_rows(windows, positions)?;
-	let sequences = windows.len() / (positions + 1);
 	// A step that does not clip and does not move: its clipping node's inputs are the gradients.
 	let schedule = WarmupCosine { peak: 0.0, floor: 0.0, warmup_steps: 0, total_steps: 1 };
-	let training = TransformerTraining { batch: sequences, schedule, beta1: 0.9, beta2: 0.95, epsilon: 1e-8, weight_decay: 0.0, clip_norm: None };
-	let graph = Graph::build_transformer(config, sequences, positions, Some(&training))?;
-	let mut state = params.to_vec();
-	state.extend(params.iter().chain(params).map(|tensor| vec![0.0f32; tensor.len()]));
-	let backend = &mut CpuBackend;
-	let (buffers, result) = run_graph(backend, &graph, 0, state, &rows)?;
-	result?;
-	let loss = scalar(backend, &graph, &buffers, graph.loss)?;
-	let clip = graph.nodes.iter().find(|node| matches!(node.kind, OpKind::ClipGradNorm(_))).ok_or(KernelError::MissingValue { id: 0 })?;
+	let batch = windows.len() / (positions + 1);
+	let training = TransformerTraining { batch, schedule, beta1: 0.9, beta2: 0.95, epsilon: 1e-8, weight_decay: 0.0, clip_norm: None };
+	let (graph, buffers) = run_on_reference(config, params, windows, positions, Some(&training))?;
+	let loss = scalar(&mut CpuBackend, &graph, &buffers, graph.loss)?;
+	let clip = node_of(&graph, |kind| matches!(kind, OpKind::ClipGradNorm(_)))?;
 	let grads = clip.inputs.iter().map(|&id| buffers.tensor(&graph, id).cloned()).collect::<Result<_, _>>()?;
 	Ok((loss, grads))
 }
 
 /// The mean loss of `windows`, forward only: what evaluation reports.
 pub fn mean_loss(config: TransformerConfig, params: &[Vec<f32>], windows: &[u32], positions: usize) -> Result<f32, KernelError> {
-	let (graph, buffers) = run_forward(config, params, windows, positions)?;
+	let (graph, buffers) = run_on_reference(config, params, windows, positions, None)?;
 	scalar(&mut CpuBackend, &graph, &buffers, graph.loss)
 }
 
@@ -500,7 +498,7 @@ impl<T> TransformerState<T> {
 		result?;
 		self.steps = update;
 		let learning_rate = schedule.rate(self.steps - 1);
-		let norm = value_of(&graph, |kind| matches!(kind, OpKind::ClipGradNorm(_)), 0, Some(count))?;
+		let norm = value_at(&node_of(&graph, |kind| matches!(kind, OpKind::ClipGradNorm(_)))?.outputs, count)?;
 		Ok(StepReport { loss: scalar(backend, &graph, &buffers, graph.loss)?, grad_norm: scalar(backend, &graph, &buffers, norm)?, learning_rate })
 	}
 
@@ -554,8 +552,8 @@ pub fn generate(
 		// One sequence whose last target is a placeholder: only the logits are read.
 		let mut sequence = window.to_vec();
 		sequence.push(0);
-		let (graph, buffers) = run_forward(config, params, &sequence, window.len())?;
-		let logits = buffers.tensor(&graph, value_of(&graph, |kind| matches!(kind, OpKind::SoftmaxCrossEntropy(_)), 0, None)?)?;
+		let (graph, buffers) = run_on_reference(config, params, &sequence, window.len(), None)?;
+		let logits = buffers.tensor(&graph, value_at(&node_of(&graph, |kind| matches!(kind, OpKind::SoftmaxCrossEntropy(_)))?.inputs, 0)?)?;
 		crate::ops::attention::softmax_row(&logits[logits.len() - vocab..], 1.0, &mut probs);
 		let next = if greedy {
 			// The first of the most likely tokens.
