@@ -55,7 +55,7 @@ fn measure(classes: u32) {
 		trace: &tree,
 		first_step: 0,
 		start_state_root: start,
-		dataset: &data,
+		dataset: (&data).into(),
 		dataset_tree: &data_tree,
 		shard: 0..data.len(),
 	};

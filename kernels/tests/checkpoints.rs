@@ -141,7 +141,7 @@ fn a_segments_first_step_is_opened_from_the_checkpoint_at_its_start_alone() {
 		trace: &tree,
 		first_step: 4,
 		start_state_root: boundaries[0].state_root,
-		dataset: &data,
+		dataset: (&data).into(),
 		dataset_tree: &data_tree,
 		shard: 0..data.len(),
 	};

@@ -242,6 +242,60 @@ impl DatasetLayout {
 	}
 }
 
+/// Where the words of a transformer's training windows lie in its token stream: window
+/// `i` is tokens `[i·context, i·context + context]` ([`crate::job::text::sequence`]), and
+/// the stream a job commits holds exactly the tokens its windows cover,
+/// `windows·context + 1` ([`TokenStream::cut_to_windows`](crate::job::text::TokenStream::cut_to_windows)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowLayout {
+	/// Training windows in the stream.
+	pub windows: usize,
+	/// Positions per window: the model's input tokens, each followed by its target.
+	pub context: usize,
+}
+
+impl WindowLayout {
+	/// Tokens in the committed stream, `windows·context + 1`, or `None` past `u32::MAX`.
+	pub fn words(&self) -> Option<usize> {
+		let tokens = self.windows.checked_mul(self.context)?.checked_add(1)?;
+		u32::try_from(tokens).ok().map(|_| tokens)
+	}
+
+	/// The word of the token at `position` of window `window` (`position ≤ context`: the
+	/// last is the final target).
+	pub fn token_word(&self, window: usize, position: usize) -> usize {
+		window * self.context + position
+	}
+}
+
+/// Where a job's training data lies in the words its root commits: samples of features
+/// and labels, or a transformer's token windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataLayout {
+	/// A classification set ([`Dataset::words`]).
+	Samples(DatasetLayout),
+	/// A token stream cut to whole windows.
+	Windows(WindowLayout),
+}
+
+impl DataLayout {
+	/// Words in all, or `None` past `u32::MAX`.
+	pub fn words(&self) -> Option<usize> {
+		match self {
+			Self::Samples(layout) => layout.words(),
+			Self::Windows(layout) => layout.words(),
+		}
+	}
+
+	/// The words that are `f32`s (a classification set's features); the rest are integers.
+	pub fn f32_words(&self) -> core::ops::Range<usize> {
+		match self {
+			Self::Samples(layout) => 0..layout.samples.saturating_mul(layout.feature_len),
+			Self::Windows(_) => 0..0,
+		}
+	}
+}
+
 /// Parses the digits CSV text: 64 integer pixels in `0..=16` and a label in
 /// `0..=9` per line; pixels are scaled by `1/16`.
 pub fn parse_digits_csv(text: &str) -> Result<Dataset, DataError> {

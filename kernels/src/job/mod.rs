@@ -11,4 +11,5 @@ pub mod fault;
 pub mod model;
 pub mod text;
 pub mod trace;
+pub mod training_data;
 pub mod transformer;

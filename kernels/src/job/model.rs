@@ -29,6 +29,10 @@ use crate::error::{check_nonzero, element_count, KernelError};
 use crate::proof::hash::{digest_words, Digest};
 use crate::arith::math::rsqrt;
 use crate::ops::optim::{AdamW, SgdMomentum};
+use crate::ops::schedule::WarmupCosine;
+pub mod transformer;
+
+use transformer::{TensorSpec, TransformerConfig, TransformerTraining};
 use crate::arith::rng::RandomStream;
 
 /// Philox stream of parameter tensor 0; tensor `i` uses `INIT_STREAM + i`.
@@ -126,6 +130,9 @@ pub enum ModelConfig {
 		/// Activation after each convolution and hidden layer.
 		activation: Activation,
 	},
+	/// A decoder-only transformer trained on a token stream ([`crate::job::transformer`]),
+	/// with AdamW at the rate [`TrainConfig::schedule`] derives.
+	Transformer(TransformerConfig),
 }
 
 /// One layer of a model, with its per-sample geometry.
@@ -205,6 +212,7 @@ impl ModelConfig {
 		let mut layers = Vec::new();
 		let (first_dense_inputs, hidden, classes) = match self {
 			Self::Mlp { inputs, hidden, classes, .. } => (extent("inputs", *inputs)?, hidden, classes),
+			Self::Transformer(_) => return Err(KernelError::InvalidHyperparameter { name: "layers (a transformer is not a layer stack)" }),
 			Self::Cnn { channels, height, width, conv_channels, kernel_size, hidden, classes, .. } => {
 				let (mut c, mut h, mut w) =
 					(extent("channels", *channels)?, extent("height", *height)?, extent("width", *width)?);
@@ -246,11 +254,15 @@ impl ModelConfig {
 	pub fn activation(&self) -> Activation {
 		match self {
 			Self::Mlp { activation, .. } | Self::Cnn { activation, .. } => *activation,
+			Self::Transformer(_) => Activation::GeluTanh,
 		}
 	}
 
-	/// Input features per sample.
+	/// Input features per sample (a transformer's context: positions per window).
 	pub fn input_len(&self) -> Result<usize, KernelError> {
+		if let Self::Transformer(config) = self {
+			return Ok(config.validated()?.context as usize);
+		}
 		let layers = self.layers()?;
 		Ok(layers.first().map_or(0, Layer::inputs_per_sample))
 	}
@@ -259,11 +271,18 @@ impl ModelConfig {
 	pub fn classes(&self) -> u32 {
 		match self {
 			Self::Mlp { classes, .. } | Self::Cnn { classes, .. } => *classes,
+			Self::Transformer(config) => config.vocab,
 		}
 	}
 
-	/// The parameter tensors in order: weight, bias, layer by layer.
+	/// The parameter tensors in order: weight, bias, layer by layer (a transformer's in
+	/// [`TransformerConfig::tensors`]' order, each its own layer, gains and biases as biases).
 	pub fn params(&self) -> Result<Vec<ParamSpec>, KernelError> {
+		if let Self::Transformer(config) = self {
+			let tensors = config.validated()?.tensors();
+			let spec = |(layer, tensor): (usize, &TensorSpec)| ParamSpec { len: tensor.len, fan_in: 0, layer, is_bias: !tensor.matrix };
+			return Ok(tensors.iter().enumerate().map(spec).collect());
+		}
 		let mut specs = Vec::new();
 		for (index, layer) in self.layers()?.iter().enumerate() {
 			let (weight, bias) = layer.param_lens();
@@ -274,8 +293,11 @@ impl ModelConfig {
 		Ok(specs)
 	}
 
-	/// Seeded initial parameters (see the module docs).
+	/// Seeded initial parameters (see the module docs; a transformer's, its own).
 	pub fn init_params(&self, seed: u64) -> Result<Vec<Vec<f32>>, KernelError> {
+		if let Self::Transformer(config) = self {
+			return config.init(seed);
+		}
 		let mut params = Vec::new();
 		for (index, spec) in self.params()?.iter().enumerate() {
 			let bound = rsqrt(spec.fan_in as f32);
@@ -447,6 +469,35 @@ impl TrainConfig {
 	/// The clipping norm as an `f32`, if clipping is on.
 	pub fn clip_norm(&self) -> Option<f32> {
 		self.grad_clip_norm.map(fixed_to_f32)
+	}
+
+	/// The learning rate of every step of a transformer job, derived from the job alone:
+	/// a linear warm-up over the first `⌈steps/50⌉` steps to `learning_rate`, then a cosine
+	/// decay to a tenth of it (`learning_rate / 10` in fixed point) at the last step.
+	pub fn schedule(&self) -> WarmupCosine {
+		WarmupCosine {
+			peak: fixed_to_f32(self.learning_rate),
+			floor: fixed_to_f32(self.learning_rate / 10),
+			warmup_steps: self.steps.div_ceil(50),
+			total_steps: self.steps,
+		}
+	}
+
+	/// How a transformer job trains: AdamW's constants, [`TrainConfig::schedule`],
+	/// clipping and the batch. Only AdamW trains a transformer.
+	pub fn transformer_training(&self) -> Result<TransformerTraining, KernelError> {
+		let Optimizer::AdamW(hyper) = self.optimizer()? else {
+			return Err(KernelError::InvalidHyperparameter { name: "optimizer (a transformer trains with AdamW)" });
+		};
+		Ok(TransformerTraining {
+			batch: self.batch()?,
+			schedule: self.schedule().validated()?,
+			beta1: hyper.beta1,
+			beta2: hyper.beta2,
+			epsilon: hyper.epsilon,
+			weight_decay: hyper.weight_decay,
+			clip_norm: self.clip_norm(),
+		})
 	}
 
 	/// The batch size as `usize`, refusing zero.

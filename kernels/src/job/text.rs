@@ -36,6 +36,7 @@
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::error::KernelError;
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{index_segment_leaves, MerkleError, MerkleTree, SEGMENT};
 
@@ -172,6 +173,15 @@ impl TokenStream {
 		Ok(self.tree()?.root())
 	}
 
+	/// The stream a transformer job of context `context` commits: these tokens cut to the
+	/// whole windows they hold, `count·context + 1` ([`crate::job::data::WindowLayout`]), so
+	/// that the root covers nothing a batch cannot draw.
+	pub fn cut_to_windows(mut self, context: usize) -> Self {
+		let count = sequence_count(self.tokens.len(), context);
+		self.tokens.truncate(if count == 0 { 0 } else { count * context + 1 });
+		self
+	}
+
 	/// The segments holding sequence `index` of context `context`; `None` past the last.
 	pub fn sequence_segments(&self, context: usize, index: usize) -> Option<Range<usize>> {
 		sequence(&self.tokens, context, index)?;
@@ -187,6 +197,35 @@ pub fn sequence_count(tokens: usize, context: usize) -> usize {
 		return 0;
 	}
 	tokens.saturating_sub(1) / context
+}
+
+/// The windows `indices` of context `context` of `stream`, one after another.
+pub(crate) fn windows_at(stream: &[u32], context: usize, indices: &[u32]) -> Result<Vec<u32>, KernelError> {
+	let count = sequence_count(stream.len(), context);
+	let mut windows = Vec::with_capacity(indices.len() * (context + 1));
+	for &index in indices {
+		let tokens = sequence(stream, context, index as usize).ok_or(KernelError::IndexOutOfRange { index, rows: count })?;
+		windows.extend_from_slice(tokens);
+	}
+	Ok(windows)
+}
+
+/// Splits `sequences` windows of `positions + 1` tokens into the input tokens, the target
+/// tokens and every row's position: the three `U32` values of a transformer graph's batch.
+pub(crate) fn batch_rows(windows: &[u32], positions: usize) -> Result<[Vec<u32>; 3], KernelError> {
+	let window = positions + 1;
+	if positions == 0 || windows.is_empty() || windows.len() % window != 0 {
+		let expected = (windows.len() / window).max(1) * window;
+		return Err(KernelError::LengthMismatch { operand: "sequences", expected, actual: windows.len() });
+	}
+	let rows = windows.len() / window * positions;
+	let (mut inputs, mut targets) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+	for tokens in windows.chunks_exact(window) {
+		inputs.extend_from_slice(&tokens[..positions]);
+		targets.extend_from_slice(&tokens[1..]);
+	}
+	let places = (0..rows).map(|row| (row % positions) as u32).collect();
+	Ok([inputs, targets, places])
 }
 
 /// Sequence `index` of context `context` in `stream`: its `context + 1` tokens, the first

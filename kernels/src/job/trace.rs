@@ -21,7 +21,7 @@ use crate::exec::backend::Backend;
 use crate::exec::graph::GraphBuffers;
 use crate::arith::canonical_bits;
 use crate::ops::contraction::{fold_chunk_partials, ChunkId, Contraction};
-use crate::job::data::Dataset;
+use crate::job::training_data::TrainingData;
 use crate::error::KernelError;
 use crate::proof::graph::{Graph, OpKind};
 use crate::job::fault::{flip, Fault, Flip};
@@ -187,6 +187,9 @@ pub struct StepTrace {
 	pub previous_previous_hash: Digest,
 	/// A host copy of every value of the step, by value id.
 	pub values: Vec<HostTensor>,
+	/// The step's samples (a token stream's windows), by index in the whole training set:
+	/// what the prover opens a batch's rows by.
+	pub samples: Vec<u32>,
 	/// Each operator's piece tree.
 	pub pieces: Vec<MerkleTree>,
 	/// The operator-level tree.
@@ -200,9 +203,13 @@ pub struct Trainer<B: Backend> {
 	backend: B,
 	graph: Graph,
 	train: TrainConfig,
-	data: Dataset,
-	data_tensor: B::Tensor,
+	data: TrainingData,
+	/// A classification set's features on the backend (a token stream's batches are
+	/// built on the host: a few kilobytes of tokens a step).
+	data_tensor: Option<B::Tensor>,
 	buffers: GraphBuffers<B>,
+	/// The samples (windows) of the last batch loaded.
+	batch_samples: Vec<u32>,
 	/// The samples of `data` this run trains on.
 	shard: core::ops::Range<usize>,
 	point: ChainPoint,
@@ -232,7 +239,7 @@ impl Boundary {
 
 impl<B: Backend> Trainer<B> {
 	/// A trainer at step 0 with the model's seeded initial parameters and zero moments.
-	pub fn new(backend: B, model: &ModelConfig, train: &TrainConfig, data: Dataset) -> Result<Self, B::Error> {
+	pub fn new(backend: B, model: &ModelConfig, train: &TrainConfig, data: impl Into<TrainingData>) -> Result<Self, B::Error> {
 		let params = model.init_params(train.seed)?;
 		let optimizer = train.optimizer()?;
 		let mut state = params.clone();
@@ -248,14 +255,27 @@ impl<B: Backend> Trainer<B> {
 		mut backend: B,
 		model: &ModelConfig,
 		train: &TrainConfig,
-		data: Dataset,
+		data: impl Into<TrainingData>,
 		state: Vec<Vec<f32>>,
 		point: ChainPoint,
 	) -> Result<Self, B::Error> {
 		let graph = Graph::build(model, train)?;
+		let data = data.into();
+		let samples = data.as_ref().samples(graph.input_len);
 		// The same data the referee can judge: words addressable in `u32`, at most `MAX_SAMPLES`.
-		let addressable = data.layout().words().is_some() && data.len() <= crate::job::data::MAX_SAMPLES;
-		if data.feature_len != graph.input_len || data.classes != model.classes() || data.len() < graph.batch || !addressable {
+		let layout = graph.data_layout(samples);
+		let addressable = layout.words().is_some() && samples <= crate::job::data::MAX_SAMPLES;
+		let fits = match (&data, layout) {
+			(TrainingData::Samples(set), crate::job::data::DataLayout::Samples(_)) => {
+				set.feature_len == graph.input_len && set.classes == model.classes()
+			},
+			// The stream holds exactly its windows' tokens, over the model's vocabulary.
+			(TrainingData::Tokens(stream), crate::job::data::DataLayout::Windows(windows)) => {
+				stream.vocab == model.classes() && windows.words() == Some(stream.tokens.len())
+			},
+			_ => false,
+		};
+		if !fits || samples < graph.batch || !addressable {
 			return Err(KernelError::InvalidHyperparameter { name: "dataset" }.into());
 		}
 		if state.len() != graph.state.len() {
@@ -266,8 +286,10 @@ impl<B: Backend> Trainer<B> {
 			tensors.push(backend.upload(values)?);
 		}
 		let buffers = GraphBuffers::new(&mut backend, &graph, tensors)?;
-		let data_tensor = backend.upload(&data.features)?;
-		let data_len = data.len();
+		let data_tensor = match &data {
+			TrainingData::Samples(set) => Some(backend.upload(&set.features)?),
+			TrainingData::Tokens(_) => None,
+		};
 		Ok(Self {
 			backend,
 			graph,
@@ -275,7 +297,8 @@ impl<B: Backend> Trainer<B> {
 			data,
 			data_tensor,
 			buffers,
-			shard: 0..data_len,
+			batch_samples: Vec::new(),
+			shard: 0..samples,
 			point,
 			trace: None,
 			faults: Vec::new(),
@@ -287,7 +310,7 @@ impl<B: Backend> Trainer<B> {
 	/// data-shard unit draws every batch inside its shard, and its batches
 	/// name samples by their place in the whole set.
 	pub fn on_shard(mut self, shard: core::ops::Range<usize>) -> Result<Self, KernelError> {
-		if shard.end > self.data.len() || shard.len() < self.graph.batch {
+		if shard.end > self.data.as_ref().samples(self.graph.input_len) || shard.len() < self.graph.batch {
 			return Err(KernelError::InvalidHyperparameter { name: "shard" });
 		}
 		self.shard = shard;
@@ -502,6 +525,7 @@ impl<B: Backend> Trainer<B> {
 			previous_state_root: start.last_state_root,
 			previous_record,
 			previous_previous_hash: start.previous_hash,
+			samples: self.batch_samples.clone(),
 			..trace
 		})
 	}
@@ -509,28 +533,47 @@ impl<B: Backend> Trainer<B> {
 	/// Computes the batch of `step` and runs operator 0.
 	fn load_batch(&mut self, step: u32) -> Result<(), B::Error> {
 		let indices = batch_indices(self.shard.clone(), self.graph.batch, self.train.seed, step)?;
-		let labels: Vec<u32> = indices.iter().map(|&i| self.data.labels.get(i as usize).copied().unwrap_or(0)).collect();
-		let [features_id, labels_id, _] = self.graph.batch_values;
-		let device_indices = self.backend.upload_indices(&indices)?;
-		let mut features = self.buffers.take(&self.graph, features_id)?;
-		let gathered = self.backend.gather_rows(&self.data_tensor, self.graph.input_len, &device_indices, &mut features);
-		self.buffers.put(&self.graph, features_id, features)?;
-		gathered?;
-		let device_labels = self.backend.upload_indices(&labels)?;
-		self.buffers.put_indices(&self.graph, labels_id, device_labels)?;
-		// A traced step keeps a host copy of the batch, gathered from the host's copy
-		// of the data by the reference operator: a gather is a copy, so these are the
-		// device's bits, and reading them back would make the host wait mid-step.
-		if let Some(recording) = self.recording.as_mut() {
-			let mut host_features = vec![0.0; indices.len().saturating_mul(self.graph.input_len)];
-			crate::ops::gather::gather_rows(&self.data.features, self.graph.input_len, &indices, &mut host_features)?;
-			let batch = [HostTensor::F32(host_features), HostTensor::U32(labels), HostTensor::U32(indices)];
+		// A traced step keeps a host copy of the batch, built from the host's copy of the
+		// data by the reference operators: a gather is a copy, so these are the device's
+		// bits, and reading them back would make the host wait mid-step.
+		let batch = match (&self.data, &self.data_tensor) {
+			(TrainingData::Samples(data), Some(data_tensor)) => {
+				let labels: Vec<u32> = indices.iter().map(|&i| data.labels.get(i as usize).copied().unwrap_or(0)).collect();
+				let [features_id, labels_id, _] = self.graph.batch_values;
+				let device_indices = self.backend.upload_indices(&indices)?;
+				let mut features = self.buffers.take(&self.graph, features_id)?;
+				let gathered = self.backend.gather_rows(data_tensor, self.graph.input_len, &device_indices, &mut features);
+				self.buffers.put(&self.graph, features_id, features)?;
+				gathered?;
+				let device_labels = self.backend.upload_indices(&labels)?;
+				self.buffers.put_indices(&self.graph, labels_id, device_labels)?;
+				if self.recording.is_some() {
+					let mut host_features = vec![0.0; indices.len().saturating_mul(self.graph.input_len)];
+					crate::ops::gather::gather_rows(&data.features, self.graph.input_len, &indices, &mut host_features)?;
+					Some([HostTensor::F32(host_features), HostTensor::U32(labels), HostTensor::U32(indices.clone())])
+				} else {
+					None
+				}
+			},
+			(TrainingData::Tokens(stream), _) => {
+				let windows = crate::job::text::windows_at(&stream.tokens, self.graph.input_len, &indices)?;
+				let rows = crate::job::text::batch_rows(&windows, self.graph.input_len)?;
+				for (&id, values) in self.graph.batch_values.iter().zip(&rows) {
+					let tensor = self.backend.upload_indices(values)?;
+					self.buffers.put_indices(&self.graph, id, tensor)?;
+				}
+				self.recording.is_some().then(|| rows.map(HostTensor::U32))
+			},
+			(TrainingData::Samples(_), None) => return Err(KernelError::InvalidHyperparameter { name: "dataset" }.into()),
+		};
+		if let (Some(recording), Some(batch)) = (self.recording.as_mut(), batch) {
 			for (&id, tensor) in self.graph.batch_values.iter().zip(batch) {
 				if let Some(slot) = recording.get_mut(id) {
 					*slot = Some(tensor);
 				}
 			}
 		}
+		self.batch_samples = indices;
 		Ok(())
 	}
 
@@ -723,6 +766,7 @@ fn build_step_trace(
 		previous_record: [0; 32],
 		previous_previous_hash: [0; 32],
 		values,
+		samples: Vec::new(),
 		pieces,
 		operators: MerkleTree::new(operator_leaves).map_err(KernelError::Commitment)?,
 		previous_state,

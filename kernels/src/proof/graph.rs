@@ -292,8 +292,19 @@ pub struct Graph {
 	/// The outputs of node 0: the batch's features, labels and sample indices, or a
 	/// transformer's input tokens, target tokens and positions.
 	pub batch_values: [ValueId; 3],
+	/// What the batch draws: samples of a classification set, or a stream's token windows.
+	pub batch_kind: BatchKind,
 	/// The mean loss (one element).
 	pub loss: ValueId,
+}
+
+/// What a step's batch draws from its job's training data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchKind {
+	/// Samples of features and a label each ([`crate::job::data::Dataset`]).
+	Samples,
+	/// Windows of `input_len + 1` tokens of a token stream ([`crate::job::data::WindowLayout`]).
+	Windows,
 }
 
 /// Builds a graph value by value.
@@ -346,6 +357,10 @@ fn first(ids: Vec<ValueId>) -> ValueId {
 impl Graph {
 	/// The graph of one step of `model` trained with `train`.
 	pub fn build(model: &ModelConfig, train: &TrainConfig) -> Result<Self, KernelError> {
+		if let ModelConfig::Transformer(config) = model {
+			let training = train.transformer_training()?;
+			return Self::build_transformer(*config, training.batch, config.context as usize, Some(&training));
+		}
 		let layers = model.layers()?;
 		let specs = model.params()?;
 		let batch = train.batch()?;
@@ -481,8 +496,18 @@ impl Graph {
 			batch,
 			input_len,
 			batch_values: [features, labels, indices],
+			batch_kind: BatchKind::Samples,
 			loss,
 		})
+	}
+
+	/// Where the words of a training set of `samples` samples (a stream's windows) lie.
+	pub fn data_layout(&self, samples: usize) -> crate::job::data::DataLayout {
+		use crate::job::data::{DataLayout, DatasetLayout, WindowLayout};
+		match self.batch_kind {
+			BatchKind::Samples => DataLayout::Samples(DatasetLayout { samples, feature_len: self.input_len }),
+			BatchKind::Windows => DataLayout::Windows(WindowLayout { windows: samples, context: self.input_len }),
+		}
 	}
 
 	/// AdamW's scalars for step `step` (counted from 0): at the schedule's rate of the

@@ -15,7 +15,7 @@
 //! | element-wise, optimizer segment | 32 elements of each of at most 4 inputs (the 256-element chunk around them for a state input), and for bias add 32 bias segments (4 chunks of a state bias) |
 //! | contraction accumulator with a weight operand | the weight's block in state chunks: 64 for a matmul or a forward convolution, per crossed output channel `32 × taps` words for an input gradient |
 //! | commit chunk | 8 segments of one optimizer output |
-//! | batch segment | 32 samples' words, each in its own dataset segment at worst; the sample order costs at most 32 random-access draws, whatever the set's size |
+//! | batch segment | 32 samples' words (or 32 tokens), each in its own dataset segment at worst; the sample order costs at most 32 random-access draws, whatever the set's size |
 //!
 //! An MLP or CNN job whose loss pieces would outgrow the contraction's bound (more than
 //! [`MAX_CLASSES`] classes) is refused by [`validate_job`]. Wider rows (a vocabulary) are
@@ -25,7 +25,7 @@
 //! are counted apart from input segments, at that tree's depth.
 
 use super::{DataCommitment, RefereeError};
-use crate::job::data::{DatasetLayout, MAX_SAMPLES};
+use crate::job::data::MAX_SAMPLES;
 use crate::arith::{CHUNK, TILE};
 use crate::ops::contraction::Contraction;
 use crate::proof::graph::{Graph, OpKind, Origin};
@@ -317,7 +317,8 @@ pub enum JobError {
 /// will use them, and the bounds that keep its disputes affordable; returns
 /// its step graph.
 pub fn validate_job(model: &ModelConfig, train: &TrainConfig) -> Result<Graph, JobError> {
-	if model.classes() > MAX_CLASSES {
+	// A transformer's loss reads its vocabulary a span at a time; its own bounds hold it.
+	if model.classes() > MAX_CLASSES && !matches!(model, ModelConfig::Transformer(_)) {
 		return Err(JobError::TooManyClasses);
 	}
 	Graph::build(model, train).map_err(|_| JobError::InvalidShape)
@@ -326,8 +327,7 @@ pub fn validate_job(model: &ModelConfig, train: &TrainConfig) -> Result<Graph, J
 /// Checks a job's data commitment against its step `graph`, as the trainer and
 /// the referee use it; returns the training set's word count.
 pub fn validate_data(graph: &Graph, data: &DataCommitment) -> Result<usize, JobError> {
-	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
-	let words = dataset.words().ok_or(JobError::InvalidData)?;
+	let words = graph.data_layout(data.samples as usize).words().ok_or(JobError::InvalidData)?;
 	let shard_end = data.first_sample.checked_add(data.shard_samples).ok_or(JobError::InvalidData)?;
 	let shard = data.shard_samples as usize;
 	if data.samples as usize > MAX_SAMPLES || shard_end > data.samples || shard < graph.batch {

@@ -87,8 +87,8 @@ use crate::ops::activation::{activation_backward, activation_forward};
 use crate::ops::bias::BiasLayout;
 use crate::arith::canonical_bits;
 use crate::ops::contraction::{chunk_partial_sums, fold_chunk_partials, ChunkId, Contraction};
-use crate::job::data::DatasetLayout;
-use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece, ValueKind};
+use crate::job::data::DataLayout;
+use crate::proof::graph::{BatchKind, Graph, GraphError, OpKind, Origin, Piece, ValueKind};
 use crate::proof::hash::Digest;
 pub use crate::proof::chain::TracedStep;
 use crate::proof::merkle::{index_segment_leaf, segment_count, segment_range, MerkleProof, MultiProof, TreeKind, SEGMENT};
@@ -452,7 +452,7 @@ pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Op
 	// Input segments, each input's proven at once in the tree of the value's producer
 	// (for the batch operator, input 0 is the training set, proven in the dataset tree).
 	let data = &dispute.data;
-	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
+	let layout = graph.data_layout(data.samples as usize);
 	let is_batch = node.kind == OpKind::Batch;
 	// Only the batch reads the dataset; a data commitment the trainer would refuse is
 	// not a valid job (the chain refuses such jobs).
@@ -477,9 +477,8 @@ pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Op
 			if position != 0 {
 				return Err(no_such_input);
 			}
-			// The dataset's features come first, then its labels.
-			let features = dataset.samples.saturating_mul(dataset.feature_len);
-			(data.root, segment_count(dataset_words), dataset_words, None, 0..features)
+			// A classification set's features come first, then its labels; a stream is tokens.
+			(data.root, segment_count(dataset_words), dataset_words, None, layout.f32_words())
 		} else {
 			let value_id = *node.inputs.get(position).ok_or(no_such_input)?;
 			let value = graph.value(value_id).copied().ok_or(RefereeError::InvalidJob)?;
@@ -606,8 +605,9 @@ pub fn recompute_step(graph: &Graph, seed: u64, dispute: &Dispute, openings: &Op
 		},
 		(_, Piece::Accumulator(_) | Piece::Chunk { .. }) => return Err(RefereeError::InvalidJob),
 	};
-	// Only the batch's labels and sample indices are `u32`s; every other piece is `f32`s.
-	let integer_words = is_batch && !matches!(piece, Piece::Segment { value: 0, .. });
+	// Only the batch's labels and sample indices (and all of a token batch) are `u32`s;
+	// every other piece is `f32`s.
+	let integer_words = is_batch && (graph.batch_kind == BatchKind::Windows || !matches!(piece, Piece::Segment { value: 0, .. }));
 	if !integer_words && !all_finite(&words) {
 		return Err(RefereeError::NonFiniteOutput);
 	}
@@ -691,41 +691,61 @@ impl<'a> Inputs<'a> {
 	}
 }
 
-/// Where element `element` of the batch's value `value` comes from: the
-/// dataset word it copies (features, labels), or `None` for a sample index,
-/// which is the index itself. `indices` are the step's sample indices of the
-/// rows from `first_row` on.
+/// What element of a batch's value holds: a word of the job's training data it copies,
+/// or a word it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BatchWord {
+	/// The training data's word at this index (a feature, a label or a token).
+	Data(usize),
+	/// This word: a sample's index, or a token's position in its window.
+	Literal(u32),
+}
+
+/// Where element `element` of the batch's value `value` comes from, in a training set
+/// laid out as `layout`. `indices` are the step's sample indices (a stream's windows) of
+/// the rows from `first_row` on.
+///
+/// A classification batch is features, labels and sample indices, a row per sample; a
+/// token batch is input tokens, target tokens and positions, a row per position of each
+/// window: row `s·T + t` of window `w` reads token `w·T + t` and its target `w·T + t + 1`.
 pub(crate) fn batch_source(
 	graph: &Graph,
-	dataset: DatasetLayout,
+	layout: DataLayout,
 	(first_row, indices): (usize, &[u32]),
 	value: usize,
 	element: usize,
-) -> Result<Option<usize>, RefereeError> {
+) -> Result<BatchWord, RefereeError> {
 	let row = batch_row(graph, value, element);
 	let sample = row.checked_sub(first_row).and_then(|at| indices.get(at)).map(|&i| i as usize).ok_or(RefereeError::InvalidJob)?;
-	let feature = if value == 0 { element % graph.input_len.max(1) } else { 0 };
-	Ok(match value {
-		0 => Some(dataset.feature_word(sample, feature)),
-		1 => Some(dataset.label_word(sample)),
-		_ => None,
+	let column = element % graph.input_len.max(1);
+	Ok(match (layout, value) {
+		(DataLayout::Samples(dataset), 0) => BatchWord::Data(dataset.feature_word(sample, column)),
+		(DataLayout::Samples(dataset), 1) => BatchWord::Data(dataset.label_word(sample)),
+		(DataLayout::Samples(_), _) => BatchWord::Literal(sample as u32),
+		(DataLayout::Windows(windows), 0) => BatchWord::Data(windows.token_word(sample, column)),
+		(DataLayout::Windows(windows), 1) => BatchWord::Data(windows.token_word(sample, column + 1)),
+		(DataLayout::Windows(_), _) => BatchWord::Literal(column as u32),
 	})
 }
 
-/// The batch row element `element` of the batch's value `value` lies in.
+/// The batch row (sample, or window) element `element` of the batch's value `value` lies in.
 fn batch_row(graph: &Graph, value: usize, element: usize) -> usize {
-	if value == 0 {
+	if value == 0 || graph.batch_kind == BatchKind::Windows {
 		element / graph.input_len.max(1)
 	} else {
 		element
 	}
 }
 
-/// The elements of segment `segment` of the batch's value `value` (features,
-/// labels, sample indices).
+/// The elements of segment `segment` of the batch's value `value` (features, labels,
+/// sample indices; or input tokens, targets, positions).
 pub(crate) fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Result<core::ops::Range<usize>, RefereeError> {
-	let features = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
-	let len = [features, graph.batch, graph.batch].get(value).copied().ok_or(RefereeError::InvalidJob)?;
+	let rows = graph.batch.checked_mul(graph.input_len).ok_or(RefereeError::InvalidJob)?;
+	let lens = match graph.batch_kind {
+		BatchKind::Samples => [rows, graph.batch, graph.batch],
+		BatchKind::Windows => [rows; 3],
+	};
+	let len = lens.get(value).copied().ok_or(RefereeError::InvalidJob)?;
 	let elements = segment_range(len, segment);
 	if elements.is_empty() {
 		return Err(RefereeError::InvalidJob);
@@ -736,8 +756,8 @@ pub(crate) fn batch_elements(graph: &Graph, value: usize, segment: usize) -> Res
 /// Recomputes segment `segment` of the batch's value `value` of step `step`:
 /// the sample indices of its rows drawn from the seed inside the unit's shard,
 /// as every trainer draws them (by random access: only these rows, at a cost
-/// independent of the shard's size), and the features and labels read from the
-/// proven words of the whole training set, at the samples' places in it.
+/// independent of the shard's size), and the features, labels or tokens read from
+/// the proven words of the whole training set, at the samples' places in it.
 fn batch_segment(
 	graph: &Graph,
 	data: &DataCommitment,
@@ -747,7 +767,7 @@ fn batch_segment(
 	segment: usize,
 	reader: &Inputs<'_>,
 ) -> Result<Vec<u32>, RefereeError> {
-	let dataset = DatasetLayout { samples: data.samples as usize, feature_len: graph.input_len };
+	let layout = graph.data_layout(data.samples as usize);
 	let elements = batch_elements(graph, value, segment)?;
 	// Only the rows the segment's elements lie in are drawn: at most 32.
 	let first_row = batch_row(graph, value, elements.start);
@@ -756,9 +776,9 @@ fn batch_segment(
 		.map(|row| crate::job::trace::batch_sample(shard(data), graph.batch, seed, step, row))
 		.collect::<Result<Vec<u32>, _>>()?;
 	elements
-		.map(|element| match batch_source(graph, dataset, (first_row, &indices), value, element)? {
-			Some(word) => reader.word(0, word),
-			None => indices.get(element - first_row).copied().ok_or(RefereeError::InvalidJob),
+		.map(|element| match batch_source(graph, layout, (first_row, &indices), value, element)? {
+			BatchWord::Data(word) => reader.word(0, word),
+			BatchWord::Literal(word) => Ok(word),
 		})
 		.collect()
 }

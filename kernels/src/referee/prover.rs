@@ -7,10 +7,11 @@ use alloc::vec::Vec;
 use super::binding::{loss_piece, request_chunks, BindingError, StateChunk, StepBinding};
 use crate::arith::canonical_bits;
 use super::{
-	batch_elements, batch_source, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
+	batch_elements, batch_source, BatchWord, bias_channel, output_coordinates, words_of, DataCommitment, Dispute, InputOpening,
 	OperatorOpening, Openings, PieceOpening, Position, RefereeError, SegmentOpening, StateOpening, TraceCommitment,
 };
-use crate::job::data::{Dataset, DatasetLayout};
+use crate::job::data::DataLayout;
+use crate::job::training_data::DataRef;
 use crate::proof::graph::{Graph, GraphError, OpKind, Origin, Piece};
 use crate::proof::hash::Digest;
 use crate::proof::merkle::{segment_range, MerkleTree, SEGMENT};
@@ -127,10 +128,11 @@ impl SegmentTrace {
 	/// What a case over this trace is opened from.
 	pub fn run_opening<'a>(
 		&'a self,
-		dataset: &'a Dataset,
+		dataset: impl Into<DataRef<'a>>,
 		dataset_tree: &'a MerkleTree,
 		shard: core::ops::Range<usize>,
 	) -> RunOpening<'a> {
+		let dataset = dataset.into();
 		RunOpening { trace: &self.tree, first_step: self.first_step, start_state_root: self.start_state_root, dataset, dataset_tree, shard }
 	}
 }
@@ -291,9 +293,9 @@ pub struct RunOpening<'a> {
 	pub first_step: u32,
 	/// The state root the segment starts from.
 	pub start_state_root: Digest,
-	/// The job's whole training set, to open batch rows.
-	pub dataset: &'a Dataset,
-	/// Its tree ([`Dataset::tree`]), built once for every case.
+	/// The job's whole training set (a classification set or a token stream), to open batch rows.
+	pub dataset: DataRef<'a>,
+	/// Its tree ([`DataRef::tree`]), built once for every case.
 	pub dataset_tree: &'a MerkleTree,
 	/// The samples of the set the run trains on (the whole set for a step-range unit).
 	pub shard: core::ops::Range<usize>,
@@ -310,12 +312,12 @@ impl RunOpening<'_> {
 		}
 	}
 
-	/// The job's data commitment for this run.
-	pub fn data_commitment(&self) -> Result<DataCommitment, RefereeError> {
+	/// The job's data commitment for this run of `graph`.
+	pub fn data_commitment(&self, graph: &Graph) -> Result<DataCommitment, RefereeError> {
 		let u32_of = |n: usize| u32::try_from(n).map_err(|_| RefereeError::InvalidJob);
 		Ok(DataCommitment {
 			root: self.dataset_tree.root(),
-			samples: u32_of(self.dataset.len())?,
+			samples: u32_of(self.dataset.samples(graph.input_len))?,
 			first_sample: u32_of(self.shard.start)?,
 			shard_samples: u32_of(self.shard.len())?,
 		})
@@ -382,12 +384,10 @@ pub fn open_case(
 	})?;
 	let mut operators = Vec::new();
 	let mut inputs = Vec::new();
-	let dataset = run.dataset.layout();
+	let dataset = graph.data_layout(run.dataset.samples(graph.input_len));
 	if let (OpKind::Batch, Piece::Segment { value, segment }) = (node.kind, graph.piece(operator, piece).map_err(invalid)?) {
 		// The batch reads the dataset rows of this step's samples.
-		let sample_indices = step.values.get(graph.batch_values[2]).ok_or(RefereeError::InvalidJob)?;
-		let indices: Vec<u32> = (0..graph.batch).filter_map(|row| sample_indices.word(row)).collect();
-		let segments = batch_reads(graph, dataset, &indices, value, segment)?;
+		let segments = batch_reads(graph, dataset, &step.samples, value, segment)?;
 		if !segments.is_empty() {
 			let openings = segments
 				.iter()
@@ -484,7 +484,7 @@ pub fn open_case(
 	let out_of_range = RefereeError::PieceOutOfRange { piece: piece as u32, count: pieces_tree.len() as u32 };
 	let dispute = Dispute {
 		trace: run.trace_commitment(),
-		data: run.data_commitment()?,
+		data: run.data_commitment(graph)?,
 		position: Position { step: number, operator: operator as u32, piece: piece as u32 },
 		operator_root: step.operators.root(),
 		piece_root: pieces_tree.root(),
@@ -542,10 +542,12 @@ fn segments_of(elements: impl Iterator<Item = usize>) -> Vec<usize> {
 /// The dataset segments that segment `segment` of the batch's value `value`
 /// reads, given the step's sample indices: what the prover opens for
 /// [`batch_segment`].
-fn batch_reads(graph: &Graph, dataset: DatasetLayout, indices: &[u32], value: usize, segment: usize) -> Result<Vec<usize>, RefereeError> {
+fn batch_reads(graph: &Graph, dataset: DataLayout, indices: &[u32], value: usize, segment: usize) -> Result<Vec<usize>, RefereeError> {
 	let mut segments = Vec::new();
 	for element in batch_elements(graph, value, segment)? {
-		segments.extend(batch_source(graph, dataset, (0, indices), value, element)?.map(|word| word / SEGMENT));
+		if let BatchWord::Data(word) = batch_source(graph, dataset, (0, indices), value, element)? {
+			segments.push(word / SEGMENT);
+		}
 	}
 	segments.sort_unstable();
 	segments.dedup();

@@ -1,4 +1,7 @@
 use super::*;
+use crate::ops::norm::Norm;
+use crate::job::model::transformer::NormIndices;
+use crate::job::text::sequence;
 use crate::ops::residual::add_assign;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -296,4 +299,54 @@ fn generation_repeats_and_continues_what_it_learned() {
 	assert_eq!(sampled, generate(config, &state.params, &[0], 20, false, 1).unwrap());
 	assert!(sampled.iter().all(|&token| token < 5));
 	assert_eq!(generate(config, &state.params, &[], 1, true, 1), Err(KernelError::EmptyDimension { dimension: "prompt" }));
+}
+
+/// A transformer job's trainer, on a token stream, runs the same steps as the state's own
+/// `step` on the windows `batch_windows` draws, at the rates the job's schedule derives:
+/// the same losses and the same state, bit for bit. A stream the job cannot commit (not
+/// cut to whole windows, another vocabulary, fewer windows than a batch) is refused.
+#[test]
+fn a_transformer_job_trains_its_token_stream_as_the_state_does() {
+	use crate::job::model::{ModelConfig, OptimizerConfig, TrainConfig};
+	use crate::job::text::TokenStream;
+	use crate::job::trace::Trainer;
+	let config = tiny(Norm::Rms, false);
+	let source = RandomStream::new(3, 11);
+	let tokens: Vec<u32> = (0..200).map(|i| source.word(i) % config.vocab).collect();
+	let stream = TokenStream { tokens, vocab: config.vocab }.cut_to_windows(config.context as usize);
+	assert_eq!(stream.tokens.len(), 33 * 6 + 1);
+	let train = TrainConfig {
+		steps: 100,
+		batch_size: 4,
+		learning_rate: 2_000_000,
+		optimizer: OptimizerConfig::AdamW { beta1: 900_000_000, beta2: 950_000_000, epsilon: 10, weight_decay: 100_000_000 },
+		grad_clip_norm: Some(500_000_000),
+		seed: 9,
+		checkpoint_interval: 10,
+	};
+	let model = ModelConfig::Transformer(config);
+	let training = train.transformer_training().unwrap();
+	assert_eq!(training.schedule, WarmupCosine { peak: 2e-3, floor: 2e-4, warmup_steps: 2, total_steps: 100 });
+	let mut trainer = Trainer::new(CpuBackend, &model, &train, stream.clone()).unwrap();
+	let mut state = TransformerState::new(config, train.seed).unwrap();
+	for step in 0..4 {
+		let windows = batch_windows(&stream.tokens, config.context as usize, 4, train.seed, step).unwrap();
+		let report = state.step(config, &training, &windows).unwrap();
+		assert_eq!(trainer.step().unwrap().loss.to_bits(), report.loss.to_bits(), "step {step}");
+	}
+	let expected: Vec<Vec<f32>> = state.params.iter().chain(&state.first_moments).chain(&state.second_moments).cloned().collect();
+	assert_eq!(trainer.state().unwrap(), expected);
+
+	let refused = |stream: TokenStream| Trainer::new(CpuBackend, &model, &train, stream).err();
+	let dataset = Some(KernelError::InvalidHyperparameter { name: "dataset" });
+	let mut uncut = stream.clone();
+	uncut.tokens.push(0);
+	assert_eq!(refused(uncut), dataset);
+	assert_eq!(refused(TokenStream { vocab: 8, ..stream.clone() }), dataset);
+	let three_windows = TokenStream { tokens: stream.tokens[..24].to_vec(), vocab: config.vocab }.cut_to_windows(6);
+	assert_eq!(three_windows.tokens.len(), 19);
+	assert_eq!(refused(three_windows), dataset);
+	// Only AdamW trains a transformer.
+	let sgd = TrainConfig { optimizer: OptimizerConfig::Sgd { momentum: 0 }, ..train };
+	assert!(Trainer::new(CpuBackend, &model, &sgd, stream).is_err());
 }

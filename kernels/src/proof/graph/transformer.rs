@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use super::{first, Builder, Graph, Node, OpKind, Origin, ValueId, ValueKind};
 use crate::arith::math::rsqrt;
 use crate::error::{element_count, KernelError};
-use crate::job::transformer::{NormIndices, TransformerConfig, TransformerTraining, NORM_EPSILON};
+use crate::job::model::transformer::{NormIndices, TransformerConfig, TransformerTraining, NORM_EPSILON};
 use crate::ops::activation::Activation;
 use crate::ops::attention::CausalShape;
 use crate::ops::bias::BiasLayout;
@@ -389,6 +389,7 @@ impl TransformerBuilder {
 			batch: self.sequences,
 			input_len: self.positions,
 			batch_values,
+			batch_kind: super::BatchKind::Windows,
 			loss,
 		}
 	}
