@@ -94,7 +94,7 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples
 	}
 	let trace = trace.expect("traced step");
 	let tree = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).expect("tree");
-	let run = RunOpening { trace: &tree, first_step: 0, start_state_root, dataset: &data, dataset_tree: &data_tree, shard: 0..samples };
+	let run = RunOpening { trace: &tree, first_step: 0, start_state_root, dataset: (&data).into(), dataset_tree: &data_tree, shard: 0..samples };
 	let mut cases = Vec::new();
 	for (operator, node) in graph.nodes.iter().enumerate() {
 		let count = graph.piece_count(operator).expect("pieces");
