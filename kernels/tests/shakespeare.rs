@@ -8,7 +8,7 @@
 use touchstone_kernels::job::data::DataError;
 use touchstone_kernels::job::data::hex;
 use touchstone_kernels::job::transformer::{
-	batch_windows, generate, mean_loss, TransformerConfig, TransformerState, TransformerTraining,
+	batch_windows, generate, mean_loss, next_token_accuracy, TransformerConfig, TransformerState, TransformerTraining,
 };
 use touchstone_kernels::ops::norm::Norm;
 use touchstone_kernels::ops::schedule::WarmupCosine;
@@ -124,4 +124,9 @@ fn a_small_transformer_learns_the_corpus() {
 	let unigram: f64 = counts.iter().filter(|&&n| n > 0).map(|&n| -(n as f64 / total) * (n as f64 / total).ln()).sum();
 	println!("the characters' entropy: {unigram:.3} nats");
 	assert!(f64::from(after) < unigram - 0.6, "validation loss after {steps} steps: {after}, the characters' entropy {unigram}");
+	// Next-token accuracy: better than always guessing the commonest character (a space).
+	let accuracy = next_token_accuracy(config, &state.params, &held_out, 32).unwrap();
+	let commonest = *counts.iter().max().unwrap() as f64 / total;
+	println!("next-token accuracy {accuracy:.3}; the commonest character's share {commonest:.3}");
+	assert!(accuracy > commonest + 0.1, "next-token accuracy {accuracy}, the commonest character's share {commonest}");
 }

@@ -15,7 +15,8 @@
 // one step): the verifiers and a watching challenger that runs on a light client of its
 // own (smoldot in the worker, no node's RPC) catch it, one plays the dispute its mismatch
 // opens through all three levels, the runtime's referee rules against the liar and its
-// bond is slashed. Last,
+// bond is slashed. A transformer job on the Shakespeare corpus's token stream gets the same
+// treatment, its lie in the first block's attention, judged at a causal-softmax piece. Last,
 // the digits job completes: the solver is paid from escrow, the final model on-chain is the
 // file the worker wrote, and that model reaches the reference's pinned test accuracy. The
 // submitters and the solver keep separate artifact stores: the dataset, the initial weights
@@ -770,6 +771,53 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   assert.match(verifierWorkers.get(summoner).log, new RegExp(`dispute: sent bind_segment[^\\n]*dispute=${summoned.data.dispute}`));
   assert.match(verifierWorkers.get('//Eve').log, /summons: [^\n]*side=Defender/);
   t.diagnostic(`conviction ${overturned} at block ${conviction.block}; summons ${summoned.data.dispute} opened at ${summoned.block}, ended at ${ended().block}`);
+});
+
+test('a transformer solver that lies in its attention is caught, the referee recomputes the causal-softmax piece, and the liar is slashed', { timeout: 600_000 }, async (t) => {
+  // A character transformer trains on the Shakespeare corpus's token stream, which the
+  // submitter serves (18 MB, cut to the windows of the model's context) and the solver and
+  // the verifiers fetch. Bob lies at step 100 again, now in the first block's attention: a
+  // mantissa bit of the first query's weight on itself. Dave's re-execution of the segment
+  // does not reach Bob's boundary; the dispute descends to that step, to the causal
+  // softmax, and to the piece holding the corrupted row, which Bob opens and the runtime's
+  // referee recomputes from the tokens, proven against the job's root, and the scores.
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  const bob = keyring.addFromUri('//Bob');
+  await waitForPoolToClear(api, bob.address);
+  await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
+  startSolver(['--inject-fault', '100']);
+  const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'transformer-liar-job.toml');
+  const submitter = backgroundWorker('transformer-submitter', ['submit', '--key', '//Alice', '--job', fixture, '--wait', '--no-mdns']);
+  try {
+    await waitFor('the transformer job to be submitted', () => /job (\d+) submitted/.test(submitter.output()), { timeoutMs: 180_000 })
+      .catch((error) => withSolverLog(new Error(`${error.message}\nsubmitter:\n${submitter.output()}`)));
+    const jobId = Number(/job (\d+) submitted/.exec(submitter.output())[1]);
+    const spec = (await api.query.tasks.jobs(jobId)).unwrap().spec;
+    assert.ok(spec.model.isTransformer, spec.model.toString());
+    assert.equal(spec.dataset.samples.toNumber(), 284_842, 'the training stream\'s windows of 16 tokens');
+    const mine = (section, method) => verification.events.filter((e) => e.section === section && e.method === method && Number(e.data.job) === jobId);
+    await waitFor('a dispute over the lie to be resolved', () => mine('disputes', 'DisputeResolved').length > 0, {
+      timeoutMs: 540_000,
+    }).catch(withSolverLog);
+    const resolutions = mine('disputes', 'DisputeResolved');
+    const resolved = resolutions.find((e) => e.data.grounds === 'Referee') ?? resolutions[0];
+    assert.equal(resolved.data.ruling, 'ChallengerWins', JSON.stringify(resolved.data));
+    assert.equal(resolved.data.grounds, 'Referee', 'the referee decided, not a timeout');
+    // Bob opened the disputed piece: a piece of the first block's causal softmax, at step 100.
+    await waitFor('the solver to open the disputed piece', () => /dispute: opening the disputed piece to the referee/.test(solverLog), {
+      timeoutMs: 60_000,
+    }).catch(withSolverLog);
+    const opened = solverLog.split('\n').find((line) => /dispute: opening the disputed piece to the referee/.test(line));
+    assert.match(opened, /step=Some\(100\)|step=100/, opened);
+    assert.match(opened, /kind="?causal_softmax/, opened);
+    const slashed = verification.events.filter((e) => e.section === 'staking' && e.method === 'Slashed' && e.data.who === bob.address && e.block >= resolved.block);
+    assert.ok(slashed.some((e) => e.data.role === 'Solver' && BigInt(e.data.amount) > 0n), JSON.stringify(slashed));
+    t.diagnostic(`job ${jobId}: dispute ${resolved.data.dispute} resolved at block ${resolved.block}; ${opened.replace(/^.*dispute: /, '')}`);
+  } finally {
+    submitter.process.kill('SIGINT');
+  }
   // Bob goes back to honest work for the tests after this one.
   solver.kill('SIGINT');
   await new Promise((resolve) => solver.once('exit', resolve));

@@ -14,8 +14,9 @@
 
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::job::trace::Trainer;
 use touchstone_kernels::ops::aggregate::{average, outer_step, weights, Outer, Weighting};
@@ -36,7 +37,7 @@ fn main() -> Result<()> {
 	let _ = std::fs::remove_dir_all(&dir);
 	let (model, train) = (kernel_model(&prepared.spec.model), kernel_train(&prepared.spec.hyper));
 	let (_, test) = dataset::digits_split()?;
-	let data = prepared.train;
+	let TrainingData::Samples(data) = prepared.train else { bail!("the digits job trains on samples") };
 	let initial = prepared.initial_state;
 	let steps = prepared.spec.hyper.steps;
 	let params = model.params().map_err(|error| anyhow!("{error:?}"))?.len();

@@ -117,7 +117,7 @@ async fn recompute(inputs: &Inputs, at: &impl ChainState, job_id: JobId, index: 
 	for root in round.shards.iter().map(|(root, _)| *root).chain(round.momentum).collect::<Vec<_>>() {
 		inputs.fetch_model(root, bound).await.with_context(|| format!("fetching state {} for the aggregate", hex(&root)))?;
 	}
-	let data = inputs.datasets.get(&inputs.store, &job.spec.dataset)?;
+	let data = inputs.datasets.get(&inputs.store, &model, &job.spec.dataset)?;
 	tokio::task::block_in_place(|| {
 		let global = inputs.state_of_job(job, &round.global, &data)?;
 		let shards = round.shards.iter().map(|(root, _)| inputs.state_with_root(root)).collect::<Result<Vec<_>>>()?;

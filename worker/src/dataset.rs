@@ -1,16 +1,20 @@
-//! Datasets as artifacts, and the built-in digits example.
+//! Datasets as artifacts, and the built-in digits and Shakespeare examples.
 //!
 //! A dataset file is the kernels' canonical dataset encoding: the ASCII prefix
 //! `touchstone/dataset/v1`, then as little-endian `u32`s the sample count, the features
 //! per sample and the class count, every feature's canonical `f32` bits (sample by
 //! sample) and every label. Its content hash (BLAKE3) is therefore `Dataset::digest`, and the same
-//! samples always give the same file.
+//! samples always give the same file. A transformer's data is a token stream's canonical
+//! file instead (`touchstone/tokens/v1`, `TokenStream::to_bytes`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use touchstone_kernels::job::data::{hex, load_digits, Dataset};
+use touchstone_kernels::job::model::ModelConfig;
+use touchstone_kernels::job::text::{load_shakespeare, TokenStream};
+use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_primitives::DatasetRef;
 
 use crate::store::Store;
@@ -34,10 +38,35 @@ pub fn to_bytes(data: &Dataset) -> Vec<u8> {
 	bytes
 }
 
-/// The length of the dataset file of `samples` samples of `features` features each.
-pub fn file_len(samples: u64, features: u64) -> u64 {
-	let words = 3u64.saturating_add(samples.saturating_mul(features.saturating_add(1)));
-	(PREFIX.len() as u64).saturating_add(words.saturating_mul(4))
+/// Encodes training data as its file: a dataset file, or a token stream's.
+pub fn training_bytes(data: &TrainingData) -> Vec<u8> {
+	match data {
+		TrainingData::Samples(data) => to_bytes(data),
+		TrainingData::Tokens(stream) => stream.to_bytes(),
+	}
+}
+
+/// The length of the data file of `samples` samples of `model`: a dataset file of that
+/// many samples of the model's inputs, or for a transformer the token stream of that many
+/// windows of its context.
+pub fn file_len(model: &ModelConfig, samples: u64) -> Result<u64> {
+	let inputs = model.input_len().map_err(|error| anyhow!("{error:?}"))? as u64;
+	if let ModelConfig::Transformer(_) = model {
+		return Ok(TokenStream::file_len(samples.saturating_mul(inputs).saturating_add(1)));
+	}
+	let words = 3u64.saturating_add(samples.saturating_mul(inputs.saturating_add(1)));
+	Ok((PREFIX.len() as u64).saturating_add(words.saturating_mul(4)))
+}
+
+/// Decodes a data file, a dataset's or a token stream's, refusing anything malformed.
+pub fn training_from_bytes(bytes: &[u8]) -> Result<TrainingData> {
+	if bytes.starts_with(PREFIX) {
+		return Ok(from_bytes(bytes)?.into());
+	}
+	let stream = TokenStream::from_bytes(bytes).map_err(|error| {
+		anyhow!("neither a Touchstone dataset file nor a token stream file ({error:?})")
+	})?;
+	Ok(stream.into())
 }
 
 /// Decodes a dataset file, refusing anything malformed.
@@ -64,6 +93,15 @@ pub fn digits_split() -> Result<(Dataset, Dataset)> {
 	Ok(data.split(DIGITS_TEST_SAMPLES, DIGITS_SEED).map_err(|error| anyhow::anyhow!("{error}"))?)
 }
 
+/// The Shakespeare example's training stream for windows of `context` tokens: the
+/// corpus's training nine tenths, cut to the whole windows it holds, over its 84-token
+/// vocabulary; from the corpus file that `kernels/scripts/fetch-datasets.sh` fetches.
+pub fn shakespeare_stream(context: usize) -> Result<TokenStream> {
+	let corpus = load_shakespeare().map_err(|error| anyhow!("{error}"))?;
+	let (training, _) = corpus.split();
+	Ok(TokenStream { tokens: training, vocab: corpus.vocab_len() as u32 }.cut_to_windows(context))
+}
+
 /// The kernels' seeded synthetic set described by `SAMPLES:FEATURES:CLASSES:SEED`.
 pub fn synthetic_from(shape: &str) -> Result<Dataset> {
 	let fields: Vec<u64> = shape
@@ -88,37 +126,43 @@ const KEPT_DATASETS: usize = 2;
 /// block, every offer, every summons) do not read, hash and parse a dataset file and build
 /// its Merkle tree again each time: at real sizes that is seconds of CPU a block.
 #[derive(Clone, Default)]
-pub struct CheckedDatasets(Arc<Mutex<VecDeque<(DatasetRef, Arc<Dataset>)>>>);
+pub struct CheckedDatasets(Arc<Mutex<VecDeque<(Checked, Arc<TrainingData>)>>>);
+
+/// What kept data was checked against: the job's reference, and the context its windows
+/// were counted in (a transformer's; any other model's data ignores it).
+type Checked = (DatasetRef, usize);
 
 impl CheckedDatasets {
-	/// The dataset `reference` names, from `store`: its file's bytes hash to the
-	/// reference's content hash (the store checks that), it parses, and it holds the
-	/// reference's sample count and Merkle root. Read and checked once while it is kept.
-	pub fn get(&self, store: &Store, reference: &DatasetRef) -> Result<Arc<Dataset>> {
-		if let Some(data) = self.kept(reference) {
+	/// The data `reference` names for a job of `model`, from `store`: its file's bytes
+	/// hash to the reference's content hash (the store checks that), it parses, and it
+	/// holds the reference's sample count (a stream's windows of the model's context) and
+	/// Merkle root. Read and checked once while it is kept.
+	pub fn get(&self, store: &Store, model: &ModelConfig, reference: &DatasetRef) -> Result<Arc<TrainingData>> {
+		let context = model.input_len().map_err(|error| anyhow!("{error:?}"))?;
+		let checked = (reference.clone(), context);
+		if let Some(data) = self.kept(&checked) {
 			return Ok(data);
 		}
 		let hash = reference.content.hash.0;
 		let bytes = store.get(&hash).with_context(|| format!("the job's dataset {} is not available to this worker", hex(&hash)))?;
-		let data = from_bytes(&bytes)?;
-		let root = data.root().map_err(|error| anyhow!("{error:?}"))?;
-		if root != reference.root.0 || data.len() != reference.samples as usize {
+		let data = training_from_bytes(&bytes)?;
+		let root = data.as_ref().tree().map_err(|error| anyhow!("{error:?}"))?.root();
+		if root != reference.root.0 || data.as_ref().samples(context) != reference.samples as usize {
 			bail!("the dataset does not match the job's dataset root: refusing to train on it");
 		}
 		let data = Arc::new(data);
 		let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-		kept.push_back((reference.clone(), data.clone()));
+		kept.push_back((checked, data.clone()));
 		while kept.len() > KEPT_DATASETS {
 			kept.pop_front();
 		}
 		Ok(data)
 	}
 
-	/// The kept dataset checked against exactly `reference`, marked as the most recently
-	/// used.
-	fn kept(&self, reference: &DatasetRef) -> Option<Arc<Dataset>> {
+	/// The kept data checked against exactly `checked`, marked as the most recently used.
+	fn kept(&self, checked: &Checked) -> Option<Arc<TrainingData>> {
 		let mut kept = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-		let position = kept.iter().position(|(checked, _)| checked == reference)?;
+		let position = kept.iter().position(|(against, _)| against == checked)?;
 		let entry = kept.remove(position)?;
 		let data = entry.1.clone();
 		kept.push_back(entry);
@@ -151,23 +195,61 @@ mod tests {
 		let dir = std::env::temp_dir().join(format!("touchstone-datasets-{}", std::process::id()));
 		let store = Store::open(&dir).unwrap();
 		let datasets = CheckedDatasets::default();
+		let model = ModelConfig::Mlp { inputs: 5, hidden: vec![], classes: 3, activation: touchstone_kernels::Activation::Relu };
 		let first = synthetic(1, 40, 5, 3);
 		let kept = reference(&store, &first);
-		assert_eq!(*datasets.get(&store, &kept).unwrap(), first);
+		assert_eq!(*datasets.get(&store, &model, &kept).unwrap(), first.clone().into());
 		std::fs::remove_file(store.path(&kept.content.hash.0)).unwrap();
-		assert_eq!(*datasets.get(&store, &kept).unwrap(), first, "kept: not read again");
+		assert_eq!(*datasets.get(&store, &model, &kept).unwrap(), first.clone().into(), "kept: not read again");
 		let mut wrong_root = kept.clone();
 		wrong_root.root = [9; 32].into();
 		store.put(&to_bytes(&first)).unwrap();
-		let error = datasets.get(&store, &wrong_root).unwrap_err().to_string();
+		let error = datasets.get(&store, &model, &wrong_root).unwrap_err().to_string();
 		assert!(error.contains("does not match the job's dataset root"), "{error}");
 		for seed in 2..=1 + KEPT_DATASETS as u64 {
 			let other = synthetic(seed, 40, 5, 3);
-			assert_eq!(*datasets.get(&store, &reference(&store, &other)).unwrap(), other);
+			assert_eq!(*datasets.get(&store, &model, &reference(&store, &other)).unwrap(), other.into());
 		}
 		std::fs::remove_file(store.path(&kept.content.hash.0)).unwrap();
-		let error = datasets.get(&store, &kept).unwrap_err().to_string();
+		let error = datasets.get(&store, &model, &kept).unwrap_err().to_string();
 		assert!(error.contains("not available to this worker"), "{error}");
+		std::fs::remove_dir_all(&dir).unwrap();
+	}
+
+	/// A transformer's data is a token stream's file, checked against the reference's
+	/// root and its count of windows of the model's context: the same file counted in
+	/// another context is refused.
+	#[test]
+	fn a_token_stream_is_checked_by_its_root_and_its_windows_of_the_models_context() {
+		let dir = std::env::temp_dir().join(format!("touchstone-streams-{}", std::process::id()));
+		let store = Store::open(&dir).unwrap();
+		let stream = TokenStream { tokens: (0..161).map(|index| (index * 7 % 11) as u32).collect(), vocab: 11 };
+		let data = TrainingData::from(stream.clone());
+		let bytes = training_bytes(&data);
+		assert_eq!(training_from_bytes(&bytes).unwrap(), data);
+		assert!(training_from_bytes(b"touchstone/tokens/v1").is_err());
+		let transformer = |context| {
+			ModelConfig::Transformer(touchstone_kernels::job::transformer::TransformerConfig {
+				vocab: 11,
+				context,
+				layers: 1,
+				heads: 1,
+				width: 8,
+				mlp_ratio: 1,
+				norm: touchstone_kernels::ops::norm::Norm::Rms,
+				tied_embeddings: true,
+			})
+		};
+		assert_eq!(file_len(&transformer(8), 20).unwrap(), bytes.len() as u64, "20 windows of 8 tokens and the last target");
+		let reference = DatasetRef {
+			content: ContentRef { hash: store.put(&bytes).unwrap().into(), location: Default::default() },
+			samples: 20,
+			root: stream.root().unwrap().into(),
+		};
+		let datasets = CheckedDatasets::default();
+		assert_eq!(*datasets.get(&store, &transformer(8), &reference).unwrap(), data);
+		let error = datasets.get(&store, &transformer(16), &reference).unwrap_err().to_string();
+		assert!(error.contains("does not match the job's dataset root"), "{error}");
 		std::fs::remove_dir_all(&dir).unwrap();
 	}
 
@@ -175,7 +257,8 @@ mod tests {
 	fn a_dataset_file_round_trips_and_its_hash_is_the_dataset_digest() {
 		let data = synthetic(3, 50, 6, 4);
 		let bytes = to_bytes(&data);
-		assert_eq!(bytes.len() as u64, file_len(50, 6));
+		let model = ModelConfig::Mlp { inputs: 6, hidden: vec![], classes: 4, activation: touchstone_kernels::Activation::Relu };
+		assert_eq!(bytes.len() as u64, file_len(&model, 50).unwrap());
 		assert_eq!(content_hash(&bytes), data.digest());
 		assert_eq!(from_bytes(&bytes).unwrap(), data);
 		assert!(from_bytes(&bytes[..bytes.len() - 4]).is_err());

@@ -125,7 +125,7 @@ impl<'a> Run<'a> {
 		}
 		let unit = UnitBoundaries::new(boundaries).map_err(|error| anyhow!("{error:?}"))?;
 		let graph = Graph::build(&work.model, &work.train).map_err(|error| anyhow!("{error:?}"))?;
-		let dataset_tree = work.data.tree().map_err(|error| anyhow!("{error:?}"))?;
+		let dataset_tree = work.data.as_ref().tree().map_err(|error| anyhow!("{error:?}"))?;
 		let start_state_root = touchstone_kernels::job::trace::state_root(&work.start_state).map_err(|error| anyhow!("{error:?}"))?;
 		Ok(Self { work, graph, unit, dataset_tree, start_state_root })
 	}
@@ -162,7 +162,7 @@ impl<'a> Run<'a> {
 	pub fn next_move(&self, dispute: &Dispute, side: Party, now: u32) -> Result<Option<Move>> {
 		let step = || dispute.step.context("the dispute has no disputed step yet");
 		let segment = || dispute.segment.context("the dispute has no disputed segment yet");
-		let shard = self.work.shard.clone().unwrap_or(0..self.work.data.len());
+		let shard = self.work.shard.clone().unwrap_or(0..self.work.samples());
 		let operator = || dispute.operator.map(|operator| operator as usize).context("the dispute has no disputed operator yet");
 		// Whether each side has answered the current phase.
 		let (defender_done, challenger_done) = match &dispute.phase {
@@ -222,9 +222,12 @@ impl<'a> Run<'a> {
 			Phase::Judge => {
 				let (trace, segment) = self.disputed(dispute)?;
 				let piece = dispute.piece.context("the dispute has no disputed piece yet")? as usize;
+				let operator = operator()?;
+				let kind = self.graph.nodes.get(operator).map_or("unknown", |node| node.kind.name());
+				tracing::info!(step = dispute.step, operator, kind, piece, "dispute: opening the disputed piece to the referee");
 				let opening = segment.run_opening(&self.work.data, &self.dataset_tree, shard);
 				let (_, openings) =
-					open_case(&self.graph, &trace, &opening, operator()?, piece).map_err(|error| anyhow!("{error:?}"))?;
+					open_case(&self.graph, &trace, &opening, operator, piece).map_err(|error| anyhow!("{error:?}"))?;
 				Move::Resolve(Static(openings))
 			},
 			Phase::Availability { step, chunk } => {
@@ -404,7 +407,7 @@ mod tests {
 		let run = Run::load(&unit).unwrap();
 		assert_eq!(run.unit.root(), proof.trace_root.0);
 		let commitment = run.commitment();
-		let shard = 0..unit.data.len();
+		let shard = 0..unit.samples();
 		// Segments 10..20, 20..30, 30..35.
 		for (segment, step) in [(0, 10), (0, 11), (1, 20), (1, 27), (2, 34)] {
 			let mut disputed = dispute(Phase::BindSegment { roots: Pair::default() }, 100);
@@ -579,7 +582,7 @@ mod tests {
 		let (start, end) = (liar_run.unit.start_opening(1).unwrap(), liar_run.unit.opening(1).unwrap());
 		let segment = liar_run.segment(1).unwrap();
 		let trace = bind_segment(&commitment, 1, &segment.root(), &segment.binding(start, end).unwrap()).unwrap();
-		let opening = segment.run_opening(&liar.data, &liar_run.dataset_tree, 0..liar.data.len());
+		let opening = segment.run_opening(&liar.data, &liar_run.dataset_tree, 0..liar.samples());
 		for step in [23, 24, 25] {
 			let step_trace = liar_run.trace(step).unwrap();
 			let binding = open_step_binding(&liar_run.graph, &step_trace, &opening).unwrap();

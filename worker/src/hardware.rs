@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use polkadot_sdk::sp_runtime::BoundedVec;
-use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::proof::graph::Graph;
 use touchstone_kernels::{matmul, MatmulLayout, MatmulShape};
@@ -49,7 +49,7 @@ impl Detected {
 
 	/// Whether a unit of `model`, trained with `train` on `data`, fits in the memory free
 	/// now; the error says how much it needs and how much is free.
-	pub fn admit(&self, model: &ModelConfig, train: &TrainConfig, data: &Dataset) -> Result<()> {
+	pub fn admit(&self, model: &ModelConfig, train: &TrainConfig, data: &TrainingData) -> Result<()> {
 		let on_gpu = self.profile.device == DeviceKind::Gpu;
 		let needed = unit_memory_mib(model, train, data, on_gpu)?;
 		let free = self.free_mib();
@@ -196,11 +196,11 @@ pub fn detect(gpu: Option<Gpu>, region: &str) -> Result<Detected> {
 /// moments, activations, gradients), the dataset (twice on a GPU: the host's copy and the
 /// device's), a host copy of the state for checkpoints, and the backend's allowance.
 /// Known from the spec alone, so it is checked before accepting.
-pub fn unit_memory_mib(model: &ModelConfig, train: &TrainConfig, data: &Dataset, on_gpu: bool) -> Result<u64> {
+pub fn unit_memory_mib(model: &ModelConfig, train: &TrainConfig, data: &TrainingData, on_gpu: bool) -> Result<u64> {
 	let graph = Graph::build(model, train).map_err(|error| anyhow::anyhow!("{error:?}"))?;
 	let buffers: u64 = graph.buffers.iter().map(|&(len, _)| len as u64).sum();
 	let state: u64 = graph.state.iter().filter_map(|&id| graph.values.get(id)).map(|value| value.len as u64).sum();
-	let dataset = data.features.len() as u64 + data.labels.len() as u64;
+	let dataset = data.as_ref().word_count() as u64;
 	let (copies, overhead) = if on_gpu { (2, GPU_OVERHEAD_MIB) } else { (1, HOST_OVERHEAD_MIB) };
 	let words = buffers + 2 * state + copies * dataset;
 	Ok((words * 4).div_ceil(1 << 20) + overhead)
@@ -219,7 +219,12 @@ mod tests {
 		assert!(free > 0 && free <= u64::from(detected.profile.memory_mib), "{free} of {}", detected.profile.memory_mib);
 		let crate::train::UnitWork { model, train, .. } = crate::train::tests::work(&std::env::temp_dir());
 		// 4,096 samples of 63 features and a label: exactly 1 MiB.
-		let data = Dataset { features: vec![0.0; 63 * 4096], labels: vec![0; 4096], feature_len: 63, classes: 4 };
+		let data = TrainingData::from(touchstone_kernels::job::data::Dataset {
+			features: vec![0.0; 63 * 4096],
+			labels: vec![0; 4096],
+			feature_len: 63,
+			classes: 4,
+		});
 		let on_cpu = unit_memory_mib(&model, &train, &data, false).unwrap();
 		let on_gpu = unit_memory_mib(&model, &train, &data, true).unwrap();
 		assert_eq!(on_gpu - on_cpu, GPU_OVERHEAD_MIB - HOST_OVERHEAD_MIB + 1, "one more 1 MiB dataset copy and the driver");

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use touchstone_kernels::job::checkpoint::Checkpoint as KernelCheckpoint;
-use touchstone_kernels::job::data::{hex, Dataset};
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::proof::hash::Digest;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
@@ -45,7 +46,7 @@ impl Inputs {
 		let spec = &job.spec;
 		let model = kernel_model(&spec.model);
 		let train = kernel_train(&spec.hyper);
-		let data = self.datasets.get(&self.store, &spec.dataset)?;
+		let data = self.datasets.get(&self.store, &model, &spec.dataset)?;
 		device.admit(&model, &train, &data)?;
 		let shard = |first_sample: u32, samples: u32| Some(first_sample as usize..first_sample as usize + samples as usize);
 		let (first_step, steps, shard) = match unit.scope {
@@ -60,13 +61,13 @@ impl Inputs {
 		let start_root = unit.start_state_root.context("the unit has no start state yet")?.0;
 		let start_state = self.state_of_job(job, &start_root, &data)?;
 		let dir = self.units_dir.join(format!("{job_id}-{index}-{}", hex(&start_root)));
-		Ok(UnitWork { model, train, data: Dataset::clone(&data), shard, first_step, steps, start_state, dir, fault: None })
+		Ok(UnitWork { model, train, data: TrainingData::clone(&data), shard, first_step, steps, start_state, dir, fault: None })
 	}
 
 	/// The state of `job` with root `root`: its initial state, built from its seed or
 	/// initial weights (and checked against the chain's root), or a model this worker
 	/// holds, checked against `root`.
-	pub fn state_of_job(&self, job: &Job, root: &Digest, data: &Dataset) -> Result<Vec<Vec<f32>>> {
+	pub fn state_of_job(&self, job: &Job, root: &Digest, data: &TrainingData) -> Result<Vec<Vec<f32>>> {
 		let spec = &job.spec;
 		let (model, train) = (kernel_model(&spec.model), kernel_train(&spec.hyper));
 		let start_root = *root;
@@ -131,8 +132,7 @@ impl Inputs {
 		// is lying.
 		let model = kernel_model(&job.spec.model);
 		let model_bound = crate::train::model_file_bound(&model, &kernel_train(&job.spec.hyper))?;
-		let features = model.input_len().map_err(|error| anyhow!("{error:?}"))? as u64;
-		let dataset_bound = crate::dataset::file_len(u64::from(job.spec.dataset.samples), features);
+		let dataset_bound = crate::dataset::file_len(&model, u64::from(job.spec.dataset.samples))?;
 		self.connect(at, job_id, job).await?;
 		if !self.store.contains(&dataset) {
 			tracing::info!(job = job_id, "fetching the job's dataset {} from peers", hex(&dataset));

@@ -8,14 +8,15 @@ use serde::Deserialize;
 use polkadot_sdk::sp_core::Get;
 use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
 use touchstone_kernels::job::checkpoint::Checkpoint;
-use touchstone_kernels::job::data::Dataset;
+use touchstone_kernels::job::model::ModelConfig;
+use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::proof::content::content_hash;
 use touchstone_kernels::proof::hash::Digest;
 use touchstone_kernels::job::trace::state_root;
 use touchstone_primitives::referee::{kernel_model, kernel_train};
 use touchstone_primitives::{
 	Activation, Aggregation, ContentRef, DatasetRef, Decomposition, DeviceKind, HardwareRequirements, HyperParams,
-	JobSpec, ModelArch, Optimizer, OuterOptimizer, VerificationMode,
+	JobSpec, ModelArch, Normalization, Optimizer, OuterOptimizer, VerificationMode,
 };
 
 use crate::dataset;
@@ -31,7 +32,9 @@ pub const UNIT: u128 = 1_000_000_000_000;
 pub struct JobFile {
 	/// The training set: a dataset file, relative to the job file; `"digits"` for the
 	/// digits training split; or `"synthetic:SAMPLES:FEATURES:CLASSES:SEED"` for the
-	/// kernels' seeded synthetic classification set.
+	/// kernels' seeded synthetic classification set. A transformer's is a token stream
+	/// file (`touchstone/tokens/v1`), cut to the whole windows of its context, or
+	/// `"shakespeare"` for the Shakespeare corpus's training nine tenths.
 	pub dataset: String,
 	/// The model.
 	pub model: ModelFile,
@@ -89,6 +92,25 @@ pub enum ModelFile {
 		classes: u32,
 		activation: ActivationFile,
 	},
+	/// A pre-norm, decoder-only transformer over a token stream; it trains with AdamW.
+	Transformer {
+		vocab: u32,
+		context: u32,
+		layers: u32,
+		heads: u32,
+		width: u32,
+		mlp_ratio: u32,
+		norm: NormFile,
+		tied_embeddings: bool,
+	},
+}
+
+/// A transformer's normalisation.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormFile {
+	LayerNorm,
+	RmsNorm,
 }
 
 /// A hidden-layer activation.
@@ -176,8 +198,8 @@ pub struct RequirementsFile {
 pub struct PreparedJob {
 	/// The spec to submit.
 	pub spec: JobSpec<u128>,
-	/// The training set.
-	pub train: Dataset,
+	/// The training data.
+	pub train: TrainingData,
 	/// The state the job starts from, whose root the spec commits to.
 	pub initial_state: Vec<Vec<f32>>,
 }
@@ -201,6 +223,42 @@ pub fn digits_example() -> JobFile {
 			checkpoint_interval: 50,
 		},
 		units: UnitsFile { steps_per_unit: Some(250), ..Default::default() },
+		price_per_unit: 1.0,
+		budget: None,
+		unit_timeout: default_unit_timeout(),
+		pool_timeout: default_pool_timeout(),
+		requirements: RequirementsFile { device: None, min_memory_mib: 64, min_throughput_gflops: 0 },
+	}
+}
+
+/// The built-in Shakespeare job: a character transformer (2 blocks of width 32, 2 heads,
+/// context 32, tied embeddings) trained for 600 steps of AdamW on the corpus's training
+/// stream in four step ranges of 150, the run whose validation loss the kernels test.
+pub fn shakespeare_example() -> JobFile {
+	JobFile {
+		dataset: "shakespeare".into(),
+		model: ModelFile::Transformer {
+			vocab: 84,
+			context: 32,
+			layers: 2,
+			heads: 2,
+			width: 32,
+			mlp_ratio: 4,
+			norm: NormFile::LayerNorm,
+			tied_embeddings: true,
+		},
+		initial_weights: None,
+		verification: VerificationFile::Exact,
+		train: TrainFile {
+			steps: 600,
+			batch_size: 8,
+			learning_rate: 0.01,
+			optimizer: OptimizerFile::Adamw { beta1: 0.9, beta2: 0.99, epsilon: 1e-8, weight_decay: 0.1 },
+			grad_clip_norm: Some(1.0),
+			seed: 1,
+			checkpoint_interval: 50,
+		},
+		units: UnitsFile { steps_per_unit: Some(150), ..Default::default() },
 		price_per_unit: 1.0,
 		budget: None,
 		unit_timeout: default_unit_timeout(),
@@ -265,26 +323,68 @@ pub fn model_arch(model: &ModelFile) -> Result<ModelArch> {
 				activation: activation(*a),
 			}
 		},
+		ModelFile::Transformer { vocab, context, layers, heads, width, mlp_ratio, norm, tied_embeddings } => ModelArch::Transformer {
+			vocab: *vocab,
+			context: *context,
+			layers: *layers,
+			heads: *heads,
+			width: *width,
+			mlp_ratio: *mlp_ratio,
+			norm: match norm {
+				NormFile::LayerNorm => Normalization::LayerNorm,
+				NormFile::RmsNorm => Normalization::RmsNorm,
+			},
+			tied_embeddings: *tied_embeddings,
+		},
 	})
+}
+
+/// The training data `job` names, for its model: a dataset, or for a transformer a token
+/// stream cut to the whole windows of its context.
+fn training_data(job: &JobFile, base: &Path, model: &ModelConfig) -> Result<TrainingData> {
+	let read = || -> Result<TrainingData> {
+		let path = base.join(&job.dataset);
+		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the dataset {}", path.display()))?;
+		dataset::training_from_bytes(&bytes).with_context(|| format!("in {}", path.display()))
+	};
+	let synthetic = job.dataset.strip_prefix("synthetic:");
+	match model {
+		ModelConfig::Transformer(config) => {
+			let context = config.context as usize;
+			if job.dataset == "shakespeare" {
+				return Ok(dataset::shakespeare_stream(context)?.into());
+			}
+			if job.dataset == "digits" || synthetic.is_some() {
+				bail!("a transformer trains on a token stream: dataset = \"shakespeare\" or a token stream file");
+			}
+			match read()? {
+				TrainingData::Tokens(stream) => Ok(stream.cut_to_windows(context).into()),
+				TrainingData::Samples(_) => bail!("{} is a dataset of samples; a transformer trains on a token stream file", job.dataset),
+			}
+		},
+		_ if job.dataset == "digits" => Ok(dataset::digits_split()?.0.into()),
+		_ if job.dataset == "shakespeare" => bail!("the Shakespeare token stream is a transformer's data: use model.transformer"),
+		_ => match synthetic {
+			Some(shape) => Ok(dataset::synthetic_from(shape)?.into()),
+			None => match read()? {
+				TrainingData::Samples(data) => Ok(data.into()),
+				TrainingData::Tokens(_) => bail!("{} is a token stream; only a transformer trains on one", job.dataset),
+			},
+		},
+	}
 }
 
 /// Prepares `job`: loads its dataset, publishes it to `store`, computes the roots the
 /// chain commits to, and builds the spec. Every check the chain makes on the shape runs
 /// here first, so a bad job fails before it costs a transaction fee.
 pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob> {
-	let train = if job.dataset == "digits" {
-		dataset::digits_split()?.0
-	} else if let Some(shape) = job.dataset.strip_prefix("synthetic:") {
-		dataset::synthetic_from(shape)?
-	} else {
-		let path = base.join(&job.dataset);
-		let bytes = std::fs::read(&path).with_context(|| format!("cannot read the dataset {}", path.display()))?;
-		dataset::from_bytes(&bytes).with_context(|| format!("in {}", path.display()))?
-	};
-	let file = dataset::to_bytes(&train);
-	let file_hash = store.put(&file)?;
-	let root = train.root().map_err(|error| anyhow::anyhow!("cannot commit to the dataset: {error:?}"))?;
 	let model = model_arch(&job.model)?;
+	let train = training_data(job, base, &kernel_model(&model))?;
+	let file = dataset::training_bytes(&train);
+	let file_hash = store.put(&file)?;
+	let root = train.as_ref().tree().map_err(|error| anyhow::anyhow!("cannot commit to the dataset: {error:?}"))?.root();
+	let context = kernel_model(&model).input_len().map_err(|error| anyhow::anyhow!("the model: {error:?}"))?;
+	let samples = u32::try_from(train.as_ref().samples(context)).context("the dataset holds more samples than the chain counts")?;
 	let t = &job.train;
 	let hyper = HyperParams {
 		steps: t.steps,
@@ -385,7 +485,7 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		initial_state_root: initial_state_root.into(),
 		dataset: DatasetRef {
 			content: content(file_hash)?,
-			samples: train.len() as u32,
+			samples,
 			root: root.into(),
 		},
 		hyper,

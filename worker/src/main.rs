@@ -95,7 +95,8 @@ enum Command {
 		#[command(flatten)]
 		network: p2p::NetworkArgs,
 	},
-	/// Print a model's accuracy on a held-out test split.
+	/// Print a model's accuracy on a held-out test split; a transformer's validation loss
+	/// and next-token accuracy, and with `--generate` a continuation of the text given.
 	Evaluate(submitter::EvaluateArgs),
 	/// Train a job locally, without a chain, exactly as solvers would (the same kernels,
 	/// checkpoints and proof): to try a job description before submitting it, and the

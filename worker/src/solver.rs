@@ -115,7 +115,9 @@ pub struct SolveArgs {
 /// The fault `--inject-fault` injects at global step `step` of a unit trained with `work`,
 /// in a job verified in `mode`.
 /// In an exact-mode job: a low mantissa bit of the first layer's output, which every later
-/// value of the step depends on, a lie only bit-exact re-execution sees. In a
+/// value of the step depends on, a lie only bit-exact re-execution sees; in a transformer,
+/// a mantissa bit of the first block's attention (the first query's weight on itself), so
+/// that the dispute ends in an attention piece. In a
 /// tolerance-mode job: the top exponent bit of the first parameter as the optimizer updates
 /// it (a weight below 2 becomes about 10³⁷), a lie far beyond any hardware's rounding, which
 /// verifiers measure beyond the job's thresholds; a low bit would sit inside them, where
@@ -125,11 +127,21 @@ pub struct SolveArgs {
 #[cfg(feature = "test-equipment")]
 pub(crate) fn injected_fault(step: u32, mode: &VerificationMode, work: &UnitWork) -> Result<Fault> {
 	use touchstone_kernels::proof::graph::{Graph, OpKind};
+	let graph = || Graph::build(&work.model, &work.train).map_err(|error| anyhow!("the job's step graph: {error:?}"));
 	Ok(match mode {
-		VerificationMode::Exact => Fault::Output { step, operator: 1, output: 0, element: 0, bit: 20 },
+		VerificationMode::Exact => {
+			let operator = match work.model {
+				touchstone_kernels::job::model::ModelConfig::Transformer(_) => graph()?
+					.nodes
+					.iter()
+					.position(|node| matches!(node.kind, OpKind::CausalSoftmax(_)))
+					.context("the transformer's step has no attention")?,
+				_ => 1,
+			};
+			Fault::Output { step, operator, output: 0, element: 0, bit: 20 }
+		},
 		VerificationMode::Tolerance { .. } => {
-			let graph = Graph::build(&work.model, &work.train).map_err(|error| anyhow!("the job's step graph: {error:?}"))?;
-			let operator = graph
+			let operator = graph()?
 				.nodes
 				.iter()
 				.position(|node| matches!(node.kind, OpKind::Sgd(_) | OpKind::AdamW(_)))
@@ -1944,7 +1956,8 @@ mod tests {
 				solver.inputs.store.put_as(&root, &bytes).unwrap();
 				roots.push(root);
 			}
-			let samples = [prepared.train.len() as u32 / 2, prepared.train.len() as u32 - prepared.train.len() as u32 / 2];
+			let all = prepared.spec.dataset.samples;
+			let samples = [all / 2, all - all / 2];
 			chain.script(|at| {
 				at.jobs.insert(7, job.clone());
 				for shard in 0..2u32 {

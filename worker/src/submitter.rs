@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use subxt::utils::Static;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::model::ModelConfig;
+use touchstone_kernels::job::text::{load_shakespeare, sequence};
+use touchstone_kernels::job::training_data::TrainingData;
+use touchstone_kernels::job::transformer::{generate, mean_loss, next_token_accuracy, TransformerConfig};
 use touchstone_kernels::proof::content::content_hash;
 use touchstone_primitives::referee::kernel_model;
 use touchstone_primitives::{JobId, JobStatus, UnitState};
@@ -44,6 +47,8 @@ pub struct SubmitArgs {
 pub enum Example {
 	/// The digits classifier: 1,000 steps in four units, about 98 % test accuracy.
 	Digits,
+	/// A character transformer on the Shakespeare corpus: 600 steps in four units.
+	Shakespeare,
 }
 
 #[derive(clap::Args)]
@@ -73,17 +78,32 @@ pub struct EvaluateArgs {
 	/// Evaluate as a built-in example's model, on its held-out split.
 	#[arg(long, value_enum)]
 	pub example: Option<Example>,
-	/// A dataset file to test on; the example's held-out split by default.
+	/// A dataset file to test on; the example's held-out split by default. For a
+	/// transformer, a token stream file (the Shakespeare corpus's validation tenth when
+	/// the model reads its 84-token vocabulary).
 	#[arg(long)]
 	pub test_data: Option<PathBuf>,
+	/// A transformer of the Shakespeare corpus's vocabulary: continue this text.
+	#[arg(long)]
+	pub generate: Option<String>,
+	/// How many characters `--generate` writes.
+	#[arg(long, default_value_t = 300)]
+	pub characters: usize,
 }
+
+/// Validation windows a transformer's evaluation reads (at most), in batches of
+/// [`EVALUATION_BATCH`].
+const EVALUATION_WINDOWS: usize = 256;
+/// Windows per forward pass of a transformer's evaluation.
+const EVALUATION_BATCH: usize = 16;
 
 /// A job description from `--job FILE` or `--example`.
 pub fn describe(job: &Option<PathBuf>, example: Option<Example>) -> Result<(jobfile::JobFile, PathBuf)> {
 	match (job, example) {
 		(Some(path), _) => jobfile::read(path),
 		(None, Some(Example::Digits)) => Ok((jobfile::digits_example(), PathBuf::new())),
-		(None, None) => bail!("pass --job FILE or --example digits"),
+		(None, Some(Example::Shakespeare)) => Ok((jobfile::shakespeare_example(), PathBuf::new())),
+		(None, None) => bail!("pass --job FILE or --example digits (or shakespeare)"),
 	}
 }
 
@@ -294,32 +314,90 @@ pub async fn fetch(
 	Ok(())
 }
 
-/// Prints the accuracy of the model file `args` name on a held-out split.
+/// Prints the accuracy of the model file `args` name on a held-out split; for a
+/// transformer, its validation loss and next-token accuracy, and with `--generate` a
+/// continuation of the text given.
 pub async fn evaluate(access: &ChainAccess, args: EvaluateArgs) -> Result<()> {
 	let (model, default_test): (ModelConfig, Option<Dataset>) = match (args.example, args.job) {
 		(Some(Example::Digits), _) => {
 			let model = jobfile::model_arch(&jobfile::digits_example().model)?;
 			(kernel_model(&model), Some(dataset::digits_split()?.1))
 		},
+		(Some(Example::Shakespeare), _) => (kernel_model(&jobfile::model_arch(&jobfile::shakespeare_example().model)?), None),
 		(None, Some(job_id)) => {
 			let chain = Chain::open(access).await?;
 			let at = chain.at().await?;
 			let job = at.job(job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 			(kernel_model(&job.spec.model), None)
 		},
-		(None, None) => bail!("pass --job N or --example digits"),
+		(None, None) => bail!("pass --job N or --example digits (or shakespeare)"),
 	};
+	let weights = || -> Result<Vec<Vec<f32>>> {
+		let bytes = std::fs::read(&args.model).with_context(|| format!("cannot read the model {}", args.model.display()))?;
+		let checkpoint = Checkpoint::from_bytes(&bytes, &content_hash(&bytes)).map_err(|error| anyhow!("{} is not a model file: {error}", args.model.display()))?;
+		let params = model.params().map_err(|error| anyhow!("{error:?}"))?.len();
+		Ok(checkpoint.state.get(..params).context("the model file holds fewer tensors than the model has")?.to_vec())
+	};
+	if let ModelConfig::Transformer(config) = model {
+		return evaluate_transformer(config, &weights()?, &args);
+	}
+	if args.generate.is_some() {
+		bail!("--generate continues text with a transformer; this model is a classifier");
+	}
 	let test = match (&args.test_data, default_test) {
 		(Some(path), _) => dataset::from_bytes(&std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?)?,
 		(None, Some(test)) => test,
 		(None, None) => bail!("pass --test-data FILE: a held-out dataset file"),
 	};
-	let bytes = std::fs::read(&args.model).with_context(|| format!("cannot read the model {}", args.model.display()))?;
-	let checkpoint = Checkpoint::from_bytes(&bytes, &content_hash(&bytes)).map_err(|error| anyhow!("{} is not a model file: {error}", args.model.display()))?;
-	let params = model.params().map_err(|error| anyhow!("{error:?}"))?.len();
-	let weights = checkpoint.state.get(..params).context("the model file holds fewer tensors than the model has")?;
-	let predictions = model.predict(weights, &test.features, test.len()).map_err(|error| anyhow!("the model file does not fit the model: {error:?}"))?;
+	let predictions = model.predict(&weights()?, &test.features, test.len()).map_err(|error| anyhow!("the model file does not fit the model: {error:?}"))?;
 	let correct = predictions.iter().zip(&test.labels).filter(|(p, l)| p == l).count();
 	println!("test accuracy {:.1} % ({correct}/{})", 100.0 * correct as f64 / test.len().max(1) as f64, test.len());
+	Ok(())
+}
+
+/// A transformer's evaluation: mean loss and next-token accuracy over (at most) the first
+/// [`EVALUATION_WINDOWS`] windows of a validation stream of its context, and with
+/// `--generate` a sampled continuation.
+fn evaluate_transformer(config: TransformerConfig, weights: &[Vec<f32>], args: &EvaluateArgs) -> Result<()> {
+	let context = config.context as usize;
+	// The Shakespeare corpus's vocabulary, when the model reads it: its validation tenth
+	// is the default test stream, and its bytes are how generated tokens print.
+	let corpus = match config.vocab as usize == touchstone_kernels::job::text::SHAKESPEARE_VOCAB {
+		true => Some(load_shakespeare().map_err(|error| anyhow!("{error}"))?),
+		false => None,
+	};
+	let validation = match (&args.test_data, &corpus) {
+		(Some(path), _) => match dataset::training_from_bytes(&std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?)? {
+			TrainingData::Tokens(stream) if stream.vocab == config.vocab => stream.tokens,
+			TrainingData::Tokens(stream) => bail!("{} holds a vocabulary of {} tokens; the model reads {}", path.display(), stream.vocab, config.vocab),
+			TrainingData::Samples(_) => bail!("{} is a dataset of samples; a transformer is tested on a token stream file", path.display()),
+		},
+		(None, Some(corpus)) => corpus.split().1,
+		(None, None) => bail!("pass --test-data FILE: a held-out token stream file"),
+	};
+	let windows: Vec<u32> = (0..EVALUATION_WINDOWS).map_while(|index| sequence(&validation, context, index)).flatten().copied().collect();
+	let window = context + 1;
+	ensure!(!windows.is_empty(), "the test stream holds no window of {context} tokens and the next");
+	let (mut loss, mut accuracy, mut count) = (0.0f64, 0.0f64, 0usize);
+	for batch in windows.chunks(EVALUATION_BATCH * window) {
+		let batch_windows = batch.len() / window;
+		let kernel = |error| anyhow!("the model file does not fit the model: {error:?}");
+		loss += f64::from(mean_loss(config, weights, batch, context).map_err(kernel)?) * batch_windows as f64;
+		accuracy += next_token_accuracy(config, weights, batch, context).map_err(kernel)? * batch_windows as f64;
+		count += batch_windows;
+	}
+	println!(
+		"validation loss {:.4} nats a token, next-token accuracy {:.1} % ({count} windows of {context} tokens)",
+		loss / count as f64,
+		100.0 * accuracy / count as f64
+	);
+	if let Some(prompt) = &args.generate {
+		let corpus = corpus.context("--generate needs the model's byte vocabulary: the Shakespeare corpus's (84 tokens)")?;
+		let tokens = corpus.encode(prompt.as_bytes()).context("the prompt holds a character outside the corpus's vocabulary")?;
+		ensure!(!tokens.is_empty(), "--generate needs at least one character to continue");
+		let text = generate(config, weights, &tokens, args.characters, false, 1).map_err(|error| anyhow!("{error:?}"))?;
+		let text = corpus.decode(&text).context("a generated token outside the vocabulary")?;
+		println!("{}", String::from_utf8_lossy(&text));
+	}
 	Ok(())
 }

@@ -18,7 +18,9 @@ use anyhow::{bail, ensure, Context, Result};
 use polkadot_sdk::sp_runtime::{FixedU64, Perbill};
 use touchstone_kernels::arith::canonical_bits;
 use touchstone_kernels::job::checkpoint::Checkpoint;
-use touchstone_kernels::job::data::{hex, Dataset};
+use touchstone_kernels::job::data::hex;
+use touchstone_kernels::job::text::sequence;
+use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
 use touchstone_kernels::job::trace::{state_root, Boundary, StepRecord, StepTrace, Trainer};
@@ -79,8 +81,8 @@ pub struct UnitWork {
 	pub model: ModelConfig,
 	/// The hyper-parameters.
 	pub train: TrainConfig,
-	/// The job's training set.
-	pub data: Dataset,
+	/// The job's training data: a set of samples, or a transformer's token stream.
+	pub data: TrainingData,
 	/// For a data shard, its samples; `None` for a step range.
 	pub shard: Option<Range<usize>>,
 	/// The first global step.
@@ -100,6 +102,12 @@ impl UnitWork {
 	/// The unit's checkpoint grid: the segments its proof commits a boundary for.
 	pub fn segments(&self) -> Segments {
 		Segments::new(self.first_step, self.steps, self.train.checkpoint_interval)
+	}
+
+	/// The samples a batch draws from: the set's, or the stream's windows of the model's
+	/// context. The job's whole data; a shard is a range of them.
+	pub fn samples(&self) -> usize {
+		self.data.as_ref().samples(self.model.input_len().unwrap_or(0))
 	}
 }
 
@@ -144,7 +152,7 @@ pub fn model_file_bound(model: &ModelConfig, train: &TrainConfig) -> Result<u64>
 pub fn initial_state(
 	model: &ModelConfig,
 	train: &TrainConfig,
-	data: &Dataset,
+	data: &TrainingData,
 	weights: Option<&[Vec<f32>]>,
 ) -> Result<Vec<Vec<f32>>> {
 	let mut trainer = Trainer::new(touchstone_kernels::CpuBackend, model, train, data.clone())
@@ -488,11 +496,26 @@ pub fn run_unit<B: Backend>(
 	Ok(Some(prove(&records, boundaries, start_root, final_model, accuracy, work.train.checkpoint_interval)?))
 }
 
-/// Accuracy on (at most the first 4,096 samples of) the training set, reported with the proof.
-fn training_accuracy(model: &ModelConfig, params: &[Vec<f32>], data: &Dataset) -> Result<Perbill> {
-	let samples = data.len().min(4096);
-	let features = &data.features[..samples * data.feature_len];
-	let accuracy = model.accuracy(params, features, &data.labels[..samples]).map_err(|error| anyhow::anyhow!("{error:?}"))?;
+/// Accuracy on (at most the first 4,096 samples of) the training set, reported with the
+/// proof; for a transformer, next-token accuracy over the positions of (at most) the
+/// stream's first 16 windows.
+fn training_accuracy(model: &ModelConfig, params: &[Vec<f32>], data: &TrainingData) -> Result<Perbill> {
+	let kernel = |error| anyhow::anyhow!("{error:?}");
+	let accuracy = match (model, data) {
+		(ModelConfig::Transformer(config), TrainingData::Tokens(stream)) => {
+			let context = config.context as usize;
+			// Each window's context tokens and its next one: neighbours share a token.
+			let sequences: Vec<u32> =
+				(0..16).map_while(|window| sequence(&stream.tokens, context, window)).flatten().copied().collect();
+			touchstone_kernels::job::transformer::next_token_accuracy(*config, params, &sequences, context).map_err(kernel)?
+		},
+		(_, TrainingData::Samples(data)) => {
+			let samples = data.len().min(4096);
+			let features = &data.features[..samples * data.feature_len];
+			model.accuracy(params, features, &data.labels[..samples]).map_err(kernel)?
+		},
+		(_, TrainingData::Tokens(_)) => bail!("only a transformer trains on a token stream"),
+	};
 	Ok(Perbill::from_parts((accuracy.clamp(0.0, 1.0) * 1e9).round() as u32))
 }
 
@@ -558,7 +581,7 @@ pub(crate) mod tests {
 			seed: 5,
 			checkpoint_interval: 10,
 		};
-		let data = synthetic(9, 96, 8, 4);
+		let data = TrainingData::from(synthetic(9, 96, 8, 4));
 		let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).unwrap();
 		for _ in 0..10 {
 			trainer.step().unwrap();

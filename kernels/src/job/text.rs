@@ -140,6 +140,11 @@ impl TokenStream {
 		bytes
 	}
 
+	/// The length in bytes of the canonical file of a stream of `tokens` tokens.
+	pub fn file_len(tokens: u64) -> u64 {
+		(TOKENS_PREFIX.len() as u64).saturating_add(tokens.saturating_add(2).saturating_mul(4))
+	}
+
 	/// Decodes a canonical file, refusing anything malformed.
 	pub fn from_bytes(bytes: &[u8]) -> Result<Self, TokenStreamError> {
 		let body = bytes.strip_prefix(TOKENS_PREFIX).ok_or(TokenStreamError::WrongPrefix)?;

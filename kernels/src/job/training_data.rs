@@ -67,6 +67,15 @@ impl DataRef<'_> {
 		}
 	}
 
+	/// How many words the data's root commits: a set's features and labels, or a
+	/// stream's tokens.
+	pub fn word_count(&self) -> usize {
+		match self {
+			Self::Samples(data) => data.features.len() + data.labels.len(),
+			Self::Tokens(stream) => stream.tokens.len(),
+		}
+	}
+
 	/// The tree the job's data root is the root of.
 	pub fn tree(&self) -> Result<MerkleTree, MerkleError> {
 		match self {

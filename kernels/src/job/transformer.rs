@@ -166,6 +166,25 @@ pub fn mean_loss(config: TransformerConfig, params: &[Vec<f32>], windows: &[u32]
 	scalar(&mut CpuBackend, &graph, &buffers, graph.loss)
 }
 
+/// The fraction of the positions of `windows` (sequences of `positions + 1` tokens,
+/// `positions ≤ context`) whose most likely next token (the logits' first maximum) is the
+/// target, forward only on the reference: the accuracy a learning proof reports.
+pub fn next_token_accuracy(config: TransformerConfig, params: &[Vec<f32>], windows: &[u32], positions: usize) -> Result<f64, KernelError> {
+	let (graph, buffers) = run_on_reference(config, params, windows, positions, None)?;
+	let loss = node_of(&graph, |kind| matches!(kind, OpKind::SoftmaxCrossEntropy(_)))?;
+	let logits = buffers.tensor(&graph, value_at(&loss.inputs, 0)?)?;
+	let [_, targets, _] = batch_rows(windows, positions)?;
+	let vocab = config.vocab as usize;
+	let correct = logits
+		.chunks_exact(vocab)
+		.zip(&targets)
+		.filter(|(row, &target)| {
+			let best = row.iter().enumerate().fold(0, |best, (index, &value)| if value > row[best] { index } else { best });
+			best == target as usize
+		})
+		.count();
+	Ok(correct as f64 / targets.len().max(1) as f64)
+}
 
 /// A transformer's training state: parameters, AdamW's moments, and the steps taken.
 /// `T` is where a tensor lives: host vectors (the reference's), or a backend's tensors.

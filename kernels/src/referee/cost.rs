@@ -260,16 +260,41 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 /// Bounds on judging any one piece of a step of `graph`, with a trace of
 /// `steps` steps and a training set of `dataset_segments` segments: the
 /// largest of [`piece_cost`] over the operators.
+///
+/// Linear in the operators (the deepest earlier piece tree is carried from one operator
+/// to the next), so that the chain's validation of a deep transformer at submission stays
+/// a small share of its weight.
 pub fn worst_piece(graph: &Graph, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
 	let mut worst = PieceCost::default();
+	let mut earlier_depth = 0;
 	for operator in 0..graph.nodes.len() {
-		worst = worst.max(piece_cost(graph, operator, steps, dataset_segments)?);
+		worst = worst.max(operator_piece_cost(graph, operator, steps, dataset_segments, earlier_depth)?);
+		if let Ok(count) = graph.piece_count(operator) {
+			earlier_depth = earlier_depth.max(u64::from(depth(count)));
+		}
 	}
 	Ok(worst)
 }
 
 /// Bounds on judging any one piece of operator `operator` of a step of `graph`.
 pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
+	let earlier_depth = (0..operator)
+		.filter_map(|producer| graph.piece_count(producer).ok())
+		.map(|count| u64::from(depth(count)))
+		.max()
+		.unwrap_or(0);
+	operator_piece_cost(graph, operator, steps, dataset_segments, earlier_depth)
+}
+
+/// [`piece_cost`], given the depth of the deepest piece tree of the operators before
+/// `operator`.
+fn operator_piece_cost(
+	graph: &Graph,
+	operator: usize,
+	steps: u32,
+	dataset_segments: u64,
+	earlier_depth: u64,
+) -> Result<PieceCost, RefereeError> {
 	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
 	let operators = graph.nodes.len() as u64;
 	let operator_depth = u64::from(depth(graph.nodes.len()));
@@ -277,12 +302,7 @@ pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: 
 	let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)? as u64;
 	let piece_depth = u64::from(depth(pieces as usize));
 	// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.
-	let input_depth = (0..operator)
-		.filter_map(|producer| graph.piece_count(producer).ok())
-		.map(|count| u64::from(depth(count)))
-		.chain([u64::from(depth(dataset_segments as usize))])
-		.max()
-		.unwrap_or(0);
+	let input_depth = earlier_depth.max(u64::from(depth(dataset_segments as usize)));
 	let reads = operator_reads(graph, operator)?;
 	// Each segment leaf is one hash (a segment is one BLAKE2b block) and brings at
 	// most one path of nodes; a state chunk is sixteen BLAKE3 compressions and a

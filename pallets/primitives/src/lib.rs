@@ -153,7 +153,8 @@ pub struct ContentRef {
 	pub location: Location,
 }
 
-/// The training dataset of a job.
+/// The training dataset of a job: labelled samples, or for a transformer a token stream
+/// whose windows play the samples' part.
 #[derive(
 	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, PartialEq, Eq,
 	Debug,
@@ -162,12 +163,15 @@ pub struct ContentRef {
 pub struct DatasetRef {
 	/// The dataset file.
 	pub content: ContentRef,
-	/// Number of training samples in it; data shards are cut from this count.
+	/// Number of training samples in it; data shards are cut from this count. For a
+	/// transformer, the stream's windows: `n` windows of `context` tokens are a stream of
+	/// `n·context + 1` tokens, window `w` reading tokens `w·context ..= (w + 1)·context`.
 	pub samples: u32,
 	/// Merkle root of the training samples as the units train on them:
 	/// `touchstone_kernels::job::data::Dataset::root`, over their canonical words (every
-	/// feature's `f32` bits, sample by sample, then every label) in 32-word segments.
-	/// The referee proves a disputed batch's rows against it.
+	/// feature's `f32` bits, sample by sample, then every label) in 32-word segments; for
+	/// a transformer `touchstone_kernels::job::text::TokenStream::root`, over its tokens
+	/// in 32-token segments. The referee proves a disputed batch's rows against it.
 	pub root: ContentHash,
 }
 
@@ -184,6 +188,19 @@ pub enum Activation {
 	Tanh,
 	/// GELU (tanh approximation), computed as the kernels' contract prescribes.
 	Gelu,
+}
+
+/// The normalisation of a transformer's blocks and of its final norm.
+#[derive(
+	Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Clone, Copy, PartialEq, Eq,
+	Debug,
+)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub enum Normalization {
+	/// LayerNorm: centred and scaled, with a gain and a bias.
+	LayerNorm,
+	/// RMSNorm: scaled by the root mean square, with a gain only.
+	RmsNorm,
 }
 
 /// Model architecture and configuration.
@@ -223,6 +240,34 @@ pub enum ModelArch {
 		classes: u32,
 		/// Activation after each convolution and hidden layer.
 		activation: Activation,
+	},
+	/// A pre-norm, decoder-only transformer over a token stream: token and learned
+	/// position embeddings, `layers` blocks of causal multi-head self-attention and a GELU
+	/// MLP with residual connections, a final norm, and cross-entropy over the vocabulary
+	/// at every position. It trains with AdamW only, at the warm-up and cosine schedule the
+	/// kernels derive from the job's learning rate and steps; its dataset is a token
+	/// stream cut into windows of `context` tokens ([`DatasetRef`]). The chain accepts
+	/// only what the kernels' `TransformerConfig::validated` does (vocabulary 2 to
+	/// 65,536, context 1 to 1,024, 1 to 48 blocks, width up to 2,048 divisible by
+	/// `heads` into heads at most 256 wide, an MLP ratio 1 to 8), and then only a job whose
+	/// worst dispute piece the referee can afford.
+	Transformer {
+		/// Tokens in the vocabulary: the classes the head predicts.
+		vocab: u32,
+		/// Tokens per training window: the position embedding's rows.
+		context: u32,
+		/// Blocks.
+		layers: u32,
+		/// Attention heads per block.
+		heads: u32,
+		/// Width of the residual stream, a multiple of `heads`.
+		width: u32,
+		/// The MLP's hidden width over `width`.
+		mlp_ratio: u32,
+		/// The normalisation of every block and of the final norm.
+		norm: Normalization,
+		/// Whether the head is the token embedding, transposed.
+		tied_embeddings: bool,
 	},
 }
 
@@ -352,6 +397,17 @@ pub fn step_multiply_adds(model: &ModelArch, hyper: &HyperParams) -> u64 {
 				channels = u64::from(out);
 			}
 			total.saturating_add(dense(channels.saturating_mul(height).saturating_mul(width), hidden, *classes))
+		},
+		// Per window: each block's four projections and its MLP over every position, the
+		// scores and the weighted values (counted whole, though causal attention needs
+		// about half), then the head over every position.
+		ModelArch::Transformer { vocab, context, layers, width, mlp_ratio, .. } => {
+			let (positions, width) = (u64::from(*context), u64::from(*width));
+			let projections = width.saturating_mul(width).saturating_mul(u64::from(*mlp_ratio).saturating_mul(2).saturating_add(4));
+			let attention = positions.saturating_mul(width).saturating_mul(2);
+			let block = positions.saturating_mul(projections.saturating_add(attention));
+			let head = positions.saturating_mul(width).saturating_mul(u64::from(*vocab));
+			block.saturating_mul(u64::from(*layers)).saturating_add(head)
 		},
 	};
 	per_sample.saturating_mul(u64::from(hyper.batch_size)).saturating_mul(3)
@@ -1074,6 +1130,20 @@ mod tests {
 		let convolutions = 26 * 26 * 8 * 9 + 24 * 24 * 16 * 9 * 8;
 		let dense = 16 * 24 * 24 * 64 + 64 * 10;
 		assert_eq!(step_multiply_adds(&cnn, &hyper(32)), 32 * 3 * (convolutions + dense));
+		let transformer = ModelArch::Transformer {
+			vocab: 84,
+			context: 64,
+			layers: 4,
+			heads: 4,
+			width: 128,
+			mlp_ratio: 4,
+			norm: super::Normalization::LayerNorm,
+			tied_embeddings: true,
+		};
+		// Per position: q, k, v, the output and the 4× MLP, 12·128² per block; the scores
+		// and the weighted values, 2·64·128 per block; the head, 128·84.
+		let per_window = 64 * (4 * (12 * 128 * 128 + 2 * 64 * 128) + 128 * 84);
+		assert_eq!(step_multiply_adds(&transformer, &hyper(32)), 32 * 3 * per_window);
 		assert_eq!(reexecution_blocks(1_000, 50, 20_000), 2);
 		assert_eq!(reexecution_blocks(1_000, 50, 30_000), 1);
 		assert_eq!(reexecution_blocks(u64::MAX, u32::MAX, 1), u32::MAX);

@@ -2,9 +2,10 @@
 //! kernels take them, and the `RefereeApi` runtime API that runs the referee inside the
 //! runtime's wasm, where a disputes pallet will call it.
 
-use crate::{Activation, DatasetRef, HyperParams, ModelArch, Optimizer, OuterOptimizer, UnitScope};
+use crate::{Activation, DatasetRef, HyperParams, ModelArch, Normalization, Optimizer, OuterOptimizer, UnitScope};
 use touchstone_kernels::{
-	job::model::{fixed_to_f32, ModelConfig, OptimizerConfig, TrainConfig},
+	job::model::{fixed_to_f32, transformer::TransformerConfig, ModelConfig, OptimizerConfig, TrainConfig},
+	ops::norm::Norm,
 	ops::aggregate::Outer,
 	Activation as KernelActivation,
 };
@@ -37,7 +38,24 @@ use touchstone_kernels::ops::aggregate::{weights, Weighting};
 /// refused (`DisputeTooCostly`). Its openings (about 1.9 MB) fit the runtime's
 /// `MaxOpeningsLen` of 2 MiB, at which one resolution is charged under 5 % of a block (a
 /// runtime test checks both).
-pub const MAX_PIECE_COST: PieceCost = PieceCost { words: 70_000, hashes: 52_000, operators: 256 };
+///
+/// The operators allow a transformer of twelve blocks (GPT-2 small's depth: 907 operators
+/// a step); the chain charges a transformer's validation at submission by its operators
+/// ([`step_operator_bound`]).
+pub const MAX_PIECE_COST: PieceCost = PieceCost { words: 70_000, hashes: 52_000, operators: 1_024 };
+
+/// An upper bound on the operators of one training step of a transformer `model`, from
+/// its shape alone (each block adds 74 with LayerNorm, fewer with RMSNorm; the
+/// embeddings, the final norm, the head, the loss and the optimizer's tail fewer than 40):
+/// what the chain charges the kernels' validation of a transformer job by, before it
+/// builds the step. Zero for an MLP or a CNN, whose few operators the benchmarked weight
+/// of a submission covers.
+pub fn step_operator_bound(model: &ModelArch) -> u64 {
+	match model {
+		ModelArch::Transformer { layers, .. } => u64::from(*layers).saturating_mul(80).saturating_add(40),
+		ModelArch::Mlp { .. } | ModelArch::Cnn { .. } => 0,
+	}
+}
 
 /// Why a job's shape cannot be accepted: the referee could not judge its disputes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +135,31 @@ pub fn kernel_model(model: &ModelArch) -> ModelConfig {
 			classes: *classes,
 			activation: activation(act),
 		},
+		ModelArch::Transformer { vocab, context, layers, heads, width, mlp_ratio, norm, tied_embeddings } => {
+			ModelConfig::Transformer(TransformerConfig {
+				vocab: *vocab,
+				context: *context,
+				layers: *layers,
+				heads: *heads,
+				width: *width,
+				mlp_ratio: *mlp_ratio,
+				norm: match norm {
+					Normalization::LayerNorm => Norm::Layer,
+					Normalization::RmsNorm => Norm::Rms,
+				},
+				tied_embeddings: *tied_embeddings,
+			})
+		},
+	}
+}
+
+/// Whether `model`, if a transformer, is within the kernels' bounds on every dimension
+/// (`TransformerConfig::validated`, the check the trainer makes); true for any other
+/// model, whose rules [`check_judgeable`] covers.
+pub fn transformer_within_bounds(model: &ModelArch) -> bool {
+	match kernel_model(model) {
+		ModelConfig::Transformer(config) => config.validated().is_ok(),
+		_ => true,
 	}
 }
 
@@ -324,5 +367,92 @@ pub fn bookkeeping_spec<Balance: Default>(
 		budget: Default::default(),
 		unit_timeout: 20,
 		pool_timeout: 20,
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
+
+	/// A pre-norm transformer with LayerNorm and tied embeddings, a 4× MLP.
+	fn transformer(vocab: u32, context: u32, layers: u32, heads: u32, width: u32) -> ModelArch {
+		ModelArch::Transformer {
+			vocab,
+			context,
+			layers,
+			heads,
+			width,
+			mlp_ratio: 4,
+			norm: Normalization::LayerNorm,
+			tied_embeddings: true,
+		}
+	}
+
+	/// `steps` steps of AdamW with clipping at batch `batch`.
+	fn adamw(steps: u32, batch_size: u32) -> HyperParams {
+		HyperParams {
+			steps,
+			batch_size,
+			learning_rate: FixedU64::from_rational(1, 1_000),
+			optimizer: Optimizer::AdamW {
+				beta1: FixedU64::from_rational(9, 10),
+				beta2: FixedU64::from_rational(95, 100),
+				epsilon: FixedU64::from_rational(1, 100_000_000),
+				weight_decay: FixedU64::from_rational(1, 10),
+			},
+			grad_clip_norm: Some(FixedU64::from_rational(1, 1)),
+			seed: 1,
+			checkpoint_interval: 100,
+		}
+	}
+
+	/// A token stream of `windows` windows, as a job names it.
+	fn stream(windows: u32) -> DatasetRef {
+		DatasetRef {
+			content: crate::ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"tokens".to_vec()) },
+			samples: windows,
+			root: [2; 32].into(),
+		}
+	}
+
+	/// The chain judges the character model on the Shakespeare stream (71,210
+	/// windows of 64), and a transformer outside the kernels' bounds is no model at all;
+	/// the worst piece of each is printed, for `docs/performance.md`.
+	#[test]
+	fn the_chain_judges_a_character_transformer_and_refuses_one_outside_the_bounds() {
+		let character = transformer(84, 64, 4, 4, 128);
+		// The operator bound holds for either norm, tied or not.
+		for layers in [1, 4, 12, 48] {
+			for norm in [Normalization::LayerNorm, Normalization::RmsNorm] {
+				for tied_embeddings in [true, false] {
+					let model = ModelArch::Transformer { vocab: 84, context: 64, layers, heads: 4, width: 128, mlp_ratio: 4, norm, tied_embeddings };
+					let operators = job_graph(&model, &adamw(100, 4)).expect("a graph").nodes.len() as u64;
+					assert!(operators <= step_operator_bound(&model), "{layers} blocks, {norm:?}, tied {tied_embeddings}: {operators} operators");
+				}
+			}
+		}
+		let scopes = [UnitScope::Steps { first_step: 0, steps: 2_000 }];
+		let worst = check_judgeable(&character, &adamw(2_000, 12), &stream(71_210), &scopes).expect("judgeable");
+		println!("character model, batch 12: worst piece {worst:?}");
+		assert!(worst.words <= MAX_PIECE_COST.words && worst.hashes <= MAX_PIECE_COST.hashes);
+		// Shards of the stream's windows, as a rounds job cuts them.
+		let shards = [UnitScope::Shard { first_sample: 0, samples: 35_605 }, UnitScope::Shard { first_sample: 35_605, samples: 35_605 }];
+		assert!(check_judgeable(&character, &adamw(2_000, 12), &stream(71_210), &shards).is_ok());
+		let gpt2_small = transformer(50_257, 1_024, 12, 12, 768);
+		let verdict = check_judgeable(&gpt2_small, &adamw(1_000, 8), &stream(100_000), &scopes);
+		println!("GPT-2-small shape, batch 8: {verdict:?}");
+		assert!(transformer_within_bounds(&gpt2_small));
+		// Thirteen blocks: 981 operators, within the bound; fourteen: 1,055, beyond it.
+		assert!(check_judgeable(&transformer(84, 64, 13, 4, 128), &adamw(100, 4), &stream(1_000), &scopes).is_ok());
+		let too_deep = check_judgeable(&transformer(84, 64, 14, 4, 128), &adamw(100, 4), &stream(1_000), &scopes);
+		assert_eq!(too_deep, Err(ShapeError::DisputeTooCostly));
+		let too_wide = transformer(84, 64, 1, 1, 512);
+		assert!(!transformer_within_bounds(&too_wide), "a head 512 wide");
+		assert_eq!(check_judgeable(&too_wide, &adamw(10, 4), &stream(100), &scopes), Err(ShapeError::InvalidShape));
+		// A transformer trains with AdamW only: the kernels build no step for SGD.
+		let mut sgd = adamw(10, 4);
+		sgd.optimizer = Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) };
+		assert_eq!(check_judgeable(&character, &sgd, &stream(100), &scopes), Err(ShapeError::InvalidShape));
 	}
 }

@@ -22,15 +22,21 @@ use polkadot_sdk::{
 };
 use touchstone_primitives::{
 	referee::{
-		check_judgeable, kernel_train, outer_is_valid, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError,
+		check_judgeable, kernel_train, outer_is_valid, step_operator_bound, transformer_within_bounds, unit_final_state_root, BoundaryOpening, DataCommitment, ShapeError,
 		UnitCommitment,
 	},
 	traits::{ComputeNodes, ProofLifecycle, ProvenAggregate, ProvenUnit},
 	Aggregation, Checkpoint, ContentHash, Decomposition, Job, JobId, MAX_DATASET_SAMPLES, MAX_ROUND_SHARDS, JobResult, JobSpec,
-	JobStatus, LearningProof, ModelArch, OpenProof, OuterOptimizer, Role, Segments, TrainingMetrics, UnitIndex, UnitScope,
+	JobStatus, LearningProof, ModelArch, OpenProof, Optimizer, OuterOptimizer, Role, Segments, TrainingMetrics, UnitIndex, UnitScope,
 	UnitState, WorkUnit,
 	reexecution_blocks, step_multiply_adds,
 };
+
+/// What validating one operator of a transformer's step costs at submission: 5 µs, about
+/// three times the native cost measured for a twelve-block step (907 operators: its graph
+/// built in 0.2 ms and its pieces bounded in 1.0 ms, `docs/performance.md`), for the
+/// runtime's wasm. Set by hand from that measurement, not benchmarked.
+pub const VALIDATION_PICOSECONDS_PER_OPERATOR: u64 = 5_000_000;
 
 impl<T: Config> Pallet<T> {
 	// ---------------------------------------------------------------------------------
@@ -164,6 +170,14 @@ impl<T: Config> Pallet<T> {
 		T::WeightInfo::submit_proof().saturating_add(taking).saturating_add(round)
 	}
 
+	/// The kernels' validation of a transformer job at submission, beyond the benchmarked
+	/// weight (whose job is a small MLP): building its step graph and bounding its pieces,
+	/// charged at [`VALIDATION_PICOSECONDS_PER_OPERATOR`] for each operator its shape
+	/// allows. Zero for an MLP or a CNN.
+	pub fn model_validation_weight(model: &ModelArch) -> Weight {
+		Weight::from_parts(step_operator_bound(model).saturating_mul(VALIDATION_PICOSECONDS_PER_OPERATOR), 0)
+	}
+
 	/// Readying `units` waiting units: each read and written, its deadline indexed, and
 	/// the pool read and written.
 	fn ready_weight(units: u32) -> Weight {
@@ -177,6 +191,10 @@ impl<T: Config> Pallet<T> {
 		ensure!(hyper.batch_size > 0, Error::<T>::ZeroBatchSize);
 		ensure!(hyper.checkpoint_interval > 0, Error::<T>::ZeroCheckpointInterval);
 		Self::validate_model(&spec.model)?;
+		ensure!(
+			!matches!(spec.model, ModelArch::Transformer { .. }) || matches!(hyper.optimizer, Optimizer::AdamW { .. }),
+			Error::<T>::TransformerNeedsAdamW
+		);
 		ensure!(spec.dataset.samples > 0, Error::<T>::EmptyDataset);
 		ensure!(spec.dataset.samples <= MAX_DATASET_SAMPLES, Error::<T>::DatasetTooLarge);
 		ensure!(spec.unit_timeout >= T::MinUnitTimeout::get(), Error::<T>::UnitTimeoutTooShort);
@@ -261,6 +279,10 @@ impl<T: Config> Pallet<T> {
 						*width > shrink,
 					Error::<T>::InvalidModel
 				);
+			},
+			// The kernels' bounds on every dimension, the same ones the trainer checks.
+			ModelArch::Transformer { .. } => {
+				ensure!(transformer_within_bounds(model), Error::<T>::InvalidModel);
 			},
 		}
 		Ok(())

@@ -585,9 +585,13 @@ pub mod pallet {
 		/// The checkpoint interval is zero.
 		ZeroCheckpointInterval,
 		/// The model configuration has a zero dimension, too few classes, convolutions that
-		/// shrink the input to nothing, or a shape the kernels cannot build a training step
-		/// from (a tensor of more than 2³² − 1 elements, invalid optimizer settings).
+		/// shrink the input to nothing, a transformer outside the kernels' bounds, or a shape
+		/// the kernels cannot build a training step from (a tensor of more than 2³² − 1
+		/// elements, invalid optimizer settings).
 		InvalidModel,
+		/// A transformer job names an optimizer other than AdamW, the only one a transformer
+		/// trains with.
+		TransformerNeedsAdamW,
 		/// The model has more classes than the referee's bound (1,024).
 		TooManyClasses,
 		/// The dataset has no samples.
@@ -738,14 +742,16 @@ pub mod pallet {
 		///
 		/// Emits `JobSubmitted`.
 		#[pallet::call_index(0)]
-		#[pallet::weight(Pallet::<T>::submit_job_weight(T::MaxUnitsPerJob::get(), T::Nodes::max_nodes()))]
+		#[pallet::weight(Pallet::<T>::submit_job_weight(T::MaxUnitsPerJob::get(), T::Nodes::max_nodes())
+			.saturating_add(Pallet::<T>::model_validation_weight(&spec.model)))]
 		pub fn submit_job(
 			origin: OriginFor<T>,
 			spec: JobSpec<BalanceOf<T>>,
 		) -> DispatchResultWithPostInfo {
 			let owner = ensure_signed(origin)?;
+			let validation = Self::model_validation_weight(&spec.model);
 			let units = Self::do_submit_job(owner, spec)?;
-			Ok(Some(Self::submit_job_weight(units, T::Nodes::node_count())).into())
+			Ok(Some(Self::submit_job_weight(units, T::Nodes::node_count()).saturating_add(validation)).into())
 		}
 
 		/// Cancel a job. Units not yet started (waiting, in the pool, or assigned but not

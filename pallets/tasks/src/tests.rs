@@ -200,24 +200,9 @@ mod submit_job {
 			},
 			Error::InvalidModel,
 		);
-		// Sixteen convolutions and sixteen dense layers: a step graph larger than the
-		// referee rebuilds within its bound.
-		rejects(
-			|s| {
-				s.model = ModelArch::Cnn {
-					channels: 1,
-					height: 8,
-					width: 8,
-					conv_channels: BoundedVec::truncate_from(vec![2; 16]),
-					kernel_size: 1,
-					hidden: BoundedVec::truncate_from(vec![4; 16]),
-					classes: 10,
-					activation: touchstone_primitives::Activation::Relu,
-				};
-				s.dataset.samples = 1_000;
-			},
-			Error::DisputeTooCostly,
-		);
+		// Fourteen transformer blocks: a step graph of 1,055 operators, larger than the
+		// referee rebuilds within its bound (1,024).
+		rejects(transformer_with(|_, _, layers, _, _| *layers = 14), Error::DisputeTooCostly);
 		rejects(
 			|s| {
 				s.model = ModelArch::Cnn {
@@ -232,6 +217,72 @@ mod submit_job {
 				}
 			},
 			Error::InvalidModel,
+		);
+	}
+
+	/// A small character transformer over a token stream of 250 windows, trained with
+	/// AdamW: the job the chain accepts as it stands.
+	fn transformer(s: &mut touchstone_primitives::JobSpec<u64>) {
+		s.model = ModelArch::Transformer {
+			vocab: 84,
+			context: 8,
+			layers: 1,
+			heads: 2,
+			width: 16,
+			mlp_ratio: 4,
+			norm: touchstone_primitives::Normalization::LayerNorm,
+			tied_embeddings: true,
+		};
+		s.dataset.samples = 250;
+		s.hyper.batch_size = 5;
+		s.hyper.optimizer = touchstone_primitives::Optimizer::AdamW {
+			beta1: FixedU64::from_rational(9, 10),
+			beta2: FixedU64::from_rational(99, 100),
+			epsilon: FixedU64::from_rational(1, 100_000_000),
+			weight_decay: FixedU64::from_rational(1, 10),
+		};
+	}
+
+	/// Changes the transformer of [`transformer`]'s job.
+	fn transformer_with(change: impl Fn(&mut u32, &mut u32, &mut u32, &mut u32, &mut u32)) -> impl FnOnce(&mut touchstone_primitives::JobSpec<u64>) {
+		move |s| {
+			transformer(s);
+			if let ModelArch::Transformer { vocab, context, layers, heads, width, .. } = &mut s.model {
+				change(vocab, context, layers, heads, width);
+			}
+		}
+	}
+
+	#[test]
+	fn accepts_a_transformer_within_the_kernels_bounds_and_refuses_one_beyond_them() {
+		ExtBuilder::default().solver(BOB, gpu_profile()).build_and_execute(|| {
+			let mut spec = job_spec();
+			transformer(&mut spec);
+			let job = submit(spec);
+			assert!((0..4).all(|unit| Units::<Test>::get(job, unit).is_some()));
+			assert!(Units::<Test>::get(job, 4).is_none());
+		});
+		rejects(
+			|s| {
+				transformer(s);
+				s.hyper.optimizer = touchstone_primitives::Optimizer::Sgd { momentum: FixedU64::from_rational(9, 10) };
+			},
+			Error::TransformerNeedsAdamW,
+		);
+		rejects(transformer_with(|_, context, _, _, _| *context = 1_025), Error::InvalidModel);
+		rejects(transformer_with(|vocab, _, _, _, _| *vocab = 1), Error::InvalidModel);
+		rejects(transformer_with(|vocab, _, _, _, _| *vocab = 65_537), Error::InvalidModel);
+		rejects(transformer_with(|_, _, layers, _, _| *layers = 49), Error::InvalidModel);
+		rejects(transformer_with(|_, _, _, heads, _| *heads = 3), Error::InvalidModel);
+		rejects(transformer_with(|_, _, _, heads, width| (*heads, *width) = (1, 512)), Error::InvalidModel);
+		rejects(transformer_with(|_, _, _, _, width| *width = 0), Error::InvalidModel);
+		// Fewer windows than a batch draws.
+		rejects(
+			|s| {
+				transformer(s);
+				s.dataset.samples = 4;
+			},
+			Error::BatchLargerThanData,
 		);
 	}
 
