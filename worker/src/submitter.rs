@@ -73,8 +73,11 @@ pub struct EvaluateArgs {
 	#[arg(long, default_value = "model.safetensors")]
 	pub model: PathBuf,
 	/// The job whose model architecture the file holds.
-	#[arg(long, required_unless_present = "example")]
+	#[arg(long, required_unless_present_any = ["example", "job_file"])]
 	pub job: Option<JobId>,
+	/// A job description file whose model the file holds (one `train --job FILE` trained).
+	#[arg(long, conflicts_with_all = ["job", "example"])]
+	pub job_file: Option<PathBuf>,
 	/// Evaluate as a built-in example's model, on its held-out split.
 	#[arg(long, value_enum)]
 	pub example: Option<Example>,
@@ -330,7 +333,10 @@ pub async fn evaluate(access: &ChainAccess, args: EvaluateArgs) -> Result<()> {
 			let job = at.job(job_id).await?.with_context(|| format!("job {job_id} not found"))?;
 			(kernel_model(&job.spec.model), None)
 		},
-		(None, None) => bail!("pass --job N or --example digits (or shakespeare)"),
+		(None, None) => match &args.job_file {
+			Some(path) => (kernel_model(&jobfile::model_arch(&jobfile::read(path)?.0.model)?), None),
+			None => bail!("pass --job N, --job-file FILE or --example digits (or shakespeare)"),
+		},
 	};
 	let weights = || -> Result<Vec<Vec<f32>>> {
 		let bytes = std::fs::read(&args.model).with_context(|| format!("cannot read the model {}", args.model.display()))?;
@@ -397,7 +403,7 @@ fn evaluate_transformer(config: TransformerConfig, weights: &[Vec<f32>], args: &
 		ensure!(!tokens.is_empty(), "--generate needs at least one character to continue");
 		let text = generate(config, weights, &tokens, args.characters, false, 1).map_err(|error| anyhow!("{error:?}"))?;
 		let text = corpus.decode(&text).context("a generated token outside the vocabulary")?;
-		println!("{}", String::from_utf8_lossy(&text));
+		println!("{prompt}{}", String::from_utf8_lossy(&text));
 	}
 	Ok(())
 }
