@@ -716,6 +716,21 @@ test('a solver that lies at one step is caught, loses at the referee and is slas
   t.diagnostic(`dispute ${resolved.data.dispute}: opened at block ${opened.block}, resolved at ${resolved.block}`);
 });
 
+/**
+ * Stops Bob's solver, tops up his solver bond by 1,000 TST (with his worker stopped, so
+ * that its transactions do not race his) and starts it again with `extra` arguments:
+ * a liar's convictions take his bond below the minimum.
+ */
+async function restartSolverToppedUp(extra) {
+  solver.kill('SIGINT');
+  await new Promise((resolve) => solver.once('exit', resolve));
+  solverLog = '';
+  const bob = keyring.addFromUri('//Bob');
+  await waitForPoolToClear(api, bob.address);
+  await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
+  startSolver(extra);
+}
+
 test('a liar silent in its disputes is convicted by timeout, and the verifier that attested it is summoned and slashed', { timeout: 600_000 }, async (t) => {
   // Bob lies at step 100 again, and now answers no dispute (`--abandon-disputes`, test
   // equipment), as a liar letting its own sybil convict it would: the conviction comes by
@@ -724,15 +739,8 @@ test('a liar silent in its disputes is convicted by timeout, and the verifier th
   // summons Eve, whose lazy match covered the segment where the proof leaves its run. Eve's
   // worker re-executes that segment from the proof's start to defend her attestation,
   // cannot reach the proof's boundary, binds nothing, and loses.
-  solver.kill('SIGINT');
-  await new Promise((resolve) => solver.once('exit', resolve));
-  solverLog = '';
-  // The liar test's convictions took Bob's solver bond below the minimum: he tops it up
-  // (with his worker stopped, so that its transactions do not race his).
-  const bob = keyring.addFromUri('//Bob');
-  await waitForPoolToClear(api, bob.address);
-  await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
-  startSolver(['--inject-fault', '100', '--abandon-disputes']);
+  // The liar test's convictions took Bob's solver bond below the minimum.
+  await restartSolverToppedUp(['--inject-fault', '100', '--abandon-disputes']);
   const liarJob = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'liar-job.toml');
   const submitted = await worker(['submit', '--key', '//Alice', '--job', liarJob, '--no-mdns']);
   const jobId = Number(/job (\d+) submitted/.exec(submitted)?.[1]);
@@ -781,13 +789,8 @@ test('a transformer solver that lies in its attention is caught, the referee rec
   // does not reach Bob's boundary; the dispute descends to that step, to the causal
   // softmax, and to the piece holding the corrupted row, which Bob opens and the runtime's
   // referee recomputes from the tokens, proven against the job's root, and the scores.
-  solver.kill('SIGINT');
-  await new Promise((resolve) => solver.once('exit', resolve));
-  solverLog = '';
+  await restartSolverToppedUp(['--inject-fault', '100']);
   const bob = keyring.addFromUri('//Bob');
-  await waitForPoolToClear(api, bob.address);
-  await sendOk(api.tx.staking.bondMore('Solver', 1000n * UNIT), bob);
-  startSolver(['--inject-fault', '100']);
   const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'transformer-liar-job.toml');
   const submitter = backgroundWorker('transformer-submitter', ['submit', '--key', '//Alice', '--job', fixture, '--wait', '--no-mdns']);
   try {
