@@ -334,3 +334,57 @@ fn length_is_priced_like_weight_and_the_largest_resolve_stays_affordable() {
 	println!("the largest resolve's length fee: {:.3} TST", resolve as f64 / UNIT as f64);
 	assert!(resolve < bond / 10, "the largest resolve's length costs {resolve}, a tenth of the bond is {}", bond / 10);
 }
+
+/// GPT-2 small's shape (50,257 tokens, context 1,024, 12 blocks of width 768, 12 heads) is a
+/// job this chain takes: the referee can judge any piece of its step, and one step of four
+/// sequences of 1,024 re-executes inside a segment's `MAX_SEGMENT_BLOCKS` at the reference
+/// rate, so a job checkpointing every step passes both of `submit_job`'s cost checks.
+#[test]
+fn a_gpt2_small_shaped_job_is_judgeable_and_its_step_fits_a_segment() {
+	use polkadot_sdk::sp_runtime::{BoundedVec, FixedU64};
+	use touchstone_primitives::{
+		reexecution_blocks,
+		referee::{check_judgeable, MAX_PIECE_COST},
+		step_multiply_adds, ContentRef, DatasetRef, HyperParams, ModelArch, Normalization, Optimizer, UnitScope,
+	};
+	use touchstone_runtime::configs::REFERENCE_WORK_PER_BLOCK;
+	let model = ModelArch::Transformer {
+		vocab: 50_257,
+		context: 1_024,
+		layers: 12,
+		heads: 12,
+		width: 768,
+		mlp_ratio: 4,
+		norm: Normalization::LayerNorm,
+		tied_embeddings: true,
+	};
+	let hyper = HyperParams {
+		steps: 1_000,
+		batch_size: 4,
+		learning_rate: FixedU64::from_rational(6, 10_000),
+		optimizer: Optimizer::AdamW {
+			beta1: FixedU64::from_rational(9, 10),
+			beta2: FixedU64::from_rational(95, 100),
+			epsilon: FixedU64::from_rational(1, 100_000_000),
+			weight_decay: FixedU64::from_rational(1, 10),
+		},
+		grad_clip_norm: Some(FixedU64::from_u32(1)),
+		seed: 1,
+		checkpoint_interval: 1,
+	};
+	// A hundred million tokens of windows of 1,024.
+	let dataset = DatasetRef {
+		content: ContentRef { hash: [1; 32].into(), location: BoundedVec::truncate_from(b"tokens".to_vec()) },
+		samples: 97_656,
+		root: [2; 32].into(),
+	};
+	let scopes = [UnitScope::Steps { first_step: 0, steps: 1_000 }];
+	let worst = check_judgeable(&model, &hyper, &dataset, &scopes).expect("judgeable");
+	assert!(worst.words <= MAX_PIECE_COST.words && worst.hashes <= MAX_PIECE_COST.hashes && worst.operators <= MAX_PIECE_COST.operators);
+	let step = step_multiply_adds(&model, &hyper);
+	assert!(reexecution_blocks(step, 1, REFERENCE_WORK_PER_BLOCK) <= MAX_SEGMENT_BLOCKS, "{step} multiply-adds a step");
+	// Five sequences a step would not: a segment is one step at least.
+	let wider = HyperParams { batch_size: 5, ..hyper.clone() };
+	assert!(reexecution_blocks(step_multiply_adds(&model, &wider), 1, REFERENCE_WORK_PER_BLOCK) > MAX_SEGMENT_BLOCKS);
+	println!("GPT-2 small: worst piece {worst:?}; {step} multiply-adds a step");
+}

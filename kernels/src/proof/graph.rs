@@ -343,6 +343,23 @@ impl Builder {
 		ids
 	}
 
+	/// [`Builder::node`] for a node with one output, which it returns without allocating
+	/// a list (most nodes; the referee rebuilds the graph for every call it judges).
+	fn node_one(&mut self, kind: OpKind, inputs: Vec<ValueId>, len: usize, in_place: Option<usize>) -> ValueId {
+		let node = self.nodes.len();
+		let origin = Origin::Node { node, output: 0 };
+		let shared = in_place.and_then(|position| inputs.get(position)).and_then(|&id| self.values.get(id)).map(|value| value.buffer);
+		let id = match shared {
+			Some(buffer) => {
+				self.values.push(Value { len, kind: ValueKind::F32, buffer, origin });
+				self.values.len() - 1
+			},
+			None => self.fresh(len, ValueKind::F32, origin),
+		};
+		self.nodes.push(Node { kind, inputs, outputs: vec![id] });
+		id
+	}
+
 	/// Length of value `id`.
 	fn len(&self, id: ValueId) -> usize {
 		self.values.get(id).map_or(0, |value| value.len)
@@ -403,11 +420,11 @@ impl Graph {
 			let (weight, bias) = (param(2 * index), param(2 * index + 1));
 			let out_len = batch * layer.outputs_per_sample();
 			let (contraction, layout) = contraction_of(layer, batch);
-			let y = first(b.node(OpKind::Contract(contraction), vec![x, weight], &[(out_len, None)]));
-			let z = first(b.node(OpKind::BiasAdd(layout), vec![y, bias], &[(out_len, Some(0))]));
+			let y = b.node_one(OpKind::Contract(contraction), vec![x, weight], out_len, None);
+			let z = b.node_one(OpKind::BiasAdd(layout), vec![y, bias], out_len, Some(0));
 			layer_io.push((x, z));
 			if index < last {
-				x = first(b.node(OpKind::Activation(activation), vec![z], &[(out_len, None)]));
+				x = b.node_one(OpKind::Activation(activation), vec![z], out_len, None);
 			} else {
 				x = z;
 			}
@@ -439,8 +456,8 @@ impl Graph {
 				Layer::Conv(_) => (vec![dz, input], vec![dz, param(2 * index)]),
 				Layer::Dense { .. } => (vec![input, dz], vec![dz, param(2 * index)]),
 			};
-			let weight_grad = first(b.node(OpKind::Contract(weight_grad_op), weight_grad_inputs, &[(weight_len, None)]));
-			let bias_grad = first(b.node(OpKind::BiasGrad(layout), vec![dz], &[(bias_len, None)]));
+			let weight_grad = b.node_one(OpKind::Contract(weight_grad_op), weight_grad_inputs, weight_len, None);
+			let bias_grad = b.node_one(OpKind::BiasGrad(layout), vec![dz], bias_len, None);
 			if let Some(slot) = grads.get_mut(2 * index) {
 				*slot = weight_grad;
 			}
@@ -450,8 +467,8 @@ impl Graph {
 			if index > 0 {
 				let previous = layer_io.get(index - 1).map(|&(_, z)| z).unwrap_or_default();
 				let len = b.len(previous);
-				let input_grad = first(b.node(OpKind::Contract(input_grad_op), input_grad_inputs, &[(len, None)]));
-				dz = first(b.node(OpKind::ActivationGrad(activation), vec![previous, input_grad], &[(len, None)]));
+				let input_grad = b.node_one(OpKind::Contract(input_grad_op), input_grad_inputs, len, None);
+				dz = b.node_one(OpKind::ActivationGrad(activation), vec![previous, input_grad], len, None);
 			}
 		}
 

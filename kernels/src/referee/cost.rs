@@ -8,7 +8,7 @@
 //!
 //! | piece | words read, at most |
 //! |---|---|
-//! | contraction accumulator (one 32×32×32 chunk) | 2 × 1,024 operand elements, each in its own segment at worst, and the previous 32 × 32 accumulator |
+//! | contraction accumulator (one 32×32×32 chunk) | 2 × 1,024 operand elements (a matmul's block: 32 runs of 32 words, 64 segments at worst; a convolution's: each element in its own segment at worst), and the previous 32 × 32 accumulator |
 //! | contraction output segment | the final accumulators of the tiles its 32 elements lie in: 32 × 1,024 |
 //! | reduction partial | 1,024 inputs (two more segments when unaligned, per lane), or 32 logit rows of `classes` and their labels, and one earlier partial; for rows wider than [`LOSS_SPAN`], one span of one row, its label and two earlier partials, or sixteen rows' sum partials and the partial before |
 //! | reduction output segment | 32 inputs and the partials behind them |
@@ -133,6 +133,25 @@ fn state_block_chunks(contraction: Contraction) -> u64 {
 	bound.min(tile * chunk)
 }
 
+/// The segments one K-chunk's block (32 rows or columns × 32 depth) of a contraction's
+/// operand spans, when that operand is an activation or a gradient. A matmul's block, in
+/// either layout and in any block of a batched matmul, is 32 runs of at most 32
+/// contiguous words (`lhs_index` and `rhs_index` step by one along the row, or along the
+/// depth when transposed): two segments each at worst. A convolution's block gathers its
+/// elements through the kernel's taps and strides, each in a segment of its own at worst.
+fn activation_block(contraction: Contraction) -> Reads {
+	let (tile, chunk, segment) = (TILE as u64, CHUNK as u64, SEGMENT as u64);
+	match contraction {
+		Contraction::Matmul { .. } | Contraction::BatchedMatmul { .. } => {
+			let runs = tile.max(chunk);
+			Reads::segments(2 * runs * segment, 2 * runs)
+		},
+		Contraction::Conv2d(_) | Contraction::Conv2dInputGrad(_) | Contraction::Conv2dWeightGrad(_) => {
+			Reads::segments(tile * chunk * segment, tile * chunk)
+		},
+	}
+}
+
 /// The segments of a stretch of `words` contiguous words at worst alignment.
 fn contiguous(words: u64) -> Reads {
 	let segments = words.div_ceil(SEGMENT as u64) + 1;
@@ -161,7 +180,7 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 					let chunks = state_block_chunks(contraction);
 					Reads { words: chunks * chunk_words, chunks, ..Reads::default() }
 				} else {
-					Reads::segments(block * segment, block)
+					activation_block(contraction)
 				}
 			};
 			let accumulator = operand(0).and(operand(1)).and(Reads::segments(tile * tile, 1));
@@ -262,45 +281,50 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 /// largest of [`piece_cost`] over the operators.
 ///
 /// Linear in the operators (the deepest earlier piece tree is carried from one operator
-/// to the next), so that the chain's validation of a deep transformer at submission stays
+/// to the next, the state tree's depth taken once), so that the chain's validation of a deep transformer at submission stays
 /// a small share of its weight.
 pub fn worst_piece(graph: &Graph, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
 	let mut worst = PieceCost::default();
+	let state_depth = u64::from(depth(graph.state_chunks()));
 	let mut earlier_depth = 0;
 	for operator in 0..graph.nodes.len() {
-		worst = worst.max(operator_piece_cost(graph, operator, steps, dataset_segments, earlier_depth)?);
-		if let Ok(count) = graph.piece_count(operator) {
-			earlier_depth = earlier_depth.max(u64::from(depth(count)));
-		}
+		let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)?;
+		let depths = Depths { state: state_depth, earlier: earlier_depth, pieces: u64::from(depth(pieces)) };
+		worst = worst.max(operator_piece_cost(graph, operator, steps, dataset_segments, depths)?);
+		earlier_depth = earlier_depth.max(depths.pieces);
 	}
 	Ok(worst)
 }
 
+/// The depths of the trees a piece's openings are proven in.
+#[derive(Clone, Copy)]
+struct Depths {
+	/// The state tree's.
+	state: u64,
+	/// The deepest piece tree of the operators before the disputed one.
+	earlier: u64,
+	/// The disputed operator's own piece tree's.
+	pieces: u64,
+}
+
 /// Bounds on judging any one piece of operator `operator` of a step of `graph`.
 pub fn piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: u64) -> Result<PieceCost, RefereeError> {
-	let earlier_depth = (0..operator)
+	let earlier = (0..operator)
 		.filter_map(|producer| graph.piece_count(producer).ok())
 		.map(|count| u64::from(depth(count)))
 		.max()
 		.unwrap_or(0);
-	operator_piece_cost(graph, operator, steps, dataset_segments, earlier_depth)
+	let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)?;
+	let depths = Depths { state: u64::from(depth(graph.state_chunks())), earlier, pieces: u64::from(depth(pieces)) };
+	operator_piece_cost(graph, operator, steps, dataset_segments, depths)
 }
 
-/// [`piece_cost`], given the depth of the deepest piece tree of the operators before
-/// `operator`.
-fn operator_piece_cost(
-	graph: &Graph,
-	operator: usize,
-	steps: u32,
-	dataset_segments: u64,
-	earlier_depth: u64,
-) -> Result<PieceCost, RefereeError> {
+/// [`piece_cost`], given the depths of the trees its openings are proven in.
+fn operator_piece_cost(graph: &Graph, operator: usize, steps: u32, dataset_segments: u64, depths: Depths) -> Result<PieceCost, RefereeError> {
 	let node = graph.node(operator).map_err(|_| RefereeError::InvalidJob)?;
 	let operators = graph.nodes.len() as u64;
 	let operator_depth = u64::from(depth(graph.nodes.len()));
-	let state_depth = u64::from(depth(graph.state_chunks()));
-	let pieces = graph.piece_count(operator).map_err(|_| RefereeError::InvalidJob)? as u64;
-	let piece_depth = u64::from(depth(pieces as usize));
+	let Depths { state: state_depth, earlier: earlier_depth, pieces: piece_depth } = depths;
 	// The deepest tree an input can be proven in: a producer's pieces, the state, or the dataset.
 	let input_depth = earlier_depth.max(u64::from(depth(dataset_segments as usize)));
 	let reads = operator_reads(graph, operator)?;
@@ -354,4 +378,57 @@ pub fn validate_data(graph: &Graph, data: &DataCommitment) -> Result<usize, JobE
 		return Err(JobError::InvalidData);
 	}
 	Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use crate::ops::contraction::{ChunkId, MatmulLayout, MatmulShape};
+
+	/// The distinct segments one accumulator of `contraction` opens of each operand, as
+	/// the prover's `requirements` collects them.
+	fn opened_segments(contraction: Contraction, id: ChunkId) -> (usize, usize) {
+		let extent = contraction.extent(id).unwrap();
+		let (mut lhs, mut rhs) = (Vec::new(), Vec::new());
+		for k in extent.depth.clone() {
+			lhs.extend(extent.rows.clone().filter_map(|row| contraction.lhs_index(row, k)).map(|i| i / SEGMENT));
+			rhs.extend(extent.cols.clone().filter_map(|col| contraction.rhs_index(extent.rows.start, k, col)).map(|i| i / SEGMENT));
+		}
+		for list in [&mut lhs, &mut rhs] {
+			list.sort_unstable();
+			list.dedup();
+		}
+		(lhs.len(), rhs.len())
+	}
+
+	/// Every accumulator of a matmul, plain or batched, in every layout and at shapes that
+	/// leave every tile and chunk unaligned, opens no more segments of either operand than
+	/// the layout's bound; and some reach it, so the bound is not loose by a factor.
+	#[test]
+	fn a_matmuls_operand_blocks_stay_within_the_layouts_bound() {
+		let bound = activation_block(MatmulShape { m: 1, k: 1, n: 1 }.contraction(MatmulLayout::default())).segments as usize;
+		let mut most = 0;
+		for (m, k, n) in [(37, 45, 70), (64, 64, 64), (5, 100, 33), (100, 7, 3)] {
+			let shape = MatmulShape { m, k, n };
+			for lhs_transposed in [false, true] {
+				for rhs_transposed in [false, true] {
+					let layout = MatmulLayout { lhs_transposed, rhs_transposed };
+					for contraction in [shape.contraction(layout), Contraction::BatchedMatmul { blocks: 3, shape, layout }] {
+						let grid = contraction.grid().unwrap();
+						for tile_row in 0..grid.tile_rows {
+							for tile_col in 0..grid.tile_cols {
+								for chunk in 0..grid.chunks {
+									let (lhs, rhs) = opened_segments(contraction, ChunkId { tile_row, tile_col, chunk });
+									assert!(lhs <= bound && rhs <= bound, "{contraction:?} {tile_row},{tile_col},{chunk}: {lhs} and {rhs} segments");
+									most = most.max(lhs).max(rhs);
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		assert_eq!(bound, 64);
+		assert!(most > bound / 2, "the widest block opened {most} segments");
+	}
 }

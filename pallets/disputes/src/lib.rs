@@ -125,7 +125,8 @@ pub mod pallet {
 	};
 	use touchstone_primitives::{
 		referee::{
-			bind_operator, bind_segment, bind_step, boundary_before, judge, job_graph, level_kind, level_leaves, open_state_chunk,
+			bind_operator, bind_segment, bind_step, boundary_before, graph_rebuild_picoseconds, judge, job_graph, level_kind,
+			level_leaves, open_state_chunk, MAX_GRAPH_REBUILD_PICOSECONDS,
 			segment_start, segment_trace_commitment, state_chunks, BoundaryOpening, Digest, Dispute, Foul, Game, Level,
 			MerkleProof, Openings, Position, RefereeError, Reveal, SegmentBinding, StateChunk, StepBinding, TraceCommitment,
 			TreeKind, UnitCommitment, AggregateError, AggregateOpenings,
@@ -601,15 +602,16 @@ pub mod pallet {
 		///
 		/// Emits `Answered`, and `Advanced` once both answered.
 		#[pallet::call_index(2)]
-		#[pallet::weight((T::WeightInfo::bind_step(), DispatchClass::Operational))]
+		#[pallet::weight((T::WeightInfo::bind_step().saturating_add(Pallet::<T>::max_graph_weight()), DispatchClass::Operational))]
 		pub fn bind_step(
 			origin: OriginFor<T>,
 			dispute: DisputeId,
 			operator_root: Digest,
 			binding: StepBinding,
-		) -> DispatchResult {
+		) -> DispatchResultWithPostInfo {
 			let who = ensure_signed(origin)?;
-			Self::do_bind_step(who, dispute, operator_root, binding)
+			let graph = Self::do_bind_step(who, dispute, operator_root, binding)?;
+			Ok(Some(T::WeightInfo::bind_step().saturating_add(graph)).into())
 		}
 
 		/// Name the caller's piece root of the disputed operator, with `proof`: the
@@ -618,15 +620,16 @@ pub mod pallet {
 		///
 		/// Emits `Answered`, and `Advanced` once both answered.
 		#[pallet::call_index(3)]
-		#[pallet::weight((T::WeightInfo::bind_operator(), DispatchClass::Operational))]
+		#[pallet::weight((T::WeightInfo::bind_operator().saturating_add(Pallet::<T>::max_graph_weight()), DispatchClass::Operational))]
 		pub fn bind_operator(
 			origin: OriginFor<T>,
 			dispute: DisputeId,
 			piece_root: Digest,
 			proof: MerkleProof,
-		) -> DispatchResult {
+		) -> DispatchResultWithPostInfo {
 			let who = ensure_signed(origin)?;
-			Self::do_bind_operator(who, dispute, piece_root, proof)
+			let graph = Self::do_bind_operator(who, dispute, piece_root, proof)?;
+			Ok(Some(T::WeightInfo::bind_operator().saturating_add(graph)).into())
 		}
 
 		/// Have the runtime's referee judge the defender's claimed piece, from `openings`:
@@ -639,7 +642,9 @@ pub mod pallet {
 		/// Emits `DisputeResolved`.
 		#[pallet::call_index(4)]
 		#[pallet::weight((
-			Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get()).saturating_add(Pallet::<T>::worst_ruling_weight()),
+			Pallet::<T>::resolve_weight(T::MaxOpeningsLen::get())
+				.saturating_add(Pallet::<T>::worst_ruling_weight())
+				.saturating_add(Pallet::<T>::max_graph_weight()),
 			DispatchClass::Operational
 		))]
 		pub fn resolve(origin: OriginFor<T>, dispute: DisputeId, openings: Openings) -> DispatchResultWithPostInfo {
@@ -678,10 +683,11 @@ pub mod pallet {
 		///
 		/// Emits `ChunkRequested`.
 		#[pallet::call_index(6)]
-		#[pallet::weight(T::WeightInfo::request_chunk())]
-		pub fn request_chunk(origin: OriginFor<T>, job: JobId, unit: UnitIndex, step: u32, chunk: u32) -> DispatchResult {
+		#[pallet::weight(T::WeightInfo::request_chunk().saturating_add(Pallet::<T>::max_graph_weight()))]
+		pub fn request_chunk(origin: OriginFor<T>, job: JobId, unit: UnitIndex, step: u32, chunk: u32) -> DispatchResultWithPostInfo {
 			let requester = ensure_signed(origin)?;
-			Self::do_request_chunk(requester, job, unit, step, chunk)
+			let graph = Self::do_request_chunk(requester, job, unit, step, chunk)?;
+			Ok(Some(T::WeightInfo::request_chunk().saturating_add(graph)).into())
 		}
 
 		/// Post the chunk an open request demands of the caller's proof, with the opening
@@ -692,10 +698,11 @@ pub mod pallet {
 		///
 		/// Emits `DisputeResolved` with grounds `Provided`.
 		#[pallet::call_index(7)]
-		#[pallet::weight((T::WeightInfo::provide_chunk(), DispatchClass::Operational))]
-		pub fn provide_chunk(origin: OriginFor<T>, dispute: DisputeId, chunk: StateChunk) -> DispatchResult {
+		#[pallet::weight((T::WeightInfo::provide_chunk().saturating_add(Pallet::<T>::max_graph_weight()), DispatchClass::Operational))]
+		pub fn provide_chunk(origin: OriginFor<T>, dispute: DisputeId, chunk: StateChunk) -> DispatchResultWithPostInfo {
 			let who = ensure_signed(origin)?;
-			Self::do_provide_chunk(who, dispute, chunk)
+			let graph = Self::do_provide_chunk(who, dispute, chunk)?;
+			Ok(Some(T::WeightInfo::provide_chunk().saturating_add(graph)).into())
 		}
 
 		/// Summon `attester`, a verifier that attested `Match` to the proof dispute
@@ -786,6 +793,19 @@ pub mod pallet {
 	pub const RESOLVE_BENCHMARK_READS_WRITES: (u64, u64) = (15, 19);
 
 	impl<T: Config> Pallet<T> {
+		/// What rebuilding `model`'s step graph costs beyond the benchmarked weights, whose
+		/// jobs are MLPs of a dozen operators: a transformer's hundreds of operators, at the
+		/// wasm's measured cost each. Zero for an MLP or a CNN.
+		pub fn graph_weight(model: &touchstone_primitives::ModelArch) -> Weight {
+			Weight::from_parts(graph_rebuild_picoseconds(model), 0)
+		}
+
+		/// [`Pallet::graph_weight`] of the largest step graph any accepted job has: charged
+		/// before the call knows its job, and refunded to the job's own.
+		pub fn max_graph_weight() -> Weight {
+			Weight::from_parts(MAX_GRAPH_REBUILD_PICOSECONDS, 0)
+		}
+
 		/// The weight of judging openings of `bytes` encoded bytes. Each of the two
 		/// `resolve` benchmarks is scaled to `bytes`: the benchmarked resolution, plus its
 		/// execution time once more for every further multiple of its openings needed. The
@@ -891,7 +911,7 @@ pub mod pallet {
 			unit: UnitIndex,
 			step: u32,
 			chunk: u32,
-		) -> DispatchResult {
+		) -> Result<Weight, DispatchError> {
 			let bonded = T::Nodes::is_bonded_for(&requester, Role::Challenger) ||
 				T::Nodes::is_bonded_for(&requester, Role::Verifier);
 			let available = |proven: &ProvenUnitOf<T>| {
@@ -918,10 +938,10 @@ pub mod pallet {
 				deadline: info.deadline,
 			});
 			Self::record_new(id, info);
-			Ok(())
+			Ok(Self::graph_weight(&proven.model))
 		}
 
-		pub(crate) fn do_provide_chunk(who: T::AccountId, id: DisputeId, chunk: StateChunk) -> DispatchResult {
+		pub(crate) fn do_provide_chunk(who: T::AccountId, id: DisputeId, chunk: StateChunk) -> Result<Weight, DispatchError> {
 			let (info, party, proven) = Self::answering(&who, id)?;
 			ensure!(party == Party::Defender, Error::<T>::NotTheDefender);
 			let Phase::Availability { step, chunk: index } = info.phase else {
@@ -930,7 +950,7 @@ pub mod pallet {
 			let graph = job_graph(&proven.model, &proven.hyper).ok_or(Error::<T>::InvalidJob)?;
 			open_state_chunk(&graph, &proven.trace, step, index, &chunk).map_err(|_| Error::<T>::InvalidChunk)?;
 			Self::conclude(id, info, &proven, Ruling::DefenderWins, Grounds::Provided)?;
-			Ok(())
+			Ok(Self::graph_weight(&proven.model))
 		}
 
 		pub(crate) fn do_summon(
@@ -1211,7 +1231,7 @@ pub mod pallet {
 			id: DisputeId,
 			operator_root: Digest,
 			binding: StepBinding,
-		) -> DispatchResult {
+		) -> Result<Weight, DispatchError> {
 			let (mut info, party, proven) = Self::answering(&who, id)?;
 			let Phase::BindStep { mut roots } = info.phase.clone() else {
 				return Err(Error::<T>::WrongPhase.into());
@@ -1235,7 +1255,7 @@ pub mod pallet {
 				None => info.phase = Phase::BindStep { roots },
 			}
 			Disputes::<T>::insert(id, info);
-			Ok(())
+			Ok(Self::graph_weight(&proven.model))
 		}
 
 		pub(crate) fn do_bind_operator(
@@ -1243,7 +1263,7 @@ pub mod pallet {
 			id: DisputeId,
 			piece_root: Digest,
 			proof: MerkleProof,
-		) -> DispatchResult {
+		) -> Result<Weight, DispatchError> {
 			let (mut info, party, proven) = Self::answering(&who, id)?;
 			let Phase::BindOperator { mut roots } = info.phase.clone() else {
 				return Err(Error::<T>::WrongPhase.into());
@@ -1269,7 +1289,7 @@ pub mod pallet {
 				None => info.phase = Phase::BindOperator { roots },
 			}
 			Disputes::<T>::insert(id, info);
-			Ok(())
+			Ok(Self::graph_weight(&proven.model))
 		}
 
 		pub(crate) fn do_resolve(id: DisputeId, openings: Openings) -> Result<Weight, DispatchError> {
@@ -1301,7 +1321,8 @@ pub mod pallet {
 				Err(RefereeError::WrongClaimedOutput { .. } | RefereeError::NonFiniteOutput) => Ruling::ChallengerWins,
 				Err(_) => return Err(Error::<T>::InvalidOpenings.into()),
 			};
-			Self::conclude(id, info, &proven, ruling, Grounds::Referee)
+			let graph = Self::graph_weight(&proven.model);
+			Ok(Self::conclude(id, info, &proven, ruling, Grounds::Referee)?.saturating_add(graph))
 		}
 
 		/// Where dispute `id` stands, or `None` if it is not open. Backs

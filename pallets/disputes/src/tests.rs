@@ -356,13 +356,13 @@ impl<'a> Run<'a> {
 				self.trace(step);
 				let opening = self.opening(info.segment.unwrap());
 				let binding = open_step_binding(&graph, &self.traces[&step], &opening).unwrap();
-				Disputes::bind_step(origin, id, self.traces[&step].operators.root(), binding)
+				Disputes::bind_step(origin, id, self.traces[&step].operators.root(), binding).map(|_| ()).map_err(|error| error.error)
 			},
 			Phase::BindOperator { .. } => {
 				let operator = info.operator.unwrap() as usize;
 				let trace = self.trace(info.step.unwrap());
 				let (root, proof) = (trace.pieces[operator].root(), trace.operators.proof(operator).unwrap());
-				Disputes::bind_operator(origin, id, root, proof)
+				Disputes::bind_operator(origin, id, root, proof).map(|_| ()).map_err(|error| error.error)
 			},
 			Phase::Judge => {
 				let step = info.step.unwrap();
@@ -375,7 +375,7 @@ impl<'a> Run<'a> {
 			},
 			Phase::Availability { step, chunk } => {
 				let posted = state_chunk(&self.state_before(step), chunk, self.boundary_opening(step)).unwrap();
-				Disputes::provide_chunk(origin, id, posted)
+				Disputes::provide_chunk(origin, id, posted).map(|_| ()).map_err(|error| error.error)
 			},
 		}
 	}

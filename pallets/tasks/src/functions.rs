@@ -32,10 +32,11 @@ use touchstone_primitives::{
 	reexecution_blocks, step_multiply_adds,
 };
 
-/// What validating one operator of a transformer's step costs at submission: 5 µs, about
-/// three times the native cost measured for a twelve-block step (907 operators: its graph
-/// built in 0.2 ms and its pieces bounded in 1.0 ms, `docs/performance.md`), for the
-/// runtime's wasm. Set by hand from that measurement, not benchmarked.
+/// What validating one operator of a transformer's step costs at submission: 5 µs. The
+/// runtime's wasm builds a step graph at about 0.8 µs an operator (`scripts/bench-referee.sh
+/// graph`, the figure `GRAPH_PICOSECONDS_PER_OPERATOR` charges at 2 µs); bounding its
+/// pieces takes a third of the build natively (26 µs against 80 µs for twelve blocks,
+/// `docs/performance.md`), and is not measured in wasm, hence the margin.
 pub const VALIDATION_PICOSECONDS_PER_OPERATOR: u64 = 5_000_000;
 
 impl<T: Config> Pallet<T> {

@@ -217,8 +217,9 @@ impl pallet_touchstone_tasks::Config for Runtime {
 	type CollateralPercent = ConstU32<300>;
 	type MaxSegmentsPerUnit = ConstU32<16>;
 	type ReferenceWorkPerBlock = ConstU64<REFERENCE_WORK_PER_BLOCK>;
-	// Ten minutes of re-execution at the reference rate (10¹² multiply-adds, 1,400 steps
-	// of a 784 → 1024 → 1024 → 10 MLP at batch 128). A round then lasts at most eight of
+	// Ten minutes of re-execution at the reference rate (2 × 10¹² multiply-adds, 2,800
+	// steps of a 784 → 1024 → 1024 → 10 MLP at batch 128, one of GPT-2 small at four
+	// sequences of 1,024). A round then lasts at most eight of
 	// them beyond its floors (an escalation's six flagged segments after its round's two),
 	// and a dispute one per phase: the unbonding period outlasts both.
 	type MaxSegmentBlocks = ConstU32<{ MAX_SEGMENT_BLOCKS }>;
@@ -255,10 +256,10 @@ parameter_types! {
 pub const DISPUTE_RESPONSE_WINDOW: BlockNumber = MINUTES;
 
 /// Multiply-adds of training the chain expects a verifier or a disputing party to
-/// re-execute per block (six seconds) on the CPU reference: 10⁹·10, about 1.7 × 10⁹ a
-/// second. The reference does 13 to 26 times that on one thread of this project's 2-core
-/// machine for dense layers, and 2.5 times that for the small CNN, whose convolutions run
-/// slower (`docs/performance.md`). Verification rounds and dispute phases are given the
+/// re-execute per block (three seconds) on the CPU reference: 10⁹·10, about 3.3 × 10⁹ a
+/// second. The reference does 7 to 13 times that on one thread of this project's 2-core
+/// machine for dense layers, about 5 times for the character transformer, and 1.3 times
+/// for the small CNN, whose convolutions run slower (`docs/performance.md`). Verification rounds and dispute phases are given the
 /// blocks their re-execution takes at this rate beyond their floors.
 pub const REFERENCE_WORK_PER_BLOCK: u64 = 10_000_000_000;
 

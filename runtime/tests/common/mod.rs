@@ -12,8 +12,9 @@ use std::borrow::Cow;
 use touchstone_kernels::{
 	job::data::synthetic,
 	job::trace::{state_root, Trainer},
+	job::training_data::TrainingData,
 	proof::chain::trace_leaf,
-	proof::graph::Graph,
+	proof::graph::{Graph, Node},
 	proof::merkle::MerkleTree,
 	referee::{open_case, RunOpening},
 	CpuBackend,
@@ -72,10 +73,24 @@ pub type Case = (Dispute, Openings);
 /// partial, which also reads the one before), its first output segment and its last
 /// piece: the ends of each kind of piece.
 pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples: usize) -> Vec<(String, Case)> {
+	let graph = Graph::build(&kernel_model(model), &kernel_train(hyper)).expect("graph");
+	let data = synthetic(7, samples, graph.input_len, 10);
+	honest_cases_on(model, hyper, traced, data.into(), |_, _| true)
+}
+
+/// [`honest_cases`] on the training data `data` (samples or a token stream), for the
+/// operators `wanted` picks by index and node.
+pub fn honest_cases_on(
+	model: &ModelArch,
+	hyper: &HyperParams,
+	traced: u32,
+	data: TrainingData,
+	wanted: impl Fn(usize, &Node) -> bool,
+) -> Vec<(String, Case)> {
 	let (model, train) = (kernel_model(model), kernel_train(hyper));
 	let graph = Graph::build(&model, &train).expect("graph");
-	let data = synthetic(7, samples, graph.input_len, 10);
-	let data_tree = data.tree().expect("dataset tree");
+	let samples = data.as_ref().samples(graph.input_len);
+	let data_tree = data.as_ref().tree().expect("dataset tree");
 	let mut trainer = Trainer::new(CpuBackend, &model, &train, data.clone()).expect("trainer starts");
 	let start_state_root = state_root(&trainer.state().expect("state")).expect("state root");
 	// The run is the disputed segment's trace: it hashes every step from the start.
@@ -96,7 +111,7 @@ pub fn honest_cases(model: &ModelArch, hyper: &HyperParams, traced: u32, samples
 	let tree = MerkleTree::new(hashes.iter().map(trace_leaf).collect()).expect("tree");
 	let run = RunOpening { trace: &tree, first_step: 0, start_state_root, dataset: (&data).into(), dataset_tree: &data_tree, shard: 0..samples };
 	let mut cases = Vec::new();
-	for (operator, node) in graph.nodes.iter().enumerate() {
+	for (operator, node) in graph.nodes.iter().enumerate().filter(|(operator, node)| wanted(*operator, node)) {
 		let count = graph.piece_count(operator).expect("pieces");
 		let running = graph.accumulator_count(operator).expect("running sums");
 		let mut pieces = vec![0, running.saturating_sub(1), running, count - 1];

@@ -97,13 +97,13 @@ impl TransformerBuilder {
 
 	/// A node with one fresh `F32` output of `len`.
 	fn op(&mut self, kind: OpKind, inputs: Vec<ValueId>, len: usize) -> ValueId {
-		first(self.b.node(kind, inputs, &[(len, None)]))
+		self.b.node_one(kind, inputs, len, None)
 	}
 
 	/// `into + other`, in `into`'s buffer.
 	fn residual(&mut self, into: ValueId, other: ValueId) -> ValueId {
 		let len = self.b.len(into);
-		first(self.b.node(OpKind::Residual, vec![into, other], &[(len, Some(0))]))
+		self.b.node_one(OpKind::Residual, vec![into, other], len, Some(0))
 	}
 
 	fn normalise(&mut self, norm: NormIndices, x: ValueId) -> ValueId {
@@ -122,7 +122,7 @@ impl TransformerBuilder {
 			return y;
 		}
 		let kind = OpKind::BiasAdd(BiasLayout::dense(rows, outputs));
-		first(self.b.node(kind, vec![y, self.param(weight + 1)], &[(rows * outputs, Some(0))]))
+		self.b.node_one(kind, vec![y, self.param(weight + 1)], rows * outputs, Some(0))
 	}
 
 	/// A linear layer's backward pass: its weight's gradient, its bias's, then its
