@@ -360,7 +360,7 @@ fn training_data(job: &JobFile, base: &Path, model: &ModelConfig) -> Result<Trai
 				bail!("a transformer trains on a token stream: dataset = \"shakespeare\" or a token stream file");
 			}
 			match read()? {
-				TrainingData::Tokens(stream) => Ok(stream.cut_to_windows(context).into()),
+				TrainingData::Tokens(stream) => Ok(std::sync::Arc::unwrap_or_clone(stream).cut_to_windows(context).into()),
 				TrainingData::Samples(_) => bail!("{} is a dataset of samples; a transformer trains on a token stream file", job.dataset),
 			}
 		},
@@ -369,7 +369,7 @@ fn training_data(job: &JobFile, base: &Path, model: &ModelConfig) -> Result<Trai
 		_ => match synthetic {
 			Some(shape) => Ok(dataset::synthetic_from(shape)?.into()),
 			None => match read()? {
-				TrainingData::Samples(data) => Ok(data.into()),
+				samples @ TrainingData::Samples(_) => Ok(samples),
 				TrainingData::Tokens(_) => bail!("{} is a token stream; only a transformer trains on one", job.dataset),
 			},
 		},

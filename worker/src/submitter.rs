@@ -374,7 +374,7 @@ fn evaluate_transformer(config: TransformerConfig, weights: &[Vec<f32>], args: &
 	};
 	let validation = match (&args.test_data, &corpus) {
 		(Some(path), _) => match dataset::training_from_bytes(&std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?)? {
-			TrainingData::Tokens(stream) if stream.vocab == config.vocab => stream.tokens,
+			TrainingData::Tokens(stream) if stream.vocab == config.vocab => std::sync::Arc::unwrap_or_clone(stream).tokens,
 			TrainingData::Tokens(stream) => bail!("{} holds a vocabulary of {} tokens; the model reads {}", path.display(), stream.vocab, config.vocab),
 			TrainingData::Samples(_) => bail!("{} is a dataset of samples; a transformer is tested on a token stream file", path.display()),
 		},

@@ -2,28 +2,32 @@
 //! ([`Dataset`]) or a token stream ([`TokenStream`]), owned or borrowed, with the words its
 //! root commits and the samples (windows) a batch draws from.
 
+use alloc::sync::Arc;
+
 use crate::job::data::Dataset;
 use crate::job::text::{sequence_count, TokenStream};
 use crate::proof::merkle::{MerkleError, MerkleTree};
 
 /// A job's training data as a trainer holds it: a classification set or a token stream.
+/// Shared, not copied, when cloned: a worker hands the same data to every unit's trainer,
+/// its cache and its prover (a corpus of a hundred million tokens is 400 MB).
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrainingData {
 	/// Samples of features and a label each.
-	Samples(Dataset),
+	Samples(Arc<Dataset>),
 	/// A token stream, cut to a transformer's whole windows.
-	Tokens(TokenStream),
+	Tokens(Arc<TokenStream>),
 }
 
 impl From<Dataset> for TrainingData {
 	fn from(data: Dataset) -> Self {
-		Self::Samples(data)
+		Self::Samples(Arc::new(data))
 	}
 }
 
 impl From<TokenStream> for TrainingData {
 	fn from(stream: TokenStream) -> Self {
-		Self::Tokens(stream)
+		Self::Tokens(Arc::new(stream))
 	}
 }
 
