@@ -620,11 +620,27 @@ impl Reduction {
 				self.done.get(index).cloned().ok_or_else(|| KernelError::MissingInput { position: usize::MAX, index }.into())
 			}
 		}
+		let looked_up = self.scatter_lookups(&Building { word: &word, done: &[], error: core::marker::PhantomData })?;
 		let mut done: Vec<Vec<f32>> = Vec::with_capacity(self.len());
 		for lane in 0..self.lanes() {
 			for span in 0..self.spans(lane) {
 				let source = Building { word: &word, done: &done, error: core::marker::PhantomData };
-				let mut piece = self.partial(lane, span, &source)?;
+				// A scatter-add lane whose table row the span does not look up carries its
+				// partial through unchanged (what `partial` computes, without its walk over
+				// the span's ids): only the lanes a span touches are recomputed.
+				let carried = match (self, looked_up.get(span)) {
+					(Self::ScatterAddRows { row_len, .. }, Some(rows)) if rows.binary_search(&(lane / row_len.div_ceil(TILE).max(1))).is_err() => {
+						Some(match self.previous(lane, span) {
+							Some(index) => done.get(index).cloned().unwrap_or_default(),
+							None => vec![0.0; self.width(lane)],
+						})
+					},
+					_ => None,
+				};
+				let mut piece = match carried {
+					Some(piece) => piece,
+					None => self.partial(lane, span, &source)?,
+				};
 				if let Some((target, element, bit)) = fault {
 					if target == done.len() {
 						crate::job::fault::flip(&mut piece, element, bit);
@@ -634,6 +650,21 @@ impl Reduction {
 			}
 		}
 		Ok(done)
+	}
+
+	/// For a scatter-add, the table rows each span looks up, sorted and distinct, read in
+	/// one pass over the ids (an id out of range is the error `partial` reports first);
+	/// empty for any other reduction.
+	fn scatter_lookups<S: Source>(&self, source: &S) -> Result<Vec<Vec<usize>>, S::Error> {
+		let Self::ScatterAddRows { table_rows, rows, .. } = *self else { return Ok(Vec::new()) };
+		(0..rows.div_ceil(SCATTER_SPAN))
+			.map(|span| {
+				let mut ids = scatter_rows(span, rows).map(|row| scatter_id(table_rows, row, source)).collect::<Result<Vec<usize>, _>>()?;
+				ids.sort_unstable();
+				ids.dedup();
+				Ok(ids)
+			})
+			.collect()
 	}
 
 	/// Recomputes partial `(lane, span)` of a wide loss ([`Reduction::SoftmaxCrossEntropy`]).
@@ -903,6 +934,41 @@ mod tests {
 		assert_eq!(partials.len(), reduction.len());
 		let source = Full { inputs, partials: &partials };
 		(0..len.div_ceil(SEGMENT)).flat_map(|s| words(&reduction.output_segment(value, s, &source).unwrap())).collect()
+	}
+
+	/// The scatter-add's partials, computed in one pass over the ids (lanes a span does not
+	/// look up carried through), are every partial `partial` recomputes alone, bit for bit:
+	/// spans that end mid-way, ragged tiles, table rows never or often looked up, and a
+	/// faulted piece carried on; an id out of range is the same error.
+	#[test]
+	fn a_scatter_adds_partials_in_one_pass_are_each_partial_recomputed_alone() {
+		for (seed, table_rows, row_len, rows) in [(11u64, 7usize, 45usize, 1_100usize), (12, 300, 32, 600), (13, 3, 1, 513)] {
+			let dy = words(&values(seed, rows * row_len, 2.0));
+			// Skewed ids: low table rows often, some never.
+			let ids: Vec<u32> = (0..rows).map(|row| ((row * row % 97) % table_rows.div_ceil(2).max(1) + (row % 5 == 0) as usize) as u32).collect();
+			let reduction = Reduction::ScatterAddRows { row_len, table_rows, rows };
+			let inputs = [dy, ids];
+			let word = |position: usize, index: usize| -> Result<u32, KernelError> {
+				inputs.get(position).and_then(|input| input.get(index)).copied().ok_or(KernelError::MissingInput { position, index })
+			};
+			for fault in [None, Some((reduction.len() / 3, 2, 9))] {
+				let partials = reduction.partials(word, fault).unwrap();
+				assert_eq!(partials.len(), reduction.len());
+				for (index, piece) in partials.iter().enumerate() {
+					let (lane, span) = reduction.locate(index).unwrap();
+					let source = Full { inputs: &inputs, partials: &partials };
+					let mut alone = reduction.partial(lane, span, &source).unwrap();
+					if fault.is_some_and(|(target, ..)| target == index) {
+						crate::job::fault::flip(&mut alone, 2, 9);
+					}
+					assert_eq!(words(&alone), words(piece), "table {table_rows} × {row_len}, lane {lane}, span {span}, fault {fault:?}");
+				}
+			}
+			let mut bad = inputs.clone();
+			bad[1][rows - 1] = table_rows as u32;
+			let word = |position: usize, index: usize| -> Result<u32, KernelError> { Ok(bad[position][index]) };
+			assert_eq!(reduction.partials(word, None), Err(KernelError::IndexOutOfRange { index: table_rows as u32, rows: table_rows }));
+		}
 	}
 
 	#[test]
