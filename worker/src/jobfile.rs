@@ -381,11 +381,12 @@ fn training_data(job: &JobFile, base: &Path, model: &ModelConfig) -> Result<Trai
 /// here first, so a bad job fails before it costs a transaction fee.
 pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob> {
 	let model = model_arch(&job.model)?;
-	let train = training_data(job, base, &kernel_model(&model))?;
+	let kernel = kernel_model(&model);
+	let train = training_data(job, base, &kernel)?;
 	let file = dataset::training_bytes(&train);
 	let file_hash = store.put(&file)?;
 	let root = train.as_ref().tree().map_err(|error| anyhow::anyhow!("cannot commit to the dataset: {error:?}"))?.root();
-	let context = kernel_model(&model).input_len().map_err(|error| anyhow::anyhow!("the model: {error:?}"))?;
+	let context = kernel.input_len().map_err(|error| anyhow::anyhow!("the model: {error:?}"))?;
 	let samples = u32::try_from(train.as_ref().samples(context)).context("the dataset holds more samples than the chain counts")?;
 	let t = &job.train;
 	let hyper = HyperParams {
@@ -448,7 +449,7 @@ pub fn prepare(job: &JobFile, base: &Path, store: &Store) -> Result<PreparedJob>
 		None => None,
 	};
 	let initial = crate::train::initial_state(
-		&kernel_model(&model),
+		&kernel,
 		&kernel_train(&hyper),
 		&train,
 		initial_weights.as_ref().map(|(_, state)| state.as_slice()),

@@ -12,7 +12,7 @@ use subxt::utils::Static;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::{hex, Dataset};
 use touchstone_kernels::job::model::ModelConfig;
-use touchstone_kernels::job::text::{load_shakespeare, sequence};
+use touchstone_kernels::job::text::{first_windows, load_shakespeare};
 use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::job::transformer::{generate, mean_loss, next_token_accuracy, TransformerConfig};
 use touchstone_kernels::proof::content::content_hash;
@@ -381,7 +381,7 @@ fn evaluate_transformer(config: TransformerConfig, weights: &[Vec<f32>], args: &
 		(None, Some(corpus)) => corpus.split().1,
 		(None, None) => bail!("pass --test-data FILE: a held-out token stream file"),
 	};
-	let windows: Vec<u32> = (0..EVALUATION_WINDOWS).map_while(|index| sequence(&validation, context, index)).flatten().copied().collect();
+	let windows = first_windows(&validation, context, EVALUATION_WINDOWS);
 	let window = context + 1;
 	ensure!(!windows.is_empty(), "the test stream holds no window of {context} tokens and the next");
 	let (mut loss, mut accuracy, mut count) = (0.0f64, 0.0f64, 0usize);

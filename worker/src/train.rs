@@ -19,7 +19,7 @@ use polkadot_sdk::sp_runtime::{FixedU64, Perbill};
 use touchstone_kernels::arith::canonical_bits;
 use touchstone_kernels::job::checkpoint::Checkpoint;
 use touchstone_kernels::job::data::hex;
-use touchstone_kernels::job::text::sequence;
+use touchstone_kernels::job::text::first_windows;
 use touchstone_kernels::job::training_data::TrainingData;
 use touchstone_kernels::job::fault::Fault;
 use touchstone_kernels::job::model::{ModelConfig, TrainConfig};
@@ -505,8 +505,7 @@ fn training_accuracy(model: &ModelConfig, params: &[Vec<f32>], data: &TrainingDa
 		(ModelConfig::Transformer(config), TrainingData::Tokens(stream)) => {
 			let context = config.context as usize;
 			// Each window's context tokens and its next one: neighbours share a token.
-			let sequences: Vec<u32> =
-				(0..16).map_while(|window| sequence(&stream.tokens, context, window)).flatten().copied().collect();
+			let sequences = first_windows(&stream.tokens, context, 16);
 			touchstone_kernels::job::transformer::next_token_accuracy(*config, params, &sequences, context).map_err(kernel)?
 		},
 		(_, TrainingData::Samples(data)) => {

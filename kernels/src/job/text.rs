@@ -233,6 +233,12 @@ pub(crate) fn batch_rows(windows: &[u32], positions: usize) -> Result<[Vec<u32>;
 	Ok([inputs, targets, places])
 }
 
+/// The first `count` windows of context `context` of `stream` (as many as it holds, if
+/// fewer), one after another: what an evaluation of next-token accuracy or loss reads.
+pub fn first_windows(stream: &[u32], context: usize, count: usize) -> Vec<u32> {
+	(0..count).map_while(|index| sequence(stream, context, index)).flatten().copied().collect()
+}
+
 /// Sequence `index` of context `context` in `stream`: its `context + 1` tokens, the first
 /// `context` the input and the last `context` the targets; `None` past the last.
 pub fn sequence(stream: &[u32], context: usize, index: usize) -> Option<&[u32]> {
