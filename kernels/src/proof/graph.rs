@@ -326,19 +326,7 @@ impl Builder {
 	/// `in_place` names an input position, that input's buffer.
 	fn node(&mut self, kind: OpKind, inputs: Vec<ValueId>, outputs: &[(usize, Option<usize>)]) -> Vec<ValueId> {
 		let node = self.nodes.len();
-		let mut ids = Vec::with_capacity(outputs.len());
-		for (output, &(len, in_place)) in outputs.iter().enumerate() {
-			let origin = Origin::Node { node, output };
-			let shared = in_place.and_then(|position| inputs.get(position)).and_then(|&id| self.values.get(id));
-			let id = match shared {
-				Some(value) => {
-					self.values.push(Value { len, kind: ValueKind::F32, buffer: value.buffer, origin });
-					self.values.len() - 1
-				},
-				None => self.fresh(len, ValueKind::F32, origin),
-			};
-			ids.push(id);
-		}
+		let ids: Vec<ValueId> = outputs.iter().enumerate().map(|(output, &(len, in_place))| self.output(&inputs, node, output, len, in_place)).collect();
 		self.nodes.push(Node { kind, inputs, outputs: ids.clone() });
 		ids
 	}
@@ -347,17 +335,22 @@ impl Builder {
 	/// a list (most nodes; the referee rebuilds the graph for every call it judges).
 	fn node_one(&mut self, kind: OpKind, inputs: Vec<ValueId>, len: usize, in_place: Option<usize>) -> ValueId {
 		let node = self.nodes.len();
-		let origin = Origin::Node { node, output: 0 };
-		let shared = in_place.and_then(|position| inputs.get(position)).and_then(|&id| self.values.get(id)).map(|value| value.buffer);
-		let id = match shared {
+		let id = self.output(&inputs, node, 0, len, in_place);
+		self.nodes.push(Node { kind, inputs, outputs: vec![id] });
+		id
+	}
+
+	/// Output `output` of node `node`: a new buffer of `len` (`F32`) or, where `in_place`
+	/// names an input position, that input's buffer.
+	fn output(&mut self, inputs: &[ValueId], node: usize, output: usize, len: usize, in_place: Option<usize>) -> ValueId {
+		let origin = Origin::Node { node, output };
+		match in_place.and_then(|position| inputs.get(position)).and_then(|&id| self.values.get(id)).map(|value| value.buffer) {
 			Some(buffer) => {
 				self.values.push(Value { len, kind: ValueKind::F32, buffer, origin });
 				self.values.len() - 1
 			},
 			None => self.fresh(len, ValueKind::F32, origin),
-		};
-		self.nodes.push(Node { kind, inputs, outputs: vec![id] });
-		id
+		}
 	}
 
 	/// Length of value `id`.
