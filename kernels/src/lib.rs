@@ -102,6 +102,6 @@ pub use ops::embedding::scatter_add_rows;
 pub use ops::gather::gather_rows;
 pub use ops::loss::{argmax_rows, softmax_cross_entropy, ClassifierShape};
 pub use ops::matmul::{matmul, matmul_lhs_grad, matmul_rhs_grad};
-pub use ops::norm::{norm_backward, norm_forward, Norm, NormGrads, NormShape};
+pub use ops::norm::{norm_backward, norm_forward, Norm, NormGrads, NormOutputs, NormShape};
 pub use ops::optim::{adamw_step, clip_grad_norm, global_grad_norm, sgd_momentum_step, AdamW, AdamWScalars, SgdMomentum};
 pub use proof::hash::{digest_f32, Digest};

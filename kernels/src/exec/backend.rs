@@ -181,7 +181,9 @@ pub trait Backend {
 	) -> Result<(), Self::Error>;
 
 	/// LayerNorm or RMSNorm of every row of `x` ([`crate::ops::norm::norm_forward`]):
-	/// `y = x̂ ⊗ γ (+ β)`. `beta` is the bias for LayerNorm and `None` for RMSNorm.
+	/// `y = x̂ ⊗ γ (+ β)`, and the normalised rows `x̂` themselves. `beta` is the bias for
+	/// LayerNorm and `None` for RMSNorm.
+	#[allow(clippy::too_many_arguments)]
 	fn norm(
 		&mut self,
 		shape: NormShape,
@@ -189,6 +191,7 @@ pub trait Backend {
 		gamma: &Self::Tensor,
 		beta: Option<&Self::Tensor>,
 		y: &mut Self::Tensor,
+		normalised: &mut Self::Tensor,
 	) -> Result<(), Self::Error>;
 
 	/// The normalisation's backward ([`crate::ops::norm::norm_backward`]) from the forward

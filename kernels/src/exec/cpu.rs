@@ -163,8 +163,16 @@ impl Backend for CpuBackend {
 		write_scalar("norm", norm, value)
 	}
 
-	fn norm(&mut self, shape: NormShape, x: &Vec<f32>, gamma: &Vec<f32>, beta: Option<&Vec<f32>>, y: &mut Vec<f32>) -> Result<(), KernelError> {
-		norm::norm_forward(shape, x, gamma, beta.map_or(&[][..], Vec::as_slice), y)
+	fn norm(
+		&mut self,
+		shape: NormShape,
+		x: &Vec<f32>,
+		gamma: &Vec<f32>,
+		beta: Option<&Vec<f32>>,
+		y: &mut Vec<f32>,
+		normalised: &mut Vec<f32>,
+	) -> Result<(), KernelError> {
+		norm::norm_forward(shape, x, gamma, beta.map_or(&[][..], Vec::as_slice), norm::NormOutputs { y, normalised })
 	}
 
 	fn norm_backward(

@@ -166,9 +166,9 @@ fn run_operator<'a, B: Backend>(
 			backend.gather_rows(input(0)?, row_len, ids(1)?, out)
 		},
 		OpKind::Norm(shape) => {
-			let [out] = outs else { return Err(lost()) };
+			let [out, normalised] = outs else { return Err(lost()) };
 			let bias = if shape.norm == Norm::Layer { Some(input(2)?) } else { None };
-			backend.norm(shape, input(0)?, input(1)?, bias, out)
+			backend.norm(shape, input(0)?, input(1)?, bias, out, normalised)
 		},
 		OpKind::NormGrad(shape) => match outs {
 			[x_grad, gain_grad] => backend.norm_backward(shape, input(0)?, input(1)?, input(2)?, x_grad, gain_grad, None),

@@ -16,6 +16,9 @@
 //! - RMSNorm: `v = (Σ x_j ⊗ x_j) ⊗ k`; `r = rsqrt(v + ε)`; `x̂_j = x_j ⊗ r`;
 //!   `y_j = x̂_j ⊗ γ_j`.
 //!
+//! The forward pass outputs `x̂` beside `y`: the parameters' gradients read it, so that a
+//! referee's piece of them reads a 32 × 32 tile, never a whole row.
+//!
 //! Backward, per row, from the forward input `x` (`r` and `x̂` recomputed by the forward's
 //! own sequence, never trusted from a buffer) and the output gradient `dy`:
 //! - `g_j = dy_j ⊗ γ_j`; `b = (Σ g_j ⊗ x̂_j) ⊗ k`;
@@ -23,7 +26,8 @@
 //! - RMSNorm: `dx_j = r ⊗ (g_j − x̂_j ⊗ b)`.
 //!
 //! The parameters' gradients are column sums over the rows, in row order (rule 4):
-//! `dγ_j = Σ_rows dy_j ⊗ x̂_j`, and LayerNorm's `dβ_j = Σ_rows dy_j`.
+//! `dγ_j = Σ_rows dy_j ⊗ x̂_j`, and LayerNorm's `dβ_j = Σ_rows dy_j`. The `x̂` they sum
+//! is the forward's (equal bit for bit to the one recomputed here).
 
 use alloc::vec;
 
@@ -109,16 +113,29 @@ pub fn normalise_row(norm: Norm, epsilon: f32, k: f32, x: &[f32], normalised: &m
 	}
 }
 
-/// The forward pass: `y` from `x`, the gain `gamma` (`width`) and the bias `beta`
+/// Where the forward pass writes, `rows × width` each: the output `y` and the normalised
+/// rows `x̂`, which the backward's `dγ` reads so that a piece of it never recomputes a
+/// whole row.
+pub struct NormOutputs<'a> {
+	/// `y = x̂ ⊗ γ (+ β)`.
+	pub y: &'a mut [f32],
+	/// `x̂`.
+	pub normalised: &'a mut [f32],
+}
+
+/// The forward pass: `y` and `x̂` from `x`, the gain `gamma` (`width`) and the bias `beta`
 /// (`width` for LayerNorm, empty for RMSNorm).
-pub fn norm_forward(shape: NormShape, x: &[f32], gamma: &[f32], beta: &[f32], y: &mut [f32]) -> Result<(), KernelError> {
+pub fn norm_forward(shape: NormShape, x: &[f32], gamma: &[f32], beta: &[f32], outputs: NormOutputs<'_>) -> Result<(), KernelError> {
 	let len = shape.validate(x, gamma, ("beta", beta.len()))?;
+	let NormOutputs { y, normalised } = outputs;
 	check_len("y", y.len(), len)?;
+	check_len("normalised", normalised.len(), len)?;
 	let k = recip(shape.width as f32);
-	for (x_row, y_row) in x.chunks_exact(shape.width).zip(y.chunks_exact_mut(shape.width)) {
-		normalise_row(shape.norm, shape.epsilon, k, x_row, y_row);
-		for (column, value) in y_row.iter_mut().enumerate() {
-			let scaled = mul(*value, gamma[column]);
+	let rows = x.chunks_exact(shape.width).zip(normalised.chunks_exact_mut(shape.width));
+	for ((x_row, normalised_row), y_row) in rows.zip(y.chunks_exact_mut(shape.width)) {
+		normalise_row(shape.norm, shape.epsilon, k, x_row, normalised_row);
+		for (column, (value, &normalised)) in y_row.iter_mut().zip(normalised_row.iter()).enumerate() {
+			let scaled = mul(normalised, gamma[column]);
 			*value = match shape.norm {
 				Norm::Layer => scaled + beta[column],
 				Norm::Rms => scaled,
@@ -290,8 +307,8 @@ mod tests {
 		x[70..].fill(0.75);
 		let gamma = values(6, 70);
 		let beta = values(7, 70);
-		let mut y = vec![0.0; 140];
-		norm_forward(shape, &x, &gamma, &beta, &mut y).unwrap();
+		let (mut y, mut normalised) = (vec![0.0; 140], vec![0.0; 140]);
+		norm_forward(shape, &x, &gamma, &beta, NormOutputs { y: &mut y, normalised: &mut normalised }).unwrap();
 		let k = recip(70.0);
 		let row = &x[..70];
 		let mut sum = 0.0f32;
@@ -307,6 +324,7 @@ mod tests {
 		let variance = mul(chunked_sum(centred.iter().map(|&d| mul(d, d))), k);
 		let r = rsqrt(variance + 1e-5);
 		for j in 0..70 {
+			assert_eq!(normalised[j].to_bits(), mul(centred[j], r).to_bits(), "x̂, column {j}");
 			assert_eq!(y[j].to_bits(), (mul(mul(centred[j], r), gamma[j]) + beta[j]).to_bits(), "column {j}");
 		}
 		let wide = |v: &[f32]| v.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
@@ -324,13 +342,18 @@ mod tests {
 	#[test]
 	fn bad_shapes_are_refused() {
 		let shape = NormShape { norm: Norm::Rms, rows: 2, width: 4, epsilon: 1e-6 };
-		let (x, gamma, mut y) = (vec![1.0; 8], vec![1.0; 4], vec![0.0; 8]);
-		assert!(norm_forward(shape, &x, &gamma, &[], &mut y).is_ok());
-		assert_eq!(norm_forward(shape, &x, &gamma, &[0.0; 4], &mut y), Err(KernelError::LengthMismatch { operand: "beta", expected: 0, actual: 4 }));
-		assert_eq!(norm_forward(shape, &x[..7], &gamma, &[], &mut y), Err(KernelError::LengthMismatch { operand: "x", expected: 8, actual: 7 }));
+		let (x, gamma) = (vec![1.0; 8], vec![1.0; 4]);
+		let (mut y, mut normalised) = (vec![0.0; 8], vec![0.0; 8]);
+		let mut forward = |shape: NormShape, x: &[f32], beta: &[f32], normalised_len: usize| {
+			norm_forward(shape, x, &gamma, beta, NormOutputs { y: &mut y, normalised: &mut normalised[..normalised_len] })
+		};
+		assert!(forward(shape, &x, &[], 8).is_ok());
+		assert_eq!(forward(shape, &x, &[0.0; 4], 8), Err(KernelError::LengthMismatch { operand: "beta", expected: 0, actual: 4 }));
+		assert_eq!(forward(shape, &x[..7], &[], 8), Err(KernelError::LengthMismatch { operand: "x", expected: 8, actual: 7 }));
+		assert_eq!(forward(shape, &x, &[], 7), Err(KernelError::LengthMismatch { operand: "normalised", expected: 8, actual: 7 }));
 		for epsilon in [0.0, -1e-5, f32::NAN, f32::INFINITY, 1e-35] {
 			let bad = NormShape { epsilon, ..shape };
-			assert_eq!(norm_forward(bad, &x, &gamma, &[], &mut y), Err(KernelError::InvalidHyperparameter { name: "epsilon" }));
+			assert_eq!(forward(bad, &x, &[], 8), Err(KernelError::InvalidHyperparameter { name: "epsilon" }));
 		}
 		let empty = NormShape { width: 0, ..shape };
 		assert_eq!(empty.values_len(), Err(KernelError::EmptyDimension { dimension: "width" }));

@@ -143,9 +143,11 @@ pub enum OpKind {
 	/// In place: inputs `into, other`; output `into + other`, one `f32` addition per
 	/// element (the residual stream, and a value's readers' gradients summed in graph order).
 	Residual,
-	/// Inputs `x, gain` and for LayerNorm `bias`; output the normalised rows.
+	/// Inputs `x, gain` and for LayerNorm `bias`; outputs `y = x̂ ⊗ gain (+ bias)` and the
+	/// normalised rows `x̂`.
 	Norm(NormShape),
-	/// Inputs `x, gain, dy`; outputs `dx`, `dgain` and for LayerNorm `dbias`.
+	/// Inputs `x, gain, dy` and the forward's `x̂`; outputs `dx`, `dgain` and for LayerNorm
+	/// `dbias`.
 	NormGrad(NormShape),
 	/// Input heads side by side `[sequences, T, heads·d]`; output blocks `[sequences·heads, T, d]`.
 	SplitHeads(HeadsShape),

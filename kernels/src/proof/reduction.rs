@@ -19,7 +19,7 @@
 //! | the loss lane | | [`LOSS_LANE_ROWS`] row losses | 2 | those rows' last sum partials |
 //! | clipping | one per gradient tensor | 32 chunks (1,024 elements) of `g ⊗ g` | 1 | ≤ 1,024 gradient elements |
 //! | clipping, last lane (totals) | | one tensor | 1 | two earlier partials |
-//! | a norm's backward, `dγ` | one per 32-column tile | one 32-row chunk of `dy ⊗ x̂` | the tile's running sums | those 32 whole rows of `x` and the tile's `dy` |
+//! | a norm's backward, `dγ` | one per 32-column tile | one 32-row chunk of `dy ⊗ x̂` | the tile's running sums | the tile's `dy` and the forward's `x̂` |
 //! | the same, `dβ` (LayerNorm) | one per 32-column tile | one 32-row chunk of `dy` | the tile's running sums | the tile's `dy` |
 //! | a scatter-add (an embedding's gradient) | one per (table row, 32-column tile) | [`SCATTER_SPAN`] looked-up rows | `[count, totals, chunk sums]` of the tile | the span's ids, and the tile's `dy` of the rows that looked the table row up |
 //!
@@ -58,7 +58,7 @@ use crate::error::KernelError;
 use crate::ops::loss::{row_loss, softmax_row, span_fold, span_grad, span_max, ClassifierShape};
 use crate::arith::math::{exp, recip, sqrt};
 use crate::proof::merkle::SEGMENT;
-use crate::ops::norm::{backward_row, normalise_row, Norm, NormShape, RowScratch};
+use crate::ops::norm::{backward_row, Norm, NormShape, RowScratch};
 use crate::ops::optim::clip_coefficient;
 
 // A bias-gradient tile is exactly one output segment (`output_segment` reads a
@@ -114,9 +114,9 @@ pub enum Reduction {
 		/// Elements of each gradient, in input order.
 		lens: Vec<usize>,
 	},
-	/// A normalisation's backward: inputs `x`, the gain and `dy`; outputs `dx`, `dγ` and for
-	/// LayerNorm `dβ`. The lanes are `dγ`'s 32-column tiles, then `dβ`'s; a span is a 32-row
-	/// chunk. A `dγ` partial recomputes its rows' `x̂` from their whole rows of `x`.
+	/// A normalisation's backward: inputs `x`, the gain, `dy` and the forward's `x̂`; outputs
+	/// `dx`, `dγ` and for LayerNorm `dβ`. The lanes are `dγ`'s 32-column tiles, then `dβ`'s;
+	/// a span is a 32-row chunk. A `dγ` partial reads its tile of `x̂`, never a whole row.
 	NormGrad(NormShape),
 	/// The gradient of a row lookup: inputs `dy` and the ids; output the table's gradient,
 	/// each table row's chunked sum, in row order, of the rows that looked it up. A lane is
@@ -333,10 +333,11 @@ impl Reduction {
 			Self::ScatterAddRows { rows, .. } => reads.inputs.push((1, scatter_rows(span, *rows))),
 			Self::NormGrad(shape) => {
 				let (rows, columns) = (chunk_range(span, shape.rows), norm_columns(*shape, lane));
+				let tile = |position: usize| rows.clone().map(move |row| (position, row * shape.width + columns.start..row * shape.width + columns.end));
+				reads.inputs.extend(tile(2));
 				if lane < norm_tiles(*shape) {
-					reads.inputs.push((0, rows.start * shape.width..rows.end * shape.width));
+					reads.inputs.extend(tile(NORMALISED));
 				}
-				reads.inputs.extend(rows.map(|row| (2, row * shape.width + columns.start..row * shape.width + columns.end)));
 			},
 		}
 		Ok(reads)
@@ -437,21 +438,12 @@ impl Reduction {
 			Self::NormGrad(shape) => {
 				let (rows, columns) = (chunk_range(span, shape.rows), norm_columns(*shape, lane));
 				let word = |position: usize, index: usize| -> Result<f32, S::Error> { Ok(f32::from_bits(source.word(position, index)?)) };
-				// `dγ` sums `dy ⊗ x̂`, with each row's `x̂` by the forward's sequence; `dβ` sums `dy`.
+				// `dγ` sums `dy ⊗ x̂`, with the forward's `x̂`; `dβ` sums `dy`.
 				let mut terms = vec![0.0f32; rows.len() * columns.len()];
-				let k = recip(shape.width as f32);
-				let (mut x, mut normalised) = (vec![0.0f32; shape.width], vec![0.0f32; shape.width]);
 				for (row, terms) in rows.clone().zip(terms.chunks_exact_mut(columns.len().max(1))) {
-					let first = row * shape.width;
-					if lane < norm_tiles(*shape) {
-						for (slot, index) in x.iter_mut().zip(first..) {
-							*slot = word(0, index)?;
-						}
-						normalise_row(shape.norm, shape.epsilon, k, &x, &mut normalised);
-					}
-					for (term, column) in terms.iter_mut().zip(columns.clone()) {
-						let dy = word(2, first + column)?;
-						*term = if lane < norm_tiles(*shape) { mul(dy, word_at(&normalised, column)) } else { dy };
+					for (term, index) in terms.iter_mut().zip(columns.clone().map(|column| row * shape.width + column)) {
+						let dy = word(2, index)?;
+						*term = if lane < norm_tiles(*shape) { mul(dy, word(NORMALISED, index)?) } else { dy };
 					}
 				}
 				for (offset, slot) in running.iter_mut().enumerate() {
@@ -837,6 +829,9 @@ fn scatter_id<S: Source>(table_rows: usize, row: usize, source: &S) -> Result<us
 	Ok(index.ok_or(KernelError::IndexOutOfRange { index: id, rows: table_rows })?)
 }
 
+/// The input position of a norm's backward that holds the forward's `x̂`.
+const NORMALISED: usize = 3;
+
 /// 32-column tiles of a norm's parameter gradients: the lanes of each.
 fn norm_tiles(shape: NormShape) -> usize {
 	shape.width.div_ceil(TILE)
@@ -1085,5 +1080,26 @@ mod tests {
 		let reads = conv.partial_reads(0, 1).unwrap();
 		// Positions 32..60 are (o = 1, i = 12..20) and (o = 2, i = 0..20); channel c of image o starts at (2o + c)·20.
 		assert_eq!(reads.inputs, [(0, 52..60), (0, 80..100), (0, 72..80), (0, 100..120)]);
+	}
+
+	/// A GPT-2-wide norm's `dγ` partial reads a 32 × 32 tile of `dy` and of the forward's
+	/// `x̂`, never `x` (whose whole rows it would need), and its `dβ` partial the `dy` tile;
+	/// the `dx` segment alone reads whole rows.
+	#[test]
+	fn a_norm_backwards_parameter_partials_read_tiles_not_rows() {
+		let shape = NormShape { norm: Norm::Layer, rows: 100, width: 768, epsilon: 1e-5 };
+		let reduction = Reduction::NormGrad(shape);
+		let tile = |position: usize, columns: Range<usize>| (32..64).map(move |row| (position, row * 768 + columns.start..row * 768 + columns.end));
+		let reads = reduction.partial_reads(1, 1).unwrap();
+		assert_eq!(reads.inputs, tile(2, 32..64).chain(tile(NORMALISED, 32..64)).collect::<Vec<_>>());
+		assert_eq!(reads.pieces, [reduction.index(1, 0).unwrap()]);
+		let words: usize = reads.inputs.iter().map(|(_, range)| range.len()).sum();
+		assert_eq!(words, 2 * 32 * 32);
+		// `dβ`'s lanes follow `dγ`'s 24 tiles.
+		let reads = reduction.partial_reads(24 + 1, 0).unwrap();
+		assert_eq!(reads.inputs, tile(2, 32..64).map(|(position, range)| (position, range.start - 32 * 768..range.end - 32 * 768)).collect::<Vec<_>>());
+		// Segment 24 of `dx` is row 1's first 32 elements.
+		let dx = reduction.output_reads(0, 24).unwrap();
+		assert_eq!(dx.inputs, [(0, 768..2 * 768), (1, 0..768), (2, 768..2 * 768)]);
 	}
 }

@@ -249,12 +249,12 @@ fn operator_reads(graph: &Graph, operator: usize) -> Result<Reads, RefereeError>
 			let rows = contiguous(2 * shape.positions as u64 + segment);
 			rows.and(rows)
 		},
-		// A `dγ` partial: 32 whole rows of `x` (a stretch under `32w + 32` words), the
-		// tile's `dy` (32 runs of at most 32 words) and the partial before; or a `dx`
-		// segment: the rows it touches of `x` and `dy` and the whole gain.
+		// A `dγ` partial: the tile's `dy` and `x̂` (32 runs of at most 32 words each) and the
+		// partial before; or a `dx` segment: the rows it touches of `x` and `dy` and the
+		// whole gain.
 		OpKind::NormGrad(shape) => {
 			let width = shape.width as u64;
-			let partial = contiguous(tile * width + segment).and(Reads::segments(2 * tile * segment, 2 * tile)).and(Reads::pieces(segment, 1));
+			let partial = Reads::segments(4 * tile * segment, 4 * tile).and(Reads::pieces(segment, 1));
 			let rows = contiguous(2 * width + segment);
 			let gain = if is_state(1) {
 				let chunks = width.div_ceil(chunk_words) + 1;

@@ -990,7 +990,8 @@ fn operator_segment(
 				})
 				.collect()
 		},
-		// A row's statistics from its whole input row, then its elements' affine map.
+		// A row's statistics from its whole input row, then `x̂` (value 1) or its elements'
+		// affine map (value 0).
 		OpKind::Norm(shape) => {
 			let width = shape.width.max(1);
 			let k = crate::arith::math::recip(width as f32);
@@ -1007,7 +1008,12 @@ fn operator_segment(
 						&row_cache.insert((row, normalised)).1
 					},
 				};
-				let scaled = crate::arith::mul(normalised.get(column).copied().unwrap_or_default(), reader.element(1, column)?);
+				let normalised = normalised.get(column).copied().unwrap_or_default();
+				if value == 1 {
+					out.push(canonical_bits(normalised));
+					continue;
+				}
+				let scaled = crate::arith::mul(normalised, reader.element(1, column)?);
 				out.push(canonical_bits(match shape.norm {
 					crate::ops::norm::Norm::Layer => scaled + reader.element(2, column)?,
 					crate::ops::norm::Norm::Rms => scaled,

@@ -237,12 +237,16 @@ pub fn requirements(graph: &Graph, operator: usize, piece: usize) -> Result<Requ
 			let out_len = input_len(1).saturating_mul(row_len);
 			inputs.push((1, segments_of(segment_range(out_len, segment).map(|element| element / row_len))));
 		},
-		// The whole rows of the segment's elements, and the gain (and bias) at their columns.
-		(OpKind::Norm(shape), Piece::Segment { segment, .. }) => {
+		// The whole rows of the segment's elements, and for `y` (value 0) the gain (and bias)
+		// at their columns.
+		(OpKind::Norm(shape), Piece::Segment { value, segment }) => {
 			let width = shape.width.max(1);
 			let elements = segment_range(shape.values_len()?, segment);
 			let rows = elements.start / width..elements.end.div_ceil(width);
 			inputs.push((0, segments_of(rows.start * width..rows.end * width)));
+			if value == 1 {
+				return Ok((inputs, pieces));
+			}
 			let columns = segments_of(elements.map(|element| element % width));
 			if shape.norm == crate::ops::norm::Norm::Layer {
 				inputs.push((2, columns.clone()));

@@ -416,20 +416,34 @@ impl Backend for TchBackend {
 		Self::write(norm, Ok(total))
 	}
 
-	fn norm(&mut self, shape: NormShape, x: &Tensor, gamma: &Tensor, beta: Option<&Tensor>, y: &mut Tensor) -> Result<(), TorchError> {
+	fn norm(
+		&mut self,
+		shape: NormShape,
+		x: &Tensor,
+		gamma: &Tensor,
+		beta: Option<&Tensor>,
+		y: &mut Tensor,
+		normalised: &mut Tensor,
+	) -> Result<(), TorchError> {
 		// The reference's checks, in its order.
 		let len = shape.values_len()?;
 		check_len("x", x.numel(), len)?;
 		check_len("gamma", gamma.numel(), shape.width)?;
 		check_len("beta", beta.map_or(0, Tensor::numel), shape.bias_len())?;
 		check_len("y", y.numel(), len)?;
+		check_len("normalised", normalised.numel(), len)?;
 		let rows = x.f_view_([dim(shape.rows), dim(shape.width)])?;
-		let epsilon = f64::from(shape.epsilon);
-		let result = match shape.norm {
-			Norm::Layer => rows.f_layer_norm([dim(shape.width)].as_slice(), Some(gamma), beta, epsilon, false),
-			Norm::Rms => rows.f_rms_norm([dim(shape.width)].as_slice(), Some(gamma), epsilon),
+		let (width, epsilon) = ([dim(shape.width)], f64::from(shape.epsilon));
+		// `x̂` is the norm without its affine map; `y` is torch's own fused norm.
+		let (result, rows_normalised) = match shape.norm {
+			Norm::Layer => (
+				rows.f_layer_norm(width.as_slice(), Some(gamma), beta, epsilon, false),
+				rows.f_layer_norm(width.as_slice(), None::<&Tensor>, None::<&Tensor>, epsilon, false),
+			),
+			Norm::Rms => (rows.f_rms_norm(width.as_slice(), Some(gamma), epsilon), rows.f_rms_norm(width.as_slice(), None::<&Tensor>, epsilon)),
 		};
-		Self::write(y, result)
+		Self::write(y, result)?;
+		Self::write(normalised, rows_normalised)
 	}
 
 	fn norm_backward(

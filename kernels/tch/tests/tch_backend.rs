@@ -157,11 +157,12 @@ fn norms_and_the_causal_softmax_compute_the_reference_functions() {
 		let shape = NormShape { norm, rows, width, epsilon: 1e-5 };
 		let layer = norm == Norm::Layer;
 		let beta_host = if layer { beta.as_slice() } else { &[] };
-		let mut expected = vec![0.0; x.len()];
-		norm_forward(shape, &x, &gamma, beta_host, &mut expected).unwrap();
-		let mut y = torch.zeros(x.len()).unwrap();
-		torch.norm(shape, &xt, &gt, layer.then_some(&bt), &mut y).unwrap();
+		let (mut expected, mut expected_normalised) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+		norm_forward(shape, &x, &gamma, beta_host, NormOutputs { y: &mut expected, normalised: &mut expected_normalised }).unwrap();
+		let (mut y, mut normalised) = (torch.zeros(x.len()).unwrap(), torch.zeros(x.len()).unwrap());
+		torch.norm(shape, &xt, &gt, layer.then_some(&bt), &mut y, &mut normalised).unwrap();
 		assert_close(&format!("{norm:?} forward"), &torch.download(&y).unwrap(), &expected, 1e-5, 1e-5);
+		assert_close(&format!("{norm:?} x-hat"), &torch.download(&normalised).unwrap(), &expected_normalised, 1e-5, 1e-5);
 
 		let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; x.len()], vec![0.0; width], vec![0.0; shape.bias_len()]);
 		norm_backward(shape, &x, &gamma, &dy, NormGrads { x: &mut dx, gamma: &mut dgamma, beta: &mut dbeta }).unwrap();

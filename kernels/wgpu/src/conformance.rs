@@ -280,9 +280,9 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 	for norm in [Norm::Layer, Norm::Rms] {
 		let shape = NormShape { norm, rows, width, epsilon: 1e-5 };
 		let layer = norm == Norm::Layer;
-		let mut y = backend.zeros(rows * width)?;
-		backend.norm(shape, &x, &gamma, layer.then_some(&beta), &mut y)?;
-		outputs.push((format!("{norm:?}Norm forward"), backend.download(&y)?));
+		let (mut y, mut normalised) = (backend.zeros(rows * width)?, backend.zeros(rows * width)?);
+		backend.norm(shape, &x, &gamma, layer.then_some(&beta), &mut y, &mut normalised)?;
+		outputs.push((format!("{norm:?}Norm forward"), [backend.download(&y)?, backend.download(&normalised)?].concat()));
 		let (mut dx, mut dgamma) = (backend.zeros(rows * width)?, backend.zeros(width)?);
 		let mut dbeta = backend.zeros(shape.bias_len())?;
 		backend.norm_backward(shape, &x, &gamma, &dy, &mut dx, &mut dgamma, layer.then_some(&mut dbeta))?;

@@ -1189,6 +1189,7 @@ impl Backend for WgpuBackend {
 		gamma: &WgpuTensor,
 		beta: Option<&WgpuTensor>,
 		y: &mut WgpuTensor,
+		normalised: &mut WgpuTensor,
 	) -> Result<(), WgpuError> {
 		// The reference's checks, in its order.
 		let len = shape.values_len()?;
@@ -1196,12 +1197,11 @@ impl Backend for WgpuBackend {
 		check_len("gamma", gamma.len, shape.width)?;
 		check_len("beta", beta.map_or(0, |beta| beta.len), shape.bias_len())?;
 		check_len("y", y.len, len)?;
+		check_len("normalised", normalised.len, len)?;
 		let kernel = self.pipelines.norm_forward.clone();
-		// RMSNorm has no bias: its binding holds the gain again, and is not read. The
-		// shared row function's backward target (binding 5) is bound and not written.
+		// RMSNorm has no bias: its binding holds the gain again, and is not read.
 		let bias = beta.unwrap_or(gamma);
-		let unused = self.scratch(1)?;
-		let buffers = [(1, &x.buffer), (2, &gamma.buffer), (3, &bias.buffer), (4, &y.buffer), (5, &unused)];
+		let buffers = [(1, &x.buffer), (2, &gamma.buffer), (3, &bias.buffer), (4, &y.buffer), (5, &normalised.buffer)];
 		self.dispatch(&kernel, &norm_params(shape), &buffers, linear_groups(shape.rows, 64));
 		Ok(())
 	}

@@ -38,7 +38,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> in_c: array<f32>;
 // y, dx, probs or scores_grad.
 @group(0) @binding(4) var<storage, read_write> out_a: array<f32>;
-// x-hat, then dy (x) x-hat (norm backward).
+// x-hat (norm forward); x-hat, then dy (x) x-hat (norm backward).
 @group(0) @binding(5) var<storage, read_write> out_b: array<f32>;
 // d-gamma.
 @group(0) @binding(6) var<storage, read_write> out_c: array<f32>;
@@ -84,9 +84,9 @@ fn fold_sum(state: Fold) -> f32 {
     return state.total;
 }
 
-// Writes x-hat of the row at `base` into out_a (into_b false) or out_b (into_b true)
-// and returns r, by `normalise_row`'s sequence.
-fn normalise_row(base: u32, into_b: bool) -> f32 {
+// Writes x-hat of the row at `base` into out_b and returns r, by `normalise_row`'s
+// sequence.
+fn normalise_row(base: u32) -> f32 {
     let width = params.width;
     let k = bitcast<f32>(params.k);
     let epsilon = bitcast<f32>(params.scalar);
@@ -99,20 +99,12 @@ fn normalise_row(base: u32, into_b: bool) -> f32 {
         var squares = fold_new();
         for (var j = 0u; j < width; j += 1u) {
             let centred = in_a[base + j] - mean;
-            if into_b {
-                out_b[base + j] = centred;
-            } else {
-                out_a[base + j] = centred;
-            }
+            out_b[base + j] = centred;
             squares = fold_add(squares, mul(centred, centred));
         }
         let r = rsqrt(mul(fold_sum(squares), k) + epsilon);
         for (var j = 0u; j < width; j += 1u) {
-            if into_b {
-                out_b[base + j] = mul(out_b[base + j], r);
-            } else {
-                out_a[base + j] = mul(out_a[base + j], r);
-            }
+            out_b[base + j] = mul(out_b[base + j], r);
         }
         return r;
     }
@@ -123,17 +115,13 @@ fn normalise_row(base: u32, into_b: bool) -> f32 {
     }
     let r = rsqrt(mul(fold_sum(squares), k) + epsilon);
     for (var j = 0u; j < width; j += 1u) {
-        let scaled = mul(in_a[base + j], r);
-        if into_b {
-            out_b[base + j] = scaled;
-        } else {
-            out_a[base + j] = scaled;
-        }
+        out_b[base + j] = mul(in_a[base + j], r);
     }
     return r;
 }
 
-// y = x-hat (x) gamma (+ beta): in_a x, in_b gamma, in_c beta (gamma again for RMSNorm), out_a y.
+// y = x-hat (x) gamma (+ beta): in_a x, in_b gamma, in_c beta (gamma again for RMSNorm),
+// out_a y, out_b x-hat (an output: the backward's parameter gradients read it).
 @compute @workgroup_size(64, 1, 1)
 fn norm_forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let row = flat_index(id, groups, 64u);
@@ -141,9 +129,9 @@ fn norm_forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
         return;
     }
     let base = row * params.width;
-    normalise_row(base, false);
+    normalise_row(base);
     for (var j = 0u; j < params.width; j += 1u) {
-        let scaled = mul(out_a[base + j], in_b[j]);
+        let scaled = mul(out_b[base + j], in_b[j]);
         if params.mode == LAYER {
             out_a[base + j] = scaled + in_c[j];
         } else {
@@ -162,7 +150,7 @@ fn norm_backward_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num
     let width = params.width;
     let k = bitcast<f32>(params.k);
     let base = row * width;
-    let r = normalise_row(base, true);
+    let r = normalise_row(base);
     var gx = fold_new();
     var g_sum = fold_new();
     for (var j = 0u; j < width; j += 1u) {

@@ -262,17 +262,18 @@ fn norms_match_the_reference_forward_and_backward() {
 		let gamma = random_values(draws.stream(), width, 0.5, 1.5);
 		let beta = random_values(draws.stream(), shape.bias_len(), -0.5, 0.5);
 		let dy = random_values(draws.stream(), len, -1.0, 1.0);
-		let mut expected = vec![0.0; len];
+		let (mut expected, mut expected_normalised) = (vec![0.0; len], vec![0.0; len]);
 		let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; len], vec![0.0; width], vec![0.0; shape.bias_len()]);
 		let beta_host = (norm == Norm::Layer).then(|| beta.clone());
-		cpu.norm(shape, &x, &gamma, beta_host.as_ref(), &mut expected).unwrap();
+		cpu.norm(shape, &x, &gamma, beta_host.as_ref(), &mut expected, &mut expected_normalised).unwrap();
 		cpu.norm_backward(shape, &x, &gamma, &dy, &mut dx, &mut dgamma, (norm == Norm::Layer).then_some(&mut dbeta)).unwrap();
 
 		let (xt, gt, dyt) = (gpu.upload(&x).unwrap(), gpu.upload(&gamma).unwrap(), gpu.upload(&dy).unwrap());
 		let bt = (norm == Norm::Layer).then(|| gpu.upload(&beta).unwrap());
-		let mut y = gpu.zeros(len).unwrap();
-		gpu.norm(shape, &xt, &gt, bt.as_ref(), &mut y).unwrap();
+		let (mut y, mut normalised) = (gpu.zeros(len).unwrap(), gpu.zeros(len).unwrap());
+		gpu.norm(shape, &xt, &gt, bt.as_ref(), &mut y, &mut normalised).unwrap();
 		assert_same(&format!("{shape:?} forward"), &gpu.download(&y).unwrap(), &expected);
+		assert_same(&format!("{shape:?} x-hat"), &gpu.download(&normalised).unwrap(), &expected_normalised);
 		let (mut dxt, mut dgt) = (gpu.zeros(len).unwrap(), gpu.zeros(width).unwrap());
 		let mut dbt = (norm == Norm::Layer).then(|| gpu.zeros(width).unwrap());
 		gpu.norm_backward(shape, &xt, &gt, &dyt, &mut dxt, &mut dgt, dbt.as_mut()).unwrap();
@@ -507,9 +508,9 @@ fn bad_inputs_fail_with_the_references_errors() {
 	// A norm with no bias for LayerNorm, and a softmax whose scale is not on the grid.
 	let shape = NormShape { norm: Norm::Layer, rows: 2, width: 4, epsilon: 1e-5 };
 	let (x, gamma) = (gpu.upload(&[0.0; 8]).unwrap(), gpu.upload(&[1.0; 4]).unwrap());
-	let mut y = gpu.zeros(8).unwrap();
-	let expected = cpu.norm(shape, &vec![0.0; 8], &vec![1.0; 4], None, &mut vec![0.0; 8]);
-	match gpu.norm(shape, &x, &gamma, None, &mut y) {
+	let (mut y, mut normalised) = (gpu.zeros(8).unwrap(), gpu.zeros(8).unwrap());
+	let expected = cpu.norm(shape, &vec![0.0; 8], &vec![1.0; 4], None, &mut vec![0.0; 8], &mut vec![0.0; 8]);
+	match gpu.norm(shape, &x, &gamma, None, &mut y, &mut normalised) {
 		Err(WgpuError::Kernel(error)) => assert_eq!(Err(error), expected),
 		other => panic!("expected a length error, got {other:?}"),
 	}

@@ -34,17 +34,26 @@ const LHS_TRANSPOSED: MatmulLayout = MatmulLayout { lhs_transposed: true, rhs_tr
 
 /// The values a block's backward pass reads from its forward pass.
 struct BlockTape {
-	input: ValueId,
-	attention_in: ValueId,
+	/// The block's input, normalised for attention.
+	attention_norm: Normalised,
 	query: ValueId,
 	key: ValueId,
 	value: ValueId,
 	probs: ValueId,
 	attended: ValueId,
-	middle: ValueId,
-	mlp_in: ValueId,
+	/// The residual stream between attention and the MLP, normalised for the MLP.
+	mlp_norm: Normalised,
 	up: ValueId,
 	activated: ValueId,
+}
+
+/// A normalisation's values: its input, its output, and the normalised rows `x̂` that its
+/// backward's parameter gradients read.
+#[derive(Clone, Copy)]
+struct Normalised {
+	input: ValueId,
+	output: ValueId,
+	rows: ValueId,
 }
 
 /// Builds a transformer's graph: the graph builder with the model's shapes.
@@ -106,11 +115,13 @@ impl TransformerBuilder {
 		self.b.node_one(OpKind::Residual, vec![into, other], len, Some(0))
 	}
 
-	fn normalise(&mut self, norm: NormIndices, x: ValueId) -> ValueId {
+	/// A normalisation of `x`: its output, and the normalised rows its backward reads.
+	fn normalise(&mut self, norm: NormIndices, x: ValueId) -> Normalised {
 		let mut inputs = vec![x, self.param(norm.gain)];
 		inputs.extend(norm.bias.map(|bias| self.param(bias)));
 		let len = self.b.len(x);
-		self.op(OpKind::Norm(self.norm_shape()), inputs, len)
+		let produced = self.b.node(OpKind::Norm(self.norm_shape()), inputs, &[(len, None), (len, None)]);
+		Normalised { input: x, output: produced.first().copied().unwrap_or_default(), rows: produced.get(1).copied().unwrap_or_default() }
 	}
 
 	/// `x·W + b` (`b` at `weight + 1` when `bias`) for `x` `[rows, inputs]`.
@@ -140,13 +151,14 @@ impl TransformerBuilder {
 	}
 
 	/// A normalisation's backward pass: its gain's and bias's gradients; returns its input's.
-	fn normalise_backward(&mut self, norm: NormIndices, x: ValueId, dy: ValueId) -> ValueId {
+	fn normalise_backward(&mut self, norm: NormIndices, forward: Normalised, dy: ValueId) -> ValueId {
 		let width = self.config.width();
-		let mut outputs = vec![(self.b.len(x), None), (width, None)];
+		let mut outputs = vec![(self.b.len(forward.input), None), (width, None)];
 		if norm.bias.is_some() {
 			outputs.push((width, None));
 		}
-		let produced = self.b.node(OpKind::NormGrad(self.norm_shape()), vec![x, self.param(norm.gain), dy], &outputs);
+		let inputs = vec![forward.input, self.param(norm.gain), dy, forward.rows];
+		let produced = self.b.node(OpKind::NormGrad(self.norm_shape()), inputs, &outputs);
 		self.set_grad(norm.gain, produced.get(1).copied().unwrap_or_default());
 		if let Some(bias) = norm.bias {
 			self.set_grad(bias, produced.get(2).copied().unwrap_or_default());
@@ -173,7 +185,8 @@ impl TransformerBuilder {
 	fn block_forward(&mut self, layer: usize, input: ValueId) -> (BlockTape, ValueId) {
 		let (w, t, d, hidden) = (self.config.width(), self.positions, self.config.head_width(), self.config.hidden());
 		let block = self.config.block(layer);
-		let attention_in = self.normalise(block.attention_norm, input);
+		let attention_norm = self.normalise(block.attention_norm, input);
+		let attention_in = attention_norm.output;
 		let projected = self.linear(attention_in, block.query, w, w, true);
 		let query = self.split(projected);
 		let projected = self.linear(attention_in, block.key, w, w, true);
@@ -186,13 +199,14 @@ impl TransformerBuilder {
 		let attended = self.merge(blocked);
 		let projected = self.linear(attended, block.output, w, w, true);
 		let middle = self.residual(projected, input);
-		let mlp_in = self.normalise(block.mlp_norm, middle);
+		let mlp_norm = self.normalise(block.mlp_norm, middle);
+		let mlp_in = mlp_norm.output;
 		let up = self.linear(mlp_in, block.up, w, hidden, true);
 		let activated = self.op(OpKind::Activation(Activation::GeluTanh), vec![up], self.b.len(up));
 		let down = self.linear(activated, block.down, hidden, w, true);
 		// `middle + down`, as the forward adds them: the sum is commutative bit for bit.
 		let output = self.residual(down, middle);
-		(BlockTape { input, attention_in, query, key, value, probs, attended, middle, mlp_in, up, activated }, output)
+		(BlockTape { attention_norm, query, key, value, probs, attended, mlp_norm, up, activated }, output)
 	}
 
 	/// Block `layer`'s backward pass from its output's gradient; returns its input's.
@@ -202,9 +216,9 @@ impl TransformerBuilder {
 		let activated_grad = self.linear_backward(tape.activated, block.down, out_grad, hidden, w, true);
 		let up_grad =
 			self.op(OpKind::ActivationGrad(Activation::GeluTanh), vec![tape.up, activated_grad], self.b.len(tape.up));
-		let mlp_in_grad = self.linear_backward(tape.mlp_in, block.up, up_grad, w, hidden, true);
+		let mlp_in_grad = self.linear_backward(tape.mlp_norm.output, block.up, up_grad, w, hidden, true);
 		// `middle`'s readers in graph order: norm₂, then the residual.
-		let norm_grad = self.normalise_backward(block.mlp_norm, tape.middle, mlp_in_grad);
+		let norm_grad = self.normalise_backward(block.mlp_norm, tape.mlp_norm, mlp_in_grad);
 		let middle_grad = self.residual(norm_grad, out_grad);
 
 		let projected_grad = self.linear_backward(tape.attended, block.output, middle_grad, w, w, true);
@@ -217,15 +231,15 @@ impl TransformerBuilder {
 		let key_grad = self.batched(MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, scores_grad, tape.query);
 		// `attention_in`'s readers in graph order: the query, key and value projections.
 		let merged = self.merge(query_grad);
-		let query_in_grad = self.linear_backward(tape.attention_in, block.query, merged, w, w, true);
+		let query_in_grad = self.linear_backward(tape.attention_norm.output, block.query, merged, w, w, true);
 		let merged = self.merge(key_grad);
-		let key_in_grad = self.linear_backward(tape.attention_in, block.key, merged, w, w, true);
+		let key_in_grad = self.linear_backward(tape.attention_norm.output, block.key, merged, w, w, true);
 		let attention_in_grad = self.residual(query_in_grad, key_in_grad);
 		let merged = self.merge(value_grad);
-		let value_in_grad = self.linear_backward(tape.attention_in, block.value, merged, w, w, true);
+		let value_in_grad = self.linear_backward(tape.attention_norm.output, block.value, merged, w, w, true);
 		let attention_in_grad = self.residual(attention_in_grad, value_in_grad);
 		// `input`'s readers in graph order: norm₁, then the residual.
-		let norm_grad = self.normalise_backward(block.attention_norm, tape.input, attention_in_grad);
+		let norm_grad = self.normalise_backward(block.attention_norm, tape.attention_norm, attention_in_grad);
 		self.residual(norm_grad, middle_grad)
 	}
 }
@@ -290,8 +304,8 @@ impl Graph {
 			tapes.push(tape);
 			stream = output;
 		}
-		let last = stream;
-		let normalised = t.normalise(config.final_norm(), last);
+		let final_norm = t.normalise(config.final_norm(), stream);
+		let normalised = final_norm.output;
 		let logits = match config.head() {
 			Some(head) => t.linear(normalised, head, w, vocab, false),
 			None => {
@@ -322,7 +336,7 @@ impl Graph {
 				(normalised_grad, Some(head_grad))
 			},
 		};
-		let mut stream_grad = t.normalise_backward(config.final_norm(), last, normalised_grad);
+		let mut stream_grad = t.normalise_backward(config.final_norm(), final_norm, normalised_grad);
 		for (layer, tape) in tapes.iter().enumerate().rev() {
 			stream_grad = t.block_backward(layer, tape, stream_grad);
 		}
