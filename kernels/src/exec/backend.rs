@@ -195,8 +195,8 @@ pub trait Backend {
 	) -> Result<(), Self::Error>;
 
 	/// The normalisation's backward ([`crate::ops::norm::norm_backward`]) from the forward
-	/// input `x`, the gain and the output gradient `dy`: writes `dx`, `dγ` and, for
-	/// LayerNorm, `dβ` (`None` for RMSNorm).
+	/// input `x`, the gain, the output gradient `dy` and the forward's `normalised` rows
+	/// (which `dγ` sums): writes `dx`, `dγ` and, for LayerNorm, `dβ` (`None` for RMSNorm).
 	#[allow(clippy::too_many_arguments)]
 	fn norm_backward(
 		&mut self,
@@ -204,6 +204,7 @@ pub trait Backend {
 		x: &Self::Tensor,
 		gamma: &Self::Tensor,
 		dy: &Self::Tensor,
+		normalised: &Self::Tensor,
 		x_grad: &mut Self::Tensor,
 		gamma_grad: &mut Self::Tensor,
 		beta_grad: Option<&mut Self::Tensor>,

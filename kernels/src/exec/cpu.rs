@@ -181,12 +181,13 @@ impl Backend for CpuBackend {
 		x: &Vec<f32>,
 		gamma: &Vec<f32>,
 		dy: &Vec<f32>,
+		normalised: &Vec<f32>,
 		x_grad: &mut Vec<f32>,
 		gamma_grad: &mut Vec<f32>,
 		beta_grad: Option<&mut Vec<f32>>,
 	) -> Result<(), KernelError> {
 		let grads = norm::NormGrads { x: x_grad, gamma: gamma_grad, beta: beta_grad.map_or(&mut [][..], Vec::as_mut_slice) };
-		norm::norm_backward(shape, x, gamma, dy, grads)
+		norm::norm_backward(shape, x, gamma, dy, normalised, grads)
 	}
 
 	fn split_heads(&mut self, shape: HeadsShape, side_by_side: &Vec<f32>, blocked: &mut Vec<f32>) -> Result<(), KernelError> {

@@ -170,12 +170,13 @@ fn run_operator<'a, B: Backend>(
 			let bias = if shape.norm == Norm::Layer { Some(input(2)?) } else { None };
 			backend.norm(shape, input(0)?, input(1)?, bias, out, normalised)
 		},
-		OpKind::NormGrad(shape) => match outs {
-			[x_grad, gain_grad] => backend.norm_backward(shape, input(0)?, input(1)?, input(2)?, x_grad, gain_grad, None),
-			[x_grad, gain_grad, bias_grad] => {
-				backend.norm_backward(shape, input(0)?, input(1)?, input(2)?, x_grad, gain_grad, Some(bias_grad))
-			},
-			_ => Err(lost()),
+		OpKind::NormGrad(shape) => {
+			let (x, gain, dy, normalised) = (input(0)?, input(1)?, input(2)?, input(3)?);
+			match outs {
+				[x_grad, gain_grad] => backend.norm_backward(shape, x, gain, dy, normalised, x_grad, gain_grad, None),
+				[x_grad, gain_grad, bias_grad] => backend.norm_backward(shape, x, gain, dy, normalised, x_grad, gain_grad, Some(bias_grad)),
+				_ => Err(lost()),
+			}
 		},
 		OpKind::SplitHeads(shape) => {
 			let [out] = outs else { return Err(lost()) };

@@ -20,16 +20,17 @@
 //! referee's piece of them reads a 32 × 32 tile, never a whole row.
 //!
 //! Backward, per row, from the forward input `x` (`r` and `x̂` recomputed by the forward's
-//! own sequence, never trusted from a buffer) and the output gradient `dy`:
+//! own sequence) and the output gradient `dy`:
 //! - `g_j = dy_j ⊗ γ_j`; `b = (Σ g_j ⊗ x̂_j) ⊗ k`;
 //! - LayerNorm: `a = (Σ g_j) ⊗ k`; `dx_j = r ⊗ ((g_j − a) − x̂_j ⊗ b)`;
 //! - RMSNorm: `dx_j = r ⊗ (g_j − x̂_j ⊗ b)`.
 //!
 //! The parameters' gradients are column sums over the rows, in row order (rule 4):
-//! `dγ_j = Σ_rows dy_j ⊗ x̂_j`, and LayerNorm's `dβ_j = Σ_rows dy_j`. The `x̂` they sum
-//! is the forward's (equal bit for bit to the one recomputed here).
+//! `dγ_j = Σ_rows dy_j ⊗ x̂_j`, and LayerNorm's `dβ_j = Σ_rows dy_j`. The `x̂` that `dγ`
+//! sums is the forward's output, read as an input of the backward.
 
 use alloc::vec;
+use alloc::vec::Vec;
 
 use crate::arith::math::{recip, rsqrt};
 use crate::arith::{chunked_sum, mul, FLUSH_THRESHOLD};
@@ -190,27 +191,21 @@ pub fn backward_row(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], scra
 }
 
 /// The backward pass: the gradients of `x`, `γ` and `β` from the forward input `x`, the
-/// gain `gamma` and the output gradient `dy`.
-pub fn norm_backward(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], grads: NormGrads<'_>) -> Result<(), KernelError> {
+/// gain `gamma`, the output gradient `dy` and the forward's `normalised` rows `x̂`, which
+/// `dγ` sums (`dx` recomputes each row's `x̂` and `r` from `x`).
+pub fn norm_backward(shape: NormShape, x: &[f32], gamma: &[f32], dy: &[f32], normalised: &[f32], grads: NormGrads<'_>) -> Result<(), KernelError> {
 	let len = shape.validate(x, gamma, ("beta_grad", grads.beta.len()))?;
 	check_len("dy", dy.len(), len)?;
+	check_len("normalised", normalised.len(), len)?;
 	check_len("x_grad", grads.x.len(), len)?;
 	check_len("gamma_grad", grads.gamma.len(), shape.width)?;
 	let width = shape.width;
-	let mut normalised = vec![0.0f32; len];
-	let mut g = vec![0.0f32; width];
-	for ((x_row, dy_row), (normalised_row, dx_row)) in x
-		.chunks_exact(width)
-		.zip(dy.chunks_exact(width))
-		.zip(normalised.chunks_exact_mut(width).zip(grads.x.chunks_exact_mut(width)))
-	{
-		backward_row(shape, x_row, gamma, dy_row, RowScratch { normalised: normalised_row, g: &mut g }, dx_row);
+	let (mut row, mut g) = (vec![0.0f32; width], vec![0.0f32; width]);
+	for ((x_row, dy_row), dx_row) in x.chunks_exact(width).zip(dy.chunks_exact(width)).zip(grads.x.chunks_exact_mut(width)) {
+		backward_row(shape, x_row, gamma, dy_row, RowScratch { normalised: &mut row, g: &mut g }, dx_row);
 	}
-	// `x̂` is done with: its buffer holds `dy ⊗ x̂`, whose column sums are `dγ`.
-	for (product, &dy) in normalised.iter_mut().zip(dy) {
-		*product = mul(dy, *product);
-	}
-	column_sums(width, &normalised, grads.gamma);
+	let products: Vec<f32> = normalised.iter().zip(dy).map(|(&normalised, &dy)| mul(dy, normalised)).collect();
+	column_sums(width, &products, grads.gamma);
 	if shape.norm == Norm::Layer {
 		column_sums(width, dy, grads.beta);
 	}
@@ -269,7 +264,9 @@ mod tests {
 			let beta = if norm == Norm::Layer { values(3, 40) } else { Vec::new() };
 			let w = values(4, len);
 			let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; len], vec![0.0; 40], vec![0.0; shape.bias_len()]);
-			norm_backward(shape, &x, &gamma, &w, NormGrads { x: &mut dx, gamma: &mut dgamma, beta: &mut dbeta }).unwrap();
+			let (mut y, mut normalised) = (vec![0.0; len], vec![0.0; len]);
+			norm_forward(shape, &x, &gamma, &beta, NormOutputs { y: &mut y, normalised: &mut normalised }).unwrap();
+			norm_backward(shape, &x, &gamma, &w, &normalised, NormGrads { x: &mut dx, gamma: &mut dgamma, beta: &mut dbeta }).unwrap();
 
 			let wide = |v: &[f32]| v.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
 			let (x64, gamma64, beta64, w64) = (wide(&x), wide(&gamma), wide(&beta), wide(&w));

@@ -235,9 +235,105 @@ pub struct Node {
 	/// What it computes.
 	pub kind: OpKind,
 	/// The values it reads, in the order its kind documents.
-	pub inputs: Vec<ValueId>,
+	pub inputs: ValueIds,
 	/// The values it produces.
-	pub outputs: Vec<ValueId>,
+	pub outputs: ValueIds,
+}
+
+/// Value ids held inline by [`ValueIds`]: every operator's inputs and outputs but
+/// clipping's and `Commit`'s.
+const INLINE_IDS: usize = 4;
+
+/// A node's input or output value ids: up to four inline, more on the heap. The referee
+/// rebuilds the step graph for every call it judges, in wasm, where an allocation is a
+/// host call; with ids inline a node costs no allocation of its own.
+#[derive(Clone, Debug)]
+pub enum ValueIds {
+	/// The first `len` of `ids`.
+	Inline {
+		/// How many ids are held.
+		len: u8,
+		/// The ids, then unused zeros.
+		ids: [ValueId; INLINE_IDS],
+	},
+	/// More than [`INLINE_IDS`] ids.
+	Heap(Vec<ValueId>),
+}
+
+impl ValueIds {
+	/// The list `ids`, inline where it fits.
+	pub fn new(ids: &[ValueId]) -> Self {
+		let mut inline = [0; INLINE_IDS];
+		match inline.get_mut(..ids.len()) {
+			Some(prefix) => {
+				prefix.copy_from_slice(ids);
+				Self::Inline { len: ids.len() as u8, ids: inline }
+			},
+			None => Self::Heap(ids.to_vec()),
+		}
+	}
+}
+
+impl Default for ValueIds {
+	fn default() -> Self {
+		Self::new(&[])
+	}
+}
+
+impl core::ops::Deref for ValueIds {
+	type Target = [ValueId];
+
+	fn deref(&self) -> &[ValueId] {
+		match self {
+			Self::Inline { len, ids } => ids.get(..usize::from(*len)).unwrap_or_default(),
+			Self::Heap(ids) => ids,
+		}
+	}
+}
+
+impl PartialEq for ValueIds {
+	fn eq(&self, other: &Self) -> bool {
+		**self == **other
+	}
+}
+
+impl<'a> IntoIterator for &'a ValueIds {
+	type Item = &'a ValueId;
+	type IntoIter = core::slice::Iter<'a, ValueId>;
+
+	fn into_iter(self) -> Self::IntoIter {
+		self.iter()
+	}
+}
+
+impl FromIterator<ValueId> for ValueIds {
+	fn from_iter<I: IntoIterator<Item = ValueId>>(iter: I) -> Self {
+		let mut ids = Self::default();
+		for id in iter {
+			ids.push(id);
+		}
+		ids
+	}
+}
+
+impl ValueIds {
+	/// Appends `id`, moving the list to the heap once it outgrows the inline room.
+	fn push(&mut self, id: ValueId) {
+		match self {
+			Self::Inline { len, ids } if usize::from(*len) < INLINE_IDS => {
+				if let Some(slot) = ids.get_mut(usize::from(*len)) {
+					*slot = id;
+				}
+				*len += 1;
+			},
+			Self::Inline { ids, .. } => {
+				let mut heap = ids.to_vec();
+				heap.push(id);
+				*self = Self::Heap(heap);
+			},
+			Self::Heap(ids) => ids.push(id),
+		}
+	}
 }
 
 /// One piece of an operator: the unit the third dispute round narrows to.
@@ -326,19 +422,18 @@ impl Builder {
 
 	/// Adds a node whose outputs are new buffers of `lens` (`F32`) or, where
 	/// `in_place` names an input position, that input's buffer.
-	fn node(&mut self, kind: OpKind, inputs: Vec<ValueId>, outputs: &[(usize, Option<usize>)]) -> Vec<ValueId> {
+	fn node(&mut self, kind: OpKind, inputs: &[ValueId], outputs: &[(usize, Option<usize>)]) -> ValueIds {
 		let node = self.nodes.len();
-		let ids: Vec<ValueId> = outputs.iter().enumerate().map(|(output, &(len, in_place))| self.output(&inputs, node, output, len, in_place)).collect();
-		self.nodes.push(Node { kind, inputs, outputs: ids.clone() });
+		let ids: ValueIds = outputs.iter().enumerate().map(|(output, &(len, in_place))| self.output(inputs, node, output, len, in_place)).collect();
+		self.nodes.push(Node { kind, inputs: ValueIds::new(inputs), outputs: ids.clone() });
 		ids
 	}
 
-	/// [`Builder::node`] for a node with one output, which it returns without allocating
-	/// a list (most nodes; the referee rebuilds the graph for every call it judges).
-	fn node_one(&mut self, kind: OpKind, inputs: Vec<ValueId>, len: usize, in_place: Option<usize>) -> ValueId {
+	/// [`Builder::node`] for a node with one output, which it returns.
+	fn node_one(&mut self, kind: OpKind, inputs: &[ValueId], len: usize, in_place: Option<usize>) -> ValueId {
 		let node = self.nodes.len();
-		let id = self.output(&inputs, node, 0, len, in_place);
-		self.nodes.push(Node { kind, inputs, outputs: vec![id] });
+		let id = self.output(inputs, node, 0, len, in_place);
+		self.nodes.push(Node { kind, inputs: ValueIds::new(inputs), outputs: ValueIds::new(&[id]) });
 		id
 	}
 
@@ -362,7 +457,7 @@ impl Builder {
 }
 
 /// First element of a node's outputs (every node built here has one).
-fn first(ids: Vec<ValueId>) -> ValueId {
+fn first(ids: ValueIds) -> ValueId {
 	ids.first().copied().unwrap_or_default()
 }
 
@@ -405,7 +500,7 @@ impl Graph {
 		let features = b.fresh(batch * input_len, ValueKind::F32, Origin::Node { node, output: 0 });
 		let labels = b.fresh(batch, ValueKind::U32, Origin::Node { node, output: 1 });
 		let indices = b.fresh(batch, ValueKind::U32, Origin::Node { node, output: 2 });
-		b.nodes.push(Node { kind: OpKind::Batch, inputs: Vec::new(), outputs: vec![features, labels, indices] });
+		b.nodes.push(Node { kind: OpKind::Batch, inputs: ValueIds::default(), outputs: ValueIds::new(&[features, labels, indices]) });
 
 		// Forward: remember each layer's input and biased pre-activation.
 		let mut x = features;
@@ -415,11 +510,11 @@ impl Graph {
 			let (weight, bias) = (param(2 * index), param(2 * index + 1));
 			let out_len = batch * layer.outputs_per_sample();
 			let (contraction, layout) = contraction_of(layer, batch);
-			let y = b.node_one(OpKind::Contract(contraction), vec![x, weight], out_len, None);
-			let z = b.node_one(OpKind::BiasAdd(layout), vec![y, bias], out_len, Some(0));
+			let y = b.node_one(OpKind::Contract(contraction), &[x, weight], out_len, None);
+			let z = b.node_one(OpKind::BiasAdd(layout), &[y, bias], out_len, Some(0));
 			layer_io.push((x, z));
 			if index < last {
-				x = b.node_one(OpKind::Activation(activation), vec![z], out_len, None);
+				x = b.node_one(OpKind::Activation(activation), &[z], out_len, None);
 			} else {
 				x = z;
 			}
@@ -427,7 +522,7 @@ impl Graph {
 		let logits = x;
 		let classifier = ClassifierShape { rows: batch, classes };
 		let loss_outputs =
-			b.node(OpKind::SoftmaxCrossEntropy(classifier), vec![logits, labels], &[(1, None), (batch * classes, None)]);
+			b.node(OpKind::SoftmaxCrossEntropy(classifier), &[logits, labels], &[(1, None), (batch * classes, None)]);
 		let loss = loss_outputs.first().copied().unwrap_or_default();
 		let mut dz = loss_outputs.get(1).copied().unwrap_or_default();
 
@@ -448,11 +543,11 @@ impl Graph {
 			};
 			let (_, layout) = contraction_of(layer, batch);
 			let (weight_grad_inputs, input_grad_inputs) = match layer {
-				Layer::Conv(_) => (vec![dz, input], vec![dz, param(2 * index)]),
-				Layer::Dense { .. } => (vec![input, dz], vec![dz, param(2 * index)]),
+				Layer::Conv(_) => ([dz, input], [dz, param(2 * index)]),
+				Layer::Dense { .. } => ([input, dz], [dz, param(2 * index)]),
 			};
-			let weight_grad = b.node_one(OpKind::Contract(weight_grad_op), weight_grad_inputs, weight_len, None);
-			let bias_grad = b.node_one(OpKind::BiasGrad(layout), vec![dz], bias_len, None);
+			let weight_grad = b.node_one(OpKind::Contract(weight_grad_op), &weight_grad_inputs, weight_len, None);
+			let bias_grad = b.node_one(OpKind::BiasGrad(layout), &[dz], bias_len, None);
 			if let Some(slot) = grads.get_mut(2 * index) {
 				*slot = weight_grad;
 			}
@@ -462,8 +557,8 @@ impl Graph {
 			if index > 0 {
 				let previous = layer_io.get(index - 1).map(|&(_, z)| z).unwrap_or_default();
 				let len = b.len(previous);
-				let input_grad = b.node_one(OpKind::Contract(input_grad_op), input_grad_inputs, len, None);
-				dz = b.node_one(OpKind::ActivationGrad(activation), vec![previous, input_grad], len, None);
+				let input_grad = b.node_one(OpKind::Contract(input_grad_op), &input_grad_inputs, len, None);
+				dz = b.node_one(OpKind::ActivationGrad(activation), &[previous, input_grad], len, None);
 			}
 		}
 
@@ -471,7 +566,7 @@ impl Graph {
 			let mut outputs: Vec<(usize, Option<usize>)> =
 				grads.iter().enumerate().map(|(position, &g)| (b.len(g), Some(position))).collect();
 			outputs.push((1, None));
-			let clipped = b.node(OpKind::ClipGradNorm(max_norm), grads.clone(), &outputs);
+			let clipped = b.node(OpKind::ClipGradNorm(max_norm), &grads, &outputs);
 			grads = clipped.get(..grads.len()).map(<[_]>::to_vec).unwrap_or_default();
 		}
 
@@ -488,14 +583,14 @@ impl Graph {
 					(OpKind::AdamW(hyper), vec![(spec.len, Some(0)), (spec.len, Some(2)), (spec.len, Some(3))])
 				},
 			};
-			let produced = b.node(kind, inputs, &outputs);
+			let produced = b.node(kind, &inputs, &outputs);
 			for (&slot, &value) in slots.iter().zip(&produced) {
 				if let Some(entry) = final_state.get_mut(slot) {
 					*entry = value;
 				}
 			}
 		}
-		b.nodes.push(Node { kind: OpKind::Commit, inputs: final_state.clone(), outputs: Vec::new() });
+		b.nodes.push(Node { kind: OpKind::Commit, inputs: ValueIds::new(&final_state), outputs: ValueIds::default() });
 
 		Ok(Self {
 			values: b.values,

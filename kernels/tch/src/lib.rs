@@ -452,6 +452,7 @@ impl Backend for TchBackend {
 		x: &Tensor,
 		gamma: &Tensor,
 		dy: &Tensor,
+		forward_normalised: &Tensor,
 		x_grad: &mut Tensor,
 		gamma_grad: &mut Tensor,
 		beta_grad: Option<&mut Tensor>,
@@ -462,9 +463,11 @@ impl Backend for TchBackend {
 		check_len("gamma", gamma.numel(), shape.width)?;
 		check_len("beta_grad", beta_grad.as_ref().map_or(0, |beta| beta.numel()), shape.bias_len())?;
 		check_len("dy", dy.numel(), len)?;
+		check_len("normalised", forward_normalised.numel(), len)?;
 		check_len("x_grad", x_grad.numel(), len)?;
 		check_len("gamma_grad", gamma_grad.numel(), shape.width)?;
-		// The closed form autograd's layer-norm and RMS-norm backward compute.
+		// The closed form autograd's layer-norm and RMS-norm backward compute; `dγ` sums
+		// the forward's `x̂`, as the contract does.
 		let (rows, width) = (dim(shape.rows), dim(shape.width));
 		let x = x.f_view_([rows, width])?;
 		let dy = dy.f_view_([rows, width])?;
@@ -482,7 +485,8 @@ impl Backend for TchBackend {
 			Norm::Rms => g,
 		};
 		Self::write(x_grad, r.f_mul(&centred_g.f_sub(&normalised.f_mul(&b)?)?))?;
-		Self::write(gamma_grad, dy.f_mul(&normalised)?.f_sum_dim_intlist([0i64].as_slice(), false, Kind::Float))?;
+		let forward_normalised = forward_normalised.f_view_([rows, width])?;
+		Self::write(gamma_grad, dy.f_mul(&forward_normalised)?.f_sum_dim_intlist([0i64].as_slice(), false, Kind::Float))?;
 		if let Some(beta_grad) = beta_grad {
 			Self::write(beta_grad, dy.f_sum_dim_intlist([0i64].as_slice(), false, Kind::Float))?;
 		}

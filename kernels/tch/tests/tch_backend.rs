@@ -165,10 +165,10 @@ fn norms_and_the_causal_softmax_compute_the_reference_functions() {
 		assert_close(&format!("{norm:?} x-hat"), &torch.download(&normalised).unwrap(), &expected_normalised, 1e-5, 1e-5);
 
 		let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; x.len()], vec![0.0; width], vec![0.0; shape.bias_len()]);
-		norm_backward(shape, &x, &gamma, &dy, NormGrads { x: &mut dx, gamma: &mut dgamma, beta: &mut dbeta }).unwrap();
+		norm_backward(shape, &x, &gamma, &dy, &expected_normalised, NormGrads { x: &mut dx, gamma: &mut dgamma, beta: &mut dbeta }).unwrap();
 		let (mut dxt, mut dgt) = (torch.zeros(x.len()).unwrap(), torch.zeros(width).unwrap());
 		let mut dbt = torch.zeros(shape.bias_len()).unwrap();
-		torch.norm_backward(shape, &xt, &gt, &dyt, &mut dxt, &mut dgt, layer.then_some(&mut dbt)).unwrap();
+		torch.norm_backward(shape, &xt, &gt, &dyt, &normalised, &mut dxt, &mut dgt, layer.then_some(&mut dbt)).unwrap();
 		assert_close(&format!("{norm:?} dx"), &torch.download(&dxt).unwrap(), &dx, 1e-4, 1e-5);
 		assert_close(&format!("{norm:?} dgamma"), &torch.download(&dgt).unwrap(), &dgamma, 1e-4, 1e-4);
 		assert_close(&format!("{norm:?} dbeta"), &torch.download(&dbt).unwrap(), &dbeta, 1e-5, 1e-5);

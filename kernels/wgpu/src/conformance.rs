@@ -285,7 +285,7 @@ pub fn operator_outputs<B: Backend>(backend: &mut B) -> Result<Vec<(String, Vec<
 		outputs.push((format!("{norm:?}Norm forward"), [backend.download(&y)?, backend.download(&normalised)?].concat()));
 		let (mut dx, mut dgamma) = (backend.zeros(rows * width)?, backend.zeros(width)?);
 		let mut dbeta = backend.zeros(shape.bias_len())?;
-		backend.norm_backward(shape, &x, &gamma, &dy, &mut dx, &mut dgamma, layer.then_some(&mut dbeta))?;
+		backend.norm_backward(shape, &x, &gamma, &dy, &normalised, &mut dx, &mut dgamma, layer.then_some(&mut dbeta))?;
 		let grads = [backend.download(&dx)?, backend.download(&dgamma)?, backend.download(&dbeta)?].concat();
 		outputs.push((format!("{norm:?}Norm backward"), grads));
 	}

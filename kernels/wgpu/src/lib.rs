@@ -1212,6 +1212,7 @@ impl Backend for WgpuBackend {
 		x: &WgpuTensor,
 		gamma: &WgpuTensor,
 		dy: &WgpuTensor,
+		normalised: &WgpuTensor,
 		x_grad: &mut WgpuTensor,
 		gamma_grad: &mut WgpuTensor,
 		beta_grad: Option<&mut WgpuTensor>,
@@ -1222,12 +1223,14 @@ impl Backend for WgpuBackend {
 		check_len("gamma", gamma.len, shape.width)?;
 		check_len("beta_grad", beta_grad.as_ref().map_or(0, |beta| beta.len), shape.bias_len())?;
 		check_len("dy", dy.len, len)?;
+		check_len("normalised", normalised.len, len)?;
 		check_len("x_grad", x_grad.len, len)?;
 		check_len("gamma_grad", gamma_grad.len, shape.width)?;
-		let products = self.scratch(len)?;
+		// The rows recompute `x̂` into scratch for `dx`; `dγ` sums the forward's `x̂`.
+		let recomputed = self.scratch(len)?;
 		let params = norm_params(shape);
 		let kernel = self.pipelines.norm_backward_rows.clone();
-		let buffers = [(1, &x.buffer), (2, &gamma.buffer), (3, &dy.buffer), (4, &x_grad.buffer), (5, &products)];
+		let buffers = [(1, &x.buffer), (2, &gamma.buffer), (3, &dy.buffer), (4, &x_grad.buffer), (5, &recomputed)];
 		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.rows, 64));
 		// RMSNorm has no bias gradient: its binding is a word the kernel does not write.
 		let unused;
@@ -1239,7 +1242,7 @@ impl Backend for WgpuBackend {
 			},
 		};
 		let kernel = self.pipelines.norm_backward_columns.clone();
-		let buffers = [(3, &dy.buffer), (5, &products), (6, &gamma_grad.buffer), (7, beta_buffer)];
+		let buffers = [(3, &dy.buffer), (5, &normalised.buffer), (6, &gamma_grad.buffer), (7, beta_buffer)];
 		self.dispatch(&kernel, &params, &buffers, linear_groups(shape.width, 64));
 		Ok(())
 	}

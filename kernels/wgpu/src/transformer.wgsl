@@ -6,7 +6,8 @@
 // column order: 32-wide chunks, each sequential from +0, chunk sums folded from +0.
 // The gains' and biases' gradients are column sums, one invocation per column, over
 // the rows in row order, chunked the same way. A row's maximum is exact and order-free.
-// r and x-hat are recomputed from x in the backward, as the reference does. No
+// The backward's dx recomputes r and x-hat from x, as the reference does; its d-gamma
+// sums the forward's x-hat. No
 // atomics, no subgroup operations, no builtin exp, sqrt or division.
 //
 // Also the embedding's backward, a scatter-add without atomics: the host sorts the
@@ -38,7 +39,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> in_c: array<f32>;
 // y, dx, probs or scores_grad.
 @group(0) @binding(4) var<storage, read_write> out_a: array<f32>;
-// x-hat (norm forward); x-hat, then dy (x) x-hat (norm backward).
+// x-hat: written by the norm forward and the backward's rows (scratch), read by its columns.
 @group(0) @binding(5) var<storage, read_write> out_b: array<f32>;
 // d-gamma.
 @group(0) @binding(6) var<storage, read_write> out_c: array<f32>;
@@ -140,7 +141,7 @@ fn norm_forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
     }
 }
 
-// dx per row: in_a x, in_b gamma, in_c dy, out_a dx, out_b x-hat and then dy (x) x-hat.
+// dx per row: in_a x, in_b gamma, in_c dy, out_a dx, out_b x-hat recomputed (scratch).
 @compute @workgroup_size(64, 1, 1)
 fn norm_backward_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let row = flat_index(id, groups, 64u);
@@ -168,11 +169,11 @@ fn norm_backward_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num
             centred = g - a;
         }
         out_a[base + j] = mul(r, centred - mul(x_hat, b));
-        out_b[base + j] = mul(in_c[base + j], x_hat);
     }
 }
 
-// Column sums over rows: in_c dy, out_b dy (x) x-hat, out_c d-gamma, out_d d-beta (LayerNorm).
+// Column sums over rows: in_c dy, out_b the forward's x-hat (read only), out_c d-gamma
+// (the sum of dy (x) x-hat), out_d d-beta (LayerNorm).
 @compute @workgroup_size(64, 1, 1)
 fn norm_backward_columns(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let column = flat_index(id, groups, 64u);
@@ -183,7 +184,7 @@ fn norm_backward_columns(@builtin(global_invocation_id) id: vec3<u32>, @builtin(
     var beta_grad = fold_new();
     for (var row = 0u; row < params.rows; row += 1u) {
         let index = row * params.width + column;
-        gamma_grad = fold_add(gamma_grad, out_b[index]);
+        gamma_grad = fold_add(gamma_grad, mul(in_c[index], out_b[index]));
         beta_grad = fold_add(beta_grad, in_c[index]);
     }
     out_c[column] = fold_sum(gamma_grad);

@@ -266,7 +266,7 @@ fn norms_match_the_reference_forward_and_backward() {
 		let (mut dx, mut dgamma, mut dbeta) = (vec![0.0; len], vec![0.0; width], vec![0.0; shape.bias_len()]);
 		let beta_host = (norm == Norm::Layer).then(|| beta.clone());
 		cpu.norm(shape, &x, &gamma, beta_host.as_ref(), &mut expected, &mut expected_normalised).unwrap();
-		cpu.norm_backward(shape, &x, &gamma, &dy, &mut dx, &mut dgamma, (norm == Norm::Layer).then_some(&mut dbeta)).unwrap();
+		cpu.norm_backward(shape, &x, &gamma, &dy, &expected_normalised, &mut dx, &mut dgamma, (norm == Norm::Layer).then_some(&mut dbeta)).unwrap();
 
 		let (xt, gt, dyt) = (gpu.upload(&x).unwrap(), gpu.upload(&gamma).unwrap(), gpu.upload(&dy).unwrap());
 		let bt = (norm == Norm::Layer).then(|| gpu.upload(&beta).unwrap());
@@ -276,7 +276,7 @@ fn norms_match_the_reference_forward_and_backward() {
 		assert_same(&format!("{shape:?} x-hat"), &gpu.download(&normalised).unwrap(), &expected_normalised);
 		let (mut dxt, mut dgt) = (gpu.zeros(len).unwrap(), gpu.zeros(width).unwrap());
 		let mut dbt = (norm == Norm::Layer).then(|| gpu.zeros(width).unwrap());
-		gpu.norm_backward(shape, &xt, &gt, &dyt, &mut dxt, &mut dgt, dbt.as_mut()).unwrap();
+		gpu.norm_backward(shape, &xt, &gt, &dyt, &normalised, &mut dxt, &mut dgt, dbt.as_mut()).unwrap();
 		assert_same(&format!("{shape:?} dx"), &gpu.download(&dxt).unwrap(), &dx);
 		assert_same(&format!("{shape:?} dgamma"), &gpu.download(&dgt).unwrap(), &dgamma);
 		if let Some(dbt) = &dbt {

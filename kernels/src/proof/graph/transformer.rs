@@ -15,7 +15,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{first, Builder, Graph, Node, OpKind, Origin, ValueId, ValueKind};
+use super::{first, Builder, Graph, Node, OpKind, Origin, ValueId, ValueIds, ValueKind};
 use crate::arith::math::rsqrt;
 use crate::error::{element_count, KernelError};
 use crate::job::model::transformer::{NormIndices, TransformerConfig, TransformerTraining, NORM_EPSILON};
@@ -105,20 +105,20 @@ impl TransformerBuilder {
 	}
 
 	/// A node with one fresh `F32` output of `len`.
-	fn op(&mut self, kind: OpKind, inputs: Vec<ValueId>, len: usize) -> ValueId {
+	fn op(&mut self, kind: OpKind, inputs: &[ValueId], len: usize) -> ValueId {
 		self.b.node_one(kind, inputs, len, None)
 	}
 
 	/// `into + other`, in `into`'s buffer.
 	fn residual(&mut self, into: ValueId, other: ValueId) -> ValueId {
 		let len = self.b.len(into);
-		self.b.node_one(OpKind::Residual, vec![into, other], len, Some(0))
+		self.b.node_one(OpKind::Residual, &[into, other], len, Some(0))
 	}
 
 	/// A normalisation of `x`: its output, and the normalised rows its backward reads.
 	fn normalise(&mut self, norm: NormIndices, x: ValueId) -> Normalised {
-		let mut inputs = vec![x, self.param(norm.gain)];
-		inputs.extend(norm.bias.map(|bias| self.param(bias)));
+		let inputs = [x, self.param(norm.gain), norm.bias.map_or(0, |bias| self.param(bias))];
+		let inputs = if norm.bias.is_some() { &inputs[..] } else { &inputs[..2] };
 		let len = self.b.len(x);
 		let produced = self.b.node(OpKind::Norm(self.norm_shape()), inputs, &[(len, None), (len, None)]);
 		Normalised { input: x, output: produced.first().copied().unwrap_or_default(), rows: produced.get(1).copied().unwrap_or_default() }
@@ -128,12 +128,12 @@ impl TransformerBuilder {
 	fn linear(&mut self, x: ValueId, weight: usize, inputs: usize, outputs: usize, bias: bool) -> ValueId {
 		let rows = self.rows();
 		let shape = MatmulShape { m: rows, k: inputs, n: outputs };
-		let y = self.op(OpKind::Contract(shape.contraction(PLAIN)), vec![x, self.param(weight)], rows * outputs);
+		let y = self.op(OpKind::Contract(shape.contraction(PLAIN)), &[x, self.param(weight)], rows * outputs);
 		if !bias {
 			return y;
 		}
 		let kind = OpKind::BiasAdd(BiasLayout::dense(rows, outputs));
-		self.b.node_one(kind, vec![y, self.param(weight + 1)], rows * outputs, Some(0))
+		self.b.node_one(kind, &[y, self.param(weight + 1)], rows * outputs, Some(0))
 	}
 
 	/// A linear layer's backward pass: its weight's gradient, its bias's, then its
@@ -141,24 +141,22 @@ impl TransformerBuilder {
 	fn linear_backward(&mut self, x: ValueId, weight: usize, out_grad: ValueId, inputs: usize, outputs: usize, bias: bool) -> ValueId {
 		let rows = self.rows();
 		let shape = MatmulShape { m: rows, k: inputs, n: outputs };
-		let weight_grad = self.op(OpKind::Contract(shape.rhs_grad_contraction()), vec![x, out_grad], inputs * outputs);
+		let weight_grad = self.op(OpKind::Contract(shape.rhs_grad_contraction()), &[x, out_grad], inputs * outputs);
 		self.set_grad(weight, weight_grad);
 		if bias {
-			let bias_grad = self.op(OpKind::BiasGrad(BiasLayout::dense(rows, outputs)), vec![out_grad], outputs);
+			let bias_grad = self.op(OpKind::BiasGrad(BiasLayout::dense(rows, outputs)), &[out_grad], outputs);
 			self.set_grad(weight + 1, bias_grad);
 		}
-		self.op(OpKind::Contract(shape.lhs_grad_contraction()), vec![out_grad, self.param(weight)], rows * inputs)
+		self.op(OpKind::Contract(shape.lhs_grad_contraction()), &[out_grad, self.param(weight)], rows * inputs)
 	}
 
 	/// A normalisation's backward pass: its gain's and bias's gradients; returns its input's.
 	fn normalise_backward(&mut self, norm: NormIndices, forward: Normalised, dy: ValueId) -> ValueId {
 		let width = self.config.width();
-		let mut outputs = vec![(self.b.len(forward.input), None), (width, None)];
-		if norm.bias.is_some() {
-			outputs.push((width, None));
-		}
-		let inputs = vec![forward.input, self.param(norm.gain), dy, forward.rows];
-		let produced = self.b.node(OpKind::NormGrad(self.norm_shape()), inputs, &outputs);
+		let outputs = [(self.b.len(forward.input), None), (width, None), (width, None)];
+		let outputs = if norm.bias.is_some() { &outputs[..] } else { &outputs[..2] };
+		let inputs = [forward.input, self.param(norm.gain), dy, forward.rows];
+		let produced = self.b.node(OpKind::NormGrad(self.norm_shape()), &inputs, outputs);
 		self.set_grad(norm.gain, produced.get(1).copied().unwrap_or_default());
 		if let Some(bias) = norm.bias {
 			self.set_grad(bias, produced.get(2).copied().unwrap_or_default());
@@ -168,18 +166,18 @@ impl TransformerBuilder {
 
 	fn split(&mut self, side_by_side: ValueId) -> ValueId {
 		let len = self.b.len(side_by_side);
-		self.op(OpKind::SplitHeads(self.heads_shape()), vec![side_by_side], len)
+		self.op(OpKind::SplitHeads(self.heads_shape()), &[side_by_side], len)
 	}
 
 	fn merge(&mut self, blocked: ValueId) -> ValueId {
 		let len = self.b.len(blocked);
-		self.op(OpKind::MergeHeads(self.heads_shape()), vec![blocked], len)
+		self.op(OpKind::MergeHeads(self.heads_shape()), &[blocked], len)
 	}
 
 	/// Per (sequence, head) block, `[m, k]·[k, n]` in `layout`.
 	fn batched(&mut self, shape: MatmulShape, layout: MatmulLayout, lhs: ValueId, rhs: ValueId) -> ValueId {
 		let blocks = self.causal_shape().blocks;
-		self.op(OpKind::Contract(Contraction::BatchedMatmul { blocks, shape, layout }), vec![lhs, rhs], blocks * shape.m * shape.n)
+		self.op(OpKind::Contract(Contraction::BatchedMatmul { blocks, shape, layout }), &[lhs, rhs], blocks * shape.m * shape.n)
 	}
 
 	fn block_forward(&mut self, layer: usize, input: ValueId) -> (BlockTape, ValueId) {
@@ -194,7 +192,7 @@ impl TransformerBuilder {
 		let projected = self.linear(attention_in, block.value, w, w, true);
 		let value = self.split(projected);
 		let scores = self.batched(MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, query, key);
-		let probs = self.op(OpKind::CausalSoftmax(self.causal_shape()), vec![scores], self.b.len(scores));
+		let probs = self.op(OpKind::CausalSoftmax(self.causal_shape()), &[scores], self.b.len(scores));
 		let blocked = self.batched(MatmulShape { m: t, k: t, n: d }, PLAIN, probs, value);
 		let attended = self.merge(blocked);
 		let projected = self.linear(attended, block.output, w, w, true);
@@ -202,7 +200,7 @@ impl TransformerBuilder {
 		let mlp_norm = self.normalise(block.mlp_norm, middle);
 		let mlp_in = mlp_norm.output;
 		let up = self.linear(mlp_in, block.up, w, hidden, true);
-		let activated = self.op(OpKind::Activation(Activation::GeluTanh), vec![up], self.b.len(up));
+		let activated = self.op(OpKind::Activation(Activation::GeluTanh), &[up], self.b.len(up));
 		let down = self.linear(activated, block.down, hidden, w, true);
 		// `middle + down`, as the forward adds them: the sum is commutative bit for bit.
 		let output = self.residual(down, middle);
@@ -215,7 +213,7 @@ impl TransformerBuilder {
 		let block = self.config.block(layer);
 		let activated_grad = self.linear_backward(tape.activated, block.down, out_grad, hidden, w, true);
 		let up_grad =
-			self.op(OpKind::ActivationGrad(Activation::GeluTanh), vec![tape.up, activated_grad], self.b.len(tape.up));
+			self.op(OpKind::ActivationGrad(Activation::GeluTanh), &[tape.up, activated_grad], self.b.len(tape.up));
 		let mlp_in_grad = self.linear_backward(tape.mlp_norm.output, block.up, up_grad, w, hidden, true);
 		// `middle`'s readers in graph order: norm₂, then the residual.
 		let norm_grad = self.normalise_backward(block.mlp_norm, tape.mlp_norm, mlp_in_grad);
@@ -226,7 +224,7 @@ impl TransformerBuilder {
 		let probs_grad = self.batched(MatmulShape { m: t, k: d, n: t }, RHS_TRANSPOSED, attended_grad, tape.value);
 		let value_grad = self.batched(MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, tape.probs, attended_grad);
 		let causal = self.causal_shape();
-		let scores_grad = self.op(OpKind::CausalSoftmaxGrad(causal), vec![tape.probs, probs_grad], self.b.len(tape.probs));
+		let scores_grad = self.op(OpKind::CausalSoftmaxGrad(causal), &[tape.probs, probs_grad], self.b.len(tape.probs));
 		let query_grad = self.batched(MatmulShape { m: t, k: t, n: d }, PLAIN, scores_grad, tape.key);
 		let key_grad = self.batched(MatmulShape { m: t, k: t, n: d }, LHS_TRANSPOSED, scores_grad, tape.query);
 		// `attention_in`'s readers in graph order: the query, key and value projections.
@@ -291,12 +289,12 @@ impl Graph {
 
 		// Batch: input tokens, target tokens, positions.
 		let batch_values = [0, 1, 2].map(|output| t.b.fresh(rows, ValueKind::U32, Origin::Node { node: 0, output }));
-		t.b.nodes.push(Node { kind: OpKind::Batch, inputs: Vec::new(), outputs: batch_values.to_vec() });
+		t.b.nodes.push(Node { kind: OpKind::Batch, inputs: ValueIds::default(), outputs: ValueIds::new(&batch_values) });
 		let [tokens, targets, positions_value] = batch_values;
 
 		// Forward.
-		let embedded = t.op(OpKind::Gather { row_len: w }, vec![t.param(0), tokens], rows * w);
-		let placed = t.op(OpKind::Gather { row_len: w }, vec![t.param(1), positions_value], rows * w);
+		let embedded = t.op(OpKind::Gather { row_len: w }, &[t.param(0), tokens], rows * w);
+		let placed = t.op(OpKind::Gather { row_len: w }, &[t.param(1), positions_value], rows * w);
 		let mut stream = t.residual(embedded, placed);
 		let mut tapes = Vec::with_capacity(config.layers as usize);
 		for layer in 0..config.layers as usize {
@@ -310,12 +308,12 @@ impl Graph {
 			Some(head) => t.linear(normalised, head, w, vocab, false),
 			None => {
 				let shape = MatmulShape { m: rows, k: w, n: vocab };
-				t.op(OpKind::Contract(shape.contraction(RHS_TRANSPOSED)), vec![normalised, t.param(0)], rows * vocab)
+				t.op(OpKind::Contract(shape.contraction(RHS_TRANSPOSED)), &[normalised, t.param(0)], rows * vocab)
 			},
 		};
 		let classifier = ClassifierShape { rows, classes: vocab };
 		let loss_outputs =
-			t.b.node(OpKind::SoftmaxCrossEntropy(classifier), vec![logits, targets], &[(1, None), (rows * vocab, None)]);
+			t.b.node(OpKind::SoftmaxCrossEntropy(classifier), &[logits, targets], &[(1, None), (rows * vocab, None)]);
 		let loss = loss_outputs.first().copied().unwrap_or_default();
 		let logits_grad = loss_outputs.get(1).copied().unwrap_or_default();
 
@@ -329,10 +327,10 @@ impl Graph {
 			None => {
 				let shape = MatmulShape { m: rows, k: vocab, n: w };
 				let normalised_grad =
-					t.op(OpKind::Contract(shape.contraction(PLAIN)), vec![logits_grad, t.param(0)], rows * w);
+					t.op(OpKind::Contract(shape.contraction(PLAIN)), &[logits_grad, t.param(0)], rows * w);
 				let shape = MatmulShape { m: vocab, k: rows, n: w };
 				let head_grad =
-					t.op(OpKind::Contract(shape.contraction(LHS_TRANSPOSED)), vec![logits_grad, normalised], vocab * w);
+					t.op(OpKind::Contract(shape.contraction(LHS_TRANSPOSED)), &[logits_grad, normalised], vocab * w);
 				(normalised_grad, Some(head_grad))
 			},
 		};
@@ -341,8 +339,8 @@ impl Graph {
 			stream_grad = t.block_backward(layer, tape, stream_grad);
 		}
 		let scatter = |table_rows| OpKind::ScatterAddRows { row_len: w, table_rows };
-		let token_grad = t.op(scatter(vocab), vec![stream_grad, tokens], vocab * w);
-		let position_grad = t.op(scatter(config.context as usize), vec![stream_grad, positions_value], config.context as usize * w);
+		let token_grad = t.op(scatter(vocab), &[stream_grad, tokens], vocab * w);
+		let position_grad = t.op(scatter(config.context as usize), &[stream_grad, positions_value], config.context as usize * w);
 		// A tied `E`'s readers in graph order: the gather, then the head.
 		let token_grad = match head_grad {
 			Some(head_grad) => t.residual(token_grad, head_grad),
@@ -354,7 +352,7 @@ impl Graph {
 		let mut outputs: Vec<(usize, Option<usize>)> =
 			t.grads.iter().enumerate().map(|(position, &grad)| (t.b.len(grad), Some(position))).collect();
 		outputs.push((1, None));
-		let clipped = t.b.node(OpKind::ClipGradNorm(training.clip_norm.unwrap_or(f32::MAX)), t.grads.clone(), &outputs);
+		let clipped = t.b.node(OpKind::ClipGradNorm(training.clip_norm.unwrap_or(f32::MAX)), &t.grads, &outputs);
 		let grads = clipped.get(..specs.len()).map(<[_]>::to_vec).unwrap_or_default();
 
 		let adamw = |weight_decay| AdamW {
@@ -369,16 +367,16 @@ impl Graph {
 			let hyper = adamw(if spec.matrix { training.weight_decay } else { 0.0 });
 			let slots = [index, specs.len() + index, 2 * specs.len() + index];
 			let slot = |at: usize| slots.get(at).and_then(|&slot| state.get(slot)).copied().unwrap_or_default();
-			let inputs = vec![t.param(index), grads.get(index).copied().unwrap_or_default(), slot(1), slot(2)];
+			let inputs = [t.param(index), grads.get(index).copied().unwrap_or_default(), slot(1), slot(2)];
 			let outputs = [(spec.len, Some(0)), (spec.len, Some(2)), (spec.len, Some(3))];
-			let produced = t.b.node(OpKind::AdamW(hyper), inputs, &outputs);
+			let produced = t.b.node(OpKind::AdamW(hyper), &inputs, &outputs);
 			for (&slot, &value) in slots.iter().zip(&produced) {
 				if let Some(entry) = final_state.get_mut(slot) {
 					*entry = value;
 				}
 			}
 		}
-		t.b.nodes.push(Node { kind: OpKind::Commit, inputs: final_state.clone(), outputs: Vec::new() });
+		t.b.nodes.push(Node { kind: OpKind::Commit, inputs: ValueIds::new(&final_state), outputs: ValueIds::default() });
 		Ok(t.finish(state, final_state, Some(training), batch_values, loss))
 	}
 }
@@ -479,7 +477,7 @@ mod tests {
 				assert_eq!(graph.values[grad].len, spec.len, "gradient {index}");
 				assert!(matches!(graph.values[grad].origin, Origin::Node { .. }), "gradient {index} is computed");
 			}
-			let mut distinct = clip.inputs.clone();
+			let mut distinct = clip.inputs.to_vec();
 			distinct.sort_unstable();
 			distinct.dedup();
 			assert_eq!(distinct.len(), specs.len(), "one gradient per parameter");
@@ -496,7 +494,7 @@ mod tests {
 				}
 			}
 			let commit = graph.nodes.last().unwrap();
-			assert_eq!((commit.kind, &commit.inputs), (OpKind::Commit, &graph.final_state));
+			assert_eq!((commit.kind, &commit.inputs[..]), (OpKind::Commit, &graph.final_state[..]));
 		}
 	}
 
