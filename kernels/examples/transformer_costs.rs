@@ -10,6 +10,10 @@
 //! checkpoint boundary, against one training step of the reference (one thread, the
 //! median of 11).
 //!
+//! And the prover's memory for the largest piece tree of a GPT-2-sized step, the token
+//! embedding's gradient (a scatter-add over 50,257 × 768): its partials hashed as they are
+//! made, with the time and the process's peak resident memory.
+//!
 //! `cargo run --locked -p touchstone-kernels --example transformer_costs`
 
 use std::collections::BTreeMap;
@@ -20,7 +24,10 @@ use touchstone_kernels::job::trace::state_root;
 use touchstone_kernels::job::transformer::{batch_windows, TransformerConfig, TransformerState, TransformerTraining};
 use touchstone_kernels::ops::norm::Norm;
 use touchstone_kernels::ops::schedule::WarmupCosine;
+use touchstone_kernels::error::KernelError;
 use touchstone_kernels::proof::graph::Graph;
+use touchstone_kernels::proof::merkle::segment_leaf;
+use touchstone_kernels::proof::reduction::Reduction;
 use touchstone_kernels::referee::piece_cost;
 
 fn main() {
@@ -30,6 +37,48 @@ fn main() {
 		report(name, config, sequences);
 	}
 	proof_share(character, 16);
+	for sequences in [1, 8] {
+		scatter_partials(sequences);
+	}
+}
+
+/// The process's peak resident memory so far (Linux's `VmHWM`), in MB.
+fn peak_resident_mb() -> f64 {
+	let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+	let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap_or_default();
+	let kilobytes: f64 = line.split_whitespace().nth(1).and_then(|value| value.parse().ok()).unwrap_or_default();
+	kilobytes / 1024.0
+}
+
+/// The leaves of the scatter-add's piece tree for GPT-2's token table at `sequences`
+/// sequences of 1,024 (random ids, a synthetic `dy`), each partial hashed as it is made.
+fn scatter_partials(sequences: usize) {
+	let (row_len, table_rows, rows) = (768, 50_257, sequences * 1024);
+	let reduction = Reduction::ScatterAddRows { row_len, table_rows, rows };
+	let dy: Vec<u32> = (0..rows * row_len).map(|i| (((i % 1_000) as f32 - 500.0) * 1e-5).to_bits()).collect();
+	let ids: Vec<u32> = (0..rows as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) % table_rows as u32).collect();
+	let word = |position: usize, index: usize| -> Result<u32, KernelError> {
+		let values = if position == 0 { &dy } else { &ids };
+		values.get(index).copied().ok_or(KernelError::MissingInput { position, index })
+	};
+	let before = peak_resident_mb();
+	let start = Instant::now();
+	let mut leaves = Vec::with_capacity(reduction.len());
+	reduction
+		.for_each_partial(word, None, |_, partial| {
+			leaves.push(segment_leaf(partial));
+			Ok(())
+		})
+		.expect("partials");
+	let seconds = start.elapsed().as_secs_f64();
+	println!(
+		"
+GPT-2's token-embedding gradient, {sequences} sequence(s): {} partials hashed in {seconds:.1} s; peak resident memory {before:.0} MB before, {:.0} MB after ({:.0} MB of them the {} leaves)",
+		leaves.len(),
+		peak_resident_mb(),
+		(leaves.len() * 32) as f64 / 1_048_576.0,
+		leaves.len(),
+	);
 }
 
 /// The median of 11 timings of `run`, in milliseconds.

@@ -642,15 +642,34 @@ impl<B: Backend> Trainer<B> {
 /// `acc_c = acc_{c−1} + partial_c` from `+0`, as [`fold_chunk_partials`] folds.
 ///
 /// `fault` = `(chunk, element, bit)` flips one bit of one partial sum (for the
-/// dispute tests, [`Fault`]).
+/// dispute tests, [`Fault`]). Holds every accumulator at once:
+/// [`for_each_accumulator`] is the way for a whole step.
 pub fn accumulators(
 	contraction: Contraction,
 	lhs: &[f32],
 	rhs: &[f32],
 	fault: Flip<ChunkId>,
 ) -> Result<Vec<Vec<f32>>, KernelError> {
+	let mut out = Vec::with_capacity(contraction.grid()?.len());
+	for_each_accumulator(contraction, lhs, rhs, fault, |_, accumulator| {
+		out.push(accumulator.to_vec());
+		Ok(())
+	})?;
+	Ok(out)
+}
+
+/// [`accumulators`] one at a time: `visit` gets each accumulator's piece index and words,
+/// in piece order, and only one tile's running sum is held (a GPT-2-sized vocabulary
+/// head has 200,000 tiles of 24 K-chunks each).
+pub fn for_each_accumulator<E: From<KernelError>>(
+	contraction: Contraction,
+	lhs: &[f32],
+	rhs: &[f32],
+	fault: Flip<ChunkId>,
+	mut visit: impl FnMut(usize, &[f32]) -> Result<(), E>,
+) -> Result<(), E> {
 	let grid = contraction.grid()?;
-	let mut out = Vec::with_capacity(grid.len());
+	let mut index = 0;
 	for tile_row in 0..grid.tile_rows {
 		for tile_col in 0..grid.tile_cols {
 			let mut running: Option<Vec<f32>> = None;
@@ -666,28 +685,55 @@ pub fn accumulators(
 					None => fold_chunk_partials([partial.as_slice()], partial.len())?,
 					Some(previous) => fold_chunk_partials([previous.as_slice(), partial.as_slice()], partial.len())?,
 				};
-				out.push(next.clone());
+				visit(index, &next)?;
+				index += 1;
 				running = Some(next);
 			}
 		}
 	}
-	Ok(out)
+	Ok(())
 }
 
 /// Every partial of `reduction`, whose inputs are the values `inputs` of a
-/// step's host copies `values`, in piece order. `fault` = `(piece, element,
-/// bit)` flips one bit of one partial ([`Reduction::partials`]).
-pub fn reduction_partials(
+/// step's host copies `values`, in piece order, to `visit` with its piece index.
+/// `fault` = `(piece, element, bit)` flips one bit of one partial
+/// ([`Reduction::for_each_partial`]).
+pub fn for_each_reduction_partial<E: From<KernelError>>(
 	reduction: &Reduction,
 	inputs: &[usize],
 	values: &[HostTensor],
 	fault: Flip<usize>,
-) -> Result<Vec<Vec<f32>>, KernelError> {
-	let word = |position: usize, index: usize| -> Result<u32, KernelError> {
+	visit: impl FnMut(usize, &[f32]) -> Result<(), E>,
+) -> Result<(), E> {
+	let word = |position: usize, index: usize| -> Result<u32, E> {
 		let input = inputs.get(position).and_then(|&input| values.get(input));
-		input.and_then(|tensor| tensor.word(index)).ok_or(KernelError::MissingInput { position, index })
+		input.and_then(|tensor| tensor.word(index)).ok_or_else(|| KernelError::MissingInput { position, index }.into())
 	};
-	reduction.partials(word, fault)
+	reduction.for_each_partial(word, fault, visit)
+}
+
+/// The running sums of operator `node` of a step, in piece order, to `visit` with each
+/// one's piece index: a contraction's accumulators or a reduction's partials (nothing for
+/// any other operator). `fault` flips one bit of one of them ([`Fault`]).
+pub fn for_each_running_sum<E: From<KernelError>>(
+	graph: &Graph,
+	operator: usize,
+	values: &[HostTensor],
+	faults: (Flip<ChunkId>, Flip<usize>),
+	mut visit: impl FnMut(usize, &[f32]) -> Result<(), E>,
+) -> Result<(), E> {
+	let node = graph.node(operator).map_err(|_| KernelError::MissingValue { id: operator })?;
+	let operand = |position: usize| -> Result<&[f32], KernelError> {
+		let id = node.inputs.get(position).copied().unwrap_or_default();
+		values.get(id).map(HostTensor::as_f32).ok_or(KernelError::MissingValue { id })
+	};
+	if let OpKind::Contract(contraction) = node.kind {
+		return for_each_accumulator(contraction, operand(0)?, operand(1)?, faults.0, visit);
+	}
+	match graph.reduction(operator).map_err(|_| KernelError::MissingValue { id: operator })? {
+		Some(reduction) => for_each_reduction_partial(&reduction, &node.inputs, values, faults.1, &mut visit),
+		None => Ok(()),
+	}
 }
 
 /// Scatters each tile's last accumulator into the contraction's output layout.
@@ -728,19 +774,16 @@ fn build_step_trace(
 	let mut pieces = Vec::with_capacity(graph.nodes.len());
 	let mut operator_leaves = Vec::with_capacity(graph.nodes.len());
 	for (id, node) in graph.nodes.iter().enumerate() {
+		// The running sums are hashed as they are made, never held all at once.
 		let mut leaves = Vec::new();
-		if let OpKind::Contract(contraction) = node.kind {
-			let lhs = value(node.inputs.first().copied().unwrap_or_default());
-			let rhs = value(node.inputs.get(1).copied().unwrap_or_default());
-			let fault = faults.iter().find_map(|fault| fault.accumulator(record.step, id));
-			let accs = accumulators(contraction, lhs.as_f32(), rhs.as_f32(), fault)?;
-			leaves.extend(accs.iter().map(|acc| segment_leaf(acc)));
-		}
-		if let Some(reduction) = graph.reduction(id).map_err(|_| KernelError::MissingValue { id })? {
-			let fault = faults.iter().find_map(|fault| fault.partial(record.step, id));
-			let partials = reduction_partials(&reduction, &node.inputs, &values, fault)?;
-			leaves.extend(partials.iter().map(|partial| segment_leaf(partial)));
-		}
+		let step_faults = (
+			faults.iter().find_map(|fault| fault.accumulator(record.step, id)),
+			faults.iter().find_map(|fault| fault.partial(record.step, id)),
+		);
+		for_each_running_sum(graph, id, &values, step_faults, |_, sum| {
+			leaves.push(segment_leaf(sum));
+			Ok::<(), KernelError>(())
+		})?;
 		let tree = if node.kind == OpKind::Commit {
 			// The new state's chunks: Commit's piece tree is the state tree.
 			let state: Vec<&[f32]> = node.inputs.iter().map(|&id| values.get(id).map_or(&[][..], HostTensor::as_f32)).collect();

@@ -591,16 +591,37 @@ impl Reduction {
 	/// Every partial in piece order, computed from the inputs that `word`
 	/// reads: what the prover commits. `fault` = `(piece, element, bit)` flips
 	/// one bit of one partial, which the later partials of its lane then
-	/// carry, as a wrong partial sum would (for the dispute tests).
+	/// carry, as a wrong partial sum would (for the dispute tests). Holds every
+	/// partial at once: [`Reduction::for_each_partial`] is the way for a whole step.
 	pub fn partials<E, F>(&self, word: F, fault: Option<(usize, usize, u32)>) -> Result<Vec<Vec<f32>>, E>
 	where
 		E: From<KernelError>,
 		F: Fn(usize, usize) -> Result<u32, E>,
 	{
-		/// The inputs, and the partials computed so far.
+		let mut done = Vec::with_capacity(self.len());
+		self.for_each_partial(word, fault, |_, partial| {
+			done.push(partial.to_vec());
+			Ok(())
+		})?;
+		Ok(done)
+	}
+
+	/// [`Reduction::partials`] one at a time: `visit` gets each partial's piece index and
+	/// words, in piece order. It holds the current lane's latest partial and, where a
+	/// partial reads other lanes (a wide loss, clipping's totals), each lane's last; never
+	/// every partial, which for a GPT-2-sized scatter-add is 20 million of up to 65 words.
+	pub fn for_each_partial<E, F, V>(&self, word: F, fault: Option<(usize, usize, u32)>, mut visit: V) -> Result<(), E>
+	where
+		E: From<KernelError>,
+		F: Fn(usize, usize) -> Result<u32, E>,
+		V: FnMut(usize, &[f32]) -> Result<(), E>,
+	{
+		/// The inputs, the lane's latest partial and the finished lanes' last partials.
 		struct Building<'a, E, F> {
+			reduction: &'a Reduction,
 			word: &'a F,
-			done: &'a [Vec<f32>],
+			latest: Option<&'a (usize, Vec<f32>)>,
+			lasts: &'a [Vec<f32>],
 			error: core::marker::PhantomData<E>,
 		}
 		impl<E: From<KernelError>, F: Fn(usize, usize) -> Result<u32, E>> Source for Building<'_, E, F> {
@@ -609,39 +630,47 @@ impl Reduction {
 				(self.word)(position, index)
 			}
 			fn piece(&self, index: usize, _len: usize) -> Result<Vec<f32>, E> {
-				self.done.get(index).cloned().ok_or_else(|| KernelError::MissingInput { position: usize::MAX, index }.into())
+				if let Some((_, partial)) = self.latest.filter(|(at, _)| *at == index) {
+					return Ok(partial.clone());
+				}
+				let last = self.reduction.locate(index).filter(|&(lane, span)| span + 1 == self.reduction.spans(lane));
+				last.and_then(|(lane, _)| self.lasts.get(lane)).cloned().ok_or_else(|| KernelError::MissingInput { position: usize::MAX, index }.into())
 			}
 		}
-		let looked_up = self.scatter_lookups(&Building { word: &word, done: &[], error: core::marker::PhantomData })?;
-		let mut done: Vec<Vec<f32>> = Vec::with_capacity(self.len());
+		let reads_other_lanes = matches!(self, Self::SoftmaxCrossEntropy(_) | Self::ClipGradNorm { .. });
+		let error = core::marker::PhantomData;
+		let looked_up = self.scatter_lookups(&Building { reduction: self, word: &word, latest: None, lasts: &[], error })?;
+		let mut lasts: Vec<Vec<f32>> = Vec::new();
+		let mut index = 0;
 		for lane in 0..self.lanes() {
+			let mut latest: Option<(usize, Vec<f32>)> = None;
 			for span in 0..self.spans(lane) {
-				let source = Building { word: &word, done: &done, error: core::marker::PhantomData };
 				// A scatter-add lane whose table row the span does not look up carries its
 				// partial through unchanged (what `partial` computes, without its walk over
 				// the span's ids): only the lanes a span touches are recomputed.
 				let carried = match (self, looked_up.get(span)) {
-					(Self::ScatterAddRows { row_len, .. }, Some(rows)) if rows.binary_search(&(lane / row_len.div_ceil(TILE).max(1))).is_err() => {
-						Some(match self.previous(lane, span) {
-							Some(index) => done.get(index).cloned().unwrap_or_default(),
-							None => vec![0.0; self.width(lane)],
-						})
-					},
-					_ => None,
+					(Self::ScatterAddRows { row_len, .. }, Some(rows)) => rows.binary_search(&(lane / row_len.div_ceil(TILE).max(1))).is_err(),
+					_ => false,
 				};
-				let mut piece = match carried {
-					Some(piece) => piece,
-					None => self.partial(lane, span, &source)?,
+				let mut partial = match (carried, latest.take()) {
+					(true, Some((_, partial))) => partial,
+					(true, None) => vec![0.0; self.width(lane)],
+					(false, before) => self.partial(lane, span, &Building { reduction: self, word: &word, latest: before.as_ref(), lasts: &lasts, error })?,
 				};
 				if let Some((target, element, bit)) = fault {
-					if target == done.len() {
-						crate::job::fault::flip(&mut piece, element, bit);
+					if target == index {
+						crate::job::fault::flip(&mut partial, element, bit);
 					}
 				}
-				done.push(piece);
+				visit(index, &partial)?;
+				latest = Some((index, partial));
+				index += 1;
+			}
+			if reads_other_lanes {
+				lasts.push(latest.map(|(_, partial)| partial).unwrap_or_default());
 			}
 		}
-		Ok(done)
+		Ok(())
 	}
 
 	/// For a scatter-add, the table rows each span looks up, sorted and distinct, read in

@@ -464,21 +464,20 @@ pub fn open_case(
 		let proof = tree.multiproof(&leaves).map_err(|_| RefereeError::InvalidJob)?;
 		inputs.push(InputOpening { input: position as u32, segments: openings, proof });
 	}
-	// The running sums before the disputed piece, recomputed from this trace's inputs.
-	let accumulators = match (node.kind, graph.reduction(operator).map_err(invalid)?) {
-		(OpKind::Contract(contraction), _) => {
-			let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-			let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-			crate::job::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
-		},
-		(_, Some(reduction)) if !needed_pieces.is_empty() => {
-			crate::job::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?
-		},
-		_ => Vec::new(),
-	};
+	// The running sums the disputed piece reads, recomputed from this trace's inputs; only
+	// those are kept.
+	let mut kept = alloc::collections::BTreeMap::new();
+	if !needed_pieces.is_empty() {
+		crate::job::trace::for_each_running_sum(graph, operator, &step.values, (None, None), |index, sum| {
+			if needed_pieces.contains(&index) {
+				kept.insert(index, words_of(sum));
+			}
+			Ok::<(), RefereeError>(())
+		})?;
+	}
 	let mut piece_openings = Vec::new();
 	for index in needed_pieces {
-		let words = accumulators.get(index).map(|acc| words_of(acc)).ok_or(RefereeError::InvalidJob)?;
+		let words = kept.remove(&index).ok_or(RefereeError::InvalidJob)?;
 		piece_openings.push(PieceOpening {
 			piece: index as u32,
 			words,
@@ -569,16 +568,14 @@ pub fn first_non_finite_piece(graph: &Graph, step: &StepTrace) -> Result<Option<
 	let finite = |values: &[f32]| values.iter().all(|value| value.is_finite());
 	for (operator, node) in graph.nodes.iter().enumerate() {
 		// Running sums first, as the piece tree orders them.
-		let running = match (node.kind, graph.reduction(operator).map_err(invalid)?) {
-			(OpKind::Contract(contraction), _) => {
-				let lhs = node.inputs.first().and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-				let rhs = node.inputs.get(1).and_then(|&id| step.values.get(id)).ok_or(RefereeError::InvalidJob)?;
-				crate::job::trace::accumulators(contraction, lhs.as_f32(), rhs.as_f32(), None)?
-			},
-			(_, Some(reduction)) => crate::job::trace::reduction_partials(&reduction, &node.inputs, &step.values, None)?,
-			_ => Vec::new(),
-		};
-		if let Some(piece) = running.iter().position(|sum| !finite(sum)) {
+		let mut first_bad = None;
+		crate::job::trace::for_each_running_sum(graph, operator, &step.values, (None, None), |index, sum| {
+			if first_bad.is_none() && !finite(sum) {
+				first_bad = Some(index);
+			}
+			Ok::<(), RefereeError>(())
+		})?;
+		if let Some(piece) = first_bad {
 			return Ok(Some((operator, piece)));
 		}
 		// Then each output's segments (the batch's labels and indices are

@@ -272,7 +272,7 @@ impl Graph {
 		}
 		let specs = config.tensors();
 		let moments = if training.is_some() { 2 } else { 0 };
-		let capacity = 64 * config.layers as usize + (moments + 4) * specs.len() + 32;
+		let capacity = 96 * config.layers as usize + (moments + 4) * specs.len() + 32;
 		let b = Builder {
 			values: Vec::with_capacity(capacity),
 			nodes: Vec::with_capacity(capacity),
