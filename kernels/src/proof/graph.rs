@@ -272,6 +272,24 @@ impl ValueIds {
 			None => Self::Heap(ids.to_vec()),
 		}
 	}
+
+	/// Appends `id`, moving the list to the heap once it outgrows the inline room.
+	fn push(&mut self, id: ValueId) {
+		match self {
+			Self::Inline { len, ids } if usize::from(*len) < INLINE_IDS => {
+				if let Some(slot) = ids.get_mut(usize::from(*len)) {
+					*slot = id;
+				}
+				*len += 1;
+			},
+			Self::Inline { ids, .. } => {
+				let mut heap = ids.to_vec();
+				heap.push(id);
+				*self = Self::Heap(heap);
+			},
+			Self::Heap(ids) => ids.push(id),
+		}
+	}
 }
 
 impl Default for ValueIds {
@@ -313,26 +331,6 @@ impl FromIterator<ValueId> for ValueIds {
 			ids.push(id);
 		}
 		ids
-	}
-}
-
-impl ValueIds {
-	/// Appends `id`, moving the list to the heap once it outgrows the inline room.
-	fn push(&mut self, id: ValueId) {
-		match self {
-			Self::Inline { len, ids } if usize::from(*len) < INLINE_IDS => {
-				if let Some(slot) = ids.get_mut(usize::from(*len)) {
-					*slot = id;
-				}
-				*len += 1;
-			},
-			Self::Inline { ids, .. } => {
-				let mut heap = ids.to_vec();
-				heap.push(id);
-				*self = Self::Heap(heap);
-			},
-			Self::Heap(ids) => ids.push(id),
-		}
 	}
 }
 
@@ -809,5 +807,26 @@ pub enum GraphError {
 impl From<KernelError> for GraphError {
 	fn from(error: KernelError) -> Self {
 		Self::Kernel(error)
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	/// Up to four ids stay inline; a fifth moves the list to the heap, and either way the
+	/// list reads back in order and compares by its ids alone.
+	#[test]
+	fn value_ids_hold_four_inline_and_more_on_the_heap() {
+		let four = ValueIds::new(&[7, 1, 9, 3]);
+		assert!(matches!(four, ValueIds::Inline { len: 4, .. }));
+		assert_eq!(*four, [7, 1, 9, 3]);
+		let collected: ValueIds = [7, 1, 9, 3, 5].into_iter().collect();
+		assert!(matches!(collected, ValueIds::Heap(_)));
+		assert_eq!(*collected, [7, 1, 9, 3, 5]);
+		assert_eq!(ValueIds::new(&[7, 1, 9, 3, 5]), collected);
+		assert_ne!(four, collected);
+		assert_eq!(ValueIds::default().len(), 0);
+		assert_eq!((&four).into_iter().copied().sum::<usize>(), 20);
 	}
 }
