@@ -712,7 +712,7 @@ pub fn for_each_reduction_partial<E: From<KernelError>>(
 	reduction.for_each_partial(word, fault, visit)
 }
 
-/// The running sums of operator `node` of a step, in piece order, to `visit` with each
+/// The running sums of operator `operator` of a step, in piece order, to `visit` with each
 /// one's piece index: a contraction's accumulators or a reduction's partials (nothing for
 /// any other operator). `fault` flips one bit of one of them ([`Fault`]).
 pub fn for_each_running_sum<E: From<KernelError>>(
