@@ -616,12 +616,12 @@ impl Reduction {
 		F: Fn(usize, usize) -> Result<u32, E>,
 		V: FnMut(usize, &[f32]) -> Result<(), E>,
 	{
-		/// The inputs, the lane's latest partial and the finished lanes' last partials.
+		/// The inputs, the lane's latest partial and the finished lanes' last partials, each
+		/// with its piece index (the lasts in increasing order).
 		struct Building<'a, E, F> {
-			reduction: &'a Reduction,
 			word: &'a F,
 			latest: Option<&'a (usize, Vec<f32>)>,
-			lasts: &'a [Vec<f32>],
+			lasts: &'a [(usize, Vec<f32>)],
 			error: core::marker::PhantomData<E>,
 		}
 		impl<E: From<KernelError>, F: Fn(usize, usize) -> Result<u32, E>> Source for Building<'_, E, F> {
@@ -630,17 +630,15 @@ impl Reduction {
 				(self.word)(position, index)
 			}
 			fn piece(&self, index: usize, _len: usize) -> Result<Vec<f32>, E> {
-				if let Some((_, partial)) = self.latest.filter(|(at, _)| *at == index) {
-					return Ok(partial.clone());
-				}
-				let last = self.reduction.locate(index).filter(|&(lane, span)| span + 1 == self.reduction.spans(lane));
-				last.and_then(|(lane, _)| self.lasts.get(lane)).cloned().ok_or_else(|| KernelError::MissingInput { position: usize::MAX, index }.into())
+				let last = || self.lasts.binary_search_by_key(&index, |(at, _)| *at).ok().and_then(|found| self.lasts.get(found));
+				let held = self.latest.filter(|(at, _)| *at == index).or_else(last);
+				held.map(|(_, partial)| partial.clone()).ok_or_else(|| KernelError::MissingInput { position: usize::MAX, index }.into())
 			}
 		}
 		let reads_other_lanes = matches!(self, Self::SoftmaxCrossEntropy(_) | Self::ClipGradNorm { .. });
 		let error = core::marker::PhantomData;
-		let looked_up = self.scatter_lookups(&Building { reduction: self, word: &word, latest: None, lasts: &[], error })?;
-		let mut lasts: Vec<Vec<f32>> = Vec::new();
+		let looked_up = self.scatter_lookups(&Building { word: &word, latest: None, lasts: &[], error })?;
+		let mut lasts: Vec<(usize, Vec<f32>)> = Vec::new();
 		let mut index = 0;
 		for lane in 0..self.lanes() {
 			let mut latest: Option<(usize, Vec<f32>)> = None;
@@ -655,7 +653,7 @@ impl Reduction {
 				let mut partial = match (carried, latest.take()) {
 					(true, Some((_, partial))) => partial,
 					(true, None) => vec![0.0; self.width(lane)],
-					(false, before) => self.partial(lane, span, &Building { reduction: self, word: &word, latest: before.as_ref(), lasts: &lasts, error })?,
+					(false, before) => self.partial(lane, span, &Building { word: &word, latest: before.as_ref(), lasts: &lasts, error })?,
 				};
 				if let Some((target, element, bit)) = fault {
 					if target == index {
@@ -666,8 +664,8 @@ impl Reduction {
 				latest = Some((index, partial));
 				index += 1;
 			}
-			if reads_other_lanes {
-				lasts.push(latest.map(|(_, partial)| partial).unwrap_or_default());
+			if let Some(last) = latest.filter(|_| reads_other_lanes) {
+				lasts.push(last);
 			}
 		}
 		Ok(())
