@@ -19,7 +19,7 @@ use touchstone_kernels::CpuBackend;
 const DIGITS_200_STEP_STATE_ROOT: &str = "7ffc6997fb12e5f5776a21d4d258b154520da281d67b71dd7493ecb248038b35";
 /// BLAKE2b-256 content hash of the seeded initial weights; pytorch_digits.py prints the same.
 /// The root of the digits training split (1,437 samples, split seed of the digits job).
-const DIGITS_TRAIN_ROOT: &str = "48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910";
+const DIGITS_TRAIN_ROOT: &str = "9c2f80c80813dd840e0045b0046cb69dbdea8d7fcadf1ee1654619379805f30a";
 /// The state root the digits job starts from (its seeded weights and zero momentum): what
 /// its `initial_state_root` names on-chain (docs/submit-a-job.md, the polkadot.js test).
 const DIGITS_INITIAL_STATE_ROOT: &str = "52862fab0f5fcf7dfb21df079f7f0f936de5397492460b35db14755eb9369534";

@@ -25,7 +25,7 @@ const VALIDATION_TOKENS: usize = 499_712;
 const TRAINING_STREAM_DIGEST: &str = "1621ee2ae0c16ad1fccde3e9353c8e92ecb3793dc1a8253bcdfbcb3b3802e51c";
 /// The Merkle root over the training stream's 32-token segments: what a batch's sequences
 /// are proven against.
-const TRAINING_STREAM_ROOT: &str = "4afe09febf79210eb34cbc9e458658afa4dc6084d73fdba3c701151022571140";
+const TRAINING_STREAM_ROOT: &str = "615a4ca162abc0c2733b644b4fd04f7054a53c22af647bb92b28ea9f8d8bdb9a";
 
 fn shakespeare() -> Corpus {
 	load_shakespeare().unwrap_or_else(|error| panic!("{error}"))

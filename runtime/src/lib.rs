@@ -63,7 +63,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: Cow::Borrowed("touchstone"),
 	impl_name: Cow::Borrowed("touchstone-node"),
 	authoring_version: 1,
-	spec_version: 135,
+	spec_version: 136,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 3,

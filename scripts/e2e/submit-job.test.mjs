@@ -41,7 +41,7 @@ function jobSpec(overrides = {}) {
       },
       samples: 1437,
       // The digits training split's root (kernels/tests/digits.rs pins it).
-      root: '0x48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910',
+      root: '0x9c2f80c80813dd840e0045b0046cb69dbdea8d7fcadf1ee1654619379805f30a',
     },
     hyper: {
       steps: 200,

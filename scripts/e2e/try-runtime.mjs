@@ -71,7 +71,7 @@ function jobSpec(overrides = {}) {
     dataset: {
       content: { hash: '0x' + 'ab'.repeat(32), location: 'file:///var/lib/touchstone/datasets/digits.csv.gz' },
       samples: 1437,
-      root: '0x48f4bb449ca73c3f93f65282367311b174d6223e0da80cfd7801697a002c8910',
+      root: '0x9c2f80c80813dd840e0045b0046cb69dbdea8d7fcadf1ee1654619379805f30a',
     },
     hyper: {
       steps: 100, batchSize: 32, learningRate: fixed(0.1), optimizer: { Sgd: { momentum: fixed(0.9) } },

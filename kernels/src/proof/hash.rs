@@ -15,10 +15,10 @@ pub type Digest = [u8; 32];
 /// Bytes of `f32`s hashed per `update` call, so that hashing never allocates.
 const STAGING_BYTES: usize = 1024;
 
-/// What a hash is for. BLAKE2b's personalisation parameter keeps Merkle leaves,
-/// Merkle nodes and everything else apart, so no payload byte is spent on
-/// domain separation: a 32-word segment (128 bytes) is exactly one BLAKE2b
-/// block, where a one-byte prefix would make it two.
+/// What a hash is for. BLAKE2b's personalisation parameter keeps Merkle leaves
+/// apart from everything else (Merkle nodes are BLAKE3, [`crate::proof::merkle::node_hash`]),
+/// so no payload byte is spent on domain separation: a 32-word segment (128 bytes)
+/// is exactly one BLAKE2b block, where a one-byte prefix would make it two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Domain {
 	/// No personalisation: plain BLAKE2b-256, the chain's `blake2_256`. Files,
@@ -27,8 +27,6 @@ pub enum Domain {
 	Plain,
 	/// Merkle leaves: personalisation `"touchstone/leaf"` (zero-padded to 16 bytes).
 	MerkleLeaf,
-	/// Merkle inner nodes: personalisation `"touchstone/node"` (zero-padded to 16 bytes).
-	MerkleNode,
 }
 
 impl Domain {
@@ -40,9 +38,6 @@ impl Domain {
 			Self::Plain => {},
 			Self::MerkleLeaf => {
 				params.personal(b"touchstone/leaf");
-			},
-			Self::MerkleNode => {
-				params.personal(b"touchstone/node");
 			},
 		}
 		params
@@ -168,7 +163,7 @@ mod tests {
 		// Lengths around the 128-byte block, and more inputs than one batch.
 		let inputs: alloc::vec::Vec<&[u8]> =
 			(0..150).map(|i| &data[i * 11..i * 11 + [0, 1, 65, 127, 128, 129, 300][i % 7]]).collect();
-		for domain in [Domain::Plain, Domain::MerkleLeaf, Domain::MerkleNode] {
+		for domain in [Domain::Plain, Domain::MerkleLeaf] {
 			let mut batched = alloc::vec::Vec::new();
 			digest_each(domain, inputs.iter().copied(), &mut batched);
 			let single: alloc::vec::Vec<Digest> = inputs.iter().map(|input| digest_parts_in(domain, &[input])).collect();
@@ -177,6 +172,5 @@ mod tests {
 		// The domains are different functions.
 		let one = |domain| digest_parts_in(domain, &[b"x"]);
 		assert_ne!(one(Domain::Plain), one(Domain::MerkleLeaf));
-		assert_ne!(one(Domain::MerkleLeaf), one(Domain::MerkleNode));
 	}
 }

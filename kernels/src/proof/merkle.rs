@@ -1,5 +1,5 @@
-//! Binary Merkle trees over BLAKE2b-256, with inclusion proofs: the shape of
-//! every commitment in a learning proof.
+//! Binary Merkle trees, BLAKE2b-256 leaves under BLAKE3 nodes, with inclusion
+//! proofs: the shape of every commitment in a learning proof.
 //!
 //! A tree of [`TreeKind::State`] has the same shape with BLAKE3's node
 //! function: BLAKE3's own tree over 1 KiB chunks is this shape (its left
@@ -9,13 +9,17 @@
 //!
 //! # Definition
 //!
-//! - A **leaf** is `H_leaf(payload)`, a **node** `H_node(left ‖ right)`, with
-//!   `H_leaf` and `H_node` BLAKE2b-256 personalised `"touchstone/leaf"` and
-//!   `"touchstone/node"` ([`crate::proof::hash::Domain`]). The two functions keep a leaf
-//!   from ever being read as a node (the second-preimage attack on undistinguished
-//!   trees), and neither is the plain BLAKE2b-256 that every other hash of the
-//!   learning proof uses (see [`crate::job::trace`]). Personalisation costs no payload
-//!   byte, so a 32-word segment leaf is a single 128-byte BLAKE2b block.
+//! - A **leaf** is `H_leaf(payload)`, a **node** `H_node(left ‖ right)`. `H_leaf` is
+//!   BLAKE2b-256 personalised `"touchstone/leaf"` ([`crate::proof::hash::Domain`]);
+//!   personalisation costs no payload byte, so a 32-word segment leaf is a single
+//!   128-byte BLAKE2b block, and the prover hashes leaves four at a time with AVX2.
+//!   `H_node` is BLAKE3 keyed with [`NODE_KEY`]: a node's 64 bytes are one BLAKE3
+//!   block, whose seven rounds of 32-bit words cost the runtime's wasm about a third
+//!   of BLAKE2b's twelve rounds of 64-bit words, and the referee checks hundreds of
+//!   nodes per piece. Two different functions keep a leaf from ever being read as a
+//!   node (the second-preimage attack on undistinguished trees), and neither is the
+//!   plain BLAKE2b-256 that every other hash of the learning proof uses (see
+//!   [`crate::job::trace`]).
 //! - A level of `n` hashes becomes a level of `⌈n/2⌉`: pairs `(2i, 2i+1)` are
 //!   hashed into a node, and an odd last hash is **promoted** unchanged (not
 //!   duplicated, which would let two different leaf lists share a root). The
@@ -59,9 +63,16 @@ pub fn leaf_hash(payload: &[u8]) -> Digest {
 	digest_parts_in(Domain::MerkleLeaf, &[payload])
 }
 
-/// `H_node(left ‖ right)`.
+/// The key of [`node_hash`]: 32 ASCII bytes, so that no other BLAKE3 hash of the
+/// protocol (the state tree's, a file's content hash) computes a segment tree's node.
+pub const NODE_KEY: [u8; 32] = *b"touchstone/merkle-node/blake3/v1";
+
+/// `H_node(left ‖ right)`: BLAKE3 keyed with [`NODE_KEY`], one compression.
 pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
-	digest_parts_in(Domain::MerkleNode, &[left, right])
+	let mut pair = [0u8; 64];
+	pair[..32].copy_from_slice(left);
+	pair[32..].copy_from_slice(right);
+	*blake3::keyed_hash(&NODE_KEY, &pair).as_bytes()
 }
 
 /// Which node function a tree uses. Both kinds have the same shape (pairs
@@ -73,7 +84,7 @@ pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
 	derive(codec::Encode, codec::Decode, codec::DecodeWithMemTracking, scale_info::TypeInfo, codec::MaxEncodedLen)
 )]
 pub enum TreeKind {
-	/// BLAKE2b nodes ([`node_hash`]) over BLAKE2b leaves: segment, piece,
+	/// BLAKE3-keyed nodes ([`node_hash`]) over BLAKE2b leaves: segment, piece,
 	/// operator, dataset and trace trees.
 	Segments,
 	/// BLAKE3's own tree over 1 KiB chunk chaining values: a training state
@@ -156,44 +167,18 @@ fn extend_leaves<'a, T: Copy + 'a>(
 	}
 }
 
-/// Node pairs hashed per batch.
-const NODE_BATCH: usize = 64;
-
 /// The level above `level`: each pair `(2i, 2i+1)` hashed into a node, an odd
-/// last hash promoted unchanged. BLAKE2b nodes are hashed in batches ([`digest_each`]).
+/// last hash promoted unchanged. A level of two is the root's.
 fn parent_level(kind: TreeKind, level: &[Digest]) -> Vec<Digest> {
-	if kind == TreeKind::State {
-		// A level of two is the root's.
-		let is_root = level.len() == 2;
-		return level
-			.chunks(2)
-			.map(|pair| match pair {
-				[left, right] => kind.node(left, right, is_root),
-				[last] => *last,
-				_ => Digest::default(),
-			})
-			.collect();
-	}
-	let mut parents = Vec::with_capacity(level.len().div_ceil(2));
-	let mut staging = [0u8; NODE_BATCH * 64];
-	let mut pairs = level.chunks_exact(2 * NODE_BATCH);
-	let mut hash_pairs = |pairs: &[Digest], parents: &mut Vec<Digest>| {
-		for (payload, pair) in staging.chunks_exact_mut(64).zip(pairs.chunks_exact(2)) {
-			payload[..32].copy_from_slice(&pair[0]);
-			payload[32..].copy_from_slice(&pair[1]);
-		}
-		digest_each(Domain::MerkleNode, staging.chunks_exact(64).take(pairs.len() / 2), parents);
-	};
-	for batch in pairs.by_ref() {
-		hash_pairs(batch, &mut parents);
-	}
-	let rest = pairs.remainder();
-	hash_pairs(rest, &mut parents);
-	if rest.len() % 2 == 1 {
-		// The odd last node is promoted unchanged.
-		parents.extend(rest.last());
-	}
-	parents
+	let is_root = level.len() == 2;
+	level
+		.chunks(2)
+		.map(|pair| match pair {
+			[left, right] => kind.node(left, right, is_root),
+			[last] => *last,
+			_ => Digest::default(),
+		})
+		.collect()
 }
 
 /// The root of the tree over `leaves`, without keeping its levels: the same
@@ -590,6 +575,22 @@ mod tests {
 		assert_eq!(depth(2), 1);
 		assert_eq!(depth(5), 3);
 		assert_eq!(depth(1024), 10);
+	}
+
+	#[test]
+	fn a_node_is_blake3_keyed_over_both_children_and_never_a_leaf() {
+		let (left, right) = ([1u8; 32], [2u8; 32]);
+		let mut keyed = blake3::Hasher::new_keyed(&NODE_KEY);
+		keyed.update(&left);
+		keyed.update(&right);
+		assert_eq!(node_hash(&left, &right), *keyed.finalize().as_bytes());
+		assert_eq!(NODE_KEY.as_slice(), b"touchstone/merkle-node/blake3/v1");
+		// Order matters, and the same 64 bytes as a leaf payload give another digest.
+		assert_ne!(node_hash(&left, &right), node_hash(&right, &left));
+		let mut payload = left.to_vec();
+		payload.extend_from_slice(&right);
+		assert_ne!(node_hash(&left, &right), leaf_hash(&payload));
+		assert_ne!(node_hash(&left, &right), TreeKind::State.node(&left, &right, false));
 	}
 
 	#[test]
