@@ -7,6 +7,11 @@
 //! Every runtime call creates a fresh wasm instance, as the node does for each call;
 //! `Core_version` is timed the same way so that instantiation can be told apart from
 //! the referee's own work.
+//!
+//! With `TOUCHSTONE_PROFILE_CASE=LABEL` (a row's label, such as `146:matmul#1535`) a
+//! section judges that one case 4,000 times in wasm instead of timing every case: run it
+//! under `perf record` with `WASMTIME_PROFILING_STRATEGY=perfmap` to see where the
+//! referee's time goes, function by function.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
 #[path = "../tests/common/mod.rs"]
@@ -154,8 +159,22 @@ fn main() {
 	}
 }
 
-/// Times every case natively and in wasm, prints a row each and the worst case.
+/// Times every case natively and in wasm, prints a row each and the worst case; or, with
+/// `TOUCHSTONE_PROFILE_CASE` naming one of `cases`, judges that case in a loop.
 fn report(runtime: &mut WasmRuntime, model: &ModelArch, hyper: &HyperParams, cases: &[(String, Case)], baseline: Duration, job: &str) {
+	if let Some(wanted) = std::env::var_os("TOUCHSTONE_PROFILE_CASE") {
+		let Some((label, case)) = cases.iter().find(|(label, _)| wanted == label.as_str()) else {
+			println!("{job}: no case {wanted:?}");
+			return;
+		};
+		const CALLS: u32 = 4_000;
+		let start = Instant::now();
+		for _ in 0..CALLS {
+			runtime.judge(model, hyper, case).expect("honest");
+		}
+		println!("{job}: {label} judged {CALLS} times in wasm, {:.1} µs a call", start.elapsed().as_secs_f64() * 1e6 / f64::from(CALLS));
+		return;
+	}
 	println!("{:<32} {:>10} {:>12} {:>12} {:>12}", "operator:kind#piece", "case bytes", "native µs", "wasm µs", "wasm - base");
 	let mut worst = (String::new(), Duration::ZERO);
 	for (label, case) in cases {

@@ -9,7 +9,7 @@
 //! enough (≥ 0.1 s, or at least one call) to dwarf the clock, after a warm-up
 //! call. Device backends are synchronised at the end of each round, so queued
 //! work is counted. Arguments after `--`: `--quick` for tiny sizes only (a
-//! smoke test), `--only ops|steps|protocol|proof|trace` for one section, `--max-size N`
+//! smoke test), `--only ops|steps|protocol|proof|trace|merkle` for one section, `--max-size N`
 //! to cap matrix sizes, `--threads N` (default 1) for the reference's
 //! contraction and hashing threads (`parallel::set_threads`), libtorch's intra-op threads,
 //! lavapipe's `LP_NUM_THREADS` and PyTorch eager's threads alike. `--unchecked` times the
@@ -427,7 +427,7 @@ const JOBS: &[MlpJob] = &[
 struct StepTimes {
 	step: f64,
 	download: f64,
-	/// The protocol's state root: a BLAKE2b Merkle tree over 32-element segments.
+	/// The protocol's state root: BLAKE3 over 1 KiB chunks (`trace::state_root`).
 	hash: f64,
 	/// For scale: one flat BLAKE2b-256 digest per state tensor (phase 1's `digest_f32`).
 	flat: f64,
@@ -584,7 +584,7 @@ fn print_steps(options: &Options) {
 	let jobs = if options.quick { &JOBS[..1] } else { JOBS };
 	println!("\n### MLP training step (SGD with momentum; ms per step, median of {ROUNDS} interleaved rounds)\n");
 	println!(
-		"| job | backend | threads | step | state download | state root (Merkle, 32-element leaves) | hashing share | flat digest of the state |"
+		"| job | backend | threads | step | state download | state root (BLAKE3, 1 KiB chunks) | hashing share | flat digest of the state |"
 	);
 	println!("|---|---|---:|---:|---:|---:|---:|---:|");
 	let mut pairs = Vec::new();
@@ -877,6 +877,48 @@ fn main() {
 	if options.runs("trace") {
 		print_trace_cost(&options);
 	}
+	if options.runs("merkle") {
+		print_merkle_cost(&options);
+	}
 	let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 	println!("\nLoad average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+}
+
+/// What a segment tree costs the prover per node, with its node function (BLAKE3 keyed,
+/// one compression) against BLAKE2b over the same 64-byte pairs hashed four at a time
+/// (what the node function was until spec 136), and per 32-word leaf. One thread.
+fn print_merkle_cost(options: &Options) {
+	use touchstone_kernels::proof::hash::{digest_each, Digest, Domain};
+	use touchstone_kernels::proof::merkle::{node_hash, segment_leaves, MerkleTree, SEGMENT};
+	let leaves_len: usize = if options.quick { 1 << 12 } else { 1 << 20 };
+	let words = values(7, leaves_len * SEGMENT, -1.0, 1.0);
+	let leaves = segment_leaves(&words);
+	let pairs: Vec<u8> = leaves.iter().flatten().copied().collect();
+	let nodes = (leaves_len - 1) as f64;
+	let mut out: Vec<Digest> = Vec::with_capacity(leaves_len);
+	let per_pair = (leaves_len / 2) as f64;
+	let blake3_pairs = measure(&mut (), |_| {
+		out.clear();
+		out.extend(leaves.chunks_exact(2).map(|pair| node_hash(&pair[0], &pair[1])));
+		std::hint::black_box(&out);
+	}, |_| {});
+	let blake2b_pairs = measure(&mut (), |_| {
+		out.clear();
+		digest_each(Domain::Plain, pairs.chunks_exact(64), &mut out);
+		std::hint::black_box(&out);
+	}, |_| {});
+	let tree = measure(&mut (), |_| {
+		std::hint::black_box(MerkleTree::new(leaves.clone()).unwrap().root());
+	}, |_| {});
+	let leaf = measure(&mut (), |_| {
+		std::hint::black_box(segment_leaves(&words));
+	}, |_| {});
+	println!("\n### A segment tree's hashes\n");
+	println!("Over {leaves_len} segments of 32 words, one thread; nanoseconds.\n");
+	println!("| what | ns each |");
+	println!("|---|---:|");
+	println!("| a node, BLAKE3 keyed (`node_hash`, the node function) | {:.1} |", blake3_pairs * 1e9 / per_pair);
+	println!("| a node's 64 bytes in BLAKE2b, four at a time (the node function before spec 136) | {:.1} |", blake2b_pairs * 1e9 / per_pair);
+	println!("| a node of a whole tree (`MerkleTree::new` over the leaves, every level kept) | {:.1} |", tree * 1e9 / nodes);
+	println!("| a 32-word leaf, BLAKE2b four at a time (`segment_leaves`) | {:.1} |", leaf * 1e9 / leaves_len as f64);
 }

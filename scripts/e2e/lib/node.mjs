@@ -267,12 +267,20 @@ export async function sendOk(tx, signer) {
   return events;
 }
 
-/** Sets the runtime's forced-error rate to `partsPerBillion` through sudo as `sudoer`. */
+/** Sets the runtime's forced-error rate to `partsPerBillion` through sudo as `sudoer`, and
+ * waits until the best block reads it. */
 export async function setForcedErrorRate(api, sudoer, partsPerBillion) {
   const key = xxhashAsHex(':ForcedErrorRate:', 128);
   // SCALE, little-endian (`toHex` of a number type is big-endian).
   const value = u8aToHex(api.createType('Perbill', partsPerBillion).toU8a());
   await sendOk(api.tx.sudo.sudo(api.tx.system.setStorage([[key, value]])), sudoer);
-  const now = (await api.call.verificationApi.forcedErrorRate()).toNumber();
-  if (now !== partsPerBillion) throw new Error(`the forced-error rate is ${now}, not ${partsPerBillion}`);
+  // Several validators can author competing blocks: the block that took the write may not
+  // be the best one yet when the call returns, so wait for the best chain to hold it.
+  let now;
+  await waitFor(`the forced-error rate to read ${partsPerBillion}`, async () => {
+    now = (await api.call.verificationApi.forcedErrorRate()).toNumber();
+    return now === partsPerBillion;
+  }, { timeoutMs: 60_000, intervalMs: 500 }).catch((error) => {
+    throw new Error(`the forced-error rate is ${now}, not ${partsPerBillion}: ${error.message}`);
+  });
 }
