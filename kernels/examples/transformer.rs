@@ -16,16 +16,16 @@
 //! windows of `context + 1` tokens), `validation.u32` (the held-out windows), `rates.f32`
 //! (every step's learning rate), `losses.f32` (the reference's training loss per step).
 
+#[path = "common/character.rs"]
+mod character;
+
 use std::io::Write;
 use std::time::Instant;
 
+use character::{fail, Options};
 use touchstone_kernels::exec::parallel::set_threads;
 use touchstone_kernels::job::text::{load_shakespeare, sequence, sequence_count};
-use touchstone_kernels::job::transformer::{
-	batch_windows, generate, mean_loss, TransformerConfig, TransformerState, TransformerTraining,
-};
-use touchstone_kernels::ops::norm::Norm;
-use touchstone_kernels::ops::schedule::WarmupCosine;
+use touchstone_kernels::job::transformer::{batch_windows, generate, mean_loss, TransformerState};
 
 /// Held-out windows the validation loss is the mean over.
 const VALIDATION_WINDOWS: usize = 64;
@@ -38,62 +38,17 @@ fn write_words<T: Copy>(path: &std::path::Path, words: impl IntoIterator<Item = 
 }
 
 fn main() {
-	let mut options = std::collections::HashMap::new();
-	let mut arguments = std::env::args().skip(1);
-	while let Some(flag) = arguments.next() {
-		let Some(name) = flag.strip_prefix("--") else {
-			eprintln!("unexpected argument {flag:?}: options are --steps, --batch, --layers, --heads, --width, --context, --threads, --out");
-			std::process::exit(2);
-		};
-		let value = arguments.next().unwrap_or_else(|| {
-			eprintln!("--{name} needs a value");
-			std::process::exit(2)
-		});
-		options.insert(name.to_string(), value);
-	}
-	let number = |name: &str, default: u32| -> u32 {
-		options.get(name).map_or(default, |value| {
-			value.parse().unwrap_or_else(|_| {
-				eprintln!("--{name} takes a whole number, not {value:?}");
-				std::process::exit(2)
-			})
-		})
-	};
-	let out = std::path::PathBuf::from(options.get("out").cloned().unwrap_or_else(|| "transformer-run".into()));
+	let options = Options::parse(&["steps", "batch", "layers", "heads", "width", "context", "threads", "out"]);
+	let out = std::path::PathBuf::from(options.text("out").unwrap_or("transformer-run"));
 	std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
-	set_threads(number("threads", 1) as usize);
+	set_threads(options.number("threads", 1) as usize);
 
-	let corpus = load_shakespeare().unwrap_or_else(|error| {
-		eprintln!("{error}");
-		std::process::exit(1)
-	});
+	let corpus = load_shakespeare().unwrap_or_else(|error| fail(error, 1));
 	let (training, validation) = corpus.split();
-	let config = TransformerConfig {
-		vocab: corpus.vocab_len() as u32,
-		context: number("context", 64),
-		layers: number("layers", 4),
-		heads: number("heads", 4),
-		width: number("width", 128),
-		mlp_ratio: 4,
-		norm: Norm::Layer,
-		tied_embeddings: true,
-	}
-	.validated()
-	.unwrap_or_else(|error| {
-		eprintln!("the model is outside the bounds: {error}");
-		std::process::exit(2)
-	});
-	let steps = number("steps", 200);
+	let config = character::model(&options, corpus.vocab_len() as u32);
+	let steps = options.number("steps", 200);
 	let context = config.context as usize;
-	let run = TransformerTraining {
-		batch: number("batch", 12) as usize,
-		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: (steps / 20).max(1), total_steps: steps.max(1) },
-		beta1: 0.9,
-		beta2: 0.99,
-		epsilon: 1e-8,
-		weight_decay: 0.1,
-		clip_norm: Some(1.0),
-	};
+	let run = character::training(&options, steps);
 	let seed = 1;
 	let held_out: Vec<u32> = (0..VALIDATION_WINDOWS.min(sequence_count(validation.len(), context)))
 		.flat_map(|index| sequence(&validation, context, index).expect("a validation window").to_vec())

@@ -365,7 +365,7 @@ mod tests {
 				assert_eq!(leaf, tree.leaves()[chunk]);
 				let proof = tree.proof(chunk).unwrap();
 				assert!(proof.verify_in(TreeKind::State, &root, &leaf));
-				assert!(!proof.verify(&root, &leaf), "a BLAKE2b walk must not reach a BLAKE3 root");
+				assert!(!proof.verify(&root, &leaf), "a segment tree's walk must not reach a state tree's root");
 				// The counter binds the position: the same words at another index are another leaf.
 				if n > 1 {
 					let moved = MerkleProof { index: ((chunk + 1) % n) as u32, ..proof.clone() };

@@ -15,24 +15,20 @@
 //! there is one, lavapipe otherwise. Exits with status 1 at the first difference. The last
 //! line is a JSON summary. Needs the corpus (`kernels/scripts/fetch-datasets.sh`).
 
+#[path = "../../examples/common/character.rs"]
+mod character;
+
 use std::time::Instant;
 
+use character::{fail, Options};
 use touchstone_kernels::exec::parallel::set_threads;
 use touchstone_kernels::job::text::{load_shakespeare, sequence, sequence_count};
-use touchstone_kernels::job::transformer::{batch_windows, mean_loss, TransformerConfig, TransformerState, TransformerTraining};
-use touchstone_kernels::ops::norm::Norm;
-use touchstone_kernels::ops::schedule::WarmupCosine;
+use touchstone_kernels::job::transformer::{batch_windows, mean_loss, TransformerState};
 use touchstone_kernels::proof::state_tree;
 use touchstone_kernels_wgpu::WgpuBackend;
 
 /// Held-out windows the validation loss is the mean over.
 const VALIDATION_WINDOWS: usize = 64;
-
-/// Stops with a message and status `code`.
-fn fail(message: String, code: i32) -> ! {
-	eprintln!("{message}");
-	std::process::exit(code)
-}
 
 /// The state root over parameters, first and second moments, as hex.
 fn root(state: &TransformerState) -> String {
@@ -43,46 +39,16 @@ fn root(state: &TransformerState) -> String {
 }
 
 fn main() {
-	let mut options = std::collections::HashMap::new();
-	let mut arguments = std::env::args().skip(1);
-	while let Some(flag) = arguments.next() {
-		let Some(name) = flag.strip_prefix("--") else {
-			fail(format!("unexpected argument {flag:?}: options are --steps, --batch, --check-every, --layers, --heads, --width, --context, --threads"), 2)
-		};
-		let value = arguments.next().unwrap_or_else(|| fail(format!("--{name} needs a value"), 2));
-		options.insert(name.to_string(), value);
-	}
-	let number = |name: &str, default: u32| -> u32 {
-		options.get(name).map_or(default, |value| value.parse().unwrap_or_else(|_| fail(format!("--{name} takes a whole number, not {value:?}"), 2)))
-	};
-	set_threads(number("threads", 1) as usize);
-	let corpus = load_shakespeare().unwrap_or_else(|error| fail(error.to_string(), 1));
+	let options = Options::parse(&["steps", "batch", "check-every", "layers", "heads", "width", "context", "threads"]);
+	set_threads(options.number("threads", 1) as usize);
+	let corpus = load_shakespeare().unwrap_or_else(|error| fail(error, 1));
 	let (training, validation) = corpus.split();
-	let config = TransformerConfig {
-		vocab: corpus.vocab_len() as u32,
-		context: number("context", 64),
-		layers: number("layers", 4),
-		heads: number("heads", 4),
-		width: number("width", 128),
-		mlp_ratio: 4,
-		norm: Norm::Layer,
-		tied_embeddings: true,
-	}
-	.validated()
-	.unwrap_or_else(|error| fail(format!("the model is outside the bounds: {error}"), 2));
-	let steps = number("steps", 2_000);
-	let check_every = number("check-every", 100).max(1);
+	let config = character::model(&options, corpus.vocab_len() as u32);
+	let steps = options.number("steps", 2_000);
+	let check_every = options.number("check-every", 100).max(1);
 	let context = config.context as usize;
-	// The rates and optimiser of `kernels/examples/transformer.rs`, so the two runs compare.
-	let run = TransformerTraining {
-		batch: number("batch", 12) as usize,
-		schedule: WarmupCosine { peak: 1e-3, floor: 1e-4, warmup_steps: (steps / 20).max(1), total_steps: steps.max(1) },
-		beta1: 0.9,
-		beta2: 0.99,
-		epsilon: 1e-8,
-		weight_decay: 0.1,
-		clip_norm: Some(1.0),
-	};
+	// The model and run of `kernels/examples/transformer.rs`, so the two compare.
+	let run = character::training(&options, steps);
 	let seed = 1;
 	let mut gpu = WgpuBackend::new().unwrap_or_else(|error| fail(format!("no wgpu adapter passes the conformance self-test: {error:?}"), 1));
 	let adapter = gpu.adapter_info().name.clone();
