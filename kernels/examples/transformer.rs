@@ -24,11 +24,8 @@ use std::time::Instant;
 
 use character::{fail, Options};
 use touchstone_kernels::exec::parallel::set_threads;
-use touchstone_kernels::job::text::{load_shakespeare, sequence, sequence_count};
+use touchstone_kernels::job::text::load_shakespeare;
 use touchstone_kernels::job::transformer::{batch_windows, generate, mean_loss, TransformerState};
-
-/// Held-out windows the validation loss is the mean over.
-const VALIDATION_WINDOWS: usize = 64;
 
 fn write_words<T: Copy>(path: &std::path::Path, words: impl IntoIterator<Item = T>, bytes: fn(T) -> [u8; 4]) {
 	let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
@@ -50,9 +47,7 @@ fn main() {
 	let context = config.context as usize;
 	let run = character::training(&options, steps);
 	let seed = 1;
-	let held_out: Vec<u32> = (0..VALIDATION_WINDOWS.min(sequence_count(validation.len(), context)))
-		.flat_map(|index| sequence(&validation, context, index).expect("a validation window").to_vec())
-		.collect();
+	let held_out = character::held_out(&validation, context);
 	let mut state = TransformerState::new(config, seed).expect("a valid model");
 	write_words(&out.join("init.f32"), state.params.iter().flatten().copied(), f32::to_le_bytes);
 	write_words(&out.join("validation.u32"), held_out.iter().copied(), u32::to_le_bytes);

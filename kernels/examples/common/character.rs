@@ -6,9 +6,13 @@
 
 use std::collections::HashMap;
 
+use touchstone_kernels::job::text::{sequence, sequence_count};
 use touchstone_kernels::job::transformer::{TransformerConfig, TransformerTraining};
 use touchstone_kernels::ops::norm::Norm;
 use touchstone_kernels::ops::schedule::WarmupCosine;
+
+/// Held-out windows the validation loss is the mean over.
+pub const VALIDATION_WINDOWS: usize = 64;
 
 /// Stops with `message` and exit status `code`.
 pub fn fail(message: impl std::fmt::Display, code: i32) -> ! {
@@ -75,4 +79,12 @@ pub fn training(options: &Options, steps: u32) -> TransformerTraining {
 		weight_decay: 0.1,
 		clip_norm: Some(1.0),
 	}
+}
+
+/// The first [`VALIDATION_WINDOWS`] windows of `context + 1` tokens of the held-out
+/// `validation` stream, one after another: what both examples' validation loss is the mean over.
+pub fn held_out(validation: &[u32], context: usize) -> Vec<u32> {
+	(0..VALIDATION_WINDOWS.min(sequence_count(validation.len(), context)))
+		.flat_map(|index| sequence(validation, context, index).unwrap_or_else(|| fail(format!("no validation window {index}"), 1)).to_vec())
+		.collect()
 }

@@ -22,13 +22,10 @@ use std::time::Instant;
 
 use character::{fail, Options};
 use touchstone_kernels::exec::parallel::set_threads;
-use touchstone_kernels::job::text::{load_shakespeare, sequence, sequence_count};
+use touchstone_kernels::job::text::load_shakespeare;
 use touchstone_kernels::job::transformer::{batch_windows, mean_loss, TransformerState};
 use touchstone_kernels::proof::state_tree;
 use touchstone_kernels_wgpu::WgpuBackend;
-
-/// Held-out windows the validation loss is the mean over.
-const VALIDATION_WINDOWS: usize = 64;
 
 /// The state root over parameters, first and second moments, as hex.
 fn root(state: &TransformerState) -> String {
@@ -81,9 +78,7 @@ fn main() {
 			eprintln!("step {}: loss {:.4}, state root {}… on both", step + 1, actual.loss, &device_root[..16]);
 		}
 	}
-	let held_out: Vec<u32> = (0..VALIDATION_WINDOWS.min(sequence_count(validation.len(), context)))
-		.flat_map(|index| sequence(&validation, context, index).unwrap_or_else(|| fail(format!("no validation window {index}"), 1)).to_vec())
-		.collect();
+	let held_out = character::held_out(&validation, context);
 	let validation_loss = mean_loss(config, &reference.params, &held_out, context).unwrap_or_else(|error| fail(format!("{error}"), 1));
 	let median_ms = |seconds: &mut Vec<f64>| {
 		seconds.sort_by(f64::total_cmp);
