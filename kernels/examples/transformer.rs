@@ -70,8 +70,7 @@ fn main() {
 	write_words(&out.join("batches.u32"), batches, u32::to_le_bytes);
 	write_words(&out.join("rates.f32"), rates, f32::to_le_bytes);
 	write_words(&out.join("losses.f32"), losses, f32::to_le_bytes);
-	seconds.sort_by(f64::total_cmp);
-	let median_ms = seconds.get(seconds.len() / 2).map_or(0.0, |s| s * 1e3);
+	let median_ms = character::median_ms(&mut seconds);
 	let sample = generate(config, &state.params, &corpus.encode(b"KING.").expect("in the vocabulary"), 200, false, 7).expect("a sample");
 	let sample = String::from_utf8_lossy(&corpus.decode(&sample).expect("in the vocabulary")).into_owned();
 	let summary = format!(

@@ -88,3 +88,9 @@ pub fn held_out(validation: &[u32], context: usize) -> Vec<u32> {
 		.flat_map(|index| sequence(validation, context, index).unwrap_or_else(|| fail(format!("no validation window {index}"), 1)).to_vec())
 		.collect()
 }
+
+/// The median of `seconds`, in milliseconds (0 for none); sorts them.
+pub fn median_ms(seconds: &mut [f64]) -> f64 {
+	seconds.sort_by(f64::total_cmp);
+	seconds.get(seconds.len() / 2).map_or(0.0, |s| s * 1e3)
+}

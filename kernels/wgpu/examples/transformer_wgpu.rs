@@ -20,7 +20,7 @@ mod character;
 
 use std::time::Instant;
 
-use character::{fail, Options};
+use character::{fail, median_ms, Options};
 use touchstone_kernels::exec::parallel::set_threads;
 use touchstone_kernels::job::text::load_shakespeare;
 use touchstone_kernels::job::transformer::{batch_windows, mean_loss, TransformerState};
@@ -80,10 +80,6 @@ fn main() {
 	}
 	let held_out = character::held_out(&validation, context);
 	let validation_loss = mean_loss(config, &reference.params, &held_out, context).unwrap_or_else(|error| fail(format!("{error}"), 1));
-	let median_ms = |seconds: &mut Vec<f64>| {
-		seconds.sort_by(f64::total_cmp);
-		seconds.get(seconds.len() / 2).map_or(0.0, |s| s * 1e3)
-	};
 	println!(
 		"{{\"adapter\": {adapter:?}, \"parameters\": {}, \"steps\": {steps}, \"batch\": {}, \"bit_identical_steps\": {steps}, \
 		 \"state_roots_compared\": {roots_checked}, \"final_state_root\": {:?}, \"validation_loss\": {validation_loss}, \
