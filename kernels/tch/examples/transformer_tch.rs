@@ -7,7 +7,7 @@
 //! cargo run --release -p touchstone-kernels-tch --example transformer_tch -- --steps 40
 //! ```
 //!
-//! Options: `--steps N` (40), `--batch B` (12), `--layers`, `--heads`, `--width`,
+//! Options: `--steps N` (200, as `transformer`), `--batch B` (12), `--layers`, `--heads`, `--width`,
 //! `--context` (the 4 × 4 × 128 model at context 64, 812,288 parameters), `--threads T`
 //! for both backends (1). Prints the median step of each and, as the last line, a JSON
 //! summary. Needs the corpus (`kernels/scripts/fetch-datasets.sh`).
@@ -32,7 +32,7 @@ fn main() {
 	let corpus = load_shakespeare().unwrap_or_else(|error| fail(error, 1));
 	let (training, _) = corpus.split();
 	let config = character::model(&options, corpus.vocab_len() as u32);
-	let steps = options.number("steps", 40);
+	let steps = options.number("steps", 200);
 	let run = character::training(&options, steps);
 	let seed = 1;
 	let mut torch = TchBackend::cpu();
